@@ -1,0 +1,389 @@
+package dsl
+
+import (
+	"bytes"
+	"sort"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// Format prints the canonical layout of a parsed file: four-space
+// indentation, one item a line, at most one blank line kept between items,
+// and every comment kept. Tokens are printed as written, so formatting
+// never changes the syntax tree, only the layout. It is idempotent.
+func Format(s *Source) []byte {
+	p := &printer{src: s, prevEnd: 0, afterOpen: true}
+	sort.Slice(s.Comments, func(i, j int) bool { return s.Comments[i].Pos.Offset < s.Comments[j].Pos.Offset })
+	switch {
+	case s.AST.Graph != nil:
+		p.graph(s.AST.Graph)
+	case s.AST.Stack != nil:
+		p.stack(s.AST.Stack)
+	}
+	p.flush(len(s.File.Src) + 1)
+	out := p.buf.Bytes()
+	return append(bytes.TrimRight(out, "\n"), '\n')
+}
+
+type printer struct {
+	src       *Source
+	buf       bytes.Buffer
+	indent    int
+	ci        int  // next comment to print
+	prevEnd   int  // source offset just after the last thing printed
+	afterOpen bool // the last line printed opened a block (or nothing yet)
+}
+
+// tokAfter returns the offset of the first token with value val at or
+// after off, or -1.
+func (p *printer) tokAfter(off int, val string) int {
+	toks := p.src.Tokens
+	i := sort.Search(len(toks), func(i int) bool { return toks[i].Pos.Offset >= off })
+	for ; i < len(toks); i++ {
+		if toks[i].Value == val && toks[i].Type != sym("Comment") && toks[i].Type != sym("String") {
+			return toks[i].Pos.Offset
+		}
+	}
+	return -1
+}
+
+// blankBefore reports whether the source has an empty line between the
+// last printed thing and off.
+func (p *printer) blankBefore(off int) bool {
+	if p.afterOpen || off <= p.prevEnd || off > len(p.src.File.Src) {
+		return false
+	}
+	gap := p.src.File.Src[p.prevEnd:off]
+	return bytes.Count(gap, []byte("\n")) >= 2
+}
+
+func (p *printer) writeLine(text string, start int) {
+	if p.blankBefore(start) {
+		p.buf.WriteByte('\n')
+	}
+	p.buf.WriteString(strings.Repeat("    ", p.indent))
+	p.buf.WriteString(text)
+}
+
+// flush prints, each on its own line, the comments that start before upTo.
+func (p *printer) flush(upTo int) {
+	cs := p.src.Comments
+	for p.ci < len(cs) && cs[p.ci].Pos.Offset < upTo {
+		c := cs[p.ci]
+		p.ci++
+		p.writeLine(strings.TrimRight(c.Value, " \t\r"), c.Pos.Offset)
+		p.buf.WriteByte('\n')
+		p.prevEnd = c.Pos.Offset + len(c.Value)
+		p.afterOpen = false
+	}
+}
+
+// line prints one unit of output that spans [start, end) in the source.
+// Comments inside the span go above it; a comment that follows it on the
+// same source line stays at its end.
+func (p *printer) line(text string, start, end int, opens bool) {
+	p.flush(end)
+	p.writeLine(text, start)
+	p.prevEnd = max(p.prevEnd, end)
+	p.trailing()
+	p.buf.WriteByte('\n')
+	p.afterOpen = opens
+}
+
+// trailing appends a comment that sits on the same source line as the
+// last thing printed.
+func (p *printer) trailing() {
+	cs := p.src.Comments
+	if p.ci >= len(cs) {
+		return
+	}
+	c := cs[p.ci]
+	src := p.src.File.Src
+	if c.Pos.Offset < p.prevEnd || bytes.ContainsAny(src[p.prevEnd:c.Pos.Offset], "\n") {
+		return
+	}
+	if strings.HasPrefix(c.Value, "/*") && strings.Contains(c.Value, "\n") {
+		return
+	}
+	// Only whitespace may lie between; anything else is a token and will be
+	// printed with its own line.
+	if len(bytes.TrimSpace(src[p.prevEnd:c.Pos.Offset])) != 0 {
+		return
+	}
+	p.buf.WriteString(" " + strings.TrimRight(c.Value, " \t\r"))
+	p.prevEnd = c.Pos.Offset + len(c.Value)
+	p.ci++
+}
+
+// open prints a header line ending in "{" found at or after from.
+func (p *printer) open(text string, start, from int) {
+	brace := p.tokAfter(from, "{")
+	p.line(text+" {", start, brace+1, true)
+	p.indent++
+}
+
+// close prints the "}" that ends at end (an EndPos offset).
+func (p *printer) close(end int) {
+	p.flush(end - 1)
+	p.indent--
+	p.afterOpen = false
+	p.buf.WriteString(strings.Repeat("    ", p.indent))
+	p.buf.WriteString("}")
+	p.prevEnd = end
+	p.trailing()
+	p.buf.WriteByte('\n')
+}
+
+func (p *printer) graph(g *Graph) {
+	p.open("graph "+g.Name.Text, g.Pos.Offset, g.Name.EndPos.Offset)
+	p.decls(g.Decls)
+	p.close(g.EndPos.Offset)
+}
+
+func (p *printer) decls(ds []*Decl) {
+	for _, d := range ds {
+		switch {
+		case d.Helpers != nil:
+			p.line("helpers "+p.raw(d.Helpers.Pos, d.Helpers.EndPos), d.Pos.Offset, d.EndPos.Offset, false)
+		case d.Cluster != nil:
+			c := d.Cluster
+			p.open("cluster "+c.Name.Text, c.Pos.Offset, c.Name.EndPos.Offset)
+			p.decls(c.Decls)
+			p.close(c.EndPos.Offset)
+		case d.Node != nil:
+			p.node(d.Node)
+		case d.Resource != nil:
+			r := d.Resource
+			p.block(r.Kind+" "+r.Name.Text, r.Pos.Offset, r.Name.EndPos.Offset, r.EndPos.Offset, len(r.Props), func() { p.props(r.Props) })
+		}
+	}
+}
+
+// block prints `HEADER { ... }`, or `HEADER {}` when it is empty and has no
+// comments inside.
+func (p *printer) block(header string, start, from, end, items int, body func()) {
+	if items == 0 && !p.commentBefore(end) {
+		p.line(header+" {}", start, end, false)
+		return
+	}
+	p.open(header, start, from)
+	body()
+	p.close(end)
+}
+
+func (p *printer) commentBefore(end int) bool {
+	return p.ci < len(p.src.Comments) && p.src.Comments[p.ci].Pos.Offset < end
+}
+
+func (p *printer) node(n *Node) {
+	p.block(n.Kind+" "+n.Name.Text, n.Pos.Offset, n.Name.EndPos.Offset, n.EndPos.Offset, len(n.Items), func() {
+		for _, it := range n.Items {
+			p.item(it)
+		}
+	})
+}
+
+func (p *printer) item(it *Item) {
+	start, end := it.Pos.Offset, it.EndPos.Offset
+	var t string
+	switch {
+	case it.Impl != nil:
+		t = "implementation " + it.Impl.Text
+	case it.Attr != nil:
+		t = "attr " + it.Attr.Raw
+	case it.Spawn != nil:
+		t = "spawn " + it.Spawn.Name.Text + " " + it.Spawn.Target.Text
+		for _, pr := range it.Spawn.Preds {
+			t += " [predicate " + pr.Raw + "]"
+		}
+	case it.Port != nil:
+		t = "port " + joinIdents(it.Port.Names, " ") + "[" + joinIdents(it.Port.Targets, " ") + "]"
+	case it.Constraint != nil:
+		t = "constraint " + it.Constraint.Port.Text + " " + it.Constraint.Text.Raw
+	case it.Semantics != nil:
+		t = "semantics " + joinIdents(it.Semantics.Ports, " ") + " " + p.raw(it.Semantics.Body.Pos, it.Semantics.Body.EndPos)
+	case it.Predicate != nil:
+		t = "predicate " + it.Predicate.Port.Text + " " + it.Predicate.Expr.Raw
+	case it.Type != nil:
+		t = "type " + typeText(it.Type)
+	case it.Function != nil:
+		t = "function " + it.Function.Text
+	case it.Cost != nil:
+		t = "cost " + it.Cost.Unit.Text + " " + numText(it.Cost.Value)
+	case it.Config != nil:
+		c := it.Config
+		p.block(c.Kind, start, start, end, len(c.Props), func() { p.props(c.Props) })
+		return
+	}
+	p.line(t, start, end, false)
+}
+
+func (p *printer) props(ps []*Prop) {
+	for _, pr := range ps {
+		p.line(pr.Key.Text+" "+valueText(pr.Value), pr.Pos.Offset, pr.EndPos.Offset, false)
+	}
+}
+
+// raw returns source text verbatim (SMT-LIB blocks).
+func (p *printer) raw(start, end lexer.Position) string {
+	src := p.src.File.Src
+	if start.Offset < 0 || end.Offset > len(src) || start.Offset > end.Offset {
+		return "{}"
+	}
+	text := string(src[start.Offset:end.Offset])
+	// The block's comments are part of its verbatim text.
+	for p.ci < len(p.src.Comments) && p.src.Comments[p.ci].Pos.Offset < end.Offset && p.src.Comments[p.ci].Pos.Offset >= start.Offset {
+		p.ci++
+	}
+	return text
+}
+
+func joinIdents(ids []*Ident, sep string) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id.Text
+	}
+	return strings.Join(parts, sep)
+}
+
+func numText(n *Num) string {
+	if n.Neg {
+		return "-" + n.Text
+	}
+	return n.Text
+}
+
+func valueText(v *Value) string {
+	switch {
+	case v.Str != nil:
+		return v.Str.Raw
+	case v.Num != nil:
+		t := numText(v.Num)
+		if v.Hi != nil {
+			t += ".." + numText(v.Hi)
+		}
+		return t + v.Unit
+	case v.Name != nil:
+		return v.Name.Text
+	}
+	parts := make([]string, len(v.List))
+	for i, e := range v.List {
+		parts[i] = valueText(e)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func typeText(t *ConfType) string {
+	var s string
+	switch {
+	case t.Optional != nil:
+		s = "<" + typeText(t.Optional) + ">"
+	case t.Set != nil:
+		s = "{ " + typeText(t.Set) + " }"
+	case t.List != nil:
+		s = "[ " + typeText(t.List) + " ]"
+	case len(t.Tuple) > 0:
+		parts := make([]string, len(t.Tuple))
+		for i, el := range t.Tuple {
+			parts[i] = el.Label.Text + ": " + typeText(el.Type)
+		}
+		s = "(" + strings.Join(parts, ", ") + ")"
+	case len(t.Enum) > 0:
+		s = "Enum (" + joinIdents(t.Enum, ", ") + ")"
+	case t.Named != nil:
+		s = t.Named.Name
+		for _, a := range t.Named.Args {
+			s += " " + numText(a)
+		}
+	}
+	if b := t.Bounds; b != nil {
+		s += " <"
+		if b.Lo != nil {
+			s += numText(b.Lo)
+		}
+		if b.Comma {
+			s += ","
+		}
+		if b.Hi != nil {
+			s += numText(b.Hi)
+		}
+		s += ">"
+	}
+	return s
+}
+
+func (p *printer) stack(st *Stack) {
+	p.open("stack "+st.Name.Text, st.Pos.Offset, st.Name.EndPos.Offset)
+	for _, it := range st.Items {
+		p.line(stackItemText(it), it.Pos.Offset, it.EndPos.Offset, false)
+	}
+	p.close(st.EndPos.Offset)
+}
+
+func stackItemText(it *StackItem) string {
+	switch {
+	case it.Interface != nil:
+		in := it.Interface
+		t := "interface " + in.Name.Text + " { mac " + in.MAC.Text
+		for _, ip := range in.IPs {
+			t += " ip " + ip.Addr.Text + "/" + numText(ip.Len)
+		}
+		if in.MTU != nil {
+			t += " mtu " + numText(in.MTU)
+		}
+		return t + " }"
+	case it.Cores != nil:
+		return "cores " + rangeText(it.Cores)
+	case it.Service != nil:
+		return "service " + it.Service.Text
+	}
+	ep := it.Endpoint
+	t := "endpoint " + ep.Name.Text + " " + ep.Kind.Text
+	switch {
+	case ep.Listen != nil:
+		t += " listen " + addrText(ep.Listen.Addr) + ":" + numText(ep.Listen.Port)
+		if ep.Listen.Hi != nil {
+			t += ".." + numText(ep.Listen.Hi)
+		}
+	case ep.Flow != nil:
+		f := ep.Flow
+		t += " flow " + addrText(f.LAddr) + ":" + numText(f.LPort) + " -> " + addrText(f.RAddr) + ":" + numText(f.RPort)
+	case ep.ID != nil:
+		t += " " + numText(ep.ID)
+	}
+	if len(ep.Attrs) > 0 {
+		t += " {"
+		for _, a := range ep.Attrs {
+			t += " " + a.Key.Text + " "
+			switch {
+			case a.Str != nil:
+				t += a.Str.Raw
+			case a.Range != nil:
+				t += rangeText(a.Range) + a.Unit
+			case a.Word != nil:
+				t += a.Word.Text
+			}
+		}
+		t += " }"
+	}
+	return t
+}
+
+func addrText(a *Addr) string {
+	if a.Any {
+		return "*"
+	}
+	return a.IP.Text
+}
+
+func rangeText(r *RangeList) string {
+	parts := make([]string, len(r.Items))
+	for i, it := range r.Items {
+		parts[i] = numText(it.Lo)
+		if it.Hi != nil {
+			parts[i] += ".." + numText(it.Hi)
+		}
+	}
+	return strings.Join(parts, ",")
+}

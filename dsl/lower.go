@@ -1,0 +1,743 @@
+package dsl
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
+)
+
+// Diagnostic codes. They are stable: tests and users match on them.
+const (
+	CodeUTF8         = "E100"
+	CodeLex          = "E101"
+	CodeOpenComment  = "E102"
+	CodeOpenString   = "E103"
+	CodeEscape       = "E104"
+	CodeSyntax       = "E110"
+	CodeUnknownNode  = "E201"
+	CodeTooManyDots  = "E202"
+	CodeReserved     = "E203"
+	CodeBadName      = "E204"
+	CodeDupPort      = "E205"
+	CodeUnknownPort  = "E206"
+	CodeGatePorts    = "E301"
+	CodeGateBody     = "E302"
+	CodeConfigOnly   = "E303"
+	CodeRepeated     = "E304"
+	CodeBadPredicate = "E310"
+	CodeBadType      = "E320"
+	CodeBadBounds    = "E321"
+	CodeCycle        = "E330"
+	CodeBadValue     = "E340"
+	CodeDupName      = "W201"
+	CodeUnreachable  = "W331"
+	CodeSelfSpawn    = "W332"
+	CodeEmptyGraph   = "W333"
+)
+
+// Reserved are the words that Unicorn reserves; none may name a node,
+// cluster or port.
+var Reserved = []string{"graph", "cluster", "node", "config", "boolean", "and",
+	"nand", "or", "nor", "gconfig", "port", "attr", "type", "semantics",
+	"helpers", "spawn", "predicate", "constraint", "implementation", "function"}
+
+// Lower resolves names in a parsed graph file, validates it, and builds
+// the graph. It returns the graph (nil only when the file holds no graph)
+// and every diagnostic, sorted.
+func Lower(s *Source) (*graph.Graph, diag.List) {
+	if s == nil || s.AST == nil || s.AST.Graph == nil {
+		return nil, nil
+	}
+	l := &lowerer{src: s, g: graph.New(s.AST.Graph.Name.Text)}
+	l.checkName(s.AST.Graph.Name, "graph")
+	l.declare(s.AST.Graph.Decls, nil)
+	l.connect()
+	l.checkCycles()
+	l.checkReachable()
+	l.diags.Sort()
+	return l.g, l.diags
+}
+
+// Load parses, lowers and validates a graph file in one step.
+func Load(name string, src []byte) (*graph.Graph, *Source, diag.List) {
+	s, diags := Parse(name, src)
+	if s.AST == nil || s.AST.Graph == nil {
+		diags.Sort()
+		return nil, s, diags
+	}
+	g, more := Lower(s)
+	diags = append(diags, more...)
+	diags.Sort()
+	return g, s, diags
+}
+
+type lowerer struct {
+	src   *Source
+	g     *graph.Graph
+	diags diag.List
+	decls []*nodeDecl // parallel to g.Nodes
+}
+
+// nodeDecl keeps the syntax of a node for the second pass.
+type nodeDecl struct {
+	ast  *Node
+	path []string // cluster path, outermost first
+}
+
+func (l *lowerer) at(id *Ident) diag.Range { return l.src.rng(id.Pos, id.EndPos) }
+
+func (l *lowerer) atPos(start, end lexer.Position) diag.Range { return l.src.rng(start, end) }
+
+// checkName rejects reserved words and names that are not Unicorn
+// identifiers.
+func (l *lowerer) checkName(id *Ident, what string) {
+	name := id.Text
+	if slices.Contains(Reserved, name) {
+		l.diags.Errorf(l.at(id), CodeReserved, "%q is a reserved word and cannot name a %s", name, what)
+		return
+	}
+	if strings.ContainsAny(name, ".-") {
+		l.diags.Errorf(l.at(id), CodeBadName, "%q is not a valid %s name", name, what).Detail =
+			"names are a letter or _ followed by letters, digits or _"
+	}
+}
+
+// resolve turns a reference written inside cluster path into a full name.
+// Each leading dot moves one cluster up.
+func (l *lowerer) resolve(id *Ident, path []string) (string, bool) {
+	text := id.Text
+	dots := len(text) - len(strings.TrimLeft(text, "."))
+	if dots > len(path) {
+		d := l.diags.Errorf(l.at(id), CodeTooManyDots, "reference %q goes %d cluster(s) up, but it is only %d deep", text, dots, len(path))
+		d.Detail = "each leading dot leaves one enclosing cluster"
+		return "", false
+	}
+	return strings.Join(path[:len(path)-dots], "") + text[dots:], true
+}
+
+func (l *lowerer) declare(decls []*Decl, path []string) {
+	for _, d := range decls {
+		switch {
+		case d.Helpers != nil:
+			if len(path) > 0 {
+				l.diags.Errorf(l.atPos(d.Pos, d.EndPos), CodeSyntax, "helpers belong at graph level, not inside a cluster")
+			}
+			if l.g.Helpers != "" {
+				l.diags.Errorf(l.atPos(d.Pos, d.EndPos), CodeRepeated, "a graph has at most one helpers block")
+			}
+			l.g.Helpers = l.smtText(d.Helpers)
+		case d.Cluster != nil:
+			l.checkName(d.Cluster.Name, "cluster")
+			l.declare(d.Cluster.Decls, append(slices.Clone(path), d.Cluster.Name.Text))
+		case d.Node != nil:
+			l.declareNode(d.Node, path)
+		case d.Resource != nil:
+			l.declareResource(d.Resource, path)
+		}
+	}
+}
+
+func (l *lowerer) declareResource(r *Resource, path []string) {
+	l.checkName(r.Name, r.Kind)
+	res := &graph.Resource{Kind: r.Kind, Name: strings.Join(path, "") + r.Name.Text, Src: l.srcOf(r.Name.Pos)}
+	res.Props = l.props(r.Props)
+	for _, other := range l.g.Resources {
+		if other.Kind == res.Kind && other.Name == res.Name {
+			l.diags.Errorf(l.at(r.Name), CodeRepeated, "%s %q is declared twice", r.Kind, res.Name)
+		}
+	}
+	l.g.Resources = append(l.g.Resources, res)
+}
+
+func (l *lowerer) srcOf(p lexer.Position) graph.Source {
+	return graph.Source{File: l.src.File.Name, Offset: p.Offset}
+}
+
+func (l *lowerer) declareNode(n *Node, path []string) {
+	kind, _ := graph.KindFromKeyword(n.Kind)
+	full, ok := l.resolve(n.Name, path)
+	if !ok {
+		full = strings.Join(path, "") + strings.TrimLeft(n.Name.Text, ".")
+	}
+	local := strings.TrimLeft(n.Name.Text, ".")
+	l.checkName(&Ident{Pos: n.Name.Pos, Text: local, EndPos: n.Name.EndPos}, n.Kind)
+	dots := len(n.Name.Text) - len(local)
+	cluster := slices.Clone(path[:max(0, len(path)-dots)])
+	node := &graph.Node{Name: full, Cluster: cluster, Kind: kind, Src: l.srcOf(n.Name.Pos)}
+	if first, dup := l.g.Lookup(full); dup {
+		line, _ := l.src.File.Position(first.Src.Offset)
+		d := l.diags.Warnf(l.at(n.Name), CodeDupName, "node %q is declared twice", full)
+		d.Detail = fmt.Sprintf("references bind to the first declaration, on line %d", line)
+	}
+	l.g.Add(node)
+	l.decls = append(l.decls, &nodeDecl{ast: n, path: path})
+}
+
+// connect is the second pass: items that refer to other nodes or ports.
+func (l *lowerer) connect() {
+	for i, nd := range l.decls {
+		l.lowerItems(l.g.Nodes[i], nd)
+	}
+}
+
+func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
+	n := nd.ast
+	seen := map[string]*Item{}
+	once := func(it *Item, what string) bool {
+		if prev, dup := seen[what]; dup {
+			line, _ := l.src.File.Position(prev.Pos.Offset)
+			l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeRepeated, "%s is given twice in node %q", what, node.Name).Detail =
+				fmt.Sprintf("the first is on line %d", line)
+			return false
+		}
+		seen[what] = it
+		return true
+	}
+	type portRef struct {
+		id   *Ident
+		what string
+	}
+	var portRefs []portRef
+	gate := node.Kind.IsGate()
+	for _, it := range n.Items {
+		switch {
+		case it.Impl != nil:
+			l.notOnGate(gate, it, "implementation", node)
+			if once(it, "implementation") {
+				node.Impl = it.Impl.Text
+			}
+		case it.Attr != nil:
+			node.Attrs = append(node.Attrs, l.unquote(it.Attr))
+		case it.Spawn != nil:
+			l.notOnGate(gate, it, "spawn", node)
+			sp := it.Spawn
+			target, ok := l.ref(sp.Target, nd.path)
+			if !ok {
+				continue
+			}
+			s := &graph.Spawn{Name: sp.Name.Text, Target: target}
+			for _, p := range sp.Preds {
+				if e := l.predicate(p); e != nil {
+					s.Preds = append(s.Preds, e)
+				}
+			}
+			node.Spawns = append(node.Spawns, s)
+		case it.Port != nil:
+			var targets []int
+			for _, t := range it.Port.Targets {
+				if id, ok := l.ref(t, nd.path); ok {
+					targets = append(targets, id)
+				}
+			}
+			for _, name := range it.Port.Names {
+				l.checkName(name, "port")
+				if node.Port(name.Text) != nil {
+					l.diags.Errorf(l.at(name), CodeDupPort, "port %q is declared twice in node %q", name.Text, node.Name)
+					continue
+				}
+				node.Ports = append(node.Ports, &graph.Port{Name: name.Text, Succ: slices.Clone(targets)})
+			}
+		case it.Constraint != nil:
+			l.notOnGate(gate, it, "constraint", node)
+			portRefs = append(portRefs, portRef{it.Constraint.Port, "constraint"})
+			node.Constraints = append(node.Constraints, graph.Constraint{Port: it.Constraint.Port.Text, Text: l.unquote(it.Constraint.Text)})
+		case it.Semantics != nil:
+			l.notOnGate(gate, it, "semantics", node)
+			for _, p := range it.Semantics.Ports {
+				portRefs = append(portRefs, portRef{p, "semantics"})
+			}
+		case it.Predicate != nil:
+			portRefs = append(portRefs, portRef{it.Predicate.Port, "predicate"})
+		case it.Type != nil:
+			if l.configOnly(node, it, "type") && once(it, "type") {
+				node.ConfType = l.confType(it.Type)
+			}
+		case it.Function != nil:
+			if l.configOnly(node, it, "function") && once(it, "function") {
+				node.ConfFunc = it.Function.Text
+			}
+		case it.Config != nil:
+			if l.configOnly(node, it, it.Config.Kind) && once(it, "a configuration kind") {
+				node.ConfSpec = &graph.Spec{Kind: it.Config.Kind, Props: l.props(it.Config.Props)}
+			}
+		case it.Cost != nil:
+			v, ok := l.number(it.Cost.Value, false)
+			if ok {
+				node.Costs = append(node.Costs, graph.Cost{Unit: it.Cost.Unit.Text, Value: v})
+			}
+		}
+	}
+	// Port-level items refer to ports declared anywhere in the body.
+	for _, pr := range portRefs {
+		if node.Port(pr.id.Text) == nil {
+			l.diags.Errorf(l.at(pr.id), CodeUnknownPort, "%s names port %q, which node %q does not have", pr.what, pr.id.Text, node.Name).Detail =
+				l.portSuggestion(node, pr.id.Text)
+		}
+	}
+	for _, it := range n.Items {
+		switch {
+		case it.Semantics != nil:
+			text := l.smtText(it.Semantics.Body)
+			for _, p := range it.Semantics.Ports {
+				if port := node.Port(p.Text); port != nil {
+					port.Semantics = text
+				}
+			}
+		case it.Predicate != nil:
+			if port := node.Port(it.Predicate.Port.Text); port != nil {
+				if port.Pred != nil {
+					l.diags.Errorf(l.at(it.Predicate.Port), CodeRepeated, "port %q of node %q has two predicates", port.Name, node.Name)
+				}
+				port.Pred = l.predicate(it.Predicate.Expr)
+			}
+		}
+	}
+	l.checkPorts(node, n)
+	if node.Kind == graph.Config && node.ConfType == nil {
+		// A config node without a type chooses one of its ports.
+		t := &graph.ConfType{Kind: graph.EnumType}
+		for _, p := range node.Ports {
+			t.Enum = append(t.Enum, p.Name)
+		}
+		node.ConfType = t
+	}
+}
+
+func (l *lowerer) portSuggestion(node *graph.Node, name string) string {
+	var names []string
+	for _, p := range node.Ports {
+		names = append(names, p.Name)
+	}
+	if s := closest(name, names); s != "" {
+		return fmt.Sprintf("did you mean %q?", s)
+	}
+	if len(names) == 0 {
+		return "the node declares no ports"
+	}
+	return "its ports are " + strings.Join(names, ", ")
+}
+
+func (l *lowerer) notOnGate(gate bool, it *Item, what string, node *graph.Node) {
+	if gate {
+		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeGateBody, "%s node %q cannot have %s", node.Kind, node.Name, what).Detail =
+			"gate bodies hold only attr and port (and cost, predicate)"
+	}
+}
+
+func (l *lowerer) configOnly(node *graph.Node, it *Item, what string) bool {
+	if node.Kind != graph.Config {
+		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeConfigOnly, "only config nodes have %s; %q is a %s node", what, node.Name, node.Kind)
+		return false
+	}
+	return true
+}
+
+// checkPorts enforces exactly the ports true and false on booleans and
+// gates. Their order is kept as declared.
+func (l *lowerer) checkPorts(node *graph.Node, n *Node) {
+	if node.Kind != graph.Boolean && !node.Kind.IsGate() {
+		return
+	}
+	var names []string
+	for _, p := range node.Ports {
+		names = append(names, p.Name)
+	}
+	sorted := slices.Sorted(slices.Values(names))
+	if slices.Equal(sorted, []string{"false", "true"}) {
+		return
+	}
+	d := l.diags.Errorf(l.at(n.Name), CodeGatePorts, "%s node %q must have exactly the ports true and false", node.Kind, node.Name)
+	if len(names) == 0 {
+		d.Detail = "it declares none"
+	} else {
+		d.Detail = "it declares " + strings.Join(names, ", ")
+	}
+}
+
+// ref resolves a reference to a node ID, reporting unknown names with a
+// suggestion.
+func (l *lowerer) ref(id *Ident, path []string) (int, bool) {
+	full, ok := l.resolve(id, path)
+	if !ok {
+		return 0, false
+	}
+	if n, ok := l.g.Lookup(full); ok {
+		return n.ID, true
+	}
+	d := l.diags.Errorf(l.at(id), CodeUnknownNode, "unknown node %q", id.Text)
+	d.Detail = l.nodeSuggestion(id.Text, full, path)
+	return 0, false
+}
+
+// nodeSuggestion proposes the name the user most likely meant, written as
+// it would be at the place of the reference.
+func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
+	local := strings.TrimLeft(written, ".")
+	// The same name declared in an enclosing cluster: suggest the dots.
+	for up := 1; up <= len(path); up++ {
+		cand := strings.Join(path[:len(path)-up], "") + local
+		if _, ok := l.g.Lookup(cand); ok {
+			return fmt.Sprintf("did you mean %q? (declared %d cluster(s) up)", strings.Repeat(".", up)+local, up)
+		}
+	}
+	var names []string
+	for _, n := range l.g.Nodes {
+		names = append(names, n.Name)
+	}
+	best := closest(full, names)
+	if best == "" {
+		return ""
+	}
+	prefix := strings.Join(path, "")
+	if strings.HasPrefix(best, prefix) && strings.HasPrefix(full, prefix) {
+		return fmt.Sprintf("did you mean %q?", strings.Repeat(".", len(written)-len(local))+best[len(prefix):])
+	}
+	return fmt.Sprintf("did you mean %q (full name)?", best)
+}
+
+// closest returns the candidate nearest to name by edit distance, or ""
+// when none is near enough to be a plausible typo.
+func closest(name string, cands []string) string {
+	best, bestD := "", max(2, len(name)/3)+1
+	for _, c := range cands {
+		d := levenshtein(strings.ToLower(name), strings.ToLower(c))
+		if d < bestD || d == bestD && c < best {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+func (l *lowerer) unquote(s *Str) string {
+	v, err := Unquote(s.Raw)
+	if err != nil {
+		l.diags.Errorf(l.atPos(s.Pos, s.EndPos), CodeEscape, "bad string literal: %v", err)
+		return strings.Trim(s.Raw, `"`)
+	}
+	return v
+}
+
+// predicate parses a predicate string, mapping errors back into the file.
+func (l *lowerer) predicate(s *Str) pred.Expr {
+	text := l.unquote(s)
+	e, err := pred.Parse(text)
+	if err != nil {
+		off := 0
+		msg := err.Error()
+		if pe, ok := err.(*pred.Error); ok {
+			off, msg = pe.Offset, pe.Msg
+		}
+		// Offsets count in the unquoted text; escapes are rare in predicates.
+		start := s.Pos.Offset + 1 + min(off, len(s.Raw)-2)
+		l.diags.Errorf(diag.Range{File: l.src.File, Start: start, End: start + 1}, CodeBadPredicate, "bad predicate: %s", msg)
+		return nil
+	}
+	return e
+}
+
+func (l *lowerer) smtText(b *SMTBlock) string {
+	src := l.src.File.Src
+	if b == nil || b.EndPos.Offset > len(src) || b.Pos.Offset >= b.EndPos.Offset {
+		return ""
+	}
+	text := string(src[b.Pos.Offset:b.EndPos.Offset])
+	text = strings.TrimSuffix(strings.TrimPrefix(text, "{"), "}")
+	return strings.TrimSpace(text)
+}
+
+// number reads a numeric literal.
+func (l *lowerer) number(n *Num, integer bool) (float64, bool) {
+	v, err := strconv.ParseFloat(n.Text, 64)
+	if err != nil || integer && strings.Contains(n.Text, ".") {
+		l.diags.Errorf(l.atPos(n.Pos, n.EndPos), CodeBadValue, "%q is not a whole number", n.Text)
+		return 0, false
+	}
+	if n.Neg {
+		v = -v
+	}
+	return v, true
+}
+
+func (l *lowerer) props(ps []*Prop) []graph.Prop {
+	var out []graph.Prop
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if seen[p.Key.Text] {
+			l.diags.Errorf(l.at(p.Key), CodeRepeated, "property %q is given twice", p.Key.Text)
+			continue
+		}
+		seen[p.Key.Text] = true
+		out = append(out, graph.Prop{Key: p.Key.Text, Value: l.value(p.Value), Src: l.srcOf(p.Key.Pos)})
+	}
+	return out
+}
+
+func (l *lowerer) value(v *Value) graph.Value {
+	switch {
+	case v.Str != nil:
+		return graph.Value{Kind: graph.StrValue, Str: l.unquote(v.Str)}
+	case v.Num != nil:
+		n, _ := l.number(v.Num, false)
+		out := graph.Value{Kind: graph.NumValue, Num: n, Unit: v.Unit}
+		if v.Hi != nil {
+			hi, _ := l.number(v.Hi, false)
+			out.Hi, out.Range = hi, true
+			if hi < n {
+				l.diags.Errorf(l.atPos(v.Pos, v.EndPos), CodeBadValue, "range %s..%s ends below its start", v.Num.Text, v.Hi.Text)
+			}
+		}
+		return out
+	case v.Name != nil:
+		return graph.Value{Kind: graph.NameValue, Str: v.Name.Text}
+	}
+	out := graph.Value{Kind: graph.ListValue}
+	for _, e := range v.List {
+		out.List = append(out.List, l.value(e))
+	}
+	return out
+}
+
+// confType checks and lowers a configuration type.
+func (l *lowerer) confType(t *ConfType) *graph.ConfType {
+	var out *graph.ConfType
+	switch {
+	case t.Optional != nil:
+		out = &graph.ConfType{Kind: graph.MaybeType, Elem: l.confType(t.Optional)}
+	case t.Set != nil || t.List != nil:
+		elem := t.Set
+		if elem == nil {
+			elem = t.List
+		}
+		out = &graph.ConfType{Kind: graph.ListType, Elem: l.confType(elem), Ordered: t.List != nil, LenMin: -1, LenMax: -1}
+		if b := t.Bounds; b != nil {
+			l.bounds(out, b)
+		}
+		return out
+	case len(t.Tuple) > 0:
+		out = &graph.ConfType{Kind: graph.TupleType}
+		seen := map[string]bool{}
+		for _, el := range t.Tuple {
+			if seen[el.Label.Text] {
+				l.diags.Errorf(l.at(el.Label), CodeBadType, "tuple label %q is used twice", el.Label.Text)
+			}
+			seen[el.Label.Text] = true
+			out.Fields = append(out.Fields, graph.TupleField{Label: el.Label.Text, Type: l.confType(el.Type)})
+		}
+	case len(t.Enum) > 0:
+		out = &graph.ConfType{Kind: graph.EnumType}
+		for _, e := range t.Enum {
+			if slices.Contains(out.Enum, e.Text) {
+				l.diags.Errorf(l.at(e), CodeBadType, "enum value %q is listed twice", e.Text)
+				continue
+			}
+			out.Enum = append(out.Enum, e.Text)
+		}
+	case t.Named != nil:
+		out = l.namedType(t.Named)
+	}
+	if t.Bounds != nil {
+		l.diags.Errorf(l.atPos(t.Bounds.Pos, t.Bounds.EndPos), CodeBadBounds, "only list types {T} and [T] take a length bound")
+	}
+	if out == nil {
+		out = &graph.ConfType{Kind: graph.BoolType}
+	}
+	return out
+}
+
+func (l *lowerer) bounds(t *graph.ConfType, b *ListBounds) {
+	get := func(n *Num) int {
+		if n == nil {
+			return -1
+		}
+		v, ok := l.number(n, true)
+		if !ok {
+			return -1
+		}
+		if n.Neg || v > math.MaxInt32 {
+			l.diags.Errorf(l.atPos(n.Pos, n.EndPos), CodeBadBounds, "list length %s is out of range", n.Text)
+			return -1
+		}
+		return int(v)
+	}
+	lo, hi := get(b.Lo), get(b.Hi)
+	switch {
+	case b.Lo == nil && b.Hi == nil:
+		l.diags.Errorf(l.atPos(b.Pos, b.EndPos), CodeBadBounds, "empty list bound").Detail = "write <N>, <N,>, <,N> or <N,M>"
+	case !b.Comma:
+		t.LenMin, t.LenMax = lo, lo
+	default:
+		t.LenMin, t.LenMax = lo, hi
+		if lo >= 0 && hi >= 0 && lo > hi {
+			l.diags.Errorf(l.atPos(b.Pos, b.EndPos), CodeBadBounds, "list bound <%d,%d> has its minimum above its maximum", lo, hi)
+		}
+	}
+}
+
+var typeNames = []string{"UInt", "SInt", "Int", "Bool", "Enum"}
+
+func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
+	r := l.atPos(n.Pos, n.EndPos)
+	name, args := n.Name, n.Args
+	// Unicorn accepts UInt64 for UInt 64.
+	for _, p := range []string{"UInt", "SInt"} {
+		if digits, ok := strings.CutPrefix(name, p); ok && digits != "" && isDigits(digits) && len(args) == 0 {
+			name = p
+			args = []*Num{{Pos: n.Pos, Text: digits, EndPos: n.EndPos}}
+		}
+	}
+	want := map[string]int{"UInt": 1, "SInt": 1, "Int": 2, "Bool": 0}
+	nargs, known := want[name]
+	if !known {
+		d := l.diags.Errorf(r, CodeBadType, "unknown configuration type %q", name)
+		if s := closest(name, typeNames); s != "" {
+			d.Detail = fmt.Sprintf("did you mean %q?", s)
+		} else {
+			d.Detail = "types are UInt N, SInt N, Int LO HI, Bool, Enum (...), <T>, {T}, [T] and (label: T, ...)"
+		}
+		return &graph.ConfType{Kind: graph.BoolType}
+	}
+	if len(args) != nargs {
+		l.diags.Errorf(r, CodeBadType, "%s takes %d number(s), not %d", name, nargs, len(args))
+		return &graph.ConfType{Kind: graph.BoolType}
+	}
+	vals := make([]int64, len(args))
+	for i, a := range args {
+		v, err := strconv.ParseInt(a.Text, 10, 64)
+		if err != nil {
+			l.diags.Errorf(l.atPos(a.Pos, a.EndPos), CodeBadType, "%q is not a whole number that fits 64 bits", a.Text)
+			return &graph.ConfType{Kind: graph.BoolType}
+		}
+		if a.Neg {
+			v = -v
+		}
+		vals[i] = v
+	}
+	switch name {
+	case "Bool":
+		return &graph.ConfType{Kind: graph.BoolType}
+	case "UInt":
+		bits := vals[0]
+		if bits < 1 || bits > 64 {
+			l.diags.Errorf(r, CodeBadType, "UInt %d: the width must be 1 to 64 bits", bits)
+			return &graph.ConfType{Kind: graph.BoolType}
+		}
+		maxV := int64(math.MaxInt64)
+		if bits < 63 {
+			maxV = int64(1)<<bits - 1
+		}
+		return &graph.ConfType{Kind: graph.IntType, Min: 0, Max: maxV}
+	case "SInt":
+		bits := vals[0]
+		if bits < 2 || bits > 64 {
+			l.diags.Errorf(r, CodeBadType, "SInt %d: the width must be 2 to 64 bits", bits)
+			return &graph.ConfType{Kind: graph.BoolType}
+		}
+		if bits == 64 {
+			return &graph.ConfType{Kind: graph.IntType, Min: math.MinInt64, Max: math.MaxInt64}
+		}
+		p := int64(1) << (bits - 1)
+		return &graph.ConfType{Kind: graph.IntType, Min: -p, Max: p - 1}
+	}
+	if vals[0] >= vals[1] {
+		l.diags.Errorf(r, CodeBadType, "Int %d %d: the lower bound must be below the upper bound", vals[0], vals[1])
+	}
+	return &graph.ConfType{Kind: graph.IntType, Min: vals[0], Max: vals[1]}
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkCycles reports every cycle through normal edges.
+func (l *lowerer) checkCycles() {
+	for _, cyc := range l.g.Cycles() {
+		names := make([]string, len(cyc))
+		for i, id := range cyc {
+			names[i] = l.g.Nodes[id].Name
+		}
+		first := l.g.Nodes[cyc[0]]
+		d := l.diags.Errorf(l.nodeRange(first), CodeCycle, "cycle through normal edges: %s", strings.Join(names, ", "))
+		d.Detail = "packets must not loop; use a spawn edge to start a new activation"
+	}
+}
+
+func (l *lowerer) nodeRange(n *graph.Node) diag.Range {
+	nd := l.decls[n.ID]
+	return l.at(nd.ast.Name)
+}
+
+// checkReachable warns about nodes that no entry point reaches. Entry
+// points are the first node declared (Unicorn models begin with the node
+// where packets enter) and every node marked "source" (in Dragonet's PRGs
+// the receive queues, where software picks packets up). Sinks without
+// inputs, such as transmit queues of a receive-only model, are exempt.
+func (l *lowerer) checkReachable() {
+	var roots []int
+	if len(l.g.Nodes) > 0 {
+		roots = append(roots, 0)
+	}
+	for _, n := range l.g.Nodes {
+		if n.HasAttr("source") {
+			roots = append(roots, n.ID)
+		}
+	}
+	if len(l.g.Nodes) == 0 {
+		l.diags.Warnf(l.at(l.src.AST.Graph.Name), CodeEmptyGraph, "graph %q declares no nodes", l.g.Name)
+		return
+	}
+	seen := l.g.Reachable(roots)
+	preds := l.g.Preds()
+	spawned := make([]bool, len(l.g.Nodes))
+	for _, n := range l.g.Nodes {
+		for _, s := range n.Spawns {
+			spawned[s.Target] = true
+		}
+	}
+	var unreached []int
+	for _, n := range l.g.Nodes {
+		if seen[n.ID] || n.HasAttr("sink") && len(preds[n.ID]) == 0 && !spawned[n.ID] {
+			continue
+		}
+		unreached = append(unreached, n.ID)
+	}
+	sort.Ints(unreached)
+	for _, id := range unreached {
+		n := l.g.Nodes[id]
+		l.diags.Warnf(l.nodeRange(n), CodeUnreachable, "node %q is not reachable from any source", n.Name)
+	}
+}

@@ -1,0 +1,195 @@
+// Package dsl is the dragonc language: its lexer and grammar (participle
+// v2), the concrete syntax tree with positions, name resolution, validation,
+// diagnostics, lowering into graphs, and the canonical formatter. It knows
+// nothing about NICs.
+package dsl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/dragonc/dragonc/internal/diag"
+)
+
+// Lexer is the one token definition for every dragonc file. Rules are
+// tried in order and the first match wins, so the more specific shapes
+// (MAC before IP before Number, Ref before Punct) come first. Comments and
+// whitespace are elided in one place, the parser options below.
+var Lexer = lexer.MustSimple([]lexer.SimpleRule{
+	{Name: "Comment", Pattern: `//[^\n]*|/\*([^*]|\*+[^*/])*\*+/`},
+	{Name: "BadComment", Pattern: `/\*`},
+	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
+	{Name: "BadString", Pattern: `"`},
+	{Name: "Whitespace", Pattern: `[ \t\r\n\f\v]+`},
+	{Name: "MAC", Pattern: `[0-9A-Fa-f]+(:[0-9A-Fa-f]+){2,}`},
+	{Name: "IP", Pattern: `[0-9]+(\.[0-9]+){2,}`},
+	{Name: "Number", Pattern: `[0-9]+(\.[0-9]+)?`},
+	{Name: "Ref", Pattern: `\.+[A-Za-z_][A-Za-z0-9_]*`},
+	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*([.-][A-Za-z_][A-Za-z0-9_]*)*`},
+	{Name: "Punct", Pattern: `->|\.\.|[^ \t\r\n\f\vA-Za-z0-9_"]`},
+})
+
+var parser = participle.MustBuild[File](
+	participle.Lexer(Lexer),
+	participle.Elide("Comment", "Whitespace"),
+	participle.UseLookahead(4),
+)
+
+// Grammar returns the EBNF of the grammar, kept as a golden file.
+func Grammar() string { return parser.String() }
+
+// Source is a parsed file: its text, the syntax tree (possibly partial or
+// nil on a syntax error), and every comment with its offset for the
+// formatter.
+type Source struct {
+	File     *diag.File
+	AST      *File
+	Comments []lexer.Token
+	Tokens   []lexer.Token // all tokens but whitespace, comments included
+}
+
+// Parse reads one file. It never panics on any input: lexical and syntax
+// errors come back as diagnostics with positions.
+func Parse(name string, src []byte) (*Source, diag.List) {
+	s := &Source{File: diag.NewFile(name, src)}
+	var diags diag.List
+	if !utf8Valid(src) {
+		diags.Errorf(diag.Range{File: s.File, Start: invalidUTF8(src)}, "E100", "file is not valid UTF-8")
+		return s, diags
+	}
+	lex, err := Lexer.LexString(name, string(src))
+	if err != nil {
+		diags.Add(s.errorAt(err, "E101"))
+		return s, diags
+	}
+	for {
+		t, err := lex.Next()
+		if err != nil {
+			diags.Add(s.errorAt(err, "E101"))
+			return s, diags
+		}
+		if t.EOF() {
+			break
+		}
+		switch t.Type {
+		case sym("Whitespace"):
+			continue
+		case sym("Comment"):
+			s.Comments = append(s.Comments, t)
+		case sym("BadComment"):
+			diags.Errorf(s.span(t), "E102", "block comment is not closed").Detail = "add */ to end it"
+			return s, diags
+		case sym("BadString"):
+			diags.Errorf(s.span(t), "E103", "string literal is not closed").Detail = `strings end with " on the same line`
+			return s, diags
+		}
+		s.Tokens = append(s.Tokens, t)
+	}
+	ast, err := parser.ParseString(name, string(src))
+	if err != nil {
+		diags.Add(s.errorAt(err, "E110"))
+		return s, diags
+	}
+	s.AST = ast
+	return s, diags
+}
+
+func sym(name string) lexer.TokenType { return Lexer.Symbols()[name] }
+
+func (s *Source) span(t lexer.Token) diag.Range {
+	return diag.Range{File: s.File, Start: t.Pos.Offset, End: t.Pos.Offset + len(t.Value)}
+}
+
+// rng turns a participle start/end pair into a range.
+func (s *Source) rng(start, end lexer.Position) diag.Range {
+	if end.Offset < start.Offset {
+		end = start
+	}
+	return diag.Range{File: s.File, Start: start.Offset, End: end.Offset}
+}
+
+// errorAt converts a participle error into a diagnostic, rewording its
+// messages into the project's style.
+func (s *Source) errorAt(err error, code string) diag.Diagnostic {
+	d := diag.Diagnostic{Severity: diag.Error, Code: code, Range: diag.Range{File: s.File}}
+	var perr participle.Error
+	if errors.As(err, &perr) {
+		d.Range.Start = perr.Position().Offset
+		d.Summary = reword(perr.Message())
+		var ute *participle.UnexpectedTokenError
+		if errors.As(err, &ute) {
+			d.Range.End = d.Range.Start + len(ute.Unexpected.Value)
+		}
+	} else {
+		d.Summary = err.Error()
+	}
+	if d.Summary == "" {
+		d.Summary = "syntax error"
+	}
+	return d
+}
+
+// reword turns participle's messages into lower-case, user-facing ones.
+func reword(msg string) string {
+	msg = strings.ReplaceAll(msg, `unexpected token "<EOF>"`, "unexpected end of file")
+	return msg
+}
+
+func utf8Valid(b []byte) bool { return utf8.Valid(b) }
+
+// invalidUTF8 returns the offset of the first byte that is not UTF-8.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// ParseFile is Parse followed by validation: the diagnostics of both.
+func ParseFile(name string, src []byte) (*Source, diag.List) {
+	s, diags := Parse(name, src)
+	diags.Sort()
+	return s, diags
+}
+
+// Unquote decodes a string literal as written in a dragonc file.
+func Unquote(raw string) (string, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", fmt.Errorf("not a string literal")
+	}
+	var b strings.Builder
+	body := raw[1 : len(raw)-1]
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i >= len(body) {
+			return "", fmt.Errorf("string ends in a backslash")
+		}
+		switch body[i] {
+		case '"', '\\', '\'':
+			b.WriteByte(body[i])
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		default:
+			return "", fmt.Errorf("unknown escape \\%c", body[i])
+		}
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,99 @@
+package pred
+
+import "sort"
+
+// FieldInfo describes one packet field of the predicate vocabulary.
+type FieldInfo struct {
+	Name  string
+	Bits  int    // width of its value; values are unsigned
+	Doc   string // what it is, for `dragonc help fields` and DSL.md
+	Layer string // which header must be present for the field to exist
+}
+
+// Fields is the field vocabulary of DSL.md section 2. A comparison on a
+// field that the frame does not have (udp.dport of a TCP segment) is false,
+// whatever the operator; `!` is ordinary negation. Metadata fields
+// (frame.crc_ok, rss.hash) come from the NIC, not from the frame bytes.
+var Fields = map[string]FieldInfo{
+	"frame.len":    {Bits: 16, Doc: "frame length in bytes, without the FCS", Layer: "frame"},
+	"frame.crc_ok": {Bits: 1, Doc: "1 when the Ethernet CRC was correct (NIC metadata)", Layer: "frame"},
+	"eth.dst":      {Bits: 48, Doc: "destination MAC address", Layer: "eth"},
+	"eth.src":      {Bits: 48, Doc: "source MAC address", Layer: "eth"},
+	"eth.type":     {Bits: 16, Doc: "EtherType after any VLAN tag", Layer: "eth"},
+	"vlan.id":      {Bits: 12, Doc: "VLAN identifier of an 802.1Q tag", Layer: "vlan"},
+	"arp.op":       {Bits: 16, Doc: "ARP operation (1 request, 2 reply)", Layer: "arp"},
+	"arp.tpa":      {Bits: 32, Doc: "ARP target protocol (IPv4) address", Layer: "arp"},
+	"ip.version":   {Bits: 4, Doc: "IP version nibble", Layer: "ip"},
+	"ip.ihl":       {Bits: 4, Doc: "IPv4 header length in 32-bit words", Layer: "ip"},
+	"ip.len":       {Bits: 16, Doc: "IPv4 total length", Layer: "ip"},
+	"ip.ttl":       {Bits: 8, Doc: "IPv4 time to live", Layer: "ip"},
+	"ip.frag":      {Bits: 1, Doc: "1 when the datagram is a fragment (MF set or offset non-zero)", Layer: "ip"},
+	"ip.proto":     {Bits: 8, Doc: "IPv4 protocol number", Layer: "ip"},
+	"ip.src":       {Bits: 32, Doc: "IPv4 source address", Layer: "ip"},
+	"ip.dst":       {Bits: 32, Doc: "IPv4 destination address", Layer: "ip"},
+	"ip.csum_ok":   {Bits: 1, Doc: "1 when the IPv4 header checksum is correct", Layer: "ip"},
+	"icmp.type":    {Bits: 8, Doc: "ICMP type", Layer: "icmp"},
+	"udp.sport":    {Bits: 16, Doc: "UDP source port", Layer: "udp"},
+	"udp.dport":    {Bits: 16, Doc: "UDP destination port", Layer: "udp"},
+	"udp.len":      {Bits: 16, Doc: "UDP length field", Layer: "udp"},
+	"udp.csum_ok":  {Bits: 1, Doc: "1 when the UDP checksum is correct or absent (zero)", Layer: "udp"},
+	"tcp.sport":    {Bits: 16, Doc: "TCP source port", Layer: "tcp"},
+	"tcp.dport":    {Bits: 16, Doc: "TCP destination port", Layer: "tcp"},
+	"tcp.flags":    {Bits: 8, Doc: "TCP flags (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10, URG 0x20)", Layer: "tcp"},
+	"tcp.csum_ok":  {Bits: 1, Doc: "1 when the TCP checksum is correct", Layer: "tcp"},
+	"l4.sport":     {Bits: 16, Doc: "UDP or TCP source port", Layer: "l4"},
+	"l4.dport":     {Bits: 16, Doc: "UDP or TCP destination port", Layer: "l4"},
+	"omx.dst_ep":   {Bits: 8, Doc: "Open-MX destination endpoint (byte 17)", Layer: "omx"},
+	"omx.type":     {Bits: 8, Doc: "Open-MX packet type (byte 16)", Layer: "omx"},
+	"rss.hash":     {Bits: 32, Doc: "the NIC's RSS hash (NIC metadata; opaque to the solver)", Layer: "meta"},
+}
+
+func init() {
+	for name, f := range Fields {
+		f.Name = name
+		Fields[name] = f
+	}
+}
+
+// FieldNames returns the vocabulary in sorted order.
+func FieldNames() []string {
+	names := make([]string, 0, len(Fields))
+	for n := range Fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Constants are the named values an expression may use.
+var Constants = map[string]uint64{
+	// EtherTypes (IEEE registry).
+	"ipv4": 0x0800, "arp": 0x0806, "ipv6": 0x86DD, "vlan": 0x8100,
+	// Open-MX EtherType, per the Open-MX seed and NICS.md.
+	"openmx": 0x86DF,
+	// IP protocol numbers (IANA).
+	"icmp": 1, "tcp": 6, "udp": 17,
+	// TCP flag bits (RFC 793).
+	"fin": 0x01, "syn": 0x02, "rst": 0x04, "psh": 0x08, "ack": 0x10, "urg": 0x20,
+	"true": 1, "false": 0,
+	"broadcast": 0xFFFFFFFFFFFF,
+}
+
+// unicornFields maps the field names of Dragonet's pred(FIELD,VALUE) terms
+// onto the vocabulary; values go through unicornValues.
+var unicornFields = map[string]string{
+	"EthType": "eth.type",
+	"IpProt":  "ip.proto",
+	"IPProt":  "ip.proto",
+	"UDPDst":  "udp.dport",
+	"UDPSrc":  "udp.sport",
+	"TCPDst":  "tcp.dport",
+	"TCPSrc":  "tcp.sport",
+	"IPv4Dst": "ip.dst",
+	"IPv4Src": "ip.src",
+}
+
+var unicornValues = map[string]uint64{
+	"IPv4": 0x0800, "ARP": 0x0806, "IPv6": 0x86DD,
+	"UDP": 17, "TCP": 6, "ICMP": 1,
+}

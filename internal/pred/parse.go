@@ -1,0 +1,403 @@
+package pred
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+var exprLexer = lexer.MustSimple([]lexer.SimpleRule{
+	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
+	{Name: "MAC", Pattern: `[0-9A-Fa-f]{1,2}(:[0-9A-Fa-f]{1,2}){5}`},
+	{Name: "IP", Pattern: `[0-9]+(\.[0-9]+){3}`},
+	{Name: "Hex", Pattern: `0[xX][0-9A-Fa-f]+`},
+	{Name: "Number", Pattern: `[0-9]+`},
+	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*`},
+	{Name: "Op", Pattern: `&&|\|\||==|!=|<=|>=|\.\.|[<>!&(){},/]`},
+})
+
+// The concrete syntax of expressions, lowered to Expr by build.
+type xOr struct {
+	Pos lexer.Position
+	X   []*xAnd `parser:"@@ ( '||' @@ )*"`
+}
+
+type xAnd struct {
+	X []*xUnary `parser:"@@ ( '&&' @@ )*"`
+}
+
+type xUnary struct {
+	Pos  lexer.Position
+	Not  *xUnary   `parser:"(  '!' @@"`
+	Prim *xPrimary `parser:" | @@ )"`
+}
+
+type xPrimary struct {
+	Pos   lexer.Position
+	Group *xOr   `parser:"(  '(' @@ ')'"`
+	Call  *xCall `parser:" | @@"`
+	Cmp   *xCmp  `parser:" | @@ )"`
+}
+
+// xCall is a Unicorn term: and(...), or(...), not(x), pred(FIELD, VALUE).
+type xCall struct {
+	Pos  lexer.Position
+	Fn   string  `parser:"@('and' | 'or' | 'not' | 'pred') '('"`
+	Args []*xArg `parser:"( @@ ( ',' @@ )* )? ')'"`
+}
+
+// xArg is an argument of a Unicorn term: an expression or, inside pred(),
+// a bare word or number.
+type xArg struct {
+	Pos  lexer.Position
+	Expr *xOr `parser:"@@"`
+}
+
+type xCmp struct {
+	Pos   lexer.Position
+	Field string   `parser:"@Ident"`
+	Mask  *xValue  `parser:"( '&' @@ )?"`
+	Op    string   `parser:"( @('==' | '!=' | '<=' | '>=' | '<' | '>')"`
+	Value *xValue  `parser:"  @@"`
+	In    bool     `parser:"| @'in'"`
+	Set   []*xItem `parser:"  ( '{' @@ ( ',' @@ )* '}'"`
+	Range *xItem   `parser:"  | @@ ) )?"`
+}
+
+type xItem struct {
+	Lo     *xValue `parser:"@@"`
+	Hi     *xValue `parser:"( '..' @@"`
+	Prefix *string `parser:"| '/' @Number )?"`
+}
+
+type xValue struct {
+	Pos lexer.Position
+	Tok string `parser:"@(MAC | IP | Hex | Number | Ident)"`
+}
+
+var exprParser = participle.MustBuild[xOr](
+	participle.Lexer(exprLexer),
+	participle.Elide("Whitespace"),
+	participle.UseLookahead(3),
+)
+
+// Error is a predicate syntax or meaning error at a byte offset of the
+// expression text.
+type Error struct {
+	Offset int
+	Msg    string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("offset %d: %s", e.Offset, e.Msg) }
+
+// Parse reads a dragonc expression or a Unicorn term.
+func Parse(src string) (Expr, error) {
+	ast, err := exprParser.ParseString("", src)
+	if err != nil {
+		var perr participle.Error
+		if errors.As(err, &perr) {
+			msg := strings.ReplaceAll(perr.Message(), `unexpected token "<EOF>"`, "unexpected end of expression")
+			return nil, &Error{Offset: perr.Position().Offset, Msg: msg}
+		}
+		return nil, &Error{Msg: err.Error()}
+	}
+	return ast.build()
+}
+
+// MustParse is Parse for expressions known to be valid, such as the
+// built-in protocol templates.
+func MustParse(src string) Expr {
+	e, err := Parse(src)
+	if err != nil {
+		panic(fmt.Sprintf("dragonc: internal error: predicate %q: %v", src, err))
+	}
+	return e
+}
+
+func (x *xOr) build() (Expr, error) {
+	var out []Expr
+	for _, a := range x.X {
+		e, err := a.build()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if len(out) == 1 {
+		return out[0], nil
+	}
+	return Or{X: out}, nil
+}
+
+func (x *xAnd) build() (Expr, error) {
+	var out []Expr
+	for _, u := range x.X {
+		e, err := u.build()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if len(out) == 1 {
+		return out[0], nil
+	}
+	return And{X: out}, nil
+}
+
+func (x *xUnary) build() (Expr, error) {
+	if x.Not != nil {
+		e, err := x.Not.build()
+		if err != nil {
+			return nil, err
+		}
+		return Not{X: e}, nil
+	}
+	p := x.Prim
+	switch {
+	case p.Group != nil:
+		return p.Group.build()
+	case p.Call != nil:
+		return p.Call.build()
+	}
+	return p.Cmp.build()
+}
+
+func (c *xCall) build() (Expr, error) {
+	switch c.Fn {
+	case "pred":
+		if len(c.Args) != 2 {
+			return nil, &Error{Offset: c.Pos.Offset, Msg: "pred() takes two arguments: a field or node, and a value or port"}
+		}
+		name, ok1 := c.Args[0].word()
+		val, ok2 := c.Args[1].word()
+		if !ok1 || !ok2 {
+			return nil, &Error{Offset: c.Pos.Offset, Msg: "pred() arguments must be plain names or numbers"}
+		}
+		if f, ok := unicornFields[name]; ok {
+			v, known := unicornValues[val]
+			if !known {
+				n, err := parseNumber(val)
+				if err != nil {
+					return nil, &Error{Offset: c.Args[1].Pos.Offset, Msg: fmt.Sprintf("unknown value %q for %s", val, name)}
+				}
+				v = n
+			}
+			return Cmp{Field: f, Op: Eq, Value: v}, nil
+		}
+		return Atom{Name: name, Value: val}, nil
+	case "not":
+		if len(c.Args) != 1 {
+			return nil, &Error{Offset: c.Pos.Offset, Msg: "not() takes one argument"}
+		}
+		e, err := c.Args[0].Expr.build()
+		if err != nil {
+			return nil, err
+		}
+		return Not{X: e}, nil
+	}
+	var xs []Expr
+	for _, a := range c.Args {
+		e, err := a.Expr.build()
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, e)
+	}
+	if len(xs) == 1 {
+		return xs[0], nil
+	}
+	if c.Fn == "and" {
+		return And{X: xs}, nil
+	}
+	return Or{X: xs}, nil
+}
+
+// word returns the argument when it is a single bare name or number.
+func (a *xArg) word() (string, bool) {
+	if len(a.Expr.X) != 1 || len(a.Expr.X[0].X) != 1 {
+		return "", false
+	}
+	u := a.Expr.X[0].X[0]
+	if u.Prim == nil || u.Prim.Cmp == nil {
+		return "", false
+	}
+	c := u.Prim.Cmp
+	if c.Mask != nil || c.Op != "" || c.In {
+		return "", false
+	}
+	return c.Field, true
+}
+
+func (c *xCmp) build() (Expr, error) {
+	switch c.Field {
+	case "true":
+		if c.Op == "" && !c.In && c.Mask == nil {
+			return Const(true), nil
+		}
+	case "false":
+		if c.Op == "" && !c.In && c.Mask == nil {
+			return Const(false), nil
+		}
+	}
+	info, ok := Fields[c.Field]
+	if !ok {
+		return nil, &Error{Offset: c.Pos.Offset, Msg: fmt.Sprintf("unknown field %q%s", c.Field, suggestField(c.Field))}
+	}
+	out := Cmp{Field: c.Field}
+	if c.Mask != nil {
+		m, err := c.Mask.value(info)
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return nil, &Error{Offset: c.Mask.Pos.Offset, Msg: "a mask of 0 matches nothing useful"}
+		}
+		out.Mask = m
+	}
+	switch {
+	case c.Op != "":
+		out.Op = map[string]Op{"==": Eq, "!=": Ne, "<": Lt, "<=": Le, ">": Gt, ">=": Ge}[c.Op]
+		v, err := c.Value.value(info)
+		if err != nil {
+			return nil, err
+		}
+		out.Value = v
+	case c.In:
+		items := c.Set
+		if c.Range != nil {
+			items = []*xItem{c.Range}
+		}
+		for _, it := range items {
+			r, err := it.rng(info)
+			if err != nil {
+				return nil, err
+			}
+			out.Ranges = append(out.Ranges, r)
+		}
+		out.Op = In
+		out.Ranges = normRanges(out.Ranges)
+	default:
+		// A bare field is a truth test: `udp.csum_ok` means `udp.csum_ok != 0`.
+		out.Op = Ne
+	}
+	return out, nil
+}
+
+func (it *xItem) rng(info FieldInfo) (Range, error) {
+	lo, err := it.Lo.value(info)
+	if err != nil {
+		return Range{}, err
+	}
+	switch {
+	case it.Hi != nil:
+		hi, err := it.Hi.value(info)
+		if err != nil {
+			return Range{}, err
+		}
+		if hi < lo {
+			return Range{}, &Error{Offset: it.Hi.Pos.Offset, Msg: "range ends below its start"}
+		}
+		return Range{lo, hi}, nil
+	case it.Prefix != nil:
+		n, err := strconv.Atoi(*it.Prefix)
+		if err != nil || n < 0 || n > info.Bits {
+			return Range{}, &Error{Offset: it.Lo.Pos.Offset, Msg: fmt.Sprintf("prefix length must be 0..%d", info.Bits)}
+		}
+		host := uint64(0)
+		if n < info.Bits {
+			host = (uint64(1) << uint(info.Bits-n)) - 1
+		}
+		return Range{lo &^ host, lo | host}, nil
+	}
+	return Range{lo, lo}, nil
+}
+
+func (v *xValue) value(info FieldInfo) (uint64, error) {
+	n, err := parseNumber(v.Tok)
+	if err != nil {
+		if c, ok := Constants[v.Tok]; ok {
+			n, err = c, nil
+		}
+	}
+	if err != nil {
+		return 0, &Error{Offset: v.Pos.Offset, Msg: err.Error()}
+	}
+	if info.Bits < 64 && bits.Len64(n) > info.Bits {
+		return 0, &Error{Offset: v.Pos.Offset, Msg: fmt.Sprintf("%s does not fit in %s (%d bits)", v.Tok, info.Name, info.Bits)}
+	}
+	return n, nil
+}
+
+// parseNumber reads a decimal, 0x hexadecimal, dotted-quad or MAC literal.
+func parseNumber(s string) (uint64, error) {
+	switch {
+	case strings.Count(s, ":") == 5:
+		var v uint64
+		for _, p := range strings.Split(s, ":") {
+			b, err := strconv.ParseUint(p, 16, 8)
+			if err != nil {
+				return 0, fmt.Errorf("malformed MAC address %q", s)
+			}
+			v = v<<8 | b
+		}
+		return v, nil
+	case strings.Count(s, ".") == 3:
+		var v uint64
+		for _, p := range strings.Split(s, ".") {
+			b, err := strconv.ParseUint(p, 10, 8)
+			if err != nil {
+				return 0, fmt.Errorf("malformed IPv4 address %q", s)
+			}
+			v = v<<8 | b
+		}
+		return v, nil
+	case strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X"):
+		return strconv.ParseUint(s[2:], 16, 64)
+	}
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, fmt.Errorf("unknown constant %q", s)
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("number %q is out of range", s)
+	}
+	return n, nil
+}
+
+func suggestField(name string) string {
+	best, bestD := "", 4
+	for _, f := range FieldNames() {
+		if d := levenshtein(name, f); d < bestD {
+			best, bestD = f, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

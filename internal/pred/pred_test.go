@@ -1,0 +1,78 @@
+package pred
+
+import (
+	"testing"
+)
+
+func TestParseRoundTrip(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"udp.dport == 53 && ip.dst == 10.0.0.1", "udp.dport == 53 && ip.dst == 10.0.0.1"},
+		{"pred(EthType, IPv4)", "eth.type == 0x0800"},
+		{"and(pred(EthType,IPv4),not(pred(IpProt,UDP)))", "eth.type == 0x0800 && !(ip.proto == 17)"},
+		{"not(or(pred(EthType,IPv4),pred(EthType,IPv6),pred(EthType,ARP)))", "!(eth.type == 0x0800 || eth.type == 0x86dd || eth.type == 0x0806)"},
+		{"pred(RxL2EtherValidCRC,true)", "pred(RxL2EtherValidCRC,true)"},
+		{"ip.dst in 10.0.0.0/24", "ip.dst in {10.0.0.0..10.0.0.255}"},
+		{"udp.dport in {53, 20000..20099, 54}", "udp.dport in {53..54, 20000..20099}"},
+		{"eth.dst & 01:00:00:00:00:00 != 0", "eth.dst & 01:00:00:00:00:00 != 00:00:00:00:00:00"},
+		{"eth.type == openmx && omx.dst_ep == 3", "eth.type == 0x86df && omx.dst_ep == 3"},
+		{"udp.csum_ok", "udp.csum_ok != 0"},
+		{"(a.b.c == 1)", ""},
+		{"tcp.flags & syn == syn || true", "tcp.flags & 0x0002 == 0x0002 || true"},
+		{"ip.ttl > 0 && !(ip.frag)", "ip.ttl > 0 && !(ip.frag != 0)"},
+	}
+	for _, c := range cases {
+		e, err := Parse(c.in)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("Parse(%q) = %v, want an error", c.in, e)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.in, err)
+			continue
+		}
+		if got := e.String(); got != c.want {
+			t.Errorf("Parse(%q) = %q, want %q", c.in, got, c.want)
+		}
+		// The canonical form parses back to the same form.
+		e2, err := Parse(e.String())
+		if err != nil || e2.String() != e.String() {
+			t.Errorf("round trip of %q: %v, %v", e.String(), e2, err)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, in := range []string{"", "udp.dprot == 53", "ip.ttl == 256", "udp.dport ==", "pred(EthType)", "pred(EthType, Bogus)", "ip.dst in 10.0.0.0/33", "udp.dport in 9..3", "&& x", "eth.type & 0 == 0"} {
+		if _, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) succeeded, want an error", in)
+		} else {
+			t.Logf("%q: %v", in, err)
+		}
+	}
+}
+
+func TestEval(t *testing.T) {
+	env := MapEnv{Values: map[string]uint64{"eth.type": 0x800, "ip.proto": 17, "udp.dport": 53, "ip.dst": 0x0a000001},
+		Atoms: map[Atom]bool{{"RxL2EtherValidCRC", "true"}: true}}
+	cases := map[string]bool{
+		"udp.dport == 53 && ip.dst == 10.0.0.1":         true,
+		"udp.dport == 54":                                false,
+		"tcp.dport == 80":                                false,
+		"tcp.dport != 80":                                false, // absent fields compare false
+		"!(tcp.dport == 80)":                             true,
+		"pred(RxL2EtherValidCRC,true)":                   true,
+		"pred(RxL2EtherValidCRC,false)":                  false,
+		"ip.dst in 10.0.0.0/8":                           true,
+		"udp.dport in {1..52, 54..100}":                  false,
+		"and(pred(EthType,IPv4),not(pred(IpProt,UDP)))": false,
+		"or(pred(EthType,ARP),pred(IpProt,UDP))":        true,
+		"udp.dport & 0xff00 == 0":                        true,
+	}
+	for in, want := range cases {
+		if got := Eval(MustParse(in), env); got != want {
+			t.Errorf("Eval(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
