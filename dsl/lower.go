@@ -335,7 +335,7 @@ func (l *lowerer) notOnGate(gate bool, it *Item, what string, node *graph.Node) 
 
 func (l *lowerer) configOnly(node *graph.Node, it *Item, what string) bool {
 	if node.Kind != graph.Config {
-		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeConfigOnly, "only config nodes have %s; %q is a %s node", what, node.Name, node.Kind)
+		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeConfigOnly, "only config nodes have %s; %q is declared with %q", what, node.Name, node.Kind.String())
 		return false
 	}
 	return true
@@ -366,6 +366,11 @@ func (l *lowerer) checkPorts(node *graph.Node, n *Node) {
 // ref resolves a reference to a node ID, reporting unknown names with a
 // suggestion.
 func (l *lowerer) ref(id *Ident, path []string) (int, bool) {
+	if strings.ContainsAny(strings.TrimLeft(id.Text, "."), ".-") {
+		d := l.diags.Errorf(l.at(id), CodeBadName, "%q is not a valid node reference", id.Text)
+		d.Detail = "refer to other clusters with leading dots (.X is one cluster up) and the concatenated name"
+		return 0, false
+	}
 	full, ok := l.resolve(id, path)
 	if !ok {
 		return 0, false

@@ -26,6 +26,10 @@ var Lexer = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
 	{Name: "BadString", Pattern: `"`},
 	{Name: "Whitespace", Pattern: `[ \t\r\n\f\v]+`},
+	// SMT-LIB line comments and quoted symbols are single tokens, so a
+	// brace inside them does not upset a block's balance.
+	{Name: "SMTComment", Pattern: `;[^\n]*`},
+	{Name: "SMTSymbol", Pattern: `\|[^|]*\|`},
 	{Name: "MAC", Pattern: `[0-9A-Fa-f]+(:[0-9A-Fa-f]+){2,}`},
 	{Name: "IP", Pattern: `[0-9]+(\.[0-9]+){2,}`},
 	{Name: "Number", Pattern: `[0-9]+(\.[0-9]+)?`},
@@ -37,7 +41,7 @@ var Lexer = lexer.MustSimple([]lexer.SimpleRule{
 var parser = participle.MustBuild[File](
 	participle.Lexer(Lexer),
 	participle.Elide("Comment", "Whitespace"),
-	participle.UseLookahead(4),
+	participle.UseLookahead(1),
 )
 
 // Grammar returns the EBNF of the grammar, kept as a golden file.

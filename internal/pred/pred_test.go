@@ -2,6 +2,8 @@ package pred
 
 import (
 	"testing"
+
+	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 )
 
 func TestParseRoundTrip(t *testing.T) {

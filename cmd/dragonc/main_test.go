@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/internal/golden"
+)
+
+// dragonc runs the command in-process from the repository root and returns
+// its exit code, stdout and stderr.
+func dragonc(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	wd, _ := os.Getwd()
+	if err := os.Chdir("../.."); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	code := run(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCheckValid(t *testing.T) {
+	code, out, errs := dragonc(t, "check", "-v", "testdata/unicorn/everything.unicorn", "testdata/graphs/filters.unicorn")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errs)
+	}
+	want := "testdata/unicorn/everything.unicorn: graph everything: 23 nodes, 29 edges, 3 spawn edges\n" +
+		"testdata/graphs/filters.unicorn: graph e10kPRG: 6 nodes, 6 edges, 1 spawn edges\n"
+	if out != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+	if !strings.Contains(errs, "warning: node \"RxDrop\" is declared twice") {
+		t.Errorf("the duplicate warning is missing from stderr:\n%s", errs)
+	}
+}
+
+var diagLine = regexp.MustCompile(`^testdata/bad/[a-z_0-9]+\.unicorn:\d+:\d+: (error|warning): .+ \[[EW]\d+\]$`)
+
+// TestCheckMalformed runs check on every malformed file: exit 1, every
+// stderr line in FILE:LINE:COL form, never a panic or a Go stack trace.
+func TestCheckMalformed(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/bad/*.unicorn")
+	if len(files) < 30 {
+		t.Fatalf("only %d malformed files", len(files))
+	}
+	for _, f := range files {
+		rel := strings.TrimPrefix(f, "../../")
+		code, _, errs := dragonc(t, "check", rel)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", rel, code)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(errs), "\n") {
+			if !diagLine.MatchString(line) {
+				t.Errorf("%s: stderr line not in FILE:LINE:COL form: %q", rel, line)
+			}
+		}
+		if strings.Contains(errs, "goroutine") || strings.Contains(errs, "panic") {
+			t.Errorf("%s: stack trace on stderr:\n%s", rel, errs)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"chekc"}, 2, `unknown command "chekc"`},
+		{[]string{"check"}, 2, "Usage: dragonc check"},
+		{[]string{"check", "-bogus", "x"}, 2, "flag provided but not defined"},
+		{[]string{"check", "no/such/file.prg"}, 1, "no/such/file.prg: no such file"},
+		{[]string{"fmt"}, 2, "Usage: dragonc fmt"},
+		{[]string{"dot"}, 2, "Usage: dragonc dot"},
+		{[]string{"dot", "testdata/bad/cycle.unicorn"}, 1, "E330"},
+	}
+	for _, c := range cases {
+		code, _, errs := dragonc(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.msg) {
+			t.Errorf("dragonc %v: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.msg)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"check", "fmt", "dot"} {
+		code, out, _ := dragonc(t, "help", cmd)
+		if code != 0 || !strings.Contains(out, "Examples:") {
+			t.Errorf("help %s: exit %d, no examples:\n%s", cmd, code, out)
+		}
+	}
+}
+
+func TestFmtWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.unicorn")
+	if err := os.WriteFile(path, []byte("graph g {node A {port out[]}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := dragonc(t, "fmt", "-l", path)
+	if code != 0 || strings.TrimSpace(out) != path {
+		t.Fatalf("fmt -l: exit %d, out %q, err %q", code, out, errs)
+	}
+	if code, _, errs = dragonc(t, "fmt", "-w", path); code != 0 {
+		t.Fatalf("fmt -w: exit %d: %s", code, errs)
+	}
+	got, _ := os.ReadFile(path)
+	want := "graph g {\n    node A {\n        port out[]\n    }\n}\n"
+	if string(got) != want {
+		t.Errorf("fmt -w wrote %q, want %q", got, want)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("fmt -w changed the file mode to %v", st.Mode().Perm())
+	}
+	if code, out, _ = dragonc(t, "fmt", "-l", path); code != 0 || out != "" {
+		t.Errorf("a formatted file is listed by fmt -l: %q", out)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("fmt -w left temporary files behind: %v", entries)
+	}
+}
+
+func TestFmtParseError(t *testing.T) {
+	code, out, errs := dragonc(t, "fmt", "testdata/bad/missing_bracket.unicorn")
+	if code != 1 || out != "" || !strings.Contains(errs, "testdata/bad/missing_bracket.unicorn:2:25: error") {
+		t.Errorf("exit %d, out %q, err %q", code, out, errs)
+	}
+}
+
+func TestDotGolden(t *testing.T) {
+	code, out, errs := dragonc(t, "dot", "testdata/unicorn/everything.unicorn")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden.Check(t, "../../testdata/unicorn/everything.dot.golden", []byte(out))
+	// Same input, byte-identical output.
+	if _, again, _ := dragonc(t, "dot", "testdata/unicorn/everything.unicorn"); again != out {
+		t.Error("dot output differs between two runs")
+	}
+}
+
+// TestDotRenders pipes the DOT through Graphviz where it is installed.
+func TestDotRenders(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("Graphviz's dot is not installed; skipping the rendering check (apt-get install graphviz)")
+	}
+	code, out, errs := dragonc(t, "dot", "--svg", "testdata/unicorn/everything.unicorn")
+	if code != 0 || !strings.Contains(out, "<svg") {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+}

@@ -1,0 +1,127 @@
+package dragonc_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	_ "github.com/dragonc/dragonc/internal/golden"
+)
+
+const module = "github.com/dragonc/dragonc"
+
+// allowed lists, for every package of the module, the module packages it
+// may import (ARCHITECTURE.md: cmd → backends, embed → prg, lpg, costmodel
+// → dsl, internal/*; never the other way). Outside libraries enter through
+// one package each (STYLE.md), checked by libraryHome.
+var allowed = map[string][]string{
+	"internal/diag":   {},
+	"internal/golden": {},
+	"internal/pred":   {},
+	"internal/graph":  {"internal/pred"},
+	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},
+	"backends/dot":    {"internal/graph"},
+	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph"},
+}
+
+// libraryHome says which package may import each outside library.
+var libraryHome = map[string][]string{
+	// The predicate language has its own small grammar, parsed where the
+	// predicate types live.
+	"github.com/alecthomas/participle/v2": {"dsl", "internal/pred"},
+	"github.com/emicklei/dot":             {"backends/dot"},
+	"gonum.org/v1/gonum":                  {"internal/graph"},
+	"github.com/gopacket/gopacket":        {"internal/packet"},
+}
+
+// TestEveryTestImportsGolden makes `go test ./... -update` work: a test
+// binary that does not define -update would fail on it.
+func TestEveryTestImportsGolden(t *testing.T) {
+	fset := token.NewFileSet()
+	has := map[string]bool{}
+	tested := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != ".") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.Dir(path)
+		tested[dir] = true
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if imp.Path.Value == strconv.Quote(module+"/internal/golden") {
+				has[dir] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir := range tested {
+		if !has[dir] {
+			t.Errorf("the tests of %s do not import internal/golden, so go test ./... -update fails there", dir)
+		}
+	}
+}
+
+// TestImports is the project's go/build/deps_test.go: it fails when a
+// package imports one it may not.
+func TestImports(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == "." {
+			return nil
+		}
+		pkg := filepath.ToSlash(filepath.Dir(path))
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rules, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s is not in the import table of deps_test.go; add it with the packages it may import", pkg)
+			return nil
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if dep, ok := strings.CutPrefix(p, module+"/"); ok {
+				if !slices.Contains(rules, dep) {
+					t.Errorf("%s imports %s, which it may not", path, dep)
+				}
+				continue
+			}
+			for lib, homes := range libraryHome {
+				if strings.HasPrefix(p, lib) && !slices.Contains(homes, pkg) {
+					t.Errorf("%s imports %s; that library enters only through %v", path, p, homes)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

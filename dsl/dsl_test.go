@@ -1,0 +1,374 @@
+package dsl_test
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/participle/v2/lexer"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/dragonc/dragonc/dsl"
+	"github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/internal/graph"
+)
+
+const root = ".."
+
+// TestGoldenGraphs lowers every small graph under testdata/graphs and
+// testdata/unicorn and compares the dump with its golden file.
+func TestGoldenGraphs(t *testing.T) {
+	files := globAll(t, "testdata/graphs/*", "testdata/unicorn/*.unicorn")
+	if len(files) < 3 {
+		t.Fatalf("found only %d graph files", len(files))
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, ".golden") {
+			continue
+		}
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			src := read(t, path)
+			g, _, diags := dsl.Load(rel(path), src)
+			if diags.HasErrors() {
+				t.Fatalf("unexpected errors:\n%s", diags.Error())
+			}
+			var out strings.Builder
+			for _, d := range diags {
+				out.WriteString(d.String() + "\n")
+			}
+			out.WriteString(graph.Dump(g))
+			golden.Check(t, path+".golden", []byte(out.String()))
+		})
+	}
+}
+
+var wantRE = regexp.MustCompile(`^// want: (\d+):(\d+) ([EW]\d+)`)
+
+// TestMalformed checks every file under testdata/bad: the diagnostic named
+// in the file's golden .want line must be reported at that line and column,
+// the file must be rejected, and the full output must match its golden file.
+func TestMalformed(t *testing.T) {
+	files := globAll(t, "testdata/bad/*.unicorn")
+	if len(files) < 30 {
+		t.Fatalf("want at least 30 malformed inputs, have %d", len(files))
+	}
+	wants := readWants(t)
+	for _, path := range files {
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			_, _, diags := dsl.Load(rel(path), read(t, path))
+			if !diags.HasErrors() {
+				t.Fatalf("no error reported")
+			}
+			var out strings.Builder
+			for _, d := range diags {
+				out.WriteString(d.String() + "\n")
+			}
+			want, ok := wants[name]
+			if !ok {
+				t.Fatalf("testdata/bad/WANT has no line for %s", name)
+			}
+			if !strings.Contains(out.String(), rel(path)+":"+want.pos+": error") && !strings.Contains(out.String(), rel(path)+":"+want.pos+": warning") {
+				t.Errorf("want a diagnostic at %s, got:\n%s", want.pos, out.String())
+			}
+			if !strings.Contains(out.String(), "["+want.code+"]") {
+				t.Errorf("want code %s, got:\n%s", want.code, out.String())
+			}
+			golden.Check(t, path+".golden", []byte(out.String()))
+		})
+	}
+}
+
+type want struct{ pos, code string }
+
+// readWants reads testdata/bad/WANT: one line per file, `FILE LINE:COL CODE`.
+func readWants(t *testing.T) map[string]want {
+	out := map[string]want{}
+	for _, line := range strings.Split(string(read(t, filepath.Join(root, "testdata/bad/WANT"))), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) != 3 {
+			t.Fatalf("bad WANT line %q", line)
+		}
+		out[f[0]] = want{f[1], f[2]}
+	}
+	return out
+}
+
+// TestFormat formats every language file in the repository: the output
+// parses, formatting it again changes nothing, and the syntax tree and the
+// lowered graph are unchanged.
+func TestFormat(t *testing.T) {
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bad") {
+			return filepath.SkipDir
+		}
+		switch filepath.Ext(p) {
+		case ".prg", ".lpg", ".unicorn":
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("found only %d files", len(files))
+	}
+	for _, path := range files {
+		t.Run(rel(path), func(t *testing.T) {
+			checkFormat(t, rel(path), read(t, path))
+		})
+	}
+}
+
+func checkFormat(t *testing.T, name string, src []byte) {
+	t.Helper()
+	s1, diags := dsl.Parse(name, src)
+	if diags.HasErrors() {
+		t.Fatalf("parse: %s", diags.Error())
+	}
+	out1 := dsl.Format(s1)
+	s2, diags := dsl.Parse(name, out1)
+	if diags.HasErrors() {
+		t.Fatalf("formatted output does not parse: %s\n%s", diags.Error(), out1)
+	}
+	out2 := dsl.Format(s2)
+	if diff := cmp.Diff(string(out1), string(out2)); diff != "" {
+		t.Errorf("formatting is not idempotent (-first +second):\n%s", diff)
+	}
+	ignorePos := cmpopts.IgnoreTypes(lexer.Position{})
+	if diff := cmp.Diff(s1.AST, s2.AST, ignorePos); diff != "" {
+		t.Errorf("formatting changed the syntax tree (-before +after):\n%s", diff)
+	}
+	if len(s1.Comments) != len(s2.Comments) {
+		t.Errorf("formatting changed the number of comments: %d before, %d after", len(s1.Comments), len(s2.Comments))
+	}
+	if s1.AST.Graph != nil {
+		g1, d1 := dsl.Lower(s1)
+		g2, d2 := dsl.Lower(s2)
+		if d1.HasErrors() != d2.HasErrors() {
+			t.Fatalf("validity changed: %v vs %v", d1.Error(), d2.Error())
+		}
+		if diff := cmp.Diff(g1, g2, cmpopts.IgnoreTypes(graph.Source{}), cmpopts.IgnoreUnexported(graph.Graph{})); diff != "" {
+			t.Errorf("formatting changed the graph (-before +after):\n%s", diff)
+		}
+	}
+}
+
+// TestFormatGolden keeps the formatted layout of the everything file.
+func TestFormatGolden(t *testing.T) {
+	path := filepath.Join(root, "testdata/unicorn/everything.unicorn")
+	s, diags := dsl.Parse(rel(path), read(t, path))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	golden.Check(t, filepath.Join(root, "testdata/unicorn/everything.fmt.golden"), dsl.Format(s))
+}
+
+// TestFormatComments pins where comments go.
+func TestFormatComments(t *testing.T) {
+	src := `// leading
+graph g { // after the brace
+    /* before a node */
+    node A { port out[B /* inside */ C] } // trailing
+
+
+    node B {} // two blank lines above collapse to one
+    node C {
+        // only a comment
+    }
+    // before the closing brace
+}
+// after everything
+`
+	want := `// leading
+graph g { // after the brace
+    /* before a node */
+    node A {
+        /* inside */
+        port out[B C]
+    } // trailing
+
+    node B {} // two blank lines above collapse to one
+    node C {
+        // only a comment
+    }
+    // before the closing brace
+}
+// after everything
+`
+	s, diags := dsl.Parse("c.unicorn", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if diff := cmp.Diff(want, string(dsl.Format(s))); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	checkFormat(t, "c.unicorn", []byte(src))
+}
+
+// TestGrammar keeps the grammar's EBNF as a golden file, so a change to the
+// language shows up in review.
+func TestGrammar(t *testing.T) {
+	golden.Check(t, filepath.Join(root, "testdata/grammar.ebnf"), []byte(dsl.Grammar()+"\n"))
+}
+
+// TestResolution pins the naming rules of Unicorn.
+func TestResolution(t *testing.T) {
+	src := `graph g {
+    cluster Rx { cluster L2 { cluster Eth {
+        node A { port out[B .C ..D ...E] }
+        node B {}
+    }
+    node C {}
+    }
+    node D {}
+    }
+    node E {}
+    cluster Tx { node .F { port out[.G] } }
+    node G {}
+}`
+	g, _, diags := dsl.Load("r.unicorn", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	a, ok := g.Lookup("RxL2EthA")
+	if !ok {
+		t.Fatal("RxL2EthA not declared")
+	}
+	var got []string
+	for _, s := range a.Ports[0].Succ {
+		got = append(got, g.Nodes[s].Name)
+	}
+	if want := []string{"RxL2EthB", "RxL2C", "RxD", "E"}; !cmp.Equal(got, want) {
+		t.Errorf("successors %v, want %v", got, want)
+	}
+	f, ok := g.Lookup("F")
+	if !ok {
+		t.Fatalf("a declaration .F in cluster Tx should be F")
+	}
+	if g.Nodes[f.Ports[0].Succ[0]].Name != "G" {
+		t.Errorf("references inside .F resolve from the cluster it is written in, as in Unicorn")
+	}
+}
+
+// TestDuplicateBindsFirst checks the lenient duplicate rule.
+func TestDuplicateBindsFirst(t *testing.T) {
+	src := `graph g {
+    node A { port out[X] }
+    node X { attr "first" }
+    node X { attr "second" }
+}`
+	g, _, diags := dsl.Load("d.unicorn", []byte(src))
+	if diags.HasErrors() || len(diags) != 2 {
+		t.Fatalf("want a duplicate warning and an unreachable warning, got %v", diags)
+	}
+	if len(g.Nodes) != 3 {
+		t.Errorf("both declarations should exist, have %d nodes", len(g.Nodes))
+	}
+	a, _ := g.Lookup("A")
+	if got := g.Nodes[a.Ports[0].Succ[0]].Attrs[0]; got != "first" {
+		t.Errorf("reference bound to the %s declaration", got)
+	}
+}
+
+// TestCheckCounts pins the numbers `check -v` prints for the everything file.
+func TestCheckCounts(t *testing.T) {
+	path := filepath.Join(root, "testdata/unicorn/everything.unicorn")
+	g, _, diags := dsl.Load(rel(path), read(t, path))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	nodes, edges, spawns := len(g.Nodes), len(g.Edges()), g.SpawnEdges()
+	if nodes != 23 || edges != 29 || spawns != 3 {
+		t.Errorf("got %d nodes, %d edges, %d spawn edges; want 23, 29, 3", nodes, edges, spawns)
+	}
+}
+
+// TestLongForm checks the caret rendering.
+func TestLongForm(t *testing.T) {
+	_, _, diags := dsl.Load("x.unicorn", []byte("graph g {\n\tnode A { port out[Bee] }\n\tnode Be {}\n}\n"))
+	if len(diags) == 0 {
+		t.Fatal("no diagnostics")
+	}
+	want := "x.unicorn:2:20: error: unknown node \"Bee\"; did you mean \"Be\"? [E201]\n    \tnode A { port out[Bee] }\n    \t                  ^^^"
+	if got := diags[0].Long(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// FuzzParse feeds arbitrary bytes to the parser, the lowering and the
+// formatter: nothing may panic, and whatever parses must format to text
+// that parses to the same tree.
+func FuzzParse(f *testing.F) {
+	for _, path := range globAll(f, "testdata/graphs/*", "testdata/unicorn/*.unicorn", "testdata/bad/*.unicorn", "examples/*", "nics/*.prg") {
+		if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(path, ".golden") {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		s, diags := dsl.Parse("fuzz", src)
+		if s.AST == nil {
+			if !diags.HasErrors() {
+				t.Fatal("no tree and no error")
+			}
+			return
+		}
+		if s.AST.Graph != nil {
+			dsl.Lower(s)
+		}
+		out := dsl.Format(s)
+		s2, diags := dsl.Parse("fuzz", out)
+		if diags.HasErrors() {
+			t.Fatalf("formatted output does not parse: %v\ninput:\n%q\noutput:\n%q", diags.Error(), src, out)
+		}
+		if !bytes.Equal(dsl.Format(s2), out) {
+			t.Fatalf("formatting is not idempotent on %q", src)
+		}
+		if diff := cmp.Diff(s.AST, s2.AST, cmpopts.IgnoreTypes(lexer.Position{})); diff != "" {
+			t.Fatalf("formatting changed the tree of %q:\n%s", src, diff)
+		}
+	})
+}
+
+func globAll(t testing.TB, patterns ...string) []string {
+	var out []string
+	for _, p := range patterns {
+		m, err := filepath.Glob(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m...)
+	}
+	return out
+}
+
+func read(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// rel names a file relative to the repository root, as a user would.
+func rel(path string) string {
+	r, err := filepath.Rel(root, path)
+	if err != nil {
+		return path
+	}
+	return filepath.ToSlash(r)
+}
