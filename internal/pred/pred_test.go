@@ -60,17 +60,17 @@ func TestEval(t *testing.T) {
 		Atoms: map[Atom]bool{{"RxL2EtherValidCRC", "true"}: true}}
 	cases := map[string]bool{
 		"udp.dport == 53 && ip.dst == 10.0.0.1":         true,
-		"udp.dport == 54":                                false,
-		"tcp.dport == 80":                                false,
-		"tcp.dport != 80":                                false, // absent fields compare false
-		"!(tcp.dport == 80)":                             true,
-		"pred(RxL2EtherValidCRC,true)":                   true,
-		"pred(RxL2EtherValidCRC,false)":                  false,
-		"ip.dst in 10.0.0.0/8":                           true,
-		"udp.dport in {1..52, 54..100}":                  false,
+		"udp.dport == 54":                               false,
+		"tcp.dport == 80":                               false,
+		"tcp.dport != 80":                               false, // absent fields compare false
+		"!(tcp.dport == 80)":                            true,
+		"pred(RxL2EtherValidCRC,true)":                  true,
+		"pred(RxL2EtherValidCRC,false)":                 false,
+		"ip.dst in 10.0.0.0/8":                          true,
+		"udp.dport in {1..52, 54..100}":                 false,
 		"and(pred(EthType,IPv4),not(pred(IpProt,UDP)))": false,
 		"or(pred(EthType,ARP),pred(IpProt,UDP))":        true,
-		"udp.dport & 0xff00 == 0":                        true,
+		"udp.dport & 0xff00 == 0":                       true,
 	}
 	for in, want := range cases {
 		if got := Eval(MustParse(in), env); got != want {
