@@ -4,6 +4,7 @@ import "sort"
 
 // FieldInfo describes one packet field of the predicate vocabulary.
 type FieldInfo struct {
+	ID    int // index into decoded frames; fields are numbered in name order
 	Name  string
 	Bits  int    // width of its value; values are unsigned
 	Doc   string // what it is, for `dragonc help fields` and DSL.md
@@ -46,23 +47,53 @@ var Fields = map[string]FieldInfo{
 	"omx.dst_ep":   {Bits: 8, Doc: "Open-MX destination endpoint (byte 17)", Layer: "omx"},
 	"omx.type":     {Bits: 8, Doc: "Open-MX packet type (byte 16)", Layer: "omx"},
 	"rss.hash":     {Bits: 32, Doc: "the NIC's RSS hash (NIC metadata; opaque to the solver)", Layer: "meta"},
+	// Derived validity checks: comparisons the header bytes alone cannot
+	// express without arithmetic.
+	"eth.len_ok":   {Bits: 1, Doc: "1 when the frame is at least 60 bytes (64 with FCS), the Ethernet minimum", Layer: "eth"},
+	"arp.valid":    {Bits: 1, Doc: "1 when the ARP header is Ethernet/IPv4 (htype 1, ptype 0x0800, hlen 6, plen 4)", Layer: "arp"},
+	"ip.hdr_ok":    {Bits: 1, Doc: "1 when IHL >= 5 and the whole IPv4 header is present", Layer: "ip"},
+	"ip.len_ok":    {Bits: 1, Doc: "1 when IPv4 total length covers the header and fits in the frame", Layer: "ip"},
+	"ip.options":   {Bits: 1, Doc: "1 when the IPv4 header carries options (IHL > 5)", Layer: "ip"},
+	"icmp.code":    {Bits: 8, Doc: "ICMP code", Layer: "icmp"},
+	"icmp.csum_ok": {Bits: 1, Doc: "1 when the ICMP checksum is correct", Layer: "icmp"},
+	"udp.len_ok":   {Bits: 1, Doc: "1 when 8 <= UDP length <= the IPv4 payload", Layer: "udp"},
+	"tcp.hdr_ok":   {Bits: 1, Doc: "1 when the TCP data offset is >= 5 and the header fits the IPv4 payload", Layer: "tcp"},
+	"omx.src_ep":   {Bits: 8, Doc: "Open-MX source endpoint (byte 18)", Layer: "omx"},
 }
+
+// NumFields is the size of the vocabulary.
+var NumFields int
 
 func init() {
-	for name, f := range Fields {
-		f.Name = name
+	for i, name := range FieldNames() {
+		f := Fields[name]
+		f.Name, f.ID = name, i
 		Fields[name] = f
 	}
+	NumFields = len(Fields)
 }
 
-// FieldNames returns the vocabulary in sorted order.
-func FieldNames() []string {
-	names := make([]string, 0, len(Fields))
-	for n := range Fields {
-		names = append(names, n)
+// FieldID returns the index of a field, which must exist.
+func FieldID(name string) int {
+	f, ok := Fields[name]
+	if !ok {
+		panic("dragonc: internal error: unknown field " + name)
 	}
-	sort.Strings(names)
-	return names
+	return f.ID
+}
+
+var sortedNames []string
+
+// FieldNames returns the vocabulary in sorted order; index i is the field
+// with ID i.
+func FieldNames() []string {
+	if sortedNames == nil {
+		for n := range Fields {
+			sortedNames = append(sortedNames, n)
+		}
+		sort.Strings(sortedNames)
+	}
+	return sortedNames
 }
 
 // Constants are the named values an expression may use.

@@ -187,7 +187,7 @@ func (c *xCall) build() (Expr, error) {
 				}
 				v = n
 			}
-			return Cmp{Field: f, Op: Eq, Value: v}, nil
+			return Cmp{Field: f, ID: Fields[f].ID, Op: Eq, Value: v}, nil
 		}
 		return Atom{Name: name, Value: val}, nil
 	case "not":
@@ -248,7 +248,7 @@ func (c *xCmp) build() (Expr, error) {
 	if !ok {
 		return nil, &Error{Offset: c.Pos.Offset, Msg: fmt.Sprintf("unknown field %q%s", c.Field, suggestField(c.Field))}
 	}
-	out := Cmp{Field: c.Field}
+	out := Cmp{Field: c.Field, ID: info.ID}
 	if c.Mask != nil {
 		m, err := c.Mask.value(info)
 		if err != nil {

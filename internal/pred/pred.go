@@ -55,6 +55,7 @@ type Range struct{ Lo, Hi uint64 }
 // tests membership in a set of ranges.
 type Cmp struct {
 	Field  string
+	ID     int    // the field's index in the vocabulary (FieldInfo.ID)
 	Mask   uint64 // 0 means no mask
 	Op     Op
 	Value  uint64
@@ -162,7 +163,7 @@ func FormatValue(field string, v uint64) string {
 // one frame (ok false when the frame has no such field) and the truth of
 // opaque atoms.
 type Env interface {
-	Field(name string) (v uint64, ok bool)
+	Value(id int) (v uint64, ok bool)
 	Atom(a Atom) bool
 }
 
@@ -192,7 +193,7 @@ func Eval(e Expr, env Env) bool {
 	case Atom:
 		return env.Atom(e)
 	case Cmp:
-		v, ok := env.Field(e.Field)
+		v, ok := env.Value(e.ID)
 		if !ok {
 			return false
 		}
@@ -232,9 +233,9 @@ type MapEnv struct {
 	Atoms  map[Atom]bool
 }
 
-// Field implements Env.
-func (m MapEnv) Field(name string) (uint64, bool) {
-	v, ok := m.Values[name]
+// Value implements Env.
+func (m MapEnv) Value(id int) (uint64, bool) {
+	v, ok := m.Values[FieldNames()[id]]
 	return v, ok
 }
 
