@@ -45,7 +45,8 @@ type Cluster struct {
 type Node struct {
 	Pos    lexer.Position
 	Kind   string  `parser:"@('node' | 'boolean' | 'and' | 'or' | 'nand' | 'nor' | 'config')"`
-	Name   *Ident  `parser:"@@ '{'"`
+	Name   *Ident  `parser:"@@"`
+	Hi     *Num    `parser:"( '..' @@ )? '{'"`
 	Items  []*Item `parser:"@@* '}'"`
 	EndPos lexer.Position
 }
@@ -92,8 +93,15 @@ type Spawn struct {
 
 // Port is `port NAME+ [TARGET*]`.
 type Port struct {
-	Names   []*Ident `parser:"'port' @@+"`
-	Targets []*Ident `parser:"'[' @@* ']'"`
+	Names   []*Ident  `parser:"'port' @@+"`
+	Targets []*Target `parser:"'[' @@* ']'"`
+}
+
+// Target is a successor reference, or a numbered range of them:
+// `Queue0..127` names Queue0 to Queue127 (a dragonc extension).
+type Target struct {
+	Ref *Ident `parser:"@@"`
+	Hi  *Num   `parser:"( '..' @@ )?"`
 }
 
 // Constraint is `constraint PORT "TEXT"`.

@@ -177,7 +177,11 @@ func (p *printer) commentBefore(end int) bool {
 }
 
 func (p *printer) node(n *Node) {
-	p.block(n.Kind+" "+n.Name.Text, n.Pos.Offset, n.Name.EndPos.Offset, n.EndPos.Offset, len(n.Items), func() {
+	name := n.Name.Text
+	if n.Hi != nil {
+		name += ".." + numText(n.Hi)
+	}
+	p.block(n.Kind+" "+name, n.Pos.Offset, n.Name.EndPos.Offset, n.EndPos.Offset, len(n.Items), func() {
 		for _, it := range n.Items {
 			p.item(it)
 		}
@@ -198,7 +202,14 @@ func (p *printer) item(it *Item) {
 			t += " [predicate " + pr.Raw + "]"
 		}
 	case it.Port != nil:
-		t = "port " + joinIdents(it.Port.Names, " ") + "[" + joinIdents(it.Port.Targets, " ") + "]"
+		targets := make([]string, len(it.Port.Targets))
+		for i, tg := range it.Port.Targets {
+			targets[i] = tg.Ref.Text
+			if tg.Hi != nil {
+				targets[i] += ".." + numText(tg.Hi)
+			}
+		}
+		t = "port " + joinIdents(it.Port.Names, " ") + "[" + strings.Join(targets, " ") + "]"
 	case it.Constraint != nil:
 		t = "constraint " + it.Constraint.Port.Text + " " + it.Constraint.Text.Raw
 	case it.Semantics != nil:

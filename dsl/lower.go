@@ -37,6 +37,7 @@ const (
 	CodeBadType      = "E320"
 	CodeBadBounds    = "E321"
 	CodeCycle        = "E330"
+	CodeBadRange     = "E207"
 	CodeBadValue     = "E340"
 	CodeDupName      = "W201"
 	CodeUnreachable  = "W331"
@@ -162,20 +163,67 @@ func (l *lowerer) srcOf(p lexer.Position) graph.Source {
 	return graph.Source{File: l.src.File.Name, Offset: p.Offset}
 }
 
-func (l *lowerer) declareNode(n *Node, path []string) {
-	kind, _ := graph.KindFromKeyword(n.Kind)
-	full, ok := l.resolve(n.Name, path)
-	if !ok {
-		full = strings.Join(path, "") + strings.TrimLeft(n.Name.Text, ".")
+// expandRange turns `Name0..N` into the names Name0 .. NameN. It reports
+// a malformed range and returns nil.
+func (l *lowerer) expandRange(id *Ident, hi *Num) []string {
+	if hi == nil {
+		return []string{id.Text}
 	}
-	local := strings.TrimLeft(n.Name.Text, ".")
-	l.checkName(&Ident{Pos: n.Name.Pos, Text: local, EndPos: n.Name.EndPos}, n.Kind)
-	dots := len(n.Name.Text) - len(local)
+	text := id.Text
+	i := len(text)
+	for i > 0 && text[i-1] >= '0' && text[i-1] <= '9' {
+		i--
+	}
+	lo, err1 := strconv.Atoi(text[i:])
+	top, err2 := strconv.Atoi(hi.Text)
+	switch {
+	case i == len(text) || err1 != nil:
+		l.diags.Errorf(l.at(id), CodeBadRange, "a numbered range must start with a name ending in digits, as in Queue0..15")
+		return nil
+	case err2 != nil || hi.Neg || strings.Contains(hi.Text, "."):
+		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "the end of a numbered range must be a whole number")
+		return nil
+	case top < lo:
+		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered range %s..%d ends below its start", text, top)
+		return nil
+	case top-lo >= maxRange:
+		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered range %s..%d has more than %d names", text, top, maxRange)
+		return nil
+	}
+	out := make([]string, 0, top-lo+1)
+	for k := lo; k <= top; k++ {
+		out = append(out, text[:i]+strconv.Itoa(k))
+	}
+	return out
+}
+
+// maxRange bounds numbered ranges, so a typo cannot declare a million nodes.
+const maxRange = 65536
+
+func (l *lowerer) declareNode(n *Node, path []string) {
+	if n.Hi == nil {
+		l.declareOne(n, n.Name, path)
+		return
+	}
+	for _, name := range l.expandRange(n.Name, n.Hi) {
+		l.declareOne(n, &Ident{Pos: n.Name.Pos, Text: name, EndPos: n.Name.EndPos}, path)
+	}
+}
+
+func (l *lowerer) declareOne(n *Node, nameID *Ident, path []string) {
+	kind, _ := graph.KindFromKeyword(n.Kind)
+	full, ok := l.resolve(nameID, path)
+	if !ok {
+		full = strings.Join(path, "") + strings.TrimLeft(nameID.Text, ".")
+	}
+	local := strings.TrimLeft(nameID.Text, ".")
+	l.checkName(&Ident{Pos: nameID.Pos, Text: local, EndPos: nameID.EndPos}, n.Kind)
+	dots := len(nameID.Text) - len(local)
 	cluster := slices.Clone(path[:max(0, len(path)-dots)])
 	node := &graph.Node{Name: full, Cluster: cluster, Kind: kind, Src: l.srcOf(n.Name.Pos)}
 	if first, dup := l.g.Lookup(full); dup {
 		line, _ := l.src.File.Position(first.Src.Offset)
-		d := l.diags.Warnf(l.at(n.Name), CodeDupName, "node %q is declared twice", full)
+		d := l.diags.Warnf(l.at(nameID), CodeDupName, "node %q is declared twice", full)
 		d.Detail = fmt.Sprintf("references bind to the first declaration, on line %d", line)
 	}
 	l.g.Add(node)
@@ -234,8 +282,10 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 		case it.Port != nil:
 			var targets []int
 			for _, t := range it.Port.Targets {
-				if id, ok := l.ref(t, nd.path); ok {
-					targets = append(targets, id)
+				for _, name := range l.expandRange(t.Ref, t.Hi) {
+					if id, ok := l.ref(&Ident{Pos: t.Ref.Pos, Text: name, EndPos: t.Ref.EndPos}, nd.path); ok {
+						targets = append(targets, id)
+					}
 				}
 			}
 			for _, name := range it.Port.Names {
