@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"internal/golden": {},
 	"internal/pred":   {},
 	"internal/graph":  {"internal/pred"},
+	"internal/packet": {"internal/pred"},
 	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},
 	"backends/dot":    {"internal/graph"},
 	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph"},
