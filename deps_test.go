@@ -25,9 +25,11 @@ var allowed = map[string][]string{
 	"internal/pred":   {},
 	"internal/graph":  {"internal/pred"},
 	"internal/packet": {"internal/pred"},
+	"nics":            {},
+	"prg":             {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},
 	"backends/dot":    {"internal/graph"},
-	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph"},
+	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph", "nics", "prg"},
 }
 
 // libraryHome says which package may import each outside library.

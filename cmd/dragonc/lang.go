@@ -14,6 +14,7 @@ import (
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/nics"
 )
 
 func init() {
@@ -48,9 +49,9 @@ Examples:
     dragonc fmt examples/web_and_dns.lpg
     dragonc fmt -w nics/*.prg
 `})
-	register(&command{name: "dot", summary: "draw a graph as Graphviz DOT", run: runDot, usage: `Usage: dragonc dot [--svg | --png] FILE
+	register(&command{name: "dot", summary: "draw a graph as Graphviz DOT", run: runDot, usage: `Usage: dragonc dot [--svg | --png] FILE|NIC
 
-Prints a PRG or LPG as Graphviz DOT: clusters as subgraphs, gates and
+Prints a PRG or LPG (or a built-in NIC model by name) as Graphviz DOT: clusters as subgraphs, gates and
 configuration nodes drawn apart, port names on edges, spawn edges dashed.
 With --svg or --png the picture is rendered by Graphviz's dot, which must
 be installed (apt-get install graphviz).
@@ -60,6 +61,7 @@ Exit: 0, 1 on errors in the input or when rendering is impossible.
 Examples:
     dragonc dot model.unicorn > model.dot
     dragonc dot --svg model.unicorn > model.svg
+    dragonc dot 82599 | dot -Tsvg > 82599.svg
 `})
 }
 
@@ -250,7 +252,8 @@ func runDot(e *env, args []string) int {
 	fs := newFlags(e, "dot", lookup("dot").usage)
 	svg := fs.Bool("svg", false, "render SVG with Graphviz")
 	png := fs.Bool("png", false, "render PNG with Graphviz")
-	if ok, code := parseFlags(fs, args); !ok {
+	ok, code := parseFlags(fs, args)
+	if !ok {
 		return code
 	}
 	if fs.NArg() != 1 || *svg && *png {
@@ -258,8 +261,9 @@ func runDot(e *env, args []string) int {
 		return exitUsage
 	}
 	path := fs.Arg(0)
-	src, ok := readFile(e, path)
-	if !ok {
+	path, src, err := nics.Resolve(path)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
 	}
 	l := load(path, src)

@@ -436,3 +436,34 @@ func (g *Graph) TopoOrder() ([]int, error) {
 }
 
 type gonumNode = gograph.Node
+
+// Clone returns a deep copy of g. Predicates are immutable values and are
+// shared.
+func (g *Graph) Clone() *Graph {
+	out := &Graph{Name: g.Name, Helpers: g.Helpers, Resources: g.Resources, byName: make(map[string]int, len(g.byName))}
+	for k, v := range g.byName {
+		out.byName[k] = v
+	}
+	out.Nodes = make([]*Node, len(g.Nodes))
+	for i, n := range g.Nodes {
+		c := *n
+		c.Cluster = slices.Clone(n.Cluster)
+		c.Attrs = slices.Clone(n.Attrs)
+		c.Constraints = slices.Clone(n.Constraints)
+		c.Costs = slices.Clone(n.Costs)
+		c.Ports = make([]*Port, len(n.Ports))
+		for j, p := range n.Ports {
+			cp := *p
+			cp.Succ = slices.Clone(p.Succ)
+			c.Ports[j] = &cp
+		}
+		c.Spawns = make([]*Spawn, len(n.Spawns))
+		for j, s := range n.Spawns {
+			cs := *s
+			cs.Preds = slices.Clone(s.Preds)
+			c.Spawns[j] = &cs
+		}
+		out.Nodes[i] = &c
+	}
+	return out
+}

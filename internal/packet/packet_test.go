@@ -39,7 +39,7 @@ func TestToeplitzVectors(t *testing.T) {
 			t.Errorf("%s -> %s: %#08x, want %#08x", v.src, v.dst, got, v.ipOnly)
 		}
 		// The same through a decoded TCP frame.
-		frame := Build(t, &layers.TCP{SrcPort: layers.TCPPort(v.sport), DstPort: layers.TCPPort(v.dport), SYN: true}, v.src, v.dst)
+		frame := buildL4(t, &layers.TCP{SrcPort: layers.TCPPort(v.sport), DstPort: layers.TCPPort(v.dport), SYN: true}, v.src, v.dst)
 		var f Frame
 		f.Decode(frame)
 		if h, ok := RSSHash(&f, DefaultRSSKey, true, false); !ok || h != v.withPorts {
@@ -48,9 +48,9 @@ func TestToeplitzVectors(t *testing.T) {
 	}
 }
 
-// Build makes a valid Ethernet/IPv4 frame around a transport layer with
+// buildL4 makes a valid Ethernet/IPv4 frame around a transport layer with
 // correct checksums, using gopacket.
-func Build(t testing.TB, l4 gopacket.SerializableLayer, src, dst string, payload ...byte) []byte {
+func buildL4(t testing.TB, l4 gopacket.SerializableLayer, src, dst string, payload ...byte) []byte {
 	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{0, 0x1b, 0x21, 0x3a, 0x4b, 0x5c}, EthernetType: layers.EthernetTypeIPv4}
 	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, SrcIP: net.ParseIP(src).To4(), DstIP: net.ParseIP(dst).To4()}
@@ -75,7 +75,7 @@ func Build(t testing.TB, l4 gopacket.SerializableLayer, src, dst string, payload
 func field(f *Frame, name string) (uint64, bool) { return f.Field(name) }
 
 func TestDecodeUDP(t *testing.T) {
-	b := Build(t, &layers.UDP{SrcPort: 5353, DstPort: 53}, "10.0.0.9", "10.0.0.1", []byte("hello")...)
+	b := buildL4(t, &layers.UDP{SrcPort: 5353, DstPort: 53}, "10.0.0.9", "10.0.0.1", []byte("hello")...)
 	var f Frame
 	f.Decode(b)
 	want := map[string]uint64{"eth.type": 0x0800, "ip.proto": 17, "ip.dst": 0x0a000001, "udp.dport": 53, "l4.dport": 53,
@@ -107,14 +107,14 @@ func TestDecodeUDP(t *testing.T) {
 
 func TestDecodeTCPAndICMP(t *testing.T) {
 	var f Frame
-	f.Decode(Build(t, &layers.TCP{SrcPort: 40000, DstPort: 80, SYN: true, Window: 100}, "10.0.0.7", "10.0.0.1"))
+	f.Decode(buildL4(t, &layers.TCP{SrcPort: 40000, DstPort: 80, SYN: true, Window: 100}, "10.0.0.7", "10.0.0.1"))
 	if v, _ := field(&f, "tcp.flags"); v != 0x02 {
 		t.Errorf("tcp.flags = %#x", v)
 	}
 	if v, _ := field(&f, "tcp.csum_ok"); v != 1 {
 		t.Error("TCP checksum should be good")
 	}
-	f.Decode(Build(t, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 1, Seq: 1}, "10.0.0.7", "10.0.0.1"))
+	f.Decode(buildL4(t, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 1, Seq: 1}, "10.0.0.7", "10.0.0.1"))
 	if v, _ := field(&f, "icmp.type"); v != 8 {
 		t.Errorf("icmp.type = %d", v)
 	}
@@ -161,9 +161,9 @@ func TestDecodeVLANOptionsFragments(t *testing.T) {
 // a short frame lacks the fields it cannot hold.
 func TestTruncation(t *testing.T) {
 	frames := [][]byte{
-		Build(t, &layers.UDP{SrcPort: 1, DstPort: 53}, "10.0.0.9", "10.0.0.1", make([]byte, 20)...),
-		Build(t, &layers.TCP{SrcPort: 1, DstPort: 80, SYN: true}, "10.0.0.9", "10.0.0.1"),
-		Build(t, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0)}, "10.0.0.9", "10.0.0.1"),
+		buildL4(t, &layers.UDP{SrcPort: 1, DstPort: 53}, "10.0.0.9", "10.0.0.1", make([]byte, 20)...),
+		buildL4(t, &layers.TCP{SrcPort: 1, DstPort: 80, SYN: true}, "10.0.0.9", "10.0.0.1"),
+		buildL4(t, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0)}, "10.0.0.9", "10.0.0.1"),
 	}
 	for _, full := range frames {
 		ipEnd := 14 + int(binary.BigEndian.Uint16(full[16:18])) // frames may be padded beyond the datagram
@@ -201,7 +201,7 @@ func TestOpenMX(t *testing.T) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	frame := Build(b, &layers.UDP{SrcPort: 1, DstPort: 53}, "10.0.0.9", "10.0.0.1", make([]byte, 18)...)
+	frame := buildL4(b, &layers.UDP{SrcPort: 1, DstPort: 53}, "10.0.0.9", "10.0.0.1", make([]byte, 18)...)
 	var f Frame
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

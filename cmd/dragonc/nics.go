@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+func init() {
+	register(&command{name: "nics", summary: "list the built-in NIC models", run: runNics, usage: `Usage: dragonc nics [--json]
+
+Lists the built-in models: name, receive queues, every configuration node
+(table, hash, enum, place) with its capacity, and engines. A NIC argument
+of any command is one of these names or a path to a .prg/.unicorn file.
+
+Flags:
+    --json   the same facts, machine-readable
+
+Examples:
+    dragonc nics
+    dragonc nics --json | jq '.nics[].name'
+`})
+}
+
+// loadNIC resolves a NIC argument and builds its model, printing
+// diagnostics.
+func loadNIC(e *env, arg string) (*prg.Model, string, bool) {
+	file, src, err := nics.Resolve(arg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		return nil, "", false
+	}
+	m, diags := prg.Load(file, src)
+	printDiags(e, diags, false)
+	if m == nil {
+		return nil, file, false
+	}
+	return m, file, true
+}
+
+func runNics(e *env, args []string) int {
+	fs := newFlags(e, "nics", lookup("nics").usage)
+	asJSON := fs.Bool("json", false, "machine-readable output")
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprint(e.stderr, lookup("nics").usage)
+		return exitUsage
+	}
+	var all []prg.Summary
+	for _, b := range nics.List() {
+		m, _, ok := loadNIC(e, b.Name)
+		if !ok {
+			return exitInput
+		}
+		all = append(all, m.Summarize(b.Name, b.File))
+	}
+	if *asJSON {
+		out, _ := json.MarshalIndent(map[string]any{"nics": all}, "", "  ")
+		fmt.Fprintln(e.stdout, string(out))
+		return exitOK
+	}
+	for _, s := range all {
+		fmt.Fprintf(e.stdout, "%s (%s): %d receive queues\n", s.Name, s.File, s.Queues)
+		for _, t := range s.Tables {
+			fmt.Fprintf(e.stdout, "    %-18s %-5s", t.Node, t.Kind)
+			if t.Capacity > 0 {
+				unit := map[string]string{"table": "entries", "hash": "buckets", "enum": "choices"}[t.Kind]
+				fmt.Fprintf(e.stdout, " %d %s", t.Capacity, unit)
+			}
+			fmt.Fprintln(e.stdout)
+		}
+		if len(s.Engines) > 0 {
+			fmt.Fprintf(e.stdout, "    engines: %s\n", strings.Join(s.Engines, ", "))
+		}
+	}
+	return exitOK
+}

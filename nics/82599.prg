@@ -1,0 +1,140 @@
+// Intel 82599 10 GbE controller (Linux driver ixgbe): the receive path.
+//
+// Sources. NICS.md (facts gathered for dragonc), which summarises the
+// Intel 82599 10 GbE Controller Datasheet rev. 2.6 (cited as [17] by the
+// Dragonet seed, 003_15febc25472f955e.txt); the Intel Ethernet adapter
+// user guide for ixgbe's ethtool interface (flow director rules, UDP RSS
+// off by default). Facts marked "unverified" are kept as NICS.md asks and
+// are easy to change here.
+//
+// Precedence of receive steering (NICS.md): filters (5-tuple, then flow
+// director), then RSS, then the default queue 0. Where the ethertype and
+// SYN filters sit is taken from the sibling Intel I210 datasheet, Fig. 7-5
+// (ethertype, then SYN, then the tuple filters): unverified for the 82599.
+graph i82599 {
+    resources Device {
+        rx_queues 128 // NICS.md: 128 receive queues
+        tx_queues 128 // NICS.md: 128 transmit queues
+        vectors 64 // MSI-X vectors (82599 datasheet; unverified)
+        link_gbps 10
+    }
+
+    cluster Rx {
+        // The MAC drops frames with a bad CRC and runts before any queue
+        // sees them (IEEE 802.3 minimum: 64 bytes with FCS, 60 without).
+        boolean L2EtherValidCRC {
+            cost ns 0
+            port true[L2EtherValidLength]
+            port false[]
+            predicate true "frame.crc_ok"
+        }
+
+        boolean L2EtherValidLength {
+            port true[CsumOffload]
+            port false[]
+            predicate true "eth.len_ok"
+        }
+
+        // Receive checksum offload (NICS.md: IPv4, TCP and UDP). When on,
+        // the verdicts are written into the receive descriptor: the nodes
+        // below are side branches marked "software" because software reads
+        // their result instead of recomputing it.
+        config CsumOffload {
+            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum CEtherTypeFilter]
+            port off[CEtherTypeFilter]
+        }
+
+        boolean L3IPv4ValidChecksum {
+            attr "software"
+            port true false[]
+            predicate true "ip.csum_ok"
+        }
+
+        boolean L4UDPValidChecksum {
+            attr "software"
+            port true false[]
+            predicate true "udp.csum_ok"
+        }
+
+        boolean L4TCPValidChecksum {
+            attr "software"
+            port true false[]
+            predicate true "tcp.csum_ok"
+        }
+
+        // Ethertype filters: 8 (NICS.md; unverified for this part).
+        config CEtherTypeFilter {
+            table {
+                fields [eth.type]
+                capacity 8
+            }
+            port queues[Queue0..127]
+            port default[CSynFilter]
+        }
+
+        // SYN filter: 1, steers TCP SYN segments to one queue (NICS.md;
+        // unverified for this part).
+        config CSynFilter {
+            table {
+                fields []
+                capacity 1
+                when "ip.proto == tcp && tcp.flags & 0x12 == 0x02"
+            }
+            port queues[Queue0..127]
+            port default[C5TupleFilter]
+        }
+
+        // 5-tuple filters: 128 entries, priority 1..7; each of source and
+        // destination address, protocol, source and destination port can
+        // be compared or ignored; the action is a queue (NICS.md).
+        config C5TupleFilter {
+            table {
+                fields [ip.proto ip.src ip.dst l4.sport l4.dport]
+                wildcard [ip.proto ip.src ip.dst l4.sport l4.dport]
+                capacity 128
+                priority 1..7
+            }
+            port queues[Queue0..127]
+            port default[CFDir]
+        }
+
+        // Flow director perfect filters: 8K - 2 usable with a 256 KB packet
+        // buffer split; all perfect filters share one global mask; the
+        // action is a queue or drop (NICS.md). ethtool must supply the same
+        // fields and masks for every rule (adapter user guide).
+        config CFDir {
+            table {
+                fields [ip.proto ip.src ip.dst l4.sport l4.dport]
+                masks [ip.src ip.dst l4.sport l4.dport]
+                global_mask true
+                capacity 8190
+                drop true
+            }
+            port queues[Queue0..127]
+            port default[CRSS]
+        }
+
+        // RSS: a 128-entry redirection table of 4-bit entries, so up to 16
+        // queues; 40-byte key (NICS.md). TCP ports are hashed by default;
+        // UDP ports once `ethtool -N IF rx-flow-hash udp4 sdfn` turns them
+        // on, which linux.sh does (adapter user guide: off by default).
+        // Fragments hash on addresses only (82598 datasheet, RSS section).
+        config CRSS {
+            hash {
+                fields [ip.src ip.dst l4.sport l4.dport]
+                buckets 128
+                max_targets 16
+                ports [tcp udp]
+            }
+            port queues[Queue0..15]
+            port default[Queue0]
+        }
+
+        // Receive queues; software polls them, so they are sources of the
+        // software graphs.
+        node Queue0..127 {
+            attr "source"
+            port out[]
+        }
+    }
+}

@@ -1,0 +1,81 @@
+// Package nics holds the built-in NIC and host-engine models as dragonc
+// files, embedded in the binary, and resolves a NIC argument: a built-in
+// name or a path to a .prg or .unicorn file.
+package nics
+
+import (
+	"embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+//go:embed *.prg
+var files embed.FS
+
+// Builtin is one embedded model.
+type Builtin struct {
+	Name string // what users type: 82599
+	File string // nics/82599.prg
+}
+
+// List returns the built-in models in name order.
+func List() []Builtin {
+	entries, _ := files.ReadDir(".")
+	var out []Builtin
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".prg")
+		out = append(out, Builtin{Name: name, File: "nics/" + e.Name()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns the built-in model names.
+func Names() []string {
+	var out []string
+	for _, b := range List() {
+		out = append(out, b.Name)
+	}
+	return out
+}
+
+// Source returns a built-in model's text.
+func Source(name string) ([]byte, bool) {
+	b, err := files.ReadFile(name + ".prg")
+	return b, err == nil
+}
+
+// Resolve reads a NIC argument: a built-in name, or a path to a file. It
+// returns the name to show in diagnostics and the text.
+func Resolve(arg string) (file string, src []byte, err error) {
+	if b, ok := Source(arg); ok {
+		return "nics/" + arg + ".prg", b, nil
+	}
+	if strings.ContainsAny(arg, "/\\") || filepath.Ext(arg) != "" {
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return "", nil, fmt.Errorf("%s: no such file", arg)
+			}
+			return "", nil, fmt.Errorf("%s: %v", arg, err)
+		}
+		return arg, b, nil
+	}
+	msg := fmt.Sprintf("unknown NIC %q; built-in models are %s, or give a path to a .prg or .unicorn file", arg, strings.Join(Names(), ", "))
+	if s := closest(arg, Names()); s != "" {
+		msg = fmt.Sprintf("unknown NIC %q; did you mean %q? (built-in models: %s)", arg, s, strings.Join(Names(), ", "))
+	}
+	return "", nil, fmt.Errorf("%s", msg)
+}
+
+func closest(name string, cands []string) string {
+	for _, c := range cands {
+		if strings.Contains(c, name) || strings.Contains(name, c) {
+			return c
+		}
+	}
+	return ""
+}

@@ -1,0 +1,450 @@
+// Package prg gives Physical Resource Graphs their meaning: the
+// configuration space of every configuration node (the generic kinds enum,
+// table, hash and place of DSL.md section 2), validation of a
+// configuration against it, Apply that turns a PRG and a configuration into
+// a configured PRG of F- and O-nodes only, and an interpreter that runs a
+// configured PRG on a raw frame.
+package prg
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
+)
+
+// Kind is a generic configuration kind.
+type Kind string
+
+// The configuration kinds.
+const (
+	Enum  Kind = "enum"
+	Table Kind = "table"
+	Hash  Kind = "hash"
+	Place Kind = "place"
+)
+
+// Model is a PRG with the meaning of its configuration nodes worked out.
+type Model struct {
+	G      *graph.Graph
+	Name   string
+	Queues []Queue        // receive queues in ID order
+	Spaces []*Space       // one per configuration node, in declaration order
+	Engine []*Engine      // engines declared with `engine`
+	Tasks  []*Task        // tasks declared with `task`
+	Props  map[string]graph.Value // graph-level `resources` properties by key
+	byNode map[string]*Space
+}
+
+// Queue is a receive queue: a node marked "source" whose name ends in its
+// number (RxQueue3), as in Dragonet's models.
+type Queue struct {
+	ID   int
+	Node int
+	Name string
+}
+
+// Space is the configuration space of one configuration node.
+type Space struct {
+	Node     string
+	ID       int
+	Kind     Kind
+	Function string // the Unicorn configuration function, if any
+	// Table and hash: the port whose successors are the actions, and the
+	// port taken on a miss (or by frames a hash does not cover).
+	ActionPort string
+	MissPort   string
+	Actions    []string // successor node names of the action port
+	// Enum: the ports to choose from.
+	Choices []string
+	// Table.
+	Fields     []string // fields an entry may match
+	Wildcard   []string // fields an entry may leave out
+	Masked     []string // fields that take an arbitrary bit mask
+	GlobalMask bool     // every entry must use the same masks
+	Capacity   int      // 0: unbounded
+	PrioLo     int
+	PrioHi     int
+	CanDrop    bool
+	When       pred.Expr // a condition every entry implies (e.g. TCP SYN)
+	// Hash.
+	Buckets    int
+	MaxTargets int
+	Key        []byte
+	TCPPorts   bool
+	UDPPorts   bool
+	// Identity hashing uses the one field in Fields as the bucket index
+	// (the Open-MX firmware mode hashes the destination endpoint byte);
+	// the default is the Toeplitz hash of RSS.
+	Identity bool
+	// Place.
+	TaskKind string
+}
+
+// Engine is a processing engine: a NIC core, a host core, a copy engine.
+type Engine struct {
+	Name  string
+	Kind  string
+	Props map[string]graph.Value
+}
+
+// Task is a unit of work an engine can run (a firmware event handler).
+type Task struct {
+	Name  string
+	Props map[string]graph.Value
+}
+
+var queueName = regexp.MustCompile(`Queue(\d+)$`)
+
+// unicornFields maps the tuple labels of Dragonet's filter types onto the
+// field vocabulary.
+var unicornFields = map[string]string{
+	"sip": "ip.src", "dip": "ip.dst", "proto": "ip.proto", "sport": "l4.sport", "dport": "l4.dport",
+	"sIP": "ip.src", "dIP": "ip.dst", "sPort": "l4.sport", "dPort": "l4.dport",
+}
+
+// NewModel works out the configuration spaces of a PRG. Problems with the
+// model itself (an unknown property, a table without an action port) are
+// diagnostics.
+func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
+	m := &Model{G: g, Name: g.Name, byNode: map[string]*Space{}, Props: map[string]graph.Value{}}
+	var diags diag.List
+	at := func(src graph.Source) diag.Range { return diag.Range{File: file, Start: src.Offset, End: src.Offset} }
+	for _, n := range g.Nodes {
+		if n.HasAttr("source") {
+			if mm := queueName.FindStringSubmatch(n.Name); mm != nil {
+				id, _ := strconv.Atoi(mm[1])
+				m.Queues = append(m.Queues, Queue{ID: id, Node: n.ID, Name: n.Name})
+			}
+		}
+		if n.Kind != graph.Config {
+			continue
+		}
+		sp, err := newSpace(n)
+		if err != nil {
+			diags.Errorf(at(n.Src), "E401", "configuration node %q: %v", n.Name, err)
+			continue
+		}
+		sp.resolveActions(g)
+		m.Spaces = append(m.Spaces, sp)
+		m.byNode[n.Name] = sp
+	}
+	sort.SliceStable(m.Queues, func(i, j int) bool { return m.Queues[i].ID < m.Queues[j].ID })
+	for i := 1; i < len(m.Queues); i++ {
+		if m.Queues[i].ID == m.Queues[i-1].ID {
+			diags.Errorf(at(g.Nodes[m.Queues[i].Node].Src), "E402", "two receive queues are numbered %d", m.Queues[i].ID)
+		}
+	}
+	for _, r := range g.Resources {
+		props := map[string]graph.Value{}
+		for _, p := range r.Props {
+			props[p.Key] = p.Value
+		}
+		switch r.Kind {
+		case "engine":
+			kind := ""
+			if v, ok := props["kind"]; ok {
+				kind = v.Str
+			}
+			m.Engine = append(m.Engine, &Engine{Name: r.Name, Kind: kind, Props: props})
+		case "task":
+			m.Tasks = append(m.Tasks, &Task{Name: r.Name, Props: props})
+		case "resources":
+			for k, v := range props {
+				m.Props[k] = v
+			}
+		}
+	}
+	diags.Sort()
+	return m, diags
+}
+
+// Number returns a numeric graph-level resource property.
+func (m *Model) Number(key string) (float64, bool) {
+	v, ok := m.Props[key]
+	if !ok || v.Kind != graph.NumValue {
+		return 0, false
+	}
+	return v.Num, true
+}
+
+// Space returns the configuration space of a node.
+func (m *Model) Space(node string) *Space { return m.byNode[node] }
+
+// QueueByNode returns the queue whose node is id.
+func (m *Model) QueueByNode(id int) (Queue, bool) {
+	for _, q := range m.Queues {
+		if q.Node == id {
+			return q, true
+		}
+	}
+	return Queue{}, false
+}
+
+// QueueIndex returns the queue number of a node name, or -1.
+func (m *Model) QueueIndex(name string) int {
+	for _, q := range m.Queues {
+		if q.Name == name {
+			return q.ID
+		}
+	}
+	return -1
+}
+
+func newSpace(n *graph.Node) (*Space, error) {
+	sp := &Space{Node: n.Name, ID: n.ID, Function: n.ConfFunc, ActionPort: "queues", MissPort: "default"}
+	kind := Enum
+	var props []graph.Prop
+	switch {
+	case n.ConfSpec != nil:
+		kind = Kind(n.ConfSpec.Kind)
+		props = n.ConfSpec.Props
+	case n.ConfFunc == "config5tuple" || n.ConfFunc == "configFDir":
+		kind = Table
+	case n.ConfFunc == "configRxQueues" || n.ConfFunc == "configTxQueues" || n.ConfFunc == "queueConfig":
+		kind = Enum
+	}
+	sp.Kind = kind
+	// Unicorn filter types describe the entries: take fields, optional
+	// (wildcard) fields, the priority range and the capacity from them.
+	if kind == Table && n.ConfSpec == nil {
+		if err := sp.fromUnicornType(n); err != nil {
+			return nil, err
+		}
+		if n.ConfFunc == "configFDir" {
+			sp.GlobalMask = true
+		}
+	}
+	for _, p := range props {
+		if err := sp.set(p); err != nil {
+			return nil, fmt.Errorf("property %s: %w", p.Key, err)
+		}
+	}
+	switch kind {
+	case Enum:
+		for _, p := range n.Ports {
+			sp.Choices = append(sp.Choices, p.Name)
+		}
+		if len(sp.Choices) == 0 {
+			return nil, fmt.Errorf("an enum configuration needs at least one port to choose")
+		}
+	case Table, Hash:
+		ap := n.Port(sp.ActionPort)
+		if ap == nil {
+			return nil, fmt.Errorf("no action port %q", sp.ActionPort)
+		}
+		if n.Port(sp.MissPort) == nil {
+			return nil, fmt.Errorf("no miss port %q", sp.MissPort)
+		}
+		for _, p := range n.Ports {
+			if p.Name != sp.ActionPort && p.Name != sp.MissPort {
+				return nil, fmt.Errorf("port %q is neither the action port %q nor the miss port %q", p.Name, sp.ActionPort, sp.MissPort)
+			}
+		}
+		if kind == Hash {
+			if sp.Buckets <= 0 || sp.Buckets&(sp.Buckets-1) != 0 {
+				return nil, fmt.Errorf("buckets must be a power of two, not %d", sp.Buckets)
+			}
+			if sp.Key == nil {
+				sp.Key = packet.DefaultRSSKey
+			}
+			if sp.Identity && len(sp.Fields) != 1 {
+				return nil, fmt.Errorf("identity hashing takes exactly one field")
+			}
+			if sp.MaxTargets == 0 {
+				sp.MaxTargets = len(ap.Succ)
+			}
+		}
+	case Place:
+	default:
+		return nil, fmt.Errorf("unknown configuration kind %q", kind)
+	}
+	return sp, nil
+}
+
+// actions resolves the successors of the action port; g is needed for names.
+func (sp *Space) resolveActions(g *graph.Graph) {
+	n := g.Nodes[sp.ID]
+	if ap := n.Port(sp.ActionPort); ap != nil {
+		sp.Actions = sp.Actions[:0]
+		for _, s := range ap.Succ {
+			sp.Actions = append(sp.Actions, g.Nodes[s].Name)
+		}
+	}
+}
+
+func (sp *Space) fromUnicornType(n *graph.Node) error {
+	t := n.ConfType
+	if t == nil || t.Kind != graph.ListType || t.Elem == nil || t.Elem.Kind != graph.TupleType {
+		return fmt.Errorf("function %s needs a type that is a list of tuples", n.ConfFunc)
+	}
+	if t.LenMax > 0 {
+		sp.Capacity = t.LenMax
+	}
+	for _, f := range t.Elem.Fields {
+		ft := f.Type
+		optional := ft.Kind == graph.MaybeType
+		if optional {
+			ft = ft.Elem
+		}
+		switch {
+		case unicornFields[f.Label] != "":
+			field := unicornFields[f.Label]
+			sp.Fields = append(sp.Fields, field)
+			if optional {
+				sp.Wildcard = append(sp.Wildcard, field)
+			}
+		case f.Label == "prio" && ft.Kind == graph.IntType:
+			sp.PrioLo, sp.PrioHi = int(ft.Min), int(ft.Max)
+		}
+	}
+	return nil
+}
+
+func (sp *Space) set(p graph.Prop) error {
+	v := p.Value
+	names := func() ([]string, error) {
+		if v.Kind != graph.ListValue {
+			return nil, fmt.Errorf("want a list of names in [ ]")
+		}
+		var out []string
+		for _, e := range v.List {
+			if e.Kind != graph.NameValue {
+				return nil, fmt.Errorf("want names, found %s", e)
+			}
+			out = append(out, e.Str)
+		}
+		return out, nil
+	}
+	fields := func() ([]string, error) {
+		out, err := names()
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range out {
+			if _, ok := pred.Fields[f]; !ok {
+				return nil, fmt.Errorf("unknown field %q", f)
+			}
+		}
+		return out, nil
+	}
+	num := func() (int, error) {
+		if v.Kind != graph.NumValue || v.Range || v.Num != float64(int(v.Num)) || v.Num < 0 {
+			return 0, fmt.Errorf("want a whole number")
+		}
+		return int(v.Num), nil
+	}
+	boolean := func() (bool, error) {
+		if v.Kind == graph.NameValue && (v.Str == "true" || v.Str == "false") {
+			return v.Str == "true", nil
+		}
+		return false, fmt.Errorf("want true or false")
+	}
+	name := func() (string, error) {
+		if v.Kind != graph.NameValue {
+			return "", fmt.Errorf("want a name")
+		}
+		return v.Str, nil
+	}
+	var err error
+	switch p.Key {
+	case "fields":
+		sp.Fields, err = fields()
+	case "wildcard":
+		sp.Wildcard, err = fields()
+	case "masks":
+		sp.Masked, err = fields()
+	case "global_mask":
+		sp.GlobalMask, err = boolean()
+	case "capacity":
+		sp.Capacity, err = num()
+	case "priority":
+		if v.Kind != graph.NumValue || !v.Range {
+			return fmt.Errorf("want a range LO..HI")
+		}
+		sp.PrioLo, sp.PrioHi = int(v.Num), int(v.Hi)
+	case "drop":
+		sp.CanDrop, err = boolean()
+	case "action":
+		sp.ActionPort, err = name()
+	case "miss":
+		sp.MissPort, err = name()
+	case "when":
+		if v.Kind != graph.StrValue {
+			return fmt.Errorf("want a predicate in a string")
+		}
+		sp.When, err = pred.Parse(v.Str)
+	case "buckets":
+		sp.Buckets, err = num()
+	case "max_targets":
+		sp.MaxTargets, err = num()
+	case "key":
+		if v.Kind != graph.StrValue {
+			return fmt.Errorf("want the key as a hexadecimal string")
+		}
+		sp.Key, err = parseHex(v.Str)
+	case "ports":
+		var protos []string
+		protos, err = names()
+		for _, p := range protos {
+			switch p {
+			case "tcp":
+				sp.TCPPorts = true
+			case "udp":
+				sp.UDPPorts = true
+			default:
+				return fmt.Errorf("ports are hashed for tcp and udp, not %q", p)
+			}
+		}
+	case "tasks":
+		sp.TaskKind, err = name()
+	case "algorithm":
+		var alg string
+		alg, err = name()
+		switch alg {
+		case "toeplitz":
+		case "identity":
+			sp.Identity = true
+		default:
+			return fmt.Errorf("hash algorithms are toeplitz and identity, not %q", alg)
+		}
+	default:
+		return fmt.Errorf("unknown property")
+	}
+	if err == nil {
+		for _, f := range sp.Wildcard {
+			if !slices.Contains(sp.Fields, f) {
+				return fmt.Errorf("wildcard field %s is not among the fields", f)
+			}
+		}
+		for _, f := range sp.Masked {
+			if !slices.Contains(sp.Fields, f) {
+				return fmt.Errorf("masked field %s is not among the fields", f)
+			}
+		}
+	}
+	return err
+}
+
+func parseHex(s string) ([]byte, error) {
+	s = strings.NewReplacer(":", "", " ", "").Replace(s)
+	if len(s)%2 != 0 {
+		return nil, fmt.Errorf("odd number of hex digits")
+	}
+	out := make([]byte, len(s)/2)
+	for i := range out {
+		b, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
+		if err != nil {
+			return nil, fmt.Errorf("bad hex digit in %q", s[2*i:2*i+2])
+		}
+		out[i] = byte(b)
+	}
+	return out, nil
+}
