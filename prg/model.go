@@ -35,10 +35,10 @@ const (
 type Model struct {
 	G      *graph.Graph
 	Name   string
-	Queues []Queue        // receive queues in ID order
-	Spaces []*Space       // one per configuration node, in declaration order
-	Engine []*Engine      // engines declared with `engine`
-	Tasks  []*Task        // tasks declared with `task`
+	Queues []Queue                // receive queues in ID order
+	Spaces []*Space               // one per configuration node, in declaration order
+	Engine []*Engine              // engines declared with `engine`
+	Tasks  []*Task                // tasks declared with `task`
 	Props  map[string]graph.Value // graph-level `resources` properties by key
 	byNode map[string]*Space
 }
