@@ -117,4 +117,32 @@ graph i82576 {
             port out[]
         }
     }
+
+    // Transmit: checksum insertion for IPv4, TCP and UDP (the datasheet's
+    // transmit offloads; NICS.md lists the receive side). Software hands
+    // frames to a transmit queue; with insertion on, the NIC fills the
+    // checksums, so the LPG's fill-checksum nodes run in hardware.
+    cluster Tx {
+        node Queue0..15 { // NICS.md: 16 transmit queues (unverified)
+            attr "source"
+            port out[CsumInsert]
+        }
+
+        config CsumInsert {
+            port on[L3IPv4FillChecksum]
+            port off[Wire]
+        }
+
+        node L3IPv4FillChecksum {
+            port out[L4FillChecksum]
+        }
+
+        node L4FillChecksum {
+            port out[Wire]
+        }
+
+        node Wire {
+            attr "sink"
+        }
+    }
 }

@@ -137,4 +137,32 @@ graph i82599 {
             port out[]
         }
     }
+
+    // Transmit: checksum insertion for IPv4, TCP and UDP (the datasheet's
+    // transmit offloads; NICS.md lists the receive side). Software hands
+    // frames to a transmit queue; with insertion on, the NIC fills the
+    // checksums, so the LPG's fill-checksum nodes run in hardware.
+    cluster Tx {
+        node Queue0..127 { // NICS.md: 128 transmit queues
+            attr "source"
+            port out[CsumInsert]
+        }
+
+        config CsumInsert {
+            port on[L3IPv4FillChecksum]
+            port off[Wire]
+        }
+
+        node L3IPv4FillChecksum {
+            port out[L4FillChecksum]
+        }
+
+        node L4FillChecksum {
+            port out[Wire]
+        }
+
+        node Wire {
+            attr "sink"
+        }
+    }
 }

@@ -44,7 +44,8 @@ type Model struct {
 }
 
 // Queue is a receive queue: a node marked "source" whose name ends in its
-// number (RxQueue3), as in Dragonet's models.
+// number (RxQueue3), as in Dragonet's models. Transmit queues, whose names
+// start with Tx, are sources of the transmit path and not receive queues.
 type Queue struct {
 	ID   int
 	Node int
@@ -118,7 +119,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 	var diags diag.List
 	at := func(src graph.Source) diag.Range { return diag.Range{File: file, Start: src.Offset, End: src.Offset} }
 	for _, n := range g.Nodes {
-		if n.HasAttr("source") {
+		if n.HasAttr("source") && !strings.HasPrefix(n.Name, "Tx") {
 			if mm := queueName.FindStringSubmatch(n.Name); mm != nil {
 				id, _ := strconv.Atoi(mm[1])
 				m.Queues = append(m.Queues, Queue{ID: id, Node: n.ID, Name: n.Name})

@@ -158,3 +158,41 @@ func TestDotRenders(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, errs)
 	}
 }
+
+func TestNics(t *testing.T) {
+	code, out, errs := dragonc(t, "nics")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden.Check(t, "../../testdata/cli/nics.golden", []byte(out))
+	code, out, errs = dragonc(t, "nics", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden.Check(t, "../../testdata/cli/nics.json.golden", []byte(out))
+	for _, want := range []string{`"name": "82599"`, `"node": "RxC5TupleFilter"`, `"capacity": 128`, `"file": "nics/82599.prg"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("nics --json lacks %s", want)
+		}
+	}
+}
+
+func TestDotNIC(t *testing.T) {
+	code, out, errs := dragonc(t, "dot", "82599")
+	if code != 0 || !strings.HasPrefix(out, "digraph") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, _, errs = dragonc(t, "dot", "8259")
+	if code != 1 || !strings.Contains(errs, `unknown NIC "8259"; did you mean "82599"?`) {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("Graphviz's dot is not installed; skipping the rendering of 82599 (apt-get install graphviz)")
+	}
+	cmd := exec.Command("dot", "-Tsvg")
+	cmd.Stdin = strings.NewReader(out)
+	svg, err := cmd.Output()
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("graphviz could not render the 82599 model: %v", err)
+	}
+}
