@@ -29,7 +29,8 @@ var allowed = map[string][]string{
 	"prg":             {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},
 	"backends/dot":    {"internal/graph"},
-	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph", "nics", "prg"},
+	"lpg":             {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
+	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph", "lpg", "nics", "prg"},
 }
 
 // libraryHome says which package may import each outside library.

@@ -334,3 +334,6 @@ type EpAttr struct {
 	Word   *Ident     `parser:" | @@ )"`
 	EndPos lexer.Position
 }
+
+// Position is a position in the syntax tree, for packages that lower it.
+type Position = lexer.Position

@@ -111,7 +111,7 @@ func TestFormat(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bad") {
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bad" || d.Name() == "badstack") {
 			return filepath.SkipDir
 		}
 		switch filepath.Ext(p) {

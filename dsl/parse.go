@@ -109,6 +109,9 @@ func (s *Source) span(t lexer.Token) diag.Range {
 	return diag.Range{File: s.File, Start: t.Pos.Offset, End: t.Pos.Offset + len(t.Value)}
 }
 
+// Range turns a node's start and end positions into a diagnostic range.
+func (s *Source) Range(start, end lexer.Position) diag.Range { return s.rng(start, end) }
+
 // rng turns a participle start/end pair into a range.
 func (s *Source) rng(start, end lexer.Position) diag.Range {
 	if end.Offset < start.Offset {

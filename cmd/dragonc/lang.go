@@ -14,18 +14,21 @@ import (
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
 )
 
 func init() {
 	register(&command{name: "check", summary: "parse and validate files", run: runCheck, usage: `Usage: dragonc check [-v] FILE...
 
-Parses and validates .prg, .lpg and .unicorn files and prints every
+Parses and validates .prg, .lpg and .unicorn files (a stack file's LPG is
+derived too) and prints every
 diagnostic as FILE:LINE:COL: severity: message [CODE].
 
 Flags:
     -v      one summary line per valid file:
             FILE: graph NAME: N nodes, M edges, S spawn edges
+            FILE: stack NAME: E endpoints; LPG N nodes, M edges, S spawn edges
     -long   show the source line and a caret under each diagnostic
 
 Exit: 0 valid (warnings allowed), 1 errors in the input, 2 usage.
@@ -51,7 +54,8 @@ Examples:
 `})
 	register(&command{name: "dot", summary: "draw a graph as Graphviz DOT", run: runDot, usage: `Usage: dragonc dot [--svg | --png] FILE|NIC
 
-Prints a PRG or LPG (or a built-in NIC model by name) as Graphviz DOT: clusters as subgraphs, gates and
+Prints a PRG or LPG (a built-in NIC model by name, a graph file, or the
+LPG derived from a stack file) as Graphviz DOT: clusters as subgraphs, gates and
 configuration nodes drawn apart, port names on edges, spawn edges dashed.
 With --svg or --png the picture is rendered by Graphviz's dot, which must
 be installed (apt-get install graphviz).
@@ -84,10 +88,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	return true, 0
 }
 
-// loaded is a parsed and validated file.
+// loaded is a parsed and validated file: a graph, or a stack with its
+// derived LPG.
 type loaded struct {
 	src   *dsl.Source
 	graph *graph.Graph
+	stack *lpg.Stack
 	diags diag.List
 }
 
@@ -118,10 +124,22 @@ func describeIOError(err error) string {
 func load(name string, src []byte) *loaded {
 	s, diags := dsl.Parse(name, src)
 	l := &loaded{src: s}
-	if s.AST != nil && s.AST.Graph != nil {
+	switch {
+	case s.AST != nil && s.AST.Graph != nil:
 		g, more := dsl.Lower(s)
 		l.graph = g
 		diags = append(diags, more...)
+	case s.AST != nil && s.AST.Stack != nil:
+		st, more := lpg.Lower(s)
+		diags = append(diags, more...)
+		if !more.HasErrors() {
+			l.stack = st
+			g, err := lpg.Derive(st)
+			if err != nil {
+				diags.Errorf(diag.Range{File: s.File}, "E599", "%v", err)
+			}
+			l.graph = g
+		}
 	}
 	diags.Sort()
 	l.diags = diags
@@ -164,12 +182,14 @@ func runCheck(e *env, args []string) int {
 		}
 		if *verbose {
 			switch {
+			case l.stack != nil:
+				g := l.graph
+				fmt.Fprintf(e.stdout, "%s: stack %s: %d endpoints; LPG %d nodes, %d edges, %d spawn edges\n",
+					path, l.stack.Name, len(l.stack.Endpoints), len(g.Nodes), len(g.Edges()), g.SpawnEdges())
 			case l.graph != nil:
 				g := l.graph
 				fmt.Fprintf(e.stdout, "%s: graph %s: %d nodes, %d edges, %d spawn edges\n",
 					path, g.Name, len(g.Nodes), len(g.Edges()), g.SpawnEdges())
-			case l.src.AST != nil && l.src.AST.Stack != nil:
-				fmt.Fprintf(e.stdout, "%s: stack %s: %d items\n", path, l.src.AST.Stack.Name.Text, len(l.src.AST.Stack.Items))
 			}
 		}
 	}

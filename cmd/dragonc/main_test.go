@@ -196,3 +196,31 @@ func TestDotNIC(t *testing.T) {
 		t.Errorf("graphviz could not render the 82599 model: %v", err)
 	}
 }
+
+func TestLPG(t *testing.T) {
+	code, out, errs := dragonc(t, "lpg", "examples/web_and_dns.lpg")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"stack web_and_dns: LPG with", "endpoints: 106", "shard-20099", `mc             udp listen 10.0.0.1:11211  app "memcached"  class gold  rate 1.2Mpps  cores 0..3`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lpg output lacks %q:\n%s", want, out)
+		}
+	}
+	code, _, errs = dragonc(t, "lpg", "testdata/badstack/openmx_id.lpg")
+	if code != 1 || !strings.Contains(errs, "testdata/badstack/openmx_id.lpg:4:23: error: Open-MX endpoint id 256 is above 255") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = dragonc(t, "lpg", "testdata/graphs/filters.unicorn")
+	if code != 1 || !strings.Contains(errs, "is a graph, not a stack") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	code, out, _ = dragonc(t, "check", "-v", "examples/dns_ntp.lpg")
+	if code != 0 || !strings.HasPrefix(out, "examples/dns_ntp.lpg: stack dns_ntp: 2 endpoints; LPG ") {
+		t.Errorf("check -v of a stack: exit %d, %q", code, out)
+	}
+	code, out, _ = dragonc(t, "dot", "examples/dns_ntp.lpg")
+	if code != 0 || !strings.Contains(out, "RxL4UDPDemux") && !strings.Contains(out, "L4UDPDemux") {
+		t.Errorf("dot of a stack: exit %d", code)
+	}
+}

@@ -199,3 +199,6 @@ func (t *Trace) Enabled(g *Graph, id int) *Port {
 	}
 	return g.Nodes[id].Ports[i]
 }
+
+// Order returns the execution order of the program's nodes.
+func (p *Program) Order() []int { return p.order }

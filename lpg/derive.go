@@ -1,0 +1,330 @@
+package lpg
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
+)
+
+// Cycles are the software costs of LPG nodes, in CPU cycles per packet of
+// minimum size. They are estimates for a straightforward software stack on
+// a current x86 core: a header field test costs a few cycles, the IPv4
+// header checksum folds 20 bytes, a transport checksum folds the segment
+// (about half a cycle a byte plus setup), demultiplexing is one hash-table
+// lookup, delivery enqueues into a socket ring, and building a reply
+// allocates and fills a frame. `dragonc bench` (issue 7) measures the
+// generated code; these numbers are the cost model's defaults until then.
+var Cycles = map[string]float64{
+	"queue":    50,  // read a receive descriptor and its buffer
+	"field":    2,   // compare one header field
+	"mac":      4,   // compare a 48-bit address against a small set
+	"classify": 3,   // branch on a type field
+	"ipcsum":   15,  // fold the 20-byte IPv4 header
+	"l4csum":   40,  // fold a minimum-size UDP/TCP segment with its pseudo-header
+	"demux":    40,  // one hash-table lookup of the flow key
+	"deliver":  100, // enqueue into the endpoint's ring
+	"reply":    300, // allocate and fill a reply frame
+	"fill":     20,  // write a header
+	"txcsum":   40,  // compute a transport checksum on transmit
+	"txqueue":  50,  // write a transmit descriptor
+}
+
+// builder assembles an LPG; edges are given by name and resolved at the end.
+type builder struct {
+	g       *graph.Graph
+	pending []pendingEdge
+	spawns  []pendingSpawn
+}
+
+type pendingEdge struct {
+	node, port int
+	target     string
+}
+
+type pendingSpawn struct {
+	node   int
+	name   string
+	target string
+}
+
+func (b *builder) add(name string, kind graph.Kind, cost string, attrs ...string) *graph.Node {
+	n := b.g.Add(&graph.Node{Name: name, Kind: kind, Attrs: attrs})
+	if c, ok := Cycles[cost]; ok {
+		n.Costs = []graph.Cost{{Unit: "cycles", Value: c}}
+	}
+	return n
+}
+
+// port adds a port with a predicate (nil for a default port) and targets.
+func (b *builder) port(n *graph.Node, name string, p pred.Expr, targets ...string) {
+	n.Ports = append(n.Ports, &graph.Port{Name: name, Pred: p})
+	for _, t := range targets {
+		b.pending = append(b.pending, pendingEdge{n.ID, len(n.Ports) - 1, t})
+	}
+}
+
+// check adds a boolean whose true port continues to next and whose false
+// port drops the packet.
+func (b *builder) check(name, predicate, cost, next string) {
+	n := b.add(name, graph.Boolean, cost)
+	b.port(n, "true", pred.MustParse(predicate), next)
+	b.port(n, "false", nil)
+}
+
+func (b *builder) spawn(n *graph.Node, name, target string) {
+	b.spawns = append(b.spawns, pendingSpawn{n.ID, name, target})
+}
+
+func (b *builder) finish() (*graph.Graph, error) {
+	for _, e := range b.pending {
+		t, ok := b.g.Lookup(e.target)
+		if !ok {
+			return nil, fmt.Errorf("dragonc: internal error: LPG edge to unknown node %s", e.target)
+		}
+		p := b.g.Nodes[e.node].Ports[e.port]
+		p.Succ = append(p.Succ, t.ID)
+	}
+	for _, s := range b.spawns {
+		t, ok := b.g.Lookup(s.target)
+		if !ok {
+			return nil, fmt.Errorf("dragonc: internal error: LPG spawn of unknown node %s", s.target)
+		}
+		n := b.g.Nodes[s.node]
+		n.Spawns = append(n.Spawns, &graph.Spawn{Name: s.name, Target: t.ID})
+	}
+	return b.g, nil
+}
+
+// Attribute prefixes that tell the interpreter what a terminal node means.
+const (
+	AttrEndpoint = "endpoint="
+	AttrReply    = "reply="
+	AttrSink     = "sink"
+)
+
+// Derive builds the Logical Protocol Graph of a stack: the receive path
+// (Ethernet, ARP, IPv4, ICMP, UDP, TCP, Open-MX, demultiplexing to the
+// declared endpoints) and the transmit path its endpoints and replies
+// spawn. Node names follow Dragonet's convention so that a PRG node doing
+// the same work has the same name.
+func Derive(st *Stack) (*graph.Graph, error) {
+	b := &builder{g: graph.New(st.Name)}
+	var udps, tcps, omxs []*Endpoint
+	for _, e := range st.Endpoints {
+		switch e.Proto {
+		case UDP:
+			udps = append(udps, e)
+		case TCP:
+			tcps = append(tcps, e)
+		case OpenMX:
+			omxs = append(omxs, e)
+		}
+	}
+
+	q := b.add("RxQueue", graph.FNode, "queue", "source")
+	b.port(q, "out", nil, "RxL2EtherValidCRC")
+	b.check("RxL2EtherValidCRC", "frame.crc_ok", "field", "RxL2EtherValidLength")
+	b.check("RxL2EtherValidLength", "eth.len_ok", "field", "RxL2EtherValidUntagged")
+	// No interface declares a VLAN, so tagged frames are not ours.
+	b.check("RxL2EtherValidUntagged", "!(vlan.id in {0..4095})", "field", "RxL2EtherValidDest")
+	var macs []string
+	for _, in := range st.Interfaces {
+		macs = append(macs, pred.FormatValue("eth.dst", in.MAC))
+	}
+	macs = append(macs, "ff:ff:ff:ff:ff:ff")
+	b.check("RxL2EtherValidDest", "eth.dst in {"+strings.Join(dedup(macs), ", ")+"}", "mac", "RxL2EtherClassifyL3")
+
+	cl := b.add("RxL2EtherClassifyL3", graph.FNode, "classify")
+	b.port(cl, "ipv4", pred.MustParse("eth.type == ipv4"), "RxL3IPv4ValidVersion")
+	if st.ARP {
+		b.port(cl, "arp", pred.MustParse("eth.type == arp"), "RxL3ARPValidHeader")
+	}
+	if len(omxs) > 0 {
+		b.port(cl, "openmx", pred.MustParse("eth.type == openmx"), "RxOMXValidHeader")
+	}
+	b.port(cl, "other", nil)
+
+	ours := ourAddrs(st)
+	if st.ARP {
+		b.check("RxL3ARPValidHeader", "arp.valid", "field", "RxL3ARPIsRequest")
+		b.check("RxL3ARPIsRequest", "arp.op == 1", "field", "RxL3ARPLocalIPDest")
+		b.check("RxL3ARPLocalIPDest", "arp.tpa in {"+ours+"}", "field", "RxL3ARPNeedsResponse")
+		n := b.add("RxL3ARPNeedsResponse", graph.FNode, "reply", AttrReply+"arp")
+		b.spawn(n, "response", "TxL3ARPInitiateResponse")
+	}
+
+	b.check("RxL3IPv4ValidVersion", "ip.version == 4", "field", "RxL3IPv4ValidHeaderLength")
+	b.check("RxL3IPv4ValidHeaderLength", "ip.hdr_ok", "field", "RxL3IPv4ValidLength")
+	b.check("RxL3IPv4ValidLength", "ip.len_ok", "field", "RxL3IPv4ValidChecksum")
+	b.check("RxL3IPv4ValidChecksum", "ip.csum_ok", "ipcsum", "RxL3IPv4ValidTTL")
+	b.check("RxL3IPv4ValidTTL", "ip.ttl > 0", "field", "RxL3IPv4ValidLocalIP")
+	b.check("RxL3IPv4ValidLocalIP", "ip.dst in {"+ours+"}", "field", "RxL3IPv4ValidReassembly")
+	// Fragments are not reassembled here: they go to a named sink.
+	ra := b.add("RxL3IPv4ValidReassembly", graph.Boolean, "field")
+	b.port(ra, "true", pred.MustParse("ip.frag == 0"), "RxL3IPv4Classify")
+	b.port(ra, "false", nil, "RxL3IPv4Fragments")
+	b.add("RxL3IPv4Fragments", graph.FNode, "deliver", AttrSink)
+
+	ic := b.add("RxL3IPv4Classify", graph.FNode, "classify")
+	b.port(ic, "udp", pred.MustParse("ip.proto == udp"), "RxL4UDPValidHeaderLength")
+	b.port(ic, "tcp", pred.MustParse("ip.proto == tcp"), "RxL4TCPValidHeaderLength")
+	if st.ICMPEcho {
+		b.port(ic, "icmp", pred.MustParse("ip.proto == icmp"), "RxL3ICMPValidHeaderLength")
+	}
+	b.port(ic, "other", nil)
+
+	if st.ICMPEcho {
+		b.check("RxL3ICMPValidHeaderLength", "icmp.type in {0..255}", "field", "RxL3ICMPValidChecksum")
+		b.check("RxL3ICMPValidChecksum", "icmp.csum_ok", "l4csum", "RxL3ICMPIsTypeRequest")
+		b.check("RxL3ICMPIsTypeRequest", "icmp.type == 8", "field", "RxL3ICMPNeedsResponse")
+		n := b.add("RxL3ICMPNeedsResponse", graph.FNode, "reply", AttrReply+"icmp-echo")
+		b.spawn(n, "response", "TxL3ICMPInitiateResponse")
+	}
+
+	b.check("RxL4UDPValidHeaderLength", "udp.len in {0..65535}", "field", "RxL4UDPValidLength")
+	b.check("RxL4UDPValidLength", "udp.len_ok", "field", "RxL4UDPValidChecksum")
+	b.check("RxL4UDPValidChecksum", "udp.csum_ok", "l4csum", "RxL4UDPDemux")
+	b.demux("RxL4UDPDemux", "udp", udps, "RxL4UDPPortUnreachable")
+	b.add("RxL4UDPPortUnreachable", graph.FNode, "reply", AttrSink)
+
+	b.check("RxL4TCPValidHeaderLength", "tcp.hdr_ok", "field", "RxL4TCPValidChecksum")
+	b.check("RxL4TCPValidChecksum", "tcp.csum_ok", "l4csum", "RxL4TCPDemux")
+	b.demux("RxL4TCPDemux", "tcp", tcps, "RxL4TCPReset")
+	b.add("RxL4TCPReset", graph.FNode, "reply", AttrSink)
+
+	if len(omxs) > 0 {
+		b.check("RxOMXValidHeader", "omx.dst_ep in {0..255}", "field", "RxOMXDemux")
+		n := b.add("RxOMXDemux", graph.FNode, "demux")
+		for _, e := range omxs {
+			b.port(n, e.Ident, pred.MustParse(fmt.Sprintf("omx.dst_ep == %d", e.OMXID)), "RxOMXEndpoint_"+e.Ident)
+		}
+		b.port(n, "unknown", nil, "RxOMXUnknownEndpoint")
+		b.add("RxOMXUnknownEndpoint", graph.FNode, "field", AttrSink)
+		for _, e := range omxs {
+			ep := b.add("RxOMXEndpoint_"+e.Ident, graph.FNode, "deliver", AttrEndpoint+e.Name)
+			_ = ep
+		}
+	}
+
+	// Transmit: endpoints send, replies answer; checksums are filled,
+	// headers written, a transmit queue chosen.
+	udpStart := b.add("TxL4UDPStart", graph.FNode, "fill")
+	b.port(udpStart, "out", nil, "TxL4UDPFillChecksum")
+	b.txcsum("TxL4UDPFillChecksum", "TxL3IPv4FillHeader")
+	tcpStart := b.add("TxL4TCPStart", graph.FNode, "fill")
+	b.port(tcpStart, "out", nil, "TxL4TCPFillChecksum")
+	b.txcsum("TxL4TCPFillChecksum", "TxL3IPv4FillHeader")
+	if st.ICMPEcho {
+		n := b.add("TxL3ICMPInitiateResponse", graph.FNode, "fill")
+		b.port(n, "out", nil, "TxL3ICMPFillChecksum")
+		b.txcsum("TxL3ICMPFillChecksum", "TxL3IPv4FillHeader")
+	}
+	ipfill := b.add("TxL3IPv4FillHeader", graph.FNode, "fill")
+	b.port(ipfill, "out", nil, "TxL3IPv4FillChecksum")
+	ipcs := b.add("TxL3IPv4FillChecksum", graph.FNode, "ipcsum")
+	b.port(ipcs, "out", nil, "TxL2EtherFillHeader")
+	if st.ARP {
+		n := b.add("TxL3ARPInitiateResponse", graph.FNode, "fill")
+		b.port(n, "out", nil, "TxL2EtherFillHeader")
+	}
+	eth := b.add("TxL2EtherFillHeader", graph.FNode, "fill")
+	b.port(eth, "out", nil, "TxQueueSelect")
+	sel := b.add("TxQueueSelect", graph.FNode, "field")
+	b.port(sel, "out", nil, "TxQueue")
+	b.add("TxQueue", graph.FNode, "txqueue", "sink")
+
+	// Endpoints send through their protocol's transmit path.
+	for _, n := range b.g.Nodes {
+		switch {
+		case strings.HasPrefix(n.Name, "RxL4UDPSocket_"):
+			b.spawn(n, "send", "TxL4UDPStart")
+		case strings.HasPrefix(n.Name, "RxL4TCPSocket_"):
+			b.spawn(n, "send", "TxL4TCPStart")
+		}
+	}
+	return b.finish()
+}
+
+func (b *builder) txcsum(name, next string) {
+	n := b.add(name, graph.FNode, "txcsum")
+	b.port(n, "out", nil, next)
+}
+
+// demux adds a demultiplexer: one port per endpoint, most specific first
+// (connected flows, then listeners on one address, then listeners on every
+// address), in declaration order within each class; unmatched packets go
+// to the named sink.
+func (b *builder) demux(name, proto string, eps []*Endpoint, sink string) {
+	n := b.add(name, graph.FNode, "demux")
+	ordered := append([]*Endpoint(nil), eps...)
+	rank := func(e *Endpoint) int {
+		switch {
+		case e.Flow:
+			return 0
+		case !e.AnyAddr:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(ordered, func(i, j int) bool { return rank(ordered[i]) < rank(ordered[j]) })
+	prefix := map[string]string{"udp": "RxL4UDPSocket_", "tcp": "RxL4TCPSocket_"}[proto]
+	for _, e := range ordered {
+		b.port(n, e.Ident, EndpointPredicate(e), prefix+e.Ident)
+	}
+	b.port(n, "unmatched", nil, sink)
+	for _, e := range eps {
+		b.add(prefix+e.Ident, graph.FNode, "deliver", AttrEndpoint+e.Name)
+	}
+}
+
+// EndpointPredicate is the condition under which the demultiplexer sends a
+// packet that reached it to endpoint e.
+func EndpointPredicate(e *Endpoint) pred.Expr {
+	var parts []string
+	p := string(e.Proto)
+	if e.Flow {
+		parts = append(parts, fmt.Sprintf("ip.src == %s", FormatIP(e.Remote)), fmt.Sprintf("%s.sport == %d", p, e.RPort))
+	}
+	if !e.AnyAddr {
+		parts = append(parts, fmt.Sprintf("ip.dst == %s", FormatIP(e.Addr)))
+	}
+	parts = append(parts, fmt.Sprintf("%s.dport == %d", p, e.Port))
+	if e.Proto == TCP && !e.Flow {
+		// A listener accepts connection requests: SYN without ACK.
+		parts = append(parts, "tcp.flags & 0x12 == 0x02")
+	}
+	if e.Proto == OpenMX {
+		return pred.MustParse(fmt.Sprintf("omx.dst_ep == %d", e.OMXID))
+	}
+	return pred.MustParse(strings.Join(parts, " && "))
+}
+
+func ourAddrs(st *Stack) string {
+	var out []string
+	for _, in := range st.Interfaces {
+		for _, p := range in.IPs {
+			out = append(out, FormatIP(p.Addr))
+		}
+	}
+	if len(out) == 0 {
+		// No address: no IPv4 packet is ours. 0.0.0.0 is never a valid
+		// destination, so the set is effectively empty.
+		out = append(out, "0.0.0.0")
+	}
+	return strings.Join(dedup(out), ", ")
+}
+
+func dedup(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package lpg
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
+)
+
+// Kind is what happened to a packet.
+type Kind int
+
+// Outcome kinds.
+const (
+	Drop    Kind = iota // a check failed or nothing wanted the packet
+	Deliver             // an endpoint received it
+	Reply               // the stack answered it (ARP, ICMP echo)
+	Sink                // a named sink took it (fragments, port unreachable, reset)
+)
+
+// Outcome is the fate of one packet. Two runs treat a packet the same way
+// exactly when their outcomes are equal.
+type Outcome struct {
+	Kind     Kind
+	Endpoint string // Deliver
+	Reply    string // Reply: arp, icmp-echo
+	Node     string // Drop and Sink: the node that decided
+	Port     string // Drop: the port it took
+}
+
+func (o Outcome) String() string {
+	switch o.Kind {
+	case Deliver:
+		return "deliver " + o.Endpoint
+	case Reply:
+		return "reply " + o.Reply
+	case Sink:
+		return "sink " + o.Node
+	}
+	if o.Node == "" {
+		return "drop"
+	}
+	return "drop " + o.Node + "." + o.Port
+}
+
+// Interp is the reference interpreter: an LPG run in software on raw
+// frames. It is not safe for concurrent use.
+type Interp struct {
+	G     *graph.Graph
+	prog  *graph.Program
+	trace *graph.Trace
+	frame packet.Frame
+	term  []terminal // nodes that decide an outcome when they fire
+}
+
+type terminal struct {
+	id  int
+	out Outcome
+}
+
+// NewInterp prepares an LPG for execution from its first node.
+func NewInterp(g *graph.Graph) (*Interp, error) {
+	if len(g.Nodes) == 0 {
+		return nil, fmt.Errorf("graph %s has no nodes", g.Name)
+	}
+	prog, err := graph.Compile(g, 0)
+	if err != nil {
+		return nil, err
+	}
+	in := &Interp{G: g, prog: prog, trace: prog.NewTrace()}
+	for _, n := range g.Nodes {
+		if strings.HasPrefix(n.Name, "Tx") {
+			continue // the transmit path is spawned, not run on receive
+		}
+		for _, a := range n.Attrs {
+			switch {
+			case strings.HasPrefix(a, AttrEndpoint):
+				in.term = append(in.term, terminal{n.ID, Outcome{Kind: Deliver, Endpoint: a[len(AttrEndpoint):]}})
+			case strings.HasPrefix(a, AttrReply):
+				in.term = append(in.term, terminal{n.ID, Outcome{Kind: Reply, Reply: a[len(AttrReply):]}})
+			case a == AttrSink:
+				in.term = append(in.term, terminal{n.ID, Outcome{Kind: Sink, Node: n.Name}})
+			}
+		}
+	}
+	return in, nil
+}
+
+// Run decodes a frame and runs the LPG on it. crcOK is the NIC's CRC
+// verdict (captures carry no FCS: pass true).
+func (in *Interp) Run(b []byte, crcOK bool) Outcome {
+	in.frame.Decode(b)
+	in.frame.SetMeta(crcOK, 0, false)
+	return in.RunEnv(&in.frame)
+}
+
+// RunEnv runs the LPG against any environment: frame fields plus, for an
+// embedded stack, the outcomes the NIC reported.
+func (in *Interp) RunEnv(env pred.Env) Outcome {
+	in.prog.Run(env, in.trace)
+	return in.outcome()
+}
+
+// Trace returns the trace of the last run.
+func (in *Interp) Trace() *graph.Trace { return in.trace }
+
+func (in *Interp) outcome() Outcome {
+	for _, t := range in.term {
+		if in.trace.Fired(t.id) {
+			return t.out
+		}
+	}
+	g := in.G
+	for _, id := range in.prog.Order() {
+		n := g.Nodes[id]
+		if !in.trace.Fired(id) {
+			continue
+		}
+		p := in.trace.Enabled(g, id)
+		if p == nil && len(n.Ports) > 0 {
+			return Outcome{Kind: Drop, Node: n.Name, Port: "(none)"}
+		}
+		if p != nil && len(p.Succ) == 0 {
+			return Outcome{Kind: Drop, Node: n.Name, Port: p.Name}
+		}
+	}
+	return Outcome{Kind: Drop}
+}

@@ -1,0 +1,280 @@
+package lpg_test
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/lpg"
+)
+
+const testStack = `stack t {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+    cores 0..3
+    endpoint dns udp listen *:53
+    endpoint mc udp listen 10.0.0.1:11211 { class gold }
+    endpoint repl udp flow 10.0.0.1:7000 -> 10.0.0.9:7001
+    endpoint any7000 udp listen *:7000
+    endpoint web tcp listen *:80
+    endpoint ssh tcp flow 10.0.0.1:22 -> 10.0.0.7:51000
+    endpoint r3 openmx 3 { core 2 }
+    service icmp-echo
+    service arp
+}`
+
+func load(t testing.TB, src string) (*lpg.Stack, *graph.Graph, *lpg.Interp) {
+	t.Helper()
+	st, diags := lpg.LoadStack("t.lpg", []byte(src))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := lpg.NewInterp(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, g, in
+}
+
+var (
+	ourMAC = net.HardwareAddr{0x00, 0x1b, 0x21, 0x3a, 0x4b, 0x5c}
+	us     = net.IP{10, 0, 0, 1}
+	peer   = net.IP{10, 0, 0, 9}
+)
+
+func spec(proto uint8, sport, dport uint16) packet.Spec {
+	return packet.Spec{DstMAC: ourMAC, Src: peer, Dst: us, Proto: proto, SrcPort: sport, DstPort: dport}
+}
+
+func with(s packet.Spec, f func(*packet.Spec)) packet.Spec {
+	f(&s)
+	return s
+}
+
+// TestOutcomes runs the reference interpreter on a crafted frame for every
+// path of the LPG.
+func TestOutcomes(t *testing.T) {
+	_, _, in := load(t, testStack)
+	udp := spec(packet.ProtoUDP, 5000, 53)
+	cases := []struct {
+		name string
+		s    packet.Spec
+		crc  bool
+		want string
+	}{
+		{"UDP to a wildcard listener", udp, true, "deliver dns"},
+		{"UDP to a listener on our address", spec(packet.ProtoUDP, 5000, 11211), true, "deliver mc"},
+		{"a connected flow beats a listener on the same port", with(spec(packet.ProtoUDP, 7001, 7000), func(s *packet.Spec) { s.Src = net.IP{10, 0, 0, 9} }), true, "deliver repl"},
+		{"same port, other peer: the listener", with(spec(packet.ProtoUDP, 7002, 7000), func(s *packet.Spec) {}), true, "deliver any7000"},
+		{"unknown UDP port", spec(packet.ProtoUDP, 5000, 54), true, "sink RxL4UDPPortUnreachable"},
+		{"bad IPv4 checksum", with(udp, func(s *packet.Spec) { s.BadIPChecksum = true }), true, "drop RxL3IPv4ValidChecksum.false"},
+		{"bad UDP checksum", with(udp, func(s *packet.Spec) { s.BadL4Checksum = true }), true, "drop RxL4UDPValidChecksum.false"},
+		{"bad CRC", udp, false, "drop RxL2EtherValidCRC.false"},
+		{"TTL 0", with(udp, func(s *packet.Spec) { s.ZeroTTL = true }), true, "drop RxL3IPv4ValidTTL.false"},
+		{"not our address", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 2} }), true, "drop RxL3IPv4ValidLocalIP.false"},
+		{"not our MAC", with(udp, func(s *packet.Spec) { s.DstMAC = net.HardwareAddr{2, 0, 0, 0, 0, 9} }), true, "drop RxL2EtherValidDest.false"},
+		{"broadcast MAC is ours", with(udp, func(s *packet.Spec) { s.DstMAC = net.HardwareAddr{255, 255, 255, 255, 255, 255} }), true, "deliver dns"},
+		{"IPv4 with options", with(udp, func(s *packet.Spec) { s.Options = 2 }), true, "deliver dns"},
+		{"fragment (MF)", with(udp, func(s *packet.Spec) { s.MoreFragments = true }), true, "sink RxL3IPv4Fragments"},
+		{"fragment (offset)", with(udp, func(s *packet.Spec) { s.FragOffset = 8 }), true, "sink RxL3IPv4Fragments"},
+		{"VLAN-tagged", with(udp, func(s *packet.Spec) { s.VLAN = 10 }), true, "drop RxL2EtherValidUntagged.false"},
+		{"TCP SYN to a listener", spec(packet.ProtoTCP, 40000, 80), true, "sink RxL4TCPReset"},
+		{"TCP SYN to a listener", with(spec(packet.ProtoTCP, 40000, 80), func(s *packet.Spec) { s.TCPFlags = 0x02 }), true, "deliver web"},
+		{"TCP segment of an established flow", with(spec(packet.ProtoTCP, 51000, 22), func(s *packet.Spec) { s.Src = net.IP{10, 0, 0, 7}; s.TCPFlags = 0x18 }), true, "deliver ssh"},
+		{"TCP ACK to a listener port, no flow", with(spec(packet.ProtoTCP, 40000, 80), func(s *packet.Spec) { s.TCPFlags = 0x10 }), true, "sink RxL4TCPReset"},
+		{"bad TCP checksum", with(spec(packet.ProtoTCP, 40000, 80), func(s *packet.Spec) { s.TCPFlags = 0x02; s.BadL4Checksum = true }), true, "drop RxL4TCPValidChecksum.false"},
+		{"ICMP echo request", with(spec(packet.ProtoICMP, 0, 0), func(s *packet.Spec) { s.ICMPType = 8 }), true, "reply icmp-echo"},
+		{"ICMP echo reply", with(spec(packet.ProtoICMP, 0, 0), func(s *packet.Spec) { s.ICMPType = 0 }), true, "drop RxL3ICMPIsTypeRequest.false"},
+		{"ICMP bad checksum", with(spec(packet.ProtoICMP, 0, 0), func(s *packet.Spec) { s.ICMPType = 8; s.BadL4Checksum = true }), true, "drop RxL3ICMPValidChecksum.false"},
+		{"ARP request for us", packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us}, true, "reply arp"},
+		{"ARP request for someone else", packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: net.IP{10, 0, 0, 5}}, true, "drop RxL3ARPLocalIPDest.false"},
+		{"ARP reply", packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us, ARPOp: 2}, true, "drop RxL3ARPIsRequest.false"},
+		{"Open-MX to a known endpoint", packet.Spec{DstMAC: ourMAC, EtherType: packet.EtherTypeOpenMX, OMXDstEP: 3}, true, "deliver r3"},
+		{"Open-MX to an unknown endpoint", packet.Spec{DstMAC: ourMAC, EtherType: packet.EtherTypeOpenMX, OMXDstEP: 4}, true, "sink RxOMXUnknownEndpoint"},
+		{"unknown ethertype", packet.Spec{DstMAC: ourMAC, EtherType: 0x88cc}, true, "drop RxL2EtherClassifyL3.other"},
+		{"other IP protocol", with(spec(47, 0, 0), func(s *packet.Spec) {}), true, "drop RxL3IPv4Classify.other"},
+	}
+	for _, c := range cases {
+		frame := packet.MustBuild(c.s)
+		if got := in.Run(frame, c.crc).String(); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTruncation cuts valid frames at every length from 0 to 60 bytes: no
+// panic, and each is a drop (or, once whole, a delivery) with a reason.
+func TestTruncation(t *testing.T) {
+	_, _, in := load(t, testStack)
+	frames := [][]byte{
+		packet.MustBuild(spec(packet.ProtoUDP, 5000, 53)),
+		packet.MustBuild(with(spec(packet.ProtoTCP, 40000, 80), func(s *packet.Spec) { s.TCPFlags = 0x02 })),
+		packet.MustBuild(packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us}),
+		packet.MustBuild(with(spec(packet.ProtoICMP, 0, 0), func(s *packet.Spec) { s.ICMPType = 8 })),
+		packet.MustBuild(packet.Spec{DstMAC: ourMAC, EtherType: packet.EtherTypeOpenMX, OMXDstEP: 3}),
+	}
+	for _, f := range frames {
+		for n := 0; n <= 60 && n <= len(f); n++ {
+			o := in.Run(f[:n], true)
+			if n < 60 && o.Kind != lpg.Drop {
+				t.Errorf("len %d: %s; a runt is dropped", n, o)
+			}
+			if o.Kind == lpg.Drop && o.Node == "" {
+				t.Errorf("len %d: drop without a reason", n)
+			}
+		}
+	}
+}
+
+// TestCaptures runs gopacket's sample captures through the interpreter,
+// each with a stack that owns the captured addresses.
+func TestCaptures(t *testing.T) {
+	dir := "/usr/share/gocode/src/github.com/gopacket/gopacket/pcap"
+	for _, c := range []struct {
+		name, stack string
+		want        map[string]int
+	}{
+		{"test_dns.pcap", "dns_server.lpg", map[string]int{"deliver dns": 10}},
+		// The server's replies go to the client's MAC; the SYN comes from the
+		// flow's peer, and a connected flow beats the listener.
+		{"test_ethernet.pcap", "http_server.lpg", map[string]int{"deliver conn": 5, "drop RxL2EtherValidDest.false": 5}},
+	} {
+		name := c.name
+		src, err := os.ReadFile("../testdata/captures/" + c.stack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, in := load(t, string(src))
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Skipf("%s not installed (apt-get install golang-github-gopacket-gopacket-dev): %v", name, err)
+		}
+		frames, err := packet.ReadCapture(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(frames) == 0 {
+			t.Fatalf("%s: no frames", name)
+		}
+		counts := map[string]int{}
+		for _, fr := range frames {
+			counts[in.Run(fr.Data, true).String()]++
+		}
+		t.Logf("%s: %d frames: %v", name, len(frames), counts)
+		if !reflect.DeepEqual(counts, c.want) {
+			t.Errorf("%s: outcomes %v, want %v", name, counts, c.want)
+		}
+	}
+	// A capture of another link type is reported, not crashed on.
+	f, err := os.Open(filepath.Join(dir, "test_loopback.pcap"))
+	if err == nil {
+		_, err = packet.ReadCapture("test_loopback.pcap", f)
+		f.Close()
+		if err == nil || !strings.Contains(err.Error(), "not Ethernet") {
+			t.Errorf("loopback capture: %v", err)
+		}
+	}
+}
+
+// TestExamples keeps the summary and the LPG of every example as golden
+// files.
+func TestExamples(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.lpg")
+	if len(files) < 6 {
+		t.Fatalf("want at least six examples, have %d", len(files))
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".lpg")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, diags := lpg.LoadStack("examples/"+name+".lpg", src)
+			if st == nil || len(diags) > 0 {
+				t.Fatalf("%v", diags)
+			}
+			g, err := lpg.Derive(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lpg.NewInterp(g); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, "../testdata/lpg/"+name+".summary.golden", []byte(lpg.Summary(st, g)))
+			if len(g.Nodes) < 200 {
+				golden.Check(t, "../testdata/lpg/"+name+".lpg.golden", []byte(graph.Dump(g)))
+			}
+		})
+	}
+}
+
+var wantRE = regexp.MustCompile(`^// want: (\d+:\d+) (E\d+)`)
+
+// TestMalformedStacks checks the diagnostics of malformed stack files: the
+// first line of each names the position and code it must produce.
+func TestMalformedStacks(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/badstack/*.lpg")
+	if len(files) < 12 {
+		t.Fatalf("only %d malformed stacks", len(files))
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			src, _ := os.ReadFile(path)
+			m := wantRE.FindStringSubmatch(string(src))
+			if m == nil {
+				t.Fatalf("first line must be // want: LINE:COL CODE")
+			}
+			st, diags := lpg.LoadStack("testdata/badstack/"+name, src)
+			if st != nil || !diags.HasErrors() {
+				t.Fatalf("accepted")
+			}
+			var out strings.Builder
+			for _, d := range diags {
+				out.WriteString(d.String() + "\n")
+			}
+			if !strings.Contains(out.String(), name+":"+m[1]+": error") || !strings.Contains(out.String(), "["+m[2]+"]") {
+				t.Errorf("want %s %s, got:\n%s", m[1], m[2], out.String())
+			}
+			golden.Check(t, path+".golden", []byte(out.String()))
+		})
+	}
+}
+
+// TestSanitize: names from user files become safe, unique identifiers.
+func TestSanitize(t *testing.T) {
+	for in, want := range map[string]string{"shard-20000": "shard_20000", "9lives": "e9lives", "héllo": "h_llo", "a`$(rm)": "a___rm_", "": "e"} {
+		if got := lpg.Sanitize(in); got != want {
+			t.Errorf("Sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+	st, _, _ := load(t, `stack s {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+    endpoint a-b udp listen *:1
+    endpoint a_b udp listen *:2
+}`)
+	if st.Endpoints[0].Ident == st.Endpoints[1].Ident {
+		t.Errorf("identifiers collide: %s", st.Endpoints[0].Ident)
+	}
+}
+
+func BenchmarkInterp(b *testing.B) {
+	_, _, in := load(b, testStack)
+	frame := packet.MustBuild(spec(packet.ProtoUDP, 5000, 53))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		in.Run(frame, true)
+	}
+}

@@ -1,0 +1,550 @@
+// Package lpg turns stack files into Logical Protocol Graphs: the
+// endpoints a user declares, validated with positioned diagnostics; the
+// derivation of the full receive and transmit protocol graph from protocol
+// templates; and the reference interpreter, the LPG run in software on one
+// raw frame, which every embedding is checked against.
+package lpg
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dragonc/dragonc/dsl"
+	"github.com/dragonc/dragonc/internal/diag"
+)
+
+// Diagnostic codes of stack files.
+const (
+	CodeDupName      = "E501"
+	CodeBadPort      = "E502"
+	CodeBadAddr      = "E503"
+	CodeBadMAC       = "E504"
+	CodeBadOMX       = "E505"
+	CodeNotOurs      = "E506"
+	CodeBadCore      = "E507"
+	CodeBadKind      = "E508"
+	CodeBadAttr      = "E509"
+	CodeConflict     = "E510"
+	CodeBadService   = "E511"
+	CodeNoInterface  = "E512"
+	CodeBadNumber    = "E513"
+	CodeUnusedCores  = "W501"
+	CodeSanitizedDup = "W502"
+)
+
+// Stack is a validated stack file.
+type Stack struct {
+	Name       string
+	Interfaces []Interface
+	Cores      []int // sorted; nil when the file declares none
+	Endpoints  []*Endpoint
+	ICMPEcho   bool
+	ARP        bool
+	File       *diag.File
+}
+
+// Interface is a network interface of the host.
+type Interface struct {
+	Name string
+	MAC  uint64
+	IPs  []Prefix
+	MTU  int
+}
+
+// Prefix is an IPv4 address with its prefix length.
+type Prefix struct {
+	Addr uint32
+	Len  int
+}
+
+// Proto is an endpoint's protocol.
+type Proto string
+
+// Endpoint protocols.
+const (
+	UDP    Proto = "udp"
+	TCP    Proto = "tcp"
+	OpenMX Proto = "openmx"
+)
+
+// Class is an endpoint's service class.
+type Class string
+
+// Service classes.
+const (
+	Gold       Class = "gold"
+	BestEffort Class = "best-effort"
+)
+
+// Endpoint is one declared endpoint; a listener with a port range is
+// expanded into one endpoint per port.
+type Endpoint struct {
+	Name    string // as declared, NAME-PORT for ranges
+	Ident   string // a safe identifier derived from Name, unique in the stack
+	Proto   Proto
+	Flow    bool   // a connected flow rather than a listener
+	AnyAddr bool   // listens on every address (*)
+	Addr    uint32 // local address
+	Port    uint16 // local port
+	Remote  uint32 // flows: remote address
+	RPort   uint16 // flows: remote port
+	OMXID   uint8  // Open-MX destination endpoint id
+	App     string
+	Cores   []int // cores the application runs on; nil: any
+	Class   Class
+	Rate    float64 // packets per second; 0 when not declared
+	Message int     // bytes; 0 when not declared
+	Pos     diag.Range
+}
+
+// LoadStack parses and validates a stack file.
+func LoadStack(name string, src []byte) (*Stack, diag.List) {
+	s, diags := dsl.Parse(name, src)
+	if s.AST == nil {
+		diags.Sort()
+		return nil, diags
+	}
+	if s.AST.Stack == nil {
+		diags.Errorf(diag.Range{File: s.File}, CodeBadKind, "%s holds a graph, not a stack of endpoints", name)
+		return nil, diags
+	}
+	st, more := Lower(s)
+	diags = append(diags, more...)
+	diags.Sort()
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return st, diags
+}
+
+// position is the syntax tree's position type, named through the dsl
+// package so that participle enters only there.
+type position = dsl.Position
+
+type stackLowerer struct {
+	src   *dsl.Source
+	st    *Stack
+	diags diag.List
+}
+
+func (l *stackLowerer) rng(start, end position) diag.Range { return l.src.Range(start, end) }
+
+// Lower validates a parsed stack file.
+func Lower(s *dsl.Source) (*Stack, diag.List) {
+	ast := s.AST.Stack
+	l := &stackLowerer{src: s, st: &Stack{Name: ast.Name.Text, File: s.File}}
+	var coresAt *dsl.StackItem
+	for _, it := range ast.Items {
+		switch {
+		case it.Interface != nil:
+			l.iface(it.Interface)
+		case it.Cores != nil:
+			if coresAt != nil {
+				l.diags.Errorf(l.rng(it.Pos, it.EndPos), CodeDupName, "cores is declared twice")
+			}
+			coresAt = it
+			l.st.Cores = l.ranges(it.Cores, 1<<16)
+		case it.Service != nil:
+			switch it.Service.Text {
+			case "icmp-echo":
+				l.st.ICMPEcho = true
+			case "arp":
+				l.st.ARP = true
+			default:
+				l.diags.Errorf(l.rng(it.Service.Pos, it.Service.EndPos), CodeBadService, "unknown service %q", it.Service.Text).Detail = "services are icmp-echo and arp"
+			}
+		}
+	}
+	if len(l.st.Interfaces) == 0 {
+		l.diags.Errorf(l.rng(ast.Name.Pos, ast.Name.EndPos), CodeNoInterface, "stack %q declares no interface", ast.Name.Text).Detail =
+			"add interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }"
+	}
+	for _, it := range ast.Items {
+		if it.Endpoint != nil {
+			l.endpoint(it, it.Endpoint)
+		}
+	}
+	l.checkNames()
+	l.checkConflicts()
+	return l.st, l.diags
+}
+
+func (l *stackLowerer) iface(in *dsl.Interface) {
+	out := Interface{Name: in.Name.Text}
+	hw, err := net.ParseMAC(in.MAC.Text)
+	if err != nil || len(hw) != 6 {
+		l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), CodeBadMAC, "malformed MAC address %q", in.MAC.Text).Detail = "write six hexadecimal bytes separated by colons, as 00:1b:21:3a:4b:5c"
+	} else {
+		for _, b := range hw {
+			out.MAC = out.MAC<<8 | uint64(b)
+		}
+		if hw[0]&1 != 0 {
+			l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), CodeBadMAC, "%s is a multicast address; an interface needs a unicast MAC", in.MAC.Text)
+		}
+	}
+	for _, c := range in.IPs {
+		addr, ok := l.ipv4(c.Addr)
+		n, err := strconv.Atoi(c.Len.Text)
+		if err != nil || n < 0 || n > 32 || c.Len.Neg {
+			l.diags.Errorf(l.rng(c.Len.Pos, c.Len.EndPos), CodeBadAddr, "prefix length %s is not 0..32", numText(c.Len))
+			continue
+		}
+		if ok {
+			out.IPs = append(out.IPs, Prefix{addr, n})
+		}
+	}
+	if in.MTU != nil {
+		out.MTU = l.integer(in.MTU, 68, 65535, "MTU")
+	} else {
+		out.MTU = 1500
+	}
+	for _, other := range l.st.Interfaces {
+		if other.Name == out.Name {
+			l.diags.Errorf(l.rng(in.Name.Pos, in.Name.EndPos), CodeDupName, "interface %q is declared twice", out.Name)
+		}
+	}
+	l.st.Interfaces = append(l.st.Interfaces, out)
+}
+
+func numText(n *dsl.Num) string {
+	if n.Neg {
+		return "-" + n.Text
+	}
+	return n.Text
+}
+
+// integer reads a whole number in [lo, hi].
+func (l *stackLowerer) integer(n *dsl.Num, lo, hi int, what string) int {
+	v, err := strconv.Atoi(n.Text)
+	if n.Neg {
+		v = -v
+	}
+	if err != nil || v < lo || v > hi {
+		l.diags.Errorf(l.rng(n.Pos, n.EndPos), CodeBadNumber, "%s %s is not a whole number in %d..%d", what, numText(n), lo, hi)
+		return lo
+	}
+	return v
+}
+
+func (l *stackLowerer) ipv4(t *dsl.Tok) (uint32, bool) {
+	parts := strings.Split(t.Text, ".")
+	if len(parts) != 4 {
+		l.diags.Errorf(l.rng(t.Pos, t.EndPos), CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = "write four numbers 0..255 separated by dots"
+		return 0, false
+	}
+	var v uint32
+	for _, p := range parts {
+		b, err := strconv.Atoi(p)
+		if err != nil || b < 0 || b > 255 || len(p) > 1 && p[0] == '0' {
+			l.diags.Errorf(l.rng(t.Pos, t.EndPos), CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = "each part is a number 0..255 without leading zeros"
+			return 0, false
+		}
+		v = v<<8 | uint32(b)
+	}
+	return v, true
+}
+
+func (l *stackLowerer) ranges(r *dsl.RangeList, limit int) []int {
+	var out []int
+	for _, it := range r.Items {
+		lo := l.integer(it.Lo, 0, limit-1, "core")
+		hi := lo
+		if it.Hi != nil {
+			hi = l.integer(it.Hi, 0, limit-1, "core")
+			if hi < lo {
+				l.diags.Errorf(l.rng(it.Hi.Pos, it.Hi.EndPos), CodeBadNumber, "range %d..%d ends below its start", lo, hi)
+				continue
+			}
+		}
+		for c := lo; c <= hi; c++ {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return slices.Compact(out)
+}
+
+// ours reports whether addr belongs to an interface.
+func (st *Stack) ours(addr uint32) bool {
+	for _, in := range st.Interfaces {
+		for _, p := range in.IPs {
+			if p.Addr == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (l *stackLowerer) endpoint(it *dsl.StackItem, ep *dsl.Endpoint) {
+	at := l.rng(it.Pos, it.EndPos)
+	base := Endpoint{Name: ep.Name.Text, Class: BestEffort, Pos: at}
+	switch ep.Kind.Text {
+	case "udp", "tcp":
+		base.Proto = Proto(ep.Kind.Text)
+		if ep.Listen == nil && ep.Flow == nil {
+			l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "a %s endpoint needs `listen ADDR:PORT` or `flow ADDR:PORT -> ADDR:PORT`", ep.Kind.Text)
+			return
+		}
+	case "openmx":
+		base.Proto = OpenMX
+		if ep.ID == nil {
+			l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "an openmx endpoint needs its destination endpoint id, 0..255")
+			return
+		}
+		id, err := strconv.Atoi(ep.ID.Text)
+		if err != nil || id > 255 || ep.ID.Neg {
+			l.diags.Errorf(l.rng(ep.ID.Pos, ep.ID.EndPos), CodeBadOMX, "Open-MX endpoint id %s is above 255", numText(ep.ID)).Detail = "the destination endpoint is one byte of the Open-MX header"
+			return
+		}
+		base.OMXID = uint8(id)
+	default:
+		d := l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "unknown endpoint kind %q", ep.Kind.Text)
+		d.Detail = "endpoint kinds are udp, tcp and openmx"
+		return
+	}
+	if (ep.Listen != nil || ep.Flow != nil) && base.Proto == OpenMX {
+		l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "openmx endpoints take an endpoint id, not addresses")
+		return
+	}
+	l.attrs(&base, ep.Attrs)
+	switch {
+	case ep.Flow != nil:
+		f := ep.Flow
+		base.Flow = true
+		base.AnyAddr, base.Addr = l.localAddr(f.LAddr)
+		base.Port = uint16(l.integer(f.LPort, 1, 65535, "port"))
+		if f.RAddr.Any {
+			l.diags.Errorf(l.rng(f.RAddr.Pos, f.RAddr.EndPos), CodeBadAddr, "a flow's remote address must be an address, not *")
+		} else if r, ok := l.ipv4(f.RAddr.IP); ok {
+			base.Remote = r
+		}
+		base.RPort = uint16(l.integer(f.RPort, 1, 65535, "port"))
+		l.add(base)
+	case ep.Listen != nil:
+		ls := ep.Listen
+		base.AnyAddr, base.Addr = l.localAddr(ls.Addr)
+		lo := l.integer(ls.Port, 1, 65535, "port")
+		if ls.Hi == nil {
+			base.Port = uint16(lo)
+			l.add(base)
+			return
+		}
+		hi := l.integer(ls.Hi, 1, 65535, "port")
+		if hi < lo {
+			l.diags.Errorf(l.rng(ls.Hi.Pos, ls.Hi.EndPos), CodeBadPort, "port range %d..%d ends below its start", lo, hi)
+			return
+		}
+		for p := lo; p <= hi; p++ {
+			e := base
+			e.Name = fmt.Sprintf("%s-%d", base.Name, p)
+			e.Port = uint16(p)
+			l.add(e)
+		}
+	default:
+		l.add(base)
+	}
+}
+
+func (l *stackLowerer) add(e Endpoint) {
+	ep := e
+	l.st.Endpoints = append(l.st.Endpoints, &ep)
+}
+
+func (l *stackLowerer) localAddr(a *dsl.Addr) (bool, uint32) {
+	if a.Any {
+		return true, 0
+	}
+	v, ok := l.ipv4(a.IP)
+	if !ok {
+		return false, 0
+	}
+	if !l.st.ours(v) {
+		var have []string
+		for _, in := range l.st.Interfaces {
+			for _, p := range in.IPs {
+				have = append(have, FormatIP(p.Addr))
+			}
+		}
+		d := l.diags.Errorf(l.rng(a.Pos, a.EndPos), CodeNotOurs, "%s is not an address of any interface of this stack", a.IP.Text)
+		if len(have) > 0 {
+			d.Detail = "its addresses are " + strings.Join(have, ", ") + "; * means all of them"
+		}
+	}
+	return false, v
+}
+
+// FormatIP prints an IPv4 address.
+func FormatIP(a uint32) string {
+	return fmt.Sprintf("%d.%d.%d.%d", a>>24, a>>16&0xFF, a>>8&0xFF, a&0xFF)
+}
+
+func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
+	seen := map[string]bool{}
+	for _, a := range attrs {
+		at := l.rng(a.Pos, a.EndPos)
+		key := a.Key.Text
+		if seen[key] {
+			l.diags.Errorf(at, CodeBadAttr, "attribute %s is given twice", key)
+			continue
+		}
+		seen[key] = true
+		want := func(kind string) bool {
+			ok := kind == "string" && a.Str != nil || kind == "range" && a.Range != nil || kind == "word" && a.Word != nil
+			if !ok {
+				l.diags.Errorf(at, CodeBadAttr, "attribute %s takes a %s", key, map[string]string{"string": "quoted string", "range": "number", "word": "name"}[kind])
+			}
+			return ok
+		}
+		single := func() (*dsl.Num, bool) {
+			if !want("range") {
+				return nil, false
+			}
+			if len(a.Range.Items) != 1 || a.Range.Items[0].Hi != nil {
+				l.diags.Errorf(at, CodeBadAttr, "attribute %s takes one number, not a range", key)
+				return nil, false
+			}
+			return a.Range.Items[0].Lo, true
+		}
+		switch key {
+		case "app":
+			if want("string") {
+				s, err := dsl.Unquote(a.Str.Raw)
+				if err != nil {
+					l.diags.Errorf(at, CodeBadAttr, "bad string: %v", err)
+				}
+				e.App = s
+			}
+		case "core":
+			if n, ok := single(); ok {
+				e.Cores = []int{l.core(n)}
+			}
+		case "cores":
+			if want("range") {
+				e.Cores = nil
+				for _, it := range a.Range.Items {
+					lo := l.core(it.Lo)
+					hi := lo
+					if it.Hi != nil {
+						hi = l.core(it.Hi)
+					}
+					for c := lo; c <= hi; c++ {
+						e.Cores = append(e.Cores, c)
+					}
+				}
+				sort.Ints(e.Cores)
+				e.Cores = slices.Compact(e.Cores)
+			}
+		case "class":
+			if want("word") {
+				switch a.Word.Text {
+				case "gold":
+					e.Class = Gold
+				case "best-effort":
+					e.Class = BestEffort
+				default:
+					l.diags.Errorf(at, CodeBadAttr, "unknown class %q", a.Word.Text).Detail = "classes are gold and best-effort"
+				}
+			}
+		case "rate":
+			if n, ok := single(); ok {
+				v, err := strconv.ParseFloat(n.Text, 64)
+				mult := map[string]float64{"pps": 1, "kpps": 1e3, "Mpps": 1e6}[a.Unit]
+				if err != nil || mult == 0 || n.Neg {
+					l.diags.Errorf(at, CodeBadAttr, "rate needs a unit: pps, kpps or Mpps (as in 1.2Mpps)")
+					continue
+				}
+				e.Rate = v * mult
+			}
+		case "message":
+			if n, ok := single(); ok {
+				v, err := strconv.Atoi(n.Text)
+				mult := map[string]int{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[a.Unit]
+				if err != nil || mult == 0 || n.Neg || v > math.MaxInt32/mult {
+					l.diags.Errorf(at, CodeBadAttr, "message takes a whole number of bytes, optionally B, KiB or MiB")
+					continue
+				}
+				e.Message = v * mult
+			}
+		default:
+			l.diags.Errorf(l.rng(a.Key.Pos, a.Key.EndPos), CodeBadAttr, "unknown endpoint attribute %q", key).Detail = "attributes are app, core, cores, class, rate and message"
+		}
+	}
+}
+
+func (l *stackLowerer) core(n *dsl.Num) int {
+	c := l.integer(n, 0, 1<<16-1, "core")
+	if l.st.Cores == nil {
+		l.diags.Errorf(l.rng(n.Pos, n.EndPos), CodeBadCore, "core %d is named, but the stack declares no cores", c).Detail = "add a line such as: cores 0..7"
+	} else if !slices.Contains(l.st.Cores, c) {
+		l.diags.Errorf(l.rng(n.Pos, n.EndPos), CodeBadCore, "core %d is not among the stack's cores", c)
+	}
+	return c
+}
+
+// checkNames rejects duplicate endpoint names and gives each endpoint a
+// unique identifier for generated code and graph nodes.
+func (l *stackLowerer) checkNames() {
+	byName := map[string]*Endpoint{}
+	idents := map[string]bool{}
+	for _, e := range l.st.Endpoints {
+		if prev, dup := byName[e.Name]; dup {
+			line, _ := l.src.File.Position(prev.Pos.Start)
+			l.diags.Errorf(e.Pos, CodeDupName, "endpoint %q is declared twice", e.Name).Detail = fmt.Sprintf("the first is on line %d", line)
+			continue
+		}
+		byName[e.Name] = e
+		id := Sanitize(e.Name)
+		for n := 2; idents[id]; n++ {
+			id = fmt.Sprintf("%s_%d", Sanitize(e.Name), n)
+		}
+		idents[id] = true
+		e.Ident = id
+	}
+}
+
+// Sanitize turns any name into an identifier: letters, digits and _ kept,
+// everything else _, a leading digit prefixed.
+func Sanitize(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		s = "e" + s
+	}
+	return s
+}
+
+// checkConflicts rejects two endpoints that would receive the same packets
+// with equal specificity.
+func (l *stackLowerer) checkConflicts() {
+	seen := map[string]*Endpoint{}
+	for _, e := range l.st.Endpoints {
+		var key string
+		switch {
+		case e.Proto == OpenMX:
+			key = fmt.Sprintf("omx/%d", e.OMXID)
+		case e.Flow:
+			key = fmt.Sprintf("%s/%d:%d/%d:%d/%v", e.Proto, e.Addr, e.Port, e.Remote, e.RPort, e.AnyAddr)
+		default:
+			key = fmt.Sprintf("%s/%d:%d/%v", e.Proto, e.Addr, e.Port, e.AnyAddr)
+		}
+		if prev, dup := seen[key]; dup {
+			l.diags.Errorf(e.Pos, CodeConflict, "endpoint %q receives the same packets as %q", e.Name, prev.Name)
+			continue
+		}
+		seen[key] = e
+	}
+}

@@ -1,0 +1,101 @@
+package lpg
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
+)
+
+// Summary describes a stack and its LPG in text, for `dragonc lpg`.
+func Summary(st *Stack, g *graph.Graph) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stack %s: LPG with %d nodes, %d edges, %d spawn edges\n", st.Name, len(g.Nodes), len(g.Edges()), g.SpawnEdges())
+	for _, in := range st.Interfaces {
+		var ips []string
+		for _, p := range in.IPs {
+			ips = append(ips, fmt.Sprintf("%s/%d", FormatIP(p.Addr), p.Len))
+		}
+		fmt.Fprintf(&b, "interface %s: mac %s, ip %s, mtu %d\n", in.Name, pred.FormatValue("eth.dst", in.MAC), strings.Join(ips, " "), in.MTU)
+	}
+	if st.Cores != nil {
+		fmt.Fprintf(&b, "cores: %s\n", FormatCores(st.Cores))
+	}
+	var services []string
+	if st.ARP {
+		services = append(services, "arp")
+	}
+	if st.ICMPEcho {
+		services = append(services, "icmp-echo")
+	}
+	if len(services) > 0 {
+		fmt.Fprintf(&b, "services: %s\n", strings.Join(services, ", "))
+	}
+	fmt.Fprintf(&b, "endpoints: %d\n", len(st.Endpoints))
+	for _, e := range st.Endpoints {
+		fmt.Fprintf(&b, "    %-14s %s", e.Name, e.Describe())
+		if e.App != "" {
+			fmt.Fprintf(&b, "  app %q", e.App)
+		}
+		if e.Class == Gold {
+			b.WriteString("  class gold")
+		}
+		if e.Rate > 0 {
+			fmt.Fprintf(&b, "  rate %s", FormatRate(e.Rate))
+		}
+		if e.Cores != nil {
+			fmt.Fprintf(&b, "  cores %s", FormatCores(e.Cores))
+		}
+		if e.Message > 0 {
+			fmt.Fprintf(&b, "  message %dB", e.Message)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Describe says what an endpoint receives, in stack-file syntax.
+func (e *Endpoint) Describe() string {
+	local := "*"
+	if !e.AnyAddr {
+		local = FormatIP(e.Addr)
+	}
+	switch {
+	case e.Proto == OpenMX:
+		return fmt.Sprintf("openmx %d", e.OMXID)
+	case e.Flow:
+		return fmt.Sprintf("%s flow %s:%d -> %s:%d", e.Proto, local, e.Port, FormatIP(e.Remote), e.RPort)
+	}
+	return fmt.Sprintf("%s listen %s:%d", e.Proto, local, e.Port)
+}
+
+// FormatCores prints a sorted core list compactly: 0..3,6.
+func FormatCores(cs []int) string {
+	var parts []string
+	for i := 0; i < len(cs); {
+		j := i
+		for j+1 < len(cs) && cs[j+1] == cs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d..%d", cs[i], cs[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(cs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// FormatRate prints a packet rate with the largest unit that keeps it
+// readable: 300kpps, 1.2Mpps.
+func FormatRate(pps float64) string {
+	switch {
+	case pps >= 1e6:
+		return fmt.Sprintf("%gMpps", pps/1e6)
+	case pps >= 1e3:
+		return fmt.Sprintf("%gkpps", pps/1e3)
+	}
+	return fmt.Sprintf("%gpps", pps)
+}
