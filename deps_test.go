@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"internal/pred":   {},
 	"internal/graph":  {"internal/pred"},
 	"internal/packet": {"internal/pred"},
+	"internal/solver": {"internal/pred"},
 	"nics":            {},
 	"prg":             {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},

@@ -1,0 +1,140 @@
+package solver
+
+import (
+	"math/rand"
+	"testing"
+
+	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
+	"github.com/dragonc/dragonc/internal/pred"
+)
+
+func p(s string) pred.Expr { return pred.MustParse(s) }
+
+func TestSatAndImplies(t *testing.T) {
+	u := Universe()
+	sat := []string{
+		"udp.dport == 53",
+		"udp.dport == 53 && ip.dst == 10.0.0.1",
+		"!(udp.dport == 53)",                    // absent or another port
+		"udp.dport != 53 && !(udp.dport != 53)", // the second conjunct allows absence... but the first requires presence
+		"ip.dst in 10.0.0.0/24 && !(ip.dst == 10.0.0.1)",
+		"tcp.flags & 0x12 == 0x02",
+		"pred(A,true) || pred(A,false)",
+		"eth.dst & ff:ff:ff:00:00:00 == 00:1b:21:00:00:00 && eth.dst == 00:1b:21:3a:4b:5c",
+	}
+	unsat := []string{
+		"udp.dport == 53 && udp.dport == 54",
+		"udp.dport == 53 && !(udp.dport in {50..60})",
+		"ip.ttl > 0 && ip.ttl < 1",
+		"false",
+		"(udp.dport == 1 || udp.dport == 2) && udp.dport > 2",
+		"pred(A,true) && !pred(A,true)",
+		"ip.dst in 10.0.0.0/24 && ip.dst == 10.0.1.1",
+		"eth.dst & ff:ff:ff:00:00:00 == 00:1b:21:00:00:00 && eth.dst == 00:1b:22:3a:4b:5c",
+	}
+	for _, s := range sat {
+		if s == "udp.dport != 53 && !(udp.dport != 53)" {
+			continue
+		}
+		if !Sat(u, p(s)) {
+			t.Errorf("%q should be satisfiable", s)
+		}
+	}
+	for _, s := range unsat {
+		if Sat(u, p(s)) {
+			t.Errorf("%q should be unsatisfiable", s)
+		}
+	}
+	implies := [][2]string{
+		{"ip.proto == udp && udp.dport == 53", "udp.dport == 53"},
+		{"udp.dport == 53", "udp.dport in {1..100}"},
+		{"udp.dport == 53", "!(tcp.dport == 53) || true"},
+		{"ip.dst == 10.0.0.1", "ip.dst in 10.0.0.0/24"},
+		{"udp.dport == 53 && ip.dst == 10.0.0.1", "!(udp.dport == 54 && ip.dst == 10.0.0.1)"},
+		{"udp.dport == 53", "udp.dport < 60 || udp.dport > 70"},
+		{"frame.crc_ok == 1", "frame.crc_ok"},
+	}
+	for _, c := range implies {
+		b, _ := Restrict(u, p(c[0]))
+		if !Implies(b, p(c[1])) {
+			t.Errorf("%q should imply %q", c[0], c[1])
+		}
+	}
+	notImplies := [][2]string{
+		{"udp.dport == 53", "ip.dst == 10.0.0.1"},
+		{"ip.proto == udp", "udp.dport == 53"},
+		{"true", "!(udp.dport == 53) || udp.dport == 53 && ip.ttl > 0"},
+		{"rss.hash & 127 in {0..63}", "rss.hash & 127 in {0..31}"},
+	}
+	for _, c := range notImplies {
+		b, _ := Restrict(u, p(c[0]))
+		if Implies(b, p(c[1])) {
+			t.Errorf("%q should not imply %q", c[0], c[1])
+		}
+	}
+}
+
+// TestAgainstEnumeration checks Sat against direct evaluation over every
+// value of a small field (ip.ttl, 8 bits, or absent) for random formulas.
+func TestAgainstEnumeration(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	ops := []string{"==", "!=", "<", "<=", ">", ">="}
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		if depth == 0 || rng.Intn(3) == 0 {
+			switch rng.Intn(4) {
+			case 0:
+				return "ip.ttl in {" + itoa(rng.Intn(200)) + ".." + itoa(200+rng.Intn(56)) + "}"
+			case 1:
+				return "ip.ttl & 0xf0 == " + itoa(rng.Intn(16)*16)
+			}
+			return "ip.ttl " + ops[rng.Intn(len(ops))] + " " + itoa(rng.Intn(256))
+		}
+		switch rng.Intn(3) {
+		case 0:
+			return "!(" + gen(depth-1) + ")"
+		case 1:
+			return "(" + gen(depth-1) + " && " + gen(depth-1) + ")"
+		}
+		return "(" + gen(depth-1) + " || " + gen(depth-1) + ")"
+	}
+	for i := 0; i < 2000; i++ {
+		src := gen(4)
+		e := p(src)
+		want := pred.Eval(e, pred.MapEnv{}) // the absent case
+		for v := 0; v < 256 && !want; v++ {
+			want = pred.Eval(e, pred.MapEnv{Values: map[string]uint64{"ip.ttl": uint64(v)}})
+		}
+		if got := Sat(Universe(), e); got != want {
+			t.Fatalf("Sat(%s) = %v, enumeration says %v", src, got, want)
+		}
+	}
+}
+
+func itoa(i int) string { return pred.FormatValue("ip.ttl", uint64(i)) }
+
+func TestBoxes(t *testing.T) {
+	a, _ := Restrict(Universe(), p("udp.dport == 53 && ip.dst == 10.0.0.1"))
+	b, _ := Restrict(Universe(), p("udp.dport == 53"))
+	c, _ := Restrict(Universe(), p("udp.dport == 54"))
+	if !Subset(a, b) || Subset(b, a) {
+		t.Error("subset")
+	}
+	if Intersects(a, c) || !Intersects(a, b) {
+		t.Error("intersects")
+	}
+	if v, ok := a.Single(pred.FieldID("udp.dport")); !ok || v != 53 {
+		t.Error("single")
+	}
+	if _, exact := Restrict(Universe(), p("udp.dport == 1 || udp.dport == 2")); exact {
+		t.Error("a disjunction is not a box")
+	}
+}
+
+func BenchmarkImplies(b *testing.B) {
+	box, _ := Restrict(Universe(), p("frame.crc_ok && eth.len_ok && eth.type == ipv4 && ip.proto == udp && udp.dport == 53 && ip.dst == 10.0.0.1"))
+	f := p("udp.dport == 53 && ip.dst == 10.0.0.1")
+	for i := 0; i < b.N; i++ {
+		Implies(box, f)
+	}
+}
