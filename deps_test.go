@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"internal/graph":  {"internal/pred"},
 	"internal/packet": {"internal/pred"},
 	"internal/solver": {"internal/pred"},
+	"costmodel":       {},
 	"nics":            {},
 	"prg":             {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},

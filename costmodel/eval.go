@@ -1,0 +1,201 @@
+package costmodel
+
+import (
+	"fmt"
+	"math"
+)
+
+// Evaluator keeps the aggregates every cost function needs (per-queue
+// loads by class, users, exact users, cycles) so that changing one
+// endpoint's shares costs O(its shares) and a cost costs O(queues + gold
+// endpoints). Searches use it to try many candidates cheaply.
+type Evaluator struct {
+	p      *Problem
+	fn     Function
+	w      []float64
+	shares Assignment
+	// Per queue.
+	load, loadGold, loadBE []float64
+	users, goldUsers       []int
+	exactUsers             []int
+	cycShared, cycExcl     []float64
+	gold                   []int // indexes of gold endpoints
+	be                     int
+	engines                float64
+	coreOf                 []int // queue -> index into cores
+	nCores                 int
+}
+
+// NewEvaluator starts from an assignment (nil: nothing assigned).
+func NewEvaluator(p *Problem, fn Function, a Assignment) *Evaluator {
+	nq := len(p.Queues)
+	ev := &Evaluator{p: p, fn: fn, w: weights(p), shares: make(Assignment, len(p.Endpoints)),
+		load: make([]float64, nq), loadGold: make([]float64, nq), loadBE: make([]float64, nq),
+		users: make([]int, nq), goldUsers: make([]int, nq), exactUsers: make([]int, nq),
+		cycShared: make([]float64, nq), cycExcl: make([]float64, nq), coreOf: make([]int, nq)}
+	cores := map[int]int{}
+	for qi, q := range p.Queues {
+		if _, ok := cores[q.Core]; !ok {
+			cores[q.Core] = len(cores)
+		}
+		ev.coreOf[qi] = cores[q.Core]
+	}
+	ev.nCores = len(cores)
+	for i, e := range p.Endpoints {
+		if e.Gold {
+			ev.gold = append(ev.gold, i)
+		} else {
+			ev.be++
+		}
+	}
+	for _, v := range p.Engines {
+		ev.engines = math.Max(ev.engines, v)
+	}
+	for i := range a {
+		ev.Set(i, a[i])
+	}
+	return ev
+}
+
+// Shares returns an endpoint's current shares.
+func (ev *Evaluator) Shares(i int) []Share { return ev.shares[i] }
+
+// Assignment returns a copy of the current assignment.
+func (ev *Evaluator) Assignment() Assignment {
+	out := make(Assignment, len(ev.shares))
+	for i, s := range ev.shares {
+		out[i] = append([]Share(nil), s...)
+	}
+	return out
+}
+
+func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
+	e := ev.p.Endpoints[i]
+	rate := e.Rate
+	if rate <= 0 {
+		rate = DefaultRate
+	}
+	for _, s := range shares {
+		q := s.Queue
+		l := ev.w[i] * s.Frac * sign
+		ev.load[q] += l
+		n := 1
+		if sign < 0 {
+			n = -1
+		}
+		if e.Gold {
+			ev.loadGold[q] += l
+			ev.goldUsers[q] += n
+		} else {
+			ev.loadBE[q] += l
+		}
+		ev.users[q] += n
+		bounce := 0.0
+		if e.Cores != nil && !contains(e.Cores, ev.p.Queues[q].Core) {
+			bounce = BouncePenalty
+		}
+		ev.cycShared[q] += sign * rate * s.Frac * (e.Cycles + bounce)
+		if s.Exact {
+			ev.exactUsers[q] += n
+			ev.cycExcl[q] += sign * rate * s.Frac * (e.ExclusiveCycles + bounce)
+		}
+	}
+}
+
+// Set replaces endpoint i's shares.
+func (ev *Evaluator) Set(i int, shares []Share) {
+	ev.apply(i, ev.shares[i], -1)
+	ev.shares[i] = append([]Share(nil), shares...)
+	ev.apply(i, ev.shares[i], 1)
+}
+
+// Cost evaluates the current assignment with the evaluator's function.
+func (ev *Evaluator) Cost() Cost {
+	switch ev.fn.(type) {
+	case Balance:
+		return Cost{Kind: Value, V: ev.balance(ev.load, nil)}
+	case Priority:
+		return ev.priority()
+	case Cycles:
+		loads := make([]float64, ev.nCores)
+		for q := range ev.load {
+			c := ev.cycShared[q]
+			if ev.users[q] == 1 && ev.exactUsers[q] == 1 {
+				c = ev.cycExcl[q]
+			}
+			loads[ev.coreOf[q]] += c
+		}
+		var makespan, total float64
+		for _, v := range loads {
+			total += v
+			makespan = math.Max(makespan, v)
+		}
+		makespan = math.Max(makespan, ev.engines)
+		return Cost{Kind: Value, V: makespan, Tie: total}
+	}
+	return ev.fn.Cost(ev.p, ev.shares)
+}
+
+func (ev *Evaluator) balance(load []float64, keep func(int) bool) float64 {
+	var sum, sq float64
+	n := 0
+	def := 0.0
+	for qi, q := range ev.p.Queues {
+		if keep != nil && !keep(qi) {
+			continue
+		}
+		if q.Default {
+			def += load[qi]
+			continue
+		}
+		sum += load[qi]
+		sq += load[qi] * load[qi]
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	mean := sum / float64(n)
+	v := sq/float64(n) - mean*mean
+	if v < 0 {
+		v = 0
+	}
+	return math.Sqrt(v) + def
+}
+
+func (ev *Evaluator) priority() Cost {
+	shortfall := 0
+	for _, i := range ev.gold {
+		s := ev.shares[i]
+		if len(s) != 1 || ev.p.Queues[s[0].Queue].Default || ev.users[s[0].Queue] != 1 {
+			shortfall++
+		}
+	}
+	isGoldQ := func(q int) bool { return ev.goldUsers[q] > 0 }
+	v := ev.balance(ev.loadGold, isGoldQ) + ev.balance(ev.loadBE, func(q int) bool { return !isGoldQ(q) })
+	if shortfall > 0 {
+		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v}
+	}
+	if ev.be > 0 {
+		free := 0
+		for qi, q := range ev.p.Queues {
+			if !q.Default && !isGoldQ(qi) {
+				free++
+			}
+		}
+		if free == 0 {
+			v += 100 * float64(ev.be)
+		}
+	}
+	return Cost{Kind: Value, V: v}
+}
+
+// Check compares the evaluator with a from-scratch evaluation; tests use it.
+func (ev *Evaluator) Check() error {
+	want := ev.fn.Cost(ev.p, ev.shares)
+	got := ev.Cost()
+	if !want.Equal(got) || want.Kind != got.Kind {
+		return fmt.Errorf("incremental cost %v (tie %g), from scratch %v (tie %g)", got, got.Tie, want, want.Tie)
+	}
+	return nil
+}
