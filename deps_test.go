@@ -32,7 +32,9 @@ var allowed = map[string][]string{
 	"dsl":             {"internal/diag", "internal/graph", "internal/pred"},
 	"backends/dot":    {"internal/graph"},
 	"lpg":             {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
-	"cmd/dragonc":     {"backends/dot", "dsl", "internal/diag", "internal/graph", "lpg", "nics", "prg"},
+	"embed":           {"costmodel", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
+	"sim":             {"embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
+	"cmd/dragonc":     {"backends/dot", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "lpg", "nics", "prg"},
 }
 
 // libraryHome says which package may import each outside library.

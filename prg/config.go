@@ -92,9 +92,27 @@ func (e Entry) Predicate(sp *Space) pred.Expr {
 	if sp != nil && sp.When != nil {
 		xs = append(xs, sp.When)
 	}
+	// With the protocol fixed, l4.* is exactly udp.* or tcp.*: name the
+	// protocol's own fields so that reasoning about the entry needs no
+	// knowledge of how the fields relate.
+	l4 := ""
 	for _, m := range e.Match {
-		c := pred.Cmp{Field: m.Field, ID: pred.Fields[m.Field].ID, Op: pred.Eq, Value: m.Value}
-		if m.Mask != 0 && m.Mask != full(m.Field) {
+		if m.Field == "ip.proto" && (m.Mask == 0 || m.Mask == full(m.Field)) {
+			switch m.Value {
+			case 17:
+				l4 = "udp"
+			case 6:
+				l4 = "tcp"
+			}
+		}
+	}
+	for _, m := range e.Match {
+		field := m.Field
+		if l4 != "" && (field == "l4.sport" || field == "l4.dport") {
+			field = l4 + field[2:]
+		}
+		c := pred.Cmp{Field: field, ID: pred.Fields[field].ID, Op: pred.Eq, Value: m.Value}
+		if m.Mask != 0 && m.Mask != full(field) {
 			c.Mask = m.Mask
 		}
 		xs = append(xs, c)

@@ -556,3 +556,22 @@ func Intersects(a, b *Box) bool {
 	}
 	return true
 }
+
+// Meet returns the intersection of two boxes.
+func Meet(a, b *Box) *Box {
+	c := a.Clone()
+	for i := range c.dom {
+		c.dom[i] = Domain{Vals: intersect(a.dom[i].Vals, b.dom[i].Vals), Absent: a.dom[i].Absent && b.dom[i].Absent}
+	}
+	for k, v := range b.atoms {
+		if old, ok := c.atoms[k]; ok && old != v {
+			c.dom[0] = Domain{}
+			continue
+		}
+		if c.atoms == nil {
+			c.atoms = map[string]bool{}
+		}
+		c.atoms[k] = v
+	}
+	return c
+}

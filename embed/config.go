@@ -1,0 +1,81 @@
+package embed
+
+import (
+	"slices"
+
+	"github.com/dragonc/dragonc/prg"
+)
+
+// config turns a solution into a NIC configuration: one entry per steered
+// endpoint (in declaration order, with its priority), RSS spread evenly
+// over the non-default queues, checksum offloads on, and the Open-MX
+// endpoint hashing switched on when it steers an endpoint.
+func (p *problem) config(cs []choice) *prg.Config {
+	c := prg.NewConfig()
+	m := p.in.Model
+	identityUsed := map[*prg.Space]bool{}
+	for i, ch := range cs {
+		if ch.t == nil {
+			continue
+		}
+		e := p.eps[i]
+		node := p.queues[ch.q].node
+		if ch.t.identity {
+			v := c.Values[ch.t.sp.Node]
+			if v == nil {
+				v = &prg.Value{Kind: prg.Hash, Indirection: make([]string, ch.t.sp.Buckets)}
+				c.Values[ch.t.sp.Node] = v
+			}
+			v.Indirection[e.ep.OMXID] = node
+			identityUsed[ch.t.sp] = true
+			continue
+		}
+		prio := 0
+		if ch.t.sp.PrioHi > ch.t.sp.PrioLo {
+			prio = min(max(e.prio, ch.t.sp.PrioLo), ch.t.sp.PrioHi)
+		} else {
+			prio = ch.t.sp.PrioLo
+		}
+		tv := c.Table(ch.t.sp.Node)
+		tv.Entries = append(tv.Entries, prg.Entry{Match: slices.Clone(e.match[ch.t]), Priority: prio, Action: node})
+	}
+	// Buckets no endpoint uses go to the default queue.
+	for sp := range identityUsed {
+		v := c.Values[sp.Node]
+		def := p.queues[0].node
+		if !slices.Contains(sp.Actions, def) {
+			def = sp.Actions[0]
+		}
+		for b := range v.Indirection {
+			if v.Indirection[b] == "" {
+				v.Indirection[b] = def
+			}
+		}
+	}
+	if p.hash != nil && len(p.rssQ) > 0 {
+		c.Values[p.hash.Node] = &prg.Value{Kind: prg.Hash, Indirection: prg.SpreadEvenly(p.hash, p.rssTargets())}
+	}
+	for _, sp := range m.Spaces {
+		if sp.Kind != prg.Enum {
+			continue
+		}
+		switch {
+		case slices.Contains(sp.Choices, "on") && !p.leadsToUnused(sp, identityUsed):
+			c.Values[sp.Node] = &prg.Value{Kind: prg.Enum, Choice: "on"}
+		}
+	}
+	return c
+}
+
+// leadsToUnused reports whether an enum's "on" port leads to an identity
+// hash that steers nothing (then the switch stays off).
+func (p *problem) leadsToUnused(sp *prg.Space, used map[*prg.Space]bool) bool {
+	g := p.in.Model.G
+	on := g.Nodes[sp.ID].Port("on")
+	for _, s := range on.Succ {
+		if tsp := p.in.Model.Space(g.Nodes[s].Name); tsp != nil && tsp.Kind == prg.Hash && tsp.Identity {
+			return !used[tsp]
+		}
+	}
+	return false
+}

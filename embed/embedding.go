@@ -1,0 +1,769 @@
+package embed
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/internal/solver"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// Status is where an LPG node's work happens on one queue.
+type Status int
+
+// Node statuses, per queue.
+const (
+	Unreachable  Status = iota // no frame that reaches this queue gets here
+	Software                   // runs in the queue's software pipeline
+	HardwareFlag               // the NIC computed it; software reads the descriptor flag
+	Hardware                   // a PRG node of the same name decided it
+	Removed                    // the path into the queue already decides it
+)
+
+var statusNames = [...]string{"unreachable", "software", "hardware (descriptor flag)", "hardware", "removed"}
+
+func (s Status) String() string { return statusNames[s] }
+
+// class is a set of frames that reach a queue along one path through the
+// configured PRG.
+type class struct {
+	box      *solver.Box
+	via      []string        // the steering decisions on the path, node.port
+	reported map[string]bool // descriptor-reported nodes that ran on the path
+}
+
+// QueueEmbedding is what one receive queue receives and runs.
+type QueueEmbedding struct {
+	ID        int
+	Node      string
+	Core      int
+	Endpoints []string // endpoints whose packets may arrive here
+	classes   []class
+	Status    map[string]Status
+	Reason    map[string]string
+	// SW is the queue's software graph: the LPG with decided nodes
+	// bypassed, unreachable ones removed, and descriptor flags read.
+	SW *graph.Graph
+}
+
+// Embedding is a configured NIC plus the software each queue runs.
+type Embedding struct {
+	Model  *prg.Model
+	Config *prg.Config
+	HW     *graph.Graph // the configured PRG
+	LPG    *graph.Graph
+	Queues []*QueueEmbedding      // every queue some frame can reach, by ID
+	Reach  map[string][]int       // endpoint -> queue IDs its packets reach
+	Steer  map[string]string      // endpoint -> steering (table node, rss, default)
+	lpgBox map[int]*solver.Box    // LPG node -> path box
+	index  map[int]*portIndex     // configured PRG node -> index of many ports
+	epNode map[string]int         // endpoint -> its LPG delivery node
+	qByID  map[int]*QueueEmbedding
+}
+
+// Queue returns a queue's embedding.
+func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
+
+// Embed applies a configuration and works out every queue's software.
+func Embed(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph) (*Embedding, error) {
+	hw, err := m.Apply(c)
+	if err != nil {
+		return nil, err
+	}
+	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
+		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}}
+	em.lpgBoxes()
+	byQueue := map[int][]class{}
+	em.walk(0, solver.Universe(), nil, map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, nil)
+	for _, q := range m.Queues {
+		if cs := byQueue[q.Node]; len(cs) > 0 {
+			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, Status: map[string]Status{}, Reason: map[string]string{}}
+			em.Queues = append(em.Queues, qe)
+			em.qByID[q.ID] = qe
+		}
+	}
+	em.endpointReach()
+	for _, qe := range em.Queues {
+		em.place(qe)
+	}
+	return em, nil
+}
+
+// portIndex finds, among the many ports of a table node, those whose
+// predicate may hold for a box that fixes one field.
+type portIndex struct {
+	field   int
+	byValue map[uint64][]int
+	generic []int
+}
+
+const indexMin = 16
+
+func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
+	n := g.Nodes[id]
+	all := func() []int {
+		out := make([]int, len(n.Ports))
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	if len(n.Ports) < indexMin {
+		return all()
+	}
+	ix, ok := em.index[id]
+	if !ok {
+		ix = buildIndex(n)
+		em.index[id] = ix
+	}
+	if ix == nil {
+		return all()
+	}
+	v, single := b.Single(ix.field)
+	if !single {
+		return all()
+	}
+	out := append(slices.Clone(ix.byValue[v]), ix.generic...)
+	slices.Sort(out)
+	return out
+}
+
+func buildIndex(n *graph.Node) *portIndex {
+	counts := map[int]int{}
+	boxes := make([]*solver.Box, len(n.Ports))
+	for i, p := range n.Ports {
+		if p.Pred == nil {
+			continue
+		}
+		b, exact := solver.Restrict(solver.Universe(), p.Pred)
+		if !exact {
+			continue
+		}
+		boxes[i] = b
+		for id := 0; id < pred.NumFields; id++ {
+			if _, ok := b.Single(id); ok {
+				counts[id]++
+			}
+		}
+	}
+	best, bestN := -1, 0
+	for id, c := range counts {
+		if c > bestN || c == bestN && id < best {
+			best, bestN = id, c
+		}
+	}
+	if bestN < indexMin/2 {
+		return nil
+	}
+	ix := &portIndex{field: best, byValue: map[uint64][]int{}}
+	for i := range n.Ports {
+		if boxes[i] == nil {
+			ix.generic = append(ix.generic, i)
+			continue
+		}
+		if v, ok := boxes[i].Single(best); ok {
+			ix.byValue[v] = append(ix.byValue[v], i)
+		} else {
+			ix.generic = append(ix.generic, i)
+		}
+	}
+	return ix
+}
+
+// walk follows a box through the configured PRG from node id, calling emit
+// for every queue it may reach. A port whose predicate holds for the whole
+// box captures it: later ports are not tried, which is exact for the
+// first-match semantics of tables; partial matches continue to later ports
+// (an over-approximation).
+func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
+	g := em.HW
+	n := g.Nodes[id]
+	if n.HasAttr("source") {
+		emit(id, class{box: b, via: slices.Clone(via), reported: reported})
+		return
+	}
+	if n.Kind.IsGate() {
+		em.walkGate(n, b, via, reported, emit, seen)
+		return
+	}
+	follow := func(p *graph.Port, sub *solver.Box, label string) {
+		rep := reported
+		for _, s := range p.Succ {
+			if g.Nodes[s].HasAttr("software") {
+				if rep == nil || rep[g.Nodes[s].Name] == false {
+					rep = cloneSet(rep)
+					rep[g.Nodes[s].Name] = true
+				}
+			}
+		}
+		v := via
+		if len(n.Ports) > 1 || em.Model.Space(n.Name) != nil {
+			v = append(slices.Clone(via), n.Name+"."+label)
+		}
+		for _, s := range p.Succ {
+			if !g.Nodes[s].HasAttr("software") {
+				em.walk(s, sub, v, rep, emit, seen)
+			}
+		}
+	}
+	captured := false
+	for _, i := range em.portsFor(g, id, b) {
+		p := n.Ports[i]
+		if p.Pred == nil {
+			continue
+		}
+		if !solver.Sat(b, p.Pred) {
+			continue
+		}
+		sub, _ := solver.Restrict(b, p.Pred)
+		follow(p, sub, p.Name)
+		if solver.Implies(b, p.Pred) {
+			captured = true
+			break
+		}
+	}
+	if !captured {
+		for _, p := range n.Ports {
+			if p.Pred == nil {
+				follow(p, b, p.Name)
+				break
+			}
+		}
+	}
+}
+
+// walkGate follows a gate over-approximately: a true input makes OR true,
+// a false input makes AND false; otherwise both outcomes are followed.
+func (em *Embedding) walkGate(n *graph.Node, b *solver.Box, via []string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
+	for _, p := range n.Ports {
+		for _, s := range p.Succ {
+			em.walk(s, b, via, reported, emit, seen)
+		}
+	}
+}
+
+func cloneSet(m map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// lpgBoxes computes the path box of every LPG node.
+func (em *Embedding) lpgBoxes() {
+	em.lpgBox, em.epNode = PathBoxes(em.LPG)
+}
+
+// PathBoxes computes, for every LPG node, a box holding every frame that
+// reaches it (exact along chains of conjunctive checks, the universe where
+// paths merge), and the delivery node of every endpoint.
+func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
+	boxes := map[int]*solver.Box{}
+	eps := map[string]int{}
+	preds := g.Preds()
+	order, err := g.TopoOrder()
+	if err != nil {
+		order = nil
+		for _, n := range g.Nodes {
+			order = append(order, n.ID)
+		}
+	}
+	for _, id := range order {
+		n := g.Nodes[id]
+		if name := endpointName(n); name != "" {
+			eps[name] = id
+		}
+		if id == 0 || len(preds[id]) != 1 {
+			boxes[id] = solver.Universe()
+			continue
+		}
+		p := g.Nodes[preds[id][0]]
+		box := boxes[p.ID]
+		if box == nil || p.Kind.IsGate() {
+			boxes[id] = solver.Universe()
+			continue
+		}
+		var via *graph.Port
+		for _, port := range p.Ports {
+			if slices.Contains(port.Succ, id) {
+				if via != nil {
+					via = nil
+					break
+				}
+				via = port
+			}
+		}
+		if via != nil && via.Pred != nil {
+			box, _ = solver.Restrict(box, via.Pred)
+		}
+		boxes[id] = box
+	}
+	return boxes, eps
+}
+
+// endpointReach walks each endpoint's packets through the configured PRG.
+func (em *Embedding) endpointReach() {
+	names := make([]string, 0, len(em.epNode))
+	for name := range em.epNode {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b := em.lpgBox[em.epNode[name]]
+		qs := map[int]bool{}
+		var steer []string
+		em.walk(0, b, nil, nil, func(q int, c class) {
+			qs[q] = true
+			steer = append(steer, steeringOf(em.Model, c.via))
+		}, nil)
+		var ids []int
+		for nodeID := range qs {
+			if q, ok := em.Model.QueueByNode(nodeID); ok {
+				ids = append(ids, q.ID)
+				if qe := em.qByID[q.ID]; qe != nil {
+					qe.Endpoints = append(qe.Endpoints, name)
+				}
+			}
+		}
+		sort.Ints(ids)
+		em.Reach[name] = ids
+		slices.Sort(steer)
+		steer = slices.Compact(steer)
+		em.Steer[name] = strings.Join(steer, "+")
+	}
+	for _, qe := range em.Queues {
+		sort.Strings(qe.Endpoints)
+	}
+}
+
+// steeringOf names how a path reached its queue: the last table that
+// decided it, rss, or default.
+func steeringOf(m *prg.Model, via []string) string {
+	for i := len(via) - 1; i >= 0; i-- {
+		node, port, _ := strings.Cut(via[i], ".")
+		sp := m.Space(node)
+		if sp == nil {
+			continue
+		}
+		switch {
+		case sp.Kind == prg.Table && port != sp.MissPort:
+			return node
+		case sp.Kind == prg.Hash && port != sp.MissPort:
+			if sp.Identity {
+				return node
+			}
+			return "rss"
+		}
+	}
+	return "default"
+}
+
+// place decides every LPG node's status on one queue and builds its
+// software graph.
+func (em *Embedding) place(qe *QueueEmbedding) {
+	g := em.LPG
+	live := make([][]bool, len(g.Nodes)) // per node, per port
+	order, err := g.TopoOrder()
+	if err != nil {
+		for _, n := range g.Nodes {
+			order = append(order, n.ID)
+		}
+	}
+	reachable := make([]bool, len(g.Nodes))
+	preds := g.Preds()
+	for _, id := range order {
+		n := g.Nodes[id]
+		if strings.HasPrefix(n.Name, "Tx") {
+			continue
+		}
+		b := em.lpgBox[id]
+		r := false
+		switch {
+		case id == 0:
+			r = true
+		default:
+			for _, p := range preds[id] {
+				if !reachable[p] {
+					continue
+				}
+				for i, port := range g.Nodes[p].Ports {
+					if slices.Contains(port.Succ, id) && live[p] != nil && live[p][i] {
+						r = true
+					}
+				}
+			}
+		}
+		if r {
+			r = em.anyClass(qe, b)
+		}
+		if r && isEndpoint(n) {
+			r = slices.Contains(qe.Endpoints, endpointName(n))
+		}
+		reachable[id] = r
+		if !r {
+			qe.Status[n.Name] = Unreachable
+			continue
+		}
+		live[id] = em.livePorts(qe, n, b)
+		em.decide(qe, n, live[id])
+	}
+	qe.SW = em.software(qe, live, reachable)
+}
+
+func isEndpoint(n *graph.Node) bool { return endpointName(n) != "" }
+
+func endpointName(n *graph.Node) string {
+	for _, a := range n.Attrs {
+		if strings.HasPrefix(a, lpg.AttrEndpoint) {
+			return a[len(lpg.AttrEndpoint):]
+		}
+	}
+	return ""
+}
+
+// anyClass reports whether some class of the queue meets the box.
+func (em *Embedding) anyClass(qe *QueueEmbedding, b *solver.Box) bool {
+	for _, c := range qe.classes {
+		if solver.Intersects(c.box, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// livePorts works out which ports of a node some frame on the queue takes.
+func (em *Embedding) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box) []bool {
+	live := make([]bool, len(n.Ports))
+	if len(n.Ports) == 0 {
+		return live
+	}
+	if n.Kind.IsGate() {
+		for i := range live {
+			live[i] = true
+		}
+		return live
+	}
+	if len(n.Ports) >= indexMin {
+		return em.liveMany(qe, n, b)
+	}
+	var preds []pred.Expr
+	for i, p := range n.Ports {
+		if em.toOtherEndpoints(qe, p) {
+			if p.Pred != nil {
+				preds = append(preds, p.Pred)
+			}
+			continue
+		}
+		var eff []pred.Expr
+		if p.Pred != nil {
+			eff = append(eff, p.Pred)
+		}
+		for _, q := range preds {
+			eff = append(eff, pred.Not{X: q})
+		}
+		if p.Pred == nil && i > 0 && hasDefaultBefore(n, i) {
+			continue // only the first default port is ever taken
+		}
+		for _, c := range qe.classes {
+			if !solver.Intersects(c.box, b) {
+				continue
+			}
+			cb := intersectBoxes(c.box, b)
+			if solver.Sat(cb, eff...) {
+				live[i] = true
+				break
+			}
+		}
+		if p.Pred != nil {
+			preds = append(preds, p.Pred)
+		}
+	}
+	return live
+}
+
+func hasDefaultBefore(n *graph.Node, i int) bool {
+	for j := 0; j < i; j++ {
+		if n.Ports[j].Pred == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// toOtherEndpoints reports whether a port leads only to endpoints whose
+// packets never reach the queue (so it is never taken there).
+func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
+	if len(p.Succ) == 0 {
+		return false
+	}
+	for _, s := range p.Succ {
+		name := endpointName(em.LPG.Nodes[s])
+		if name == "" || slices.Contains(qe.Endpoints, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveMany handles demultiplexers with many ports: a port to an endpoint is
+// live when that endpoint's packets reach the queue; the default port is
+// dead only when every class fixes the index field and some port
+// predicate covers the class.
+func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) []bool {
+	g := em.LPG
+	live := make([]bool, len(n.Ports))
+	defaultLive := false
+	for i, p := range n.Ports {
+		if p.Pred == nil {
+			continue
+		}
+		for _, s := range p.Succ {
+			if name := endpointName(g.Nodes[s]); name != "" && slices.Contains(qe.Endpoints, name) {
+				live[i] = true
+			}
+			if endpointName(g.Nodes[s]) == "" {
+				live[i] = true // not an endpoint: keep
+			}
+		}
+	}
+	for _, c := range qe.classes {
+		if !solver.Intersects(c.box, b) {
+			continue
+		}
+		cb := intersectBoxes(c.box, b)
+		covered := false
+		for _, i := range em.portsForLPG(n, cb) {
+			p := n.Ports[i]
+			if p.Pred != nil && solver.Implies(cb, p.Pred) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			defaultLive = true
+			break
+		}
+	}
+	for i, p := range n.Ports {
+		if p.Pred == nil {
+			live[i] = defaultLive
+			break
+		}
+	}
+	return live
+}
+
+func (em *Embedding) portsForLPG(n *graph.Node, b *solver.Box) []int {
+	key := -1 - n.ID // LPG nodes are indexed apart from PRG nodes
+	ix, ok := em.index[key]
+	if !ok {
+		ix = buildIndex(n)
+		em.index[key] = ix
+	}
+	if ix == nil {
+		out := make([]int, len(n.Ports))
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	if v, single := b.Single(ix.field); single {
+		out := append(slices.Clone(ix.byValue[v]), ix.generic...)
+		slices.Sort(out)
+		return out
+	}
+	return ix.generic
+}
+
+// intersectBoxes narrows a class box by a path box.
+func intersectBoxes(a, b *solver.Box) *solver.Box {
+	return solver.Meet(a, b)
+}
+
+// decide records a reachable node's status on the queue.
+func (em *Embedding) decide(qe *QueueEmbedding, n *graph.Node, live []bool) {
+	hwNode, inPRG := em.HW.Lookup(n.Name)
+	nLive := 0
+	for _, l := range live {
+		if l {
+			nLive++
+		}
+	}
+	switch {
+	case len(n.Ports) == 0 || n.Kind.IsGate() || n.ID == 0:
+		qe.Status[n.Name] = Software
+		qe.Reason[n.Name] = "runs in software"
+	case inPRG && hwNode.HasAttr("software") && n.Kind == graph.Boolean && em.reportedOnAll(qe, n.Name):
+		qe.Status[n.Name] = HardwareFlag
+		qe.Reason[n.Name] = fmt.Sprintf("the NIC's %s reports the verdict in the receive descriptor; software reads the flag", n.Name)
+	case nLive == 1 && inPRG && !hwNode.HasAttr("software"):
+		qe.Status[n.Name] = Hardware
+		qe.Reason[n.Name] = fmt.Sprintf("the NIC's %s already decided it on every path into queue %d", n.Name, qe.ID)
+	case nLive == 1:
+		qe.Status[n.Name] = Removed
+		for i, l := range live {
+			if l {
+				qe.Reason[n.Name] = fmt.Sprintf("on queue %d every frame that gets here leaves by port %s (%s)", qe.ID, n.Ports[i].Name, strings.Join(em.steeringSummary(qe), ", "))
+			}
+		}
+	default:
+		qe.Status[n.Name] = Software
+		var ports []string
+		for i, l := range live {
+			if l {
+				ports = append(ports, n.Ports[i].Name)
+			}
+		}
+		if len(ports) > 6 {
+			ports = append(ports[:6], fmt.Sprintf("... (%d ports)", len(ports)))
+		}
+		qe.Reason[n.Name] = fmt.Sprintf("frames on queue %d may leave by %s", qe.ID, strings.Join(ports, ", "))
+	}
+}
+
+func (em *Embedding) reportedOnAll(qe *QueueEmbedding, name string) bool {
+	for _, c := range qe.classes {
+		if !c.reported[name] {
+			return false
+		}
+	}
+	return true
+}
+
+func (em *Embedding) steeringSummary(qe *QueueEmbedding) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range qe.classes {
+		s := steeringOf(em.Model, c.via)
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, "via "+s)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > 3 {
+		out = append(out[:3], "...")
+	}
+	return out
+}
+
+// software builds the queue's software graph: kept nodes in LPG order,
+// decided nodes bypassed through their one live port, descriptor-flag
+// nodes reading the flag, dead ports and unreachable nodes dropped. A
+// decided node whose only live port drops is kept as a stub, so the drop
+// is reported by the same node as in the LPG.
+func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []bool) *graph.Graph {
+	g := em.LPG
+	sw := graph.New(fmt.Sprintf("%s_queue%d", g.Name, qe.ID))
+	keep := make([]bool, len(g.Nodes))
+	fixed := make([]int, len(g.Nodes)) // the live port of bypassed nodes
+	for _, n := range g.Nodes {
+		if !reachable[n.ID] {
+			continue
+		}
+		st := qe.Status[n.Name]
+		keep[n.ID] = st == Software || st == HardwareFlag
+		if st == Hardware || st == Removed {
+			for i, l := range live[n.ID] {
+				if l {
+					fixed[n.ID] = i
+				}
+			}
+			if len(n.Ports[fixed[n.ID]].Succ) == 0 {
+				keep[n.ID] = true // a stub that drops
+			}
+		}
+	}
+	newID := map[int]int{}
+	for _, n := range g.Nodes {
+		if keep[n.ID] {
+			c := &graph.Node{Name: n.Name, Kind: n.Kind, Attrs: slices.Clone(n.Attrs), Costs: slices.Clone(n.Costs), Cluster: n.Cluster}
+			newID[n.ID] = sw.Add(c).ID
+		}
+	}
+	var resolve func(id int, seen map[int]bool) []int
+	resolve = func(id int, seen map[int]bool) []int {
+		if !reachable[id] || seen[id] {
+			return nil
+		}
+		if keep[id] {
+			return []int{newID[id]}
+		}
+		seen[id] = true
+		var out []int
+		for _, s := range g.Nodes[id].Ports[fixed[id]].Succ {
+			out = append(out, resolve(s, seen)...)
+		}
+		return out
+	}
+	for _, n := range g.Nodes {
+		if !keep[n.ID] {
+			continue
+		}
+		c := sw.Nodes[newID[n.ID]]
+		st := qe.Status[n.Name]
+		if (st == Hardware || st == Removed) && len(n.Ports) > 0 {
+			// A stub: the decided port, which drops.
+			c.Kind = graph.FNode
+			c.Ports = []*graph.Port{{Name: n.Ports[fixed[n.ID]].Name}}
+			c.Costs = nil
+			continue
+		}
+		for i, p := range n.Ports {
+			if live[n.ID] != nil && !live[n.ID][i] {
+				continue
+			}
+			np := &graph.Port{Name: p.Name, Pred: p.Pred, Semantics: p.Semantics}
+			if st == HardwareFlag {
+				np.Pred = nil
+				if p.Name == "true" {
+					np.Pred = pred.Atom{Name: n.Name, Value: "true"}
+				}
+			}
+			for _, s := range p.Succ {
+				np.Succ = append(np.Succ, resolve(s, map[int]bool{})...)
+			}
+			slices.Sort(np.Succ)
+			np.Succ = slices.Compact(np.Succ)
+			c.Ports = append(c.Ports, np)
+		}
+		if st == HardwareFlag {
+			c.Costs = []graph.Cost{{Unit: "cycles", Value: lpg.Cycles["field"]}}
+			c.Attrs = append(c.Attrs, "descriptor")
+		}
+	}
+	return sw
+}
+
+// PathCycles sums the software cycles of the nodes an endpoint's packets
+// run through on a queue.
+func (em *Embedding) PathCycles(qid int, endpoint string) float64 {
+	qe := em.qByID[qid]
+	if qe == nil || qe.SW == nil {
+		return 0
+	}
+	sw := qe.SW
+	// Walk back from the endpoint's node to the entry along the unique path.
+	target, ok := sw.Lookup(em.LPG.Nodes[em.epNode[endpoint]].Name)
+	if !ok {
+		return 0
+	}
+	preds := sw.Preds()
+	total := 0.0
+	id := target.ID
+	for steps := 0; steps < len(sw.Nodes); steps++ {
+		c, _ := sw.Nodes[id].Cost("cycles")
+		total += c
+		if len(preds[id]) == 0 {
+			break
+		}
+		id = preds[id][0]
+	}
+	return total
+}

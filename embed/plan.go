@@ -1,0 +1,154 @@
+package embed
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Plan is the machine-readable result of `dragonc embed` (plan.json). The
+// fields of CLI.md's minimum schema come first; the rest help tools and the
+// incremental strategy.
+type Plan struct {
+	GeneratedBy string               `json:"generated_by"`
+	NIC         string               `json:"nic"`
+	Stack       string               `json:"stack"`
+	Strategy    string               `json:"strategy"`
+	Cost        PlanCost             `json:"cost"`
+	Queues      []PlanQueue          `json:"queues"`
+	Config      []PlanConfig         `json:"config"`
+	Endpoints   []PlanEndpoint       `json:"endpoints"`
+	Placement   map[string]PlanPlace `json:"placement"`
+	Engines     []PlanEngine         `json:"engines,omitempty"`
+	Changes     *Changes             `json:"changes,omitempty"`
+	Warnings    []string             `json:"warnings"`
+}
+
+// PlanCost is the predicted cost next to its references.
+type PlanCost struct {
+	Function string  `json:"function"`
+	Value    float64 `json:"value"`
+	Kind     string  `json:"kind"`
+	Tie      float64 `json:"tie,omitempty"`
+	// References: everything in software on one queue, and Linux's default
+	// of RSS over every queue with no filters.
+	SoftwareOnly PlanRef `json:"software_only"`
+	RSSOnly      PlanRef `json:"rss_only"`
+}
+
+// PlanRef is a reference cost.
+type PlanRef struct {
+	Value float64 `json:"value"`
+	Kind  string  `json:"kind"`
+}
+
+// PlanQueue is one receive queue in use.
+type PlanQueue struct {
+	ID        int      `json:"id"`
+	Core      int      `json:"core"`
+	Endpoints []string `json:"endpoints"`
+	Software  []string `json:"software"`
+}
+
+// PlanConfig is the value of one configuration node.
+type PlanConfig struct {
+	Node        string            `json:"node"`
+	Kind        string            `json:"kind"`
+	Entries     []PlanEntry       `json:"entries,omitempty"`
+	Choice      string            `json:"choice,omitempty"`
+	Indirection []string          `json:"indirection,omitempty"`
+	Placement   map[string]string `json:"placement,omitempty"`
+}
+
+// PlanEntry is one table entry.
+type PlanEntry struct {
+	Match    string      `json:"match"`
+	Action   string      `json:"action"`
+	Priority int         `json:"priority"`
+	Endpoint string      `json:"endpoint,omitempty"`
+	Fields   []PlanField `json:"fields"`
+}
+
+// PlanField is one field an entry matches.
+type PlanField struct {
+	Field string `json:"field"`
+	Value uint64 `json:"value"`
+	Mask  uint64 `json:"mask,omitempty"`
+}
+
+// PlanEndpoint says where an endpoint's packets go and who serves them.
+type PlanEndpoint struct {
+	Name     string `json:"name"`
+	Queues   []int  `json:"queues"`
+	Steering string `json:"steering"`
+	IRQCores []int  `json:"irq_cores"`
+	AppCores []int  `json:"app_cores,omitempty"`
+	App      string `json:"app,omitempty"`
+}
+
+// PlanPlace is where an LPG node runs.
+type PlanPlace struct {
+	Where      string `json:"where"`
+	Queues     []int  `json:"queues,omitempty"`
+	Engine     string `json:"engine,omitempty"`
+	Descriptor bool   `json:"descriptor,omitempty"`
+}
+
+// PlanEngine reports an engine's load.
+type PlanEngine struct {
+	Name    string   `json:"name"`
+	Tasks   []string `json:"tasks"`
+	Percent float64  `json:"percent"`
+}
+
+// Changes is what the incremental strategy changed against the previous
+// plan: rules to remove and to add.
+type Changes struct {
+	Remove []PlanRule `json:"remove"`
+	Add    []PlanRule `json:"add"`
+	Moved  []string   `json:"moved"`
+}
+
+// PlanRule names one entry of one table.
+type PlanRule struct {
+	Node     string `json:"node"`
+	Endpoint string `json:"endpoint"`
+	Match    string `json:"match"`
+	Action   string `json:"action"`
+}
+
+// WriteJSON writes the plan, indented, with a final newline.
+func (p *Plan) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// ReadPlan reads a plan.json written by dragonc.
+func ReadPlan(r io.Reader) (*Plan, error) {
+	var p Plan
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("not a dragonc plan: %v", err)
+	}
+	if p.GeneratedBy != "dragonc" {
+		return nil, fmt.Errorf("not a dragonc plan (generated_by is %q)", p.GeneratedBy)
+	}
+	return &p, nil
+}
+
+func kindName(k int) string {
+	return [...]string{"ok", "value", "reject"}[k]
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ",")
+}

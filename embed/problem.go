@@ -1,0 +1,348 @@
+// Package embed is the heart of dragonc: it chooses a configuration of the
+// NIC under a cost model (the search strategies), then works out, for every
+// receive queue, what is known about the frames that reach it and where
+// each LPG node runs: in hardware, removed because the path already decides
+// it, or in that queue's software pipeline.
+package embed
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// Input is everything a plan is computed from.
+type Input struct {
+	NIC      string // name shown in the plan
+	Model    *prg.Model
+	Stack    *lpg.Stack
+	LPG      *graph.Graph
+	Cost     costmodel.Function
+	Strategy string
+	Previous *Plan // for the incremental strategy
+}
+
+// qinfo is a receive queue the plan uses.
+type qinfo struct {
+	id   int    // queue number on the NIC
+	node string // PRG node name
+	core int    // core serving its interrupt
+}
+
+// table is a configuration node that can steer single endpoints.
+type table struct {
+	sp       *prg.Space
+	order    int          // precedence: lower is tried first by the NIC
+	queues   map[int]bool // usable queue indexes reachable from its action port
+	identity bool         // an identity hash (Open-MX endpoint hashing)
+}
+
+// endpoint is an endpoint with its steering options.
+type endpoint struct {
+	ep    *lpg.Endpoint
+	index int
+	match map[*table][]prg.FieldMatch // the entry that matches it, per table
+	shape string                      // fields matched, for global-mask tables
+	prio  int                         // 5-tuple priority: flows above listeners
+	// rssQueue is the queue index RSS sends it to when its hash is known
+	// (connected flows), else -1.
+	rssQueue int
+	// over lists endpoints whose packets overlap this one's (a listener
+	// covering a flow on the same port).
+	over []int
+	box  packetBox
+}
+
+// problem is the fixed part of a search.
+type problem struct {
+	in      *Input
+	queues  []qinfo
+	tables  []*table
+	hash    *prg.Space // the RSS hash, if any
+	rssQ    []int      // queue indexes RSS spreads over
+	eps     []*endpoint
+	cp      *costmodel.Problem
+	warns   []string
+	capHint map[*table]int
+}
+
+// usableQueues decides how many queues to use: one per declared core (the
+// Linux convention of `ethtool -L combined N`), at most the NIC's, with
+// queue i's interrupt on the i-th core. A stack without cores gets
+// min(queues, 8), on cores 0.. .
+func usableQueues(m *prg.Model, st *lpg.Stack) []qinfo {
+	cores := st.Cores
+	n := len(cores)
+	if n == 0 {
+		n = min(len(m.Queues), 8)
+		for i := 0; i < n; i++ {
+			cores = append(cores, i)
+		}
+	}
+	n = min(n, len(m.Queues))
+	var out []qinfo
+	for i := 0; i < n; i++ {
+		q := m.Queues[i]
+		out = append(out, qinfo{id: q.ID, node: q.Name, core: cores[i%len(cores)]})
+	}
+	return out
+}
+
+// newProblem sets up the search.
+func newProblem(in *Input) (*problem, error) {
+	m := in.Model
+	p := &problem{in: in, queues: usableQueues(m, in.Stack), capHint: map[*table]int{}}
+	if len(p.queues) == 0 {
+		return nil, fmt.Errorf("%s has no receive queue", in.NIC)
+	}
+	qidx := map[string]int{}
+	for i, q := range p.queues {
+		qidx[q.node] = i
+	}
+	order := topoIndex(m.G)
+	for _, sp := range m.Spaces {
+		switch sp.Kind {
+		case prg.Table:
+			if sp.When != nil {
+				continue // SYN filters steer a class of packets, not an endpoint
+			}
+		case prg.Hash:
+			if !sp.Identity {
+				if p.hash == nil {
+					p.hash = sp
+				}
+				continue
+			}
+		default:
+			continue
+		}
+		t := &table{sp: sp, order: order[sp.ID], queues: map[int]bool{}, identity: sp.Kind == prg.Hash}
+		for _, a := range sp.Actions {
+			if qi, ok := qidx[a]; ok {
+				t.queues[qi] = true
+			}
+		}
+		if len(t.queues) > 0 {
+			p.tables = append(p.tables, t)
+		}
+	}
+	sort.SliceStable(p.tables, func(i, j int) bool { return p.tables[i].order < p.tables[j].order })
+	if p.hash != nil && len(p.queues) > 1 {
+		for i := 1; i < len(p.queues); i++ {
+			if slices.Contains(p.hash.Actions, p.queues[i].node) && len(p.rssQ) < p.hash.MaxTargets {
+				p.rssQ = append(p.rssQ, i)
+			}
+		}
+	}
+	boxes, epNode := PathBoxes(in.LPG)
+	for i, e := range in.Stack.Endpoints {
+		ep := p.newEndpoint(i, e)
+		if id, ok := epNode[e.Name]; ok {
+			ep.box = boxes[id]
+		}
+		p.eps = append(p.eps, ep)
+	}
+	p.overlaps()
+	p.cp = p.costProblem()
+	return p, nil
+}
+
+func topoIndex(g *graph.Graph) map[int]int {
+	order, err := g.TopoOrder()
+	out := map[int]int{}
+	if err != nil {
+		for _, n := range g.Nodes {
+			out[n.ID] = n.ID
+		}
+		return out
+	}
+	for i, id := range order {
+		out[id] = i
+	}
+	return out
+}
+
+// matchFields is the entry an endpoint needs: the fields it fixes.
+func matchFields(e *lpg.Endpoint) []prg.FieldMatch {
+	var out []prg.FieldMatch
+	switch e.Proto {
+	case lpg.OpenMX:
+		return []prg.FieldMatch{{Field: "eth.type", Value: packet.EtherTypeOpenMX}, {Field: "omx.dst_ep", Value: uint64(e.OMXID)}}
+	case lpg.UDP:
+		out = append(out, prg.FieldMatch{Field: "ip.proto", Value: packet.ProtoUDP})
+	case lpg.TCP:
+		out = append(out, prg.FieldMatch{Field: "ip.proto", Value: packet.ProtoTCP})
+	}
+	if e.Flow {
+		out = append(out, prg.FieldMatch{Field: "ip.src", Value: uint64(e.Remote)}, prg.FieldMatch{Field: "l4.sport", Value: uint64(e.RPort)})
+	}
+	if !e.AnyAddr {
+		out = append(out, prg.FieldMatch{Field: "ip.dst", Value: uint64(e.Addr)})
+	}
+	out = append(out, prg.FieldMatch{Field: "l4.dport", Value: uint64(e.Port)})
+	return out
+}
+
+// fits reports whether a table can hold the entry: every matched field is
+// one of its fields, and every field left out may be wildcarded or masked.
+func fits(sp *prg.Space, ms []prg.FieldMatch) bool {
+	have := map[string]bool{}
+	for _, m := range ms {
+		if !slices.Contains(sp.Fields, m.Field) {
+			return false
+		}
+		have[m.Field] = true
+	}
+	for _, f := range sp.Fields {
+		if !have[f] && !slices.Contains(sp.Wildcard, f) && !slices.Contains(sp.Masked, f) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
+	ep := &endpoint{ep: e, index: i, match: map[*table][]prg.FieldMatch{}, rssQueue: -1}
+	ms := matchFields(e)
+	var shape []string
+	for _, m := range ms {
+		shape = append(shape, m.Field)
+	}
+	ep.shape = fmt.Sprint(shape)
+	switch {
+	case e.Flow:
+		ep.prio = 7
+	case !e.AnyAddr:
+		ep.prio = 4
+	default:
+		ep.prio = 1
+	}
+	for _, t := range p.tables {
+		if t.identity {
+			if e.Proto == lpg.OpenMX && len(t.sp.Fields) == 1 && t.sp.Fields[0] == "omx.dst_ep" {
+				ep.match[t] = []prg.FieldMatch{{Field: "omx.dst_ep", Value: uint64(e.OMXID)}}
+			}
+			continue
+		}
+		if fits(t.sp, ms) {
+			ep.match[t] = ms
+		}
+	}
+	// A connected flow hashes to one known bucket.
+	if p.hash != nil && e.Flow && len(p.rssQ) > 0 {
+		proto := uint8(packet.ProtoUDP)
+		if e.Proto == lpg.TCP {
+			proto = packet.ProtoTCP
+		}
+		frame := packet.MustBuild(packet.Spec{Src: ipOf(e.Remote), Dst: ipOf(e.Addr), Proto: proto, SrcPort: e.RPort, DstPort: e.Port})
+		var f packet.Frame
+		f.Decode(frame)
+		if h, ok := packet.RSSHash(&f, p.hash.Key, p.hash.TCPPorts, p.hash.UDPPorts); ok && !e.AnyAddr {
+			ep.rssQueue = p.rssQ[int(h&uint32(p.hash.Buckets-1))%len(p.rssQ)]
+		}
+	}
+	ep.box = endpointBox(e)
+	return ep
+}
+
+// rssBucketQueue maps a bucket to the queue index of the plan's RSS table:
+// buckets go round-robin over rssQ (see rssIndirection).
+func (p *problem) rssTargets() []string {
+	var out []string
+	for _, qi := range p.rssQ {
+		out = append(out, p.queues[qi].node)
+	}
+	return out
+}
+
+// overlaps records which endpoints receive overlapping packet classes
+// (a listener and a flow on the same port and protocol).
+func (p *problem) overlaps() {
+	byKey := map[string][]int{}
+	for i, e := range p.eps {
+		if e.ep.Proto == lpg.OpenMX {
+			continue
+		}
+		k := fmt.Sprintf("%s/%d", e.ep.Proto, e.ep.Port)
+		byKey[k] = append(byKey[k], i)
+	}
+	for _, group := range byKey {
+		for _, i := range group {
+			for _, j := range group {
+				if i != j && intersects(p.eps[i].box, p.eps[j].box) {
+					p.eps[i].over = append(p.eps[i].over, j)
+				}
+			}
+		}
+	}
+}
+
+// costProblem describes the endpoints and queues to the cost model.
+func (p *problem) costProblem() *costmodel.Problem {
+	cp := &costmodel.Problem{}
+	for _, q := range p.queues {
+		cp.Queues = append(cp.Queues, costmodel.Queue{ID: q.id, Core: q.core})
+	}
+	cp.Queues[0].Default = true
+	shared, exclusive := pathCycles(p.in)
+	for _, e := range p.eps {
+		cp.Endpoints = append(cp.Endpoints, costmodel.Endpoint{
+			Name: e.ep.Name, Gold: e.ep.Class == lpg.Gold, Rate: e.ep.Rate, Cores: e.ep.Cores,
+			Cycles: shared[e.ep.Proto], ExclusiveCycles: exclusive[e.ep.Proto],
+		})
+	}
+	return cp
+}
+
+// pathCycles estimates the software cycles per packet of an endpoint's
+// receive path: on a shared queue every check and the demultiplexer run in
+// software (less what the NIC does on every path: CRC, length, and the
+// checksum verdicts it reports); alone on an exactly steered queue the
+// demultiplexer is removed. The embedding computes the exact numbers.
+func pathCycles(in *Input) (shared, exclusive map[lpg.Proto]float64) {
+	shared, exclusive = map[lpg.Proto]float64{}, map[lpg.Proto]float64{}
+	hw := map[string]bool{}
+	for _, n := range in.Model.G.Nodes {
+		hw[n.Name] = true
+	}
+	paths := map[lpg.Proto][]string{
+		lpg.UDP:    {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxL3IPv4ValidVersion", "RxL3IPv4ValidHeaderLength", "RxL3IPv4ValidLength", "RxL3IPv4ValidChecksum", "RxL3IPv4ValidTTL", "RxL3IPv4ValidLocalIP", "RxL3IPv4ValidReassembly", "RxL3IPv4Classify", "RxL4UDPValidHeaderLength", "RxL4UDPValidLength", "RxL4UDPValidChecksum", "RxL4UDPDemux"},
+		lpg.TCP:    {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxL3IPv4ValidVersion", "RxL3IPv4ValidHeaderLength", "RxL3IPv4ValidLength", "RxL3IPv4ValidChecksum", "RxL3IPv4ValidTTL", "RxL3IPv4ValidLocalIP", "RxL3IPv4ValidReassembly", "RxL3IPv4Classify", "RxL4TCPValidHeaderLength", "RxL4TCPValidChecksum", "RxL4TCPDemux"},
+		lpg.OpenMX: {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxOMXValidHeader", "RxOMXDemux"},
+	}
+	for proto, path := range paths {
+		var s, x float64
+		for _, name := range path {
+			n, ok := in.LPG.Lookup(name)
+			if !ok {
+				continue
+			}
+			c, _ := n.Cost("cycles")
+			if hw[name] {
+				c = lpg.Cycles["field"] // done in hardware, at most a flag read
+				if name == "RxL2EtherValidCRC" || name == "RxL2EtherValidLength" {
+					c = 0
+				}
+			}
+			s += c
+			if name != "RxL4UDPDemux" && name != "RxL4TCPDemux" && name != "RxOMXDemux" {
+				x += c
+			}
+		}
+		s += lpg.Cycles["deliver"]
+		x += lpg.Cycles["deliver"]
+		shared[proto], exclusive[proto] = s, x
+	}
+	return shared, exclusive
+}
+
+func ipOf(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
+
+var _ = pred.Eval

@@ -1,0 +1,199 @@
+package embed
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// WriteReport prints the plan for people: the configuration chosen, queues
+// with their endpoints and cores, where the LPG's work happens, and the
+// predicted cost next to its references.
+func (r *Result) WriteReport(w io.Writer) {
+	pl := r.Plan
+	fmt.Fprintf(w, "dragonc plan: stack %s on %s (strategy %s, cost %s)\n\n", pl.Stack, pl.NIC, pl.Strategy, pl.Cost.Function)
+	fmt.Fprintln(w, "Configuration:")
+	for _, c := range pl.Config {
+		switch {
+		case len(c.Entries) > 0:
+			fmt.Fprintf(w, "  %s (%s): %d entries\n", c.Node, c.Kind, len(c.Entries))
+			for i, e := range c.Entries {
+				if i == 8 && len(c.Entries) > 10 {
+					fmt.Fprintf(w, "    ... %d more\n", len(c.Entries)-8)
+					break
+				}
+				owner := ""
+				if e.Endpoint != "" {
+					owner = "  [" + e.Endpoint + "]"
+				}
+				fmt.Fprintf(w, "    %s -> %s (priority %d)%s\n", e.Match, e.Action, e.Priority, owner)
+			}
+		case c.Choice != "":
+			fmt.Fprintf(w, "  %s (%s): %s\n", c.Node, c.Kind, c.Choice)
+		case len(c.Indirection) > 0:
+			fmt.Fprintf(w, "  %s (%s): %d buckets over %s\n", c.Node, c.Kind, len(c.Indirection), strings.Join(distinct(c.Indirection), " "))
+		case len(c.Placement) > 0:
+			fmt.Fprintf(w, "  %s (%s): %s\n", c.Node, c.Kind, formatPlacement(c.Placement))
+		}
+	}
+	fmt.Fprintln(w, "\nQueues:")
+	for _, q := range pl.Queues {
+		eps := q.Endpoints
+		more := ""
+		if len(eps) > 8 {
+			more = fmt.Sprintf(" ... (%d endpoints)", len(eps))
+			eps = eps[:8]
+		}
+		if len(eps) == 0 {
+			eps = []string{"(no endpoint)"}
+		}
+		fmt.Fprintf(w, "  queue %-3d core %-3d %s%s\n", q.ID, q.Core, strings.Join(eps, " "), more)
+		fmt.Fprintf(w, "            software: %d nodes\n", len(q.Software))
+	}
+	fmt.Fprintln(w, "\nEndpoints:")
+	for i, e := range pl.Endpoints {
+		if i == 12 && len(pl.Endpoints) > 14 {
+			fmt.Fprintf(w, "  ... %d more\n", len(pl.Endpoints)-12)
+			break
+		}
+		fmt.Fprintf(w, "  %-14s queues %-8s irq cores %-6s steering %s", e.Name, joinInts(e.Queues), joinInts(e.IRQCores), e.Steering)
+		if e.AppCores != nil {
+			fmt.Fprintf(w, "  app on cores %s", joinInts(e.AppCores))
+		}
+		fmt.Fprintln(w)
+	}
+	counts := map[string]int{}
+	for _, pp := range pl.Placement {
+		k := pp.Where
+		if pp.Descriptor {
+			k = "hardware (descriptor flag)"
+		}
+		counts[k]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintln(w, "\nPlacement of LPG nodes:")
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-28s %d\n", k, counts[k])
+	}
+	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, formatCost(pl.Cost.Kind, pl.Cost.Value))
+	fmt.Fprintf(w, "  everything in software: %s\n", formatCost(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
+	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", formatCost(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
+	if pl.Strategy != "dragonet-greedy" {
+		fmt.Fprintf(w, "  dragonet-greedy: %s\n", r.Greedy)
+	}
+	if pl.Changes != nil {
+		fmt.Fprintf(w, "\nChanges: %d rules to remove, %d to add, %d endpoints moved\n", len(pl.Changes.Remove), len(pl.Changes.Add), len(pl.Changes.Moved))
+		for _, x := range pl.Changes.Remove {
+			fmt.Fprintf(w, "  - %s: %s -> %s [%s]\n", x.Node, x.Match, x.Action, x.Endpoint)
+		}
+		for _, x := range pl.Changes.Add {
+			fmt.Fprintf(w, "  + %s: %s -> %s [%s]\n", x.Node, x.Match, x.Action, x.Endpoint)
+		}
+	}
+	if len(pl.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings:")
+		for _, x := range pl.Warnings {
+			fmt.Fprintf(w, "  %s\n", x)
+		}
+	}
+}
+
+func formatCost(kind string, v float64) string {
+	switch kind {
+	case "ok":
+		return "ok"
+	case "reject":
+		return fmt.Sprintf("reject(%.4g)", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+func distinct(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func formatPlacement(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+"->"+m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// Explain says why an LPG node is where it is, queue by queue.
+func (r *Result) Explain(node string) (string, error) {
+	em := r.Embedding
+	if _, ok := em.LPG.Lookup(node); !ok {
+		var names []string
+		for _, n := range em.LPG.Nodes {
+			names = append(names, n.Name)
+		}
+		return "", fmt.Errorf("the LPG has no node %q%s", node, suggest(node, names))
+	}
+	var b strings.Builder
+	pp := r.Plan.Placement[node]
+	fmt.Fprintf(&b, "%s: %s\n", node, pp.Where)
+	for _, qe := range em.Queues {
+		st := qe.Status[node]
+		fmt.Fprintf(&b, "  queue %d: %s", qe.ID, st)
+		if reason := qe.Reason[node]; reason != "" {
+			fmt.Fprintf(&b, ": %s", reason)
+		} else if st == Unreachable {
+			b.WriteString(": no frame that reaches this queue gets this far")
+		}
+		b.WriteByte('\n')
+	}
+	return b.String(), nil
+}
+
+func suggest(name string, cands []string) string {
+	best, bestD := "", 4
+	for _, c := range cands {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

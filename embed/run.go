@@ -1,0 +1,465 @@
+package embed
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// Result is a finished plan with the embedding behind it.
+type Result struct {
+	Plan      *Plan
+	Embedding *Embedding
+	Cost      costmodel.Cost
+	// Greedy is dragonet-greedy's cost on the same input, for comparison.
+	Greedy costmodel.Cost
+	p      *problem
+	state  *state
+}
+
+// Run searches a configuration, embeds the LPG, and builds the plan.
+func Run(in *Input) (*Result, error) {
+	p, err := newProblem(in)
+	if err != nil {
+		return nil, err
+	}
+	s, err := p.search(in.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.config(s.choice)
+	if errs := in.Model.Validate(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
+	}
+	em, err := Embed(in.Model, cfg, in.LPG)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s}
+	if in.Strategy == "dragonet-greedy" {
+		r.Greedy = r.Cost
+	} else {
+		g := p.newState()
+		p.greedy(g)
+		r.Greedy = g.ev.Cost()
+	}
+	r.Plan = r.plan()
+	return r, nil
+}
+
+// Cost evaluates an input's cost function on a strategy's result, for
+// comparisons.
+func SearchCost(in *Input) (costmodel.Cost, error) {
+	p, err := newProblem(in)
+	if err != nil {
+		return costmodel.Cost{}, err
+	}
+	s, err := p.search(in.Strategy)
+	if err != nil {
+		return costmodel.Cost{}, err
+	}
+	return s.ev.Cost(), nil
+}
+
+// references computes the two reference costs: everything on queue 0 in
+// software, and RSS over every queue without filters (Linux's default).
+func (p *problem) references() (soft, rss costmodel.Cost) {
+	a := make(costmodel.Assignment, len(p.eps))
+	for i := range a {
+		a[i] = []costmodel.Share{{Queue: 0, Frac: 1}}
+	}
+	soft = p.in.Cost.Cost(p.cp, a)
+	all := make([]int, len(p.queues))
+	for i := range all {
+		all[i] = i
+	}
+	for i, e := range p.eps {
+		switch {
+		case e.ep.Proto == lpg.OpenMX || p.hash == nil:
+			a[i] = []costmodel.Share{{Queue: 0, Frac: 1}}
+		case e.ep.Flow && !e.ep.AnyAddr:
+			q := p.flowQueue(e, all)
+			a[i] = []costmodel.Share{{Queue: q, Frac: 1}}
+		default:
+			a[i] = nil
+			for _, q := range all {
+				a[i] = append(a[i], costmodel.Share{Queue: q, Frac: 1 / float64(len(all))})
+			}
+		}
+	}
+	rss = p.in.Cost.Cost(p.cp, a)
+	return soft, rss
+}
+
+// flowQueue is where an RSS table spreading evenly over qs sends a flow.
+func (p *problem) flowQueue(e *endpoint, qs []int) int {
+	proto := uint8(packet.ProtoUDP)
+	if e.ep.Proto == lpg.TCP {
+		proto = packet.ProtoTCP
+	}
+	frame := packet.MustBuild(packet.Spec{Src: ipOf(e.ep.Remote), Dst: ipOf(e.ep.Addr), Proto: proto, SrcPort: e.ep.RPort, DstPort: e.ep.Port})
+	var f packet.Frame
+	f.Decode(frame)
+	h, ok := packet.RSSHash(&f, p.hash.Key, p.hash.TCPPorts, p.hash.UDPPorts)
+	if !ok {
+		return 0
+	}
+	return qs[int(h&uint32(p.hash.Buckets-1))%len(qs)]
+}
+
+// plan assembles plan.json.
+func (r *Result) plan() *Plan {
+	p, em := r.p, r.Embedding
+	pl := &Plan{GeneratedBy: "dragonc", NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy),
+		Placement: map[string]PlanPlace{}, Warnings: []string{}}
+	soft, rss := p.references()
+	pl.Cost = PlanCost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: kindName(int(r.Cost.Kind)), Tie: round(r.Cost.Tie),
+		SoftwareOnly: PlanRef{round(soft.V), kindName(int(soft.Kind))}, RSSOnly: PlanRef{round(rss.V), kindName(int(rss.Kind))}}
+	coreOf := map[int]int{}
+	for _, q := range p.queues {
+		coreOf[q.id] = q.core
+	}
+	for _, qe := range em.Queues {
+		qe.Core = coreOf[qe.ID]
+		pq := PlanQueue{ID: qe.ID, Core: qe.Core, Endpoints: append([]string{}, qe.Endpoints...), Software: []string{}}
+		for _, n := range qe.SW.Nodes {
+			pq.Software = append(pq.Software, n.Name)
+		}
+		pl.Queues = append(pl.Queues, pq)
+	}
+	pl.Config = r.planConfig()
+	for _, e := range p.eps {
+		pe := PlanEndpoint{Name: e.ep.Name, Queues: em.Reach[e.ep.Name], Steering: em.Steer[e.ep.Name], AppCores: e.ep.Cores, App: e.ep.App, IRQCores: []int{}}
+		if pe.Queues == nil {
+			pe.Queues = []int{}
+		}
+		for _, q := range pe.Queues {
+			pe.IRQCores = append(pe.IRQCores, coreOf[q])
+		}
+		slices.Sort(pe.IRQCores)
+		pe.IRQCores = slices.Compact(pe.IRQCores)
+		if e.ep.Cores != nil {
+			for _, c := range pe.IRQCores {
+				if !slices.Contains(e.ep.Cores, c) {
+					pl.Warnings = append(pl.Warnings, fmt.Sprintf("endpoint %s runs on cores %s but some of its packets are served on core %d", e.ep.Name, lpg.FormatCores(e.ep.Cores), c))
+					break
+				}
+			}
+		}
+		pl.Endpoints = append(pl.Endpoints, pe)
+	}
+	pl.Placement = r.placement()
+	left := 0
+	for i, c := range r.state.choice {
+		if c.t == nil && len(p.eps[i].match) > 0 {
+			left++
+		}
+	}
+	if left > 0 {
+		full := true
+		for _, t := range p.tables {
+			if t.sp.Capacity == 0 || r.state.used[t] < t.sp.Capacity {
+				full = false
+			}
+		}
+		if full {
+			pl.Warnings = append(pl.Warnings, fmt.Sprintf("the filter tables are full: %d endpoints are steered by RSS or the default queue, and software demultiplexes them", left))
+		}
+	}
+	if p.in.Strategy == "incremental" && p.in.Previous != nil {
+		pl.Changes = r.changes()
+	}
+	sort.Strings(pl.Warnings)
+	return pl
+}
+
+func strategyName(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
+}
+
+// round keeps plan numbers stable across platforms.
+func round(v float64) float64 {
+	if v == 0 {
+		return 0
+	}
+	const scale = 1e6
+	return float64(int64(v*scale+0.5)) / scale
+}
+
+func (r *Result) planConfig() []PlanConfig {
+	m := r.p.in.Model
+	c := r.Embedding.Config
+	var out []PlanConfig
+	owner := map[string]string{} // entry key -> endpoint
+	for i, ch := range r.state.choice {
+		if ch.t != nil && !ch.t.identity {
+			e := r.p.eps[i]
+			owner[entryKeyOf(ch.t.sp.Node, e.match[ch.t])] = e.ep.Name
+		}
+	}
+	for _, sp := range m.Spaces {
+		v := c.Values[sp.Node]
+		pc := PlanConfig{Node: sp.Node, Kind: string(sp.Kind)}
+		switch sp.Kind {
+		case prg.Enum:
+			pc.Choice = sp.Choices[0]
+			if v != nil {
+				pc.Choice = v.Choice
+			}
+		case prg.Table:
+			if v == nil || len(v.Entries) == 0 {
+				continue
+			}
+			for _, e := range v.Entries {
+				pe := PlanEntry{Match: e.Predicate(sp).String(), Action: e.Action, Priority: e.Priority, Endpoint: owner[entryKeyOf(sp.Node, e.Match)]}
+				for _, f := range e.Match {
+					pe.Fields = append(pe.Fields, PlanField{f.Field, f.Value, f.Mask})
+				}
+				pc.Entries = append(pc.Entries, pe)
+			}
+		case prg.Hash:
+			if v == nil || v.Indirection == nil {
+				continue
+			}
+			pc.Indirection = v.Indirection
+		case prg.Place:
+			if v == nil {
+				continue
+			}
+			pc.Placement = v.Placement
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+func entryKeyOf(node string, ms []prg.FieldMatch) string {
+	return fmt.Sprint(node, ms)
+}
+
+// placement summarises every LPG node over the queues.
+func (r *Result) placement() map[string]PlanPlace {
+	em := r.Embedding
+	out := map[string]PlanPlace{}
+	for _, n := range em.LPG.Nodes {
+		var sw []int
+		hw, flag, removed := false, false, false
+		for _, qe := range em.Queues {
+			switch qe.Status[n.Name] {
+			case Software:
+				sw = append(sw, qe.ID)
+			case HardwareFlag:
+				flag = true
+				sw = append(sw, qe.ID)
+			case Hardware:
+				hw = true
+			case Removed:
+				removed = true
+			}
+		}
+		switch {
+		case flag && len(sw) > 0:
+			out[n.Name] = PlanPlace{Where: "hardware", Descriptor: true, Queues: sw}
+		case len(sw) > 0:
+			out[n.Name] = PlanPlace{Where: "software", Queues: sw}
+		case hw:
+			out[n.Name] = PlanPlace{Where: "hardware"}
+		case removed:
+			out[n.Name] = PlanPlace{Where: "removed"}
+		default:
+			if len(n.Name) > 2 && n.Name[:2] == "Tx" {
+				out[n.Name] = PlanPlace{Where: "software"}
+				continue
+			}
+			out[n.Name] = PlanPlace{Where: "removed"}
+		}
+	}
+	return out
+}
+
+// incremental starts from the previous plan's entries for endpoints that
+// still exist, places new endpoints greedily, then improves; moving an
+// endpoint that already had an entry must pay for itself (MoveThreshold).
+func (p *problem) incremental() (*state, error) {
+	prev := p.in.Previous
+	if prev == nil {
+		return nil, fmt.Errorf("the incremental strategy needs the previous plan (--previous plan.json)")
+	}
+	s := p.newState()
+	byNode := map[string]*table{}
+	for _, t := range p.tables {
+		byNode[t.sp.Node] = t
+	}
+	qByNode := map[string]int{}
+	for i, q := range p.queues {
+		qByNode[q.node] = i
+	}
+	idx := map[string]int{}
+	for i, e := range p.eps {
+		idx[e.ep.Name] = i
+	}
+	existing := map[int]bool{}
+	for _, pc := range prev.Config {
+		t := byNode[pc.Node]
+		if t == nil {
+			continue
+		}
+		for _, pe := range pc.Entries {
+			i, ok := idx[pe.Endpoint]
+			q, qok := qByNode[pe.Action]
+			if !ok || !qok || !s.canUse(t, i) || !sameMatch(p.eps[i].match[t], pe.Fields) {
+				continue
+			}
+			s.set(i, choice{t, q})
+			existing[i] = true
+		}
+	}
+	known := map[string]bool{}
+	for _, pe := range prev.Endpoints {
+		known[pe.Name] = true
+	}
+	// New endpoints, greedily.
+	for _, i := range p.order() {
+		if known[p.eps[i].ep.Name] {
+			continue
+		}
+		for _, t := range p.tables {
+			if !s.canUse(t, i) {
+				continue
+			}
+			best, bestCost, found := choice{}, costmodel.Cost{}, false
+			for _, q := range p.candidates(t, i) {
+				c := choice{t, q}
+				s.set(i, c)
+				if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
+					best, bestCost, found = c, cost, true
+				}
+			}
+			s.set(i, best)
+			break
+		}
+	}
+	// Improve; existing endpoints move only for a clear gain.
+	cur := s.ev.Cost()
+	for sweep := 0; sweep < 5; sweep++ {
+		improved := false
+		for _, i := range p.order() {
+			old := s.choice[i]
+			best, bestCost := old, cur
+			for _, c := range p.moves(s, i) {
+				if c == old {
+					continue
+				}
+				s.set(i, c)
+				cost := s.ev.Cost()
+				if existing[i] && !clearlyBetter(cost, bestCost) {
+					continue
+				}
+				if cost.Less(bestCost) {
+					best, bestCost = c, cost
+				}
+			}
+			s.set(i, best)
+			if best != old {
+				cur = bestCost
+				improved = true
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return s, nil
+}
+
+// MoveThreshold is the share of the cost a move of an existing endpoint must
+// save: moving a flow disturbs its connection's cache and its interrupt.
+const MoveThreshold = 0.05
+
+func clearlyBetter(a, b costmodel.Cost) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	return a.V < b.V-MoveThreshold*abs(b.V)-1e-9
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func sameMatch(ms []prg.FieldMatch, fs []PlanField) bool {
+	if len(ms) != len(fs) {
+		return false
+	}
+	for i := range ms {
+		if ms[i].Field != fs[i].Field || ms[i].Value != fs[i].Value || ms[i].Mask != fs[i].Mask {
+			return false
+		}
+	}
+	return true
+}
+
+// changes lists the rules to remove and add against the previous plan.
+func (r *Result) changes() *Changes {
+	prev := r.p.in.Previous
+	type key struct{ node, endpoint, match, action string }
+	old := map[key]bool{}
+	for _, pc := range prev.Config {
+		for _, e := range pc.Entries {
+			old[key{pc.Node, e.Endpoint, e.Match, e.Action}] = true
+		}
+	}
+	cur := map[key]bool{}
+	for _, pc := range r.Plan.Config {
+		for _, e := range pc.Entries {
+			cur[key{pc.Node, e.Endpoint, e.Match, e.Action}] = true
+		}
+	}
+	ch := &Changes{Remove: []PlanRule{}, Add: []PlanRule{}, Moved: []string{}}
+	for k := range old {
+		if !cur[k] {
+			ch.Remove = append(ch.Remove, PlanRule{k.node, k.endpoint, k.match, k.action})
+		}
+	}
+	for k := range cur {
+		if !old[k] {
+			ch.Add = append(ch.Add, PlanRule{k.node, k.endpoint, k.match, k.action})
+		}
+	}
+	less := func(rs []PlanRule) func(i, j int) bool {
+		return func(i, j int) bool {
+			if rs[i].Node != rs[j].Node {
+				return rs[i].Node < rs[j].Node
+			}
+			if rs[i].Endpoint != rs[j].Endpoint {
+				return rs[i].Endpoint < rs[j].Endpoint
+			}
+			return rs[i].Action < rs[j].Action
+		}
+	}
+	sort.Slice(ch.Remove, less(ch.Remove))
+	sort.Slice(ch.Add, less(ch.Add))
+	removed := map[string]bool{}
+	for _, x := range ch.Remove {
+		removed[x.Endpoint] = true
+	}
+	for _, x := range ch.Add {
+		if removed[x.Endpoint] && x.Endpoint != "" {
+			ch.Moved = append(ch.Moved, x.Endpoint)
+		}
+	}
+	sort.Strings(ch.Moved)
+	ch.Moved = slices.Compact(ch.Moved)
+	return ch
+}

@@ -1,0 +1,399 @@
+package embed
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/solver"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// packetBox is a set of frames (the packets of an endpoint, or those an
+// entry matches).
+type packetBox = *solver.Box
+
+func endpointBox(e *lpg.Endpoint) packetBox {
+	b, _ := solver.Restrict(solver.Universe(), lpg.EndpointPredicate(e))
+	return b
+}
+
+func intersects(a, b packetBox) bool { return solver.Intersects(a, b) }
+
+// choice is how one endpoint is steered: an entry in a table to a queue, or
+// no entry (RSS or the default queue).
+type choice struct {
+	t *table // nil: no entry
+	q int    // queue index
+}
+
+// state is a candidate solution with its evaluator.
+type state struct {
+	p       *problem
+	choice  []choice
+	used    map[*table]int
+	shape   map[*table]string // global-mask tables: the shape of their entries
+	shapeN  map[*table]int
+	ev      *costmodel.Evaluator
+	entryBx map[entryKey]packetBox // the box an endpoint's entry matches, per table
+}
+
+type entryKey struct {
+	i int
+	t *table
+}
+
+func (p *problem) newState() *state {
+	s := &state{p: p, choice: make([]choice, len(p.eps)), used: map[*table]int{}, shape: map[*table]string{}, shapeN: map[*table]int{}, entryBx: map[entryKey]packetBox{}}
+	s.ev = costmodel.NewEvaluator(p.cp, p.in.Cost, nil)
+	for i := range p.eps {
+		s.ev.Set(i, s.shares(i))
+	}
+	return s
+}
+
+// clone copies the choices (not the evaluator) into a fresh state.
+func (s *state) snapshot() []choice { return slices.Clone(s.choice) }
+
+func (s *state) restore(cs []choice) {
+	for i, c := range cs {
+		if s.choice[i] != c {
+			s.set(i, c)
+		}
+	}
+}
+
+// capacityLeft reports whether t can take one more entry of endpoint i.
+func (s *state) canUse(t *table, i int) bool {
+	e := s.p.eps[i]
+	if _, ok := e.match[t]; !ok {
+		return false
+	}
+	if s.choice[i].t == t {
+		return true
+	}
+	if t.sp.Capacity > 0 && s.used[t] >= t.sp.Capacity {
+		return false
+	}
+	if t.sp.GlobalMask && s.shapeN[t] > 0 && s.shape[t] != e.shape {
+		return false
+	}
+	return true
+}
+
+// set changes endpoint i's choice and updates the evaluator for it and the
+// endpoints whose packets overlap it.
+func (s *state) set(i int, c choice) {
+	old := s.choice[i]
+	if old.t != nil {
+		s.used[old.t]--
+		if old.t.sp.GlobalMask {
+			s.shapeN[old.t]--
+		}
+	}
+	s.choice[i] = c
+	if c.t != nil {
+		s.used[c.t]++
+		if c.t.sp.GlobalMask {
+			if s.shapeN[c.t] == 0 {
+				s.shape[c.t] = s.p.eps[i].shape
+			}
+			s.shapeN[c.t]++
+		}
+	}
+	s.ev.Set(i, s.shares(i))
+	for _, j := range s.p.eps[i].over {
+		s.ev.Set(j, s.shares(j))
+	}
+}
+
+func (s *state) entryBox(i int, t *table) packetBox {
+	k := entryKey{i, t}
+	if b, ok := s.entryBx[k]; ok {
+		return b
+	}
+	e := prg.Entry{Match: s.p.eps[i].match[t]}
+	b, _ := solver.Restrict(solver.Universe(), e.Predicate(t.sp))
+	s.entryBx[k] = b
+	return b
+}
+
+// shares works out where endpoint i's packets go under the current
+// choices: through the first entry, in the NIC's order, whose match
+// covers them (its own, or an overlapping endpoint's), else by RSS or to
+// the default queue. Partial overlaps split the packets evenly, an
+// over-approximation the embedding refines.
+func (s *state) shares(i int) []costmodel.Share {
+	e := s.p.eps[i]
+	type cand struct {
+		j     int
+		order int
+		prio  int
+	}
+	var cands []cand
+	for _, j := range append([]int{i}, e.over...) {
+		if c := s.choice[j]; c.t != nil {
+			cands = append(cands, cand{j, c.t.order, s.p.eps[j].prio})
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].order != cands[b].order {
+			return cands[a].order < cands[b].order
+		}
+		if cands[a].prio != cands[b].prio {
+			return cands[a].prio > cands[b].prio
+		}
+		return cands[a].j < cands[b].j
+	})
+	var qs []int
+	covered := false
+	winner := -1
+	for _, c := range cands {
+		eb := s.entryBox(c.j, s.choice[c.j].t)
+		if !intersects(e.box, eb) {
+			continue
+		}
+		qs = append(qs, s.choice[c.j].q)
+		if solver.Subset(e.box, eb) {
+			covered, winner = true, c.j
+			break
+		}
+	}
+	if covered && len(qs) == 1 {
+		return []costmodel.Share{{Queue: qs[0], Frac: 1, Exact: winner == i}}
+	}
+	if !covered {
+		qs = append(qs, s.fallback(i)...)
+	}
+	slices.Sort(qs)
+	qs = slices.Compact(qs)
+	out := make([]costmodel.Share, len(qs))
+	for k, q := range qs {
+		out[k] = costmodel.Share{Queue: q, Frac: 1 / float64(len(qs))}
+	}
+	return out
+}
+
+// fallback is where RSS (or the lack of it) sends an endpoint's packets.
+func (s *state) fallback(i int) []int {
+	e := s.p.eps[i]
+	switch {
+	case e.ep.Proto == lpg.OpenMX || len(s.p.rssQ) == 0:
+		return []int{0}
+	case e.rssQueue >= 0:
+		return []int{e.rssQueue}
+	}
+	return s.p.rssQ
+}
+
+// candidates lists the queue indexes endpoint i may be steered to in t,
+// honouring the cores its application runs on when some queue is served
+// by one of them.
+func (p *problem) candidates(t *table, i int) []int {
+	var all, pinned []int
+	cores := p.eps[i].ep.Cores
+	for qi := range p.queues {
+		if !t.queues[qi] {
+			continue
+		}
+		all = append(all, qi)
+		if cores != nil && slices.Contains(cores, p.queues[qi].core) {
+			pinned = append(pinned, qi)
+		}
+	}
+	if len(pinned) > 0 {
+		return pinned
+	}
+	return all
+}
+
+// order lists endpoints gold first, then in declaration order.
+func (p *problem) order() []int {
+	idx := make([]int, len(p.eps))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		return p.eps[idx[a]].ep.Class == lpg.Gold && p.eps[idx[b]].ep.Class != lpg.Gold
+	})
+	return idx
+}
+
+// Strategies lists the search strategies.
+func Strategies() []string { return []string{"default", "dragonet-greedy", "incremental"} }
+
+// search runs a strategy and returns the final state.
+func (p *problem) search(strategy string) (*state, error) {
+	switch strategy {
+	case "dragonet-greedy":
+		s := p.newState()
+		p.greedy(s)
+		return s, nil
+	case "default", "":
+		s := p.newState()
+		p.greedy(s)
+		p.improve(s)
+		p.exact(s)
+		return s, nil
+	case "incremental":
+		return p.incremental()
+	}
+	return nil, fmt.Errorf("unknown strategy %q; choose %v", strategy, Strategies())
+}
+
+// greedy is Dragonet's search: flows in order (gold first); for each, every
+// candidate change the NIC offers is tried (an entry in the first table
+// with room, to each queue) and the cheapest kept. When every table is
+// full the flow is left to RSS or the default queue.
+func (p *problem) greedy(s *state) {
+	for _, i := range p.order() {
+		for _, t := range p.tables {
+			if !s.canUse(t, i) {
+				continue
+			}
+			best, bestCost := choice{}, costmodel.Cost{Kind: costmodel.Reject, V: 1e300}
+			found := false
+			for _, q := range p.candidates(t, i) {
+				c := choice{t, q}
+				s.set(i, c)
+				if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
+					best, bestCost, found = c, cost, true
+				}
+			}
+			s.set(i, best)
+			break
+		}
+	}
+}
+
+// moves lists every choice endpoint i could take. An endpoint whose
+// application is pinned to cores keeps an entry to one of them when a
+// table can hold it: RSS would spread it over other cores, and the plan
+// honours the cores a stack names.
+func (p *problem) moves(s *state, i int) []choice {
+	var out []choice
+	pinned := false
+	for _, t := range p.tables {
+		if !s.canUse(t, i) {
+			continue
+		}
+		for _, q := range p.candidates(t, i) {
+			out = append(out, choice{t, q})
+			if p.servesCores(q, i) {
+				pinned = true
+			}
+		}
+	}
+	if !pinned {
+		out = append([]choice{{}}, out...)
+	}
+	return out
+}
+
+// servesCores reports whether queue q is served by one of the cores
+// endpoint i's application is pinned to.
+func (p *problem) servesCores(q, i int) bool {
+	cores := p.eps[i].ep.Cores
+	return cores != nil && slices.Contains(cores, p.queues[q].core)
+}
+
+// improve is local search from the greedy solution: move single endpoints
+// (including releasing their entry to RSS) and swap pairs, keeping only
+// strict improvements, so the result is never worse than greedy's.
+func (p *problem) improve(s *state) {
+	n := len(p.eps)
+	sweeps := 20
+	if n > 0 {
+		sweeps = max(1, min(20, 4000/n))
+	}
+	cur := s.ev.Cost()
+	for sweep := 0; sweep < sweeps; sweep++ {
+		improved := false
+		for _, i := range p.order() {
+			old := s.choice[i]
+			best, bestCost := old, cur
+			for _, c := range p.moves(s, i) {
+				if c == old {
+					continue
+				}
+				s.set(i, c)
+				if cost := s.ev.Cost(); cost.Less(bestCost) {
+					best, bestCost = c, cost
+				}
+			}
+			s.set(i, best)
+			if best != old {
+				cur = bestCost
+				improved = true
+			}
+		}
+		if n <= 64 {
+			for a := 0; a < n; a++ {
+				for b := a + 1; b < n; b++ {
+					ca, cb := s.choice[a], s.choice[b]
+					if ca.t == nil || cb.t == nil || ca.q == cb.q || ca.t != cb.t {
+						continue
+					}
+					s.set(a, choice{ca.t, cb.q})
+					s.set(b, choice{cb.t, ca.q})
+					if cost := s.ev.Cost(); cost.Less(cur) {
+						cur = cost
+						improved = true
+						continue
+					}
+					s.set(a, ca)
+					s.set(b, cb)
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+}
+
+// exactLimit bounds the exhaustive search: at most this many complete
+// assignments are enumerated.
+const exactLimit = 200000
+
+// exact searches every assignment of small inputs (a few flows and queues)
+// depth first, keeping the best; it starts from the current solution so
+// it can only improve on it.
+func (p *problem) exact(s *state) {
+	n := len(p.eps)
+	if n == 0 || n > 8 {
+		return
+	}
+	total := 1.0
+	for i := range p.eps {
+		total *= float64(len(p.moves(s, i)) + 1)
+		if total > exactLimit {
+			return
+		}
+	}
+	best := s.snapshot()
+	bestCost := s.ev.Cost()
+	// Start from nothing assigned so capacities are counted from zero.
+	for i := range p.eps {
+		s.set(i, choice{})
+	}
+	var dfs func(k int)
+	dfs = func(k int) {
+		if k == n {
+			if cost := s.ev.Cost(); cost.Less(bestCost) {
+				bestCost = cost
+				best = s.snapshot()
+			}
+			return
+		}
+		for _, c := range p.moves(s, k) {
+			s.set(k, c)
+			dfs(k + 1)
+		}
+		s.set(k, choice{})
+	}
+	dfs(0)
+	s.restore(best)
+}

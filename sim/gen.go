@@ -1,0 +1,236 @@
+package sim
+
+import (
+	"math/rand"
+	"net"
+
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/lpg"
+)
+
+// Frame is a generated frame with what it aims at.
+type Frame struct {
+	Data  []byte
+	CRCOK bool
+	Label string
+}
+
+// Gen makes frames aimed at a stack: at every endpoint, at the neighbours
+// of every filter boundary (ports and addresses one off, other peers,
+// wildcard against exact), at every validity check (checksums, TTL 0, bad
+// header lengths, fragments, VLAN tags, truncation at each header
+// boundary, bad CRC, foreign MACs, unknown EtherTypes, ARP, ICMP, Open-MX
+// to known and unknown endpoints), and random frames. The sequence depends
+// only on the stack and the seed.
+type Gen struct {
+	st    *lpg.Stack
+	rng   *rand.Rand
+	base  []target
+	n     int
+	mac   net.HardwareAddr
+	addrs []net.IP
+}
+
+// target is a valid frame aimed at something, before damage.
+type target struct {
+	spec  packet.Spec
+	label string
+}
+
+// NewGen prepares a generator.
+func NewGen(st *lpg.Stack, seed int64) *Gen {
+	g := &Gen{st: st, rng: rand.New(rand.NewSource(seed))}
+	g.mac = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x42}
+	if len(st.Interfaces) > 0 {
+		m := st.Interfaces[0].MAC
+		g.mac = net.HardwareAddr{byte(m >> 40), byte(m >> 32), byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)}
+	}
+	for _, in := range st.Interfaces {
+		for _, p := range in.IPs {
+			g.addrs = append(g.addrs, ip(p.Addr))
+		}
+	}
+	if len(g.addrs) == 0 {
+		g.addrs = []net.IP{{10, 0, 0, 1}}
+	}
+	g.targets()
+	return g
+}
+
+func ip(a uint32) net.IP { return net.IP{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
+
+func (g *Gen) add(s packet.Spec, label string) {
+	if s.DstMAC == nil {
+		s.DstMAC = g.mac
+	}
+	g.base = append(g.base, target{s, label})
+}
+
+func (g *Gen) targets() {
+	peer := net.IP{198, 51, 100, 77}
+	us := g.addrs[0]
+	other := net.IP{us[0], us[1], us[2], us[3] ^ 0x80}
+	for _, e := range g.st.Endpoints {
+		switch e.Proto {
+		case lpg.OpenMX:
+			for _, d := range []int{0, 1, -1} {
+				ep := int(e.OMXID) + d
+				if ep >= 0 && ep <= 255 {
+					g.add(packet.Spec{EtherType: packet.EtherTypeOpenMX, OMXDstEP: uint8(ep), OMXType: 0x11}, "openmx "+e.Name)
+				}
+			}
+			continue
+		}
+		proto := uint8(packet.ProtoUDP)
+		if e.Proto == lpg.TCP {
+			proto = packet.ProtoTCP
+		}
+		dst := us
+		if !e.AnyAddr {
+			dst = ip(e.Addr)
+		}
+		src, sport := peer, uint16(40000+g.rng.Intn(20000))
+		if e.Flow {
+			src, sport = ip(e.Remote), e.RPort
+		}
+		flags := []uint8{0}
+		if proto == packet.ProtoTCP {
+			flags = []uint8{0x02, 0x10, 0x12, 0x18}
+		}
+		for _, f := range flags {
+			g.add(packet.Spec{Src: src, Dst: dst, Proto: proto, SrcPort: sport, DstPort: e.Port, TCPFlags: f}, "at "+e.Name)
+		}
+		// Filter boundaries: one port off, another local address, another
+		// peer, the other protocol.
+		g.add(packet.Spec{Src: src, Dst: dst, Proto: proto, SrcPort: sport, DstPort: e.Port + 1, TCPFlags: 0x02}, "port above "+e.Name)
+		g.add(packet.Spec{Src: src, Dst: dst, Proto: proto, SrcPort: sport, DstPort: e.Port - 1, TCPFlags: 0x02}, "port below "+e.Name)
+		g.add(packet.Spec{Src: src, Dst: other, Proto: proto, SrcPort: sport, DstPort: e.Port, TCPFlags: 0x02}, "other address "+e.Name)
+		g.add(packet.Spec{Src: peer, Dst: dst, Proto: proto, SrcPort: sport + 1, DstPort: e.Port, TCPFlags: 0x18}, "other peer "+e.Name)
+		g.add(packet.Spec{Src: src, Dst: dst, Proto: 23 - proto, SrcPort: sport, DstPort: e.Port, TCPFlags: 0x02}, "other protocol "+e.Name)
+		for _, a := range g.addrs[1:] {
+			g.add(packet.Spec{Src: src, Dst: a, Proto: proto, SrcPort: sport, DstPort: e.Port, TCPFlags: 0x02}, "second address "+e.Name)
+		}
+	}
+	g.add(packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us}, "arp for us")
+	g.add(packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: other}, "arp for another host")
+	g.add(packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us, ARPOp: 2}, "arp reply")
+	g.add(packet.Spec{Src: peer, Dst: us, Proto: packet.ProtoICMP, ICMPType: 8}, "icmp echo")
+	g.add(packet.Spec{Src: peer, Dst: us, Proto: packet.ProtoICMP, ICMPType: 3}, "icmp other")
+	g.add(packet.Spec{Src: peer, Dst: us, Proto: packet.ProtoUDP, SrcPort: 1, DstPort: 9}, "udp to a closed port")
+	g.add(packet.Spec{Src: peer, Dst: us, Proto: packet.ProtoTCP, SrcPort: 1, DstPort: 9, TCPFlags: 0x02}, "tcp to a closed port")
+	g.add(packet.Spec{Src: peer, Dst: us, Proto: 47, Payload: make([]byte, 24)}, "gre")
+	g.add(packet.Spec{EtherType: packet.EtherTypeOpenMX, OMXDstEP: 200, OMXType: 0x11}, "openmx elsewhere")
+	g.add(packet.Spec{EtherType: 0x88cc, Payload: make([]byte, 46)}, "lldp")
+	g.add(packet.Spec{EtherType: 0x86dd, Payload: make([]byte, 46)}, "ipv6")
+}
+
+// Next returns the next frame: targeted frames first, each in turn, then
+// damaged and random ones.
+func (g *Gen) Next() Frame {
+	i := g.n
+	g.n++
+	if i < len(g.base) {
+		t := g.base[i]
+		b, err := packet.Build(t.spec)
+		if err != nil {
+			return Frame{Data: nil, CRCOK: true, Label: "empty"}
+		}
+		return Frame{Data: b, CRCOK: true, Label: t.label}
+	}
+	t := g.base[g.rng.Intn(len(g.base))]
+	s := t.spec
+	label := t.label
+	var post func([]byte) []byte
+	crc := true
+	switch g.rng.Intn(20) {
+	case 0:
+		s.BadIPChecksum, label = true, label+", bad IPv4 checksum"
+	case 1:
+		s.BadL4Checksum, label = true, label+", bad L4 checksum"
+	case 2:
+		s.ZeroTTL, label = true, label+", TTL 0"
+	case 3:
+		s.MoreFragments, label = true, label+", fragment"
+	case 4:
+		s.FragOffset, label = uint16(1+g.rng.Intn(100)), label+", later fragment"
+	case 5:
+		s.VLAN, label = 1+g.rng.Intn(4094), label+", VLAN-tagged"
+	case 6:
+		s.Options, label = 1+g.rng.Intn(10), label+", IPv4 options"
+	case 7:
+		crc, label = false, label+", bad CRC"
+	case 8:
+		s.DstMAC, label = net.HardwareAddr{0x02, 0xaa, 0, 0, 0, byte(g.rng.Intn(256))}, label+", another MAC"
+	case 9:
+		s.DstMAC, label = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, label+", broadcast"
+	case 10:
+		s.DstMAC, label = net.HardwareAddr{0x01, 0x00, 0x5e, 0, 0, 1}, label+", multicast"
+	case 11, 12:
+		cuts := []int{0, 1, 13, 14, 15, 17, 18, 20, 33, 34, 35, 41, 42, 43, 45, 53, 54, 55, 59}
+		cut := cuts[g.rng.Intn(len(cuts))]
+		label += ", truncated"
+		post = func(b []byte) []byte { return b[:min(cut, len(b))] }
+	case 13:
+		label += ", bad IHL"
+		ihl := []byte{0x40, 0x44, 0x4f, 0x46}[g.rng.Intn(4)]
+		post = func(b []byte) []byte {
+			if len(b) > 14 {
+				b[14] = ihl
+			}
+			return b
+		}
+	case 14:
+		label += ", bad version"
+		post = func(b []byte) []byte {
+			if len(b) > 14 {
+				b[14] = b[14]&0x0f | 0x60
+			}
+			return b
+		}
+	case 15:
+		label += ", bad total length"
+		post = func(b []byte) []byte {
+			if len(b) > 17 {
+				b[16], b[17] = 0xff, byte(g.rng.Intn(256))
+			}
+			return b
+		}
+	case 16:
+		label += ", bad UDP length"
+		post = func(b []byte) []byte {
+			if len(b) > 39 {
+				b[38], b[39] = byte(g.rng.Intn(256)), byte(g.rng.Intn(256))
+			}
+			return b
+		}
+	case 17:
+		s.Payload, label = make([]byte, g.rng.Intn(1400)), label+", payload"
+		g.rng.Read(s.Payload)
+	case 18:
+		n := g.rng.Intn(120)
+		b := make([]byte, n)
+		g.rng.Read(b)
+		if n >= 14 && g.rng.Intn(2) == 0 {
+			copy(b[0:6], g.mac)
+			b[12], b[13] = 0x08, 0x00
+		}
+		return Frame{Data: b, CRCOK: true, Label: "random bytes"}
+	default:
+		// A random flip in an otherwise valid frame.
+		post = func(b []byte) []byte {
+			if len(b) > 0 {
+				b[g.rng.Intn(len(b))] ^= byte(1 << uint(g.rng.Intn(8)))
+			}
+			return b
+		}
+		label += ", one bit flipped"
+	}
+	b, err := packet.Build(s)
+	if err != nil {
+		return Frame{Data: []byte{}, CRCOK: true, Label: "empty"}
+	}
+	if post != nil {
+		b = post(b)
+	}
+	return Frame{Data: b, CRCOK: crc, Label: label}
+}

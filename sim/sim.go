@@ -1,0 +1,94 @@
+// Package sim runs frames through an embedded stack and through the LPG
+// alone and compares what happens to them: the configured PRG decides the
+// queue (or drops the frame) and what the descriptor reports, then that
+// queue's software graph decides the outcome. An embedding is correct when
+// the outcomes are equal for every frame.
+package sim
+
+import (
+	"fmt"
+
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// Sim holds the interpreters of one embedding. Not safe for concurrent use.
+type Sim struct {
+	Em    *embed.Embedding
+	hw    *prg.Interp
+	ref   *lpg.Interp
+	queue map[int]*lpg.Interp
+	env   env
+}
+
+// New prepares the interpreters.
+func New(em *embed.Embedding) (*Sim, error) {
+	hw, err := prg.NewInterp(em.Model, em.Config)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := lpg.NewInterp(em.LPG)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sim{Em: em, hw: hw, ref: ref, queue: map[int]*lpg.Interp{}}
+	for _, qe := range em.Queues {
+		in, err := lpg.NewInterp(qe.SW)
+		if err != nil {
+			return nil, fmt.Errorf("queue %d: %v", qe.ID, err)
+		}
+		s.queue[qe.ID] = in
+	}
+	return s, nil
+}
+
+// Result is what happened to one frame.
+type Result struct {
+	Queue    int         // -1 when the NIC dropped it
+	Embedded lpg.Outcome // the embedded stack's outcome
+	Ref      lpg.Outcome // the LPG alone
+}
+
+// Match reports whether the embedded stack treated the frame as the LPG.
+func (r Result) Match() bool { return r.Embedded == r.Ref }
+
+// env answers field lookups from the decoded frame and atoms from what the
+// NIC reported in the descriptor.
+type env struct {
+	frame *packet.Frame
+	hw    prg.Result
+}
+
+func (e *env) Value(id int) (uint64, bool) { return e.frame.Get(id) }
+func (e *env) Atom(a pred.Atom) bool       { return e.hw.Atom(a) }
+
+// Run sends one frame through both.
+func (s *Sim) Run(frame []byte, crcOK bool) Result {
+	ref := s.ref.Run(frame, crcOK)
+	hw := s.hw.Run(frame, crcOK)
+	r := Result{Queue: hw.Queue, Ref: ref}
+	if hw.Queue < 0 {
+		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: hw.DropNode, Port: hw.DropPort}
+		return r
+	}
+	q := s.queue[hw.Queue]
+	if q == nil {
+		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: fmt.Sprintf("(queue %d has no software graph)", hw.Queue)}
+		return r
+	}
+	s.env = env{frame: s.hw.Frame(), hw: hw}
+	r.Embedded = q.RunEnv(&s.env)
+	return r
+}
+
+// SoftwareGraph returns a queue's software graph.
+func (s *Sim) SoftwareGraph(q int) *graph.Graph {
+	if qe := s.Em.Queue(q); qe != nil {
+		return qe.SW
+	}
+	return nil
+}
