@@ -57,12 +57,12 @@ type Embedding struct {
 	Config *prg.Config
 	HW     *graph.Graph // the configured PRG
 	LPG    *graph.Graph
-	Queues []*QueueEmbedding      // every queue some frame can reach, by ID
-	Reach  map[string][]int       // endpoint -> queue IDs its packets reach
-	Steer  map[string]string      // endpoint -> steering (table node, rss, default)
-	lpgBox map[int]*solver.Box    // LPG node -> path box
-	index  map[int]*portIndex     // configured PRG node -> index of many ports
-	epNode map[string]int         // endpoint -> its LPG delivery node
+	Queues []*QueueEmbedding   // every queue some frame can reach, by ID
+	Reach  map[string][]int    // endpoint -> queue IDs its packets reach
+	Steer  map[string]string   // endpoint -> steering (table node, rss, default)
+	lpgBox map[int]*solver.Box // LPG node -> path box
+	index  map[int]*portIndex  // configured PRG node -> index of many ports
+	epNode map[string]int      // endpoint -> its LPG delivery node
 	qByID  map[int]*QueueEmbedding
 }
 
