@@ -44,6 +44,8 @@ type QueueEmbedding struct {
 	Core      int
 	Endpoints []string // endpoints whose packets may arrive here
 	classes   []class
+	join      *solver.Box     // every class in one box (over-approximate)
+	epSet     map[string]bool // Endpoints as a set
 	Status    map[string]Status
 	Reason    map[string]string
 	// SW is the queue's software graph: the LPG with decided nodes
@@ -53,17 +55,61 @@ type QueueEmbedding struct {
 
 // Embedding is a configured NIC plus the software each queue runs.
 type Embedding struct {
-	Model  *prg.Model
-	Config *prg.Config
-	HW     *graph.Graph // the configured PRG
-	LPG    *graph.Graph
-	Queues []*QueueEmbedding   // every queue some frame can reach, by ID
-	Reach  map[string][]int    // endpoint -> queue IDs its packets reach
-	Steer  map[string]string   // endpoint -> steering (table node, rss, default)
-	lpgBox map[int]*solver.Box // LPG node -> path box
-	index  map[int]*portIndex  // configured PRG node -> index of many ports
-	epNode map[string]int      // endpoint -> its LPG delivery node
-	qByID  map[int]*QueueEmbedding
+	Model   *prg.Model
+	Config  *prg.Config
+	HW      *graph.Graph // the configured PRG
+	LPG     *graph.Graph
+	Queues  []*QueueEmbedding   // every queue some frame can reach, by ID
+	Reach   map[string][]int    // endpoint -> queue IDs its packets reach
+	Steer   map[string]string   // endpoint -> steering (table node, rss, default)
+	lpgBox  map[int]*solver.Box // LPG node -> path box
+	index   map[int]*portIndex  // configured PRG node -> index of many ports
+	epNode  map[string]int      // endpoint -> its LPG delivery node
+	qByID   map[int]*QueueEmbedding
+	pbox    map[*graph.Port]portBox
+	inPorts [][]graph.InPort
+	order   []int
+}
+
+// portBox caches a port predicate as a box when it is a conjunction.
+type portBox struct {
+	box   *solver.Box
+	exact bool
+}
+
+func (em *Embedding) portBoxOf(p *graph.Port) portBox {
+	if pb, ok := em.pbox[p]; ok {
+		return pb
+	}
+	b, exact := solver.Restrict(solver.Universe(), p.Pred)
+	pb := portBox{b, exact}
+	em.pbox[p] = pb
+	return pb
+}
+
+// mayTake reports whether some frame of b satisfies the port's predicate.
+func (em *Embedding) mayTake(b *solver.Box, p *graph.Port) bool {
+	if pb := em.portBoxOf(p); pb.exact {
+		return solver.Intersects(b, pb.box)
+	}
+	return solver.Sat(b, p.Pred)
+}
+
+// mustTake reports whether every frame of b satisfies it.
+func (em *Embedding) mustTake(b *solver.Box, p *graph.Port) bool {
+	if pb := em.portBoxOf(p); pb.exact {
+		return solver.Subset(b, pb.box)
+	}
+	return solver.Implies(b, p.Pred)
+}
+
+// narrow restricts b by the port's predicate.
+func (em *Embedding) narrow(b *solver.Box, p *graph.Port) *solver.Box {
+	if pb := em.portBoxOf(p); pb.exact {
+		return solver.Meet(b, pb.box)
+	}
+	r, _ := solver.Restrict(b, p.Pred)
+	return r
 }
 
 // Queue returns a queue's embedding.
@@ -76,13 +122,18 @@ func Embed(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph) (*Embedding, erro
 		return nil, err
 	}
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
-		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}}
+		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}, pbox: map[*graph.Port]portBox{}}
 	em.lpgBoxes()
 	byQueue := map[int][]class{}
 	em.walk(0, solver.Universe(), nil, map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, nil)
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
-			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, Status: map[string]Status{}, Reason: map[string]string{}}
+			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, Status: map[string]Status{}, Reason: map[string]string{}, epSet: map[string]bool{}}
+			boxes := make([]*solver.Box, len(cs))
+			for i, c := range cs {
+				boxes[i] = c.box
+			}
+			qe.join = solver.JoinAll(boxes)
 			em.Queues = append(em.Queues, qe)
 			em.qByID[q.ID] = qe
 		}
@@ -134,7 +185,8 @@ func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 }
 
 func buildIndex(n *graph.Node) *portIndex {
-	counts := map[int]int{}
+	// Index on the field that takes the most distinct single values.
+	distinct := map[int]map[uint64]bool{}
 	boxes := make([]*solver.Box, len(n.Ports))
 	for i, p := range n.Ports {
 		if p.Pred == nil {
@@ -146,14 +198,17 @@ func buildIndex(n *graph.Node) *portIndex {
 		}
 		boxes[i] = b
 		for id := 0; id < pred.NumFields; id++ {
-			if _, ok := b.Single(id); ok {
-				counts[id]++
+			if v, ok := b.Single(id); ok {
+				if distinct[id] == nil {
+					distinct[id] = map[uint64]bool{}
+				}
+				distinct[id][v] = true
 			}
 		}
 	}
 	best, bestN := -1, 0
-	for id, c := range counts {
-		if c > bestN || c == bestN && id < best {
+	for id := 0; id < pred.NumFields; id++ {
+		if c := len(distinct[id]); c > bestN {
 			best, bestN = id, c
 		}
 	}
@@ -217,15 +272,15 @@ func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[stri
 		if p.Pred == nil {
 			continue
 		}
-		if !solver.Sat(b, p.Pred) {
+		if !em.mayTake(b, p) {
 			continue
 		}
-		sub, _ := solver.Restrict(b, p.Pred)
-		follow(p, sub, p.Name)
-		if solver.Implies(b, p.Pred) {
+		if em.mustTake(b, p) {
+			follow(p, b, p.Name)
 			captured = true
 			break
 		}
+		follow(p, em.narrow(b, p), p.Name)
 	}
 	if !captured {
 		for _, p := range n.Ports {
@@ -266,7 +321,7 @@ func (em *Embedding) lpgBoxes() {
 func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
 	boxes := map[int]*solver.Box{}
 	eps := map[string]int{}
-	preds := g.Preds()
+	in := g.InPorts()
 	order, err := g.TopoOrder()
 	if err != nil {
 		order = nil
@@ -279,27 +334,17 @@ func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
 		if name := endpointName(n); name != "" {
 			eps[name] = id
 		}
-		if id == 0 || len(preds[id]) != 1 {
+		if id == 0 || len(in[id]) != 1 {
 			boxes[id] = solver.Universe()
 			continue
 		}
-		p := g.Nodes[preds[id][0]]
+		p := g.Nodes[in[id][0].From]
 		box := boxes[p.ID]
 		if box == nil || p.Kind.IsGate() {
 			boxes[id] = solver.Universe()
 			continue
 		}
-		var via *graph.Port
-		for _, port := range p.Ports {
-			if slices.Contains(port.Succ, id) {
-				if via != nil {
-					via = nil
-					break
-				}
-				via = port
-			}
-		}
-		if via != nil && via.Pred != nil {
+		if via := p.Ports[in[id][0].Port]; via.Pred != nil {
 			box, _ = solver.Restrict(box, via.Pred)
 		}
 		boxes[id] = box
@@ -328,6 +373,7 @@ func (em *Embedding) endpointReach() {
 				ids = append(ids, q.ID)
 				if qe := em.qByID[q.ID]; qe != nil {
 					qe.Endpoints = append(qe.Endpoints, name)
+					qe.epSet[name] = true
 				}
 			}
 		}
@@ -369,14 +415,20 @@ func steeringOf(m *prg.Model, via []string) string {
 func (em *Embedding) place(qe *QueueEmbedding) {
 	g := em.LPG
 	live := make([][]bool, len(g.Nodes)) // per node, per port
-	order, err := g.TopoOrder()
-	if err != nil {
-		for _, n := range g.Nodes {
-			order = append(order, n.ID)
+	if em.order == nil {
+		order, err := g.TopoOrder()
+		if err != nil {
+			for _, n := range g.Nodes {
+				order = append(order, n.ID)
+			}
 		}
+		em.order = order
 	}
+	order := em.order
 	reachable := make([]bool, len(g.Nodes))
-	preds := g.Preds()
+	if em.inPorts == nil {
+		em.inPorts = g.InPorts()
+	}
 	for _, id := range order {
 		n := g.Nodes[id]
 		if strings.HasPrefix(n.Name, "Tx") {
@@ -388,22 +440,19 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 		case id == 0:
 			r = true
 		default:
-			for _, p := range preds[id] {
-				if !reachable[p] {
-					continue
-				}
-				for i, port := range g.Nodes[p].Ports {
-					if slices.Contains(port.Succ, id) && live[p] != nil && live[p][i] {
-						r = true
-					}
+			for _, ip := range em.inPorts[id] {
+				if reachable[ip.From] && live[ip.From] != nil && live[ip.From][ip.Port] {
+					r = true
+					break
 				}
 			}
 		}
 		if r {
-			r = em.anyClass(qe, b)
-		}
-		if r && isEndpoint(n) {
-			r = slices.Contains(qe.Endpoints, endpointName(n))
+			if name := endpointName(n); name != "" {
+				r = qe.epSet[name]
+			} else {
+				r = solver.Intersects(qe.join, b)
+			}
 		}
 		reachable[id] = r
 		if !r {
@@ -470,15 +519,10 @@ func (em *Embedding) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box)
 		if p.Pred == nil && i > 0 && hasDefaultBefore(n, i) {
 			continue // only the first default port is ever taken
 		}
-		for _, c := range qe.classes {
-			if !solver.Intersects(c.box, b) {
-				continue
-			}
-			cb := intersectBoxes(c.box, b)
-			if solver.Sat(cb, eff...) {
-				live[i] = true
-				break
-			}
+		// The queue's join box over-approximates its classes, which is
+		// exact for checks on one field and never wrongly kills a port.
+		if solver.Intersects(qe.join, b) && solver.Sat(intersectBoxes(qe.join, b), eff...) {
+			live[i] = true
 		}
 		if p.Pred != nil {
 			preds = append(preds, p.Pred)
@@ -504,7 +548,7 @@ func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
 	}
 	for _, s := range p.Succ {
 		name := endpointName(em.LPG.Nodes[s])
-		if name == "" || slices.Contains(qe.Endpoints, name) {
+		if name == "" || qe.epSet[name] {
 			return false
 		}
 	}
@@ -524,7 +568,7 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 			continue
 		}
 		for _, s := range p.Succ {
-			if name := endpointName(g.Nodes[s]); name != "" && slices.Contains(qe.Endpoints, name) {
+			if name := endpointName(g.Nodes[s]); name != "" && qe.epSet[name] {
 				live[i] = true
 			}
 			if endpointName(g.Nodes[s]) == "" {
@@ -540,7 +584,7 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 		covered := false
 		for _, i := range em.portsForLPG(n, cb) {
 			p := n.Ports[i]
-			if p.Pred != nil && solver.Implies(cb, p.Pred) {
+			if p.Pred != nil && em.mustTake(cb, p) {
 				covered = true
 				break
 			}

@@ -16,10 +16,24 @@ type Result struct {
 	Plan      *Plan
 	Embedding *Embedding
 	Cost      costmodel.Cost
-	// Greedy is dragonet-greedy's cost on the same input, for comparison.
-	Greedy costmodel.Cost
-	p      *problem
-	state  *state
+	p         *problem
+	state     *state
+	// greedy caches dragonet-greedy's cost on the same input.
+	greedy *costmodel.Cost
+}
+
+// Greedy returns dragonet-greedy's cost on the same input, for comparison.
+func (r *Result) Greedy() costmodel.Cost {
+	if r.greedy == nil {
+		c := r.Cost
+		if r.p.in.Strategy != "dragonet-greedy" {
+			g := r.p.newState()
+			r.p.greedy(g)
+			c = g.ev.Cost()
+		}
+		r.greedy = &c
+	}
+	return *r.greedy
 }
 
 // Run searches a configuration, embeds the LPG, and builds the plan.
@@ -41,13 +55,6 @@ func Run(in *Input) (*Result, error) {
 		return nil, err
 	}
 	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s}
-	if in.Strategy == "dragonet-greedy" {
-		r.Greedy = r.Cost
-	} else {
-		g := p.newState()
-		p.greedy(g)
-		r.Greedy = g.ev.Cost()
-	}
 	r.Plan = r.plan()
 	return r, nil
 }

@@ -38,6 +38,12 @@ type state struct {
 	shapeN  map[*table]int
 	ev      *costmodel.Evaluator
 	entryBx map[entryKey]packetBox // the box an endpoint's entry matches, per table
+	cover   map[coverKey]int8      // 0 disjoint, 1 overlapping, 2 covering
+}
+
+type coverKey struct {
+	i, j int
+	t    *table
 }
 
 type entryKey struct {
@@ -46,7 +52,7 @@ type entryKey struct {
 }
 
 func (p *problem) newState() *state {
-	s := &state{p: p, choice: make([]choice, len(p.eps)), used: map[*table]int{}, shape: map[*table]string{}, shapeN: map[*table]int{}, entryBx: map[entryKey]packetBox{}}
+	s := &state{p: p, choice: make([]choice, len(p.eps)), used: map[*table]int{}, shape: map[*table]string{}, shapeN: map[*table]int{}, entryBx: map[entryKey]packetBox{}, cover: map[coverKey]int8{}}
 	s.ev = costmodel.NewEvaluator(p.cp, p.in.Cost, nil)
 	for i := range p.eps {
 		s.ev.Set(i, s.shares(i))
@@ -151,12 +157,12 @@ func (s *state) shares(i int) []costmodel.Share {
 	covered := false
 	winner := -1
 	for _, c := range cands {
-		eb := s.entryBox(c.j, s.choice[c.j].t)
-		if !intersects(e.box, eb) {
+		rel := s.relation(i, c.j, s.choice[c.j].t)
+		if rel == 0 {
 			continue
 		}
 		qs = append(qs, s.choice[c.j].q)
-		if solver.Subset(e.box, eb) {
+		if rel == 2 {
 			covered, winner = true, c.j
 			break
 		}
@@ -174,6 +180,26 @@ func (s *state) shares(i int) []costmodel.Share {
 		out[k] = costmodel.Share{Queue: q, Frac: 1 / float64(len(qs))}
 	}
 	return out
+}
+
+// relation says how endpoint j's entry in t relates to endpoint i's
+// packets: 0 disjoint, 1 overlapping, 2 covering. Boxes never change, so
+// the answer is cached.
+func (s *state) relation(i, j int, t *table) int8 {
+	k := coverKey{i, j, t}
+	if r, ok := s.cover[k]; ok {
+		return r
+	}
+	eb := s.entryBox(j, t)
+	var r int8
+	switch {
+	case solver.Subset(s.p.eps[i].box, eb):
+		r = 2
+	case intersects(s.p.eps[i].box, eb):
+		r = 1
+	}
+	s.cover[k] = r
+	return r
 }
 
 // fallback is where RSS (or the lack of it) sends an endpoint's packets.

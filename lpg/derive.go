@@ -281,25 +281,34 @@ func (b *builder) demux(name, proto string, eps []*Endpoint, sink string) {
 }
 
 // EndpointPredicate is the condition under which the demultiplexer sends a
-// packet that reached it to endpoint e.
+// packet that reached it to endpoint e. It is built directly (stacks may
+// declare thousands of endpoints).
 func EndpointPredicate(e *Endpoint) pred.Expr {
-	var parts []string
-	p := string(e.Proto)
-	if e.Flow {
-		parts = append(parts, fmt.Sprintf("ip.src == %s", FormatIP(e.Remote)), fmt.Sprintf("%s.sport == %d", p, e.RPort))
-	}
-	if !e.AnyAddr {
-		parts = append(parts, fmt.Sprintf("ip.dst == %s", FormatIP(e.Addr)))
-	}
-	parts = append(parts, fmt.Sprintf("%s.dport == %d", p, e.Port))
-	if e.Proto == TCP && !e.Flow {
-		// A listener accepts connection requests: SYN without ACK.
-		parts = append(parts, "tcp.flags & 0x12 == 0x02")
+	eq := func(field string, v uint64) pred.Expr {
+		return pred.Cmp{Field: field, ID: pred.Fields[field].ID, Op: pred.Eq, Value: v}
 	}
 	if e.Proto == OpenMX {
-		return pred.MustParse(fmt.Sprintf("omx.dst_ep == %d", e.OMXID))
+		return eq("omx.dst_ep", uint64(e.OMXID))
 	}
-	return pred.MustParse(strings.Join(parts, " && "))
+	p := string(e.Proto)
+	var parts []pred.Expr
+	if e.Flow {
+		parts = append(parts, eq("ip.src", uint64(e.Remote)), eq(p+".sport", uint64(e.RPort)))
+	}
+	if !e.AnyAddr {
+		parts = append(parts, eq("ip.dst", uint64(e.Addr)))
+	}
+	parts = append(parts, eq(p+".dport", uint64(e.Port)))
+	if e.Proto == TCP && !e.Flow {
+		// A listener accepts connection requests: SYN without ACK.
+		c := eq("tcp.flags", 0x02).(pred.Cmp)
+		c.Mask = 0x12
+		parts = append(parts, c)
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return pred.And{X: parts}
 }
 
 func ourAddrs(st *Stack) string {

@@ -467,3 +467,26 @@ func (g *Graph) Clone() *Graph {
 	}
 	return out
 }
+
+// InPort is one port leading into a node.
+type InPort struct {
+	From int // predecessor node
+	Port int // index of its port
+}
+
+// InPorts returns, for every node, the ports that lead into it, in node and
+// port order.
+func (g *Graph) InPorts() [][]InPort {
+	out := make([][]InPort, len(g.Nodes))
+	for _, n := range g.Nodes {
+		for i, p := range n.Ports {
+			for _, s := range p.Succ {
+				if k := len(out[s]); k > 0 && out[s][k-1] == (InPort{n.ID, i}) {
+					continue
+				}
+				out[s] = append(out[s], InPort{n.ID, i})
+			}
+		}
+	}
+	return out
+}

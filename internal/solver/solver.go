@@ -16,6 +16,8 @@
 package solver
 
 import (
+	"sort"
+
 	"github.com/dragonc/dragonc/internal/pred"
 )
 
@@ -32,7 +34,10 @@ type Box struct {
 	atoms map[string]bool
 }
 
-var maxOf []uint64
+var (
+	maxOf    []uint64
+	universe []Domain // shared; interval slices are never mutated
+)
 
 func init() {
 	maxOf = make([]uint64, pred.NumFields)
@@ -44,15 +49,15 @@ func init() {
 			maxOf[f.ID] = 1<<uint(f.Bits) - 1
 		}
 	}
+	universe = make([]Domain, pred.NumFields)
+	for i := range universe {
+		universe[i] = Domain{Vals: []pred.Range{{Lo: 0, Hi: maxOf[i]}}, Absent: true}
+	}
 }
 
 // Universe is the set of all frames.
 func Universe() *Box {
-	b := &Box{dom: make([]Domain, pred.NumFields)}
-	for i := range b.dom {
-		b.dom[i] = Domain{Vals: []pred.Range{{Lo: 0, Hi: maxOf[i]}}, Absent: true}
-	}
-	return b
+	return &Box{dom: append([]Domain(nil), universe...)}
 }
 
 // Clone copies a box; interval slices are shared and never mutated.
@@ -179,8 +184,33 @@ func intersect(a, b []pred.Range) []pred.Range {
 	return out
 }
 
+// subset reports whether every value of a is in b, without allocating.
 func subset(a, b []pred.Range) bool {
-	return equal(intersect(a, b), a)
+	j := 0
+	for _, r := range a {
+		for j < len(b) && b[j].Hi < r.Lo {
+			j++
+		}
+		if j == len(b) || b[j].Lo > r.Lo || b[j].Hi < r.Hi {
+			return false
+		}
+	}
+	return true
+}
+
+// overlaps reports whether two sorted sets share a value, without allocating.
+func overlaps(a, b []pred.Range) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i].Hi < b[j].Lo {
+			i++
+		} else if b[j].Hi < a[i].Lo {
+			j++
+		} else {
+			return true
+		}
+	}
+	return false
 }
 
 func equal(a, b []pred.Range) bool {
@@ -545,7 +575,7 @@ func Subset(a, b *Box) bool {
 // Intersects reports whether two boxes share a frame.
 func Intersects(a, b *Box) bool {
 	for i := range a.dom {
-		if !(a.dom[i].Absent && b.dom[i].Absent) && len(intersect(a.dom[i].Vals, b.dom[i].Vals)) == 0 {
+		if !(a.dom[i].Absent && b.dom[i].Absent) && !overlaps(a.dom[i].Vals, b.dom[i].Vals) {
 			return false
 		}
 	}
@@ -572,6 +602,109 @@ func Meet(a, b *Box) *Box {
 			c.atoms = map[string]bool{}
 		}
 		c.atoms[k] = v
+	}
+	return c
+}
+
+// Join returns a box holding every frame of a and of b (per-field union:
+// an over-approximation of their union). Atoms on which they disagree are
+// dropped.
+func Join(a, b *Box) *Box {
+	c := &Box{dom: make([]Domain, len(a.dom))}
+	for i := range c.dom {
+		c.dom[i] = Domain{Vals: union(a.dom[i].Vals, b.dom[i].Vals), Absent: a.dom[i].Absent || b.dom[i].Absent}
+	}
+	for k, v := range a.atoms {
+		if bv, ok := b.atoms[k]; ok && bv == v {
+			if c.atoms == nil {
+				c.atoms = map[string]bool{}
+			}
+			c.atoms[k] = v
+		}
+	}
+	return c
+}
+
+func union(a, b []pred.Range) []pred.Range {
+	if subset(b, a) {
+		return a
+	}
+	if subset(a, b) {
+		return b
+	}
+	all := append(append([]pred.Range(nil), a...), b...)
+	sortRanges(all)
+	var out []pred.Range
+	for _, r := range all {
+		if n := len(out); n > 0 && (r.Lo <= out[n-1].Hi || out[n-1].Hi != ^uint64(0) && r.Lo == out[n-1].Hi+1) {
+			if r.Hi > out[n-1].Hi {
+				out[n-1].Hi = r.Hi
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func sortRanges(rs []pred.Range) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].Lo < rs[j-1].Lo; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+// JoinAll is Join over many boxes, merging each field's ranges once.
+func JoinAll(boxes []*Box) *Box {
+	if len(boxes) == 1 {
+		return boxes[0]
+	}
+	c := &Box{dom: make([]Domain, len(boxes[0].dom))}
+	for i := range c.dom {
+		var all []pred.Range
+		absent := false
+		same := true
+		for _, b := range boxes {
+			absent = absent || b.dom[i].Absent
+			if same && !equal(b.dom[i].Vals, boxes[0].dom[i].Vals) {
+				same = false
+			}
+		}
+		if same {
+			c.dom[i] = Domain{Vals: boxes[0].dom[i].Vals, Absent: absent}
+			continue
+		}
+		for _, b := range boxes {
+			all = append(all, b.dom[i].Vals...)
+		}
+		sort.Slice(all, func(x, y int) bool { return all[x].Lo < all[y].Lo })
+		var out []pred.Range
+		for _, r := range all {
+			if n := len(out); n > 0 && (r.Lo <= out[n-1].Hi || out[n-1].Hi != ^uint64(0) && r.Lo == out[n-1].Hi+1) {
+				if r.Hi > out[n-1].Hi {
+					out[n-1].Hi = r.Hi
+				}
+				continue
+			}
+			out = append(out, r)
+		}
+		c.dom[i] = Domain{Vals: out, Absent: absent}
+	}
+	for k, v := range boxes[0].atoms {
+		agree := true
+		for _, b := range boxes[1:] {
+			if bv, ok := b.atoms[k]; !ok || bv != v {
+				agree = false
+				break
+			}
+		}
+		if agree {
+			if c.atoms == nil {
+				c.atoms = map[string]bool{}
+			}
+			c.atoms[k] = v
+		}
 	}
 	return c
 }

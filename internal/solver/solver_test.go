@@ -138,3 +138,22 @@ func BenchmarkImplies(b *testing.B) {
 		Implies(box, f)
 	}
 }
+
+func TestJoin(t *testing.T) {
+	a, _ := Restrict(Universe(), p("udp.dport == 53 && ip.dst == 10.0.0.1"))
+	b, _ := Restrict(Universe(), p("udp.dport == 54 && ip.dst == 10.0.0.1"))
+	c, _ := Restrict(Universe(), p("udp.dport in {60..70}"))
+	j := JoinAll([]*Box{a, b, c})
+	j2 := Join(Join(a, b), c)
+	for _, x := range []*Box{a, b, c} {
+		if !Subset(x, j) || !Subset(x, j2) {
+			t.Errorf("join does not contain a member")
+		}
+	}
+	if !Subset(j, j2) || !Subset(j2, j) {
+		t.Errorf("JoinAll and Join disagree")
+	}
+	if Sat(j, p("udp.dport == 55")) {
+		t.Errorf("join holds a port no member has")
+	}
+}

@@ -1,0 +1,57 @@
+package embed_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// udpStack declares n UDP listeners on consecutive ports of one address.
+func udpStack(b testing.TB, n int) (*lpg.Stack, []byte) {
+	src := fmt.Sprintf(`stack udp%d {
+    interface eth0 { mac 00:1b:21:00:00:05 ip 10.3.0.1/24 }
+    cores 0..15
+    endpoint kv udp listen 10.3.0.1:10000..%d { rate 10kpps }
+    service arp
+}`, n, 10000+n-1)
+	st, diags := lpg.LoadStack("bench.lpg", []byte(src))
+	if st == nil {
+		b.Fatal(diags)
+	}
+	return st, []byte(src)
+}
+
+func benchInput(b testing.TB, nic string, n int, strategy string) *embed.Input {
+	file, src, _ := nics.Resolve(nic)
+	m, _ := prg.Load(file, src)
+	st, _ := udpStack(b, n)
+	g, err := lpg.Derive(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &embed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: strategy}
+}
+
+// BenchmarkEmbed82599 embeds 100, 1,000 and 10,000 UDP endpoints on the
+// 82599 with the default strategy and with dragonet-greedy.
+func BenchmarkEmbed82599(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		for _, strategy := range []string{"default", "dragonet-greedy"} {
+			b.Run(fmt.Sprintf("%d/%s", n, strategy), func(b *testing.B) {
+				in := benchInput(b, "82599", n, strategy)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := embed.Run(in); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
