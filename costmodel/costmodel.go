@@ -199,7 +199,15 @@ func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues 
 	if len(nondef) == 0 {
 		return 0 // one queue: nothing to balance
 	}
-	return stddev(nondef) + def
+	var sum float64
+	for _, x := range nondef {
+		sum += x
+	}
+	sd := stddev(nondef)
+	if sd < 1e-7*(sum+def+1) {
+		sd = 0
+	}
+	return sd + def
 }
 
 // Priority gives gold endpoints queues of their own. Rejected when gold

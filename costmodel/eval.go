@@ -157,10 +157,19 @@ func (ev *Evaluator) balance(load []float64, keep func(int) bool) float64 {
 	}
 	mean := sum / float64(n)
 	v := sq/float64(n) - mean*mean
-	if v < 0 {
-		v = 0
+	sd := 0.0
+	if v > 0 {
+		sd = math.Sqrt(v)
 	}
-	return math.Sqrt(v) + def
+	// Incremental sums drift by rounding; a deviation this small against
+	// the total load is zero.
+	if sd < 1e-7*(sum+def+1) {
+		sd = 0
+	}
+	if def < 1e-9*(sum+1) {
+		def = 0
+	}
+	return sd + def
 }
 
 func (ev *Evaluator) priority() Cost {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
@@ -266,6 +267,11 @@ func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[stri
 			}
 		}
 	}
+	// A box that fixes every hashed field hashes to one known bucket.
+	if p := em.knownBucket(n, b); p != nil {
+		follow(p, b, p.Name)
+		return
+	}
 	captured := false
 	for _, i := range em.portsFor(g, id, b) {
 		p := n.Ports[i]
@@ -290,6 +296,42 @@ func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[stri
 			}
 		}
 	}
+}
+
+// knownBucket returns the port of an RSS node that every frame of b takes
+// when b fixes the hashed fields (a connected flow), or nil.
+func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
+	sp := em.Model.Space(n.Name)
+	if sp == nil || sp.Kind != prg.Hash || sp.Identity {
+		return nil
+	}
+	v := em.Config.Values[n.Name]
+	if v == nil || v.Indirection == nil {
+		return nil
+	}
+	id := func(f string) int { return pred.Fields[f].ID }
+	if ok, single := b.Single(id("ip.hdr_ok")); !single || ok != 1 {
+		return nil
+	}
+	src, ok1 := b.Single(id("ip.src"))
+	dst, ok2 := b.Single(id("ip.dst"))
+	proto, ok3 := b.Single(id("ip.proto"))
+	if !ok1 || !ok2 || !ok3 {
+		return nil
+	}
+	withPorts := proto == 6 && sp.TCPPorts || proto == 17 && sp.UDPPorts
+	var sport, dport uint64
+	if withPorts {
+		l4 := map[uint64]string{6: "tcp", 17: "udp"}[proto]
+		var a, c bool
+		sport, a = b.Single(id(l4 + ".sport"))
+		dport, c = b.Single(id(l4 + ".dport"))
+		if !a || !c {
+			return nil
+		}
+	}
+	h := packet.HashTuple(sp.Key, uint32(src), uint32(dst), uint16(sport), uint16(dport), withPorts)
+	return n.Port("to" + v.Indirection[int(h)&(sp.Buckets-1)])
 }
 
 // walkGate follows a gate over-approximately: a true input makes OR true,

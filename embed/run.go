@@ -179,7 +179,7 @@ func (r *Result) plan() *Plan {
 		}
 	}
 	if p.in.Strategy == "incremental" && p.in.Previous != nil {
-		pl.Changes = r.changes()
+		pl.Changes = r.changes(pl)
 	}
 	sort.Strings(pl.Warnings)
 	return pl
@@ -418,7 +418,7 @@ func sameMatch(ms []prg.FieldMatch, fs []PlanField) bool {
 }
 
 // changes lists the rules to remove and add against the previous plan.
-func (r *Result) changes() *Changes {
+func (r *Result) changes(pl *Plan) *Changes {
 	prev := r.p.in.Previous
 	type key struct{ node, endpoint, match, action string }
 	old := map[key]bool{}
@@ -428,7 +428,7 @@ func (r *Result) changes() *Changes {
 		}
 	}
 	cur := map[key]bool{}
-	for _, pc := range r.Plan.Config {
+	for _, pc := range pl.Config {
 		for _, e := range pc.Entries {
 			cur[key{pc.Node, e.Endpoint, e.Match, e.Action}] = true
 		}

@@ -337,17 +337,31 @@ func (m *Model) Apply(c *Config) (*graph.Graph, error) {
 					if c.Mask == full(field) {
 						c.Mask = 0
 					}
-					n.Ports = append(n.Ports, &graph.Port{Name: "to" + target, Succ: []int{tn.ID}, Pred: c})
+					var p pred.Expr = c
+					if !sp.Identity {
+						// RSS hashes IPv4 frames whose header it can read.
+						p = pred.And{X: []pred.Expr{hashable, c}}
+					}
+					n.Ports = append(n.Ports, &graph.Port{Name: "to" + target, Succ: []int{tn.ID}, Pred: p})
 				}
 			}
 			miss := orig.Port(sp.MissPort)
-			n.Ports = append(n.Ports, &graph.Port{Name: sp.MissPort, Succ: slices.Clone(miss.Succ)})
+			mp := &graph.Port{Name: sp.MissPort, Succ: slices.Clone(miss.Succ)}
+			if v != nil && v.Indirection != nil && !sp.Identity {
+				// Every hashable frame has a bucket; the rest miss.
+				mp.Pred = pred.Not{X: hashable}
+			}
+			n.Ports = append(n.Ports, mp)
 		case Place:
 			// Placement decides where tasks run, not where packets go.
 		}
 	}
 	return g, nil
 }
+
+// hashable holds for the frames an RSS engine hashes: IPv4 with a header
+// it can read (internal/packet.RSSHash).
+var hashable = pred.MustParse("ip.hdr_ok == 1")
 
 func mergeRanges(rs []pred.Range) []pred.Range {
 	out := rs[:0]

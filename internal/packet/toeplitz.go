@@ -59,3 +59,17 @@ func RSSHash(f *Frame, key []byte, tcpPorts, udpPorts bool) (hash uint32, ok boo
 	}
 	return Toeplitz(key, in[:n]), true
 }
+
+// HashTuple is RSSHash for known field values: the addresses, and the ports
+// when withPorts.
+func HashTuple(key []byte, src, dst uint32, sport, dport uint16, withPorts bool) uint32 {
+	var in [12]byte
+	binary.BigEndian.PutUint32(in[0:4], src)
+	binary.BigEndian.PutUint32(in[4:8], dst)
+	if !withPorts {
+		return Toeplitz(key, in[:8])
+	}
+	binary.BigEndian.PutUint16(in[8:10], sport)
+	binary.BigEndian.PutUint16(in[10:12], dport)
+	return Toeplitz(key, in[:12])
+}

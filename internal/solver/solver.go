@@ -328,6 +328,9 @@ func Implies(b *Box, f pred.Expr, given ...pred.Expr) bool {
 func Restrict(b *Box, f pred.Expr) (*Box, bool) {
 	c := b.Clone()
 	exact := c.restrict(item{f, false})
+	if !c.normalize() {
+		c.dom[0] = Domain{}
+	}
 	return c, exact
 }
 
@@ -456,7 +459,7 @@ func sat(b *Box, todo []item, ors []item) bool {
 			continue
 		}
 		if len(live) == 0 {
-			return !b.Empty()
+			return b.normalize()
 		}
 		// Split on the smallest disjunction.
 		o := live[best]
@@ -603,6 +606,9 @@ func Meet(a, b *Box) *Box {
 		}
 		c.atoms[k] = v
 	}
+	if !c.normalize() {
+		c.dom[0] = Domain{}
+	}
 	return c
 }
 
@@ -707,4 +713,71 @@ func JoinAll(boxes []*Box) *Box {
 		}
 	}
 	return c
+}
+
+// layerRule is a fact about how frames are decoded: a field of the layer
+// exists only when field takes one of vals (internal/packet sets udp.* only
+// for IPv4 datagrams of protocol 17 that are not fragments, and so on).
+type layerRule struct {
+	layer string
+	field int
+	vals  []pred.Range
+}
+
+var rules []layerRule
+
+// layerFields lists the field IDs of each layer.
+var layerFields = map[string][]int{}
+
+func init() {
+	for _, name := range pred.FieldNames() {
+		f := pred.Fields[name]
+		layerFields[f.Layer] = append(layerFields[f.Layer], f.ID)
+	}
+	one := func(v uint64) []pred.Range { return []pred.Range{{Lo: v, Hi: v}} }
+	add := func(layer, field string, vals []pred.Range) {
+		rules = append(rules, layerRule{layer, pred.Fields[field].ID, vals})
+	}
+	for _, l := range []string{"ip", "icmp", "udp", "tcp", "l4"} {
+		add(l, "eth.type", one(0x0800))
+	}
+	add("arp", "eth.type", one(0x0806))
+	add("omx", "eth.type", one(0x86DF))
+	add("udp", "ip.proto", one(17))
+	add("tcp", "ip.proto", one(6))
+	add("icmp", "ip.proto", one(1))
+	add("l4", "ip.proto", []pred.Range{{Lo: 6, Hi: 6}, {Lo: 17, Hi: 17}})
+	for _, l := range []string{"icmp", "udp", "tcp", "l4"} {
+		add(l, "ip.frag", one(0))
+	}
+}
+
+// normalize applies the decoding facts until nothing changes: a layer whose
+// condition cannot hold has all its fields absent; a layer with a field
+// that must be present forces its condition. It returns false when the box
+// becomes empty.
+func (b *Box) normalize() bool {
+	for changed := true; changed; {
+		changed = false
+		for _, r := range rules {
+			d := b.dom[r.field]
+			possible := overlaps(d.Vals, r.vals)
+			for _, id := range layerFields[r.layer] {
+				fd := b.dom[id]
+				if !possible && len(fd.Vals) > 0 {
+					if !fd.Absent {
+						return false
+					}
+					b.dom[id] = Domain{Absent: true}
+					changed = true
+				}
+				if possible && !fd.Absent && (d.Absent || !subset(d.Vals, r.vals)) {
+					b.dom[r.field] = Domain{Vals: intersect(d.Vals, r.vals)}
+					d = b.dom[r.field]
+					changed = true
+				}
+			}
+		}
+	}
+	return !b.Empty()
 }

@@ -1,0 +1,420 @@
+package embed
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+var nicNames = []string{"82576", "82599", "myri10g", "tigon"}
+
+func loadModel(t testing.TB, nic string) *prg.Model {
+	t.Helper()
+	file, src, err := nics.Resolve(nic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, diags := prg.Load(file, src)
+	if m == nil {
+		t.Fatal(diags)
+	}
+	return m
+}
+
+func stackInput(t testing.TB, nic, src, cost, strategy string) *Input {
+	t.Helper()
+	st, diags := lpg.LoadStack("s.lpg", []byte(src))
+	if st == nil {
+		t.Fatalf("%v\n%s", diags, src)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := costmodel.ByName(cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Input{NIC: nic, Model: loadModel(t, nic), Stack: st, LPG: g, Cost: fn, Strategy: strategy}
+}
+
+// TestGoldenEmbeddings keeps the report of every built-in NIC and example,
+// and the plan of every example small enough to read.
+func TestGoldenEmbeddings(t *testing.T) {
+	examples, _ := filepath.Glob("../examples/*.lpg")
+	for _, nic := range nicNames {
+		for _, ex := range examples {
+			name := strings.TrimSuffix(filepath.Base(ex), ".lpg")
+			t.Run(nic+"/"+name, func(t *testing.T) {
+				src, _ := os.ReadFile(ex)
+				r, err := Run(stackInput(t, nic, string(src), "balance", "default"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rep bytes.Buffer
+				r.WriteReport(&rep)
+				golden.Check(t, filepath.Join("../testdata/embed", nic, name+".report.golden"), rep.Bytes())
+				if len(r.Plan.Endpoints) <= 200 {
+					var pj bytes.Buffer
+					r.Plan.WriteJSON(&pj)
+					golden.Check(t, filepath.Join("../testdata/embed", nic, name+".plan.json"), pj.Bytes())
+				}
+				// Same input, byte-identical output.
+				r2, _ := Run(stackInput(t, nic, string(src), "balance", "default"))
+				var a, b bytes.Buffer
+				r.Plan.WriteJSON(&a)
+				r2.Plan.WriteJSON(&b)
+				if !bytes.Equal(a.Bytes(), b.Bytes()) {
+					t.Error("two runs on the same input give different plans")
+				}
+			})
+		}
+	}
+}
+
+// TestHostEngineIsNotANIC: the I/OAT model has no receive queue to embed on.
+func TestHostEngineIsNotANIC(t *testing.T) {
+	src, _ := os.ReadFile("../examples/dns_ntp.lpg")
+	_, err := Run(stackInput(t, "ioat", string(src), "balance", "default"))
+	if err == nil || !strings.Contains(err.Error(), "no receive queue") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// randomStack writes a random stack file: listeners and flows over UDP and
+// TCP, Open-MX endpoints, rates, gold classes and pinned cores.
+func randomStack(rng *rand.Rand, maxEndpoints, cores int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stack r {\n    interface eth0 { mac 00:1b:21:00:00:09 ip 10.9.0.1/24 ip 10.9.0.2/24 }\n    cores 0..%d\n", cores-1)
+	n := 1 + rng.Intn(maxEndpoints)
+	used := map[string]bool{}
+	for i := 0; i < n; i++ {
+		proto := []string{"udp", "tcp"}[rng.Intn(2)]
+		addr := []string{"*", "10.9.0.1", "10.9.0.2"}[rng.Intn(3)]
+		port := 1000 + rng.Intn(20)
+		var kind string
+		switch rng.Intn(6) {
+		case 0:
+			if addr == "*" {
+				addr = "10.9.0.1"
+			}
+			kind = fmt.Sprintf("%s flow %s:%d -> 10.9.0.%d:%d", proto, addr, port, 100+rng.Intn(50), 30000+rng.Intn(1000))
+		case 1:
+			kind = fmt.Sprintf("openmx %d", rng.Intn(16))
+		default:
+			kind = fmt.Sprintf("%s listen %s:%d", proto, addr, port)
+		}
+		key := kind
+		if strings.HasPrefix(kind, proto+" listen") {
+			key = fmt.Sprintf("%s %d %s", proto, port, addr)
+		}
+		if used[key] {
+			continue
+		}
+		used[key] = true
+		var attrs []string
+		if rng.Intn(3) == 0 {
+			attrs = append(attrs, "class gold")
+		}
+		if rng.Intn(2) == 0 {
+			attrs = append(attrs, fmt.Sprintf("rate %dkpps", 1+rng.Intn(500)))
+		}
+		if rng.Intn(4) == 0 {
+			attrs = append(attrs, fmt.Sprintf("core %d", rng.Intn(cores)))
+		}
+		fmt.Fprintf(&b, "    endpoint e%d %s", i, kind)
+		if len(attrs) > 0 {
+			fmt.Fprintf(&b, " { %s }", strings.Join(attrs, " "))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("    service arp\n}\n")
+	return b.String()
+}
+
+// TestDefaultNeverWorseThanGreedy runs both strategies on 200 random stacks
+// per NIC and cost function.
+func TestDefaultNeverWorseThanGreedy(t *testing.T) {
+	stacks := 200
+	if testing.Short() {
+		stacks = 40
+	}
+	for _, nic := range []string{"82576", "82599", "myri10g"} {
+		for _, cost := range costmodel.Names() {
+			rng := rand.New(rand.NewSource(int64(len(nic)*7 + len(cost))))
+			better := 0
+			for k := 0; k < stacks; k++ {
+				src := randomStack(rng, 12, 2+rng.Intn(6))
+				d, err := SearchCost(stackInput(t, nic, src, cost, "default"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := SearchCost(stackInput(t, nic, src, cost, "dragonet-greedy"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g.Less(d) {
+					t.Fatalf("%s/%s: default %v is worse than dragonet-greedy %v on\n%s", nic, cost, d, g, src)
+				}
+				if d.Less(g) {
+					better++
+				}
+			}
+			t.Logf("%s/%s: default strictly better than dragonet-greedy on %d of %d stacks (%.0f%%)", nic, cost, better, stacks, 100*float64(better)/float64(stacks))
+		}
+	}
+}
+
+// TestOptimalOnSmallInputs compares the default strategy with an
+// exhaustive search written apart from it, on random small inputs (at most
+// 6 endpoints and 4 queues).
+func TestOptimalOnSmallInputs(t *testing.T) {
+	rng := rand.New(rand.NewSource(42))
+	for k := 0; k < 60; k++ {
+		nic := []string{"82576", "82599"}[k%2]
+		cost := costmodel.Names()[k%3]
+		src := randomStack(rng, 6, 1+rng.Intn(4))
+		in := stackInput(t, nic, src, cost, "default")
+		p, err := newProblem(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := p.search("default")
+		got := s.ev.Cost()
+		best := bruteForce(p)
+		if best.Less(got) {
+			t.Fatalf("%s/%s: default %v, optimum %v on\n%s", nic, cost, got, best, src)
+		}
+	}
+}
+
+// bruteForce enumerates every assignment: for each endpoint, no entry, or
+// an entry in any table that holds it to any queue it may use.
+func bruteForce(p *problem) costmodel.Cost {
+	s := p.newState()
+	best := costmodel.Cost{Kind: costmodel.Reject, V: 1e300}
+	var rec func(i int)
+	rec = func(i int) {
+		if i == len(p.eps) {
+			if c := s.ev.Cost(); c.Less(best) {
+				best = c
+			}
+			return
+		}
+		opts := []choice{{}}
+		pinned := false
+		for _, t := range p.tables {
+			if !s.canUse(t, i) {
+				continue
+			}
+			for _, q := range p.candidates(t, i) {
+				opts = append(opts, choice{t, q})
+				if p.servesCores(q, i) {
+					pinned = true
+				}
+			}
+		}
+		if pinned {
+			opts = opts[1:] // the plan honours pinned cores
+		}
+		for _, c := range opts {
+			s.set(i, c)
+			rec(i + 1)
+		}
+		s.set(i, choice{})
+	}
+	rec(0)
+	return best
+}
+
+// TestCapacityAndReach: on random stacks no table exceeds its capacity, and
+// every endpoint's packets reach exactly the queues the plan says.
+func TestCapacityAndReach(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for k := 0; k < 30; k++ {
+		nic := nicNames[k%len(nicNames)]
+		src := randomStack(rng, 10, 2+rng.Intn(5))
+		in := stackInput(t, nic, src, costmodel.Names()[k%3], "default")
+		r, err := Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range in.Model.Spaces {
+			if v := r.Embedding.Config.Values[sp.Node]; v != nil && sp.Capacity > 0 && len(v.Entries) > sp.Capacity {
+				t.Fatalf("%s holds %d entries, capacity %d", sp.Node, len(v.Entries), sp.Capacity)
+			}
+		}
+		if errs := in.Model.Validate(r.Embedding.Config); len(errs) > 0 {
+			t.Fatal(errs[0])
+		}
+		checkReach(t, r, in, rng)
+	}
+}
+
+// checkReach sends frames at every endpoint (many source ports, so RSS
+// spreads them) through the configured NIC and compares the queues they
+// land on with the plan.
+func checkReach(t *testing.T, r *Result, in *Input, rng *rand.Rand) {
+	t.Helper()
+	hw, err := prg.NewInterp(in.Model, r.Embedding.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := lpg.NewInterp(in.LPG)
+	mac := in.Stack.Interfaces[0].MAC
+	dst := []byte{byte(mac >> 40), byte(mac >> 32), byte(mac >> 24), byte(mac >> 16), byte(mac >> 8), byte(mac)}
+	for _, pe := range r.Plan.Endpoints {
+		var e *lpg.Endpoint
+		for _, x := range in.Stack.Endpoints {
+			if x.Name == pe.Name {
+				e = x
+			}
+		}
+		seen := map[int]bool{}
+		for k := 0; k < 300; k++ {
+			s := packet.Spec{DstMAC: dst}
+			switch e.Proto {
+			case lpg.OpenMX:
+				s.EtherType, s.OMXDstEP, s.OMXType = packet.EtherTypeOpenMX, e.OMXID, 0x11
+			default:
+				s.Proto = packet.ProtoUDP
+				if e.Proto == lpg.TCP {
+					s.Proto, s.TCPFlags = packet.ProtoTCP, 0x02
+				}
+				s.Dst = ipOf(e.Addr)
+				if e.AnyAddr {
+					s.Dst = ipOf(in.Stack.Interfaces[0].IPs[rng.Intn(len(in.Stack.Interfaces[0].IPs))].Addr)
+				}
+				s.Src, s.SrcPort, s.DstPort = []byte{10, 8, byte(rng.Intn(256)), byte(rng.Intn(256))}, uint16(1024+rng.Intn(60000)), e.Port
+				if e.Flow {
+					s.Src, s.SrcPort = ipOf(e.Remote), e.RPort
+					s.TCPFlags = 0x10
+				}
+			}
+			frame := packet.MustBuild(s)
+			if o := ref.Run(frame, true); o.Kind != lpg.Deliver || o.Endpoint != e.Name {
+				continue // another endpoint (a flow) takes these packets
+			}
+			res := hw.Run(frame, true)
+			if res.Queue < 0 {
+				t.Fatalf("%s: frame dropped by the NIC at %s", e.Name, res.DropNode)
+			}
+			seen[res.Queue] = true
+			if !slices.Contains(pe.Queues, res.Queue) {
+				t.Fatalf("%s: a packet reached queue %d; the plan says %v", e.Name, res.Queue, pe.Queues)
+			}
+		}
+		if len(seen) > 0 {
+			for _, q := range pe.Queues {
+				if !seen[q] {
+					t.Errorf("%s: the plan says queue %d, but 300 packets never reached it (saw %v)", e.Name, q, seen)
+				}
+			}
+		}
+	}
+}
+
+// TestIncremental: adding one endpoint to a planned stack changes only that
+// endpoint's rules, unless the cost function demands a move, which the plan
+// then reports.
+func TestIncremental(t *testing.T) {
+	base := `stack inc {
+    interface eth0 { mac 00:1b:21:00:00:09 ip 10.9.0.1/24 }
+    cores 0..3
+    endpoint a udp listen *:1000 { core 1 }
+    endpoint b udp listen *:1001 { core 2 }
+    endpoint c tcp listen *:80 { core 3 }
+`
+	in := stackInput(t, "82599", base+"}\n", "balance", "default")
+	r, err := Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev bytes.Buffer
+	r.Plan.WriteJSON(&prev)
+	plan, err := ReadPlan(&prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in2 := stackInput(t, "82599", base+"    endpoint d udp listen *:2000 { core 1 }\n}\n", "balance", "incremental")
+	in2.Previous = plan
+	r2, err := Run(in2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := r2.Plan.Changes
+	if ch == nil {
+		t.Fatal("no changes reported")
+	}
+	for _, x := range ch.Remove {
+		if !slices.Contains(ch.Moved, x.Endpoint) {
+			t.Errorf("rule of %s removed without a reported move", x.Endpoint)
+		}
+	}
+	added := map[string]bool{}
+	for _, x := range ch.Add {
+		added[x.Endpoint] = true
+		if x.Endpoint != "d" && !slices.Contains(ch.Moved, x.Endpoint) {
+			t.Errorf("rule of %s added without a reported move", x.Endpoint)
+		}
+	}
+	if !added["d"] {
+		t.Errorf("the new endpoint got no rule: %+v", ch)
+	}
+	// Removing an endpoint removes exactly its rule.
+	in3 := stackInput(t, "82599", strings.Replace(base, "    endpoint b udp listen *:1001 { core 2 }\n", "", 1)+"}\n", "balance", "incremental")
+	in3.Previous = plan
+	r3, err := Run(in3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := r3.Plan.Changes; len(ch.Remove) != 1 || ch.Remove[0].Endpoint != "b" || len(ch.Add) != 0 {
+		t.Errorf("removing b: %+v", ch)
+	}
+	// Without a previous plan the strategy says what it needs.
+	if _, err := Run(stackInput(t, "82599", base+"}\n", "balance", "incremental")); err == nil || !strings.Contains(err.Error(), "--previous") {
+		t.Errorf("incremental without a plan: %v", err)
+	}
+}
+
+// TestHostBinding: an endpoint that names its cores is served by one of
+// them when a filter can steer it there.
+func TestHostBinding(t *testing.T) {
+	src, _ := os.ReadFile("../examples/mpi_openmx.lpg")
+	r, err := Run(stackInput(t, "myri10g", string(src), "cycles", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.Plan.Endpoints {
+		if len(e.IRQCores) != 1 || !slices.Contains(e.AppCores, e.IRQCores[0]) {
+			t.Errorf("%s: interrupts on %v, application on %v", e.Name, e.IRQCores, e.AppCores)
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	src, _ := os.ReadFile("../examples/dns_ntp.lpg")
+	r, err := Run(stackInput(t, "82599", string(src), "balance", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := r.Explain("RxL2EtherValidCRC")
+	if err != nil || !strings.Contains(text, "RxL2EtherValidCRC: hardware") {
+		t.Errorf("%v\n%s", err, text)
+	}
+	if _, err := r.Explain("RxL2EtherValidCRc"); err == nil || !strings.Contains(err.Error(), `did you mean "RxL2EtherValidCRC"?`) {
+		t.Errorf("%v", err)
+	}
+}
