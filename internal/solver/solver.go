@@ -28,9 +28,13 @@ type Domain struct {
 }
 
 // Box is a conjunction of per-field domains and atom values: a set of
-// frames. The zero Box is not valid; use Universe.
+// frames. Only fields whose domain differs from the universe are stored,
+// so boxes stay small and cheap to copy. The zero Box is the universe.
 type Box struct {
-	dom   []Domain // indexed by field ID
+	ids   []uint8  // sorted IDs of the restricted fields
+	doms  []Domain // their domains
+	empty bool     // known to hold no frame
+	gone  uint16   // layers known absent: their unrestricted fields are absent
 	atoms map[string]bool
 }
 
@@ -56,13 +60,11 @@ func init() {
 }
 
 // Universe is the set of all frames.
-func Universe() *Box {
-	return &Box{dom: append([]Domain(nil), universe...)}
-}
+func Universe() *Box { return &Box{} }
 
 // Clone copies a box; interval slices are shared and never mutated.
 func (b *Box) Clone() *Box {
-	c := &Box{dom: append([]Domain(nil), b.dom...)}
+	c := &Box{ids: append([]uint8(nil), b.ids...), doms: append([]Domain(nil), b.doms...), empty: b.empty, gone: b.gone}
 	if len(b.atoms) > 0 {
 		c.atoms = make(map[string]bool, len(b.atoms))
 		for k, v := range b.atoms {
@@ -72,17 +74,91 @@ func (b *Box) Clone() *Box {
 	return c
 }
 
+func (b *Box) find(id int) (int, bool) {
+	lo, hi := 0, len(b.ids)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if int(b.ids[m]) < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(b.ids) && int(b.ids[lo]) == id
+}
+
+var absentOnly = Domain{Absent: true}
+
+// get returns a field's domain.
+func (b *Box) get(id int) Domain {
+	if i, ok := b.find(id); ok {
+		return b.doms[i]
+	}
+	if b.gone&layerBit[id] != 0 {
+		return absentOnly
+	}
+	return universe[id]
+}
+
+// put sets a field's domain.
+func (b *Box) put(id int, d Domain) {
+	if len(d.Vals) == 0 && !d.Absent {
+		b.empty = true
+	}
+	i, ok := b.find(id)
+	if d.Absent && equal(d.Vals, universe[id].Vals) {
+		if ok {
+			b.ids = append(b.ids[:i], b.ids[i+1:]...)
+			b.doms = append(b.doms[:i], b.doms[i+1:]...)
+		}
+		return
+	}
+	if ok {
+		b.doms[i] = d
+		return
+	}
+	b.ids = append(b.ids, 0)
+	b.doms = append(b.doms, Domain{})
+	copy(b.ids[i+1:], b.ids[i:])
+	copy(b.doms[i+1:], b.doms[i:])
+	b.ids[i], b.doms[i] = uint8(id), d
+}
+
 // Domain returns a field's domain.
-func (b *Box) Domain(id int) Domain { return b.dom[id] }
+func (b *Box) Domain(id int) Domain { return b.get(id) }
 
 // Empty reports whether the box holds no frame.
 func (b *Box) Empty() bool {
-	for _, d := range b.dom {
+	if b.empty {
+		return true
+	}
+	for _, d := range b.doms {
 		if len(d.Vals) == 0 && !d.Absent {
 			return true
 		}
 	}
 	return false
+}
+
+// fieldsOf merges the restricted field IDs of two boxes.
+func fieldsOf(a, b *Box) []uint8 {
+	out := make([]uint8, 0, len(a.ids)+len(b.ids))
+	i, j := 0, 0
+	for i < len(a.ids) || j < len(b.ids) {
+		switch {
+		case j == len(b.ids) || i < len(a.ids) && a.ids[i] < b.ids[j]:
+			out = append(out, a.ids[i])
+			i++
+		case i == len(a.ids) || b.ids[j] < a.ids[i]:
+			out = append(out, b.ids[j])
+			j++
+		default:
+			out = append(out, a.ids[i])
+			i++
+			j++
+		}
+	}
+	return out
 }
 
 // lit is a comparison turned into the set of values it accepts, or marked
@@ -240,7 +316,7 @@ func (b *Box) evalLit(l lit, neg bool) tri {
 	if l.opaque != "" {
 		return b.evalAtom(l.opaque, neg)
 	}
-	d := b.dom[l.id]
+	d := b.get(l.id)
 	in := intersect(d.Vals, l.set)
 	allIn := !d.Absent && equal(in, d.Vals)
 	noneIn := len(in) == 0
@@ -273,13 +349,13 @@ func (b *Box) assume(l lit, neg bool) bool {
 	if l.opaque != "" {
 		return b.assumeAtom(l.opaque, !neg)
 	}
-	d := b.dom[l.id]
+	d := b.get(l.id)
 	if neg {
 		d = Domain{Vals: intersect(d.Vals, complement(l.set, maxOf[l.id])), Absent: d.Absent}
 	} else {
 		d = Domain{Vals: intersect(d.Vals, l.set), Absent: false}
 	}
-	b.dom[l.id] = d
+	b.put(l.id, d)
 	return len(d.Vals) > 0 || d.Absent
 }
 
@@ -329,7 +405,7 @@ func Restrict(b *Box, f pred.Expr) (*Box, bool) {
 	c := b.Clone()
 	exact := c.restrict(item{f, false})
 	if !c.normalize() {
-		c.dom[0] = Domain{}
+		c.empty = true
 	}
 	return c, exact
 }
@@ -340,7 +416,7 @@ func (b *Box) restrict(it item) bool {
 		return true
 	case pred.Const:
 		if bool(e) == it.neg {
-			b.dom[0] = Domain{} // empty
+			b.empty = true
 		}
 		return true
 	case pred.Cmp:
@@ -348,7 +424,7 @@ func (b *Box) restrict(it item) bool {
 		return true
 	case pred.Atom:
 		if !b.assumeAtom(atomName(e), !it.neg) {
-			b.dom[0] = Domain{}
+			b.empty = true
 		}
 		return true
 	case pred.Not:
@@ -534,7 +610,7 @@ func (b *Box) eval(it item) tri {
 // Single returns the value of a field when the box fixes it to one present
 // value.
 func (b *Box) Single(id int) (uint64, bool) {
-	d := b.dom[id]
+	d := b.get(id)
 	if d.Absent || len(d.Vals) != 1 || d.Vals[0].Lo != d.Vals[0].Hi {
 		return 0, false
 	}
@@ -542,12 +618,12 @@ func (b *Box) Single(id int) (uint64, bool) {
 }
 
 // Present reports whether the box requires a field to be present.
-func (b *Box) Present(id int) bool { return !b.dom[id].Absent }
+func (b *Box) Present(id int) bool { return !b.get(id).Absent }
 
 // Size returns how many values a field may take (saturating).
 func (b *Box) Size(id int) uint64 {
 	var n uint64
-	for _, r := range b.dom[id].Vals {
+	for _, r := range b.get(id).Vals {
 		w := r.Hi - r.Lo + 1
 		if w == 0 || n+w < n {
 			return ^uint64(0)
@@ -559,12 +635,22 @@ func (b *Box) Size(id int) uint64 {
 
 // Subset reports whether every frame of a is in b (atoms must agree).
 func Subset(a, b *Box) bool {
-	for i := range a.dom {
-		if a.dom[i].Absent && !b.dom[i].Absent {
+	if a.empty {
+		return true
+	}
+	for k, id := range b.ids {
+		ad, bd := a.get(int(id)), b.doms[k]
+		if ad.Absent && !bd.Absent || !subset(ad.Vals, bd.Vals) {
 			return false
 		}
-		if !subset(a.dom[i].Vals, b.dom[i].Vals) {
-			return false
+	}
+	if extra := b.gone &^ a.gone; extra != 0 {
+		for id := range layerBit {
+			if layerBit[id]&extra != 0 && len(a.get(id).Vals) > 0 {
+				if _, restricted := b.find(id); !restricted {
+					return false
+				}
+			}
 		}
 	}
 	for k, v := range b.atoms {
@@ -577,8 +663,23 @@ func Subset(a, b *Box) bool {
 
 // Intersects reports whether two boxes share a frame.
 func Intersects(a, b *Box) bool {
-	for i := range a.dom {
-		if !(a.dom[i].Absent && b.dom[i].Absent) && !overlaps(a.dom[i].Vals, b.dom[i].Vals) {
+	if a.empty || b.empty {
+		return false
+	}
+	// Absent layers never conflict (absence meets absence); restricted
+	// fields are checked against the other box's domain.
+	for k, id := range a.ids {
+		x, y := a.doms[k], b.get(int(id))
+		if !(x.Absent && y.Absent) && !overlaps(x.Vals, y.Vals) {
+			return false
+		}
+	}
+	for k, id := range b.ids {
+		if _, ok := a.find(int(id)); ok {
+			continue
+		}
+		x, y := a.get(int(id)), b.doms[k]
+		if !(x.Absent && y.Absent) && !overlaps(x.Vals, y.Vals) {
 			return false
 		}
 	}
@@ -593,12 +694,25 @@ func Intersects(a, b *Box) bool {
 // Meet returns the intersection of two boxes.
 func Meet(a, b *Box) *Box {
 	c := a.Clone()
-	for i := range c.dom {
-		c.dom[i] = Domain{Vals: intersect(a.dom[i].Vals, b.dom[i].Vals), Absent: a.dom[i].Absent && b.dom[i].Absent}
+	c.empty = a.empty || b.empty
+	for k, id := range b.ids {
+		ad, bd := a.get(int(id)), b.doms[k]
+		c.put(int(id), Domain{Vals: intersect(ad.Vals, bd.Vals), Absent: ad.Absent && bd.Absent})
+	}
+	if extra := b.gone &^ a.gone; extra != 0 {
+		// a's restricted fields in layers b knows absent become absent.
+		for k, id := range a.ids {
+			if layerBit[id]&extra != 0 {
+				if _, inB := b.find(int(id)); !inB {
+					c.put(int(id), Domain{Absent: a.doms[k].Absent})
+				}
+			}
+		}
+		c.gone |= b.gone
 	}
 	for k, v := range b.atoms {
 		if old, ok := c.atoms[k]; ok && old != v {
-			c.dom[0] = Domain{}
+			c.empty = true
 			continue
 		}
 		if c.atoms == nil {
@@ -607,7 +721,7 @@ func Meet(a, b *Box) *Box {
 		c.atoms[k] = v
 	}
 	if !c.normalize() {
-		c.dom[0] = Domain{}
+		c.empty = true
 	}
 	return c
 }
@@ -616,9 +730,16 @@ func Meet(a, b *Box) *Box {
 // an over-approximation of their union). Atoms on which they disagree are
 // dropped.
 func Join(a, b *Box) *Box {
-	c := &Box{dom: make([]Domain, len(a.dom))}
-	for i := range c.dom {
-		c.dom[i] = Domain{Vals: union(a.dom[i].Vals, b.dom[i].Vals), Absent: a.dom[i].Absent || b.dom[i].Absent}
+	if a.empty {
+		return b.Clone()
+	}
+	if b.empty {
+		return a.Clone()
+	}
+	c := &Box{gone: a.gone & b.gone}
+	for _, id := range fieldsOf(a, b) {
+		ad, bd := a.get(int(id)), b.get(int(id))
+		c.put(int(id), Domain{Vals: union(ad.Vals, bd.Vals), Absent: ad.Absent || bd.Absent})
 	}
 	for k, v := range a.atoms {
 		if bv, ok := b.atoms[k]; ok && bv == v {
@@ -666,23 +787,47 @@ func JoinAll(boxes []*Box) *Box {
 	if len(boxes) == 1 {
 		return boxes[0]
 	}
-	c := &Box{dom: make([]Domain, len(boxes[0].dom))}
-	for i := range c.dom {
+	var live []*Box
+	for _, b := range boxes {
+		if !b.empty {
+			live = append(live, b)
+		}
+	}
+	if len(live) == 0 {
+		return &Box{empty: true}
+	}
+	boxes = live
+	c := &Box{gone: ^uint16(0)}
+	for _, b := range boxes {
+		c.gone &= b.gone
+	}
+	restricted := map[uint8]bool{}
+	for _, b := range boxes {
+		for _, id := range b.ids {
+			restricted[id] = true
+		}
+	}
+	for i := 0; i < pred.NumFields; i++ {
+		if !restricted[uint8(i)] && c.gone&layerBit[i] == 0 {
+			continue // unrestricted in some box: the universe
+		}
 		var all []pred.Range
 		absent := false
 		same := true
+		first := boxes[0].get(i)
 		for _, b := range boxes {
-			absent = absent || b.dom[i].Absent
-			if same && !equal(b.dom[i].Vals, boxes[0].dom[i].Vals) {
+			d := b.get(i)
+			absent = absent || d.Absent
+			if same && !equal(d.Vals, first.Vals) {
 				same = false
 			}
 		}
 		if same {
-			c.dom[i] = Domain{Vals: boxes[0].dom[i].Vals, Absent: absent}
+			c.put(i, Domain{Vals: first.Vals, Absent: absent})
 			continue
 		}
 		for _, b := range boxes {
-			all = append(all, b.dom[i].Vals...)
+			all = append(all, b.get(i).Vals...)
 		}
 		sort.Slice(all, func(x, y int) bool { return all[x].Lo < all[y].Lo })
 		var out []pred.Range
@@ -695,7 +840,7 @@ func JoinAll(boxes []*Box) *Box {
 			}
 			out = append(out, r)
 		}
-		c.dom[i] = Domain{Vals: out, Absent: absent}
+		c.put(i, Domain{Vals: out, Absent: absent})
 	}
 	for k, v := range boxes[0].atoms {
 		agree := true
@@ -726,13 +871,25 @@ type layerRule struct {
 
 var rules []layerRule
 
-// layerFields lists the field IDs of each layer.
-var layerFields = map[string][]int{}
+// layerFields lists the field IDs of each layer; layerBit gives each
+// field its layer's bit in Box.gone.
+var (
+	layerFields = map[string][]int{}
+	layerBits   = map[string]uint16{}
+	layerBit    []uint16
+)
 
 func init() {
+	layerBit = make([]uint16, pred.NumFields)
 	for _, name := range pred.FieldNames() {
 		f := pred.Fields[name]
 		layerFields[f.Layer] = append(layerFields[f.Layer], f.ID)
+	}
+	for _, l := range []string{"ip", "icmp", "udp", "tcp", "l4", "arp", "omx"} {
+		layerBits[l] = 1 << uint(len(layerBits))
+		for _, id := range layerFields[l] {
+			layerBit[id] = layerBits[l]
+		}
 	}
 	one := func(v uint64) []pred.Range { return []pred.Range{{Lo: v, Hi: v}} }
 	add := func(layer, field string, vals []pred.Range) {
@@ -760,21 +917,31 @@ func (b *Box) normalize() bool {
 	for changed := true; changed; {
 		changed = false
 		for _, r := range rules {
-			d := b.dom[r.field]
-			possible := overlaps(d.Vals, r.vals)
-			for _, id := range layerFields[r.layer] {
-				fd := b.dom[id]
-				if !possible && len(fd.Vals) > 0 {
-					if !fd.Absent {
-						return false
-					}
-					b.dom[id] = Domain{Absent: true}
+			bit := layerBits[r.layer]
+			d := b.get(r.field)
+			if !overlaps(d.Vals, r.vals) {
+				if b.gone&bit == 0 {
+					b.gone |= bit
 					changed = true
 				}
-				if possible && !fd.Absent && (d.Absent || !subset(d.Vals, r.vals)) {
-					b.dom[r.field] = Domain{Vals: intersect(d.Vals, r.vals)}
-					d = b.dom[r.field]
-					changed = true
+				for _, id := range layerFields[r.layer] {
+					if k, ok := b.find(id); ok && len(b.doms[k].Vals) > 0 {
+						if !b.doms[k].Absent {
+							return false
+						}
+						b.doms[k] = absentOnly
+						changed = true
+					}
+				}
+				continue
+			}
+			if d.Absent || !subset(d.Vals, r.vals) {
+				for _, id := range layerFields[r.layer] {
+					if k, ok := b.find(id); ok && !b.doms[k].Absent {
+						b.put(r.field, Domain{Vals: intersect(d.Vals, r.vals)})
+						changed = true
+						break
+					}
 				}
 			}
 		}
