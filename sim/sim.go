@@ -92,3 +92,9 @@ func (s *Sim) SoftwareGraph(q int) *graph.Graph {
 	}
 	return nil
 }
+
+// Reported returns what the NIC reports in the descriptor for a frame:
+// node and port of every descriptor-reported check that ran.
+func (s *Sim) Reported(frame []byte, crcOK bool) [][2]string {
+	return s.hw.Run(frame, crcOK).Reported()
+}

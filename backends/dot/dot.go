@@ -113,3 +113,91 @@ func style(dn gv.Node, n *graph.Node) {
 func quoteID(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
 }
+
+// Status is how the embedding drawing shows an LPG node on a queue.
+type Status int
+
+// Drawing statuses.
+const (
+	Omit     Status = iota // not drawn
+	Software               // plain
+	Hardware               // shaded: the NIC does the work
+	Removed                // dashed: the path decides it
+)
+
+// QueueView is one queue of an embedding picture.
+type QueueView struct {
+	Name   string
+	Status func(node string) Status
+}
+
+// Embedding draws the configured PRG as one cluster and, for every queue,
+// the LPG nodes that matter there: software nodes plain, nodes the NIC
+// does shaded (as in Fig. 3 of the Dragonet seed), nodes the path decides
+// dashed. Edges are labelled with their ports.
+func Embedding(title string, hw, l *graph.Graph, queues []QueueView) string {
+	d := gv.NewGraph(gv.Directed)
+	d.ID(quoteID(title))
+	d.Attr("rankdir", "LR")
+	d.Attr("label", title)
+	d.Attr("fontname", "Helvetica")
+	d.Attr("compound", "true")
+	prg := d.Subgraph("PRG (configured)", gv.ClusterOption{})
+	prg.Attr("style", "rounded")
+	hwNodes := make([]gv.Node, len(hw.Nodes))
+	for _, n := range hw.Nodes {
+		dn := prg.Node(fmt.Sprintf("h%d", n.ID))
+		dn.Attr("label", n.Name)
+		dn.Attr("fontname", "Helvetica")
+		style(dn, n)
+		hwNodes[n.ID] = dn
+	}
+	for _, n := range hw.Nodes {
+		for _, p := range n.Ports {
+			for _, s := range p.Succ {
+				e := prg.Edge(hwNodes[n.ID], hwNodes[s])
+				e.Attr("label", p.Name)
+				e.Attr("fontsize", "9")
+			}
+		}
+	}
+	for qi, q := range queues {
+		c := d.Subgraph(q.Name, gv.ClusterOption{})
+		c.Attr("style", "rounded")
+		shown := map[int]gv.Node{}
+		for _, n := range l.Nodes {
+			st := q.Status(n.Name)
+			if st == Omit {
+				continue
+			}
+			dn := c.Node(fmt.Sprintf("q%d_%d", qi, n.ID))
+			dn.Attr("label", n.Name)
+			dn.Attr("fontname", "Helvetica")
+			dn.Attr("shape", "box")
+			switch st {
+			case Hardware:
+				dn.Attr("style", "filled")
+				dn.Attr("fillcolor", "gray80")
+			case Removed:
+				dn.Attr("style", "dashed")
+			}
+			shown[n.ID] = dn
+		}
+		for _, n := range l.Nodes {
+			from, ok := shown[n.ID]
+			if !ok {
+				continue
+			}
+			for _, p := range n.Ports {
+				for _, s := range p.Succ {
+					if to, ok := shown[s]; ok {
+						e := c.Edge(from, to)
+						e.Attr("label", p.Name)
+						e.Attr("fontsize", "9")
+					}
+				}
+			}
+		}
+	}
+	return d.String()
+}

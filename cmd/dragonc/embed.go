@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dragonc/dragonc/backends/dot"
+	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
@@ -21,7 +25,9 @@ the work, software on each queue for the rest), and reports the plan.
 NIC is a built-in model (dragonc nics) or a path to a .prg/.unicorn file.
 
 Flags:
-    -o DIR            write the outputs into DIR (plan.json) and print a summary
+    -o DIR            write the outputs into DIR and print a summary: plan.json,
+                      linux.sh, NIC-specific files, fallback/ (a Go module for
+                      the software part) and embedding.dot
     --cost NAME       balance (default), priority or cycles
     --strategy NAME   default, dragonet-greedy or incremental
     --previous FILE   the previous plan.json, for --strategy incremental
@@ -54,30 +60,30 @@ func (f *embedFlags) register(fs interface {
 }
 
 // plan loads the NIC and the stack and runs the embedder.
-func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, bool) {
+func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg.Stack, bool) {
 	fn, err := costmodel.ByName(f.cost)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-		return nil, false
+		return nil, nil, false
 	}
 	m, _, ok := loadNIC(e, nicArg)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	src, ok := readFile(e, stackPath)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	l := load(stackPath, src)
 	printDiags(e, l.diags, false)
 	if l.diags.HasErrors() {
-		return nil, false
+		return nil, nil, false
 	}
 	st := l.stack
 	if st == nil {
 		if l.graph == nil {
 			fmt.Fprintf(e.stderr, "dragonc: %s holds neither a stack nor an LPG\n", stackPath)
-			return nil, false
+			return nil, nil, false
 		}
 		st = &lpg.Stack{Name: l.graph.Name} // an explicit LPG: no endpoints to steer
 	}
@@ -85,21 +91,44 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, bool
 	if f.previous != "" {
 		b, ok := readFile(e, f.previous)
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
 		prev, err := embed.ReadPlan(bytes.NewReader(b))
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %s: %v\n", f.previous, err)
-			return nil, false
+			return nil, nil, false
 		}
 		in.Previous = prev
 	}
 	r, err := embed.Run(in)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-		return nil, false
+		return nil, nil, false
 	}
-	return r, true
+	return r, st, true
+}
+
+// outputs renders every file of embed -o.
+func outputs(r *embed.Result, st *lpg.Stack, source string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	var b bytes.Buffer
+	if err := r.Plan.WriteJSON(&b); err != nil {
+		return nil, err
+	}
+	files["plan.json"] = b.Bytes()
+	files["linux.sh"] = []byte(linux.Script(r, source))
+	for name, data := range nicconf.Files(r, source) {
+		files[name] = data
+	}
+	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: source, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range fb {
+		files["fallback/"+name] = data
+	}
+	files["embedding.dot"] = []byte(dot.Plan(r))
+	return files, nil
 }
 
 func runEmbed(e *env, args []string) int {
@@ -115,7 +144,7 @@ func runEmbed(e *env, args []string) int {
 		fmt.Fprint(e.stderr, lookup("embed").usage)
 		return exitUsage
 	}
-	r, ok := f.plan(e, fs.Arg(0), fs.Arg(1))
+	r, st, ok := f.plan(e, fs.Arg(0), fs.Arg(1))
 	if !ok {
 		return exitInput
 	}
@@ -131,13 +160,11 @@ func runEmbed(e *env, args []string) int {
 		}
 		fmt.Fprint(e.stdout, text)
 	case *out != "":
-		files := map[string][]byte{}
-		var b bytes.Buffer
-		if err := r.Plan.WriteJSON(&b); err != nil {
+		files, err := outputs(r, st, fs.Arg(1))
+		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput
 		}
-		files["plan.json"] = b.Bytes()
 		if err := writeDir(*out, files); err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput

@@ -1,0 +1,205 @@
+// Package backends_test checks every output of dragonc embed -o on every
+// built-in NIC and example: golden files, the generated Go module built and
+// tested with the go command, and a stack with hostile strings.
+package backends_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dragonc/dragonc/backends/dot"
+	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/backends/nicconf"
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+var nicNames = []string{"82576", "82599", "myri10g", "tigon"}
+
+func plan(t testing.TB, nic, name string, src []byte) (*embed.Result, *lpg.Stack) {
+	t.Helper()
+	file, msrc, err := nics.Resolve(nic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, diags := prg.Load(file, msrc)
+	if m == nil {
+		t.Fatal(diags)
+	}
+	st, diags := lpg.LoadStack(name, src)
+	if st == nil {
+		t.Fatal(diags)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := embed.Run(&embed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, st
+}
+
+// outputs renders what embed -o writes (plan.json is tested in embed).
+func outputs(t testing.TB, r *embed.Result, st *lpg.Stack, source string) map[string][]byte {
+	files := map[string][]byte{"linux.sh": []byte(linux.Script(r, source)), "embedding.dot": []byte(dot.Plan(r))}
+	for k, v := range nicconf.Files(r, source) {
+		files[k] = v
+	}
+	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: source, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range fb {
+		files["fallback/"+k] = v
+	}
+	return files
+}
+
+func write(t testing.TB, dir string, files map[string][]byte) {
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOutputs keeps golden copies of the outputs of the smaller examples
+// and builds, vets and tests every generated fallback module.
+func TestOutputs(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	examples, _ := filepath.Glob("../../examples/*.lpg")
+	type job struct{ dir, name string }
+	var jobs []job
+	root := t.TempDir()
+	for _, nic := range nicNames {
+		for _, ex := range examples {
+			name := strings.TrimSuffix(filepath.Base(ex), ".lpg")
+			src, _ := os.ReadFile(ex)
+			r, st := plan(t, nic, "examples/"+name+".lpg", src)
+			files := outputs(t, r, st, "examples/"+name+".lpg")
+			if len(st.Endpoints) <= 200 {
+				names := make([]string, 0, len(files))
+				for k := range files {
+					names = append(names, k)
+				}
+				sort.Strings(names)
+				for _, k := range names {
+					if k == "fallback/fallback_test.go" || k == "embedding.dot" {
+						continue // long; the go test below checks them
+					}
+					golden.Check(t, filepath.Join("../../testdata/backends", nic, name, k+".golden"), files[k])
+				}
+			}
+			dir := filepath.Join(root, nic, name)
+			write(t, dir, files)
+			jobs = append(jobs, job{dir, nic + "/" + name})
+		}
+	}
+	// go vet and go test in each generated module, two at a time.
+	var wg sync.WaitGroup
+	sem := make(chan bool, 2)
+	var mu sync.Mutex
+	var failures []string
+	for _, j := range jobs {
+		wg.Add(1)
+		go func(j job) {
+			defer wg.Done()
+			sem <- true
+			defer func() { <-sem }()
+			for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+				cmd := exec.Command(goCmd, args...)
+				cmd.Dir = filepath.Join(j.dir, "fallback")
+				cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s: go %s: %v\n%s", j.name, args[0], err, out))
+					mu.Unlock()
+					return
+				}
+			}
+		}(j)
+	}
+	wg.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	t.Logf("built, vetted and tested %d generated fallback modules", len(jobs))
+}
+
+// hostile is a stack whose strings try shell and Go injection.
+const hostile = "stack hostile {\n" +
+	"    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n" +
+	"    cores 0..3\n" +
+	"    endpoint func udp listen *:53 { app \"$(touch PWNED1)\" core 1 }\n" +
+	"    endpoint type udp listen *:54 { app \"`touch PWNED2`; rm -rf x\" core 2 }\n" +
+	"    endpoint go tcp listen *:80 { app \"it's \\\"quoted\\\"\\n$HOME\" core 3 }\n" +
+	"    endpoint package udp listen *:55 { app \"ünïcødé \u2028 x\" }\n" +
+	"    endpoint a_b udp listen *:56\n" +
+	"    endpoint range udp listen *:57..58\n" +
+	"}\n"
+
+func TestHostileNames(t *testing.T) {
+	for _, nic := range []string{"82599", "82576"} {
+		r, st := plan(t, nic, "hostile\n`x`.lpg", []byte(hostile))
+		dir := t.TempDir()
+		write(t, dir, outputs(t, r, st, "hostile\n`$(touch PWNED3)`.lpg"))
+		script := filepath.Join(dir, "linux.sh")
+		if out, err := exec.Command("sh", "-n", script).CombinedOutput(); err != nil {
+			t.Fatalf("sh -n: %v\n%s", err, out)
+		}
+		if sc, err := exec.LookPath("shellcheck"); err == nil {
+			if out, err := exec.Command(sc, script).CombinedOutput(); err != nil {
+				t.Errorf("shellcheck: %v\n%s", err, out)
+			}
+		} else {
+			t.Log("shellcheck is not installed; only sh -n checked the script")
+		}
+		cmd := exec.Command("sh", script, "--dry-run", "eth0")
+		cmd.Dir = dir
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		cmd.Stderr = &out
+		cmd.Run()
+		for _, f := range []string{"PWNED1", "PWNED2", "PWNED3"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				t.Fatalf("the dry run executed a command from a user string (%s exists)", f)
+			}
+		}
+		for _, want := range []string{"$(touch PWNED1)", "`touch PWNED2`; rm -rf x"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("dry run does not show %q literally:\n%s", want, out.String())
+			}
+		}
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			continue
+		}
+		build := exec.Command(goCmd, "test", "-count=1", "./...")
+		build.Dir = filepath.Join(dir, "fallback")
+		build.Env = append(os.Environ(), "GOWORK=off")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Errorf("the fallback of a hostile stack does not build and pass: %v\n%s", err, out)
+		}
+	}
+}
