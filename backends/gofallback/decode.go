@@ -2,6 +2,7 @@ package gofallback
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/dragonc/dragonc/internal/pred"
@@ -11,12 +12,18 @@ import (
 // the same fields as dragonc's internal/packet, with the same rules for
 // absent headers (the generated test and dragonc verify check that the
 // two agree), into a fixed array: nothing allocates.
-func decodeFile(header string) string {
+func decodeFile(header string, used map[string]bool) string {
 	var consts strings.Builder
 	for _, name := range pred.FieldNames() {
 		fmt.Fprintf(&consts, "\t%s = %d // %s\n", fieldConst(name), pred.Fields[name].ID, name)
 	}
-	return header + `
+	// Checksums cost a pass over the bytes: compute only those the
+	// software reads (the NIC reports the others in the descriptor).
+	var need strings.Builder
+	for _, f := range pred.FieldNames() {
+		fmt.Fprintf(&need, "\tneed%s = %v\n", fieldConst(f)[1:], used[f])
+	}
+	return guardSets(header + `
 package fallback
 
 import "encoding/binary"
@@ -25,6 +32,11 @@ import "encoding/binary"
 // fields.has.
 const (
 ` + consts.String() + `)
+
+// Which fields the software pipelines read; the compiler drops the work
+// for the others.
+const (
+` + need.String() + `)
 
 // fields holds the decoded fields of one frame.
 type fields struct {
@@ -141,7 +153,9 @@ func (f *fields) ipv4(ip []byte) {
 		f.set(fIpLenOk, 0)
 		return
 	}
-	f.set(fIpCsumOk, b2u(checksum(ip[:hlen], 0) == 0xffff))
+	if needIpCsumOk {
+		f.set(fIpCsumOk, b2u(checksum(ip[:hlen], 0) == 0xffff))
+	}
 	lenOK := total >= hlen && total <= len(ip)
 	f.set(fIpLenOk, b2u(lenOK))
 	if !lenOK || ip[0]>>4 != 4 || frag {
@@ -149,6 +163,7 @@ func (f *fields) ipv4(ip []byte) {
 	}
 	l4 := ip[hlen:total]
 	src, dst := ip[12:16], ip[16:20]
+	_, _ = src, dst
 	switch ip[9] {
 	case 1:
 		if len(l4) < 8 {
@@ -156,7 +171,9 @@ func (f *fields) ipv4(ip []byte) {
 		}
 		f.set(fIcmpType, uint64(l4[0]))
 		f.set(fIcmpCode, uint64(l4[1]))
-		f.set(fIcmpCsumOk, b2u(checksum(l4, 0) == 0xffff))
+		if needIcmpCsumOk {
+			f.set(fIcmpCsumOk, b2u(checksum(l4, 0) == 0xffff))
+		}
 	case 17:
 		if len(l4) < 8 {
 			return
@@ -171,14 +188,16 @@ func (f *fields) ipv4(ip []byte) {
 		f.set(fUdpLen, uint64(ulen))
 		lenOK := ulen >= 8 && ulen <= len(l4)
 		f.set(fUdpLenOk, b2u(lenOK))
-		ok := false
-		switch {
-		case binary.BigEndian.Uint16(l4[6:8]) == 0:
-			ok = true
-		case lenOK:
-			ok = checksum(l4[:ulen], pseudo(src, dst, 17, ulen)) == 0xffff
+		if needUdpCsumOk {
+			ok := false
+			switch {
+			case binary.BigEndian.Uint16(l4[6:8]) == 0:
+				ok = true
+			case lenOK:
+				ok = checksum(l4[:ulen], pseudo(src, dst, 17, ulen)) == 0xffff
+			}
+			f.set(fUdpCsumOk, b2u(ok))
 		}
-		f.set(fUdpCsumOk, b2u(ok))
 	case 6:
 		if len(l4) < 20 {
 			return
@@ -192,8 +211,22 @@ func (f *fields) ipv4(ip []byte) {
 		f.set(fL4Dport, dport)
 		f.set(fTcpFlags, uint64(l4[13]))
 		f.set(fTcpHdrOk, b2u(doff >= 20 && doff <= len(l4)))
-		f.set(fTcpCsumOk, b2u(checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff))
+		if needTcpCsumOk {
+			f.set(fTcpCsumOk, b2u(checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff))
+		}
 	}
 }
-`
+`)
+}
+
+var setLine = regexp.MustCompile(`(?m)^(\t+)f\.set\((f\w+), (.*)\)$`)
+
+// guardSets makes every store of a field conditional on the field being
+// read, so unused fields cost nothing.
+func guardSets(src string) string {
+	return setLine.ReplaceAllStringFunc(src, func(line string) string {
+		m := setLine.FindStringSubmatch(line)
+		ind, name, expr := m[1], m[2], m[3]
+		return fmt.Sprintf("%sif need%s {\n%s\tf.set(%s, %s)\n%s}", ind, name[1:], ind, name, expr, ind)
+	})
 }

@@ -7,7 +7,6 @@
 package gofallback
 
 import (
-	"bytes"
 	"encoding/hex"
 	"fmt"
 	"go/format"
@@ -47,7 +46,7 @@ func Generate(r *embed.Result, st *lpg.Stack, opt Options) (map[string][]byte, e
 	files := map[string][]byte{
 		"go.mod":           []byte(fmt.Sprintf("module %s\n\ngo 1.21\n", opt.Module)),
 		"fallback.go":      main,
-		"decode.go":        g.format(decodeFile(g.header())),
+		"decode.go":        g.format(decodeFile(g.header(), usedFields(r))),
 		"fallback_test.go": nil,
 	}
 	test, err := g.testFile()
@@ -154,17 +153,9 @@ func (g *gen) mainFile() ([]byte, error) {
 	}
 	w("}\n\n")
 	// Flags.
-	for _, q := range g.r.Embedding.Queues {
-		for _, n := range q.SW.Nodes {
-			for _, p := range n.Ports {
-				if a, ok := p.Pred.(pred.Atom); ok && a.Value == "true" {
-					if _, seen := g.flags[a.Name]; !seen {
-						g.flags[a.Name] = len(g.flagOrd)
-						g.flagOrd = append(g.flagOrd, a.Name)
-					}
-				}
-			}
-		}
+	g.flagOrd = FlagOrder(g.r)
+	for i, f := range g.flagOrd {
+		g.flags[f] = i
 	}
 	w("// Flags are the verdicts the NIC reports in the receive descriptor.\ntype Flags uint64\n\n")
 	if len(g.flagOrd) > 0 {
@@ -501,6 +492,54 @@ func (g *gen) cond(e pred.Expr) string {
 	return "false"
 }
 
+// usedFields lists the fields the software pipelines read.
+func usedFields(r *embed.Result) map[string]bool {
+	out := map[string]bool{}
+	var walk func(e pred.Expr)
+	walk = func(e pred.Expr) {
+		switch e := e.(type) {
+		case pred.Cmp:
+			out[e.Field] = true
+		case pred.And:
+			for _, x := range e.X {
+				walk(x)
+			}
+		case pred.Or:
+			for _, x := range e.X {
+				walk(x)
+			}
+		case pred.Not:
+			walk(e.X)
+		}
+	}
+	for _, q := range r.Embedding.Queues {
+		for _, n := range q.SW.Nodes {
+			for _, p := range n.Ports {
+				walk(p.Pred)
+			}
+		}
+	}
+	return out
+}
+
+// FlagOrder lists the descriptor-reported checks the software reads, in
+// the order of their bits in the generated Flags type.
+func FlagOrder(r *embed.Result) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, q := range r.Embedding.Queues {
+		for _, n := range q.SW.Nodes {
+			for _, p := range n.Ports {
+				if a, ok := p.Pred.(pred.Atom); ok && a.Value == "true" && !seen[a.Name] {
+					seen[a.Name] = true
+					out = append(out, a.Name)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // testFile writes a test that runs frames aimed at the stack through
 // Process and checks each verdict against the reference interpreter's,
 // checks that Process does not allocate, and benchmarks it.
@@ -550,5 +589,3 @@ func (g *gen) flagsOf(s *sim.Sim, f sim.Frame) string {
 	}
 	return strings.Join(parts, " | ")
 }
-
-var _ = bytes.Equal

@@ -1,0 +1,51 @@
+package bench_test
+
+import (
+	"os/exec"
+	"regexp"
+	"testing"
+
+	"github.com/dragonc/dragonc/bench"
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+var line = regexp.MustCompile(`^fallback [0-9.]+ ns/frame, software-only [0-9.]+ ns/frame, gopacket baseline [0-9.]+ ns/frame, 0 allocs/frame$`)
+
+// TestBench builds the harness around the generated code and checks the
+// report's shape (not its speed: tests do not assert on time).
+func TestBench(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	file, src, _ := nics.Resolve("82599")
+	m, _ := prg.Load(file, src)
+	st, diags := lpg.LoadStack("b.lpg", []byte(`stack b {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+    cores 0..3
+    endpoint dns udp listen *:53
+    endpoint web tcp listen 10.0.0.1:80
+}`))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	g, _ := lpg.Derive(st)
+	r, err := embed.Run(&embed.Input{NIC: "82599", Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := bench.Run(r, st, bench.Frames(st, 50), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !line.MatchString(rep.Line()) {
+		t.Errorf("last line %q", rep.Line())
+	}
+	if rep.Frames == 0 || rep.FallbackNs <= 0 || rep.SoftwareNs <= 0 || rep.GopacketNs <= 0 {
+		t.Errorf("report %+v", rep)
+	}
+}
