@@ -38,7 +38,8 @@ var allowed = map[string][]string{
 	"backends/nicconf":    {"embed"},
 	"backends/gofallback": {"embed", "internal/graph", "internal/pred", "lpg", "sim"},
 	"bench":               {"backends/gofallback", "costmodel", "embed", "internal/packet", "lpg", "prg", "sim"},
-	"cmd/dragonc":         {"bench", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "lpg", "nics", "prg"},
+	"verify":              {"backends/gofallback", "embed", "internal/packet", "lpg", "sim"},
+	"cmd/dragonc":         {"bench", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "lpg", "nics", "prg", "verify"},
 }
 
 // libraryHome says which package may import each outside library.

@@ -1,0 +1,187 @@
+package verify
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
+	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+func planFor(t testing.TB, nic, stackPath string) (*embed.Result, *lpg.Stack) {
+	t.Helper()
+	file, src, err := nics.Resolve(nic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, diags := prg.Load(file, src)
+	if m == nil {
+		t.Fatal(diags)
+	}
+	b, err := os.ReadFile(stackPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, diags := lpg.LoadStack(stackPath, b)
+	if st == nil {
+		t.Fatal(diags)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := embed.Run(&embed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, st
+}
+
+// TestEveryNICAndExample verifies every built-in NIC and example on 100,000
+// frames each, the generated Go fallback included.
+func TestEveryNICAndExample(t *testing.T) {
+	n := 100000
+	if testing.Short() {
+		n = 5000
+	}
+	_, haveGo := exec.LookPath("go")
+	examples, _ := filepath.Glob("../examples/*.lpg")
+	for _, nic := range []string{"82576", "82599", "myri10g", "tigon"} {
+		for _, ex := range examples {
+			name := nic + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg")
+			t.Run(name, func(t *testing.T) {
+				r, st := planFor(t, nic, ex)
+				rep, err := Run(r, st, Options{Packets: n, Seed: 7, Fallback: haveGo == nil, Work: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Total != n {
+					t.Errorf("%d packets, want %d", rep.Total, n)
+				}
+				if len(rep.Mismatches) > 0 {
+					var out bytes.Buffer
+					rep.Write(&out, 3)
+					t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
+				}
+			})
+		}
+	}
+	if haveGo != nil {
+		t.Log("the go command is not installed: the generated fallback was not run")
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestBrokenEmbeddingsAreCaught breaks embeddings on purpose: a filter
+// entry steering to the wrong queue, and a check removed that the path did
+// not imply. Verify must report mismatches and show the frames.
+func TestBrokenEmbeddingsAreCaught(t *testing.T) {
+	r, st := planFor(t, "82599", "../examples/dns_ntp.lpg")
+	// A wrong queue: the dns entry now steers to queue 2, whose software
+	// was built without the dns endpoint.
+	tv := r.Embedding.Config.Values["RxC5TupleFilter"]
+	if tv == nil || len(tv.Entries) == 0 {
+		t.Fatal("expected filter entries")
+	}
+	orig := tv.Entries[0].Action
+	tv.Entries[0].Action = "RxQueue2"
+	rep, err := Run(r, st, Options{Packets: 3000, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCaught(t, rep, "wrong queue")
+	tv.Entries[0].Action = orig
+
+	// A removed check: queue 1 no longer tests the TTL.
+	r, st = planFor(t, "82599", "../examples/dns_ntp.lpg")
+	sw := r.Embedding.Queue(1).SW
+	ttl, ok := sw.Lookup("RxL3IPv4ValidTTL")
+	if !ok {
+		t.Fatal("queue 1 does not check the TTL")
+	}
+	bypass(sw, ttl)
+	rep, err = Run(r, st, Options{Packets: 3000, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCaught(t, rep, "removed check")
+}
+
+// bypass makes a boolean always take its true port.
+func bypass(g *graph.Graph, n *graph.Node) {
+	for _, p := range n.Ports {
+		if p.Name == "true" {
+			p.Pred = nil
+			n.Ports = []*graph.Port{p}
+			return
+		}
+	}
+}
+
+func checkCaught(t *testing.T, rep *Report, what string) {
+	t.Helper()
+	if len(rep.Mismatches) == 0 {
+		t.Fatalf("%s: no mismatch reported", what)
+	}
+	var out bytes.Buffer
+	rep.Write(&out, 2)
+	s := out.String()
+	if !strings.Contains(s, "MISMATCH") || !strings.Contains(s, "frame: ") || !strings.HasSuffix(strings.TrimSpace(s), " mismatches") || strings.HasSuffix(strings.TrimSpace(s), " 0 mismatches") {
+		t.Errorf("%s: report does not show the frames:\n%s", what, tail(s, 20))
+	}
+}
+
+// TestCaptures: real captures verify; damaged and non-Ethernet ones are
+// reported, not crashed on.
+func TestCaptures(t *testing.T) {
+	dir := "/usr/share/gocode/src/github.com/gopacket/gopacket/pcap"
+	dns := filepath.Join(dir, "test_dns.pcap")
+	if _, err := os.Stat(dns); err != nil {
+		t.Skip("gopacket's captures are not installed (apt-get install golang-github-gopacket-gopacket-dev)")
+	}
+	r, st := planFor(t, "82599", "../testdata/captures/dns_server.lpg")
+	rep, err := Run(r, st, Options{Pcaps: []string{dns}, Packets: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total != 10 || len(rep.Mismatches) != 0 || rep.Outcomes["deliver dns"] != 10 {
+		t.Errorf("test_dns.pcap: %d packets, %d mismatches, %v", rep.Total, len(rep.Mismatches), rep.Outcomes)
+	}
+	// Loopback link type: an error naming the file.
+	if _, err := Run(r, st, Options{Pcaps: []string{filepath.Join(dir, "test_loopback.pcap")}}); err == nil || !strings.Contains(err.Error(), "not Ethernet") {
+		t.Errorf("loopback capture: %v", err)
+	}
+	// A capture cut short in its last record: the frames before are kept.
+	b, _ := os.ReadFile(dns)
+	cut := filepath.Join(t.TempDir(), "cut.pcap")
+	os.WriteFile(cut, b[:len(b)-20], 0o644)
+	rep, err = Run(r, st, Options{Pcaps: []string{cut}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total != 9 || !strings.Contains(strings.Join(rep.Notes, "\n"), "damaged") {
+		t.Errorf("cut capture: %d packets, notes %v", rep.Total, rep.Notes)
+	}
+	// Not a capture at all.
+	junk := filepath.Join(t.TempDir(), "junk.pcap")
+	os.WriteFile(junk, []byte("this is not a capture file at all"), 0o644)
+	if _, err := Run(r, st, Options{Pcaps: []string{junk}}); err == nil {
+		t.Error("junk accepted as a capture")
+	}
+}
