@@ -224,3 +224,100 @@ func TestLPG(t *testing.T) {
 		t.Errorf("dot of a stack: exit %d", code)
 	}
 }
+
+func TestEmbedOutputs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errs := dragonc(t, "embed", "82599", "examples/dns_ntp.lpg", "-o", dir)
+	if code != 0 || !strings.HasPrefix(out, "dragonc: wrote "+dir+": 4 queues, 2 filter entries, cost balance") {
+		t.Fatalf("exit %d, out %q, err %q", code, out, errs)
+	}
+	for _, f := range []string{"plan.json", "linux.sh", "embedding.dot", "fallback/go.mod", "fallback/fallback.go", "fallback/decode.go", "fallback/fallback_test.go"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	plan, _ := os.ReadFile(filepath.Join(dir, "plan.json"))
+	for _, want := range []string{`"generated_by": "dragonc"`, `"nic": "82599"`, `"stack": "dns_ntp"`, `"steering": "RxC5TupleFilter"`, `"where": "hardware"`} {
+		if !bytes.Contains(plan, []byte(want)) {
+			t.Errorf("plan.json lacks %s", want)
+		}
+	}
+	// Running again replaces the directory, and leaves no temporary files.
+	if code, _, errs = dragonc(t, "embed", "82599", "examples/dns_ntp.lpg", "-o", dir); code != 0 {
+		t.Fatalf("second run: %s", errs)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
+	// A directory that is not dragonc's is never replaced.
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, "thesis.tex"), []byte("precious"), 0o644)
+	code, _, errs = dragonc(t, "embed", "82599", "examples/dns_ntp.lpg", "-o", foreign)
+	if code != 1 || !strings.Contains(errs, "does not look like a dragonc output directory") {
+		t.Errorf("exit %d, %q", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(foreign, "thesis.tex")); string(b) != "precious" {
+		t.Error("the foreign directory was touched")
+	}
+	// An input error leaves no output.
+	bad := filepath.Join(t.TempDir(), "never")
+	if code, _, _ = dragonc(t, "embed", "82599", "testdata/badstack/openmx_id.lpg", "-o", bad); code != 1 {
+		t.Errorf("bad stack: exit %d", code)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Error("an output directory was written for a bad stack")
+	}
+}
+
+func TestEmbedReportAndErrors(t *testing.T) {
+	code, out, errs := dragonc(t, "embed", "82599", "examples/web_ssh.lpg")
+	if code != 0 || !strings.Contains(out, "Predicted cost (balance):") || !strings.Contains(out, "Linux default (RSS only):") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	code, out, _ = dragonc(t, "embed", "--json", "--cost", "cycles", "82576", "examples/dns_ntp.lpg")
+	if code != 0 || !strings.Contains(out, `"function": "cycles"`) {
+		t.Errorf("--json --cost cycles: exit %d", code)
+	}
+	code, out, _ = dragonc(t, "embed", "--explain", "RxL2EtherValidCRC", "82599", "examples/dns_ntp.lpg")
+	if code != 0 || !strings.HasPrefix(out, "RxL2EtherValidCRC: hardware") {
+		t.Errorf("--explain: exit %d, %q", code, out)
+	}
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"embed", "82599"}, 2, "Usage: dragonc embed"},
+		{[]string{"embed", "8259", "examples/dns_ntp.lpg"}, 1, `did you mean "82599"?`},
+		{[]string{"embed", "--cost", "speed", "82599", "examples/dns_ntp.lpg"}, 1, `unknown cost function "speed"`},
+		{[]string{"embed", "--strategy", "magic", "82599", "examples/dns_ntp.lpg"}, 1, `unknown strategy "magic"`},
+		{[]string{"embed", "--strategy", "incremental", "82599", "examples/dns_ntp.lpg"}, 1, "--previous"},
+		{[]string{"embed", "ioat", "examples/dns_ntp.lpg"}, 1, "no receive queue"},
+		{[]string{"embed", "82599", "examples/missing.lpg"}, 1, "no such file"},
+	}
+	for _, c := range cases {
+		code, _, errs := dragonc(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d, %q", c.args, code, errs, c.code, c.msg)
+		}
+	}
+}
+
+func TestVerifyCommand(t *testing.T) {
+	code, out, errs := dragonc(t, "verify", "--packets", "2000", "--fallback=false", "82599", "examples/dns_ntp.lpg")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || lines[len(lines)-1] != "2000 packets, 0 mismatches" {
+		t.Fatalf("exit %d, last line %q, err %q", code, lines[len(lines)-1], errs)
+	}
+	code, _, errs = dragonc(t, "verify", "--pcap", "no/such.pcap", "82599", "examples/dns_ntp.lpg")
+	if code != 1 || !strings.Contains(errs, "no/such.pcap: no such file") {
+		t.Errorf("missing capture: exit %d, %q", code, errs)
+	}
+	junk := filepath.Join(t.TempDir(), "junk.pcap")
+	os.WriteFile(junk, []byte("not a capture"), 0o644)
+	code, _, errs = dragonc(t, "verify", "--pcap", junk, "82599", "examples/dns_ntp.lpg")
+	if code != 1 || !strings.Contains(errs, "not a pcap or pcapng file") {
+		t.Errorf("junk capture: exit %d, %q", code, errs)
+	}
+}
