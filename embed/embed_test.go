@@ -47,7 +47,8 @@ func stackInput(t testing.TB, nic, src, cost, strategy string) *Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Input{NIC: nic, Model: loadModel(t, nic), Stack: st, LPG: g, Cost: fn, Strategy: strategy}
+	ioat := loadModel(t, "ioat")
+	return &Input{NIC: nic, Model: loadModel(t, nic), Stack: st, LPG: g, Cost: fn, Strategy: strategy, CopyEngine: ioat.Engine[0]}
 }
 
 // TestGoldenEmbeddings keeps the report of every built-in NIC and example,

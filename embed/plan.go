@@ -85,6 +85,8 @@ type PlanEndpoint struct {
 	IRQCores []int  `json:"irq_cores"`
 	AppCores []int  `json:"app_cores,omitempty"`
 	App      string `json:"app,omitempty"`
+	Copy     string `json:"copy,omitempty"` // cpu or the copy engine
+	Why      string `json:"copy_reason,omitempty"`
 }
 
 // PlanPlace is where an LPG node runs.
@@ -100,6 +102,7 @@ type PlanEngine struct {
 	Name    string   `json:"name"`
 	Tasks   []string `json:"tasks"`
 	Percent float64  `json:"percent"`
+	Memory  float64  `json:"memory_bytes,omitempty"`
 }
 
 // Changes is what the incremental strategy changed against the previous

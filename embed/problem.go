@@ -27,6 +27,8 @@ type Input struct {
 	Cost     costmodel.Function
 	Strategy string
 	Previous *Plan // for the incremental strategy
+	// CopyEngine is a host copy engine (I/OAT) that bulk copies may use.
+	CopyEngine *prg.Engine
 }
 
 // qinfo is a receive queue the plan uses.

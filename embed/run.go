@@ -20,6 +20,38 @@ type Result struct {
 	state     *state
 	// greedy caches dragonet-greedy's cost on the same input.
 	greedy *costmodel.Cost
+	// Tasks is the placement of the NIC's tasks on its engines, if any.
+	Tasks *TaskPlacement
+}
+
+// TaskPlacement is the partition of a NIC's tasks over its engines.
+type TaskPlacement struct {
+	Tasks   []Task
+	Engines []Engine
+	Placement
+}
+
+// placeTasks partitions the NIC's tasks (firmware handlers) over its
+// engines and records it as the value of its place node.
+func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
+	m := p.in.Model
+	var sp *prg.Space
+	for _, s := range m.Spaces {
+		if s.Kind == prg.Place {
+			sp = s
+		}
+	}
+	tasks, engines := modelTasks(m)
+	if sp == nil || len(tasks) == 0 || len(engines) == 0 {
+		return nil
+	}
+	pl := Place(tasks, engines)
+	v := &prg.Value{Kind: prg.Place, Placement: map[string]string{}}
+	for i, t := range tasks {
+		v.Placement[t.Name] = engines[pl.Engine[i]].Name
+	}
+	cfg.Values[sp.Node] = v
+	return &TaskPlacement{Tasks: tasks, Engines: engines, Placement: pl}
 }
 
 // Greedy returns dragonet-greedy's cost on the same input, for comparison.
@@ -47,6 +79,7 @@ func Run(in *Input) (*Result, error) {
 		return nil, err
 	}
 	cfg := p.config(s.choice)
+	placement := p.placeTasks(cfg)
 	if errs := in.Model.Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
 	}
@@ -54,7 +87,7 @@ func Run(in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s}
+	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement}
 	r.Plan = r.plan()
 	return r, nil
 }
@@ -161,6 +194,34 @@ func (r *Result) plan() *Plan {
 		pl.Endpoints = append(pl.Endpoints, pe)
 	}
 	pl.Placement = r.placement()
+	if tp := r.Tasks; tp != nil {
+		mem := make([]float64, len(tp.Engines))
+		for i, t := range tp.Tasks {
+			e := tp.Engine[i]
+			pl.Placement[t.Name] = PlanPlace{Where: "engine", Engine: tp.Engines[e].Name}
+			mem[e] += t.Memory
+		}
+		for e, en := range tp.Engines {
+			pe := PlanEngine{Name: en.Name, Percent: round(tp.Loads[e]), Memory: mem[e], Tasks: []string{}}
+			for i, t := range tp.Tasks {
+				if tp.Engine[i] == e {
+					pe.Tasks = append(pe.Tasks, t.Name)
+				}
+			}
+			sort.Strings(pe.Tasks)
+			pl.Engines = append(pl.Engines, pe)
+		}
+		if !tp.MemoryOK {
+			pl.Warnings = append(pl.Warnings, "the tasks do not fit the engines' fast memory: some run from shared memory")
+		}
+	}
+	for i := range pl.Endpoints {
+		e := p.in.Stack.Endpoints[i]
+		if e.Message > 0 {
+			c := Copies(p.in.CopyEngine, string(e.Proto), e.Message)
+			pl.Endpoints[i].Copy, pl.Endpoints[i].Why = c.Engine, c.Reason
+		}
+	}
 	left := 0
 	for i, c := range r.state.choice {
 		if c.t == nil && len(p.eps[i].match) > 0 {

@@ -31,6 +31,7 @@ Flags:
     --cost NAME       balance (default), priority or cycles
     --strategy NAME   default, dragonet-greedy or incremental
     --previous FILE   the previous plan.json, for --strategy incremental
+    --copy-engine M   host copy engine model for bulk copies (default ioat; none)
     --json            print plan.json on stdout instead of the report
     --explain NODE    say, queue by queue, why an LPG node is where it is
 
@@ -45,8 +46,8 @@ Examples:
 
 // embedFlags are the flags shared by embed and verify.
 type embedFlags struct {
-	cost, strategy, previous string
-	asJSON                   bool
+	cost, strategy, previous, copyEngine string
+	asJSON                               bool
 }
 
 func (f *embedFlags) register(fs interface {
@@ -57,6 +58,7 @@ func (f *embedFlags) register(fs interface {
 	fs.StringVar(&f.strategy, "strategy", "default", "search strategy: default, dragonet-greedy or incremental")
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json for the incremental strategy")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
+	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or none")
 }
 
 // plan loads the NIC and the stack and runs the embedder.
@@ -88,6 +90,21 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		st = &lpg.Stack{Name: l.graph.Name} // an explicit LPG: no endpoints to steer
 	}
 	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.graph, Cost: fn, Strategy: f.strategy}
+	if f.copyEngine != "" && f.copyEngine != "none" {
+		cm, _, ok := loadNIC(e, f.copyEngine)
+		if !ok {
+			return nil, nil, false
+		}
+		for _, eng := range cm.Engine {
+			if eng.Kind == "copy" {
+				in.CopyEngine = eng
+			}
+		}
+		if in.CopyEngine == nil {
+			fmt.Fprintf(e.stderr, "dragonc: %s has no copy engine\n", f.copyEngine)
+			return nil, nil, false
+		}
+	}
 	if f.previous != "" {
 		b, ok := readFile(e, f.previous)
 		if !ok {
