@@ -245,13 +245,27 @@ func subsetAssign(assign []int, keep []bool) []int {
 	return out
 }
 
-// modelTasks reads the tasks and engines of a model.
-func modelTasks(m *prg.Model) ([]Task, []Engine) {
+// modelTasks reads the tasks and engines of a model. A task with a cost
+// per packet loads its engine in proportion to rate (packets per second):
+// cycles per packet times rate over the engine's clock.
+func modelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
+	clock := 0.0
+	for _, e := range m.Engine {
+		if v, ok := e.Props["clock"]; ok && v.Unit == "MHz" {
+			clock = v.Num * 1e6
+		}
+	}
 	var tasks []Task
 	for _, t := range m.Tasks {
 		tk := Task{Name: t.Name}
 		if v, ok := t.Props["percent"]; ok {
 			tk.Load = v.Num
+		}
+		if v, ok := t.Props["cycles_per_packet"]; ok {
+			if rate <= 0 || clock <= 0 {
+				continue // not in use
+			}
+			tk.Load = v.Num * rate / clock * 100
 		}
 		if v, ok := t.Props["code"]; ok {
 			tk.Memory = bytesOf(v)

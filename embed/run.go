@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -41,7 +42,18 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 			sp = s
 		}
 	}
-	tasks, engines := modelTasks(m)
+	// Firmware steering runs per packet only when it holds entries.
+	rate := 0.0
+	for _, s := range m.Spaces {
+		if s.Kind == prg.Table && strings.HasPrefix(s.Node, "RxFirmware") {
+			if v := cfg.Values[s.Node]; v != nil && len(v.Entries) > 0 {
+				for _, e := range p.in.Stack.Endpoints {
+					rate += e.Rate
+				}
+			}
+		}
+	}
+	tasks, engines := modelTasks(m, rate)
 	if sp == nil || len(tasks) == 0 || len(engines) == 0 {
 		return nil
 	}
@@ -213,6 +225,11 @@ func (r *Result) plan() *Plan {
 		}
 		if !tp.MemoryOK {
 			pl.Warnings = append(pl.Warnings, "the tasks do not fit the engines' fast memory: some run from shared memory")
+		}
+		for e, en := range tp.Engines {
+			if tp.Loads[e] > 100 {
+				pl.Warnings = append(pl.Warnings, fmt.Sprintf("engine %s is loaded %.0f%% at the declared rates: beyond its cycle budget", en.Name, tp.Loads[e]))
+			}
 		}
 	}
 	for i := range pl.Endpoints {
