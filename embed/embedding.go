@@ -34,7 +34,7 @@ func (s Status) String() string { return statusNames[s] }
 // configured PRG.
 type class struct {
 	box      *solver.Box
-	via      []string        // the steering decisions on the path, node.port
+	steer    string          // the decision that steered it: a table node, rss or default
 	reported map[string]bool // descriptor-reported nodes that ran on the path
 }
 
@@ -47,8 +47,9 @@ type QueueEmbedding struct {
 	classes   []class
 	join      *solver.Box     // every class in one box (over-approximate)
 	epSet     map[string]bool // Endpoints as a set
-	Status    map[string]Status
-	Reason    map[string]string
+	status    []Status        // per LPG node ID
+	live      [][]bool        // per LPG node ID, per port: taken by some frame here
+	lpg       *graph.Graph
 	// SW is the queue's software graph: the LPG with decided nodes
 	// bypassed, unreachable ones removed, and descriptor flags read.
 	SW *graph.Graph
@@ -70,6 +71,7 @@ type Embedding struct {
 	pbox    map[*graph.Port]portBox
 	inPorts [][]graph.InPort
 	order   []int
+	space   []*prg.Space // configured PRG node -> its configuration space
 }
 
 // portBox caches a port predicate as a box when it is a conjunction.
@@ -113,6 +115,15 @@ func (em *Embedding) narrow(b *solver.Box, p *graph.Port) *solver.Box {
 	return r
 }
 
+// StatusOf returns where an LPG node's work happens on this queue.
+func (qe *QueueEmbedding) StatusOf(node string) Status {
+	n, ok := qe.lpg.Lookup(node)
+	if !ok || n.ID >= len(qe.status) {
+		return Unreachable
+	}
+	return qe.status[n.ID]
+}
+
 // Queue returns a queue's embedding.
 func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
@@ -125,11 +136,16 @@ func Embed(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph) (*Embedding, erro
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
 		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}, pbox: map[*graph.Port]portBox{}}
 	em.lpgBoxes()
+	em.space = make([]*prg.Space, len(hw.Nodes))
+	for _, n := range hw.Nodes {
+		em.space[n.ID] = m.Space(n.Name)
+	}
 	byQueue := map[int][]class{}
-	em.walk(0, solver.Universe(), nil, map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, nil)
+	em.walk(0, solver.Universe(), "default", map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, nil)
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
-			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, Status: map[string]Status{}, Reason: map[string]string{}, epSet: map[string]bool{}}
+			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epSet: map[string]bool{}, lpg: lpgGraph,
+				status: make([]Status, len(lpgGraph.Nodes)), live: make([][]bool, len(lpgGraph.Nodes))}
 			boxes := make([]*solver.Box, len(cs))
 			for i, c := range cs {
 				boxes[i] = c.box
@@ -236,17 +252,18 @@ func buildIndex(n *graph.Node) *portIndex {
 // box captures it: later ports are not tried, which is exact for the
 // first-match semantics of tables; partial matches continue to later ports
 // (an over-approximation).
-func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
+func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
 	g := em.HW
 	n := g.Nodes[id]
 	if n.HasAttr("source") {
-		emit(id, class{box: b, via: slices.Clone(via), reported: reported})
+		emit(id, class{box: b, steer: steer, reported: reported})
 		return
 	}
 	if n.Kind.IsGate() {
-		em.walkGate(n, b, via, reported, emit, seen)
+		em.walkGate(n, b, steer, reported, emit, seen)
 		return
 	}
+	sp := em.space[id]
 	follow := func(p *graph.Port, sub *solver.Box, label string) {
 		rep := reported
 		for _, s := range p.Succ {
@@ -257,9 +274,14 @@ func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[stri
 				}
 			}
 		}
-		v := via
-		if len(n.Ports) > 1 || em.Model.Space(n.Name) != nil {
-			v = append(slices.Clone(via), n.Name+"."+label)
+		v := steer
+		if sp != nil && label != sp.MissPort {
+			switch {
+			case sp.Kind == prg.Table, sp.Kind == prg.Hash && sp.Identity:
+				v = n.Name
+			case sp.Kind == prg.Hash:
+				v = "rss"
+			}
 		}
 		for _, s := range p.Succ {
 			if !g.Nodes[s].HasAttr("software") {
@@ -301,7 +323,7 @@ func (em *Embedding) walk(id int, b *solver.Box, via []string, reported map[stri
 // knownBucket returns the port of an RSS node that every frame of b takes
 // when b fixes the hashed fields (a connected flow), or nil.
 func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
-	sp := em.Model.Space(n.Name)
+	sp := em.space[n.ID]
 	if sp == nil || sp.Kind != prg.Hash || sp.Identity {
 		return nil
 	}
@@ -336,10 +358,10 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 
 // walkGate follows a gate over-approximately: a true input makes OR true,
 // a false input makes AND false; otherwise both outcomes are followed.
-func (em *Embedding) walkGate(n *graph.Node, b *solver.Box, via []string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
+func (em *Embedding) walkGate(n *graph.Node, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
 	for _, p := range n.Ports {
 		for _, s := range p.Succ {
-			em.walk(s, b, via, reported, emit, seen)
+			em.walk(s, b, steer, reported, emit, seen)
 		}
 	}
 }
@@ -405,9 +427,9 @@ func (em *Embedding) endpointReach() {
 		b := em.lpgBox[em.epNode[name]]
 		qs := map[int]bool{}
 		var steer []string
-		em.walk(0, b, nil, nil, func(q int, c class) {
+		em.walk(0, b, "default", nil, func(q int, c class) {
 			qs[q] = true
-			steer = append(steer, steeringOf(em.Model, c.via))
+			steer = append(steer, c.steer)
 		}, nil)
 		var ids []int
 		for nodeID := range qs {
@@ -428,28 +450,6 @@ func (em *Embedding) endpointReach() {
 	for _, qe := range em.Queues {
 		sort.Strings(qe.Endpoints)
 	}
-}
-
-// steeringOf names how a path reached its queue: the last table that
-// decided it, rss, or default.
-func steeringOf(m *prg.Model, via []string) string {
-	for i := len(via) - 1; i >= 0; i-- {
-		node, port, _ := strings.Cut(via[i], ".")
-		sp := m.Space(node)
-		if sp == nil {
-			continue
-		}
-		switch {
-		case sp.Kind == prg.Table && port != sp.MissPort:
-			return node
-		case sp.Kind == prg.Hash && port != sp.MissPort:
-			if sp.Identity {
-				return node
-			}
-			return "rss"
-		}
-	}
-	return "default"
 }
 
 // place decides every LPG node's status on one queue and builds its
@@ -498,12 +498,13 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 		}
 		reachable[id] = r
 		if !r {
-			qe.Status[n.Name] = Unreachable
+			qe.status[id] = Unreachable
 			continue
 		}
 		live[id] = em.livePorts(qe, n, b)
 		em.decide(qe, n, live[id])
 	}
+	qe.live = live
 	qe.SW = em.software(qe, live, reachable)
 }
 
@@ -683,34 +684,48 @@ func (em *Embedding) decide(qe *QueueEmbedding, n *graph.Node, live []bool) {
 	}
 	switch {
 	case len(n.Ports) == 0 || n.Kind.IsGate() || n.ID == 0:
-		qe.Status[n.Name] = Software
-		qe.Reason[n.Name] = "runs in software"
+		qe.status[n.ID] = Software
 	case inPRG && hwNode.HasAttr("software") && n.Kind == graph.Boolean && em.reportedOnAll(qe, n.Name):
-		qe.Status[n.Name] = HardwareFlag
-		qe.Reason[n.Name] = fmt.Sprintf("the NIC's %s reports the verdict in the receive descriptor; software reads the flag", n.Name)
+		qe.status[n.ID] = HardwareFlag
 	case nLive == 1 && inPRG && !hwNode.HasAttr("software"):
-		qe.Status[n.Name] = Hardware
-		qe.Reason[n.Name] = fmt.Sprintf("the NIC's %s already decided it on every path into queue %d", n.Name, qe.ID)
+		qe.status[n.ID] = Hardware
 	case nLive == 1:
-		qe.Status[n.Name] = Removed
-		for i, l := range live {
-			if l {
-				qe.Reason[n.Name] = fmt.Sprintf("on queue %d every frame that gets here leaves by port %s (%s)", qe.ID, n.Ports[i].Name, strings.Join(em.steeringSummary(qe), ", "))
-			}
-		}
+		qe.status[n.ID] = Removed
 	default:
-		qe.Status[n.Name] = Software
-		var ports []string
-		for i, l := range live {
-			if l {
-				ports = append(ports, n.Ports[i].Name)
-			}
-		}
-		if len(ports) > 6 {
-			ports = append(ports[:6], fmt.Sprintf("... (%d ports)", len(ports)))
-		}
-		qe.Reason[n.Name] = fmt.Sprintf("frames on queue %d may leave by %s", qe.ID, strings.Join(ports, ", "))
+		qe.status[n.ID] = Software
 	}
+}
+
+// Reason says why an LPG node has its status on a queue.
+func (em *Embedding) Reason(qe *QueueEmbedding, node string) string {
+	n, ok := em.LPG.Lookup(node)
+	if !ok {
+		return ""
+	}
+	live := qe.live[n.ID]
+	var ports []string
+	for i, l := range live {
+		if l {
+			ports = append(ports, n.Ports[i].Name)
+		}
+	}
+	switch qe.status[n.ID] {
+	case Unreachable:
+		return "no frame that reaches this queue gets this far"
+	case HardwareFlag:
+		return fmt.Sprintf("the NIC's %s reports the verdict in the receive descriptor; software reads the flag", n.Name)
+	case Hardware:
+		return fmt.Sprintf("the NIC's %s already decided it on every path into queue %d", n.Name, qe.ID)
+	case Removed:
+		return fmt.Sprintf("on queue %d every frame that gets here leaves by port %s (%s)", qe.ID, strings.Join(ports, ""), strings.Join(em.steeringSummary(qe), ", "))
+	}
+	if len(n.Ports) == 0 {
+		return "runs in software"
+	}
+	if len(ports) > 6 {
+		ports = append(ports[:6], fmt.Sprintf("... (%d ports)", len(ports)))
+	}
+	return fmt.Sprintf("frames on queue %d may leave by %s", qe.ID, strings.Join(ports, ", "))
 }
 
 func (em *Embedding) reportedOnAll(qe *QueueEmbedding, name string) bool {
@@ -726,7 +741,7 @@ func (em *Embedding) steeringSummary(qe *QueueEmbedding) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, c := range qe.classes {
-		s := steeringOf(em.Model, c.via)
+		s := c.steer
 		if !seen[s] {
 			seen[s] = true
 			out = append(out, "via "+s)
@@ -753,7 +768,7 @@ func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []boo
 		if !reachable[n.ID] {
 			continue
 		}
-		st := qe.Status[n.Name]
+		st := qe.status[n.ID]
 		keep[n.ID] = st == Software || st == HardwareFlag
 		if st == Hardware || st == Removed {
 			for i, l := range live[n.ID] {
@@ -793,7 +808,7 @@ func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []boo
 			continue
 		}
 		c := sw.Nodes[newID[n.ID]]
-		st := qe.Status[n.Name]
+		st := qe.status[n.ID]
 		if (st == Hardware || st == Removed) && len(n.Ports) > 0 {
 			// A stub: the decided port, which drops.
 			c.Kind = graph.FNode

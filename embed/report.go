@@ -178,14 +178,7 @@ func (r *Result) Explain(node string) (string, error) {
 	pp := r.Plan.Placement[node]
 	fmt.Fprintf(&b, "%s: %s\n", node, pp.Where)
 	for _, qe := range em.Queues {
-		st := qe.Status[node]
-		fmt.Fprintf(&b, "  queue %d: %s", qe.ID, st)
-		if reason := qe.Reason[node]; reason != "" {
-			fmt.Fprintf(&b, ": %s", reason)
-		} else if st == Unreachable {
-			b.WriteString(": no frame that reaches this queue gets this far")
-		}
-		b.WriteByte('\n')
+		fmt.Fprintf(&b, "  queue %d: %s: %s\n", qe.ID, qe.StatusOf(node), em.Reason(qe, node))
 	}
 	return b.String(), nil
 }

@@ -338,7 +338,7 @@ func (r *Result) placement() map[string]PlanPlace {
 		var sw []int
 		hw, flag, removed := false, false, false
 		for _, qe := range em.Queues {
-			switch qe.Status[n.Name] {
+			switch qe.status[n.ID] {
 			case Software:
 				sw = append(sw, qe.ID)
 			case HardwareFlag:

@@ -16,7 +16,7 @@ func Plan(r *embed.Result) string {
 		views = append(views, QueueView{
 			Name: fmt.Sprintf("queue %d (core %d)", qe.ID, qe.Core),
 			Status: func(node string) Status {
-				switch qe.Status[node] {
+				switch qe.StatusOf(node) {
 				case embed.Software:
 					return Software
 				case embed.Hardware, embed.HardwareFlag:
