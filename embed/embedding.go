@@ -129,13 +129,22 @@ func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
 // Embed applies a configuration and works out every queue's software.
 func Embed(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph) (*Embedding, error) {
+	return embedWith(m, c, lpgGraph, nil, nil)
+}
+
+// embedWith is Embed with the LPG's path boxes already computed.
+func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int]*solver.Box, epNode map[string]int) (*Embedding, error) {
 	hw, err := m.Apply(c)
 	if err != nil {
 		return nil, err
 	}
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
 		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}, pbox: map[*graph.Port]portBox{}}
-	em.lpgBoxes()
+	if boxes != nil {
+		em.lpgBox, em.epNode = boxes, epNode
+	} else {
+		em.lpgBoxes()
+	}
 	em.space = make([]*prg.Space, len(hw.Nodes))
 	for _, n := range hw.Nodes {
 		em.space[n.ID] = m.Space(n.Name)

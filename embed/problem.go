@@ -14,6 +14,7 @@ import (
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -73,6 +74,8 @@ type problem struct {
 	cp      *costmodel.Problem
 	warns   []string
 	capHint map[*table]int
+	boxes   map[int]*solver.Box // LPG path boxes, shared with the embedding
+	epNode  map[string]int
 }
 
 // usableQueues decides how many queues to use: one per declared core (the
@@ -143,11 +146,13 @@ func newProblem(in *Input) (*problem, error) {
 			}
 		}
 	}
-	boxes, epNode := PathBoxes(in.LPG)
+	p.boxes, p.epNode = PathBoxes(in.LPG)
 	for i, e := range in.Stack.Endpoints {
 		ep := p.newEndpoint(i, e)
-		if id, ok := epNode[e.Name]; ok {
-			ep.box = boxes[id]
+		if id, ok := p.epNode[e.Name]; ok {
+			ep.box = p.boxes[id]
+		} else {
+			ep.box = endpointBox(e)
 		}
 		p.eps = append(p.eps, ep)
 	}
@@ -250,7 +255,6 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 			ep.rssQueue = p.rssQ[int(h&uint32(p.hash.Buckets-1))%len(p.rssQ)]
 		}
 	}
-	ep.box = endpointBox(e)
 	return ep
 }
 

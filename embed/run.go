@@ -95,7 +95,7 @@ func Run(in *Input) (*Result, error) {
 	if errs := in.Model.Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
 	}
-	em, err := Embed(in.Model, cfg, in.LPG)
+	em, err := embedWith(in.Model, cfg, in.LPG, p.boxes, p.epNode)
 	if err != nil {
 		return nil, err
 	}
