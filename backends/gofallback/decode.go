@@ -41,7 +41,7 @@ const (
 // fields holds the decoded fields of one frame.
 type fields struct {
 	has uint64
-	v   [64]uint64
+	v   [` + fmt.Sprint(pred.NumFields) + `]uint64
 }
 
 func (f *fields) set(id int, v uint64) {

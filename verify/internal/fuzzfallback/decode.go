@@ -99,7 +99,7 @@ const (
 // fields holds the decoded fields of one frame.
 type fields struct {
 	has uint64
-	v   [64]uint64
+	v   [41]uint64
 }
 
 func (f *fields) set(id int, v uint64) {
