@@ -22,7 +22,7 @@ const module = "github.com/dragonc/dragonc"
 var allowed = map[string][]string{
 	"internal/diag":                {},
 	"internal/golden":              {},
-	"internal/pred":                {},
+	"internal/pred":                {"internal/diag"},
 	"internal/graph":               {"internal/pred"},
 	"internal/packet":              {"internal/pred"},
 	"internal/solver":              {"internal/pred"},
@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"dsl":                          {"internal/diag", "internal/graph", "internal/pred"},
 	"backends/dot":                 {"embed", "internal/graph"},
 	"lpg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
-	"embed":                        {"costmodel", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
+	"embed":                        {"internal/diag", "costmodel", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
 	"sim":                          {"embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
 	"backends/linux":               {"embed", "internal/pred"},
 	"backends/nicconf":             {"embed"},

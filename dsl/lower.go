@@ -367,7 +367,7 @@ func (l *lowerer) portSuggestion(node *graph.Node, name string) string {
 	for _, p := range node.Ports {
 		names = append(names, p.Name)
 	}
-	if s := closest(name, names); s != "" {
+	if s := diag.Closest(name, names); s != "" {
 		return fmt.Sprintf("did you mean %q?", s)
 	}
 	if len(names) == 0 {
@@ -448,7 +448,7 @@ func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
 	for _, n := range l.g.Nodes {
 		names = append(names, n.Name)
 	}
-	best := closest(full, names)
+	best := diag.Closest(full, names)
 	if best == "" {
 		return ""
 	}
@@ -457,40 +457,6 @@ func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
 		return fmt.Sprintf("did you mean %q?", strings.Repeat(".", len(written)-len(local))+best[len(prefix):])
 	}
 	return fmt.Sprintf("did you mean %q (full name)?", best)
-}
-
-// closest returns the candidate nearest to name by edit distance, or ""
-// when none is near enough to be a plausible typo.
-func closest(name string, cands []string) string {
-	best, bestD := "", max(2, len(name)/3)+1
-	for _, c := range cands {
-		d := levenshtein(strings.ToLower(name), strings.ToLower(c))
-		if d < bestD || d == bestD && c < best {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 func (l *lowerer) unquote(s *Str) string {
@@ -674,7 +640,7 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 	nargs, known := want[name]
 	if !known {
 		d := l.diags.Errorf(r, CodeBadType, "unknown configuration type %q", name)
-		if s := closest(name, typeNames); s != "" {
+		if s := diag.Closest(name, typeNames); s != "" {
 			d.Detail = fmt.Sprintf("did you mean %q?", s)
 		} else {
 			d.Detail = "types are UInt N, SInt N, Int LO HI, Bool, Enum (...), <T>, {T}, [T] and (label: T, ...)"

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/dragonc/dragonc/internal/diag"
 )
 
 // WriteReport prints the plan for people: the configuration chosen, queues
@@ -184,34 +186,8 @@ func (r *Result) Explain(node string) (string, error) {
 }
 
 func suggest(name string, cands []string) string {
-	best, bestD := "", 4
-	for _, c := range cands {
-		if d := editDistance(name, c); d < bestD {
-			best, bestD = c, d
-		}
+	if best := diag.Closest(name, cands); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }

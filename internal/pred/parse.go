@@ -9,6 +9,8 @@ import (
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/dragonc/dragonc/internal/diag"
 )
 
 var exprLexer = lexer.MustSimple([]lexer.SimpleRule{
@@ -370,34 +372,8 @@ func parseNumber(s string) (uint64, error) {
 }
 
 func suggestField(name string) string {
-	best, bestD := "", 4
-	for _, f := range FieldNames() {
-		if d := levenshtein(name, f); d < bestD {
-			best, bestD = f, d
-		}
+	if best := diag.Closest(name, FieldNames()); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
