@@ -76,6 +76,9 @@ type problem struct {
 	capHint map[*table]int
 	boxes   map[int]*solver.Box // LPG path boxes, shared with the embedding
 	epNode  map[string]int
+	// exclude names tables the search may not use (firmware steering that
+	// would overload the NIC's cores).
+	exclude map[string]bool
 }
 
 // usableQueues decides how many queues to use: one per declared core (the
@@ -102,8 +105,12 @@ func usableQueues(m *prg.Model, st *lpg.Stack) []qinfo {
 
 // newProblem sets up the search.
 func newProblem(in *Input) (*problem, error) {
+	return newProblemExcluding(in, nil)
+}
+
+func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	m := in.Model
-	p := &problem{in: in, queues: usableQueues(m, in.Stack), capHint: map[*table]int{}}
+	p := &problem{in: in, queues: usableQueues(m, in.Stack), capHint: map[*table]int{}, exclude: exclude}
 	if len(p.queues) == 0 {
 		return nil, fmt.Errorf("%s has no receive queue", in.NIC)
 	}
@@ -115,7 +122,7 @@ func newProblem(in *Input) (*problem, error) {
 	for _, sp := range m.Spaces {
 		switch sp.Kind {
 		case prg.Table:
-			if sp.When != nil {
+			if sp.When != nil || exclude[sp.Node] {
 				continue // SYN filters steer a class of packets, not an endpoint
 			}
 		case prg.Hash:

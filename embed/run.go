@@ -92,6 +92,30 @@ func Run(in *Input) (*Result, error) {
 	}
 	cfg := p.config(s.choice)
 	placement := p.placeTasks(cfg)
+	// Firmware steering that would overload the NIC's cores is left to the
+	// host: search again without those tables.
+	if placement != nil && maxOf(placement.Loads) > 100 {
+		exclude := map[string]bool{}
+		for _, sp := range in.Model.Spaces {
+			if sp.Kind == prg.Table && strings.HasPrefix(sp.Node, "RxFirmware") {
+				if v := cfg.Values[sp.Node]; v != nil && len(v.Entries) > 0 {
+					exclude[sp.Node] = true
+				}
+			}
+		}
+		if len(exclude) > 0 {
+			load := maxOf(placement.Loads)
+			if p, err = newProblemExcluding(in, exclude); err != nil {
+				return nil, err
+			}
+			if s, err = p.search(in.Strategy); err != nil {
+				return nil, err
+			}
+			cfg = p.config(s.choice)
+			placement = p.placeTasks(cfg)
+			p.warns = append(p.warns, fmt.Sprintf("demultiplexing in the NIC's firmware at the declared rates would load a core %.0f%%; the host does it", load))
+		}
+	}
 	if errs := in.Model.Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
 	}
@@ -259,6 +283,7 @@ func (r *Result) plan() *Plan {
 	if p.in.Strategy == "incremental" && p.in.Previous != nil {
 		pl.Changes = r.changes(pl)
 	}
+	pl.Warnings = append(pl.Warnings, p.warns...)
 	sort.Strings(pl.Warnings)
 	return pl
 }

@@ -54,11 +54,31 @@ func Files(r *embed.Result, source string) map[string][]byte {
 			for _, t := range tasks {
 				fmt.Fprintf(&b, "handler %s %s\n", t, c.Placement[t])
 			}
+			fmt.Fprintf(&b, "# engine  load  scratch-pad-bytes  handlers\n")
 			for _, eng := range pl.Engines {
-				fmt.Fprintf(&b, "load %s %.1f%%\n", eng.Name, eng.Percent)
+				fmt.Fprintf(&b, "load %s %.1f%% %.0f %s\n", eng.Name, eng.Percent, eng.Memory, strings.Join(eng.Tasks, ","))
+			}
+			if r.Tasks != nil {
+				for _, sh := range r.Tasks.Shared {
+					fmt.Fprintf(&b, "shared %s\n", strings.ReplaceAll(sh, " ", ":"))
+				}
 			}
 			out[strings.ToLower(pl.NIC)+"-partition.conf"] = []byte(b.String())
 		}
+	}
+	var copies strings.Builder
+	for _, e := range pl.Endpoints {
+		if e.Copy != "" {
+			if copies.Len() == 0 {
+				copies.WriteString(header)
+				copies.WriteString("# Where each endpoint's bulk copies run: the CPU or the copy engine.\n")
+				copies.WriteString("# endpoint  engine  reason\n")
+			}
+			fmt.Fprintf(&copies, "copy %s %s # %s\n", oneLine(e.Name), e.Copy, oneLine(e.Why))
+		}
+	}
+	if copies.Len() > 0 {
+		out["copies.conf"] = []byte(copies.String())
 	}
 	return out
 }
