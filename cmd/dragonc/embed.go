@@ -34,6 +34,8 @@ Flags:
     --copy-engine M   host copy engine model for bulk copies (default ioat; none)
     --json            print plan.json on stdout instead of the report
     --explain NODE    say, queue by queue, why an LPG node is where it is
+    --svg, --png      render the embedding picture with Graphviz (into DIR with
+                      -o, else on stdout)
 
 Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.
 
@@ -154,6 +156,8 @@ func runEmbed(e *env, args []string) int {
 	f.register(fs)
 	out := fs.String("o", "", "output directory")
 	explain := fs.String("explain", "", "explain where an LPG node is placed")
+	svg := fs.Bool("svg", false, "render the embedding picture as SVG with Graphviz")
+	png := fs.Bool("png", false, "render the embedding picture as PNG with Graphviz")
 	if ok, code := parseFlags(fs, interleave(args)); !ok {
 		return code
 	}
@@ -168,7 +172,19 @@ func runEmbed(e *env, args []string) int {
 	for _, w := range r.Plan.Warnings {
 		fmt.Fprintf(e.stderr, "dragonc: warning: %s\n", w)
 	}
+	format := ""
 	switch {
+	case *svg && *png:
+		fmt.Fprintln(e.stderr, "dragonc: choose one of --svg and --png")
+		return exitUsage
+	case *svg:
+		format = "svg"
+	case *png:
+		format = "png"
+	}
+	switch {
+	case format != "" && *out == "":
+		return emitDot(e, dot.Plan(r), format)
 	case *explain != "":
 		text, err := r.Explain(*explain)
 		if err != nil {
@@ -181,6 +197,14 @@ func runEmbed(e *env, args []string) int {
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput
+		}
+		if format != "" {
+			var pic bytes.Buffer
+			sub := &env{stdout: &pic, stderr: e.stderr}
+			if code := emitDot(sub, string(files["embedding.dot"]), format); code != exitOK {
+				return code
+			}
+			files["embedding."+format] = pic.Bytes()
 		}
 		if err := writeDir(*out, files); err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)

@@ -321,3 +321,21 @@ func TestVerifyCommand(t *testing.T) {
 		t.Errorf("junk capture: exit %d, %q", code, errs)
 	}
 }
+
+func TestEmbedPicture(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("Graphviz's dot is not installed; skipping the embedding picture (apt-get install graphviz)")
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	if code, _, errs := dragonc(t, "embed", "--svg", "82599", "examples/dns_ntp.lpg", "-o", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "embedding.svg"))
+	if err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("embedding.svg: %v", err)
+	}
+	code, out, errs := dragonc(t, "embed", "--png", "82576", "examples/web_ssh.lpg")
+	if code != 0 || !strings.HasPrefix(out, "\x89PNG") {
+		t.Errorf("--png on stdout: exit %d, %s", code, errs)
+	}
+}
