@@ -220,7 +220,7 @@ func (g *gen) queueFunc(b *strings.Builder, q *embed.QueueEmbedding) error {
 		done[id] = true
 		fmt.Fprintf(b, "func q%dNode%d(f *fields, m *Meta) Verdict {\n\t_ = m\n", q.ID, id)
 		var hb strings.Builder
-		if err := g.emitAt(&hb, sw, id, preds, &helpers, q.ID, 1, true); err != nil {
+		if err := g.emitAt(&hb, sw, id, preds, &helpers, q.ID, 1, true, nil); err != nil {
 			return err
 		}
 		b.WriteString(strings.ReplaceAll(hb.String(), "&f,", "f,"))
@@ -230,12 +230,34 @@ func (g *gen) queueFunc(b *strings.Builder, q *embed.QueueEmbedding) error {
 }
 
 func (g *gen) emit(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, q, depth int) error {
-	return g.emitAt(b, sw, id, preds, helpers, q, depth, false)
+	return g.emitAt(b, sw, id, preds, helpers, q, depth, false, nil)
+}
+
+// uniformLayers are the layers whose fields the generated decoder sets all
+// together: once one is known present, so are the others. (Ethernet is not
+// one: a truncated VLAN tag leaves eth.type unset.)
+var uniformLayers = map[string]bool{"ip": true, "icmp": true, "udp": true, "tcp": true, "l4": true, "arp": true, "omx": true, "frame": true}
+
+// present adds the layers a true condition proves present: those of its
+// top-level, positive comparisons.
+func present(known map[string]bool, e pred.Expr) map[string]bool {
+	out := map[string]bool{}
+	for k := range known {
+		out[k] = true
+	}
+	for _, c := range conjuncts(e) {
+		if cmp, ok := c.(pred.Cmp); ok {
+			if l := pred.Fields[cmp.Field].Layer; uniformLayers[l] {
+				out[l] = true
+			}
+		}
+	}
+	return out
 }
 
 // emitAt writes the code of node id and what follows it. Nodes with
 // several predecessors become helper functions.
-func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, q, depth int, inHelper bool) error {
+func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, q, depth int, inHelper bool, known map[string]bool) error {
 	n := sw.Nodes[id]
 	ind := strings.Repeat("\t", depth)
 	fmt.Fprintf(b, "%s// %s\n", ind, n.Name)
@@ -251,7 +273,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 		return nil
 	}
 	// Every predicated port in order, then the first default port.
-	next := func(bb *strings.Builder, p *graph.Port, d int) error {
+	next := func(bb *strings.Builder, p *graph.Port, d int, known map[string]bool) error {
 		ind := strings.Repeat("\t", d)
 		switch len(p.Succ) {
 		case 0:
@@ -268,7 +290,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 				fmt.Fprintf(bb, "%sreturn q%dNode%d(%s, m)\n", ind, q, s, arg)
 				return nil
 			}
-			return g.emitAt(bb, sw, s, preds, helpers, q, d, inHelper)
+			return g.emitAt(bb, sw, s, preds, helpers, q, d, inHelper, known)
 		}
 		return fmt.Errorf("the Go fallback cannot express fan-out at %s.%s", n.Name, p.Name)
 	}
@@ -282,20 +304,20 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 		}
 	}
 	if key, ok := switchKey(n, predicated); ok {
-		if err := g.emitSwitch(b, n, predicated, key, depth, next); err != nil {
+		if err := g.emitSwitch(b, n, predicated, key, depth, next, known); err != nil {
 			return err
 		}
 	} else {
 		for _, i := range predicated {
-			fmt.Fprintf(b, "%sif %s {\n", ind, g.cond(n.Ports[i].Pred))
-			if err := next(b, n.Ports[i], depth+1); err != nil {
+			fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(n.Ports[i].Pred, known))
+			if err := next(b, n.Ports[i], depth+1, present(known, n.Ports[i].Pred)); err != nil {
 				return err
 			}
 			fmt.Fprintf(b, "%s}\n", ind)
 		}
 	}
 	if def >= 0 {
-		return next(b, n.Ports[def], depth)
+		return next(b, n.Ports[def], depth, known)
 	}
 	fmt.Fprintf(b, "%sreturn Verdict{Kind: Drop, Node: %s, Port: \"(none)\"}\n", ind, strconv.Quote(n.Name))
 	return nil
@@ -351,7 +373,7 @@ func keyOf(e pred.Expr, key string) (uint64, bool) {
 // emitSwitch writes a first-match search over many ports as a switch on
 // the key: each case tries, in the original order, the ports with that key
 // value and the ports that fix no key.
-func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key string, depth int, next func(*strings.Builder, *graph.Port, int) error) error {
+func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key string, depth int, next func(*strings.Builder, *graph.Port, int, map[string]bool) error, known map[string]bool) error {
 	ind := strings.Repeat("\t", depth)
 	byVal := map[uint64][]int{}
 	var vals []uint64
@@ -376,9 +398,10 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 		fmt.Fprintf(b, "%s\tcase %d:\n", ind, v)
 		cand := append(append([]int(nil), byVal[v]...), free...)
 		sort.Ints(cand)
+		inCase := present(known, pred.Cmp{Field: key})
 		for _, i := range cand {
-			fmt.Fprintf(b, "%s\t\tif %s {\n", ind, g.cond(n.Ports[i].Pred))
-			if err := next(b, n.Ports[i], depth+3); err != nil {
+			fmt.Fprintf(b, "%s\t\tif %s {\n", ind, g.condKnown(n.Ports[i].Pred, inCase))
+			if err := next(b, n.Ports[i], depth+3, present(inCase, n.Ports[i].Pred)); err != nil {
 				return err
 			}
 			fmt.Fprintf(b, "%s\t\t}\n", ind)
@@ -386,8 +409,8 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 	}
 	fmt.Fprintf(b, "%s\t}\n%s}\n", ind, ind)
 	for _, i := range free {
-		fmt.Fprintf(b, "%sif %s {\n", ind, g.cond(n.Ports[i].Pred))
-		if err := next(b, n.Ports[i], depth+1); err != nil {
+		fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(n.Ports[i].Pred, known))
+		if err := next(b, n.Ports[i], depth+1, present(known, n.Ports[i].Pred)); err != nil {
 			return err
 		}
 		fmt.Fprintf(b, "%s}\n", ind)
@@ -425,7 +448,11 @@ func (g *gen) verdict(o lpg.Outcome) string {
 
 // cond renders a predicate as a Go boolean expression over the decoded
 // fields f and the metadata m.
-func (g *gen) cond(e pred.Expr) string {
+func (g *gen) cond(e pred.Expr) string { return g.condKnown(e, nil) }
+
+// condKnown is cond where the layers in known are already present, so
+// their presence tests are left out.
+func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
 	switch e := e.(type) {
 	case nil:
 		return "true"
@@ -435,17 +462,17 @@ func (g *gen) cond(e pred.Expr) string {
 		}
 		return "false"
 	case pred.Not:
-		return "!(" + g.cond(e.X) + ")"
+		return "!(" + g.condKnown(e.X, known) + ")"
 	case pred.And:
 		parts := make([]string, len(e.X))
 		for i, x := range e.X {
-			parts[i] = "(" + g.cond(x) + ")"
+			parts[i] = "(" + g.condKnown(x, known) + ")"
 		}
 		return strings.Join(parts, " && ")
 	case pred.Or:
 		parts := make([]string, len(e.X))
 		for i, x := range e.X {
-			parts[i] = "(" + g.cond(x) + ")"
+			parts[i] = "(" + g.condKnown(x, known) + ")"
 		}
 		return strings.Join(parts, " || ")
 	case pred.Atom:
@@ -483,6 +510,9 @@ func (g *gen) cond(e pred.Expr) string {
 			test = "(" + strings.Join(parts, " || ") + ")"
 		default:
 			test = fmt.Sprintf("%s %s %#x", v, e.Op, e.Value)
+		}
+		if known[pred.Fields[e.Field].Layer] {
+			return test
 		}
 		return has + " && " + test
 	}

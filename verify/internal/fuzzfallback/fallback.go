@@ -316,9 +316,9 @@ func queue0(frame []byte, m *Meta) Verdict {
 				// RxL3ARPValidHeader
 				if f.has&(1<<fArpValid) != 0 && f.v[fArpValid] != 0x0 {
 					// RxL3ARPIsRequest
-					if f.has&(1<<fArpOp) != 0 && f.v[fArpOp] == 0x1 {
+					if f.v[fArpOp] == 0x1 {
 						// RxL3ARPLocalIPDest
-						if f.has&(1<<fArpTpa) != 0 && (f.v[fArpTpa] == 0xa000001) {
+						if f.v[fArpTpa] == 0xa000001 {
 							// RxL3ARPNeedsResponse
 							return Verdict{Kind: Reply, Reply: "arp"}
 						}
@@ -332,7 +332,7 @@ func queue0(frame []byte, m *Meta) Verdict {
 				// RxOMXValidHeader
 				if f.has&(1<<fOmxDstEp) != 0 && (f.v[fOmxDstEp] <= 0xff) {
 					// RxOMXDemux
-					if f.has&(1<<fOmxDstEp) != 0 && f.v[fOmxDstEp] == 0x0 {
+					if f.v[fOmxDstEp] == 0x0 {
 						// RxOMXEndpoint_r0
 						return Verdict{Kind: Deliver, Endpoint: EndpointR0}
 					}
@@ -360,100 +360,100 @@ func queue1(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 11211:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x2bcb) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x2bcb) {
 																	// RxL4UDPSocket_mc
 																	return Verdict{Kind: Deliver, Endpoint: EndpointMc}
 																}
 															case 20002:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e22) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e22) {
 																	// RxL4UDPSocket_shard_20002
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
 																}
 															case 20009:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e29) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e29) {
 																	// RxL4UDPSocket_shard_20009
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
 																}
 															case 20016:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e30) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e30) {
 																	// RxL4UDPSocket_shard_20016
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
 																}
 															case 20023:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e37) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e37) {
 																	// RxL4UDPSocket_shard_20023
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
 																}
 															case 20030:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e3e) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e3e) {
 																	// RxL4UDPSocket_shard_20030
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
 																}
 															case 20037:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e45) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e45) {
 																	// RxL4UDPSocket_shard_20037
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
 																}
 															case 20044:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e4c) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e4c) {
 																	// RxL4UDPSocket_shard_20044
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
 																}
 															case 20051:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e53) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e53) {
 																	// RxL4UDPSocket_shard_20051
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
 																}
 															case 20058:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e5a) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e5a) {
 																	// RxL4UDPSocket_shard_20058
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
 																}
 															case 20065:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e61) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e61) {
 																	// RxL4UDPSocket_shard_20065
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
 																}
 															case 20072:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e68) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e68) {
 																	// RxL4UDPSocket_shard_20072
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
 																}
 															case 20079:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e6f) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e6f) {
 																	// RxL4UDPSocket_shard_20079
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
 																}
 															case 20086:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e76) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e76) {
 																	// RxL4UDPSocket_shard_20086
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
 																}
 															case 20093:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e7d) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e7d) {
 																	// RxL4UDPSocket_shard_20093
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
 																}
@@ -468,7 +468,7 @@ func queue1(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
@@ -480,13 +480,13 @@ func queue1(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
@@ -530,100 +530,100 @@ func queue2(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 7000:
-																if (f.has&(1<<fIpSrc) != 0 && f.v[fIpSrc] == 0xa000009) && (f.has&(1<<fUdpSport) != 0 && f.v[fUdpSport] == 0x1b59) && (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x1b58) {
+																if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
 																	// RxL4UDPSocket_repl
 																	return Verdict{Kind: Deliver, Endpoint: EndpointRepl}
 																}
 															case 20003:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e23) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e23) {
 																	// RxL4UDPSocket_shard_20003
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
 																}
 															case 20010:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e2a) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e2a) {
 																	// RxL4UDPSocket_shard_20010
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
 																}
 															case 20017:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e31) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e31) {
 																	// RxL4UDPSocket_shard_20017
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
 																}
 															case 20024:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e38) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e38) {
 																	// RxL4UDPSocket_shard_20024
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
 																}
 															case 20031:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e3f) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e3f) {
 																	// RxL4UDPSocket_shard_20031
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
 																}
 															case 20038:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e46) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e46) {
 																	// RxL4UDPSocket_shard_20038
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
 																}
 															case 20045:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e4d) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e4d) {
 																	// RxL4UDPSocket_shard_20045
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
 																}
 															case 20052:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e54) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e54) {
 																	// RxL4UDPSocket_shard_20052
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
 																}
 															case 20059:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e5b) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e5b) {
 																	// RxL4UDPSocket_shard_20059
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
 																}
 															case 20066:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e62) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e62) {
 																	// RxL4UDPSocket_shard_20066
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
 																}
 															case 20073:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e69) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e69) {
 																	// RxL4UDPSocket_shard_20073
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
 																}
 															case 20080:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e70) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e70) {
 																	// RxL4UDPSocket_shard_20080
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
 																}
 															case 20087:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e77) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e77) {
 																	// RxL4UDPSocket_shard_20087
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
 																}
 															case 20094:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e7e) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e7e) {
 																	// RxL4UDPSocket_shard_20094
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
 																}
@@ -638,7 +638,7 @@ func queue2(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
@@ -650,13 +650,13 @@ func queue2(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
@@ -700,100 +700,100 @@ func queue3(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 53:
-																if f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x35 {
+																if f.v[fUdpDport] == 0x35 {
 																	// RxL4UDPSocket_dns
 																	return Verdict{Kind: Deliver, Endpoint: EndpointDns}
 																}
 															case 20004:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e24) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e24) {
 																	// RxL4UDPSocket_shard_20004
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
 																}
 															case 20011:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e2b) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e2b) {
 																	// RxL4UDPSocket_shard_20011
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
 																}
 															case 20018:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e32) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e32) {
 																	// RxL4UDPSocket_shard_20018
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
 																}
 															case 20025:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e39) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e39) {
 																	// RxL4UDPSocket_shard_20025
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
 																}
 															case 20032:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e40) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e40) {
 																	// RxL4UDPSocket_shard_20032
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
 																}
 															case 20039:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e47) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e47) {
 																	// RxL4UDPSocket_shard_20039
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
 																}
 															case 20046:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e4e) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e4e) {
 																	// RxL4UDPSocket_shard_20046
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
 																}
 															case 20053:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e55) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e55) {
 																	// RxL4UDPSocket_shard_20053
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
 																}
 															case 20060:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e5c) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e5c) {
 																	// RxL4UDPSocket_shard_20060
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
 																}
 															case 20067:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e63) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e63) {
 																	// RxL4UDPSocket_shard_20067
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
 																}
 															case 20074:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e6a) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e6a) {
 																	// RxL4UDPSocket_shard_20074
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
 																}
 															case 20081:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e71) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e71) {
 																	// RxL4UDPSocket_shard_20081
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
 																}
 															case 20088:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e78) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e78) {
 																	// RxL4UDPSocket_shard_20088
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
 																}
 															case 20095:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e7f) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e7f) {
 																	// RxL4UDPSocket_shard_20095
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
 																}
@@ -808,7 +808,7 @@ func queue3(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
@@ -820,13 +820,13 @@ func queue3(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
@@ -870,95 +870,95 @@ func queue4(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 20005:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e25) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e25) {
 																	// RxL4UDPSocket_shard_20005
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
 																}
 															case 20012:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e2c) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e2c) {
 																	// RxL4UDPSocket_shard_20012
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
 																}
 															case 20019:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e33) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e33) {
 																	// RxL4UDPSocket_shard_20019
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
 																}
 															case 20026:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e3a) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e3a) {
 																	// RxL4UDPSocket_shard_20026
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
 																}
 															case 20033:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e41) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e41) {
 																	// RxL4UDPSocket_shard_20033
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
 																}
 															case 20040:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e48) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e48) {
 																	// RxL4UDPSocket_shard_20040
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
 																}
 															case 20047:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e4f) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e4f) {
 																	// RxL4UDPSocket_shard_20047
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
 																}
 															case 20054:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e56) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e56) {
 																	// RxL4UDPSocket_shard_20054
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
 																}
 															case 20061:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e5d) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e5d) {
 																	// RxL4UDPSocket_shard_20061
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
 																}
 															case 20068:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e64) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e64) {
 																	// RxL4UDPSocket_shard_20068
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
 																}
 															case 20075:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e6b) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e6b) {
 																	// RxL4UDPSocket_shard_20075
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
 																}
 															case 20082:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e72) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e72) {
 																	// RxL4UDPSocket_shard_20082
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
 																}
 															case 20089:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e79) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e79) {
 																	// RxL4UDPSocket_shard_20089
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
 																}
 															case 20096:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e80) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e80) {
 																	// RxL4UDPSocket_shard_20096
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
 																}
@@ -973,13 +973,13 @@ func queue4(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
 												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 													// RxL4TCPDemux
-													if (f.has&(1<<fTcpDport) != 0 && f.v[fTcpDport] == 0x50) && (f.has&(1<<fTcpFlags) != 0 && (f.v[fTcpFlags]&0x12) == 0x2) {
+													if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x12) == 0x2) {
 														// RxL4TCPSocket_web
 														return Verdict{Kind: Deliver, Endpoint: EndpointWeb}
 													}
@@ -990,13 +990,13 @@ func queue4(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
@@ -1040,95 +1040,95 @@ func queue5(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 20006:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e26) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e26) {
 																	// RxL4UDPSocket_shard_20006
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
 																}
 															case 20013:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e2d) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e2d) {
 																	// RxL4UDPSocket_shard_20013
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
 																}
 															case 20020:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e34) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e34) {
 																	// RxL4UDPSocket_shard_20020
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
 																}
 															case 20027:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e3b) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e3b) {
 																	// RxL4UDPSocket_shard_20027
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
 																}
 															case 20034:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e42) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e42) {
 																	// RxL4UDPSocket_shard_20034
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
 																}
 															case 20041:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e49) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e49) {
 																	// RxL4UDPSocket_shard_20041
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
 																}
 															case 20048:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e50) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e50) {
 																	// RxL4UDPSocket_shard_20048
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
 																}
 															case 20055:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e57) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e57) {
 																	// RxL4UDPSocket_shard_20055
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
 																}
 															case 20062:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e5e) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e5e) {
 																	// RxL4UDPSocket_shard_20062
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
 																}
 															case 20069:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e65) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e65) {
 																	// RxL4UDPSocket_shard_20069
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
 																}
 															case 20076:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e6c) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e6c) {
 																	// RxL4UDPSocket_shard_20076
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
 																}
 															case 20083:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e73) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e73) {
 																	// RxL4UDPSocket_shard_20083
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
 																}
 															case 20090:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e7a) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e7a) {
 																	// RxL4UDPSocket_shard_20090
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
 																}
 															case 20097:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e81) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e81) {
 																	// RxL4UDPSocket_shard_20097
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
 																}
@@ -1143,13 +1143,13 @@ func queue5(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
 												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 													// RxL4TCPDemux
-													if (f.has&(1<<fIpSrc) != 0 && f.v[fIpSrc] == 0xa000007) && (f.has&(1<<fTcpSport) != 0 && f.v[fTcpSport] == 0xc738) && (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fTcpDport) != 0 && f.v[fTcpDport] == 0x16) {
+													if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
 														// RxL4TCPSocket_ssh
 														return Verdict{Kind: Deliver, Endpoint: EndpointSsh}
 													}
@@ -1160,13 +1160,13 @@ func queue5(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
@@ -1210,100 +1210,100 @@ func queue6(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 20000:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e20) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e20) {
 																	// RxL4UDPSocket_shard_20000
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
 																}
 															case 20007:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e27) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e27) {
 																	// RxL4UDPSocket_shard_20007
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
 																}
 															case 20014:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e2e) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e2e) {
 																	// RxL4UDPSocket_shard_20014
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
 																}
 															case 20021:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e35) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e35) {
 																	// RxL4UDPSocket_shard_20021
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
 																}
 															case 20028:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e3c) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e3c) {
 																	// RxL4UDPSocket_shard_20028
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
 																}
 															case 20035:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e43) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e43) {
 																	// RxL4UDPSocket_shard_20035
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
 																}
 															case 20042:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e4a) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e4a) {
 																	// RxL4UDPSocket_shard_20042
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
 																}
 															case 20049:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e51) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e51) {
 																	// RxL4UDPSocket_shard_20049
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
 																}
 															case 20056:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e58) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e58) {
 																	// RxL4UDPSocket_shard_20056
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
 																}
 															case 20063:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e5f) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e5f) {
 																	// RxL4UDPSocket_shard_20063
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
 																}
 															case 20070:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e66) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e66) {
 																	// RxL4UDPSocket_shard_20070
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
 																}
 															case 20077:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e6d) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e6d) {
 																	// RxL4UDPSocket_shard_20077
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
 																}
 															case 20084:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e74) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e74) {
 																	// RxL4UDPSocket_shard_20084
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
 																}
 															case 20091:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e7b) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e7b) {
 																	// RxL4UDPSocket_shard_20091
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
 																}
 															case 20098:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e82) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e82) {
 																	// RxL4UDPSocket_shard_20098
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
 																}
@@ -1318,7 +1318,7 @@ func queue6(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
@@ -1330,13 +1330,13 @@ func queue6(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
@@ -1380,100 +1380,100 @@ func queue7(frame []byte, m *Meta) Verdict {
 			// RxL3IPv4ValidVersion
 			if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
 				// RxL3IPv4ValidHeaderLength
-				if f.has&(1<<fIpHdrOk) != 0 && f.v[fIpHdrOk] != 0x0 {
+				if f.v[fIpHdrOk] != 0x0 {
 					// RxL3IPv4ValidLength
-					if f.has&(1<<fIpLenOk) != 0 && f.v[fIpLenOk] != 0x0 {
+					if f.v[fIpLenOk] != 0x0 {
 						// RxL3IPv4ValidChecksum
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidTTL
-							if f.has&(1<<fIpTtl) != 0 && f.v[fIpTtl] > 0x0 {
+							if f.v[fIpTtl] > 0x0 {
 								// RxL3IPv4ValidLocalIP
-								if f.has&(1<<fIpDst) != 0 && (f.v[fIpDst] == 0xa000001) {
+								if f.v[fIpDst] == 0xa000001 {
 									// RxL3IPv4ValidReassembly
-									if f.has&(1<<fIpFrag) != 0 && f.v[fIpFrag] == 0x0 {
+									if f.v[fIpFrag] == 0x0 {
 										// RxL3IPv4Classify
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x11 {
+										if f.v[fIpProto] == 0x11 {
 											// RxL4UDPValidHeaderLength
 											if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
 												// RxL4UDPValidLength
-												if f.has&(1<<fUdpLenOk) != 0 && f.v[fUdpLenOk] != 0x0 {
+												if f.v[fUdpLenOk] != 0x0 {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
 														if f.has&(1<<fUdpDport) != 0 {
 															switch f.v[fUdpDport] {
 															case 20001:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e21) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e21) {
 																	// RxL4UDPSocket_shard_20001
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
 																}
 															case 20008:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e28) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e28) {
 																	// RxL4UDPSocket_shard_20008
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
 																}
 															case 20015:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e2f) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e2f) {
 																	// RxL4UDPSocket_shard_20015
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
 																}
 															case 20022:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e36) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e36) {
 																	// RxL4UDPSocket_shard_20022
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
 																}
 															case 20029:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e3d) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e3d) {
 																	// RxL4UDPSocket_shard_20029
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
 																}
 															case 20036:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e44) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e44) {
 																	// RxL4UDPSocket_shard_20036
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
 																}
 															case 20043:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e4b) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e4b) {
 																	// RxL4UDPSocket_shard_20043
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
 																}
 															case 20050:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e52) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e52) {
 																	// RxL4UDPSocket_shard_20050
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
 																}
 															case 20057:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e59) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e59) {
 																	// RxL4UDPSocket_shard_20057
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
 																}
 															case 20064:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e60) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e60) {
 																	// RxL4UDPSocket_shard_20064
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
 																}
 															case 20071:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e67) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e67) {
 																	// RxL4UDPSocket_shard_20071
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
 																}
 															case 20078:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e6e) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e6e) {
 																	// RxL4UDPSocket_shard_20078
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
 																}
 															case 20085:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e75) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e75) {
 																	// RxL4UDPSocket_shard_20085
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
 																}
 															case 20092:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e7c) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e7c) {
 																	// RxL4UDPSocket_shard_20092
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
 																}
 															case 20099:
-																if (f.has&(1<<fIpDst) != 0 && f.v[fIpDst] == 0xa000001) && (f.has&(1<<fUdpDport) != 0 && f.v[fUdpDport] == 0x4e83) {
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x4e83) {
 																	// RxL4UDPSocket_shard_20099
 																	return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
 																}
@@ -1488,7 +1488,7 @@ func queue7(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x6 {
+										if f.v[fIpProto] == 0x6 {
 											// RxL4TCPValidHeaderLength
 											if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
 												// RxL4TCPValidChecksum
@@ -1500,13 +1500,13 @@ func queue7(frame []byte, m *Meta) Verdict {
 											}
 											return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
 										}
-										if f.has&(1<<fIpProto) != 0 && f.v[fIpProto] == 0x1 {
+										if f.v[fIpProto] == 0x1 {
 											// RxL3ICMPValidHeaderLength
 											if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
 												// RxL3ICMPValidChecksum
-												if f.has&(1<<fIcmpCsumOk) != 0 && f.v[fIcmpCsumOk] != 0x0 {
+												if f.v[fIcmpCsumOk] != 0x0 {
 													// RxL3ICMPIsTypeRequest
-													if f.has&(1<<fIcmpType) != 0 && f.v[fIcmpType] == 0x8 {
+													if f.v[fIcmpType] == 0x8 {
 														// RxL3ICMPNeedsResponse
 														return Verdict{Kind: Reply, Reply: "icmp-echo"}
 													}
