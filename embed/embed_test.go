@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
@@ -417,5 +418,41 @@ func TestExplain(t *testing.T) {
 	}
 	if _, err := r.Explain("RxL2EtherValidCRc"); err == nil || !strings.Contains(err.Error(), `did you mean "RxL2EtherValidCRC"?`) {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestExplicitLPG: an explicit LPG embeds; where the NIC drops frames at a
+// check the LPG lacks, the plan warns; a graph with configuration nodes is
+// not an LPG.
+func TestExplicitLPG(t *testing.T) {
+	src := `graph tiny {
+    node RxQueue { attr "source" port out[RxL2EtherValidCRC] }
+    boolean RxL2EtherValidCRC {
+        port true[RxDeliver]
+        port false[]
+        predicate true "frame.crc_ok"
+    }
+    node RxDeliver { attr "endpoint=all" }
+}`
+	g, _, diags := dsl.Load("tiny.lpg", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	r, err := Run(&Input{NIC: "82599", Model: loadModel(t, "82599"), Stack: &lpg.Stack{Name: "tiny"}, LPG: g, Cost: costmodel.Balance{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, w := range r.Plan.Warnings {
+		if strings.Contains(w, "RxL2EtherValidLength.false, a check the LPG does not make") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning about the NIC's length check: %v", r.Plan.Warnings)
+	}
+	cfg, _, _ := dsl.Load("c.lpg", []byte(`graph c { node RxQueue { attr "source" port out[C] } config C { port a b[] } }`))
+	if _, err := Run(&Input{NIC: "82599", Model: loadModel(t, "82599"), Stack: &lpg.Stack{Name: "c"}, LPG: cfg, Cost: costmodel.Balance{}}); err == nil || !strings.Contains(err.Error(), "is not an LPG") {
+		t.Errorf("configuration node in an LPG: %v", err)
 	}
 }

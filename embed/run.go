@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
@@ -82,6 +83,11 @@ func (r *Result) Greedy() costmodel.Cost {
 
 // Run searches a configuration, embeds the LPG, and builds the plan.
 func Run(in *Input) (*Result, error) {
+	for _, n := range in.LPG.Nodes {
+		if n.Kind == graph.Config {
+			return nil, fmt.Errorf("%s is not an LPG: node %s is a configuration node (LPGs describe protocol work; configuration belongs to PRGs)", in.LPG.Name, n.Name)
+		}
+	}
 	p, err := newProblem(in)
 	if err != nil {
 		return nil, err
@@ -284,6 +290,23 @@ func (r *Result) plan() *Plan {
 		pl.Changes = r.changes(pl)
 	}
 	pl.Warnings = append(pl.Warnings, p.warns...)
+	// The NIC drops frames at checks of its own; where the LPG has no
+	// check of that name it would have accepted them, and the embedded
+	// stack treats them differently (verify shows the frames).
+	for _, n := range r.Embedding.HW.Nodes {
+		if n.HasAttr("software") || n.HasAttr("source") || strings.HasPrefix(n.Name, "Tx") {
+			continue
+		}
+		if _, ok := r.Embedding.LPG.Lookup(n.Name); ok {
+			continue
+		}
+		for _, port := range n.Ports {
+			if len(port.Succ) == 0 && port.Pred == nil && len(n.Ports) > 1 || len(port.Succ) == 0 && port.Pred != nil {
+				pl.Warnings = append(pl.Warnings, fmt.Sprintf("the NIC drops frames at %s.%s, a check the LPG does not make: those frames are treated differently", n.Name, port.Name))
+				break
+			}
+		}
+	}
 	sort.Strings(pl.Warnings)
 	return pl
 }
