@@ -161,13 +161,6 @@ func invalidUTF8(b []byte) int {
 	return -1
 }
 
-// ParseFile is Parse followed by validation: the diagnostics of both.
-func ParseFile(name string, src []byte) (*Source, diag.List) {
-	s, diags := Parse(name, src)
-	diags.Sort()
-	return s, diags
-}
-
 // Unquote decodes a string literal as written in a dragonc file.
 func Unquote(raw string) (string, error) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {

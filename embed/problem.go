@@ -13,7 +13,6 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
-	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
@@ -65,17 +64,16 @@ type endpoint struct {
 
 // problem is the fixed part of a search.
 type problem struct {
-	in      *Input
-	queues  []qinfo
-	tables  []*table
-	hash    *prg.Space // the RSS hash, if any
-	rssQ    []int      // queue indexes RSS spreads over
-	eps     []*endpoint
-	cp      *costmodel.Problem
-	warns   []string
-	capHint map[*table]int
-	boxes   map[int]*solver.Box // LPG path boxes, shared with the embedding
-	epNode  map[string]int
+	in     *Input
+	queues []qinfo
+	tables []*table
+	hash   *prg.Space // the RSS hash, if any
+	rssQ   []int      // queue indexes RSS spreads over
+	eps    []*endpoint
+	cp     *costmodel.Problem
+	warns  []string
+	boxes  map[int]*solver.Box // LPG path boxes, shared with the embedding
+	epNode map[string]int
 	// exclude names tables the search may not use (firmware steering that
 	// would overload the NIC's cores).
 	exclude map[string]bool
@@ -110,7 +108,7 @@ func newProblem(in *Input) (*problem, error) {
 
 func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	m := in.Model
-	p := &problem{in: in, queues: usableQueues(m, in.Stack), capHint: map[*table]int{}, exclude: exclude}
+	p := &problem{in: in, queues: usableQueues(m, in.Stack), exclude: exclude}
 	if len(p.queues) == 0 {
 		return nil, fmt.Errorf("%s has no receive queue", in.NIC)
 	}
@@ -357,5 +355,3 @@ func pathCycles(in *Input) (shared, exclusive map[lpg.Proto]float64) {
 }
 
 func ipOf(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
-
-var _ = pred.Eval

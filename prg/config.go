@@ -2,7 +2,6 @@ package prg
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"sort"
 
@@ -383,13 +382,4 @@ func SpreadEvenly(sp *Space, targets []string) []string {
 		out[b] = targets[b%len(targets)]
 	}
 	return out
-}
-
-// maskBits counts the bits a mask compares; used to rank entries by
-// specificity.
-func maskBits(m FieldMatch) int {
-	if m.Mask == 0 {
-		return pred.Fields[m.Field].Bits
-	}
-	return bits.OnesCount64(m.Mask)
 }
