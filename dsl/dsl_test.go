@@ -2,6 +2,7 @@ package dsl_test
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -371,4 +372,20 @@ func rel(path string) string {
 		return path
 	}
 	return filepath.ToSlash(r)
+}
+
+// TestSeveralSyntaxErrors: syntax errors in separate declarations are all
+// reported, in order, without cascades.
+func TestSeveralSyntaxErrors(t *testing.T) {
+	path := filepath.Join(root, "testdata/bad/three_syntax_errors.unicorn")
+	_, _, diags := dsl.Load(rel(path), read(t, path))
+	var got []string
+	for _, d := range diags {
+		line, col := d.Range.File.Position(d.Range.Start)
+		got = append(got, fmt.Sprintf("%d:%d %s", line, col, d.Code))
+	}
+	want := []string{"2:25 E110", "4:36 E110", "6:23 E110"}
+	if !cmp.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
 }

@@ -96,11 +96,96 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 	}
 	ast, err := parser.ParseString(name, string(src))
 	if err != nil {
-		diags.Add(s.errorAt(err, "E110"))
+		first := s.errorAt(err, "E110")
+		diags.Add(first)
+		diags = append(diags, s.recover(src, first)...)
 		return s, diags
 	}
 	s.AST = ast
 	return s, diags
+}
+
+// maxSyntaxErrors bounds how many syntax errors one file reports.
+const maxSyntaxErrors = 10
+
+// startKeywords begin a declaration at graph, cluster or stack level.
+var startKeywords = map[string]bool{"node": true, "boolean": true, "and": true, "or": true, "nand": true, "nor": true,
+	"config": true, "cluster": true, "engine": true, "task": true, "resources": true, "helpers": true,
+	"endpoint": true, "interface": true, "service": true, "cores": true}
+
+// recover finds further syntax errors after the first: it blanks the
+// declaration holding the last error (spaces, newlines kept, so positions
+// stay right) and parses again, as long as each new error lies after the
+// part blanked. Participle itself stops at the first error.
+func (s *Source) recover(src []byte, first diag.Diagnostic) diag.List {
+	var out diag.List
+	buf := append([]byte(nil), src...)
+	at := first.Range.Start
+	for len(out)+1 < maxSyntaxErrors {
+		start, end, ok := s.enclosingDecl(at)
+		if !ok {
+			break
+		}
+		for i := start; i < end; i++ {
+			if buf[i] != '\n' {
+				buf[i] = ' '
+			}
+		}
+		_, err := parser.ParseString(s.File.Name, string(buf))
+		if err == nil {
+			break
+		}
+		d := s.errorAt(err, "E110")
+		if d.Range.Start < end {
+			break // no progress: the rest would only repeat this error
+		}
+		out = append(out, d)
+		at = d.Range.Start
+	}
+	return out
+}
+
+// enclosingDecl returns the byte range of the declaration that holds
+// offset: from its keyword to its matching closing brace.
+func (s *Source) enclosingDecl(offset int) (int, int, bool) {
+	var toks []lexer.Token
+	for _, t := range s.Tokens {
+		if t.Type != sym("Comment") {
+			toks = append(toks, t)
+		}
+	}
+	k := -1
+	for i, t := range toks {
+		if t.Pos.Offset <= offset {
+			k = i
+		}
+	}
+	for ; k >= 0; k-- {
+		if !startKeywords[toks[k].Value] || toks[k].Type != sym("Ident") {
+			continue
+		}
+		depth, opened := 0, false
+		for j := k; j < len(toks); j++ {
+			switch toks[j].Value {
+			case "{":
+				depth++
+				opened = true
+			case "}":
+				depth--
+			}
+			if opened && depth == 0 {
+				end := toks[j].Pos.Offset + 1
+				if end > offset {
+					return toks[k].Pos.Offset, end, true
+				}
+				break
+			}
+			if depth < 0 {
+				break
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 func sym(name string) lexer.TokenType { return Lexer.Symbols()[name] }
