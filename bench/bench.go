@@ -153,7 +153,7 @@ func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, 
 			continue
 		}
 		var flags uint64
-		for _, rp := range s.Reported(f, true) {
+		for _, rp := range s.LastReported() {
 			if rp[1] == "true" {
 				flags |= 1 << uint(flagIndex(r, rp[0]))
 			}

@@ -23,6 +23,7 @@ type Sim struct {
 	ref   *lpg.Interp
 	queue map[int]*lpg.Interp
 	env   env
+	last  prg.Result
 }
 
 // New prepares the interpreters.
@@ -70,6 +71,7 @@ func (e *env) Atom(a pred.Atom) bool       { return e.hw.Atom(a) }
 func (s *Sim) Run(frame []byte, crcOK bool) Result {
 	ref := s.ref.Run(frame, crcOK)
 	hw := s.hw.Run(frame, crcOK)
+	s.last = hw
 	r := Result{Queue: hw.Queue, Ref: ref}
 	if hw.Queue < 0 {
 		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: hw.DropNode, Port: hw.DropPort}
@@ -98,3 +100,7 @@ func (s *Sim) SoftwareGraph(q int) *graph.Graph {
 func (s *Sim) Reported(frame []byte, crcOK bool) [][2]string {
 	return s.hw.Run(frame, crcOK).Reported()
 }
+
+// LastReported is Reported for the frame of the last Run, without running
+// the NIC again.
+func (s *Sim) LastReported() [][2]string { return s.last.Reported() }

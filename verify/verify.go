@@ -97,9 +97,19 @@ func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 		f := g.Next()
 		items = append(items, item{f.Data, f.CRCOK, fmt.Sprintf("generated %d (%s)", i, f.Label)})
 	}
+	// Run every frame once through the NIC, its queue's software graph and
+	// the LPG, keeping where it went and what the NIC reported.
+	results := make([]sim.Result, len(items))
+	reported := make([][][2]string, len(items))
+	for i, it := range items {
+		results[i] = s.Run(it.frame, it.crc)
+		if opt.Fallback && results[i].Queue >= 0 {
+			reported[i] = s.LastReported()
+		}
+	}
 	var fb []string
 	if opt.Fallback {
-		fb, err = runFallback(r, st, s, items, opt.Work)
+		fb, err = runFallback(r, st, results, reported, items, opt.Work)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +122,7 @@ func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the generated Go fallback ran on the %d frames the NIC delivered", n))
 	}
 	for i, it := range items {
-		res := s.Run(it.frame, it.crc)
+		res := results[i]
 		rep.Total++
 		rep.Outcomes[res.Ref.String()]++
 		rep.Queues[res.Queue]++
@@ -131,7 +141,7 @@ func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 
 // runFallback builds the generated fallback with a helper main program and
 // streams every frame the NIC delivers to a queue through it.
-func runFallback(r *embed.Result, st *lpg.Stack, s *sim.Sim, items []item, work string) ([]string, error) {
+func runFallback(r *embed.Result, st *lpg.Stack, results []sim.Result, reported [][][2]string, items []item, work string) ([]string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return nil, fmt.Errorf("running the generated fallback needs the go command (or pass --fallback=false)")
 	}
@@ -169,12 +179,12 @@ func runFallback(r *embed.Result, st *lpg.Stack, s *sim.Sim, items []item, work 
 	var in bytes.Buffer
 	var sent []int
 	for i, it := range items {
-		res := s.Run(it.frame, it.crc)
+		res := results[i]
 		if res.Queue < 0 {
 			continue
 		}
 		var flags uint64
-		for _, rp := range s.Reported(it.frame, it.crc) {
+		for _, rp := range reported[i] {
 			if rp[1] == "true" {
 				flags |= bit[rp[0]]
 			}
