@@ -609,7 +609,7 @@ func (g *gen) testFile() ([]byte, error) {
 // flagsOf renders the descriptor flags the NIC reported for a frame.
 func (g *gen) flagsOf(s *sim.Sim, f sim.Frame) string {
 	var parts []string
-	for _, rep := range s.Reported(f.Data, f.CRCOK) {
+	for _, rep := range s.LastReported() {
 		if _, ok := g.flags[rep[0]]; ok && rep[1] == "true" {
 			parts = append(parts, "Flag"+goIdent(rep[0]))
 		}
