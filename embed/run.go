@@ -461,23 +461,8 @@ func (p *problem) incremental() (*state, error) {
 	}
 	// New endpoints, greedily.
 	for _, i := range p.order() {
-		if known[p.eps[i].ep.Name] {
-			continue
-		}
-		for _, t := range p.tables {
-			if !s.canUse(t, i) {
-				continue
-			}
-			best, bestCost, found := choice{}, costmodel.Cost{}, false
-			for _, q := range p.candidates(t, i) {
-				c := choice{t, q}
-				s.set(i, c)
-				if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
-					best, bestCost, found = c, cost, true
-				}
-			}
-			s.set(i, best)
-			break
+		if !known[p.eps[i].ep.Name] {
+			p.placeGreedily(s, i)
 		}
 	}
 	// Improve; existing endpoints move only for a clear gain.

@@ -275,22 +275,30 @@ func (p *problem) search(strategy string) (*state, error) {
 // full the flow is left to RSS or the default queue.
 func (p *problem) greedy(s *state) {
 	for _, i := range p.order() {
-		for _, t := range p.tables {
-			if !s.canUse(t, i) {
-				continue
-			}
-			best, bestCost := choice{}, costmodel.Cost{Kind: costmodel.Reject, V: 1e300}
-			found := false
-			for _, q := range p.candidates(t, i) {
-				c := choice{t, q}
-				s.set(i, c)
-				if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
-					best, bestCost, found = c, cost, true
-				}
-			}
-			s.set(i, best)
-			break
+		p.placeGreedily(s, i)
+	}
+}
+
+// placeGreedily gives flow i an entry in the first table with room for it,
+// to the queue that makes the whole configuration cheapest; it leaves the
+// flow alone when no table has room.
+func (p *problem) placeGreedily(s *state, i int) {
+	for _, t := range p.tables {
+		if !s.canUse(t, i) {
+			continue
 		}
+		var best choice
+		var bestCost costmodel.Cost
+		found := false
+		for _, q := range p.candidates(t, i) {
+			c := choice{t, q}
+			s.set(i, c)
+			if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
+				best, bestCost, found = c, cost, true
+			}
+		}
+		s.set(i, best)
+		return
 	}
 }
 
