@@ -22,6 +22,7 @@ const module = "github.com/dragonc/dragonc"
 var allowed = map[string][]string{
 	"internal/diag":                {},
 	"internal/golden":              {},
+	"internal/embedtest":           {"costmodel", "embed", "lpg", "nics", "prg"},
 	"internal/pred":                {"internal/diag"},
 	"internal/graph":               {"internal/pred"},
 	"internal/packet":              {"internal/pred"},

@@ -7,11 +7,8 @@ import (
 
 	"github.com/dragonc/dragonc/bench"
 	"github.com/dragonc/dragonc/costmodel"
-	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
-	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 )
 
 var line = regexp.MustCompile(`^fallback [0-9.]+ ns/frame, software-only [0-9.]+ ns/frame, gopacket baseline [0-9.]+ ns/frame, 0 allocs/frame$`)
@@ -22,22 +19,12 @@ func TestBench(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH")
 	}
-	file, src, _ := nics.Resolve("82599")
-	m, _ := prg.Load(file, src)
-	st, diags := lpg.LoadStack("b.lpg", []byte(`stack b {
+	r, st := embedtest.Plan(t, "82599", "b.lpg", []byte(`stack b {
     interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
     cores 0..3
     endpoint dns udp listen *:53
     endpoint web tcp listen 10.0.0.1:80
-}`))
-	if st == nil {
-		t.Fatal(diags)
-	}
-	g, _ := lpg.Derive(st)
-	r, err := embed.Run(&embed.Input{NIC: "82599", Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+}`), costmodel.Balance{})
 	rep, err := bench.Run(r, st, bench.Frames(st, 50), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

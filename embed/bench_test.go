@@ -6,9 +6,8 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 )
 
 // udpStack declares n UDP listeners on consecutive ports of one address.
@@ -27,8 +26,7 @@ func udpStack(b testing.TB, n int) (*lpg.Stack, []byte) {
 }
 
 func benchInput(b testing.TB, nic string, n int, strategy string) *embed.Input {
-	file, src, _ := nics.Resolve(nic)
-	m, _ := prg.Load(file, src)
+	m := embedtest.Model(b, nic)
 	st, _ := udpStack(b, n)
 	g, err := lpg.Derive(st)
 	if err != nil {

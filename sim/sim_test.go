@@ -9,40 +9,19 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/sim"
 )
 
 func run(t testing.TB, nic, stackPath, cost string) *embed.Result {
 	t.Helper()
-	file, src, err := nics.Resolve(nic)
+	fn, err := costmodel.ByName(cost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, diags := prg.Load(file, src)
-	if m == nil {
-		t.Fatal(diags)
-	}
-	b, err := os.ReadFile(stackPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, diags := lpg.LoadStack(stackPath, b)
-	if st == nil {
-		t.Fatal(diags)
-	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, _ := costmodel.ByName(cost)
-	r, err := embed.Run(&embed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: fn, Strategy: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := embedtest.PlanFile(t, nic, stackPath, fn)
 	return r
 }
 

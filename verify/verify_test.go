@@ -10,40 +10,15 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 )
 
 func planFor(t testing.TB, nic, stackPath string) (*embed.Result, *lpg.Stack) {
 	t.Helper()
-	file, src, err := nics.Resolve(nic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, diags := prg.Load(file, src)
-	if m == nil {
-		t.Fatal(diags)
-	}
-	b, err := os.ReadFile(stackPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, diags := lpg.LoadStack(stackPath, b)
-	if st == nil {
-		t.Fatal(diags)
-	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := embed.Run(&embed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r, st
+	return embedtest.PlanFile(t, nic, stackPath, costmodel.Balance{})
 }
 
 // TestEveryNICAndExample verifies every built-in NIC and example on 100,000

@@ -20,37 +20,16 @@ import (
 	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 )
 
 var nicNames = []string{"82576", "82599", "myri10g", "tigon"}
 
 func plan(t testing.TB, nic, name string, src []byte) (*embed.Result, *lpg.Stack) {
 	t.Helper()
-	file, msrc, err := nics.Resolve(nic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, diags := prg.Load(file, msrc)
-	if m == nil {
-		t.Fatal(diags)
-	}
-	st, diags := lpg.LoadStack(name, src)
-	if st == nil {
-		t.Fatal(diags)
-	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := embed.Run(&embed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r, st
+	return embedtest.Plan(t, nic, name, src, costmodel.Balance{})
 }
 
 // outputs renders what embed -o writes (plan.json is tested in embed).

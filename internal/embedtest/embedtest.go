@@ -1,0 +1,58 @@
+// Package embedtest builds embeddings for the tests of the packages that
+// consume them (sim, backends, verify, bench), the way net/http/httptest
+// serves the tests of HTTP code. It stops the test on any failure.
+package embedtest
+
+import (
+	"os"
+	"testing"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// Model loads a built-in NIC model (or a model file) by name.
+func Model(t testing.TB, nic string) *prg.Model {
+	t.Helper()
+	file, src, err := nics.Resolve(nic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, diags := prg.Load(file, src)
+	if m == nil {
+		t.Fatal(diags)
+	}
+	return m
+}
+
+// Plan embeds the stack file named name, with source src, on nic under the
+// cost function with the default strategy.
+func Plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function) (*embed.Result, *lpg.Stack) {
+	t.Helper()
+	st, diags := lpg.LoadStack(name, src)
+	if st == nil {
+		t.Fatal(diags)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := embed.Run(&embed.Input{NIC: nic, Model: Model(t, nic), Stack: st, LPG: g, Cost: cost, Strategy: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, st
+}
+
+// PlanFile is Plan for the stack file at path.
+func PlanFile(t testing.TB, nic, path string, cost costmodel.Function) (*embed.Result, *lpg.Stack) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Plan(t, nic, path, src, cost)
+}
