@@ -7,8 +7,9 @@ package costmodel
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -326,7 +327,7 @@ func CoreLoads(p *Problem, a Assignment) map[string]float64 {
 			if s.Exact && users[s.Queue] == 1 {
 				cyc = e.ExclusiveCycles
 			}
-			if e.Cores != nil && !contains(e.Cores, q.Core) {
+			if e.Cores != nil && !slices.Contains(e.Cores, q.Core) {
 				cyc += BouncePenalty
 			}
 			out[fmt.Sprintf("core %d", q.Core)] += rate * s.Frac * cyc
@@ -335,24 +336,10 @@ func CoreLoads(p *Problem, a Assignment) map[string]float64 {
 	return out
 }
 
-func contains(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 // FormatLoads prints core loads in a stable order.
 func FormatLoads(m map[string]float64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %.3g", k, m[k]))
 	}
 	return strings.Join(parts, ", ")

@@ -3,6 +3,7 @@ package costmodel
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Evaluator keeps the aggregates every cost function needs (per-queue
@@ -91,7 +92,7 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 		}
 		ev.users[q] += n
 		bounce := 0.0
-		if e.Cores != nil && !contains(e.Cores, ev.p.Queues[q].Core) {
+		if e.Cores != nil && !slices.Contains(e.Cores, ev.p.Queues[q].Core) {
 			bounce = BouncePenalty
 		}
 		ev.cycShared[q] += sign * rate * s.Frac * (e.Cycles + bounce)

@@ -3,7 +3,8 @@ package embed
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/dragonc/dragonc/internal/diag"
@@ -98,13 +99,8 @@ func (r *Result) WriteReport(w io.Writer) {
 		}
 		counts[k]++
 	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	fmt.Fprintln(w, "\nPlacement of LPG nodes:")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, "  %-28s %d\n", k, counts[k])
 	}
 	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, formatCost(pl.Cost.Kind, pl.Cost.Value))
@@ -140,27 +136,16 @@ func formatCost(kind string, v float64) string {
 	return fmt.Sprintf("%.4g", v)
 }
 
+// distinct returns the different strings of xs, sorted.
 func distinct(xs []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	sort.Strings(out)
-	return out
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func formatPlacement(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, k+"->"+m[k])
 	}
 	return strings.Join(parts, " ")

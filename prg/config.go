@@ -2,6 +2,7 @@ package prg
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -153,12 +154,7 @@ func (m *Model) Validate(c *Config) []*ConfigError {
 	bad := func(node, format string, args ...any) {
 		errs = append(errs, &ConfigError{Node: node, Msg: fmt.Sprintf(format, args...)})
 	}
-	names := make([]string, 0, len(c.Values))
-	for k := range c.Values {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, node := range names {
+	for _, node := range slices.Sorted(maps.Keys(c.Values)) {
 		v := c.Values[node]
 		sp := m.Space(node)
 		if sp == nil {

@@ -6,10 +6,11 @@ package backends_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,12 +79,7 @@ func TestOutputs(t *testing.T) {
 			r, st := plan(t, nic, "examples/"+name+".lpg", src)
 			files := outputs(t, r, st, "examples/"+name+".lpg")
 			if len(st.Endpoints) <= 200 {
-				names := make([]string, 0, len(files))
-				for k := range files {
-					names = append(names, k)
-				}
-				sort.Strings(names)
-				for _, k := range names {
+				for _, k := range slices.Sorted(maps.Keys(files)) {
 					if k == "fallback/fallback_test.go" || k == "embedding.dot" {
 						continue // long; the go test below checks them
 					}
