@@ -282,7 +282,7 @@ func (c *xCmp) build() (Expr, error) {
 			out.Ranges = append(out.Ranges, r)
 		}
 		out.Op = In
-		out.Ranges = normRanges(out.Ranges)
+		out.Ranges = NormRanges(out.Ranges)
 	default:
 		// A bare field is a truth test: `udp.csum_ok` means `udp.csum_ok != 0`.
 		out.Op = Ne

@@ -6,7 +6,9 @@
 package pred
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -242,9 +244,10 @@ func (m MapEnv) Value(id int) (uint64, bool) {
 // Atom implements Env.
 func (m MapEnv) Atom(a Atom) bool { return m.Atoms[a] }
 
-// normRanges sorts and merges ranges.
-func normRanges(rs []Range) []Range {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Lo < rs[j].Lo })
+// NormRanges sorts rs and merges ranges that overlap or touch, in place:
+// the result shares rs's array.
+func NormRanges(rs []Range) []Range {
+	slices.SortFunc(rs, func(a, b Range) int { return cmp.Compare(a.Lo, b.Lo) })
 	out := rs[:0]
 	for _, r := range rs {
 		if n := len(out); n > 0 && (r.Lo <= out[n-1].Hi || out[n-1].Hi != ^uint64(0) && r.Lo == out[n-1].Hi+1) {

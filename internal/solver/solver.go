@@ -15,11 +15,7 @@
 // prefix, the opaque rss.hash) and node outcomes are opaque atoms.
 package solver
 
-import (
-	"sort"
-
-	"github.com/dragonc/dragonc/internal/pred"
-)
+import "github.com/dragonc/dragonc/internal/pred"
 
 // Domain is what one field may be.
 type Domain struct {
@@ -759,27 +755,7 @@ func union(a, b []pred.Range) []pred.Range {
 	if subset(a, b) {
 		return b
 	}
-	all := append(append([]pred.Range(nil), a...), b...)
-	sortRanges(all)
-	var out []pred.Range
-	for _, r := range all {
-		if n := len(out); n > 0 && (r.Lo <= out[n-1].Hi || out[n-1].Hi != ^uint64(0) && r.Lo == out[n-1].Hi+1) {
-			if r.Hi > out[n-1].Hi {
-				out[n-1].Hi = r.Hi
-			}
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func sortRanges(rs []pred.Range) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].Lo < rs[j-1].Lo; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
+	return pred.NormRanges(append(append([]pred.Range(nil), a...), b...))
 }
 
 // JoinAll is Join over many boxes, merging each field's ranges once.
@@ -829,18 +805,7 @@ func JoinAll(boxes []*Box) *Box {
 		for _, b := range boxes {
 			all = append(all, b.get(i).Vals...)
 		}
-		sort.Slice(all, func(x, y int) bool { return all[x].Lo < all[y].Lo })
-		var out []pred.Range
-		for _, r := range all {
-			if n := len(out); n > 0 && (r.Lo <= out[n-1].Hi || out[n-1].Hi != ^uint64(0) && r.Lo == out[n-1].Hi+1) {
-				if r.Hi > out[n-1].Hi {
-					out[n-1].Hi = r.Hi
-				}
-				continue
-			}
-			out = append(out, r)
-		}
-		c.put(i, Domain{Vals: out, Absent: absent})
+		c.put(i, Domain{Vals: pred.NormRanges(all), Absent: absent})
 	}
 	for k, v := range boxes[0].atoms {
 		agree := true
