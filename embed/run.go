@@ -467,31 +467,10 @@ func (p *problem) incremental() (*state, error) {
 	}
 	// Improve; existing endpoints move only for a clear gain.
 	cur := s.ev.Cost()
+	sticky := func(i int) bool { return existing[i] }
 	for sweep := 0; sweep < 5; sweep++ {
-		improved := false
-		for _, i := range p.order() {
-			old := s.choice[i]
-			best, bestCost := old, cur
-			for _, c := range p.moves(s, i) {
-				if c == old {
-					continue
-				}
-				s.set(i, c)
-				cost := s.ev.Cost()
-				if existing[i] && !clearlyBetter(cost, bestCost) {
-					continue
-				}
-				if cost.Less(bestCost) {
-					best, bestCost = c, cost
-				}
-			}
-			s.set(i, best)
-			if best != old {
-				cur = bestCost
-				improved = true
-			}
-		}
-		if !improved {
+		var improved bool
+		if cur, improved = p.moveSweep(s, cur, sticky); !improved {
 			break
 		}
 	}

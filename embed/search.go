@@ -333,6 +333,37 @@ func (p *problem) servesCores(q, i int) bool {
 	return cores != nil && slices.Contains(cores, p.queues[q].core)
 }
 
+// moveSweep moves each endpoint in turn to its cheapest alternative
+// (another entry, or releasing its entry to RSS) when that is strictly
+// cheaper than cur; endpoints for which sticky says true move only for a
+// clear gain. It returns the new cost and whether anything moved.
+func (p *problem) moveSweep(s *state, cur costmodel.Cost, sticky func(i int) bool) (costmodel.Cost, bool) {
+	improved := false
+	for _, i := range p.order() {
+		old := s.choice[i]
+		best, bestCost := old, cur
+		for _, c := range p.moves(s, i) {
+			if c == old {
+				continue
+			}
+			s.set(i, c)
+			cost := s.ev.Cost()
+			if sticky != nil && sticky(i) && !clearlyBetter(cost, bestCost) {
+				continue
+			}
+			if cost.Less(bestCost) {
+				best, bestCost = c, cost
+			}
+		}
+		s.set(i, best)
+		if best != old {
+			cur = bestCost
+			improved = true
+		}
+	}
+	return cur, improved
+}
+
 // improve is local search from the greedy solution: move single endpoints
 // (including releasing their entry to RSS) and swap pairs, keeping only
 // strict improvements, so the result is never worse than greedy's.
@@ -344,25 +375,8 @@ func (p *problem) improve(s *state) {
 	}
 	cur := s.ev.Cost()
 	for sweep := 0; sweep < sweeps; sweep++ {
-		improved := false
-		for _, i := range p.order() {
-			old := s.choice[i]
-			best, bestCost := old, cur
-			for _, c := range p.moves(s, i) {
-				if c == old {
-					continue
-				}
-				s.set(i, c)
-				if cost := s.ev.Cost(); cost.Less(bestCost) {
-					best, bestCost = c, cost
-				}
-			}
-			s.set(i, best)
-			if best != old {
-				cur = bestCost
-				improved = true
-			}
-		}
+		var improved bool
+		cur, improved = p.moveSweep(s, cur, nil)
 		if n <= 64 {
 			for a := 0; a < n; a++ {
 				for b := a + 1; b < n; b++ {
