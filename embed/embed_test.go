@@ -295,10 +295,16 @@ func checkReach(t *testing.T, r *Result, in *Input, rng *rand.Rand) {
 				if e.Proto == lpg.TCP {
 					s.Proto, s.TCPFlags = packet.ProtoTCP, 0x02
 				}
-				s.Dst = ipOf(e.Addr)
+				// Every destination the endpoint accepts: its address and,
+				// for a UDP listener, the broadcasts (RFC 1122 §3.3.6).
+				dsts := e.Dsts()
 				if e.AnyAddr {
-					s.Dst = ipOf(in.Stack.Interfaces[0].IPs[rng.Intn(len(in.Stack.Interfaces[0].IPs))].Addr)
+					dsts = in.Stack.Unicast()
+					if e.Proto == lpg.UDP {
+						dsts = append(dsts, in.Stack.Broadcasts()...)
+					}
 				}
+				s.Dst = ipOf(dsts[rng.Intn(len(dsts))])
 				s.Src, s.SrcPort, s.DstPort = []byte{10, 8, byte(rng.Intn(256)), byte(rng.Intn(256))}, uint16(1024+rng.Intn(60000)), e.Port
 				if e.Flow {
 					s.Src, s.SrcPort = ipOf(e.Remote), e.RPort

@@ -237,6 +237,9 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 		ep.prio = 1
 	}
 	for _, t := range p.tables {
+		if e.Shadowed {
+			break // it never receives a packet: no entry is spent on it
+		}
 		if t.identity {
 			if e.Proto == lpg.OpenMX && len(t.sp.Fields) == 1 && t.sp.Fields[0] == "omx.dst_ep" {
 				ep.match[t] = []prg.FieldMatch{{Field: "omx.dst_ep", Value: uint64(e.OMXID)}}
@@ -324,9 +327,9 @@ func pathCycles(in *Input) (shared, exclusive map[lpg.Proto]float64) {
 		hw[n.Name] = true
 	}
 	paths := map[lpg.Proto][]string{
-		lpg.UDP:    {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxL3IPv4ValidVersion", "RxL3IPv4ValidHeaderLength", "RxL3IPv4ValidLength", "RxL3IPv4ValidChecksum", "RxL3IPv4ValidTTL", "RxL3IPv4ValidLocalIP", "RxL3IPv4ValidReassembly", "RxL3IPv4Classify", "RxL4UDPValidHeaderLength", "RxL4UDPValidLength", "RxL4UDPValidChecksum", "RxL4UDPDemux"},
-		lpg.TCP:    {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxL3IPv4ValidVersion", "RxL3IPv4ValidHeaderLength", "RxL3IPv4ValidLength", "RxL3IPv4ValidChecksum", "RxL3IPv4ValidTTL", "RxL3IPv4ValidLocalIP", "RxL3IPv4ValidReassembly", "RxL3IPv4Classify", "RxL4TCPValidHeaderLength", "RxL4TCPValidChecksum", "RxL4TCPDemux"},
-		lpg.OpenMX: {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxOMXValidHeader", "RxOMXDemux"},
+		lpg.UDP:    {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidMTU", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxL3IPv4ValidVersion", "RxL3IPv4ValidHeaderLength", "RxL3IPv4ValidLength", "RxL3IPv4ValidChecksum", "RxL3IPv4ValidSource", "RxL3IPv4ValidLocalIP", "RxL3IPv4ValidReassembly", "RxL3IPv4Classify", "RxL4UDPValidHeaderLength", "RxL4UDPValidLength", "RxL4UDPValidChecksum", "RxL4UDPDemux"},
+		lpg.TCP:    {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidMTU", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxL3IPv4ValidVersion", "RxL3IPv4ValidHeaderLength", "RxL3IPv4ValidLength", "RxL3IPv4ValidChecksum", "RxL3IPv4ValidSource", "RxL3IPv4ValidLocalIP", "RxL3IPv4ValidReassembly", "RxL3IPv4Classify", "RxL4TCPValidUnicastDest", "RxL4TCPValidHeaderLength", "RxL4TCPValidChecksum", "RxL4TCPDemux"},
+		lpg.OpenMX: {"RxQueue", "RxL2EtherValidCRC", "RxL2EtherValidLength", "RxL2EtherValidUntagged", "RxL2EtherValidMTU", "RxL2EtherValidDest", "RxL2EtherClassifyL3", "RxOMXValidHeader", "RxOMXDemux"},
 	}
 	for proto, path := range paths {
 		var s, x float64

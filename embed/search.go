@@ -377,7 +377,14 @@ func (p *problem) improve(s *state) {
 	for sweep := 0; sweep < sweeps; sweep++ {
 		var improved bool
 		cur, improved = p.moveSweep(s, cur, nil)
-		if n <= 64 {
+		if n <= 16 {
+			// Small inputs: every pair of endpoints moved together, which
+			// escapes the local minima single moves and swaps leave when
+			// one endpoint's packets are split (an address-specific UDP
+			// listener also receives broadcasts, which its entry does not
+			// steer).
+			cur, improved = p.pairSweep(s, cur, improved)
+		} else if n <= 64 {
 			for a := 0; a < n; a++ {
 				for b := a + 1; b < n; b++ {
 					ca, cb := s.choice[a], s.choice[b]
@@ -400,6 +407,31 @@ func (p *problem) improve(s *state) {
 			break
 		}
 	}
+}
+
+// pairSweep tries every combination of moves of every pair of endpoints,
+// keeping strict improvements.
+func (p *problem) pairSweep(s *state, cur costmodel.Cost, improved bool) (costmodel.Cost, bool) {
+	n := len(p.eps)
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			ca, cb := s.choice[a], s.choice[b]
+			best := [2]choice{ca, cb}
+			for _, ma := range p.moves(s, a) {
+				s.set(a, ma)
+				for _, mb := range p.moves(s, b) {
+					s.set(b, mb)
+					if cost := s.ev.Cost(); cost.Less(cur) {
+						cur, best, improved = cost, [2]choice{ma, mb}, true
+					}
+				}
+				s.set(b, cb)
+			}
+			s.set(a, best[0])
+			s.set(b, best[1])
+		}
+	}
+	return cur, improved
 }
 
 // exactLimit bounds the exhaustive search: at most this many complete

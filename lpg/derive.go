@@ -128,8 +128,15 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	b.port(q, "out", nil, "RxL2EtherValidCRC")
 	b.check("RxL2EtherValidCRC", "frame.crc_ok", "field", "RxL2EtherValidLength")
 	b.check("RxL2EtherValidLength", "eth.len_ok", "field", "RxL2EtherValidUntagged")
-	// No interface declares a VLAN, so tagged frames are not ours.
-	b.check("RxL2EtherValidUntagged", "!(vlan.id in {0..4095})", "field", "RxL2EtherValidDest")
+	// No interface declares a VLAN, so tagged frames are not ours; a
+	// priority-tagged frame (VID 0) carries only a priority and is treated
+	// as untagged (IEEE 802.1Q-2018 §9.6: "the frame does not belong to any
+	// VLAN"; VID 4095 is reserved).
+	b.check("RxL2EtherValidUntagged", "!(vlan.id in {1..4095})", "field", "RxL2EtherValidMTU")
+	// IEEE 802.3 clause 3.2.7: the MAC client data of a basic frame is at
+	// most 1500 bytes; an interface's MTU sets the largest datagram it
+	// takes, 4 more bytes with an 802.1Q tag.
+	b.check("RxL2EtherValidMTU", mtuPredicate(st), "field", "RxL2EtherValidDest")
 	var macs []string
 	for _, in := range st.Interfaces {
 		macs = append(macs, pred.FormatValue("eth.dst", in.MAC))
@@ -147,11 +154,16 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	}
 	b.port(cl, "other", nil)
 
-	ours := ourAddrs(st)
+	uni := ipSet(st.Unicast())
+	if uni == "" {
+		// No address: no IPv4 packet is ours. 0.0.0.0 is never a valid
+		// destination, so the set is effectively empty.
+		uni = "0.0.0.0"
+	}
 	if st.ARP {
 		b.check("RxL3ARPValidHeader", "arp.valid", "field", "RxL3ARPIsRequest")
 		b.check("RxL3ARPIsRequest", "arp.op == 1", "field", "RxL3ARPLocalIPDest")
-		b.check("RxL3ARPLocalIPDest", "arp.tpa in {"+ours+"}", "field", "RxL3ARPNeedsResponse")
+		b.check("RxL3ARPLocalIPDest", "arp.tpa in {"+uni+"}", "field", "RxL3ARPNeedsResponse")
 		n := b.add("RxL3ARPNeedsResponse", graph.FNode, "reply", AttrReply+"arp")
 		b.spawn(n, "response", "TxL3ARPInitiateResponse")
 	}
@@ -159,9 +171,13 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	b.check("RxL3IPv4ValidVersion", "ip.version == 4", "field", "RxL3IPv4ValidHeaderLength")
 	b.check("RxL3IPv4ValidHeaderLength", "ip.hdr_ok", "field", "RxL3IPv4ValidLength")
 	b.check("RxL3IPv4ValidLength", "ip.len_ok", "field", "RxL3IPv4ValidChecksum")
-	b.check("RxL3IPv4ValidChecksum", "ip.csum_ok", "ipcsum", "RxL3IPv4ValidTTL")
-	b.check("RxL3IPv4ValidTTL", "ip.ttl > 0", "field", "RxL3IPv4ValidLocalIP")
-	b.check("RxL3IPv4ValidLocalIP", "ip.dst in {"+ours+"}", "field", "RxL3IPv4ValidReassembly")
+	// No TTL check: RFC 1122 §3.2.1.7, a host MUST NOT discard a datagram
+	// addressed to it because its TTL is 0 or 1.
+	b.check("RxL3IPv4ValidChecksum", "ip.csum_ok", "ipcsum", "RxL3IPv4ValidSource")
+	b.check("RxL3IPv4ValidSource", martianPredicate(st), "field", "RxL3IPv4ValidLocalIP")
+	// Ours: a unicast address of an interface, or a broadcast valid on a
+	// connected network (RFC 1122 §3.2.1.3, §3.3.6).
+	b.check("RxL3IPv4ValidLocalIP", "ip.dst in {"+ipSet(append(st.Unicast(), st.Broadcasts()...))+"}", "field", "RxL3IPv4ValidReassembly")
 	// Fragments are not reassembled here: they go to a named sink.
 	ra := b.add("RxL3IPv4ValidReassembly", graph.Boolean, "field")
 	b.port(ra, "true", pred.MustParse("ip.frag == 0"), "RxL3IPv4Classify")
@@ -170,16 +186,22 @@ func Derive(st *Stack) (*graph.Graph, error) {
 
 	ic := b.add("RxL3IPv4Classify", graph.FNode, "classify")
 	b.port(ic, "udp", pred.MustParse("ip.proto == udp"), "RxL4UDPValidHeaderLength")
-	b.port(ic, "tcp", pred.MustParse("ip.proto == tcp"), "RxL4TCPValidHeaderLength")
+	b.port(ic, "tcp", pred.MustParse("ip.proto == tcp"), "RxL4TCPValidUnicastDest")
 	if st.ICMPEcho {
 		b.port(ic, "icmp", pred.MustParse("ip.proto == icmp"), "RxL3ICMPValidHeaderLength")
 	}
 	b.port(ic, "other", nil)
 
+	unicastDest := "ip.dst in {" + uni + "}"
 	if st.ICMPEcho {
 		b.check("RxL3ICMPValidHeaderLength", "icmp.type in {0..255}", "field", "RxL3ICMPValidChecksum")
 		b.check("RxL3ICMPValidChecksum", "icmp.csum_ok", "l4csum", "RxL3ICMPIsTypeRequest")
-		b.check("RxL3ICMPIsTypeRequest", "icmp.type == 8", "field", "RxL3ICMPNeedsResponse")
+		b.check("RxL3ICMPIsTypeRequest", "icmp.type == 8", "field", "RxL3ICMPValidUnicastDest")
+		// RFC 1122 §3.2.2.6: an echo request to a broadcast address MAY be
+		// silently discarded; dragonc does (as Linux does by default,
+		// net.ipv4.icmp_echo_ignore_broadcasts = 1), so a ping to a
+		// broadcast cannot be amplified.
+		b.check("RxL3ICMPValidUnicastDest", unicastDest, "field", "RxL3ICMPNeedsResponse")
 		n := b.add("RxL3ICMPNeedsResponse", graph.FNode, "reply", AttrReply+"icmp-echo")
 		b.spawn(n, "response", "TxL3ICMPInitiateResponse")
 	}
@@ -187,12 +209,36 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	b.check("RxL4UDPValidHeaderLength", "udp.len in {0..65535}", "field", "RxL4UDPValidLength")
 	b.check("RxL4UDPValidLength", "udp.len_ok", "field", "RxL4UDPValidChecksum")
 	b.check("RxL4UDPValidChecksum", "udp.csum_ok", "l4csum", "RxL4UDPDemux")
-	b.demux("RxL4UDPDemux", "udp", udps, "RxL4UDPPortUnreachable")
+	b.demux("RxL4UDPDemux", "udp", udps, "RxL4UDPValidUnicastDest")
+	// RFC 1122 §3.2.2: no ICMP error for a datagram sent to an IP broadcast
+	// or as a link-layer broadcast; such a datagram no one wants is
+	// dropped silently.
+	b.check("RxL4UDPValidUnicastDest", unicastDest+" && eth.dst != ff:ff:ff:ff:ff:ff", "field", "RxL4UDPPortUnreachable")
 	b.add("RxL4UDPPortUnreachable", graph.FNode, "reply", AttrSink)
 
+	// RFC 1122 §4.2.3.10: a SYN to a broadcast address MUST be discarded
+	// silently; no TCP connection has a broadcast end, so every segment to
+	// one is.
+	b.check("RxL4TCPValidUnicastDest", unicastDest, "field", "RxL4TCPValidHeaderLength")
 	b.check("RxL4TCPValidHeaderLength", "tcp.hdr_ok", "field", "RxL4TCPValidChecksum")
 	b.check("RxL4TCPValidChecksum", "tcp.csum_ok", "l4csum", "RxL4TCPDemux")
-	b.demux("RxL4TCPDemux", "tcp", tcps, "RxL4TCPReset")
+	b.demux("RxL4TCPDemux", "tcp", tcps, "RxL4TCPValidNotReset")
+	// RFC 9293 §3.10.7.1 and §3.10.7.2: a segment carrying RST is
+	// discarded, never answered with a RST.
+	b.check("RxL4TCPValidNotReset", "tcp.flags & rst == 0", "field", "RxL4TCPListenDiscard")
+	// RFC 9293 §3.10.7.2: in LISTEN, a segment with ACK draws a RST; one
+	// with neither SYN nor ACK (FIN alone, no flags, FIN+PSH+URG) is
+	// dropped silently, and so is a SYN the listener did not take (SYN
+	// with FIN, which Linux's tcp_rcv_state_process discards too). To a
+	// closed port every segment without RST draws a RST (§3.10.7.1).
+	ld := b.add("RxL4TCPListenDiscard", graph.FNode, "demux")
+	for _, e := range tcps {
+		if e.Flow {
+			continue
+		}
+		b.port(ld, e.Ident, pred.And{X: append(listenerAddr(e), flagsMasked(0x10, 0))})
+	}
+	b.port(ld, "closed", nil, "RxL4TCPReset")
 	b.add("RxL4TCPReset", graph.FNode, "reply", AttrSink)
 
 	if len(omxs) > 0 {
@@ -284,26 +330,26 @@ func (b *builder) demux(name, proto string, eps []*Endpoint, sink string) {
 // packet that reached it to endpoint e. It is built directly (stacks may
 // declare thousands of endpoints).
 func EndpointPredicate(e *Endpoint) pred.Expr {
-	eq := func(field string, v uint64) pred.Expr {
-		return pred.Cmp{Field: field, ID: pred.Fields[field].ID, Op: pred.Eq, Value: v}
-	}
 	if e.Proto == OpenMX {
 		return eq("omx.dst_ep", uint64(e.OMXID))
 	}
 	p := string(e.Proto)
 	var parts []pred.Expr
 	if e.Flow {
+		// A connected flow is unicast: its local end is one address.
 		parts = append(parts, eq("ip.src", uint64(e.Remote)), eq(p+".sport", uint64(e.RPort)))
+		if !e.AnyAddr {
+			parts = append(parts, eq("ip.dst", uint64(e.Addr)))
+		}
+		parts = append(parts, eq(p+".dport", uint64(e.Port)))
+	} else {
+		parts = append(parts, listenerAddr(e)...)
 	}
-	if !e.AnyAddr {
-		parts = append(parts, eq("ip.dst", uint64(e.Addr)))
-	}
-	parts = append(parts, eq(p+".dport", uint64(e.Port)))
 	if e.Proto == TCP && !e.Flow {
-		// A listener accepts connection requests: SYN without ACK.
-		c := eq("tcp.flags", 0x02).(pred.Cmp)
-		c.Mask = 0x12
-		parts = append(parts, c)
+		// A listener accepts connection requests: SYN without ACK, RST or
+		// FIN (RFC 9293 §3.10.7.2; a SYN with RST is no request, and Linux
+		// discards SYN with FIN).
+		parts = append(parts, flagsMasked(0x17, 0x02))
 	}
 	if len(parts) == 1 {
 		return parts[0]
@@ -311,19 +357,34 @@ func EndpointPredicate(e *Endpoint) pred.Expr {
 	return pred.And{X: parts}
 }
 
-func ourAddrs(st *Stack) string {
-	var out []string
-	for _, in := range st.Interfaces {
-		for _, p := range in.IPs {
-			out = append(out, FormatIP(p.Addr))
+func eq(field string, v uint64) pred.Expr {
+	return pred.Cmp{Field: field, ID: pred.Fields[field].ID, Op: pred.Eq, Value: v}
+}
+
+// listenerAddr is what a listener matches besides TCP flags: its port and,
+// for an address-specific listener, its address and (UDP) the broadcasts
+// of its subnet.
+func listenerAddr(e *Endpoint) []pred.Expr {
+	p := string(e.Proto)
+	var parts []pred.Expr
+	switch dsts := e.Dsts(); {
+	case len(dsts) == 1:
+		parts = append(parts, eq("ip.dst", uint64(dsts[0])))
+	case len(dsts) > 1:
+		rs := make([]pred.Range, len(dsts))
+		for i, a := range dsts {
+			rs[i] = pred.Range{Lo: uint64(a), Hi: uint64(a)}
 		}
+		parts = append(parts, pred.Cmp{Field: "ip.dst", ID: pred.Fields["ip.dst"].ID, Op: pred.In, Ranges: pred.NormRanges(rs)})
 	}
-	if len(out) == 0 {
-		// No address: no IPv4 packet is ours. 0.0.0.0 is never a valid
-		// destination, so the set is effectively empty.
-		out = append(out, "0.0.0.0")
-	}
-	return strings.Join(dedup(out), ", ")
+	return append(parts, eq(p+".dport", uint64(e.Port)))
+}
+
+// flagsMasked is `tcp.flags & mask == v`.
+func flagsMasked(mask, v uint64) pred.Expr {
+	c := eq("tcp.flags", v).(pred.Cmp)
+	c.Mask = mask
+	return c
 }
 
 func dedup(xs []string) []string {

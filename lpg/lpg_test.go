@@ -80,7 +80,6 @@ func TestOutcomes(t *testing.T) {
 		{"bad IPv4 checksum", with(udp, func(s *packet.Spec) { s.BadIPChecksum = true }), true, "drop RxL3IPv4ValidChecksum.false"},
 		{"bad UDP checksum", with(udp, func(s *packet.Spec) { s.BadL4Checksum = true }), true, "drop RxL4UDPValidChecksum.false"},
 		{"bad CRC", udp, false, "drop RxL2EtherValidCRC.false"},
-		{"TTL 0", with(udp, func(s *packet.Spec) { s.ZeroTTL = true }), true, "drop RxL3IPv4ValidTTL.false"},
 		{"not our address", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 2} }), true, "drop RxL3IPv4ValidLocalIP.false"},
 		{"not our MAC", with(udp, func(s *packet.Spec) { s.DstMAC = net.HardwareAddr{2, 0, 0, 0, 0, 9} }), true, "drop RxL2EtherValidDest.false"},
 		{"broadcast MAC is ours", with(udp, func(s *packet.Spec) { s.DstMAC = net.HardwareAddr{255, 255, 255, 255, 255, 255} }), true, "deliver dns"},
@@ -88,7 +87,7 @@ func TestOutcomes(t *testing.T) {
 		{"fragment (MF)", with(udp, func(s *packet.Spec) { s.MoreFragments = true }), true, "sink RxL3IPv4Fragments"},
 		{"fragment (offset)", with(udp, func(s *packet.Spec) { s.FragOffset = 8 }), true, "sink RxL3IPv4Fragments"},
 		{"VLAN-tagged", with(udp, func(s *packet.Spec) { s.VLAN = 10 }), true, "drop RxL2EtherValidUntagged.false"},
-		{"TCP SYN to a listener", spec(packet.ProtoTCP, 40000, 80), true, "sink RxL4TCPReset"},
+		{"TCP with no flags to a listener", spec(packet.ProtoTCP, 40000, 80), true, "drop RxL4TCPListenDiscard.web"},
 		{"TCP SYN to a listener", with(spec(packet.ProtoTCP, 40000, 80), func(s *packet.Spec) { s.TCPFlags = 0x02 }), true, "deliver web"},
 		{"TCP segment of an established flow", with(spec(packet.ProtoTCP, 51000, 22), func(s *packet.Spec) { s.Src = net.IP{10, 0, 0, 7}; s.TCPFlags = 0x18 }), true, "deliver ssh"},
 		{"TCP ACK to a listener port, no flow", with(spec(packet.ProtoTCP, 40000, 80), func(s *packet.Spec) { s.TCPFlags = 0x10 }), true, "sink RxL4TCPReset"},
@@ -109,6 +108,154 @@ func TestOutcomes(t *testing.T) {
 		if got := in.Run(frame, c.crc).String(); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+// TestHostRequirements checks the LPG against the host requirements RFCs,
+// on frames built by gopacket; each case names the section it follows.
+func TestHostRequirements(t *testing.T) {
+	_, _, in := load(t, testStack)
+	udp := spec(packet.ProtoUDP, 5000, 53)
+	tcp := func(flags uint8, dport uint16) packet.Spec {
+		return with(spec(packet.ProtoTCP, 40000, dport), func(s *packet.Spec) { s.TCPFlags = flags })
+	}
+	bcastMAC := net.HardwareAddr{255, 255, 255, 255, 255, 255}
+	payload := func(n int) func(*packet.Spec) { return func(s *packet.Spec) { s.Payload = make([]byte, n) } }
+	cases := []struct {
+		rule string
+		s    packet.Spec
+		want string
+	}{
+		// IEEE 802.3 clause 3.2.7 / the stack's MTU (1500 by default):
+		// 14 + 20 + 8 + 1472 = 1514 bytes fit, one more does not.
+		{"MTU: largest datagram", with(udp, payload(1472)), "deliver dns"},
+		{"MTU: one byte over", with(udp, payload(1473)), "drop RxL2EtherValidMTU.false"},
+		{"MTU: priority tag adds 4 bytes", with(udp, func(s *packet.Spec) { s.Payload = make([]byte, 1472); s.PriorityTag = true }), "deliver dns"},
+		{"MTU: priority-tagged, one byte over", with(udp, func(s *packet.Spec) { s.Payload = make([]byte, 1473); s.PriorityTag = true }), "drop RxL2EtherValidMTU.false"},
+		// IEEE 802.1Q §9.6: VID 0 is a priority tag, not a VLAN.
+		{"802.1Q: VID 0 is untagged", with(udp, func(s *packet.Spec) { s.PriorityTag = true }), "deliver dns"},
+		{"802.1Q: VID 1 is a VLAN", with(udp, func(s *packet.Spec) { s.VLAN = 1 }), "drop RxL2EtherValidUntagged.false"},
+		// RFC 1122 §3.2.1.3: martian sources are discarded silently.
+		{"3.2.1.3 (c): limited broadcast source", with(udp, func(s *packet.Spec) { s.Src = net.IP{255, 255, 255, 255} }), "drop RxL3IPv4ValidSource.false"},
+		{"3.2.1.3 (d): directed broadcast source", with(udp, func(s *packet.Spec) { s.Src = net.IP{10, 0, 0, 255} }), "drop RxL3IPv4ValidSource.false"},
+		{"3.2.1.3 (g): loopback source", with(udp, func(s *packet.Spec) { s.Src = net.IP{127, 0, 0, 1} }), "drop RxL3IPv4ValidSource.false"},
+		{"RFC 1112 §4: multicast source", with(udp, func(s *packet.Spec) { s.Src = net.IP{224, 0, 0, 1} }), "drop RxL3IPv4ValidSource.false"},
+		{"3.2.1.3 (a): 0.0.0.0 to a unicast address", with(udp, func(s *packet.Spec) { s.Src = net.IP{0, 0, 0, 0} }), "drop RxL3IPv4ValidSource.false"},
+		{"3.2.1.3 (a): 0.0.0.0 to the limited broadcast (DHCP)", with(udp, func(s *packet.Spec) { s.Src = net.IP{0, 0, 0, 0}; s.Dst = net.IP{255, 255, 255, 255} }), "deliver dns"},
+		{"our own address as source", with(udp, func(s *packet.Spec) { s.Src = us }), "drop RxL3IPv4ValidSource.false"},
+		// RFC 1122 §3.2.1.7: TTL 0 and 1 are not reasons to discard.
+		{"3.2.1.7: TTL 0", with(udp, func(s *packet.Spec) { s.ZeroTTL = true }), "deliver dns"},
+		{"3.2.1.7: TTL 1", with(udp, func(s *packet.Spec) { s.TTL = 1 }), "deliver dns"},
+		// RFC 1122 §3.3.6: broadcasts are ours for UDP.
+		{"3.3.6: limited broadcast to a wildcard listener", with(udp, func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255}; s.DstMAC = bcastMAC }), "deliver dns"},
+		{"3.3.6: directed broadcast to a wildcard listener", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver dns"},
+		{"3.3.6: directed broadcast to a listener on that subnet", with(spec(packet.ProtoUDP, 5000, 11211), func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver mc"},
+		{"3.3.6: limited broadcast to an address-specific listener", with(spec(packet.ProtoUDP, 5000, 11211), func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255} }), "deliver mc"},
+		{"3.3.6: another subnet's broadcast is not ours", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 1, 255} }), "drop RxL3IPv4ValidLocalIP.false"},
+		{"a connected flow is unicast", with(spec(packet.ProtoUDP, 7001, 7000), func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver any7000"},
+		// RFC 1122 §3.2.2: no ICMP error for a broadcast datagram.
+		{"3.2.2: broadcast to a closed UDP port", with(spec(packet.ProtoUDP, 5000, 54), func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255} }), "drop RxL4UDPValidUnicastDest.false"},
+		{"3.2.2: link-layer broadcast to a closed UDP port", with(spec(packet.ProtoUDP, 5000, 54), func(s *packet.Spec) { s.DstMAC = bcastMAC }), "drop RxL4UDPValidUnicastDest.false"},
+		{"3.2.2: unicast to a closed UDP port", spec(packet.ProtoUDP, 5000, 54), "sink RxL4UDPPortUnreachable"},
+		// RFC 1122 §3.2.2.6: echo requests to a broadcast are not answered.
+		{"3.2.2.6: echo to broadcast", with(spec(packet.ProtoICMP, 0, 0), func(s *packet.Spec) { s.ICMPType = 8; s.Dst = net.IP{10, 0, 0, 255} }), "drop RxL3ICMPValidUnicastDest.false"},
+		// RFC 1122 §4.2.3.10: no TCP to a broadcast address.
+		{"4.2.3.10: SYN to broadcast", with(tcp(0x02, 80), func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255} }), "drop RxL4TCPValidUnicastDest.false"},
+		// RFC 9293 §3.10.7.1 (CLOSED) and §3.10.7.2 (LISTEN).
+		{"3.10.7.2: SYN to a listener", tcp(0x02, 80), "deliver web"},
+		{"3.10.7.2: SYN+RST is no connection request", tcp(0x06, 80), "drop RxL4TCPValidNotReset.false"},
+		{"3.10.7.2: RST to a listener is dropped", tcp(0x04, 80), "drop RxL4TCPValidNotReset.false"},
+		{"3.10.7.2: RST+ACK to a listener is dropped", tcp(0x14, 80), "drop RxL4TCPValidNotReset.false"},
+		{"3.10.7.2: ACK to a listener draws a RST", tcp(0x10, 80), "sink RxL4TCPReset"},
+		{"3.10.7.2: FIN alone to a listener is dropped", tcp(0x01, 80), "drop RxL4TCPListenDiscard.web"},
+		{"3.10.7.2: no flags to a listener is dropped", tcp(0x00, 80), "drop RxL4TCPListenDiscard.web"},
+		{"3.10.7.2: FIN+PSH+URG to a listener is dropped", tcp(0x29, 80), "drop RxL4TCPListenDiscard.web"},
+		{"3.10.7.2: SYN+FIN to a listener is dropped", tcp(0x03, 80), "drop RxL4TCPListenDiscard.web"},
+		{"3.10.7.1: RST to a closed port is dropped", tcp(0x04, 81), "drop RxL4TCPValidNotReset.false"},
+		{"3.10.7.1: SYN to a closed port draws a RST", tcp(0x02, 81), "sink RxL4TCPReset"},
+		{"3.10.7.1: FIN+PSH+URG to a closed port draws a RST", tcp(0x29, 81), "sink RxL4TCPReset"},
+		{"a flow receives its RST", with(spec(packet.ProtoTCP, 51000, 22), func(s *packet.Spec) { s.Src = net.IP{10, 0, 0, 7}; s.TCPFlags = 0x04 }), "deliver ssh"},
+	}
+	for _, c := range cases {
+		frame := packet.MustBuild(c.s)
+		if got := in.Run(frame, true).String(); got != c.want {
+			t.Errorf("%s: %s, want %s", c.rule, got, c.want)
+		}
+	}
+}
+
+// TestMTUPerInterface: each interface's MTU applies to frames addressed
+// to it; a broadcast frame may be as large as the largest MTU.
+func TestMTUPerInterface(t *testing.T) {
+	_, _, in := load(t, `stack m {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 mtu 9000 }
+    interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.0.1.1/24 }
+    endpoint dns udp listen *:53
+}`)
+	big := func(mac net.HardwareAddr, dst net.IP, n int) []byte {
+		return packet.MustBuild(packet.Spec{DstMAC: mac, Src: peer, Dst: dst, Proto: packet.ProtoUDP, SrcPort: 1, DstPort: 53, Payload: make([]byte, n)})
+	}
+	eth1 := net.HardwareAddr{0x00, 0x1b, 0x21, 0x3a, 0x4b, 0x5d}
+	for _, c := range []struct {
+		frame []byte
+		want  string
+	}{
+		{big(ourMAC, us, 8972), "deliver dns"},
+		{big(ourMAC, us, 8973), "drop RxL2EtherValidMTU.false"},
+		{big(eth1, net.IP{10, 0, 1, 1}, 1472), "deliver dns"},
+		{big(eth1, net.IP{10, 0, 1, 1}, 1473), "drop RxL2EtherValidMTU.false"},
+		{big(net.HardwareAddr{255, 255, 255, 255, 255, 255}, net.IP{255, 255, 255, 255}, 8972), "deliver dns"},
+	} {
+		if got := in.Run(c.frame, true).String(); got != c.want {
+			t.Errorf("%d-byte frame: %s, want %s", len(c.frame), got, c.want)
+		}
+	}
+}
+
+// TestShadowed: a wildcard listener whose every address is taken by
+// address-specific listeners gets a warning and no filter.
+func TestShadowed(t *testing.T) {
+	src := `stack s {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+    endpoint a udp listen 10.0.0.1:53
+    endpoint b udp listen *:53
+    endpoint c tcp listen 10.0.0.1:80
+    endpoint d tcp listen *:80
+    endpoint e udp listen *:54
+}`
+	st, diags := lpg.LoadStack("s.lpg", []byte(src))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, d := range diags {
+		if d.Code == lpg.CodeShadowed {
+			got = append(got, d.Summary)
+		}
+	}
+	want := []string{
+		`endpoint "b" can never receive a packet: "a" take every address it listens on`,
+		`endpoint "d" can never receive a packet: "c" take every address it listens on`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+	for _, e := range st.Endpoints {
+		if e.Shadowed != (e.Name == "b" || e.Name == "d") {
+			t.Errorf("%s: shadowed %v", e.Name, e.Shadowed)
+		}
+	}
+	// A /32 has no directed broadcast, but the limited broadcast still
+	// reaches the wildcard listener unless the specific one takes it: it
+	// does (RFC 1122 §3.3.6), so a UDP wildcard is shadowed there too.
+	// With two addresses and one specific listener, it is not.
+	st, _ = lpg.LoadStack("s.lpg", []byte(`stack s {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 ip 10.0.1.1/24 }
+    endpoint a udp listen 10.0.0.1:53
+    endpoint b udp listen *:53
+}`))
+	if st == nil || len(st.Shadowed()) != 0 {
+		t.Errorf("b is reachable through 10.0.1.1 and its broadcast")
 	}
 }
 

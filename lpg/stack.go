@@ -35,6 +35,7 @@ const (
 	CodeBadNumber    = "E513"
 	CodeUnusedCores  = "W501"
 	CodeSanitizedDup = "W502"
+	CodeShadowed     = "W503"
 )
 
 // Stack is a validated stack file.
@@ -100,6 +101,12 @@ type Endpoint struct {
 	Rate    float64 // packets per second; 0 when not declared
 	Message int     // bytes; 0 when not declared
 	Pos     diag.Range
+	// Bcast lists the broadcast addresses an address-specific UDP listener
+	// receives besides its own address (RFC 1122 §3.3.6).
+	Bcast []uint32
+	// Shadowed is set for a listener that can never receive a packet
+	// (Stack.Shadowed); it gets no NIC filter.
+	Shadowed bool
 }
 
 // LoadStack parses and validates a stack file.
@@ -171,6 +178,12 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 	}
 	l.checkNames()
 	l.checkConflicts()
+	for _, e := range l.st.Endpoints {
+		if e.Proto == UDP && !e.Flow && !e.AnyAddr {
+			e.Bcast = slices.DeleteFunc(l.st.broadcastsOf(e.Addr), func(a uint32) bool { return a == e.Addr })
+		}
+	}
+	l.checkShadowed()
 	return l.st, l.diags
 }
 
@@ -525,6 +538,21 @@ func Sanitize(name string) string {
 		s = "e" + s
 	}
 	return s
+}
+
+// checkShadowed warns about listeners that can never receive a packet.
+func (l *stackLowerer) checkShadowed() {
+	for _, e := range l.st.Shadowed() {
+		e.Shadowed = true
+		var by []string
+		for _, o := range l.st.Endpoints {
+			if o.Proto == e.Proto && o.Port == e.Port && !o.Flow && !o.AnyAddr {
+				by = append(by, strconv.Quote(o.Name))
+			}
+		}
+		d := l.diags.Warnf(e.Pos, CodeShadowed, "endpoint %q can never receive a packet: %s take every address it listens on", e.Name, strings.Join(by, ", "))
+		d.Detail = "address-specific listeners are tried before wildcard ones; remove the wildcard listener or one of the others"
+	}
 }
 
 // checkConflicts rejects two endpoints that would receive the same packets

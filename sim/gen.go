@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand"
 	"net"
 
@@ -142,6 +143,16 @@ func (g *Gen) Next() Frame {
 	label := t.label
 	var post func([]byte) []byte
 	crc := true
+	if g.rng.Intn(4) == 0 && s.EtherType == 0 {
+		// Host requirements (RFC 1122, RFC 9293): sources, broadcast
+		// destinations, TTLs, sizes, priority tags and TCP flags.
+		label = g.hostReq(&s, label)
+		b, err := packet.Build(s)
+		if err != nil {
+			return Frame{Data: []byte{}, CRCOK: true, Label: "empty"}
+		}
+		return Frame{Data: b, CRCOK: true, Label: label}
+	}
 	switch g.rng.Intn(20) {
 	case 0:
 		s.BadIPChecksum, label = true, label+", bad IPv4 checksum"
@@ -233,4 +244,70 @@ func (g *Gen) Next() Frame {
 		b = post(b)
 	}
 	return Frame{Data: b, CRCOK: crc, Label: label}
+}
+
+// hostReq changes a valid IPv4 frame into one of the cases the host
+// requirements decide.
+func (g *Gen) hostReq(s *packet.Spec, label string) string {
+	var bcast []net.IP
+	bcast = append(bcast, net.IP{255, 255, 255, 255})
+	for _, b := range g.st.Broadcasts() {
+		bcast = append(bcast, ip(b))
+	}
+	pick := func(xs []net.IP) net.IP { return xs[g.rng.Intn(len(xs))] }
+	mtu := 1500
+	if len(g.st.Interfaces) > 0 {
+		mtu = g.st.Interfaces[0].MTU
+	}
+	switch g.rng.Intn(9) {
+	case 0:
+		martians := []net.IP{{0, 0, 0, 0}, {0, 1, 2, 3}, {127, 0, 0, 1}, {224, 0, 0, 9}, {239, 255, 255, 250}, {255, 255, 255, 255}, pick(g.addrs)}
+		martians = append(martians, bcast...)
+		s.Src = pick(martians)
+		return label + ", source " + s.Src.String()
+	case 1:
+		s.Dst = pick(bcast)
+		return label + ", to broadcast " + s.Dst.String()
+	case 2:
+		s.Src, s.Dst = net.IP{0, 0, 0, 0}, net.IP{255, 255, 255, 255}
+		return label + ", 0.0.0.0 to 255.255.255.255"
+	case 3:
+		s.Dst = pick(bcast)
+		s.DstMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+		return label + ", link and IP broadcast"
+	case 4:
+		if g.rng.Intn(2) == 0 {
+			s.ZeroTTL = true
+			return label + ", TTL 0"
+		}
+		s.TTL = 1
+		return label + ", TTL 1"
+	case 5:
+		s.PriorityTag = true
+		return label + ", priority-tagged (VID 0)"
+	case 6:
+		// Around the MTU: the largest frame that fits, one byte more, and
+		// the same with a priority tag.
+		hdr := 20 + 4*s.Options
+		switch s.Proto {
+		case packet.ProtoUDP, packet.ProtoICMP:
+			hdr += 8
+		case packet.ProtoTCP:
+			hdr += 20
+		}
+		n := mtu - hdr + g.rng.Intn(2)
+		if n < 0 {
+			n = 0
+		}
+		s.Payload = make([]byte, n)
+		s.PriorityTag = g.rng.Intn(3) == 0
+		return label + fmt.Sprintf(", %d-byte payload at MTU %d", n, mtu)
+	default:
+		if s.Proto != packet.ProtoTCP {
+			s.Proto = packet.ProtoTCP
+		}
+		fl := []uint8{0x04, 0x06, 0x14, 0x01, 0x00, 0x29, 0x03, 0x11, 0x12}
+		s.TCPFlags = fl[g.rng.Intn(len(fl))]
+		return label + fmt.Sprintf(", TCP flags 0x%02x", s.TCPFlags)
+	}
 }

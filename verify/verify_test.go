@@ -83,14 +83,15 @@ func TestBrokenEmbeddingsAreCaught(t *testing.T) {
 	checkCaught(t, rep, "wrong queue")
 	tv.Entries[0].Action = orig
 
-	// A removed check: queue 1 no longer tests the TTL.
+	// A removed check: queue 1 no longer discards martian sources
+	// (RFC 1122 §3.2.1.3).
 	r, st = planFor(t, "82599", "../examples/dns_ntp.lpg")
 	sw := r.Embedding.Queue(1).SW
-	ttl, ok := sw.Lookup("RxL3IPv4ValidTTL")
+	src, ok := sw.Lookup("RxL3IPv4ValidSource")
 	if !ok {
-		t.Fatal("queue 1 does not check the TTL")
+		t.Fatal("queue 1 does not check the source address")
 	}
-	bypass(sw, ttl)
+	bypass(sw, src)
 	rep, err = Run(r, st, Options{Packets: 3000, Seed: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,8 @@ import (
 // valid frame; the Bad* and Trunc fields damage it on purpose.
 type Spec struct {
 	SrcMAC, DstMAC net.HardwareAddr
-	VLAN           int // 802.1Q VLAN id; 0 for none
+	VLAN           int  // 802.1Q VLAN id; 0 for none (see PriorityTag)
+	PriorityTag    bool // with VLAN 0: an 802.1Q tag with VID 0 (priority-tagged)
 	EtherType      uint16
 	Src, Dst       net.IP
 	TTL            uint8 // 0 means 64; see ZeroTTL
@@ -51,7 +52,8 @@ func Build(s Spec) ([]byte, error) {
 	var ls []gopacket.SerializableLayer
 	eth := &layers.Ethernet{SrcMAC: s.SrcMAC, DstMAC: s.DstMAC, EthernetType: layers.EthernetType(etype)}
 	ls = append(ls, eth)
-	if s.VLAN != 0 {
+	tagged := s.VLAN != 0 || s.PriorityTag
+	if tagged {
 		eth.EthernetType = layers.EthernetTypeDot1Q
 		ls = append(ls, &layers.Dot1Q{VLANIdentifier: uint16(s.VLAN), Type: layers.EthernetType(etype)})
 	}
@@ -116,7 +118,7 @@ func Build(s Spec) ([]byte, error) {
 	}
 	b := append([]byte(nil), buf.Bytes()...)
 	l3 := 14
-	if s.VLAN != 0 {
+	if tagged {
 		l3 = 18
 	}
 	if etype == EtherTypeIPv4 {

@@ -61,7 +61,7 @@ const (
 	needEthSrc     = false
 	needEthType    = true
 	needFrameCrcOk = false
-	needFrameLen   = false
+	needFrameLen   = true
 	needIcmpCode   = false
 	needIcmpCsumOk = true
 	needIcmpType   = true
@@ -75,7 +75,7 @@ const (
 	needIpOptions  = false
 	needIpProto    = true
 	needIpSrc      = true
-	needIpTtl      = true
+	needIpTtl      = false
 	needIpVersion  = true
 	needL4Dport    = false
 	needL4Sport    = false
