@@ -389,3 +389,73 @@ func TestSeveralSyntaxErrors(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestDragonetAtoms: Unicorn pred() atoms keep Dragonet's meaning, with a
+// warning wherever dragonc cannot check them (modelled on Dragonet's
+// lpgConfImpl-offload and prgE10kImpl-minimal, which use all three).
+func TestDragonetAtoms(t *testing.T) {
+	src := `graph g {
+    node ClassifyL3 {
+        port ipv4[Valid]
+        port invalid[]
+        port unknown[]
+        predicate ipv4 "pred(EthType, IPv4)"
+        predicate invalid "pred(EthType,Invalid)"
+        predicate unknown "not(or(pred(EthType,IPv4),pred(EthType,ARP)))"
+    }
+    boolean Valid {
+        port true false[Out]
+        predicate true "pred(ClassifyL3,ipv4)"
+        predicate false "pred(ClasifyL3,ipv4)"
+    }
+    node Out {
+        port out[]
+        predicate out "pred(Valid,maybe)"
+    }
+}`
+	_, _, diags := dsl.Load("a.unicorn", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	var got []string
+	for _, d := range diags {
+		line, col := d.Range.File.Position(d.Range.Start)
+		got = append(got, fmt.Sprintf("%d:%d %s %s", line, col, d.Code, d.Detail))
+	}
+	want := []string{
+		`7:33 W311 no frame satisfies it by itself, and it excludes every other value of EthType, as in Dragonet`,
+		`13:31 W312 did you mean "ClassifyL3"?`,
+		`17:29 W313 its ports are true, false`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestDragonetModels loads every Unicorn file of a Dragonet checkout
+// (github.com/BarrelfishOS/dragonet; its models are not copied into this
+// repository). Run it with DRAGONC_DRAGONET=/path/to/dragonet.
+func TestDragonetModels(t *testing.T) {
+	dir := os.Getenv("DRAGONC_DRAGONET")
+	if dir == "" {
+		t.Skip("set DRAGONC_DRAGONET to a Dragonet checkout to load its Unicorn models")
+	}
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".unicorn") {
+			return err
+		}
+		n++
+		if _, _, diags := dsl.Load(path, read(t, path)); diags.HasErrors() {
+			t.Errorf("%s:\n%s", path, diags.Error())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("no .unicorn file under %s", dir)
+	}
+	t.Logf("%d Unicorn models loaded", n)
+}

@@ -43,6 +43,9 @@ const (
 	CodeUnreachable  = "W331"
 	CodeSelfSpawn    = "W332"
 	CodeEmptyGraph   = "W333"
+	CodeOpaqueValue  = "W311"
+	CodeAtomNode     = "W312"
+	CodeAtomPort     = "W313"
 )
 
 // Reserved are the words that Unicorn reserves; none may name a node,
@@ -62,6 +65,7 @@ func Lower(s *Source) (*graph.Graph, diag.List) {
 	l.checkName(s.AST.Graph.Name, "graph")
 	l.declare(s.AST.Graph.Decls, nil)
 	l.connect()
+	l.checkAtoms()
 	l.checkCycles()
 	l.checkReachable()
 	l.diags.Sort()
@@ -86,6 +90,14 @@ type lowerer struct {
 	g     *graph.Graph
 	diags diag.List
 	decls []*nodeDecl // parallel to g.Nodes
+	preds []parsedPred
+}
+
+// parsedPred is a predicate string and what it parsed to, kept for the
+// checks that need every node declared.
+type parsedPred struct {
+	s *Str
+	e pred.Expr
 }
 
 // nodeDecl keeps the syntax of a node for the second pass.
@@ -483,7 +495,86 @@ func (l *lowerer) predicate(s *Str) pred.Expr {
 		l.diags.Errorf(diag.Range{File: l.src.File, Start: start, End: start + 1}, CodeBadPredicate, "bad predicate: %s", msg)
 		return nil
 	}
+	l.preds = append(l.preds, parsedPred{s, e})
 	return e
+}
+
+// checkAtoms gives Unicorn pred(KEY, VALUE) atoms Dragonet's meaning and
+// warns where dragonc cannot check it: a value it does not know for a
+// field key (kept as an opaque value, exclusive of the key's other
+// values), a KEY that names no node of this graph, and a VALUE that is no
+// port of the node named. Warnings, not errors: Dragonet's models refer to
+// nodes of the other graph (a PRG naming LPG nodes) and still load.
+func (l *lowerer) checkAtoms() {
+	var names []string
+	for _, pp := range l.preds {
+		var opaque []pred.Atom
+		var walk func(pred.Expr)
+		walk = func(e pred.Expr) {
+			if a, ok := pred.OpaqueValue(e); ok {
+				opaque = append(opaque, a)
+				return
+			}
+			switch e := e.(type) {
+			case pred.And:
+				for _, x := range e.X {
+					walk(x)
+				}
+			case pred.Or:
+				for _, x := range e.X {
+					walk(x)
+				}
+			case pred.Not:
+				walk(e.X)
+			case pred.Atom:
+				l.checkNodeAtom(pp.s, e, &names)
+			}
+		}
+		walk(pp.e)
+		for _, a := range opaque {
+			d := l.diags.Warnf(l.atomRange(pp.s, a), CodeOpaqueValue, "value %q of %s is not one dragonc knows; it is kept as an opaque value", a.Value, a.Name)
+			d.Detail = "no frame satisfies it by itself, and it excludes every other value of " + a.Name + ", as in Dragonet"
+		}
+	}
+}
+
+func (l *lowerer) checkNodeAtom(s *Str, a pred.Atom, names *[]string) {
+	n, ok := l.g.Lookup(a.Name)
+	if !ok {
+		if *names == nil {
+			for _, n := range l.g.Nodes {
+				*names = append(*names, n.Name)
+			}
+		}
+		d := l.diags.Warnf(l.atomRange(s, a), CodeAtomNode, "pred(%s,%s) names no node of graph %s; it stays an opaque atom", a.Name, a.Value, l.g.Name)
+		if best := diag.Closest(a.Name, *names); best != "" {
+			d.Detail = fmt.Sprintf("did you mean %q?", best)
+		}
+		return
+	}
+	if n.Port(a.Value) != nil {
+		return
+	}
+	var ports []string
+	for _, p := range n.Ports {
+		ports = append(ports, p.Name)
+	}
+	d := l.diags.Warnf(l.atomRange(s, a), CodeAtomPort, "pred(%s,%s): node %s has no port %q", a.Name, a.Value, a.Name, a.Value)
+	if best := diag.Closest(a.Value, ports); best != "" {
+		d.Detail = fmt.Sprintf("did you mean %q?", best)
+	} else if len(ports) > 0 {
+		d.Detail = "its ports are " + strings.Join(ports, ", ")
+	}
+}
+
+// atomRange is where an atom's name stands in a predicate string, or the
+// whole string when it cannot be found.
+func (l *lowerer) atomRange(s *Str, a pred.Atom) diag.Range {
+	if i := strings.Index(s.Raw, a.Name); i >= 0 {
+		start := s.Pos.Offset + i
+		return diag.Range{File: l.src.File, Start: start, End: start + len(a.Name)}
+	}
+	return l.atPos(s.Pos, s.EndPos)
 }
 
 func (l *lowerer) smtText(b *SMTBlock) string {

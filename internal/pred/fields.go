@@ -128,3 +128,71 @@ var unicornValues = map[string]uint64{
 	"IPv4": 0x0800, "ARP": 0x0806, "IPv6": 0x86DD,
 	"UDP": 17, "TCP": 6, "ICMP": 1,
 }
+
+// unicornKeyValues lists, per Unicorn key, the values dragonc knows by
+// name (the others are numbers or opaque).
+var unicornKeyValues = map[string][]string{
+	"EthType": {"IPv4", "ARP", "IPv6"},
+	"IpProt":  {"UDP", "TCP", "ICMP"},
+	"IPProt":  {"UDP", "TCP", "ICMP"},
+}
+
+// IsUnicornKey reports whether name is the key of a Unicorn pred() term
+// that dragonc maps onto a field (EthType, IpProt, UDPDst, ...).
+func IsUnicornKey(name string) bool {
+	_, ok := unicornFields[name]
+	return ok
+}
+
+// opaqueValue is pred(KEY, VALUE) for a value dragonc does not know, such
+// as pred(EthType, Invalid) in Dragonet's lpgConfImpl-offload model. In
+// Dragonet an atom is uninterpreted, and two values of one key exclude
+// each other (Predicate.hs). dragonc keeps the atom, which no frame
+// satisfies by itself (the frame cannot tell), and adds what Dragonet's
+// rule implies about the field: it holds none of the key's named values,
+// so the solver sees it exclude pred(EthType, IPv4) and the others.
+func opaqueValue(key, field, val string) Expr {
+	info := Fields[field]
+	maxV := uint64(1)<<uint(info.Bits) - 1
+	var named []uint64
+	for _, n := range unicornKeyValues[key] {
+		named = append(named, unicornValues[n])
+	}
+	sort.Slice(named, func(i, j int) bool { return named[i] < named[j] })
+	var rs []Range
+	lo := uint64(0)
+	for _, v := range named {
+		if v > lo {
+			rs = append(rs, Range{lo, v - 1})
+		}
+		lo = v + 1
+	}
+	if lo <= maxV {
+		rs = append(rs, Range{lo, maxV})
+	}
+	return And{X: []Expr{Cmp{Field: field, ID: info.ID, Op: In, Ranges: rs}, Atom{Name: key, Value: val}}}
+}
+
+// Atoms returns the atoms of e in the order they appear.
+func Atoms(e Expr) []Atom {
+	var out []Atom
+	var walk func(Expr)
+	walk = func(e Expr) {
+		switch e := e.(type) {
+		case And:
+			for _, x := range e.X {
+				walk(x)
+			}
+		case Or:
+			for _, x := range e.X {
+				walk(x)
+			}
+		case Not:
+			walk(e.X)
+		case Atom:
+			out = append(out, e)
+		}
+	}
+	walk(e)
+	return out
+}

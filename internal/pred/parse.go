@@ -185,7 +185,7 @@ func (c *xCall) build() (Expr, error) {
 			if !known {
 				n, err := parseNumber(val)
 				if err != nil {
-					return nil, &Error{Offset: c.Args[1].Pos.Offset, Msg: fmt.Sprintf("unknown value %q for %s", val, name)}
+					return opaqueValue(name, f, val), nil
 				}
 				v = n
 			}

@@ -78,7 +78,34 @@ func (Atom) expr()  {}
 
 // String renders the canonical dragonc form, which parses back to an equal
 // expression.
-func (e And) String() string { return join(e.X, " && ", "true") }
+func (e And) String() string {
+	if a, ok := e.opaque(); ok {
+		return a.String() // an opaque value prints as it was written
+	}
+	return join(e.X, " && ", "true")
+}
+
+// opaque reports whether e is the form opaqueValue builds.
+func (e And) opaque() (Atom, bool) {
+	if len(e.X) != 2 {
+		return Atom{}, false
+	}
+	c, ok1 := e.X[0].(Cmp)
+	a, ok2 := e.X[1].(Atom)
+	if !ok1 || !ok2 || unicornFields[a.Name] != c.Field || c.Op != In {
+		return Atom{}, false
+	}
+	return a, true
+}
+
+// OpaqueValue reports whether e is pred(KEY, VALUE) with a VALUE dragonc
+// does not know for a field KEY, and returns its atom.
+func OpaqueValue(e Expr) (Atom, bool) {
+	if a, ok := e.(And); ok {
+		return a.opaque()
+	}
+	return Atom{}, false
+}
 
 // String renders the canonical dragonc form.
 func (e Or) String() string { return join(e.X, " || ", "false") }

@@ -45,8 +45,38 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestOpaqueValue: a value dragonc does not know for a known key (Dragonet's
+// pred(EthType, Invalid)) is accepted, prints as written, excludes every
+// named value of the key, and is false on every frame.
+func TestOpaqueValue(t *testing.T) {
+	e, err := Parse("pred(EthType, Invalid)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.String() != "pred(EthType,Invalid)" {
+		t.Errorf("prints as %s", e)
+	}
+	if a, ok := OpaqueValue(e); !ok || a != (Atom{"EthType", "Invalid"}) {
+		t.Errorf("OpaqueValue = %v, %v", a, ok)
+	}
+	for _, v := range []uint64{0x0800, 0x0806, 0x86dd, 0x0600, 0x1234} {
+		if Eval(e, MapEnv{Values: map[string]uint64{"eth.type": v}}) {
+			t.Errorf("true on a frame with EtherType %#x", v)
+		}
+	}
+	c := e.(And).X[0].(Cmp)
+	for _, v := range []uint64{0x0800, 0x0806, 0x86dd} {
+		if c.Holds(v) {
+			t.Errorf("does not exclude %#x", v)
+		}
+	}
+	if !c.Holds(0x0600) {
+		t.Error("excludes an unnamed EtherType")
+	}
+}
+
 func TestErrors(t *testing.T) {
-	for _, in := range []string{"", "udp.dprot == 53", "ip.ttl == 256", "udp.dport ==", "pred(EthType)", "pred(EthType, Bogus)", "ip.dst in 10.0.0.0/33", "udp.dport in 9..3", "&& x", "eth.type & 0 == 0"} {
+	for _, in := range []string{"", "udp.dprot == 53", "ip.ttl == 256", "udp.dport ==", "pred(EthType)", "ip.dst in 10.0.0.0/33", "udp.dport in 9..3", "&& x", "eth.type & 0 == 0"} {
 		if _, err := Parse(in); err == nil {
 			t.Errorf("Parse(%q) succeeded, want an error", in)
 		} else {

@@ -331,12 +331,46 @@ func (b *Box) evalLit(l lit, neg bool) tri {
 func (b *Box) evalAtom(name string, neg bool) tri {
 	v, ok := b.atoms[name]
 	if !ok {
-		return maybe
+		if !b.otherValueTrue(name) {
+			return maybe
+		}
+		v = false // another value of its key holds
 	}
 	if v != neg {
 		return yes
 	}
 	return no
+}
+
+// atomKey returns the key of a Unicorn atom's name ("@KEY=VALUE"), or ""
+// for other opaque literals. Dragonet's semantics (Predicate.hs): a node
+// enables one port, so two atoms with the same key and different values
+// are mutually exclusive; all of them may be false.
+func atomKey(name string) string {
+	if len(name) < 2 || name[0] != '@' {
+		return ""
+	}
+	for i := 1; i < len(name); i++ {
+		if name[i] == '=' {
+			return name[:i+1]
+		}
+	}
+	return ""
+}
+
+// otherValueTrue reports whether the box makes another value of name's
+// key true.
+func (b *Box) otherValueTrue(name string) bool {
+	key := atomKey(name)
+	if key == "" {
+		return false
+	}
+	for k, v := range b.atoms {
+		if v && k != name && len(k) > len(key) && k[:len(key)] == key {
+			return true
+		}
+	}
+	return false
 }
 
 // assume restricts the box to frames satisfying the literal; false when
@@ -358,6 +392,9 @@ func (b *Box) assume(l lit, neg bool) bool {
 func (b *Box) assumeAtom(name string, v bool) bool {
 	if old, ok := b.atoms[name]; ok {
 		return old == v
+	}
+	if v && b.otherValueTrue(name) {
+		return false
 	}
 	if b.atoms == nil {
 		b.atoms = map[string]bool{}
@@ -650,7 +687,11 @@ func Subset(a, b *Box) bool {
 		}
 	}
 	for k, v := range b.atoms {
-		if av, ok := a.atoms[k]; !ok || av != v {
+		av, ok := a.atoms[k]
+		if !ok && !v && a.otherValueTrue(k) {
+			continue // another value of the key holds in a, so this one is false
+		}
+		if !ok || av != v {
 			return false
 		}
 	}
@@ -680,7 +721,7 @@ func Intersects(a, b *Box) bool {
 		}
 	}
 	for k, v := range b.atoms {
-		if av, ok := a.atoms[k]; ok && av != v {
+		if av, ok := a.atoms[k]; ok && av != v || v && a.otherValueTrue(k) {
 			return false
 		}
 	}
@@ -707,7 +748,7 @@ func Meet(a, b *Box) *Box {
 		c.gone |= b.gone
 	}
 	for k, v := range b.atoms {
-		if old, ok := c.atoms[k]; ok && old != v {
+		if old, ok := c.atoms[k]; ok && old != v || v && c.otherValueTrue(k) {
 			c.empty = true
 			continue
 		}

@@ -157,3 +157,89 @@ func TestJoin(t *testing.T) {
 		t.Errorf("join holds a port no member has")
 	}
 }
+
+// TestAtomExclusivity checks Dragonet's semantics of pred(KEY, VALUE)
+// atoms (Predicate.hs: a node enables one port, so two values of one key
+// exclude each other; all may be false) against enumeration of every
+// assignment that respects it, on random formulas over two keys.
+func TestAtomExclusivity(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want bool
+	}{
+		{"pred(X,true) && pred(X,false)", false},
+		{"pred(RxL2EtherValidCRC,true) && pred(RxL2EtherValidCRC,false)", false},
+		{"pred(X,true) && pred(Y,false)", true},
+		{"!pred(X,true) && !pred(X,false)", true},
+		{"pred(X,a) && (pred(X,b) || pred(X,c))", false},
+		{"pred(X,a) && (pred(X,b) || pred(Y,c))", true},
+		// An opaque value of a field key excludes the named values and
+		// other opaque values of that key.
+		{"pred(EthType,Invalid)", true},
+		{"pred(EthType,Invalid) && pred(EthType,IPv4)", false},
+		{"pred(EthType,Invalid) && eth.type == arp", false},
+		{"pred(EthType,Invalid) && pred(EthType,INVALID)", false},
+		{"pred(EthType,Invalid) && !pred(EthType,IPv4)", true},
+	} {
+		if got := Sat(Universe(), p(c.src)); got != c.want {
+			t.Errorf("Sat(%s) = %v, want %v", c.src, got, c.want)
+		}
+	}
+	if !Implies(Universe(), p("!pred(X,b)"), p("pred(X,a)")) {
+		t.Error("pred(X,a) does not imply !pred(X,b)")
+	}
+	a, _ := Restrict(Universe(), p("pred(X,a)"))
+	b, _ := Restrict(Universe(), p("!pred(X,b)"))
+	if !Subset(a, b) || Intersects(a, mustBox(t, "pred(X,b)")) {
+		t.Error("boxes ignore exclusivity")
+	}
+
+	type atom struct{ key, val string }
+	atoms := []atom{{"X", "a"}, {"X", "b"}, {"X", "c"}, {"Y", "a"}, {"Y", "b"}}
+	rng := rand.New(rand.NewSource(3))
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		if depth == 0 || rng.Intn(3) == 0 {
+			a := atoms[rng.Intn(len(atoms))]
+			return "pred(" + a.key + "," + a.val + ")"
+		}
+		switch rng.Intn(3) {
+		case 0:
+			return "!(" + gen(depth-1) + ")"
+		case 1:
+			return "(" + gen(depth-1) + " && " + gen(depth-1) + ")"
+		}
+		return "(" + gen(depth-1) + " || " + gen(depth-1) + ")"
+	}
+	// Assignments: for each key, none or exactly one value true.
+	var envs []pred.MapEnv
+	for x := -1; x < 3; x++ {
+		for y := -1; y < 2; y++ {
+			env := pred.MapEnv{Atoms: map[pred.Atom]bool{}}
+			if x >= 0 {
+				env.Atoms[pred.Atom{Name: "X", Value: atoms[x].val}] = true
+			}
+			if y >= 0 {
+				env.Atoms[pred.Atom{Name: "Y", Value: atoms[3+y].val}] = true
+			}
+			envs = append(envs, env)
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		src := gen(4)
+		e := p(src)
+		want := false
+		for _, env := range envs {
+			want = want || pred.Eval(e, env)
+		}
+		if got := Sat(Universe(), e); got != want {
+			t.Fatalf("Sat(%s) = %v, enumeration says %v", src, got, want)
+		}
+	}
+}
+
+func mustBox(t *testing.T, src string) *Box {
+	t.Helper()
+	b, _ := Restrict(Universe(), p(src))
+	return b
+}
