@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 	"backends/gofallback":          {"embed", "internal/graph", "internal/pred", "lpg", "sim"},
 	"bench":                        {"backends/gofallback", "costmodel", "embed", "internal/packet", "lpg", "prg", "sim"},
 	"verify/internal/fuzzfallback": {},
-	"verify":                       {"backends/gofallback", "embed", "internal/packet", "lpg", "sim"},
+	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
 	"cmd/dragonc":                  {"bench", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "lpg", "nics", "prg", "verify"},
 }
 

@@ -128,3 +128,35 @@ func (in *Interp) outcome() Outcome {
 	}
 	return Outcome{Kind: Drop}
 }
+
+// Path returns the nodes the last run passed through, in execution order,
+// with the port each enabled.
+func (in *Interp) Path() []graph.Step { return in.prog.Path(in.trace) }
+
+// Class names an outcome the way `dragonc trace` reports it: deliver (to
+// an endpoint), reply (ARP, ICMP echo, and the answers the named sinks
+// send: ICMP port unreachable, TCP reset), or drop, with the reason (the
+// node and port that dropped it, or the sink that took it).
+func (o Outcome) Class() (outcome, endpoint, reason string) {
+	switch o.Kind {
+	case Deliver:
+		return "deliver", o.Endpoint, ""
+	case Reply:
+		return "reply", "", o.Reply
+	case Sink:
+		if k, ok := sinkReplies[o.Node]; ok {
+			return "reply", "", k
+		}
+		return "drop", "", o.Node
+	}
+	if o.Node == "" {
+		return "drop", "", ""
+	}
+	return "drop", "", o.Node + "." + o.Port
+}
+
+// sinkReplies are the named sinks that answer the sender.
+var sinkReplies = map[string]string{
+	"RxL4UDPPortUnreachable": "icmp-port-unreachable", // RFC 1122 §4.1.3.1
+	"RxL4TCPReset":           "tcp-reset",             // RFC 9293 §3.10.7.1
+}

@@ -135,3 +135,7 @@ func (r Result) Reported() [][2]string {
 	}
 	return out
 }
+
+// Path returns the nodes the last frame passed through, in execution
+// order, with the port each enabled (table entries are ports "entryN").
+func (in *Interp) Path() []graph.Step { return in.prog.Path(in.trace) }

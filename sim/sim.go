@@ -104,3 +104,19 @@ func (s *Sim) Reported(frame []byte, crcOK bool) [][2]string {
 // LastReported is Reported for the frame of the last Run, without running
 // the NIC again.
 func (s *Sim) LastReported() [][2]string { return s.last.Reported() }
+
+// Paths returns, for the last Run, the nodes the frame passed through in
+// the configured NIC and in its queue's software graph (nil when the NIC
+// dropped it).
+func (s *Sim) Paths() (hw, sw []graph.Step) {
+	hw = s.hw.Path()
+	if s.last.Queue >= 0 {
+		if q := s.queue[s.last.Queue]; q != nil {
+			sw = q.Path()
+		}
+	}
+	return hw, sw
+}
+
+// Hash returns the RSS hash of the last Run, when the NIC computed one.
+func (s *Sim) Hash() (uint32, bool) { return s.last.Hash, s.last.HasHash }

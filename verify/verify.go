@@ -68,30 +68,12 @@ func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var items []item
 	rep := &Report{Outcomes: map[string]int{}, Queues: map[int]int{}}
-	for _, path := range opt.Pcaps {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", path, err)
-		}
-		frames, err := packet.ReadCapture(path, f)
-		f.Close()
-		if err != nil && len(frames) == 0 {
-			return nil, err
-		}
-		if err != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%v (the %d frames before it are verified)", err, len(frames)))
-		}
-		trunc := 0
-		for _, c := range frames {
-			if c.Truncated {
-				trunc++
-			}
-			items = append(items, item{c.Data, true, fmt.Sprintf("%s #%d", path, c.Index)})
-		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d frames (%d cut by the capture's snap length)", path, len(frames), trunc))
+	items, notes, err := readCaptures(opt.Pcaps)
+	if err != nil {
+		return nil, err
 	}
+	rep.Notes = append(rep.Notes, notes...)
 	g := sim.NewGen(st, opt.Seed)
 	for i := 0; i < opt.Packets; i++ {
 		f := g.Next()
@@ -137,6 +119,36 @@ func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// readCaptures reads every frame of the captures, with notes on what was
+// read and on damaged files (whose earlier frames are kept).
+func readCaptures(paths []string) ([]item, []string, error) {
+	var items []item
+	var notes []string
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", path, err)
+		}
+		frames, err := packet.ReadCapture(path, f)
+		f.Close()
+		if err != nil && len(frames) == 0 {
+			return nil, nil, err
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%v (the %d frames before it are verified)", err, len(frames)))
+		}
+		trunc := 0
+		for _, c := range frames {
+			if c.Truncated {
+				trunc++
+			}
+			items = append(items, item{c.Data, true, fmt.Sprintf("%s #%d", path, c.Index)})
+		}
+		notes = append(notes, fmt.Sprintf("%s: %d frames (%d cut by the capture's snap length)", path, len(frames), trunc))
+	}
+	return items, notes, nil
 }
 
 // runFallback builds the generated fallback with a helper main program and

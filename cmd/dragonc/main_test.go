@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/internal/packet"
 )
 
 // dragonc runs the command in-process from the repository root and returns
@@ -337,5 +340,35 @@ func TestEmbedPicture(t *testing.T) {
 	code, out, errs := dragonc(t, "embed", "--png", "82576", "examples/web_ssh.lpg")
 	if code != 0 || !strings.HasPrefix(out, "\x89PNG") {
 		t.Errorf("--png on stdout: exit %d, %s", code, errs)
+	}
+}
+
+func TestTraceCommand(t *testing.T) {
+	// A datagram to 192.0.2.10:53 of examples/dns_ntp.lpg.
+	frame := hex.EncodeToString(packet.MustBuild(packet.Spec{DstMAC: net.HardwareAddr{0x00, 0x1b, 0x21, 0, 0, 1},
+		Src: net.IP{198, 51, 100, 7}, Dst: net.IP{192, 0, 2, 10}, Proto: packet.ProtoUDP, SrcPort: 4000, DstPort: 53}))
+	code, out, errs := dragonc(t, "trace", "--json", "--fallback=false", "--frame", frame, "82599", "examples/dns_ntp.lpg")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, s := range []string{`"frame":1`, `"outcome":"deliver"`, `"endpoint":"dns"`, `"reason":""`, `"node":"RxL4UDPDemux","port":"dns"`} {
+		if !strings.Contains(out, s) {
+			t.Errorf("trace lacks %s:\n%s", s, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 1 {
+		t.Errorf("%d lines for one frame", n)
+	}
+	code, out, _ = dragonc(t, "trace", "--fallback=false", "--pcap", "testdata/captures/none.pcap", "82599", "examples/dns_ntp.lpg")
+	if code != 1 || out != "" {
+		t.Errorf("missing capture: exit %d, out %q", code, out)
+	}
+	code, _, errs = dragonc(t, "trace", "82599", "examples/dns_ntp.lpg")
+	if code != 2 || !strings.Contains(errs, "no frames") {
+		t.Errorf("no frames: exit %d, %q", code, errs)
+	}
+	code, _, errs = dragonc(t, "trace", "--frame", "xyz", "82599", "examples/dns_ntp.lpg")
+	if code != 1 || !strings.Contains(errs, "not hexadecimal") {
+		t.Errorf("bad hex: exit %d, %q", code, errs)
 	}
 }

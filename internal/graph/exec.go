@@ -202,3 +202,23 @@ func (t *Trace) Enabled(g *Graph, id int) *Port {
 
 // Order returns the execution order of the program's nodes.
 func (p *Program) Order() []int { return p.order }
+
+// Step is one node a packet passed through: the node and the port it
+// enabled (nil Port when it enabled none).
+type Step struct {
+	Node *Node
+	Port *Port
+}
+
+// Path returns the nodes that fired in the last run of t, in execution
+// order, each with the port it enabled.
+func (p *Program) Path(t *Trace) []Step {
+	var out []Step
+	for _, id := range p.order {
+		if !t.Fired(id) {
+			continue
+		}
+		out = append(out, Step{Node: p.G.Nodes[id], Port: t.Enabled(p.G, id)})
+	}
+	return out
+}
