@@ -462,3 +462,48 @@ func TestExplicitLPG(t *testing.T) {
 		t.Errorf("configuration node in an LPG: %v", err)
 	}
 }
+
+// TestShadowedListener: a wildcard listener whose every address is taken
+// by an address-specific one gets no filter entry and no queue, and the
+// embedding still treats every frame as the LPG does.
+func TestShadowedListener(t *testing.T) {
+	src := `stack s {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+    cores 0..3
+    endpoint a udp listen 10.0.0.1:53
+    endpoint b udp listen *:53 { class gold rate 1Mpps }
+    endpoint c tcp listen 10.0.0.1:80
+    endpoint d tcp listen *:80 { class gold }
+}`
+	for _, nic := range []string{"82576", "82599"} {
+		in := stackInput(t, nic, src, "priority", "default")
+		r, err := Run(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pe := range r.Plan.Endpoints {
+			shadowed := pe.Name == "b" || pe.Name == "d"
+			if shadowed != (len(pe.Queues) == 0) {
+				t.Errorf("%s/%s: queues %v", nic, pe.Name, pe.Queues)
+			}
+		}
+		for _, v := range r.Embedding.Config.Values {
+			for _, e := range v.Entries {
+				for _, m := range e.Match {
+					if m.Field == "l4.dport" && (m.Value == 53 || m.Value == 80) && !hasDst(e.Match) {
+						t.Errorf("%s: a filter entry for a shadowed listener: %v", nic, e.Match)
+					}
+				}
+			}
+		}
+	}
+}
+
+func hasDst(ms []prg.FieldMatch) bool {
+	for _, m := range ms {
+		if m.Field == "ip.dst" {
+			return true
+		}
+	}
+	return false
+}

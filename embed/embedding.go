@@ -433,6 +433,11 @@ func (em *Embedding) endpointReach() {
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if em.LPG.Nodes[em.epNode[name]].HasAttr(lpg.AttrShadowed) {
+			em.Reach[name] = []int{}
+			em.Steer[name] = "none (shadowed by more specific listeners)"
+			continue
+		}
 		b := em.lpgBox[em.epNode[name]]
 		qs := map[int]bool{}
 		var steer []string

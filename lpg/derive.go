@@ -103,6 +103,9 @@ const (
 	AttrEndpoint = "endpoint="
 	AttrReply    = "reply="
 	AttrSink     = "sink"
+	// AttrShadowed marks the delivery node of a listener that can never
+	// receive a packet (Stack.Shadowed): no queue is planned for it.
+	AttrShadowed = "shadowed"
 )
 
 // Derive builds the Logical Protocol Graph of a stack: the receive path
@@ -322,7 +325,10 @@ func (b *builder) demux(name, proto string, eps []*Endpoint, sink string) {
 	}
 	b.port(n, "unmatched", nil, sink)
 	for _, e := range eps {
-		b.add(prefix+e.Ident, graph.FNode, "deliver", AttrEndpoint+e.Name)
+		n := b.add(prefix+e.Ident, graph.FNode, "deliver", AttrEndpoint+e.Name)
+		if e.Shadowed {
+			n.Attrs = append(n.Attrs, AttrShadowed)
+		}
 	}
 }
 
