@@ -108,6 +108,19 @@ func ipBytes(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte
 // Run measures the fallback of r on frames. The go command builds the
 // harness; work is a scratch directory.
 func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, error) {
+	return RunProgress(r, st, frames, work, nil)
+}
+
+// Stages of a bench run, for progress reports.
+var Stages = []string{"generating code", "simulating the NIC", "building the harness", "timing the generated code", "timing the gopacket baseline"}
+
+// RunProgress is Run, calling progress (when not nil) as each stage of
+// Stages begins.
+func RunProgress(r *embed.Result, st *lpg.Stack, frames [][]byte, work string, progress func(stage int)) (Report, error) {
+	if progress == nil {
+		progress = func(int) {}
+	}
+	progress(0)
 	rep := Report{Frames: len(frames)}
 	if len(frames) == 0 {
 		return rep, fmt.Errorf("the stack declares no endpoint to aim frames at")
@@ -141,6 +154,7 @@ func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, 
 		}
 	}
 	// Where the NIC puts each frame, and what it reports.
+	progress(1)
 	s, err := sim.New(r.Embedding)
 	if err != nil {
 		return rep, err
@@ -165,6 +179,7 @@ func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, 
 		kept++
 	}
 	rep.Frames = kept
+	progress(2)
 	bin := filepath.Join(work, "harness")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = work
@@ -172,6 +187,7 @@ func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, 
 	if out, err := build.CombinedOutput(); err != nil {
 		return rep, fmt.Errorf("building the harness: %v\n%s", err, out)
 	}
+	progress(3)
 	run := exec.Command(bin)
 	run.Stdin = &in
 	out, err := run.Output()
@@ -183,6 +199,7 @@ func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, 
 		return rep, fmt.Errorf("harness output: %v: %s", err, out)
 	}
 	rep.FallbackNs, rep.SoftwareNs, rep.Allocs = res.Emb, res.Sw, res.Allocs
+	progress(4)
 	rep.GopacketNs = Gopacket(st, frames)
 	if rep.SoftwareNs > 0 {
 		rep.SavedPercent = 100 * (1 - rep.FallbackNs/rep.SoftwareNs)

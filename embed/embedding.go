@@ -425,6 +425,18 @@ func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
 	return boxes, eps
 }
 
+// queuesOf returns the IDs of the queues the frames of a box reach.
+func (em *Embedding) queuesOf(b *solver.Box) []int {
+	var ids []int
+	em.walk(0, b, "default", nil, func(q int, c class) {
+		if qq, ok := em.Model.QueueByNode(q); ok && !slices.Contains(ids, qq.ID) {
+			ids = append(ids, qq.ID)
+		}
+	}, nil)
+	slices.Sort(ids)
+	return ids
+}
+
 // endpointReach walks each endpoint's packets through the configured PRG.
 func (em *Embedding) endpointReach() {
 	names := make([]string, 0, len(em.epNode))

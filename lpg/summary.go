@@ -99,3 +99,62 @@ func FormatRate(pps float64) string {
 	}
 	return fmt.Sprintf("%gpps", pps)
 }
+
+// StackSummary is the summary of `dragonc lpg --json`.
+type StackSummary struct {
+	Stack      string             `json:"stack"`
+	Nodes      int                `json:"nodes"`
+	Edges      int                `json:"edges"`
+	SpawnEdges int                `json:"spawn_edges"`
+	Interfaces []InterfaceSummary `json:"interfaces"`
+	Cores      []int              `json:"cores"`
+	Services   []string           `json:"services"`
+	Endpoints  []EndpointSummary  `json:"endpoints"`
+}
+
+// InterfaceSummary describes one interface.
+type InterfaceSummary struct {
+	Name string   `json:"name"`
+	MAC  string   `json:"mac"`
+	IPs  []string `json:"ips"`
+	MTU  int      `json:"mtu"`
+}
+
+// EndpointSummary describes one endpoint.
+type EndpointSummary struct {
+	Name     string  `json:"name"`
+	Receives string  `json:"receives"` // in stack-file syntax
+	App      string  `json:"app,omitempty"`
+	Class    string  `json:"class"`
+	Rate     float64 `json:"rate_pps,omitempty"`
+	Cores    []int   `json:"cores,omitempty"`
+	Message  int     `json:"message_bytes,omitempty"`
+	Shadowed bool    `json:"shadowed,omitempty"`
+}
+
+// SummaryOf is Summary as data.
+func SummaryOf(st *Stack, g *graph.Graph) StackSummary {
+	s := StackSummary{Stack: st.Name, Nodes: len(g.Nodes), Edges: len(g.Edges()), SpawnEdges: g.SpawnEdges(),
+		Interfaces: []InterfaceSummary{}, Cores: st.Cores, Services: []string{}, Endpoints: []EndpointSummary{}}
+	if s.Cores == nil {
+		s.Cores = []int{}
+	}
+	for _, in := range st.Interfaces {
+		is := InterfaceSummary{Name: in.Name, MAC: pred.FormatValue("eth.dst", in.MAC), IPs: []string{}, MTU: in.MTU}
+		for _, p := range in.IPs {
+			is.IPs = append(is.IPs, fmt.Sprintf("%s/%d", FormatIP(p.Addr), p.Len))
+		}
+		s.Interfaces = append(s.Interfaces, is)
+	}
+	if st.ARP {
+		s.Services = append(s.Services, "arp")
+	}
+	if st.ICMPEcho {
+		s.Services = append(s.Services, "icmp-echo")
+	}
+	for _, e := range st.Endpoints {
+		s.Endpoints = append(s.Endpoints, EndpointSummary{Name: e.Name, Receives: e.Describe(), App: e.App, Class: string(e.Class),
+			Rate: e.Rate, Cores: e.Cores, Message: e.Message, Shadowed: e.Shadowed})
+	}
+	return s
+}

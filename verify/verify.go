@@ -34,6 +34,10 @@ type Options struct {
 	Fallback bool     // also run the generated Go fallback (needs the go command)
 	Work     string   // scratch directory for the fallback build
 	Show     int      // mismatches shown in full
+	// Progress, when not nil, is called as frames go through the
+	// simulator (done of total) and once more before the generated code
+	// is built and run (done == total).
+	Progress func(done, total int)
 }
 
 // Mismatch is a frame treated differently.
@@ -87,6 +91,9 @@ func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 		results[i] = s.Run(it.frame, it.crc)
 		if opt.Fallback && results[i].Queue >= 0 {
 			reported[i] = s.LastReported()
+		}
+		if opt.Progress != nil && (i%4096 == 0 || i == len(items)-1) {
+			opt.Progress(i+1, len(items))
 		}
 	}
 	var fb []string

@@ -4,13 +4,23 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dragonc/dragonc/bench"
 )
 
 func init() {
-	register(&command{name: "bench", summary: "measure the generated software fallback", run: runBench, usage: `Usage: dragonc bench [flags] NIC STACK.lpg
+	builders = append(builders, newBenchCmd)
+}
 
-Embeds the stack, builds the generated software fallback with a harness
+func newBenchCmd(e *env) *cobra.Command {
+	var f embedFlags
+	var n int
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "bench [flags] NIC STACK.lpg",
+		Short: "measure the generated software fallback",
+		Long: `Embeds the stack, builds the generated software fallback with a harness
 (the go command must be installed), and times it on frames aimed at the
 stack's endpoints (minimum-size and typical sizes), next to the
 all-software pipeline (the whole LPG on one queue, also generated) and a
@@ -19,30 +29,41 @@ baseline written with gopacket (DecodingLayerParser and a Go map of
 
     fallback X ns/frame, software-only Y ns/frame, gopacket baseline Z ns/frame, N allocs/frame
 
-Flags:
-    --frames N    frames in the rotation (default 1000)
-    --cost NAME   cost function for the embedding (default balance)
-
-Exit: 0, 1 on errors.
-
-Examples:
-    dragonc bench 82599 examples/udp_1000.lpg
-`})
+Exit: 0, 1 on errors, 2 usage.`,
+		Example: `  dragonc bench 82599 examples/udp_1000.lpg
+  dragonc bench --json 82599 examples/udp_1000.lpg | jq .fallback_ns`,
+		Args: nicAndStack,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if n < 1 || n > 1_000_000 {
+				return usagef("--frames %d is not in 1..1000000", n)
+			}
+			return exitStatus(runBench(e, &f, n, quiet, args[0], args[1]))
+		},
+	}
+	f.register(c.Flags())
+	c.Flags().IntVar(&n, "frames", 1000, "frames in the rotation")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	return c
 }
 
-func runBench(e *env, args []string) int {
-	fs := newFlags(e, "bench", lookup("bench").usage)
-	var f embedFlags
-	f.register(fs)
-	n := fs.Int("frames", 1000, "frames in the rotation")
-	if ok, code := parseFlags(fs, interleave(args)); !ok {
-		return code
-	}
-	if fs.NArg() != 2 || *n < 1 {
-		fmt.Fprint(e.stderr, lookup("bench").usage)
-		return exitUsage
-	}
-	r, st, ok := f.plan(e, fs.Arg(0), fs.Arg(1))
+// benchJSON is `bench --json`.
+type benchJSON struct {
+	NIC          string  `json:"nic"`
+	Stack        string  `json:"stack"`
+	Frames       int     `json:"frames"`
+	Endpoints    int     `json:"endpoints"`
+	FallbackNs   float64 `json:"fallback_ns"`
+	SoftwareNs   float64 `json:"software_only_ns"`
+	GopacketNs   float64 `json:"gopacket_ns"`
+	Allocs       float64 `json:"allocs_per_frame"`
+	SavedPercent float64 `json:"saved_percent"`
+}
+
+func runBench(e *env, f *embedFlags, n int, quiet bool, nicArg, stackPath string) int {
+	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput
 	}
@@ -52,13 +73,23 @@ func runBench(e *env, args []string) int {
 		return exitInput
 	}
 	defer os.RemoveAll(work)
-	frames := bench.Frames(st, *n)
-	rep, err := bench.Run(r, st, frames, work)
+	frames := bench.Frames(st, n)
+	bar := newProgress(e, quiet, len(bench.Stages), bench.Stages[0])
+	rep, err := bench.RunProgress(r, st, frames, work, func(stage int) {
+		bar.set(stage)
+		bar.describe(bench.Stages[stage])
+	})
+	bar.done()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
 	}
-	fmt.Fprintf(e.stdout, "%d frames aimed at %d endpoints of %s on %s\n", rep.Frames, len(st.Endpoints), st.Name, fs.Arg(0))
+	if f.asJSON {
+		writeJSON(e, benchJSON{NIC: nicArg, Stack: st.Name, Frames: rep.Frames, Endpoints: len(st.Endpoints), FallbackNs: rep.FallbackNs,
+			SoftwareNs: rep.SoftwareNs, GopacketNs: rep.GopacketNs, Allocs: rep.Allocs, SavedPercent: rep.SavedPercent})
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "%d frames aimed at %d endpoints of %s on %s\n", rep.Frames, len(st.Endpoints), st.Name, nicArg)
 	fmt.Fprintf(e.stdout, "the embedding saves %.0f%% of the software pipeline's time\n", rep.SavedPercent)
 	fmt.Fprintln(e.stdout, rep.Line())
 	return exitOK

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/backends/gofallback"
@@ -17,34 +21,74 @@ import (
 )
 
 func init() {
-	register(&command{name: "embed", summary: "configure a NIC for a stack and embed its LPG", run: runEmbed, usage: `Usage: dragonc embed [flags] NIC STACK.lpg
+	builders = append(builders, newEmbedCmd)
+}
 
-The main job: searches a configuration of the NIC under a cost model,
+func newEmbedCmd(e *env) *cobra.Command {
+	var f embedFlags
+	var o embedOpts
+	c := &cobra.Command{
+		Use:   "embed [flags] NIC STACK.lpg",
+		Short: "configure a NIC for a stack and embed its LPG",
+		Long: `The main job: searches a configuration of the NIC under a cost model,
 embeds the stack's Logical Protocol Graph (hardware where the NIC can do
 the work, software on each queue for the rest), and reports the plan.
 NIC is a built-in model (dragonc nics) or a path to a .prg/.unicorn file.
 
-Flags:
-    -o DIR            write the outputs into DIR and print a summary: plan.json,
-                      linux.sh, NIC-specific files, fallback/ (a Go module for
-                      the software part) and embedding.dot
-    --cost NAME       balance (default), priority or cycles
-    --strategy NAME   default, dragonet-greedy or incremental
-    --previous FILE   the previous plan.json, for --strategy incremental
-    --copy-engine M   host copy engine model for bulk copies (default ioat; none)
-    --json            print plan.json on stdout instead of the report
-    --explain NODE    say, queue by queue, why an LPG node is where it is
-    --svg, --png      render the embedding picture with Graphviz (into DIR with
-                      -o, else on stdout)
+With -o DIR it writes plan.json, linux.sh, NIC-specific files, fallback/
+(a Go module for the software part) and embedding.dot into DIR and prints
+a one-line summary.
 
-Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.
-
-Examples:
-    dragonc embed 82599 examples/web_and_dns.lpg
-    dragonc embed --cost priority 82599 examples/memcached_gold.lpg -o out/
-    dragonc embed --explain RxL4UDPDemux 82599 examples/dns_ntp.lpg
-`})
+Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.`,
+		Example: `  dragonc embed 82599 examples/web_and_dns.lpg
+  dragonc embed --cost priority 82599 examples/memcached_gold.lpg -o out/
+  dragonc embed --explain RxL4UDPDemux 82599 examples/dns_ntp.lpg
+  dragonc embed --svg tigon examples/web_ssh.lpg > plan.svg`,
+		Args: nicAndStack,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if strings.HasPrefix(o.out, "-") {
+				return usagef("-o needs a directory, got %q", o.out)
+			}
+			return exitStatus(runEmbed(e, &f, &o, args[0], args[1]))
+		},
+	}
+	f.register(c.Flags())
+	c.Flags().StringVarP(&o.out, "output", "o", "", "write every output into this directory")
+	c.Flags().StringVar(&o.explain, "explain", "", "say, queue by queue, why an LPG node is where it is")
+	c.Flags().BoolVar(&o.svg, "svg", false, "render the embedding picture as SVG with Graphviz (into DIR with -o)")
+	c.Flags().BoolVar(&o.png, "png", false, "render the embedding picture as PNG with Graphviz (into DIR with -o)")
+	c.MarkFlagsMutuallyExclusive("svg", "png")
+	c.MarkFlagsMutuallyExclusive("explain", "output")
+	c.MarkFlagsMutuallyExclusive("explain", "json")
+	c.MarkFlagsMutuallyExclusive("json", "output")
+	c.MarkFlagsMutuallyExclusive("json", "svg")
+	c.MarkFlagsMutuallyExclusive("json", "png")
+	c.MarkFlagsMutuallyExclusive("explain", "svg")
+	c.MarkFlagsMutuallyExclusive("explain", "png")
+	return c
 }
+
+type embedOpts struct {
+	out, explain string
+	svg, png     bool
+}
+
+// nicAndStack checks the two arguments of embed, verify, trace and bench,
+// and catches them given the wrong way round.
+func nicAndStack(cmd *cobra.Command, args []string) error {
+	if len(args) != 2 {
+		return usagef("want NIC and STACK.lpg, got %d argument(s)", len(args))
+	}
+	if looksLikeStack(args[0]) && !looksLikeStack(args[1]) {
+		return usagef("the NIC comes first: dragonc %s %s %s", cmd.Name(), args[1], args[0])
+	}
+	return nil
+}
+
+func looksLikeStack(arg string) bool { return strings.HasSuffix(arg, ".lpg") }
 
 // embedFlags are the flags shared by embed and verify.
 type embedFlags struct {
@@ -52,15 +96,26 @@ type embedFlags struct {
 	asJSON                               bool
 }
 
-func (f *embedFlags) register(fs interface {
-	StringVar(*string, string, string, string)
-	BoolVar(*bool, string, bool, string)
-}) {
-	fs.StringVar(&f.cost, "cost", "balance", "cost function: balance, priority or cycles")
-	fs.StringVar(&f.strategy, "strategy", "default", "search strategy: default, dragonet-greedy or incremental")
-	fs.StringVar(&f.previous, "previous", "", "previous plan.json for the incremental strategy")
+func (f *embedFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.cost, "cost", "balance", "cost function: "+strings.Join(costmodel.Names(), ", "))
+	fs.StringVar(&f.strategy, "strategy", "default", "search strategy: "+strings.Join(embed.Strategies(), ", "))
+	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
 	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or none")
+}
+
+// validate rejects flag values that name nothing, before any work.
+func (f *embedFlags) validate() error {
+	if !slices.Contains(costmodel.Names(), f.cost) {
+		return usagef("unknown cost function %q; choose %s", f.cost, strings.Join(costmodel.Names(), ", "))
+	}
+	if !slices.Contains(embed.Strategies(), f.strategy) {
+		return usagef("unknown strategy %q; choose %s", f.strategy, strings.Join(embed.Strategies(), ", "))
+	}
+	if f.strategy == "incremental" && f.previous == "" {
+		return usagef("--strategy incremental needs --previous plan.json")
+	}
+	return nil
 }
 
 // plan loads the NIC and the stack and runs the embedder.
@@ -150,22 +205,8 @@ func outputs(r *embed.Result, st *lpg.Stack, source string) (map[string][]byte, 
 	return files, nil
 }
 
-func runEmbed(e *env, args []string) int {
-	fs := newFlags(e, "embed", lookup("embed").usage)
-	var f embedFlags
-	f.register(fs)
-	out := fs.String("o", "", "output directory")
-	explain := fs.String("explain", "", "explain where an LPG node is placed")
-	svg := fs.Bool("svg", false, "render the embedding picture as SVG with Graphviz")
-	png := fs.Bool("png", false, "render the embedding picture as PNG with Graphviz")
-	if ok, code := parseFlags(fs, interleave(args)); !ok {
-		return code
-	}
-	if fs.NArg() != 2 {
-		fmt.Fprint(e.stderr, lookup("embed").usage)
-		return exitUsage
-	}
-	r, st, ok := f.plan(e, fs.Arg(0), fs.Arg(1))
+func runEmbed(e *env, f *embedFlags, o *embedOpts, nicArg, stackPath string) int {
+	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput
 	}
@@ -174,26 +215,23 @@ func runEmbed(e *env, args []string) int {
 	}
 	format := ""
 	switch {
-	case *svg && *png:
-		fmt.Fprintln(e.stderr, "dragonc: choose one of --svg and --png")
-		return exitUsage
-	case *svg:
+	case o.svg:
 		format = "svg"
-	case *png:
+	case o.png:
 		format = "png"
 	}
 	switch {
-	case format != "" && *out == "":
+	case format != "" && o.out == "":
 		return emitDot(e, dot.Plan(r), format)
-	case *explain != "":
-		text, err := r.Explain(*explain)
+	case o.explain != "":
+		text, err := r.Explain(o.explain)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput
 		}
 		fmt.Fprint(e.stdout, text)
-	case *out != "":
-		files, err := outputs(r, st, fs.Arg(1))
+	case o.out != "":
+		files, err := outputs(r, st, stackPath)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput
@@ -206,7 +244,7 @@ func runEmbed(e *env, args []string) int {
 			}
 			files["embedding."+format] = pic.Bytes()
 		}
-		if err := writeDir(*out, files); err != nil {
+		if err := writeDir(o.out, files); err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput
 		}
@@ -215,7 +253,7 @@ func runEmbed(e *env, args []string) int {
 			entries += len(c.Entries)
 		}
 		fmt.Fprintf(e.stdout, "dragonc: wrote %s: %d queues, %d filter entries, cost %s %s (software only %s, RSS only %s)\n",
-			*out, len(r.Plan.Queues), entries, r.Plan.Cost.Function, fmtCost(r.Plan.Cost.Kind, r.Plan.Cost.Value),
+			o.out, len(r.Plan.Queues), entries, r.Plan.Cost.Function, fmtCost(r.Plan.Cost.Kind, r.Plan.Cost.Value),
 			fmtCost(r.Plan.Cost.SoftwareOnly.Kind, r.Plan.Cost.SoftwareOnly.Value), fmtCost(r.Plan.Cost.RSSOnly.Kind, r.Plan.Cost.RSSOnly.Value))
 	case f.asJSON:
 		r.Plan.WriteJSON(e.stdout)
@@ -233,37 +271,6 @@ func fmtCost(kind string, v float64) string {
 		return "ok"
 	}
 	return fmt.Sprintf("%.4g", v)
-}
-
-// interleave lets flags follow positional arguments (dragonc embed 82599
-// stack.lpg -o out/), as the CLI contract shows them.
-func interleave(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && takesValue(a) && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	return append(flags, pos...)
-}
-
-func takesValue(flag string) bool {
-	switch strings.TrimLeft(flag, "-") {
-	case "json", "v", "w", "l", "svg", "png", "long", "h", "help":
-		return false
-	}
-	return true
 }
 
 // writeDir writes files into dir through a temporary directory beside it,

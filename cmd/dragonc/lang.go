@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+
+	"github.com/spf13/cobra"
 
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/dsl"
@@ -19,73 +22,89 @@ import (
 )
 
 func init() {
-	register(&command{name: "check", summary: "parse and validate files", run: runCheck, usage: `Usage: dragonc check [-v] FILE...
-
-Parses and validates .prg, .lpg and .unicorn files (a stack file's LPG is
-derived too) and prints every
-diagnostic as FILE:LINE:COL: severity: message [CODE].
-
-Flags:
-    -v      one summary line per valid file:
-            FILE: graph NAME: N nodes, M edges, S spawn edges
-            FILE: stack NAME: E endpoints; LPG N nodes, M edges, S spawn edges
-    -long   show the source line and a caret under each diagnostic
-
-Exit: 0 valid (warnings allowed), 1 errors in the input, 2 usage.
-
-Examples:
-    dragonc check nics/82599.prg
-    dragonc check -v examples/*.lpg
-`})
-	register(&command{name: "fmt", summary: "print files in canonical layout", run: runFmt, usage: `Usage: dragonc fmt [-w] FILE...
-
-Prints the canonical layout of each file (4-space indentation, one item a
-line, comments kept). Formatting is idempotent and never changes meaning.
-
-Flags:
-    -w   rewrite the files in place instead of printing them
-    -l   list the files whose layout differs, print nothing else
-
-Exit: 0, 1 on a parse error, 2 usage.
-
-Examples:
-    dragonc fmt examples/web_and_dns.lpg
-    dragonc fmt -w nics/*.prg
-`})
-	register(&command{name: "dot", summary: "draw a graph as Graphviz DOT", run: runDot, usage: `Usage: dragonc dot [--svg | --png] FILE|NIC
-
-Prints a PRG or LPG (a built-in NIC model by name, a graph file, or the
-LPG derived from a stack file) as Graphviz DOT: clusters as subgraphs, gates and
-configuration nodes drawn apart, port names on edges, spawn edges dashed.
-With --svg or --png the picture is rendered by Graphviz's dot, which must
-be installed (apt-get install graphviz).
-
-Exit: 0, 1 on errors in the input or when rendering is impossible.
-
-Examples:
-    dragonc dot model.unicorn > model.dot
-    dragonc dot --svg model.unicorn > model.svg
-    dragonc dot 82599 | dot -Tsvg > 82599.svg
-`})
+	builders = append(builders, newCheckCmd, newFmtCmd, newDotCmd)
 }
 
-func newFlags(e *env, name, usageText string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, usageText) }
-	return fs
-}
+func newCheckCmd(e *env) *cobra.Command {
+	var verbose, long, asJSON bool
+	c := &cobra.Command{
+		Use:   "check [flags] FILE...",
+		Short: "parse and validate files",
+		Long: `Parses and validates .prg, .lpg and .unicorn files (a stack file's LPG is
+derived too) and prints every diagnostic as
+FILE:LINE:COL: severity: message [CODE]. "-" reads standard input.
 
-// parseFlags parses flags and reports whether the command should go on;
-// code is its exit code otherwise.
-func parseFlags(fs *flag.FlagSet, args []string) (ok bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, exitOK
-		}
-		return false, exitUsage
+With -v, one summary line per valid file:
+    FILE: graph NAME: N nodes, M edges, S spawn edges
+    FILE: stack NAME: E endpoints; LPG N nodes, M edges, S spawn edges
+
+Exit: 0 valid (warnings allowed), 1 errors in the input, 2 usage.`,
+		Example: `  dragonc check nics/82599.prg
+  dragonc check -v examples/*.lpg
+  dragonc check --json my.lpg | jq '.diagnostics[] | select(.severity == "error")'`,
+		Args: minArgs("one or more files to check"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exitStatus(runCheck(e, args, verbose, long, asJSON))
+		},
 	}
-	return true, 0
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "one summary line per valid file")
+	c.Flags().BoolVar(&long, "long", false, "show the source line and a caret under each diagnostic")
+	c.Flags().BoolVar(&asJSON, "json", false, "files and diagnostics as JSON")
+	return c
+}
+
+func newFmtCmd(e *env) *cobra.Command {
+	var write, list bool
+	c := &cobra.Command{
+		Use:   "fmt [flags] FILE...",
+		Short: "print files in canonical layout",
+		Long: `Prints the canonical layout of each file (4-space indentation, one item a
+line, comments kept). Formatting is idempotent and never changes meaning.
+"-" reads standard input and prints to standard output.
+
+Exit: 0, 1 on a parse error, 2 usage.`,
+		Example: `  dragonc fmt examples/web_and_dns.lpg
+  dragonc fmt -w nics/*.prg
+  cat my.prg | dragonc fmt -`,
+		Args: minArgs("one or more files to format"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if write && slices.Contains(args, "-") {
+				return usagef("-w cannot rewrite standard input")
+			}
+			return exitStatus(runFmt(e, args, write, list))
+		},
+	}
+	c.Flags().BoolVarP(&write, "write", "w", false, "rewrite the files in place instead of printing them")
+	c.Flags().BoolVarP(&list, "list", "l", false, "list the files whose layout differs, print nothing else")
+	c.MarkFlagsMutuallyExclusive("write", "list")
+	return c
+}
+
+func newDotCmd(e *env) *cobra.Command {
+	var svg, png bool
+	c := &cobra.Command{
+		Use:   "dot [flags] FILE|NIC",
+		Short: "draw a graph as Graphviz DOT",
+		Long: `Prints a PRG or LPG (a built-in NIC model by name, a graph file, or the
+LPG derived from a stack file) as Graphviz DOT: clusters as subgraphs,
+gates and configuration nodes drawn apart, port names on edges, spawn
+edges dashed, runs of unused numbered nodes (Queue4..127) folded into
+one. With --svg or --png the picture is rendered by Graphviz's dot, which
+must be installed (apt-get install graphviz).
+
+Exit: 0, 1 on errors in the input or when rendering is impossible, 2 usage.`,
+		Example: `  dragonc dot model.unicorn > model.dot
+  dragonc dot --svg model.unicorn > model.svg
+  dragonc dot 82599 | dot -Tsvg > 82599.svg`,
+		Args: nArgs(1, "one graph file or NIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exitStatus(runDot(e, args[0], svg, png))
+		},
+	}
+	c.Flags().BoolVar(&svg, "svg", false, "render SVG with Graphviz")
+	c.Flags().BoolVar(&png, "png", false, "render PNG with Graphviz")
+	c.MarkFlagsMutuallyExclusive("svg", "png")
+	return c
 }
 
 // loaded is a parsed and validated file: a graph, or a stack with its
@@ -97,7 +116,19 @@ type loaded struct {
 	diags diag.List
 }
 
+// stdinName is how standard input is named in diagnostics.
+const stdinName = "<stdin>"
+
+// readFile reads a file, or standard input for "-".
 func readFile(e *env, path string) ([]byte, bool) {
+	if path == "-" {
+		b, err := io.ReadAll(e.stdin)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dragonc: reading standard input: %v\n", err)
+			return nil, false
+		}
+		return b, true
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %s\n", describeIOError(err))
@@ -156,65 +187,121 @@ func printDiags(e *env, diags diag.List, long bool) {
 	}
 }
 
-func runCheck(e *env, args []string) int {
-	fs := newFlags(e, "check", lookup("check").usage)
-	verbose := fs.Bool("v", false, "print a summary line per file")
-	long := fs.Bool("long", false, "show source lines under diagnostics")
-	if ok, code := parseFlags(fs, args); !ok {
-		return code
+// displayName is the name diagnostics use for a path argument.
+func displayName(path string) string {
+	if path == "-" {
+		return stdinName
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprint(e.stderr, lookup("check").usage)
-		return exitUsage
-	}
+	return path
+}
+
+func runCheck(e *env, paths []string, verbose, long, asJSON bool) int {
 	code := exitOK
-	for _, path := range fs.Args() {
+	rep := checkReport{Files: []checkFile{}, Diagnostics: []jsonDiag{}}
+	for _, path := range paths {
 		src, ok := readFile(e, path)
 		if !ok {
 			code = exitInput
 			continue
 		}
-		l := load(path, src)
-		printDiags(e, l.diags, *long)
+		name := displayName(path)
+		l := load(name, src)
+		if asJSON {
+			rep.Diagnostics = append(rep.Diagnostics, toJSONDiags(l.diags)...)
+		} else {
+			printDiags(e, l.diags, long)
+		}
 		if l.diags.HasErrors() {
 			code = exitInput
 			continue
 		}
-		if *verbose {
-			switch {
-			case l.stack != nil:
-				g := l.graph
+		f := checkFile{File: name}
+		switch {
+		case l.stack != nil:
+			g := l.graph
+			f.Kind, f.Name, f.Endpoints = "stack", l.stack.Name, len(l.stack.Endpoints)
+			f.Nodes, f.Edges, f.SpawnEdges = len(g.Nodes), len(g.Edges()), g.SpawnEdges()
+			if verbose && !asJSON {
 				fmt.Fprintf(e.stdout, "%s: stack %s: %d endpoints; LPG %d nodes, %d edges, %d spawn edges\n",
-					path, l.stack.Name, len(l.stack.Endpoints), len(g.Nodes), len(g.Edges()), g.SpawnEdges())
-			case l.graph != nil:
-				g := l.graph
+					name, l.stack.Name, len(l.stack.Endpoints), len(g.Nodes), len(g.Edges()), g.SpawnEdges())
+			}
+		case l.graph != nil:
+			g := l.graph
+			f.Kind, f.Name = "graph", g.Name
+			f.Nodes, f.Edges, f.SpawnEdges = len(g.Nodes), len(g.Edges()), g.SpawnEdges()
+			if verbose && !asJSON {
 				fmt.Fprintf(e.stdout, "%s: graph %s: %d nodes, %d edges, %d spawn edges\n",
-					path, g.Name, len(g.Nodes), len(g.Edges()), g.SpawnEdges())
+					name, g.Name, len(g.Nodes), len(g.Edges()), g.SpawnEdges())
 			}
 		}
+		rep.Files = append(rep.Files, f)
+	}
+	if asJSON {
+		writeJSON(e, rep)
 	}
 	return code
 }
 
-func runFmt(e *env, args []string) int {
-	fs := newFlags(e, "fmt", lookup("fmt").usage)
-	write := fs.Bool("w", false, "rewrite files in place")
-	list := fs.Bool("l", false, "list files whose layout differs")
-	if ok, code := parseFlags(fs, args); !ok {
-		return code
+// checkReport is `check --json`.
+type checkReport struct {
+	Files       []checkFile `json:"files"`
+	Diagnostics []jsonDiag  `json:"diagnostics"`
+}
+
+type checkFile struct {
+	File       string `json:"file"`
+	Kind       string `json:"kind"` // graph or stack
+	Name       string `json:"name"`
+	Nodes      int    `json:"nodes"`
+	Edges      int    `json:"edges"`
+	SpawnEdges int    `json:"spawn_edges"`
+	Endpoints  int    `json:"endpoints,omitempty"`
+}
+
+// jsonDiag is a diagnostic as JSON: positions are 1-based, columns count
+// characters.
+type jsonDiag struct {
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	Column    int    `json:"column"`
+	EndLine   int    `json:"end_line"`
+	EndColumn int    `json:"end_column"`
+	Severity  string `json:"severity"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+func toJSONDiags(diags diag.List) []jsonDiag {
+	out := []jsonDiag{}
+	for _, d := range diags {
+		j := jsonDiag{Severity: d.Severity.String(), Code: d.Code, Message: d.Summary, Detail: d.Detail}
+		if f := d.Range.File; f != nil {
+			j.File = f.Name
+			j.Line, j.Column = f.Position(d.Range.Start)
+			j.EndLine, j.EndColumn = f.Position(max(d.Range.End, d.Range.Start))
+		}
+		out = append(out, j)
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprint(e.stderr, lookup("fmt").usage)
-		return exitUsage
-	}
+	return out
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(e *env, v any) {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func runFmt(e *env, paths []string, write, list bool) int {
 	code := exitOK
-	for _, path := range fs.Args() {
+	for _, path := range paths {
 		src, ok := readFile(e, path)
 		if !ok {
 			code = exitInput
 			continue
 		}
-		s, diags := dsl.Parse(path, src)
+		s, diags := dsl.Parse(displayName(path), src)
 		if diags.HasErrors() {
 			diags.Sort()
 			printDiags(e, diags, false)
@@ -223,11 +310,11 @@ func runFmt(e *env, args []string) int {
 		}
 		out := dsl.Format(s)
 		switch {
-		case *list:
+		case list:
 			if !bytes.Equal(out, src) {
-				fmt.Fprintln(e.stdout, path)
+				fmt.Fprintln(e.stdout, displayName(path))
 			}
-		case *write:
+		case write:
 			if bytes.Equal(out, src) {
 				continue
 			}
@@ -268,19 +355,7 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func runDot(e *env, args []string) int {
-	fs := newFlags(e, "dot", lookup("dot").usage)
-	svg := fs.Bool("svg", false, "render SVG with Graphviz")
-	png := fs.Bool("png", false, "render PNG with Graphviz")
-	ok, code := parseFlags(fs, args)
-	if !ok {
-		return code
-	}
-	if fs.NArg() != 1 || *svg && *png {
-		fmt.Fprint(e.stderr, lookup("dot").usage)
-		return exitUsage
-	}
-	path := fs.Arg(0)
+func runDot(e *env, path string, svg, png bool) int {
 	path, src, err := nics.Resolve(path)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
@@ -298,9 +373,9 @@ func runDot(e *env, args []string) int {
 	text := dot.Graph(l.graph)
 	format := ""
 	switch {
-	case *svg:
+	case svg:
 		format = "svg"
-	case *png:
+	case png:
 		format = "png"
 	}
 	return emitDot(e, text, format)

@@ -3,46 +3,53 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dragonc/dragonc/lpg"
 )
 
 func init() {
-	register(&command{name: "lpg", summary: "derive the Logical Protocol Graph of a stack", run: runLPG, usage: `Usage: dragonc lpg STACK.lpg
-
-Derives the Logical Protocol Graph of a stack file and prints a summary:
-node and edge counts, interfaces, services, and every endpoint with what
-it receives. Draw the graph itself with 'dragonc dot STACK.lpg'.
-
-Exit: 0, 1 on errors in the input.
-
-Examples:
-    dragonc lpg examples/web_and_dns.lpg
-    dragonc dot examples/web_and_dns.lpg | dot -Tsvg > lpg.svg
-`})
+	builders = append(builders, newLPGCmd)
 }
 
-func runLPG(e *env, args []string) int {
-	fs := newFlags(e, "lpg", lookup("lpg").usage)
-	if ok, code := parseFlags(fs, args); !ok {
-		return code
+func newLPGCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "lpg [--json] STACK.lpg",
+		Short: "derive the Logical Protocol Graph of a stack",
+		Long: `Derives the Logical Protocol Graph of a stack file and prints a summary:
+node and edge counts, interfaces, services, and every endpoint with what
+it receives. Draw the graph itself with 'dragonc dot STACK.lpg'. "-" reads
+standard input.
+
+Exit: 0, 1 on errors in the input, 2 usage.`,
+		Example: `  dragonc lpg examples/web_and_dns.lpg
+  dragonc lpg --json examples/web_and_dns.lpg | jq '.endpoints[].name'
+  dragonc dot examples/web_and_dns.lpg | dot -Tsvg > lpg.svg`,
+		Args: nArgs(1, "one stack file"),
+		RunE: func(cmd *cobra.Command, args []string) error { return exitStatus(runLPG(e, args[0], asJSON)) },
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprint(e.stderr, lookup("lpg").usage)
-		return exitUsage
-	}
-	path := fs.Arg(0)
+	c.Flags().BoolVar(&asJSON, "json", false, "the summary as JSON")
+	return c
+}
+
+func runLPG(e *env, path string, asJSON bool) int {
 	src, ok := readFile(e, path)
 	if !ok {
 		return exitInput
 	}
-	l := load(path, src)
+	l := load(displayName(path), src)
 	printDiags(e, l.diags, false)
 	if l.diags.HasErrors() {
 		return exitInput
 	}
 	if l.stack == nil {
-		fmt.Fprintf(e.stderr, "dragonc: %s is a graph, not a stack of endpoints; use 'dragonc check -v' for its counts\n", path)
+		fmt.Fprintf(e.stderr, "dragonc: %s is a graph, not a stack of endpoints; use 'dragonc check -v' for its counts\n", displayName(path))
 		return exitInput
+	}
+	if asJSON {
+		writeJSON(e, lpg.SummaryOf(l.stack, l.graph))
+		return exitOK
 	}
 	fmt.Fprint(e.stdout, lpg.Summary(l.stack, l.graph))
 	return exitOK

@@ -4,26 +4,23 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
-// Exit codes are a contract (CLI.md).
+// Exit codes are a contract (docs/cli.md).
 const (
 	exitOK    = 0
 	exitInput = 1
 	exitUsage = 2
 )
-
-type command struct {
-	name    string
-	summary string
-	usage   string
-	run     func(env *env, args []string) int
-}
 
 // env is what a command may touch: its streams and the file system.
 type env struct {
@@ -31,14 +28,28 @@ type env struct {
 	stdin          io.Reader
 }
 
-var commands []*command
+// exitStatus is returned by a command that has already said what went
+// wrong; it carries the exit code.
+type exitStatus int
 
-func register(c *command) { commands = append(commands, c) }
+func (s exitStatus) Error() string { return fmt.Sprintf("exit %d", int(s)) }
+
+// usageError is a mistake in how dragonc was called: exit 2, one line.
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// builders make the subcommands; each file adds its own.
+var builders []func(e *env) *cobra.Command
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// run executes one command line and returns the exit code. Tests call it
+// in-process with their own streams.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	e := &env{stdout: stdout, stderr: stderr, stdin: stdin}
 	defer func() {
@@ -49,68 +60,185 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 			code = exitInput
 		}
 	}()
+	root := newRoot(e)
 	if len(args) == 0 {
-		usage(stderr)
+		root.SetOut(stderr)
+		root.Usage()
 		return exitUsage
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		if len(args) > 1 {
-			if c := lookup(args[1]); c != nil {
-				fmt.Fprint(stdout, c.usage)
-				return exitOK
+	root.SetArgs(normalizeArgs(root, args))
+	cmd, err := root.ExecuteC()
+	var st exitStatus
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &st):
+		return int(st)
+	}
+	// Everything else is a usage error: one line naming the problem, and
+	// where to read more.
+	msg := err.Error()
+	if i := strings.Index(msg, "\n"); i >= 0 && strings.HasPrefix(msg, "unknown command") {
+		// cobra's own suggestion block, kept on one line.
+		msg = msg[:i] + "; " + strings.Join(strings.Fields(strings.ReplaceAll(msg[i:], "\n\t", " ")), " ")
+	}
+	name := "dragonc"
+	if cmd != nil && cmd != root {
+		name = cmd.CommandPath()
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimSpace(msg))
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+	return exitUsage
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dragonc",
+		Short: "dragonc compiles a host network stack onto a NIC",
+		Long: `dragonc compiles a host network stack onto a NIC: it configures the NIC's
+filters, queues and offloads under a cost model, embeds as much of the
+stack's protocol graph as the hardware can do, and generates Go code for
+the rest.`,
+		Example: `  dragonc embed 82599 examples/web_and_dns.lpg -o out/
+  dragonc verify 82599 examples/web_and_dns.lpg
+  dragonc help embed`,
+		Version:       version(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(e.stderr)
+			cmd.Usage()
+			return exitStatus(exitUsage)
+		},
+	}
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetVersionTemplate("dragonc {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "unknown shorthand flag") {
+			if i := strings.LastIndex(msg, " in "); i >= 0 {
+				msg = "unknown flag " + msg[i+4:]
 			}
 		}
-		usage(stdout)
-		return exitOK
-	case "-version", "--version", "version":
-		fmt.Fprintln(stdout, "dragonc (development build)")
-		return exitOK
+		return usageError{msg}
+	})
+	root.SuggestionsMinimumDistance = 2
+	for _, b := range builders {
+		c := b(e)
+		c.SilenceUsage, c.SilenceErrors = true, true
+		root.AddCommand(c)
 	}
-	c := lookup(args[0])
-	if c == nil {
-		fmt.Fprintf(stderr, "dragonc: unknown command %q\n", args[0])
-		if s := suggestCommand(args[0]); s != "" {
-			fmt.Fprintf(stderr, "did you mean %q?\n", s)
-		}
-		fmt.Fprintln(stderr, "run 'dragonc help' for the list of commands")
-		return exitUsage
-	}
-	return c.run(e, args[1:])
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "print dragonc's version",
+		Args:  cobra.NoArgs,
+		Run:   func(cmd *cobra.Command, args []string) { fmt.Fprintf(e.stdout, "dragonc %s\n", version()) },
+	})
+	root.SetHelpCommand(helpCommand(root, e))
+	return root
 }
 
-func lookup(name string) *command {
-	for _, c := range commands {
-		if c.name == name {
-			return c
-		}
+// helpCommand is cobra's help with a suggestion for a misspelt topic.
+func helpCommand(root *cobra.Command, e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				topic := strings.Join(args, " ")
+				if s := root.SuggestionsFor(args[0]); len(s) > 0 {
+					return usagef("no help topic %q; did you mean %q?", topic, s[0])
+				}
+				return usagef("no help topic %q", topic)
+			}
+			cmd.SetOut(e.stdout)
+			return cmd.Help()
+		},
 	}
-	return nil
 }
 
-func suggestCommand(name string) string {
-	for _, c := range commands {
-		if strings.HasPrefix(c.name, name) || strings.HasPrefix(name, c.name) {
-			return c.name
+// version is the module version and VCS revision the binary was built
+// from, as the go command recorded them.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
 		}
 	}
-	return ""
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " " + rev + dirty
+	}
+	return v
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `dragonc compiles a host network stack onto a NIC.
-
-Usage:
-    dragonc COMMAND [flags] ARGS...
-
-Commands:
-`)
-	cs := append([]*command(nil), commands...)
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
-		fmt.Fprintf(w, "    %-8s %s\n", c.name, c.summary)
+// normalizeArgs keeps the single-dash spelling of long flags working
+// (`-json`, `-long`, as Go's flag package took them): a single-dash
+// argument that names a long flag of any command becomes double-dash.
+func normalizeArgs(root *cobra.Command, args []string) []string {
+	long := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		for _, s := range c.Commands() {
+			walk(s)
+		}
 	}
-	fmt.Fprint(w, `
-Run 'dragonc help COMMAND' for a command's flags and examples.
-`)
+	walk(root)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if long[name] && len(name) > 1 {
+				out[i] = "-" + a
+			}
+		}
+	}
+	return out
+}
+
+// nArgs checks the number of positional arguments and names them in the
+// message when it is wrong.
+func nArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("want %s, got %d argument(s)", names, len(args))
+		}
+		return nil
+	}
+}
+
+// minArgs is nArgs for "at least one".
+func minArgs(names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return usagef("want %s", names)
+		}
+		return nil
+	}
 }

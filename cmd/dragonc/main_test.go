@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -77,18 +78,34 @@ func TestUsageErrors(t *testing.T) {
 		msg  string
 	}{
 		{nil, 2, "Usage:"},
-		{[]string{"chekc"}, 2, `unknown command "chekc"`},
-		{[]string{"check"}, 2, "Usage: dragonc check"},
-		{[]string{"check", "-bogus", "x"}, 2, "flag provided but not defined"},
+		{[]string{"chekc"}, 2, `unknown command "chekc" for "dragonc"; Did you mean this? check`},
+		{[]string{"check"}, 2, "dragonc check: want one or more files to check\nRun 'dragonc check --help' for usage.\n"},
+		{[]string{"check", "-bogus", "x"}, 2, "dragonc check: unknown flag -bogus\n"},
+		{[]string{"check", "--bogus", "x"}, 2, "dragonc check: unknown flag: --bogus\n"},
 		{[]string{"check", "no/such/file.prg"}, 1, "no/such/file.prg: no such file"},
-		{[]string{"fmt"}, 2, "Usage: dragonc fmt"},
-		{[]string{"dot"}, 2, "Usage: dragonc dot"},
+		{[]string{"fmt"}, 2, "dragonc fmt: want one or more files to format"},
+		{[]string{"fmt", "-w", "-"}, 2, "-w cannot rewrite standard input"},
+		{[]string{"dot"}, 2, "dragonc dot: want one graph file or NIC, got 0 argument(s)"},
+		{[]string{"dot", "--svg", "--png", "82599"}, 2, "[png svg] were all set"},
 		{[]string{"dot", "testdata/bad/cycle.unicorn"}, 1, "E330"},
+		{[]string{"help", "embd"}, 2, `dragonc help: no help topic "embd"; did you mean "embed"?`},
+		{[]string{"embed", "examples/dns_ntp.lpg", "82599"}, 2, "the NIC comes first: dragonc embed 82599 examples/dns_ntp.lpg"},
+		{[]string{"embed", "82599", "examples/dns_ntp.lpg", "-o"}, 2, "flag needs an argument: 'o' in -o"},
+		{[]string{"embed", "82599", "examples/dns_ntp.lpg", "-o", "--json"}, 2, `-o needs a directory, got "--json"`},
+		{[]string{"embed", "--explain", "RxL4UDPDemux", "-o", "x", "82599", "examples/dns_ntp.lpg"}, 2, "[explain output] were all set"},
+		{[]string{"embed", "--json", "-o", "x", "82599", "examples/dns_ntp.lpg"}, 2, "[json output] were all set"},
+		{[]string{"verify", "--packets", "-1", "82599", "examples/dns_ntp.lpg"}, 2, "--packets -1 is not in 0..10000000"},
+		{[]string{"bench", "--frames", "0", "82599", "examples/dns_ntp.lpg"}, 2, "--frames 0 is not in 1..1000000"},
 	}
 	for _, c := range cases {
 		code, _, errs := dragonc(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.msg) {
 			t.Errorf("dragonc %v: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.msg)
+		}
+		// A usage error is one line naming the problem and one pointing
+		// at the help.
+		if c.code == 2 && c.args != nil && (strings.Count(errs, "\n") != 2 || !strings.Contains(errs, "--help' for usage.")) {
+			t.Errorf("dragonc %v: usage error is not two lines:\n%s", c.args, errs)
 		}
 	}
 }
@@ -291,11 +308,11 @@ func TestEmbedReportAndErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"embed", "82599"}, 2, "Usage: dragonc embed"},
+		{[]string{"embed", "82599"}, 2, "dragonc embed: want NIC and STACK.lpg, got 1 argument(s)"},
 		{[]string{"embed", "8259", "examples/dns_ntp.lpg"}, 1, `did you mean "82599"?`},
-		{[]string{"embed", "--cost", "speed", "82599", "examples/dns_ntp.lpg"}, 1, `unknown cost function "speed"`},
-		{[]string{"embed", "--strategy", "magic", "82599", "examples/dns_ntp.lpg"}, 1, `unknown strategy "magic"`},
-		{[]string{"embed", "--strategy", "incremental", "82599", "examples/dns_ntp.lpg"}, 1, "--previous"},
+		{[]string{"embed", "--cost", "speed", "82599", "examples/dns_ntp.lpg"}, 2, `unknown cost function "speed"; choose balance, priority, cycles`},
+		{[]string{"embed", "--strategy", "magic", "82599", "examples/dns_ntp.lpg"}, 2, `unknown strategy "magic"; choose default, dragonet-greedy, incremental`},
+		{[]string{"embed", "--strategy", "incremental", "82599", "examples/dns_ntp.lpg"}, 2, "--previous"},
 		{[]string{"embed", "ioat", "examples/dns_ntp.lpg"}, 1, "no receive queue"},
 		{[]string{"embed", "82599", "examples/missing.lpg"}, 1, "no such file"},
 	}
@@ -370,5 +387,122 @@ func TestTraceCommand(t *testing.T) {
 	code, _, errs = dragonc(t, "trace", "--frame", "xyz", "82599", "examples/dns_ntp.lpg")
 	if code != 1 || !strings.Contains(errs, "not hexadecimal") {
 		t.Errorf("bad hex: exit %d, %q", code, errs)
+	}
+}
+
+// TestFlagsAnywhere: flags may follow the arguments, single-dash long
+// flags keep working, and -v/-w/-o stay short.
+func TestFlagsAnywhere(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "examples/dns_ntp.lpg", "-v"},
+		{"check", "-v", "examples/dns_ntp.lpg"},
+		{"check", "examples/dns_ntp.lpg", "--verbose", "-long"},
+		{"embed", "82599", "examples/dns_ntp.lpg", "-json"},
+		{"nics", "-json"},
+	} {
+		if code, out, errs := dragonc(t, args...); code != 0 || out == "" {
+			t.Errorf("%v: exit %d, stdout %d bytes, stderr %q", args, code, len(out), errs)
+		}
+	}
+}
+
+// TestStdin: "-" is standard input for check, fmt, lpg and --pcap.
+func TestStdin(t *testing.T) {
+	stack, err := os.ReadFile("../../examples/dns_ntp.lpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		wd, _ := os.Getwd()
+		os.Chdir("../..")
+		defer os.Chdir(wd)
+		code := run(args, bytes.NewReader(stack), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errs := in("check", "-v", "-"); code != 0 || !strings.HasPrefix(out, "<stdin>: stack dns_ntp: 2 endpoints") {
+		t.Errorf("check -: exit %d, %q, %q", code, out, errs)
+	}
+	if code, out, _ := in("fmt", "-"); code != 0 || !strings.Contains(out, "stack dns_ntp {") {
+		t.Errorf("fmt -: exit %d, %q", code, out)
+	}
+	if code, out, _ := in("lpg", "-"); code != 0 || !strings.HasPrefix(out, "stack dns_ntp: LPG with") {
+		t.Errorf("lpg -: exit %d, %q", code, out)
+	}
+	stack = []byte("stack s {")
+	if code, _, errs := in("check", "-"); code != 1 || !strings.HasPrefix(errs, "<stdin>:1:") {
+		t.Errorf("check - on a broken stack: exit %d, %q", code, errs)
+	}
+	pcap, err := os.ReadFile("/usr/share/gocode/src/github.com/gopacket/gopacket/pcap/test_dns.pcap")
+	if err != nil {
+		t.Skip("gopacket's test captures are not installed (apt-get install golang-github-gopacket-gopacket-dev)")
+	}
+	stack = pcap
+	code, out, errs := in("verify", "--fallback=false", "--packets", "0", "--pcap", "-", "82599", "testdata/captures/dns_server.lpg")
+	if code != 0 || !strings.HasSuffix(out, "10 packets, 0 mismatches\n") {
+		t.Errorf("verify --pcap -: exit %d, %q, %q", code, out, errs)
+	}
+}
+
+// TestJSONEverywhere: check, lpg, nics, verify, trace and bench speak JSON.
+func TestJSONEverywhere(t *testing.T) {
+	decode := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errs := dragonc(t, args...)
+		if code != 0 && code != 1 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
+		}
+		return m
+	}
+	m := decode("check", "--json", "examples/dns_ntp.lpg", "testdata/bad/cycle.unicorn")
+	files, diags := m["files"].([]any), m["diagnostics"].([]any)
+	if len(files) != 1 || len(diags) == 0 {
+		t.Fatalf("check --json: %v", m)
+	}
+	d := diags[0].(map[string]any)
+	for _, k := range []string{"file", "line", "column", "code", "severity", "message"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("check --json diagnostic lacks %q: %v", k, d)
+		}
+	}
+	if d["code"] != "E330" || d["severity"] != "error" || d["file"] != "testdata/bad/cycle.unicorn" {
+		t.Errorf("check --json diagnostic: %v", d)
+	}
+	m = decode("lpg", "--json", "examples/dns_ntp.lpg")
+	if m["stack"] != "dns_ntp" || len(m["endpoints"].([]any)) != 2 {
+		t.Errorf("lpg --json: %v", m)
+	}
+	if len(decode("nics", "--json")["nics"].([]any)) < 4 {
+		t.Error("nics --json lists too few models")
+	}
+	code, out, _ := dragonc(t, "verify", "--json", "--fallback=false", "--packets", "100", "82599", "examples/dns_ntp.lpg")
+	if code != 0 || !strings.Contains(out, `"mismatches": 0`) {
+		t.Errorf("verify --json: exit %d\n%s", code, out)
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not installed: bench --json not run")
+	}
+	m = decode("bench", "--json", "--frames", "64", "82599", "examples/dns_ntp.lpg")
+	if m["fallback_ns"].(float64) <= 0 || m["stack"] != "dns_ntp" {
+		t.Errorf("bench --json: %v", m)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, out, _ := dragonc(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "dragonc ") || strings.Contains(out, "development build") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		code, out, _ := dragonc(t, "completion", shell)
+		if code != 0 || !strings.Contains(out, "dragonc") || len(out) < 500 {
+			t.Errorf("completion %s: exit %d, %d bytes", shell, code, len(out))
+		}
 	}
 }

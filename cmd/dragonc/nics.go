@@ -5,24 +5,31 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 )
 
 func init() {
-	register(&command{name: "nics", summary: "list the built-in NIC models", run: runNics, usage: `Usage: dragonc nics [--json]
+	builders = append(builders, newNicsCmd)
+}
 
-Lists the built-in models: name, receive queues, every configuration node
+func newNicsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "nics [--json]",
+		Short: "list the built-in NIC models",
+		Long: `Lists the built-in models: name, receive queues, every configuration node
 (table, hash, enum, place) with its capacity, and engines. A NIC argument
-of any command is one of these names or a path to a .prg/.unicorn file.
-
-Flags:
-    --json   the same facts, machine-readable
-
-Examples:
-    dragonc nics
-    dragonc nics --json | jq '.nics[].name'
-`})
+of any command is one of these names or a path to a .prg/.unicorn file.`,
+		Example: `  dragonc nics
+  dragonc nics --json | jq '.nics[].name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return exitStatus(runNics(e, asJSON)) },
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "the same facts, machine-readable")
+	return c
 }
 
 // loadNIC resolves a NIC argument and builds its model, printing
@@ -41,16 +48,7 @@ func loadNIC(e *env, arg string) (*prg.Model, string, bool) {
 	return m, file, true
 }
 
-func runNics(e *env, args []string) int {
-	fs := newFlags(e, "nics", lookup("nics").usage)
-	asJSON := fs.Bool("json", false, "machine-readable output")
-	if ok, code := parseFlags(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprint(e.stderr, lookup("nics").usage)
-		return exitUsage
-	}
+func runNics(e *env, asJSON bool) int {
 	var all []prg.Summary
 	for _, b := range nics.List() {
 		m, _, ok := loadNIC(e, b.Name)
@@ -59,7 +57,7 @@ func runNics(e *env, args []string) int {
 		}
 		all = append(all, m.Summarize(b.Name, b.File))
 	}
-	if *asJSON {
+	if asJSON {
 		out, _ := json.MarshalIndent(map[string]any{"nics": all}, "", "  ")
 		fmt.Fprintln(e.stdout, string(out))
 		return exitOK

@@ -5,56 +5,60 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dragonc/dragonc/verify"
 )
 
 func init() {
-	register(&command{name: "trace", summary: "show what happens to each frame, step by step", run: runTrace, usage: `Usage: dragonc trace [flags] NIC STACK.lpg
+	builders = append(builders, newTraceCmd)
+}
 
-Embeds the stack, then follows each frame: the NIC's decision (the
+func newTraceCmd(e *env) *cobra.Command {
+	var f embedFlags
+	var pcaps, hexes []string
+	var fallback bool
+	c := &cobra.Command{
+		Use:   "trace [flags] NIC STACK.lpg",
+		Short: "show what happens to each frame, step by step",
+		Long: `Embeds the stack, then follows each frame: the NIC's decision (the
 filter or table entry that matched, the RSS hash and queue, what the
 receive descriptor reports, or where the NIC dropped it), each software
 node of that queue with the port taken, and the outcome: deliver to an
 endpoint, reply (arp, icmp-echo, icmp-port-unreachable, tcp-reset) or
 drop with its reason. The generated Go code's verdict and the LPG's are
-shown beside it.
-
-Flags:
-    --pcap FILE       frames from a pcap or pcapng capture (repeatable)
-    --frame HEX       one frame in hexadecimal, Ethernet header first (repeatable)
-    --json            one JSON object per frame, one per line
-    --fallback        also run the generated Go code (default true; needs go)
-    --cost, --strategy, --previous   as for embed
+shown beside it. --json prints one JSON object per frame, one per line
+(fields in docs/trace.md).
 
 Exit: 0 when every frame is treated as the LPG alone treats it, 1 on a
-disagreement or an error, 2 usage.
-
-Examples:
-    dragonc trace --pcap capture.pcap 82599 examples/dns_ntp.lpg
-    dragonc trace --json --frame 001b2100000102000000000108004500... 82599 examples/dns_ntp.lpg
-`})
+disagreement or an error, 2 usage.`,
+		Example: `  dragonc trace --pcap capture.pcap 82599 examples/dns_ntp.lpg
+  dragonc trace --json --frame 001b2100000102000000000108004500... 82599 examples/dns_ntp.lpg`,
+		Args: nicAndStack,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if len(pcaps) == 0 && len(hexes) == 0 {
+				return usagef("no frames: give --pcap FILE or --frame HEX")
+			}
+			return exitStatus(runTrace(e, &f, pcaps, hexes, fallback, args[0], args[1]))
+		},
+	}
+	f.register(c.Flags())
+	c.Flags().StringArrayVar(&pcaps, "pcap", nil, "frames from a pcap or pcapng capture (repeatable; - for standard input)")
+	c.Flags().StringArrayVar(&hexes, "frame", nil, "one frame in hexadecimal, Ethernet header first (repeatable)")
+	c.Flags().BoolVar(&fallback, "fallback", true, "also run the generated Go code (needs the go command)")
+	return c
 }
 
-func runTrace(e *env, args []string) int {
-	fs := newFlags(e, "trace", lookup("trace").usage)
-	var f embedFlags
-	f.register(fs)
-	var pcaps, hexes multi
-	fs.Var(&pcaps, "pcap", "capture file")
-	fs.Var(&hexes, "frame", "frame in hexadecimal")
-	fallback := fs.Bool("fallback", true, "run the generated Go fallback too")
-	if ok, code := parseFlags(fs, interleave(args)); !ok {
-		return code
+func runTrace(e *env, f *embedFlags, pcaps, hexes []string, fallback bool, nicArg, stackPath string) int {
+	paths, cleanup, ok := capturePaths(e, pcaps)
+	defer cleanup()
+	if !ok {
+		return exitInput
 	}
-	if fs.NArg() != 2 {
-		fmt.Fprint(e.stderr, lookup("trace").usage)
-		return exitUsage
-	}
-	if len(pcaps) == 0 && len(hexes) == 0 {
-		fmt.Fprintln(e.stderr, "dragonc trace: no frames: give --pcap FILE or --frame HEX (see 'dragonc help trace')")
-		return exitUsage
-	}
-	opt := verify.TraceOptions{Pcaps: pcaps, Fallback: *fallback}
+	opt := verify.TraceOptions{Pcaps: paths, Fallback: fallback}
 	for i, h := range hexes {
 		b, err := verify.ParseHexFrame(h)
 		if err != nil {
@@ -63,13 +67,7 @@ func runTrace(e *env, args []string) int {
 		}
 		opt.Frames = append(opt.Frames, verify.TraceInput{Data: b, Source: fmt.Sprintf("--frame %d", i+1)})
 	}
-	for _, p := range pcaps {
-		if _, err := os.Stat(p); err != nil {
-			fmt.Fprintf(e.stderr, "dragonc: %s\n", describeIOError(err))
-			return exitInput
-		}
-	}
-	r, st, ok := f.plan(e, fs.Arg(0), fs.Arg(1))
+	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput
 	}

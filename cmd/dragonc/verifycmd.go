@@ -1,76 +1,73 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/dragonc/dragonc/verify"
 )
 
+// maxPackets bounds --packets: every frame and its verdicts are held in
+// memory (about 400 bytes each), so 10 million frames stay near 4 GB.
+const maxPackets = 10_000_000
+
 func init() {
-	register(&command{name: "verify", summary: "prove on frames that the embedding preserves meaning", run: runVerify, usage: `Usage: dragonc verify [flags] NIC STACK.lpg
-
-Embeds the stack, then runs frames through the configured NIC and each
-queue's software (the software graph and the generated Go fallback, built
-with the go command) and compares every outcome with the LPG run alone.
-Frames come from --pcap captures and from a seeded generator aimed at
-every endpoint, filter boundary and validity check.
-
-Flags:
-    --pcap FILE       a pcap or pcapng capture (repeatable)
-    --packets N       generated frames (default 10000)
-    --seed S          generator seed (default 1)
-    --fallback        also run the generated Go code (default true)
-    --show N          mismatches shown in full (default 5)
-    --cost, --strategy, --previous   as for embed
-    --json            the report as JSON
-
-The last line is "N packets, M mismatches".
-Exit: 0 no mismatch, 1 mismatches or errors, 2 usage.
-
-Examples:
-    dragonc verify 82599 examples/web_and_dns.lpg
-    dragonc verify --pcap capture.pcap --packets 100000 82576 examples/dns_ntp.lpg
-`})
+	builders = append(builders, newVerifyCmd)
 }
 
-// multi is a repeatable string flag.
-type multi []string
-
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
-
-func runVerify(e *env, args []string) int {
-	fs := newFlags(e, "verify", lookup("verify").usage)
+func newVerifyCmd(e *env) *cobra.Command {
 	var f embedFlags
-	f.register(fs)
-	var pcaps multi
-	fs.Var(&pcaps, "pcap", "capture file")
-	packets := fs.Int("packets", 10000, "generated frames")
-	seed := fs.Int64("seed", 1, "generator seed")
-	fallback := fs.Bool("fallback", true, "run the generated Go fallback too")
-	show := fs.Int("show", 5, "mismatches shown in full")
-	if ok, code := parseFlags(fs, interleave(args)); !ok {
-		return code
+	var opt verify.Options
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "verify [flags] NIC STACK.lpg",
+		Short: "prove on frames that the embedding preserves meaning",
+		Long: `Embeds the stack, then runs frames through the configured NIC and each
+queue's software (the software graph and the generated Go fallback, built
+with the go command) and compares every outcome with the LPG run alone.
+Frames come from --pcap captures ("-" reads one from standard input) and
+from a seeded generator aimed at every endpoint, filter boundary and
+validity check.
+
+The last line is "N packets, M mismatches".
+Exit: 0 no mismatch, 1 mismatches or errors, 2 usage.`,
+		Example: `  dragonc verify 82599 examples/web_and_dns.lpg
+  dragonc verify --pcap capture.pcap --packets 100000 82576 examples/dns_ntp.lpg`,
+		Args: nicAndStack,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if opt.Packets < 0 || opt.Packets > maxPackets {
+				return usagef("--packets %d is not in 0..%d", opt.Packets, maxPackets)
+			}
+			return exitStatus(runVerify(e, &f, opt, quiet, args[0], args[1]))
+		},
 	}
-	if fs.NArg() != 2 || *packets < 0 {
-		fmt.Fprint(e.stderr, lookup("verify").usage)
-		return exitUsage
-	}
-	for _, p := range pcaps {
-		if _, err := os.Stat(p); err != nil {
-			fmt.Fprintf(e.stderr, "dragonc: %s\n", describeIOError(err))
-			return exitInput
-		}
-	}
-	r, st, ok := f.plan(e, fs.Arg(0), fs.Arg(1))
+	f.register(c.Flags())
+	c.Flags().StringArrayVar(&opt.Pcaps, "pcap", nil, "a pcap or pcapng capture (repeatable; - for standard input)")
+	c.Flags().IntVar(&opt.Packets, "packets", 10000, "generated frames")
+	c.Flags().Int64Var(&opt.Seed, "seed", 1, "generator seed")
+	c.Flags().BoolVar(&opt.Fallback, "fallback", true, "also run the generated Go code (needs the go command)")
+	c.Flags().IntVar(&opt.Show, "show", 5, "mismatches shown in full")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	return c
+}
+
+func runVerify(e *env, f *embedFlags, opt verify.Options, quiet bool, nicArg, stackPath string) int {
+	pcaps, cleanup, ok := capturePaths(e, opt.Pcaps)
+	defer cleanup()
 	if !ok {
 		return exitInput
 	}
-	opt := verify.Options{Packets: *packets, Seed: *seed, Pcaps: pcaps, Fallback: *fallback, Show: *show}
+	opt.Pcaps = pcaps
+	r, st, ok := f.plan(e, nicArg, stackPath)
+	if !ok {
+		return exitInput
+	}
 	if opt.Fallback {
 		if _, err := exec.LookPath("go"); err != nil {
 			fmt.Fprintln(e.stderr, "dragonc: note: the go command is not installed; only the software graphs are verified, not the generated code")
@@ -86,20 +83,63 @@ func runVerify(e *env, args []string) int {
 		defer os.RemoveAll(work)
 		opt.Work = work
 	}
+	bar := newProgress(e, quiet, 100, "verifying")
+	opt.Progress = func(done, total int) {
+		bar.set(done * 100 / max(total, 1))
+		if done == total && opt.Fallback {
+			bar.describe("running the generated code")
+		}
+	}
 	rep, err := verify.Run(r, st, opt)
+	bar.done()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
 	}
 	if f.asJSON {
-		out, _ := json.MarshalIndent(map[string]any{"packets": rep.Total, "mismatches": len(rep.Mismatches), "outcomes": rep.Outcomes, "notes": rep.Notes}, "", "  ")
-		fmt.Fprintln(e.stdout, string(out))
+		writeJSON(e, map[string]any{"packets": rep.Total, "mismatches": len(rep.Mismatches), "outcomes": rep.Outcomes, "notes": rep.Notes})
 		fmt.Fprintf(e.stdout, "%d packets, %d mismatches\n", rep.Total, len(rep.Mismatches))
 	} else {
-		rep.Write(e.stdout, *show)
+		rep.Write(e.stdout, opt.Show)
 	}
 	if len(rep.Mismatches) > 0 {
 		return exitInput
 	}
 	return exitOK
+}
+
+// capturePaths checks that every capture exists; "-" is standard input,
+// copied into a temporary file (captures are read twice).
+func capturePaths(e *env, paths []string) ([]string, func(), bool) {
+	var out []string
+	var tmp []string
+	cleanup := func() {
+		for _, t := range tmp {
+			os.Remove(t)
+		}
+	}
+	for _, p := range paths {
+		if p == "-" {
+			b, ok := readFile(e, "-")
+			if !ok {
+				return nil, cleanup, false
+			}
+			f, err := os.CreateTemp("", "dragonc-stdin-*.pcap")
+			if err != nil {
+				fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+				return nil, cleanup, false
+			}
+			tmp = append(tmp, f.Name())
+			f.Write(b)
+			f.Close()
+			out = append(out, f.Name())
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			fmt.Fprintf(e.stderr, "dragonc: %s\n", describeIOError(err))
+			return nil, cleanup, false
+		}
+		out = append(out, p)
+	}
+	return out, cleanup, true
 }
