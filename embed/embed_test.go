@@ -507,3 +507,13 @@ func hasDst(ms []prg.FieldMatch) bool {
 	}
 	return false
 }
+
+func TestPlanSchemaVersion(t *testing.T) {
+	if _, err := ReadPlan(strings.NewReader(`{"generated_by": "dragonc", "schema_version": 2}`)); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("a newer schema was read: %v", err)
+	}
+	p, err := ReadPlan(strings.NewReader(`{"generated_by": "dragonc", "schema_version": 1}`))
+	if err != nil || p.SchemaVersion != PlanSchemaVersion {
+		t.Errorf("schema 1: %v, %v", p, err)
+	}
+}

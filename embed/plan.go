@@ -11,18 +11,24 @@ import (
 // fields of CLI.md's minimum schema come first; the rest help tools and the
 // incremental strategy.
 type Plan struct {
-	GeneratedBy string               `json:"generated_by"`
-	NIC         string               `json:"nic"`
-	Stack       string               `json:"stack"`
-	Strategy    string               `json:"strategy"`
-	Cost        PlanCost             `json:"cost"`
-	Queues      []PlanQueue          `json:"queues"`
-	Config      []PlanConfig         `json:"config"`
-	Endpoints   []PlanEndpoint       `json:"endpoints"`
-	Placement   map[string]PlanPlace `json:"placement"`
-	Engines     []PlanEngine         `json:"engines,omitempty"`
-	Changes     *Changes             `json:"changes,omitempty"`
-	Warnings    []string             `json:"warnings"`
+	GeneratedBy string `json:"generated_by"`
+	// SchemaVersion is PlanSchemaVersion when written; readers refuse a
+	// plan from a newer schema.
+	SchemaVersion int `json:"schema_version"`
+	// DragoncVersion is the version of the dragonc that wrote the plan
+	// (set by the command line; empty in library use).
+	DragoncVersion string               `json:"dragonc_version,omitempty"`
+	NIC            string               `json:"nic"`
+	Stack          string               `json:"stack"`
+	Strategy       string               `json:"strategy"`
+	Cost           PlanCost             `json:"cost"`
+	Queues         []PlanQueue          `json:"queues"`
+	Config         []PlanConfig         `json:"config"`
+	Endpoints      []PlanEndpoint       `json:"endpoints"`
+	Placement      map[string]PlanPlace `json:"placement"`
+	Engines        []PlanEngine         `json:"engines,omitempty"`
+	Changes        *Changes             `json:"changes,omitempty"`
+	Warnings       []string             `json:"warnings"`
 }
 
 // PlanCost is the predicted cost next to its references.
@@ -131,6 +137,10 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	return err
 }
 
+// PlanSchemaVersion is the version of plan.json's schema. It changes when
+// a field changes meaning or goes away; new fields do not change it.
+const PlanSchemaVersion = 1
+
 // ReadPlan reads a plan.json written by dragonc.
 func ReadPlan(r io.Reader) (*Plan, error) {
 	var p Plan
@@ -140,6 +150,9 @@ func ReadPlan(r io.Reader) (*Plan, error) {
 	}
 	if p.GeneratedBy != "dragonc" {
 		return nil, fmt.Errorf("not a dragonc plan (generated_by is %q)", p.GeneratedBy)
+	}
+	if p.SchemaVersion > PlanSchemaVersion {
+		return nil, fmt.Errorf("plan schema version %d is newer than this dragonc reads (%d); use a newer dragonc", p.SchemaVersion, PlanSchemaVersion)
 	}
 	return &p, nil
 }

@@ -197,7 +197,7 @@ func (p *problem) flowQueue(e *endpoint, qs []int) int {
 // plan assembles plan.json.
 func (r *Result) plan() *Plan {
 	p, em := r.p, r.Embedding
-	pl := &Plan{GeneratedBy: "dragonc", NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy),
+	pl := &Plan{GeneratedBy: "dragonc", SchemaVersion: PlanSchemaVersion, NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy),
 		Placement: map[string]PlanPlace{}, Warnings: []string{}}
 	soft, rss := p.references()
 	pl.Cost = PlanCost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: kindName(int(r.Cost.Kind)), Tie: round(r.Cost.Tie),

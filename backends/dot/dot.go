@@ -37,32 +37,40 @@ func Graph(g *graph.Graph) string {
 		clusters[key] = c
 		return c
 	}
+	ids := make([]int, len(g.Nodes))
+	for i := range ids {
+		ids[i] = i
+	}
+	f := fold(g, ids, nil, nil)
 	for _, n := range g.Nodes {
+		if f.rep[n.ID] != n.ID {
+			continue
+		}
 		parent := sub(n.Cluster)
 		dn := parent.Node(fmt.Sprintf("n%d", n.ID))
-		dn.Attr("label", Label(n))
+		label := Label(n)
+		if l, ok := f.label[n.ID]; ok {
+			label = strings.Replace(label, strings.TrimPrefix(n.Name, strings.Join(n.Cluster, "")), l, 1)
+		}
+		dn.Attr("label", label)
 		dn.Attr("fontname", "Helvetica")
 		style(dn, n)
 		nodes[n.ID] = dn
 	}
-	for _, n := range g.Nodes {
-		for _, p := range n.Ports {
-			seen := map[int]bool{}
-			for _, s := range p.Succ {
-				if seen[s] {
-					continue
-				}
-				seen[s] = true
-				e := d.Edge(nodes[n.ID], nodes[s])
-				e.Attr("label", p.Name)
-				e.Attr("fontsize", "9")
-				if p.Name == "false" {
-					e.Attr("color", "gray40")
-				}
-			}
+	for _, e := range foldEdges(g, ids, f, func(int) bool { return true }) {
+		de := d.Edge(nodes[e.from], nodes[e.to])
+		de.Attr("label", e.label())
+		de.Attr("fontsize", "9")
+		if e.labels[0] == "false" {
+			de.Attr("color", "gray40")
 		}
+	}
+	for _, n := range g.Nodes {
 		for _, s := range n.Spawns {
-			e := d.Edge(nodes[n.ID], nodes[s.Target])
+			if f.rep[n.ID] != n.ID {
+				continue
+			}
+			e := d.Edge(nodes[n.ID], nodes[f.rep[s.Target]])
 			e.Attr("label", "spawn "+s.Name)
 			e.Attr("fontsize", "9")
 			e.Dashed()
@@ -110,6 +118,19 @@ func style(dn gv.Node, n *graph.Node) {
 	}
 }
 
+// leftLines is a label of left-aligned lines (DOT's \l line ends), given
+// as a literal so that the line ends are not escaped.
+func leftLines(lines []string) gv.Literal {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, l := range lines {
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(l))
+		b.WriteString(`\l`)
+	}
+	b.WriteByte('"')
+	return gv.Literal(b.String())
+}
+
 func quoteID(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
 }
@@ -131,73 +152,246 @@ type QueueView struct {
 	Status func(node string) Status
 }
 
-// Embedding draws the configured PRG as one cluster and, for every queue,
-// the LPG nodes that matter there: software nodes plain, nodes the NIC
-// does shaded (as in Fig. 3 of the Dragonet seed), nodes the path decides
-// dashed. Edges are labelled with their ports.
-func Embedding(title string, hw, l *graph.Graph, queues []QueueView) string {
+// EngineView is an engine with the tasks placed on it.
+type EngineView struct {
+	Name  string
+	Load  string // e.g. "47%"
+	Tasks []string
+}
+
+// Picture is everything an embedding picture shows.
+type Picture struct {
+	Title   string
+	HW      *graph.Graph // the configured PRG
+	LPG     *graph.Graph
+	Queues  []QueueView // in ascending queue order
+	Used    func(hwNode *graph.Node) bool
+	IsQueue func(hwNode *graph.Node) bool
+	Engines []EngineView
+}
+
+// Embedding draws the configured PRG as one cluster (runs of unused
+// queues folded into one node), for every queue, in ascending order, the
+// LPG nodes that matter there: software nodes plain, nodes the NIC does
+// shaded (as in Fig. 3 of the Dragonet paper), nodes the path decides
+// dashed; the engines with their tasks; and a legend. Edges are labelled
+// with their ports.
+func Embedding(p Picture) string {
 	d := gv.NewGraph(gv.Directed)
-	d.ID(quoteID(title))
+	d.ID(quoteID(p.Title))
 	d.Attr("rankdir", "LR")
-	d.Attr("label", title)
+	d.Attr("label", p.Title)
 	d.Attr("fontname", "Helvetica")
 	d.Attr("compound", "true")
+	d.Attr("nodesep", "0.12")
+	d.Attr("ranksep", "0.18")
+	d.Attr("fontsize", "12")
+	legend(d)
 	prg := d.Subgraph("PRG (configured)", gv.ClusterOption{})
 	prg.Attr("style", "rounded")
+	hw := p.HW
+	ids := make([]int, len(hw.Nodes))
+	for i := range ids {
+		ids[i] = i
+	}
+	suffix := func(n *graph.Node) string {
+		if p.IsQueue != nil && p.IsQueue(n) {
+			return " (unused)"
+		}
+		return ""
+	}
+	f := fold(hw, ids, p.Used, suffix)
 	hwNodes := make([]gv.Node, len(hw.Nodes))
 	for _, n := range hw.Nodes {
+		if f.rep[n.ID] != n.ID {
+			continue
+		}
 		dn := prg.Node(fmt.Sprintf("h%d", n.ID))
-		dn.Attr("label", n.Name)
+		label := n.Name
+		if l, ok := f.label[n.ID]; ok {
+			label = strings.Join(n.Cluster, "") + l
+		}
+		dn.Attr("label", label)
 		dn.Attr("fontname", "Helvetica")
+		dn.Attr("fontsize", "10")
 		style(dn, n)
+		if _, folded := f.label[n.ID]; folded {
+			dn.Attr("style", "dotted")
+		}
 		hwNodes[n.ID] = dn
 	}
-	for _, n := range hw.Nodes {
-		for _, p := range n.Ports {
-			for _, s := range p.Succ {
-				e := prg.Edge(hwNodes[n.ID], hwNodes[s])
-				e.Attr("label", p.Name)
-				e.Attr("fontsize", "9")
+	for _, e := range foldEdges(hw, ids, f, func(int) bool { return true }) {
+		de := prg.Edge(hwNodes[e.from], hwNodes[e.to])
+		de.Attr("label", e.label())
+		de.Attr("fontsize", "8")
+	}
+	// Queues whose software is drawn alike are drawn once.
+	type view struct {
+		names  []string
+		ids    []int
+		status map[int]Status
+	}
+	var views []*view
+	bySig := map[string]*view{}
+	for _, q := range p.Queues {
+		v := &view{names: []string{q.Name}, status: map[int]Status{}}
+		var sig strings.Builder
+		for _, n := range p.LPG.Nodes {
+			st := q.Status(n.Name)
+			fmt.Fprintf(&sig, "%d", st)
+			if st != Omit {
+				v.ids = append(v.ids, n.ID)
+				v.status[n.ID] = st
+			}
+		}
+		if w, ok := bySig[sig.String()]; ok {
+			w.names = append(w.names, q.Name)
+			continue
+		}
+		bySig[sig.String()] = v
+		views = append(views, v)
+	}
+	// An invisible anchor with ordered edges to the first node of every
+	// queue keeps the queues in ascending order from the top (Graphviz
+	// otherwise orders clusters to reduce crossings).
+	anchor := d.Node("queues")
+	anchor.Attr("style", "invis")
+	anchor.Attr("ordering", "out")
+	anchor.Attr("width", "0")
+	for qi, v := range views {
+		c := d.Subgraph(fmt.Sprintf("%03d %s", qi, v.names[0]), gv.ClusterOption{})
+		c.Attr("label", strings.Join(v.names, ", "))
+		c.Attr("style", "rounded")
+		l := p.LPG
+		ids, status := v.ids, v.status
+		f := fold(l, ids, nil, nil)
+		edges := foldEdges(l, ids, f, func(id int) bool { _, ok := status[id]; return ok })
+		// Chains of nodes with one way in and one way out, drawn alike,
+		// become one box listing them in order: the picture stays narrow.
+		head := chains(ids, f, edges, status)
+		lines := map[int][]string{}
+		for _, id := range ids {
+			if f.rep[id] != id {
+				continue
+			}
+			label := l.Nodes[id].Name
+			if fl, ok := f.label[id]; ok {
+				label = fl
+			}
+			lines[head[id]] = append(lines[head[id]], label)
+		}
+		shown := map[int]gv.Node{}
+		first := true
+		for _, id := range ids {
+			if f.rep[id] != id || head[id] != id {
+				continue
+			}
+			dn := c.Node(fmt.Sprintf("q%d_%d", qi, id))
+			dn.Attr("label", leftLines(lines[id]))
+			dn.Attr("fontname", "Helvetica")
+			dn.Attr("fontsize", "9")
+			dn.Attr("margin", "0.05,0.03")
+			dn.Attr("shape", "box")
+			statusStyle(dn, status[id])
+			shown[id] = dn
+			if first {
+				d.Edge(anchor, dn).Attr("style", "invis")
+				first = false
+			}
+		}
+		for _, e := range edges {
+			from, to := head[e.from], head[e.to]
+			if from == to {
+				continue
+			}
+			de := c.Edge(shown[from], shown[to])
+			if l := e.label(); l != "true" && l != "out" {
+				de.Attr("label", l) // the obvious ports stay unlabelled
+				de.Attr("fontsize", "8")
 			}
 		}
 	}
-	for qi, q := range queues {
-		c := d.Subgraph(q.Name, gv.ClusterOption{})
+	if len(p.Engines) > 0 {
+		c := d.Subgraph("engines", gv.ClusterOption{})
 		c.Attr("style", "rounded")
-		shown := map[int]gv.Node{}
-		for _, n := range l.Nodes {
-			st := q.Status(n.Name)
-			if st == Omit {
-				continue
-			}
-			dn := c.Node(fmt.Sprintf("q%d_%d", qi, n.ID))
-			dn.Attr("label", n.Name)
+		for i, en := range p.Engines {
+			dn := c.Node(fmt.Sprintf("e%d", i))
+			dn.Attr("label", fmt.Sprintf("%s (%s)\n%s", en.Name, en.Load, strings.Join(en.Tasks, "\n")))
 			dn.Attr("fontname", "Helvetica")
 			dn.Attr("shape", "box")
-			switch st {
-			case Hardware:
-				dn.Attr("style", "filled")
-				dn.Attr("fillcolor", "gray80")
-			case Removed:
-				dn.Attr("style", "dashed")
-			}
-			shown[n.ID] = dn
-		}
-		for _, n := range l.Nodes {
-			from, ok := shown[n.ID]
-			if !ok {
-				continue
-			}
-			for _, p := range n.Ports {
-				for _, s := range p.Succ {
-					if to, ok := shown[s]; ok {
-						e := c.Edge(from, to)
-						e.Attr("label", p.Name)
-						e.Attr("fontsize", "9")
-					}
-				}
-			}
+			engineStyle(dn)
 		}
 	}
 	return d.String()
+}
+
+// chains maps each drawn node to the first node of the chain it belongs
+// to: a node joins its predecessor's chain when it is that node's only
+// successor, that node is its only predecessor, and both are drawn alike.
+func chains(ids []int, f folding, edges []edge, status map[int]Status) map[int]int {
+	outs, ins := map[int][]int{}, map[int][]int{}
+	for _, e := range edges {
+		outs[e.from] = append(outs[e.from], e.to)
+		ins[e.to] = append(ins[e.to], e.from)
+	}
+	head := map[int]int{}
+	var find func(id int) int
+	find = func(id int) int {
+		if h, ok := head[id]; ok {
+			return h
+		}
+		head[id] = id
+		if in := ins[id]; len(in) == 1 && len(outs[in[0]]) == 1 && status[in[0]] == status[id] &&
+			f.label[id] == "" && f.label[in[0]] == "" && in[0] != id {
+			head[id] = find(in[0])
+		}
+		return head[id]
+	}
+	for _, id := range ids {
+		if f.rep[id] == id {
+			find(id)
+		}
+	}
+	return head
+}
+
+func statusStyle(dn gv.Node, st Status) {
+	switch st {
+	case Hardware:
+		dn.Attr("style", "filled")
+		dn.Attr("fillcolor", "gray80")
+	case Removed:
+		dn.Attr("style", "dashed")
+	}
+}
+
+func engineStyle(dn gv.Node) {
+	dn.Attr("style", "filled")
+	dn.Attr("fillcolor", "lightblue")
+}
+
+// legend explains the node styles of an embedding picture.
+func legend(d *gv.Graph) {
+	c := d.Subgraph("legend", gv.ClusterOption{})
+	c.Attr("label", "legend")
+	c.Attr("style", "rounded")
+	var prev gv.Node
+	for i, it := range []struct {
+		label string
+		st    Status
+	}{{"software", Software}, {"hardware", Hardware}, {"removed (decided by the path)", Removed}, {"engine", Omit}} {
+		dn := c.Node(fmt.Sprintf("legend%d", i))
+		dn.Attr("label", it.label)
+		dn.Attr("fontname", "Helvetica")
+		dn.Attr("shape", "box")
+		if it.label == "engine" {
+			engineStyle(dn)
+		} else {
+			statusStyle(dn, it.st)
+		}
+		if i > 0 {
+			c.Edge(prev, dn).Attr("style", "invis")
+		}
+		prev = dn
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/graph"
 )
 
 // Plan draws an embedding: the configured PRG and, per queue, the LPG nodes
@@ -28,5 +29,21 @@ func Plan(r *embed.Result) string {
 			},
 		})
 	}
-	return Embedding(fmt.Sprintf("%s on %s", r.Plan.Stack, r.Plan.NIC), em.HW, em.LPG, views)
+	used, isQueue := map[int]bool{}, map[int]bool{}
+	for _, q := range em.Model.Queues {
+		isQueue[q.Node] = true
+		if em.Queue(q.ID) != nil {
+			used[q.Node] = true
+		}
+	}
+	var engines []EngineView
+	for _, en := range r.Plan.Engines {
+		engines = append(engines, EngineView{Name: en.Name, Load: fmt.Sprintf("%g%%", en.Percent), Tasks: en.Tasks})
+	}
+	return Embedding(Picture{
+		Title: fmt.Sprintf("%s on %s", r.Plan.Stack, r.Plan.NIC), HW: em.HW, LPG: em.LPG, Queues: views,
+		Used:    func(n *graph.Node) bool { return used[n.ID] },
+		IsQueue: func(n *graph.Node) bool { return isQueue[n.ID] },
+		Engines: engines,
+	})
 }

@@ -179,6 +179,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return nil, nil, false
 	}
+	r.Plan.DragoncVersion = version()
 	return r, st, true
 }
 

@@ -472,6 +472,10 @@ func TestJSONEverywhere(t *testing.T) {
 	if d["code"] != "E330" || d["severity"] != "error" || d["file"] != "testdata/bad/cycle.unicorn" {
 		t.Errorf("check --json diagnostic: %v", d)
 	}
+	m = decode("embed", "--json", "82599", "examples/dns_ntp.lpg")
+	if m["schema_version"] != float64(1) || m["dragonc_version"] == "" || m["dragonc_version"] == nil {
+		t.Errorf("plan.json: schema_version %v, dragonc_version %v", m["schema_version"], m["dragonc_version"])
+	}
 	m = decode("lpg", "--json", "examples/dns_ntp.lpg")
 	if m["stack"] != "dns_ntp" || len(m["endpoints"].([]any)) != 2 {
 		t.Errorf("lpg --json: %v", m)
