@@ -17,9 +17,9 @@ import (
 const module = "github.com/dragonc/dragonc"
 
 // allowed lists, for every package of the module, the module packages it
-// may import (ARCHITECTURE.md: cmd → backends, embed → prg, lpg, costmodel
+// may import (the README's architecture section: cmd → backends, embed → prg, lpg, costmodel
 // → dsl, internal/*; never the other way). Outside libraries enter through
-// one package each (STYLE.md), checked by libraryHome.
+// one package each, checked by libraryHome.
 var allowed = map[string][]string{
 	"internal/diag":                {},
 	"internal/golden":              {},
@@ -52,7 +52,7 @@ var libraryHome = map[string][]string{
 	"github.com/alecthomas/participle/v2": {"dsl", "internal/pred"},
 	"github.com/emicklei/dot":             {"backends/dot"},
 	"gonum.org/v1/gonum":                  {"internal/graph"},
-	// bench times a baseline written with gopacket, as CLI.md asks.
+	// bench times a baseline written with gopacket, as docs/cli.md asks.
 	"github.com/gopacket/gopacket": {"internal/packet", "bench"},
 	// The command line: cobra and its flag package, the progress bar and
 	// the terminal check behind it.

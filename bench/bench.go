@@ -50,7 +50,7 @@ type Report struct {
 	SavedPercent float64
 }
 
-// Line is the last line of `dragonc bench` (CLI.md).
+// Line is the last line of `dragonc bench` (docs/cli.md).
 func (r Report) Line() string {
 	return fmt.Sprintf("fallback %.1f ns/frame, software-only %.1f ns/frame, gopacket baseline %.1f ns/frame, %g allocs/frame",
 		r.FallbackNs, r.SoftwareNs, r.GopacketNs, r.Allocs)

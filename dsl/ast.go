@@ -195,7 +195,7 @@ type ListBounds struct {
 }
 
 // ConfigSpec gives a config node one of the generic configuration kinds of
-// DSL.md section 2: `table { ... }`, `hash { ... }`, `place { ... }` or
+// docs/language.md section 2: `table { ... }`, `hash { ... }`, `place { ... }` or
 // `enum { ... }`. Its properties are interpreted by package prg.
 type ConfigSpec struct {
 	Pos    lexer.Position
@@ -236,7 +236,7 @@ type Value struct {
 	EndPos lexer.Position
 }
 
-// Stack is a stack file: `stack NAME { ... }` (DSL.md section 3).
+// Stack is a stack file: `stack NAME { ... }` (docs/language.md section 3).
 type Stack struct {
 	Pos    lexer.Position
 	Name   *Ident       `parser:"'stack' @@ '{'"`

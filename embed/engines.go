@@ -28,7 +28,7 @@ type Engine struct {
 // Penalties of sharing across engines, in percentage points of load. A
 // ring index shared between cores lives in the slower shared SRAM and is
 // guarded by the one hardware semaphore; a DMA channel shared between
-// cores needs that lock on every descriptor enqueue. The Tigon seed's
+// cores needs that lock on every descriptor enqueue. The Tigon paper's
 // partition argument (its section 4) ranks channel sharing worse than data
 // sharing and both worse than a few percent of imbalance; these weights
 // are dragonc's, chosen to reflect that order.
@@ -315,7 +315,7 @@ type CopyChoice struct {
 // Copies decides, per message size, whether an endpoint's copies go to a
 // copy engine. Open-MX sends messages up to 32 KiB eagerly through a ring
 // the library reads while the data is in cache, where the CPU always wins
-// (I/OAT seed); larger messages are pulled and copied from a cold buffer,
+// (I/OAT paper); larger messages are pulled and copied from a cold buffer,
 // where the engine wins from its crossover (16 KiB with 4 channels,
 // 256 KiB with 1 channel). Other protocols' messages are judged by the
 // crossover alone.
@@ -338,7 +338,7 @@ func Copies(eng *prg.Engine, proto string, message int) CopyChoice {
 		}
 	}
 	cross := int(crossKiB * 1024)
-	const eager = 32 << 10 // Open-MX eager limit (NICS.md, Open-MX seed)
+	const eager = 32 << 10 // Open-MX eager limit (docs/nics.md, Open-MX paper)
 	switch {
 	case proto == "openmx" && message <= eager:
 		return CopyChoice{Engine: "cpu", Reason: fmt.Sprintf("%d B messages go eagerly through a ring read in cache; the CPU copy wins there", message)}

@@ -9,7 +9,7 @@ import (
 )
 
 // TestTigonPartition compares the placement of the Tigon's handlers with
-// the partition the seed published (CPU A: Mailbox, DMA Write Complete,
+// the partition the paper published (CPU A: Mailbox, DMA Write Complete,
 // Receive Complete, Update Receive Return Producer; the rest on CPU B).
 func TestTigonPartition(t *testing.T) {
 	m := loadModel(t, "tigon")
@@ -30,7 +30,7 @@ func TestTigonPartition(t *testing.T) {
 	want := map[string]bool{"Mailbox": true, "DMAWriteComplete": true, "ReceiveComplete": true, "UpdateRecvReturnProducer": true}
 	for _, tk := range tasks {
 		if onA[tk.Name] != want[tk.Name] {
-			t.Errorf("%s on CPU A: %v, the seed's partition: %v", tk.Name, onA[tk.Name], want[tk.Name])
+			t.Errorf("%s on CPU A: %v, the paper's partition: %v", tk.Name, onA[tk.Name], want[tk.Name])
 		}
 	}
 	a, b := p.Loads[0], p.Loads[1]
@@ -39,10 +39,10 @@ func TestTigonPartition(t *testing.T) {
 	}
 	t.Logf("load split CPU A %.1f%% / CPU B %.1f%%, shared: %v", a, b, p.Shared)
 	if a < 46 || a > 48 || b < 52 || b > 54 {
-		t.Errorf("load split %.1f / %.1f, the seed reports 47 / 53", a, b)
+		t.Errorf("load split %.1f / %.1f, the paper reports 47 / 53", a, b)
 	}
 	if len(p.Shared) != 3 {
-		t.Errorf("shared across cores: %v; the seed's partition shares three variables", p.Shared)
+		t.Errorf("shared across cores: %v; the paper's partition shares three variables", p.Shared)
 	}
 }
 

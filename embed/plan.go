@@ -8,7 +8,7 @@ import (
 )
 
 // Plan is the machine-readable result of `dragonc embed` (plan.json). The
-// fields of CLI.md's minimum schema come first; the rest help tools and the
+// fields of docs/cli.md's minimum schema come first; the rest help tools and the
 // incremental strategy.
 type Plan struct {
 	GeneratedBy string `json:"generated_by"`

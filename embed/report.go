@@ -86,7 +86,7 @@ func (r *Result) WriteReport(w io.Writer) {
 		}
 	}
 	if strings.Contains(pl.NIC, "myri") {
-		fmt.Fprintln(w, "\nOpen-MX on the Myri-10G (seed Table 1, IMB ping-pong):")
+		fmt.Fprintln(w, "\nOpen-MX on the Myri-10G (Goglin, Table 1, IMB ping-pong):")
 		fmt.Fprintln(w, "  0-byte latency: multiqueue with the process on its queue's core 11.71 us (round-robin single IRQ ~11.4 us,")
 		fmt.Fprintln(w, "  single IRQ on a core sharing the cache 9.34 us); 4 MB throughput 703 MiB/s bound vs ~646 MiB/s round-robin,")
 		fmt.Fprintln(w, "  955 MiB/s with I/OAT vs ~905 MiB/s round-robin")

@@ -1,15 +1,15 @@
 // Intel 82576 1 GbE controller (Linux driver igb): the receive path, the
-// NIC of the Dragonet seed's Fig. 2 (003_15febc25472f955e.txt): Ethernet
+// NIC of the Dragonet paper's Fig. 2 (Shinde et al., "We need to talk about NICs"): Ethernet
 // checks, IPv4 classification and checksum, filters, RSS to queues.
 //
-// Sources. NICS.md, which summarises the Intel 82576 Gigabit Ethernet
-// Controller Datasheet rev. 2.61 (the seed's [16]); the order of the
+// Sources. docs/nics.md, which summarises the Intel 82576 Gigabit Ethernet
+// Controller Datasheet rev. 2.61 (the paper's [16]); the order of the
 // filters follows Fig. 7-5 of the sibling I210 datasheet (ethertype, SYN,
 // flex, tuple filters, RSS, default queue): unverified for the 82576.
 graph i82576 {
     resources Device {
-        rx_queues 16 // NICS.md
-        tx_queues 16 // NICS.md (unverified)
+        rx_queues 16 // docs/nics.md
+        tx_queues 16 // docs/nics.md (unverified)
         vectors 25 // MSI-X vectors (82576 datasheet; unverified)
         link_gbps 1
     }
@@ -28,7 +28,7 @@ graph i82576 {
         }
 
         // Receive checksum offload: IPv4 header, TCP and UDP; the verdict is
-        // a flag in the receive descriptor that software reads (NICS.md).
+        // a flag in the receive descriptor that software reads (docs/nics.md).
         config CsumOffload {
             port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum CEtherTypeFilter]
             port off[CEtherTypeFilter]
@@ -52,7 +52,7 @@ graph i82576 {
             predicate true "tcp.csum_ok"
         }
 
-        // Ethertype filters: 8 (NICS.md).
+        // Ethertype filters: 8 (docs/nics.md).
         config CEtherTypeFilter {
             table {
                 fields [eth.type]
@@ -62,7 +62,7 @@ graph i82576 {
             port default[CSynFilter]
         }
 
-        // SYN filter: 1, steers TCP SYN to one queue (NICS.md).
+        // SYN filter: 1, steers TCP SYN to one queue (docs/nics.md).
         config CSynFilter {
             table {
                 fields []
@@ -74,7 +74,7 @@ graph i82576 {
         }
 
         // Flex filters: 8, each matching up to 128 bytes at the start of the
-        // frame with a byte mask (NICS.md). Every field of the vocabulary
+        // frame with a byte mask (docs/nics.md). Every field of the vocabulary
         // lies in the first 128 bytes, so an entry may match and mask any
         // of them.
         config CFlexFilter {
@@ -87,7 +87,7 @@ graph i82576 {
             port default[C5TupleFilter]
         }
 
-        // 2-tuple/5-tuple queue filters: 8 (NICS.md; unverified).
+        // 2-tuple/5-tuple queue filters: 8 (docs/nics.md; unverified).
         config C5TupleFilter {
             table {
                 fields [ip.proto ip.src ip.dst l4.sport l4.dport]
@@ -100,7 +100,7 @@ graph i82576 {
         }
 
         // RSS over IPv4/TCP/UDP, 128-entry redirection table indexed by the
-        // low 7 bits of the hash (NICS.md, documented for the 82575).
+        // low 7 bits of the hash (docs/nics.md, documented for the 82575).
         config CRSS {
             hash {
                 fields [ip.src ip.dst l4.sport l4.dport]
@@ -119,11 +119,11 @@ graph i82576 {
     }
 
     // Transmit: checksum insertion for IPv4, TCP and UDP (the datasheet's
-    // transmit offloads; NICS.md lists the receive side). Software hands
+    // transmit offloads; docs/nics.md lists the receive side). Software hands
     // frames to a transmit queue; with insertion on, the NIC fills the
     // checksums, so the LPG's fill-checksum nodes run in hardware.
     cluster Tx {
-        node Queue0..15 { // NICS.md: 16 transmit queues (unverified)
+        node Queue0..15 { // docs/nics.md: 16 transmit queues (unverified)
             attr "source"
             port out[CsumInsert]
         }

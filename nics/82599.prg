@@ -1,20 +1,20 @@
 // Intel 82599 10 GbE controller (Linux driver ixgbe): the receive path.
 //
-// Sources. NICS.md (facts gathered for dragonc), which summarises the
+// Sources. docs/nics.md (facts gathered for dragonc), which summarises the
 // Intel 82599 10 GbE Controller Datasheet rev. 2.6 (cited as [17] by the
-// Dragonet seed, 003_15febc25472f955e.txt); the Intel Ethernet adapter
+// Dragonet paper, Shinde et al., "We need to talk about NICs"); the Intel Ethernet adapter
 // user guide for ixgbe's ethtool interface (flow director rules, UDP RSS
-// off by default). Facts marked "unverified" are kept as NICS.md asks and
+// off by default). Facts marked "unverified" are kept as docs/nics.md asks and
 // are easy to change here.
 //
-// Precedence of receive steering (NICS.md): filters (5-tuple, then flow
+// Precedence of receive steering (docs/nics.md): filters (5-tuple, then flow
 // director), then RSS, then the default queue 0. Where the ethertype and
 // SYN filters sit is taken from the sibling Intel I210 datasheet, Fig. 7-5
 // (ethertype, then SYN, then the tuple filters): unverified for the 82599.
 graph i82599 {
     resources Device {
-        rx_queues 128 // NICS.md: 128 receive queues
-        tx_queues 128 // NICS.md: 128 transmit queues
+        rx_queues 128 // docs/nics.md: 128 receive queues
+        tx_queues 128 // docs/nics.md: 128 transmit queues
         vectors 64 // MSI-X vectors (82599 datasheet; unverified)
         link_gbps 10
     }
@@ -35,7 +35,7 @@ graph i82599 {
             predicate true "eth.len_ok"
         }
 
-        // Receive checksum offload (NICS.md: IPv4, TCP and UDP). When on,
+        // Receive checksum offload (docs/nics.md: IPv4, TCP and UDP). When on,
         // the verdicts are written into the receive descriptor: the nodes
         // below are side branches marked "software" because software reads
         // their result instead of recomputing it.
@@ -62,7 +62,7 @@ graph i82599 {
             predicate true "tcp.csum_ok"
         }
 
-        // Ethertype filters: 8 (NICS.md; unverified for this part).
+        // Ethertype filters: 8 (docs/nics.md; unverified for this part).
         config CEtherTypeFilter {
             table {
                 fields [eth.type]
@@ -72,7 +72,7 @@ graph i82599 {
             port default[CSynFilter]
         }
 
-        // SYN filter: 1, steers TCP SYN segments to one queue (NICS.md;
+        // SYN filter: 1, steers TCP SYN segments to one queue (docs/nics.md;
         // unverified for this part).
         config CSynFilter {
             table {
@@ -86,7 +86,7 @@ graph i82599 {
 
         // 5-tuple filters: 128 entries, priority 1..7; each of source and
         // destination address, protocol, source and destination port can
-        // be compared or ignored; the action is a queue (NICS.md).
+        // be compared or ignored; the action is a queue (docs/nics.md).
         config C5TupleFilter {
             table {
                 fields [ip.proto ip.src ip.dst l4.sport l4.dport]
@@ -100,7 +100,7 @@ graph i82599 {
 
         // Flow director perfect filters: 8K - 2 usable with a 256 KB packet
         // buffer split; all perfect filters share one global mask; the
-        // action is a queue or drop (NICS.md). ethtool must supply the same
+        // action is a queue or drop (docs/nics.md). ethtool must supply the same
         // fields and masks for every rule (adapter user guide).
         config CFDir {
             table {
@@ -115,7 +115,7 @@ graph i82599 {
         }
 
         // RSS: a 128-entry redirection table of 4-bit entries, so up to 16
-        // queues; 40-byte key (NICS.md). TCP ports are hashed by default;
+        // queues; 40-byte key (docs/nics.md). TCP ports are hashed by default;
         // UDP ports once `ethtool -N IF rx-flow-hash udp4 sdfn` turns them
         // on, which linux.sh does (adapter user guide: off by default).
         // Fragments hash on addresses only (82598 datasheet, RSS section).
@@ -139,11 +139,11 @@ graph i82599 {
     }
 
     // Transmit: checksum insertion for IPv4, TCP and UDP (the datasheet's
-    // transmit offloads; NICS.md lists the receive side). Software hands
+    // transmit offloads; docs/nics.md lists the receive side). Software hands
     // frames to a transmit queue; with insertion on, the NIC fills the
     // checksums, so the LPG's fill-checksum nodes run in hardware.
     cluster Tx {
-        node Queue0..127 { // NICS.md: 128 transmit queues
+        node Queue0..127 { // docs/nics.md: 128 transmit queues
             attr "source"
             port out[CsumInsert]
         }

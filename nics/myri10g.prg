@@ -1,15 +1,15 @@
 // Myricom Myri-10G (Linux driver myri10ge) with the Open-MX firmware mode:
 // the receive path.
 //
-// Sources. NICS.md; the Open-MX seed (000_2dbfe6af5fd48dc5.txt): the
+// Sources. docs/nics.md; the Open-MX paper (Goglin, "NIC-assisted Cache-Efficient Receive Stack for Message Passing over Ethernet"): the
 // firmware can hash Open-MX frames (EtherType 0x86DF) by their 8-bit
 // destination endpoint so that every frame of one endpoint lands in one
 // slice, and the driver tells the library which interrupt serves each
 // endpoint.
 graph myri10g {
     resources Device {
-        rx_queues 32 // NICS.md: up to 32 slices, each a receive ring
-        vectors 32 // NICS.md: one MSI-X interrupt per slice
+        rx_queues 32 // docs/nics.md: up to 32 slices, each a receive ring
+        vectors 32 // docs/nics.md: one MSI-X interrupt per slice
         link_gbps 10
     }
 
@@ -32,7 +32,7 @@ graph myri10g {
             predicate openmx "eth.type == openmx"
         }
 
-        // The Open-MX endpoint hashing of the seed is a firmware switch.
+        // The Open-MX endpoint hashing of the paper is a firmware switch.
         // Off, Open-MX frames are not IP and fall to slice 0.
         config OMXHashMode {
             port off[CIPHash]
@@ -52,7 +52,7 @@ graph myri10g {
             port default[Queue0]
         }
 
-        // Firmware IP hashing over addresses and ports (NICS.md: Toeplitz or
+        // Firmware IP hashing over addresses and ports (docs/nics.md: Toeplitz or
         // port-based per firmware; modelled as Toeplitz).
         config CIPHash {
             hash {

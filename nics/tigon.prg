@@ -1,23 +1,23 @@
 // Alteon Tigon programmable 1 GbE controller (3Com 710024): two firmware
 // cores and the event handlers they run.
 //
-// Sources. NICS.md; the Tigon seed (004_3c8e78559a00966a.txt): two MIPS
+// Sources. docs/nics.md; the Tigon paper (Kim, Pai and Rixner, "Exploiting Task-level Concurrency in a Programmable Network Interface"): two MIPS
 // R4000-class cores at 88 MHz with private scratch pads of 16 KB (CPU A) and
 // 8 KB (CPU B), 1 MB of shared SRAM, one hardware semaphore, an event
 // register per core; handlers run to completion. The released firmware does
 // no checksum offload (a hardware bug), so the receive path has no checksum
 // nodes.
 //
-// Handler costs. Fig. 5 of the seed gives each handler's share of the
+// Handler costs. Fig. 5 of the paper gives each handler's share of the
 // firmware's time for bidirectional minimum-size UDP: Send Data Ready and
 // Receive Complete about 30 % each, DMA Read Complete 14 %, DMA Write
 // Complete under half of that, Update Send Consumer 0.6 %, the rest 4-6 %
 // each. The four 4-6 % values below are chosen inside that band so that the
 // paper's partition splits 47 % / 53 %. Absolute cycles: one 88 MHz core is
-// saturated by 938 Mb/s of bidirectional maximum-size frames (seed section
+// saturated by 938 Mb/s of bidirectional maximum-size frames (the paper, section
 // 3), about 38,600 frames each way per second, so a send plus a receive
 // costs about 88e6 / 38,600 = 2,280 cycles; each handler's cycles are its
-// share of that. Code sizes: the seed gives only the total (about 21 KB,
+// share of that. Code sizes: the paper gives only the total (about 21 KB,
 // more than CPU A's 16 KB scratch pad, less than both pads together, with
 // the published partition fitting both); the per-handler sizes below are
 // chosen to meet those facts, the two receive/send data handlers largest.
@@ -26,25 +26,25 @@ graph tigon {
     resources Device {
         rx_queues 4 // host receive rings the firmware can return frames to (unverified)
         link_gbps 1
-        sram_kib 1024 // seed: 1 MB shared external SRAM
-        semaphores 1 // seed: one hardware semaphore
+        sram_kib 1024 // Tigon paper: 1 MB shared external SRAM
+        semaphores 1 // Tigon paper: one hardware semaphore
         pair_cycles 2280 // derived above: cycles for one send plus one receive
     }
 
     engine CpuA {
         kind "nic-core"
-        clock 88MHz // seed section 3
-        scratchpad 16KiB // seed section 4
+        clock 88MHz // Tigon paper, section 3
+        scratchpad 16KiB // Tigon paper, section 4
     }
 
     engine CpuB {
         kind "nic-core"
-        clock 88MHz // seed section 3
-        scratchpad 8KiB // seed section 4
+        clock 88MHz // Tigon paper, section 3
+        scratchpad 8KiB // Tigon paper, section 4
     }
 
-    // Event handlers (seed Table 1) with their share of time (Fig. 5),
-    // code size, and what they share (seed Table 2): data (ring indices) and
+    // Event handlers (the paper's Table 1) with their share of time (Fig. 5),
+    // code size, and what they share (the paper's Table 2): data (ring indices) and
     // the explicitly managed DMA channels. The MAC receive and transmit
     // channels are used by one handler each and shared with none.
     task Mailbox {
@@ -74,7 +74,7 @@ graph tigon {
         channels [DMARead MACTransmit]
     }
 
-    // Changed as in the seed: the host reads the consumer index over MMIO,
+    // Changed as in the paper: the host reads the consumer index over MMIO,
     // so this handler no longer needs the DMA write channel.
     task UpdateSendConsumer {
         percent 0.6

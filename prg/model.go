@@ -1,6 +1,6 @@
 // Package prg gives Physical Resource Graphs their meaning: the
 // configuration space of every configuration node (the generic kinds enum,
-// table, hash and place of DSL.md section 2), validation of a
+// table, hash and place of docs/language.md section 2), validation of a
 // configuration against it, Apply that turns a PRG and a configuration into
 // a configured PRG of F- and O-nodes only, and an interpreter that runs a
 // configured PRG on a raw frame.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -507,6 +508,41 @@ func TestVersionAndCompletion(t *testing.T) {
 		code, out, _ := dragonc(t, "completion", shell)
 		if code != 0 || !strings.Contains(out, "dragonc") || len(out) < 500 {
 			t.Errorf("completion %s: exit %d, %d bytes", shell, code, len(out))
+		}
+	}
+}
+
+// TestEveryCommandDocumented: docs/cli.md names every command of the tree.
+func TestEveryCommandDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard, stdin: strings.NewReader("")})
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			continue
+		}
+		if !strings.Contains(string(b), "dragonc "+c.Name()) {
+			t.Errorf("docs/cli.md does not document dragonc %s", c.Name())
+		}
+	}
+}
+
+// TestNoProgressOffTerminal: progress bars appear only on a terminal.
+func TestNoProgressOffTerminal(t *testing.T) {
+	code, _, errs := dragonc(t, "verify", "--packets", "5000", "--fallback=false", "82599", "examples/dns_ntp.lpg")
+	if code != 0 || errs != "" {
+		t.Errorf("exit %d, stderr %q; want nothing on a stderr that is not a terminal", code, errs)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, quiet := range []bool{false, true} {
+		if p := newProgress(&env{stderr: f}, quiet, 10, "x"); p.bar != nil {
+			t.Errorf("a progress bar on a regular file (quiet %v)", quiet)
 		}
 	}
 }

@@ -73,7 +73,7 @@ type Node struct {
 	Constraints []Constraint
 	ConfType    *ConfType
 	ConfFunc    string
-	ConfSpec    *Spec // a generic configuration kind (DSL.md section 2)
+	ConfSpec    *Spec // a generic configuration kind (docs/language.md section 2)
 	Costs       []Cost
 	Src         Source
 }

@@ -15,7 +15,7 @@ const (
 	EtherTypeIPv4   = 0x0800
 	EtherTypeARP    = 0x0806
 	EtherTypeVLAN   = 0x8100
-	EtherTypeOpenMX = 0x86DF // Open-MX seed, NICS.md
+	EtherTypeOpenMX = 0x86DF // Open-MX paper, docs/nics.md
 	ProtoICMP       = 1
 	ProtoTCP        = 6
 	ProtoUDP        = 17
@@ -167,7 +167,7 @@ func (f *Frame) Decode(b []byte) {
 		f.decodeIPv4(b, off)
 	case EtherTypeOpenMX:
 		// Open-MX: 16-bit peer index at 14-15, then type, destination and
-		// source endpoint (NICS.md, from the Open-MX seed).
+		// source endpoint (docs/nics.md, from the Open-MX paper).
 		if len(b) < off+5 {
 			f.Reason = "Open-MX header truncated"
 			return

@@ -7,11 +7,11 @@ type FieldInfo struct {
 	ID    int // index into decoded frames; fields are numbered in name order
 	Name  string
 	Bits  int    // width of its value; values are unsigned
-	Doc   string // what it is, for `dragonc help fields` and DSL.md
+	Doc   string // what it is, for `dragonc help fields` and docs/language.md
 	Layer string // which header must be present for the field to exist
 }
 
-// Fields is the field vocabulary of DSL.md section 2. A comparison on a
+// Fields is the field vocabulary of docs/language.md section 2. A comparison on a
 // field that the frame does not have (udp.dport of a TCP segment) is false,
 // whatever the operator; `!` is ordinary negation. Metadata fields
 // (frame.crc_ok, rss.hash) come from the NIC, not from the frame bytes.
@@ -100,7 +100,7 @@ func FieldNames() []string {
 var Constants = map[string]uint64{
 	// EtherTypes (IEEE registry).
 	"ipv4": 0x0800, "arp": 0x0806, "ipv6": 0x86DD, "vlan": 0x8100,
-	// Open-MX EtherType, per the Open-MX seed and NICS.md.
+	// Open-MX EtherType, per the Open-MX paper and docs/nics.md.
 	"openmx": 0x86DF,
 	// IP protocol numbers (IANA).
 	"icmp": 1, "tcp": 6, "udp": 17,

@@ -3,7 +3,7 @@
 graph extensions {
     engine CpuA {
         kind "nic-core"
-        clock 88MHz // NICS.md: Tigon cores run at 88 MHz
+        clock 88MHz // the Tigon paper: cores run at 88 MHz
         scratchpad 16KiB
     }
 
