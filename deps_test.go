@@ -42,7 +42,8 @@ var allowed = map[string][]string{
 	"bench":                        {"backends/gofallback", "costmodel", "embed", "internal/packet", "lpg", "prg", "sim"},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
-	"cmd/dragonc":                  {"bench", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "lpg", "nics", "prg", "verify"},
+	"cmd/dragonc":                  {"bench", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
+	"internal/outdir":              {},
 }
 
 // libraryHome says which package may import each outside library.

@@ -91,7 +91,18 @@ type lowerer struct {
 	diags diag.List
 	decls []*nodeDecl // parallel to g.Nodes
 	preds []parsedPred
+	// expanded counts the names numbered ranges produced; tooMany is set
+	// once the file's limit was reported.
+	expanded int
+	tooMany  bool
+	// suggested counts the did-you-mean suggestions computed; names are
+	// the node names they are chosen from.
+	suggested int
+	names     []string
 }
+
+// maxSuggestions bounds the did-you-mean suggestions of one file.
+const maxSuggestions = 20
 
 // parsedPred is a predicate string and what it parsed to, kept for the
 // checks that need every node declared.
@@ -201,7 +212,15 @@ func (l *lowerer) expandRange(id *Ident, hi *Num) []string {
 	case top-lo >= maxRange:
 		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered range %s..%d has more than %d names", text, top, maxRange)
 		return nil
+	case l.expanded+top-lo+1 > maxFileRange:
+		if !l.tooMany {
+			l.tooMany = true
+			l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered ranges in this file name more than %d nodes in all", maxFileRange).Detail =
+				"each name is a node or an edge held in memory; split the model or use fewer queues"
+		}
+		return nil
 	}
+	l.expanded += top - lo + 1
 	out := make([]string, 0, top-lo+1)
 	for k := lo; k <= top; k++ {
 		out = append(out, text[:i]+strconv.Itoa(k))
@@ -209,8 +228,13 @@ func (l *lowerer) expandRange(id *Ident, hi *Num) []string {
 	return out
 }
 
-// maxRange bounds numbered ranges, so a typo cannot declare a million nodes.
-const maxRange = 65536
+// maxRange bounds one numbered range, and maxFileRange all of a file's
+// together (declarations and references), so a typo or a hostile file
+// cannot declare millions of nodes.
+const (
+	maxRange     = 65536
+	maxFileRange = 1 << 18
+)
 
 func (l *lowerer) declareNode(n *Node, path []string) {
 	if n.Hi == nil {
@@ -268,6 +292,10 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 	}
 	var portRefs []portRef
 	gate := node.Kind.IsGate()
+	// Ports by name: a node may have many (a demultiplexer), and every
+	// port reference looks one up.
+	ports := map[string]*graph.Port{}
+	port := func(name string) *graph.Port { return ports[name] }
 	for _, it := range n.Items {
 		switch {
 		case it.Impl != nil:
@@ -302,11 +330,13 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 			}
 			for _, name := range it.Port.Names {
 				l.checkName(name, "port")
-				if node.Port(name.Text) != nil {
+				if port(name.Text) != nil {
 					l.diags.Errorf(l.at(name), CodeDupPort, "port %q is declared twice in node %q", name.Text, node.Name)
 					continue
 				}
-				node.Ports = append(node.Ports, &graph.Port{Name: name.Text, Succ: slices.Clone(targets)})
+				p := &graph.Port{Name: name.Text, Succ: slices.Clone(targets)}
+				node.Ports = append(node.Ports, p)
+				ports[p.Name] = p
 			}
 		case it.Constraint != nil:
 			l.notOnGate(gate, it, "constraint", node)
@@ -340,7 +370,7 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 	}
 	// Port-level items refer to ports declared anywhere in the body.
 	for _, pr := range portRefs {
-		if node.Port(pr.id.Text) == nil {
+		if port(pr.id.Text) == nil {
 			l.diags.Errorf(l.at(pr.id), CodeUnknownPort, "%s names port %q, which node %q does not have", pr.what, pr.id.Text, node.Name).Detail =
 				l.portSuggestion(node, pr.id.Text)
 		}
@@ -350,12 +380,12 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 		case it.Semantics != nil:
 			text := l.smtText(it.Semantics.Body)
 			for _, p := range it.Semantics.Ports {
-				if port := node.Port(p.Text); port != nil {
+				if port := port(p.Text); port != nil {
 					port.Semantics = text
 				}
 			}
 		case it.Predicate != nil:
-			if port := node.Port(it.Predicate.Port.Text); port != nil {
+			if port := port(it.Predicate.Port.Text); port != nil {
 				if port.Pred != nil {
 					l.diags.Errorf(l.at(it.Predicate.Port), CodeRepeated, "port %q of node %q has two predicates", port.Name, node.Name)
 				}
@@ -441,7 +471,12 @@ func (l *lowerer) ref(id *Ident, path []string) (int, bool) {
 		return n.ID, true
 	}
 	d := l.diags.Errorf(l.at(id), CodeUnknownNode, "unknown node %q", id.Text)
-	d.Detail = l.nodeSuggestion(id.Text, full, path)
+	if l.suggested < maxSuggestions {
+		// Suggestions cost a scan of every name; the first few are all a
+		// reader uses.
+		l.suggested++
+		d.Detail = l.nodeSuggestion(id.Text, full, path)
+	}
 	return 0, false
 }
 
@@ -456,11 +491,12 @@ func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
 			return fmt.Sprintf("did you mean %q? (declared %d cluster(s) up)", strings.Repeat(".", up)+local, up)
 		}
 	}
-	var names []string
-	for _, n := range l.g.Nodes {
-		names = append(names, n.Name)
+	if l.names == nil {
+		for _, n := range l.g.Nodes {
+			l.names = append(l.names, n.Name)
+		}
 	}
-	best := diag.Closest(full, names)
+	best := diag.Closest(full, l.names)
 	if best == "" {
 		return ""
 	}

@@ -44,6 +44,13 @@ var parser = participle.MustBuild[File](
 	participle.UseLookahead(1),
 )
 
+// Limits on one file: its size, and how deeply brackets nest (the parser
+// recurses once per level, like go/parser, which stops at a fixed depth).
+const (
+	MaxSource  = 64 << 20
+	MaxNesting = 256
+)
+
 // Grammar returns the EBNF of the grammar, kept as a golden file.
 func Grammar() string { return parser.String() }
 
@@ -62,6 +69,10 @@ type Source struct {
 func Parse(name string, src []byte) (*Source, diag.List) {
 	s := &Source{File: diag.NewFile(name, src)}
 	var diags diag.List
+	if len(src) > MaxSource {
+		diags.Errorf(diag.Range{File: s.File}, "E112", "file is %d bytes; dragonc reads files of at most %d bytes (%d MiB)", len(src), MaxSource, MaxSource>>20)
+		return s, diags
+	}
 	if !utf8Valid(src) {
 		diags.Errorf(diag.Range{File: s.File, Start: invalidUTF8(src)}, "E100", "file is not valid UTF-8")
 		return s, diags
@@ -71,6 +82,7 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 		diags.Add(s.errorAt(err, "E101"))
 		return s, diags
 	}
+	var open []lexer.Token // brackets not yet closed
 	for {
 		t, err := lex.Next()
 		if err != nil {
@@ -91,6 +103,19 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 		case sym("BadString"):
 			diags.Errorf(s.span(t), "E103", "string literal is not closed").Detail = `strings end with " on the same line`
 			return s, diags
+		case sym("Punct"):
+			switch t.Value {
+			case "{", "(", "[":
+				open = append(open, t)
+				if len(open) > MaxNesting {
+					diags.Errorf(s.span(t), "E111", "brackets nest deeper than %d levels", MaxNesting).Detail = "no model needs that many; is a closing bracket missing?"
+					return s, diags
+				}
+			case "}", ")", "]":
+				if len(open) > 0 {
+					open = open[:len(open)-1]
+				}
+			}
 		}
 		s.Tokens = append(s.Tokens, t)
 	}

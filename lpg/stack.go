@@ -263,6 +263,8 @@ func (l *stackLowerer) ipv4(t *dsl.Tok) (uint32, bool) {
 }
 
 func (l *stackLowerer) ranges(r *dsl.RangeList, limit int) []int {
+	// A set, so that overlapping ranges cost nothing: at most limit values.
+	seen := make([]bool, limit)
 	var out []int
 	for _, it := range r.Items {
 		lo := l.integer(it.Lo, 0, limit-1, "core")
@@ -275,11 +277,14 @@ func (l *stackLowerer) ranges(r *dsl.RangeList, limit int) []int {
 			}
 		}
 		for c := lo; c <= hi; c++ {
-			out = append(out, c)
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
 		}
 	}
 	sort.Ints(out)
-	return slices.Compact(out)
+	return out
 }
 
 // ours reports whether addr belongs to an interface.

@@ -48,6 +48,9 @@ func Source(name string) ([]byte, bool) {
 	return b, err == nil
 }
 
+// MaxModel bounds a model file (the same limit as the language's).
+const MaxModel = 64 << 20
+
 // Resolve reads a NIC argument: a built-in name, or a path to a file. It
 // returns the name to show in diagnostics and the text.
 func Resolve(arg string) (file string, src []byte, err error) {
@@ -55,6 +58,13 @@ func Resolve(arg string) (file string, src []byte, err error) {
 		return "nics/" + arg + ".prg", b, nil
 	}
 	if strings.ContainsAny(arg, "/\\") || filepath.Ext(arg) != "" {
+		st, err := os.Stat(arg)
+		switch {
+		case err == nil && !st.Mode().IsRegular():
+			return "", nil, fmt.Errorf("%s is not a regular file", arg)
+		case err == nil && st.Size() > MaxModel:
+			return "", nil, fmt.Errorf("%s is %d bytes; a model is at most %d MiB", arg, st.Size(), MaxModel>>20)
+		}
 		b, err := os.ReadFile(arg)
 		if err != nil {
 			if os.IsNotExist(err) {

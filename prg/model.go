@@ -52,6 +52,12 @@ type Queue struct {
 	Name string
 }
 
+// Bounds of an RSS key.
+const (
+	MinRSSKey = 16
+	MaxRSSKey = 256
+)
+
 // Space is the configuration space of one configuration node.
 type Space struct {
 	Node     string
@@ -391,6 +397,12 @@ func (sp *Space) set(p graph.Prop) error {
 			return fmt.Errorf("want the key as a hexadecimal string")
 		}
 		sp.Key, err = parseHex(v.Str)
+		if err == nil && (len(sp.Key) < MinRSSKey || len(sp.Key) > MaxRSSKey) {
+			// Toeplitz slides a 32-bit window over the key, one bit per
+			// input bit: an IPv4 input of addresses and ports (12 bytes)
+			// needs 4 + 12 key bytes (Microsoft RSS specification).
+			err = fmt.Errorf("an RSS key is %d..%d bytes (4 bytes more than the 12-byte IPv4 input); this one has %d", MinRSSKey, MaxRSSKey, len(sp.Key))
+		}
 	case "ports":
 		var protos []string
 		protos, err = names()

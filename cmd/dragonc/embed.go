@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -17,6 +18,7 @@ import (
 	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -274,50 +276,26 @@ func fmtCost(kind string, v float64) string {
 	return fmt.Sprintf("%.4g", v)
 }
 
-// writeDir writes files into dir through a temporary directory beside it,
-// renamed into place at the end: a failure never leaves a half-written
-// output directory. An existing dir is replaced only if it holds nothing
-// but dragonc outputs.
+// writeDir writes the outputs into dir (internal/outdir: per-file atomic
+// replacement, a manifest, a lock; nothing else in dir is touched). On
+// SIGINT or SIGTERM the temporary files are removed before dragonc exits.
 func writeDir(dir string, files map[string][]byte) error {
-	dir = filepath.Clean(dir)
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	for name, data := range files {
-		p := filepath.Join(tmp, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+	var w outdir.Writer
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	defer func() {
+		signal.Stop(sig)
+		close(done)
+	}()
+	go func() {
+		select {
+		case s := <-sig:
+			w.Cleanup()
+			fmt.Fprintf(os.Stderr, "dragonc: %v: stopped; %s was left as it was before, but for the files already replaced\n", s, dir)
+			os.Exit(exitInput)
+		case <-done:
 		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return err
-		}
-	}
-	if st, err := os.Stat(dir); err == nil {
-		if !st.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory", dir)
-		}
-		if _, err := os.Stat(filepath.Join(dir, "plan.json")); err != nil {
-			entries, _ := os.ReadDir(dir)
-			if len(entries) > 0 {
-				return fmt.Errorf("%s exists and does not look like a dragonc output directory (no plan.json); not replacing it", dir)
-			}
-		}
-		old := dir + ".old"
-		os.RemoveAll(old)
-		if err := os.Rename(dir, old); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			os.Rename(old, dir)
-			return err
-		}
-		return os.RemoveAll(old)
-	}
-	return os.Rename(tmp, dir)
+	}()
+	return w.Write(dir, files)
 }

@@ -122,12 +122,20 @@ const stdinName = "<stdin>"
 // readFile reads a file, or standard input for "-".
 func readFile(e *env, path string) ([]byte, bool) {
 	if path == "-" {
-		b, err := io.ReadAll(e.stdin)
+		b, err := io.ReadAll(io.LimitReader(e.stdin, dsl.MaxSource+1))
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: reading standard input: %v\n", err)
 			return nil, false
 		}
+		if len(b) > dsl.MaxSource {
+			fmt.Fprintf(e.stderr, "dragonc: standard input holds more than %d MiB; dragonc reads inputs of at most that size\n", dsl.MaxSource>>20)
+			return nil, false
+		}
 		return b, true
+	}
+	if err := checkRegular(path, dsl.MaxSource); err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		return nil, false
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -135,6 +143,34 @@ func readFile(e *env, path string) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// checkRegular refuses what is not a regular file (a device, a pipe, a
+// directory: reading /dev/zero would never end) and files over limit
+// bytes.
+func checkRegular(path string, limit int64) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return errors.New(describeIOError(err))
+	}
+	switch {
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory, not a file", path)
+	case !st.Mode().IsRegular():
+		what := "not a regular file"
+		switch m := st.Mode(); {
+		case m&os.ModeDevice != 0:
+			what = "a device, not a file"
+		case m&os.ModeNamedPipe != 0:
+			what = "a named pipe, not a file"
+		case m&os.ModeSocket != 0:
+			what = "a socket, not a file"
+		}
+		return fmt.Errorf("%s is %s; give a file, or - for standard input", path, what)
+	case st.Size() > limit:
+		return fmt.Errorf("%s is %d bytes; dragonc reads files of at most %d MiB", path, st.Size(), limit>>20)
+	}
+	return nil
 }
 
 func describeIOError(err error) string {
@@ -178,7 +214,7 @@ func load(name string, src []byte) *loaded {
 }
 
 func printDiags(e *env, diags diag.List, long bool) {
-	for _, d := range diags {
+	for _, d := range diags.Shown() {
 		if long {
 			fmt.Fprintln(e.stderr, d.Long())
 		} else {

@@ -263,7 +263,9 @@ func TestEmbedOutputs(t *testing.T) {
 			t.Errorf("plan.json lacks %s", want)
 		}
 	}
-	// Running again replaces the directory, and leaves no temporary files.
+	// Running again replaces dragonc's files, and leaves no temporary
+	// files; a user's file in the directory survives.
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
 	if code, _, errs = dragonc(t, "embed", "82599", "examples/dns_ntp.lpg", "-o", dir); code != 0 {
 		t.Fatalf("second run: %s", errs)
 	}
@@ -271,15 +273,21 @@ func TestEmbedOutputs(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("left behind: %v", entries)
 	}
-	// A directory that is not dragonc's is never replaced.
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "mine" {
+		t.Error("a user's file in the output directory was touched")
+	}
+	// A directory with a file of ours that dragonc did not write is refused.
 	foreign := t.TempDir()
-	os.WriteFile(filepath.Join(foreign, "thesis.tex"), []byte("precious"), 0o644)
+	os.WriteFile(filepath.Join(foreign, "plan.json"), []byte("precious"), 0o644)
 	code, _, errs = dragonc(t, "embed", "82599", "examples/dns_ntp.lpg", "-o", foreign)
-	if code != 1 || !strings.Contains(errs, "does not look like a dragonc output directory") {
+	if code != 1 || !strings.Contains(errs, "already holds plan.json, which dragonc did not write") {
 		t.Errorf("exit %d, %q", code, errs)
 	}
-	if b, _ := os.ReadFile(filepath.Join(foreign, "thesis.tex")); string(b) != "precious" {
+	if b, _ := os.ReadFile(filepath.Join(foreign, "plan.json")); string(b) != "precious" {
 		t.Error("the foreign directory was touched")
+	}
+	if code, _, errs = dragonc(t, "embed", "82599", "examples/dns_ntp.lpg", "-o", "/"); code != 1 || !strings.Contains(errs, "root of the file system") {
+		t.Errorf("-o /: exit %d, %q", code, errs)
 	}
 	// An input error leaves no output.
 	bad := filepath.Join(t.TempDir(), "never")

@@ -14,6 +14,9 @@ import (
 // memory (about 400 bytes each), so 10 million frames stay near 4 GB.
 const maxPackets = 10_000_000
 
+// maxCapture bounds a capture file: every frame is held in memory.
+const maxCapture = 1 << 30
+
 func init() {
 	builders = append(builders, newVerifyCmd)
 }
@@ -135,8 +138,8 @@ func capturePaths(e *env, paths []string) ([]string, func(), bool) {
 			out = append(out, f.Name())
 			continue
 		}
-		if _, err := os.Stat(p); err != nil {
-			fmt.Fprintf(e.stderr, "dragonc: %s\n", describeIOError(err))
+		if err := checkRegular(p, maxCapture); err != nil {
+			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return nil, cleanup, false
 		}
 		out = append(out, p)

@@ -254,3 +254,38 @@ func (l List) Err() error {
 	}
 	return nil
 }
+
+// MaxShown is how many errors a command prints from one list before it
+// summarises the rest (go/parser stops at 10).
+const MaxShown = 20
+
+// Shown returns the diagnostics to print: every warning and the first
+// MaxShown errors, then one line counting the errors left out.
+func (l List) Shown() List {
+	var out List
+	errs := 0
+	for _, d := range l {
+		if d.Severity == Error {
+			errs++
+			if errs > MaxShown {
+				continue
+			}
+		}
+		out = append(out, d)
+	}
+	if errs > MaxShown {
+		var f *File
+		if len(l) > 0 {
+			f = l[0].Range.File
+		}
+		out = append(out, Diagnostic{Severity: Error, Code: "E000", Summary: fmt.Sprintf("%d more errors not shown", errs-MaxShown), Range: Range{File: f, Start: len(f.srcOrNil())}})
+	}
+	return out
+}
+
+func (f *File) srcOrNil() []byte {
+	if f == nil {
+		return nil
+	}
+	return f.Src
+}

@@ -18,6 +18,10 @@ var DefaultRSSKey = []byte{
 // the result. The key must be at least 4 bytes longer than the input.
 func Toeplitz(key, input []byte) uint32 {
 	var result uint32
+	if len(key) < 4 {
+		// Models are validated; a short key still never panics.
+		key = append(append([]byte(nil), key...), make([]byte, 4-len(key))...)
+	}
 	window := binary.BigEndian.Uint32(key[0:4])
 	next := 4 // next key byte to shift into the window
 	for _, b := range input {

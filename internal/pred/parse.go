@@ -99,6 +99,9 @@ func (e *Error) Error() string { return fmt.Sprintf("offset %d: %s", e.Offset, e
 
 // Parse reads a dragonc expression or a Unicorn term.
 func Parse(src string) (Expr, error) {
+	if off, deep := tooDeep(src); deep {
+		return nil, &Error{Offset: off, Msg: fmt.Sprintf("the predicate nests deeper than %d levels of parentheses and negations", MaxNesting)}
+	}
 	ast, err := exprParser.ParseString("", src)
 	if err != nil {
 		var perr participle.Error
@@ -376,4 +379,40 @@ func suggestField(name string) string {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	return ""
+}
+
+// MaxNesting bounds the parentheses and negations of one predicate: the
+// parser and every later pass recurse once per level.
+const MaxNesting = 256
+
+// tooDeep reports where a predicate first nests deeper than MaxNesting:
+// open parentheses plus the negations ("!", not "!=") in force.
+func tooDeep(src string) (int, bool) {
+	var stack []int // negations in force at each open parenthesis
+	neg := 0
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; {
+		case c == '(':
+			stack = append(stack, neg)
+		case c == ')':
+			if n := len(stack); n > 0 {
+				neg = stack[n-1]
+				stack = stack[:n-1]
+			}
+		case c == '!' && (i+1 >= len(src) || src[i+1] != '='):
+			neg++
+		case c == ' ' || c == '\t' || c == '\n':
+		default:
+			if len(stack) == 0 {
+				neg = 0
+			} else {
+				neg = stack[len(stack)-1]
+			}
+			continue
+		}
+		if len(stack)+neg > MaxNesting {
+			return i, true
+		}
+	}
+	return 0, false
 }
