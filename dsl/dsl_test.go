@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/dragonc/dragonc/dsl"
+	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
 )
@@ -458,4 +459,75 @@ func TestDragonetModels(t *testing.T) {
 		t.Fatalf("no .unicorn file under %s", dir)
 	}
 	t.Logf("%d Unicorn models loaded", n)
+}
+
+// TestHostileInputs: inputs built to crash, hang or exhaust memory get a
+// positioned diagnostic instead.
+func TestHostileInputs(t *testing.T) {
+	rep := strings.Repeat
+	cases := []struct {
+		name, src, code string
+	}{
+		{"not( nested 100,000 deep", `graph g { node A { port out[] predicate out "` + rep("not(", 100000) + "pred(A,out)" + rep(")", 100000) + `" } }`, "E310"},
+		{"! repeated 1,000,000 times", `graph g { node A { port out[] predicate out "` + rep("!", 1000000) + `udp.dport == 1" } }`, "E310"},
+		{"1,000,000 parentheses in semantics", `graph g { node A { port out[] semantics out { ` + rep("(", 1000000) + rep(")", 1000000) + ` } } }`, "E111"},
+		{"10,000 nested clusters", "graph g { " + rep("cluster C { ", 10000) + "node A { port out[] }" + rep(" }", 10000) + " }", "E111"},
+		{"40 ranges of 65,535 nodes", "graph g {\n" + rep(" node Q0..65534 { port out[] }\n", 40) + "}", "E207"},
+		{"a byte-order mark", "\ufeffgraph g { node A { port out[] } }", "E113"},
+		{"an unclosed brace", "graph g {\n node A { port out[] }\n", "E114"},
+		{"an IPv6 listener", "stack s {\n interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n endpoint a udp listen [::1]:53\n}", "E515"},
+		{"a MAC with letters", "stack s {\n interface eth0 { mac zz:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n}", "E504"},
+	}
+	for _, c := range cases {
+		s, diags := dsl.Parse("h", []byte(c.src))
+		if !diags.HasErrors() && s.AST != nil && s.AST.Graph != nil {
+			_, more := dsl.Lower(s)
+			diags = append(diags, more...)
+		}
+		found := false
+		for _, d := range diags {
+			found = found || d.Code == c.code && d.Range.File != nil
+		}
+		if !found {
+			t.Errorf("%s: want %s, got %v", c.name, c.code, diags)
+		}
+	}
+	big := make([]byte, dsl.MaxSource+1)
+	if _, diags := dsl.Parse("big", big); !diags.HasErrors() || diags[0].Code != "E112" {
+		t.Errorf("a file over the size limit: %v", diags)
+	}
+}
+
+// TestManyPortsAndUnknownNames stays linear: 100,000 ports on one node and
+// 10,000 unknown references (both quadratic once).
+func TestManyPortsAndUnknownNames(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("graph g {\n node A {")
+	for i := 0; i < 100000; i++ {
+		fmt.Fprintf(&b, " port p%d[]", i)
+	}
+	b.WriteString(" }\n}\n")
+	if _, _, diags := dsl.Load("ports", []byte(b.String())); diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	b.Reset()
+	b.WriteString("graph g {\n node A { port out[")
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&b, " Unknown%d", i)
+	}
+	b.WriteString("] }\n")
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&b, " node N%d { port out[] }\n", i)
+	}
+	b.WriteString("}\n")
+	_, _, diags := dsl.Load("unknown", []byte(b.String()))
+	n := 0
+	for _, d := range diags {
+		if d.Code == dsl.CodeUnknownNode {
+			n++
+		}
+	}
+	if n == 0 || len(diags.Shown()) > 2*diag.MaxShown+2 {
+		t.Errorf("%d unknown-node errors, %d shown", n, len(diags.Shown()))
+	}
 }

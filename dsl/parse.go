@@ -5,8 +5,10 @@
 package dsl
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -73,6 +75,11 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 		diags.Errorf(diag.Range{File: s.File}, "E112", "file is %d bytes; dragonc reads files of at most %d bytes (%d MiB)", len(src), MaxSource, MaxSource>>20)
 		return s, diags
 	}
+	if bytes.HasPrefix(src, []byte("\xef\xbb\xbf")) {
+		d := diags.Errorf(diag.Range{File: s.File, Start: 0, End: 3}, "E113", "the file starts with a UTF-8 byte-order mark (U+FEFF)")
+		d.Detail = "save it as UTF-8 without a BOM (or remove its first three bytes)"
+		return s, diags
+	}
 	if !utf8Valid(src) {
 		diags.Errorf(diag.Range{File: s.File, Start: invalidUTF8(src)}, "E100", "file is not valid UTF-8")
 		return s, diags
@@ -122,6 +129,16 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 	ast, err := parser.ParseString(name, string(src))
 	if err != nil {
 		first := s.errorAt(err, "E110")
+		s.refine(&first)
+		if n := len(open); n > 0 && strings.HasPrefix(first.Summary, "unexpected end of file") {
+			// The file ends inside a bracket: say which one.
+			t := open[n-1]
+			closer := map[string]string{"{": "}", "(": ")", "[": "]"}[t.Value]
+			first = diag.Diagnostic{Severity: diag.Error, Code: "E114", Range: s.span(t),
+				Summary: fmt.Sprintf("this %q is never closed: the file ends before its %q", t.Value, closer), Detail: "add the missing " + closer}
+			diags.Add(first)
+			return s, diags
+		}
 		diags.Add(first)
 		diags = append(diags, s.recover(src, first)...)
 		return s, diags
@@ -249,6 +266,29 @@ func (s *Source) errorAt(err error, code string) diag.Diagnostic {
 		d.Summary = "syntax error"
 	}
 	return d
+}
+
+var (
+	ipv6Addr = regexp.MustCompile(`\b(listen|flow)\s+(\[[0-9A-Fa-f:.]*\]|[0-9A-Fa-f]*::[0-9A-Fa-f:.]*|[0-9A-Fa-f]{1,4}(:[0-9A-Fa-f]{0,4}){2,7})`)
+	macWord  = regexp.MustCompile(`\bmac\s+([^\s{}]+)`)
+	macValid = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
+)
+
+// refine replaces a syntax error that a common mistake explains with a
+// message naming the mistake: an IPv6 address where dragonc takes IPv4,
+// a malformed MAC address.
+func (s *Source) refine(d *diag.Diagnostic) {
+	line, _ := s.File.Position(d.Range.Start)
+	text := s.File.Line(line)
+	if m := ipv6Addr.FindStringSubmatch(text); m != nil && strings.Contains(m[2], ":") && !macValid.MatchString(m[2]) {
+		d.Code, d.Summary = "E515", fmt.Sprintf("%q is not an IPv4 address: dragonc stacks are IPv4 only", m[2])
+		d.Detail = "write an address such as 10.0.0.1, or * for every address of the stack"
+		return
+	}
+	if m := macWord.FindStringSubmatch(text); m != nil && !macValid.MatchString(m[1]) {
+		d.Code, d.Summary = "E504", fmt.Sprintf("malformed MAC address %q", m[1])
+		d.Detail = "write six hexadecimal bytes separated by colons, as 00:1b:21:3a:4b:5c"
+	}
 }
 
 // reword turns participle's messages into lower-case, user-facing ones.

@@ -369,3 +369,25 @@ func TestUnicornConfigFunctions(t *testing.T) {
 		}
 	}
 }
+
+// TestRSSKeyLength: a key too short for Toeplitz over an IPv4 input is a
+// diagnostic, not a panic in embed.
+func TestRSSKeyLength(t *testing.T) {
+	src := `graph g {
+    config CRSS {
+        hash {
+            fields [ip.src ip.dst l4.sport l4.dport]
+            buckets 4
+            key "6d5a"
+        }
+        port queues[Q0 Q1]
+        port default[Q0]
+    }
+    node Q0 { attr "source" port out[] }
+    node Q1 { attr "source" port out[] }
+}`
+	m, diags := prg.Load("k.prg", []byte(src))
+	if m != nil || !strings.Contains(diags.Error(), "an RSS key is 16..256 bytes") {
+		t.Errorf("short key: %v", diags)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -365,14 +366,33 @@ func runFmt(e *env, paths []string, write, list bool) int {
 	return code
 }
 
-// writeFileAtomic replaces path by writing a temporary file beside it and
-// renaming it, so a failure never leaves a half-written file.
+// writeFileAtomic replaces the contents of path. A symbolic link is
+// written through (the link stays a link); the mode is kept; a file with
+// several hard links is rewritten in place so the links keep sharing it;
+// any other file is replaced by a temporary file beside it, renamed, so a
+// failure never leaves it half-written.
 func writeFileAtomic(path string, data []byte) error {
-	mode := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		mode = st.Mode().Perm()
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	st, err := os.Stat(target)
+	if err != nil {
+		return err
+	}
+	mode := st.Mode().Perm()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp*")
 	if err != nil {
 		return err
 	}
@@ -388,7 +408,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return os.Rename(tmp.Name(), target)
 }
 
 func runDot(e *env, path string, svg, png bool) int {

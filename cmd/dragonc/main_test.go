@@ -554,3 +554,34 @@ func TestNoProgressOffTerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestFmtWriteKeepsLinks: fmt -w writes through a symbolic link, keeps a
+// hard link shared and keeps the file's mode.
+func TestFmtWriteKeepsLinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.unicorn")
+	if err := os.WriteFile(real, []byte("graph g {node A {port out[]}}"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.unicorn")
+	hard := filepath.Join(dir, "hard.unicorn")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip(err)
+	}
+	if err := os.Link(real, hard); err != nil {
+		t.Skip(err)
+	}
+	if code, _, errs := dragonc(t, "fmt", "-w", link); code != 0 {
+		t.Fatal(errs)
+	}
+	if st, _ := os.Lstat(link); st.Mode()&os.ModeSymlink == 0 {
+		t.Error("the symbolic link became a file")
+	}
+	b, _ := os.ReadFile(hard)
+	if !strings.Contains(string(b), "\n") {
+		t.Errorf("the hard link does not see the new layout: %q", b)
+	}
+	if st, _ := os.Stat(real); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", st.Mode().Perm())
+	}
+}

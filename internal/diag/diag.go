@@ -255,30 +255,29 @@ func (l List) Err() error {
 	return nil
 }
 
-// MaxShown is how many errors a command prints from one list before it
-// summarises the rest (go/parser stops at 10).
+// MaxShown is how many errors, and how many warnings, a command prints
+// from one list before it counts the rest (go/parser stops at 10).
 const MaxShown = 20
 
-// Shown returns the diagnostics to print: every warning and the first
-// MaxShown errors, then one line counting the errors left out.
+// Shown returns the diagnostics to print: the first MaxShown errors and
+// the first MaxShown warnings, then a line counting each kind left out.
 func (l List) Shown() List {
 	var out List
-	errs := 0
+	count := map[Severity]int{}
 	for _, d := range l {
-		if d.Severity == Error {
-			errs++
-			if errs > MaxShown {
-				continue
-			}
+		count[d.Severity]++
+		if count[d.Severity] <= MaxShown {
+			out = append(out, d)
 		}
-		out = append(out, d)
 	}
-	if errs > MaxShown {
-		var f *File
-		if len(l) > 0 {
-			f = l[0].Range.File
+	var f *File
+	if len(l) > 0 {
+		f = l[0].Range.File
+	}
+	for _, sev := range []Severity{Error, Warning} {
+		if n := count[sev] - MaxShown; n > 0 {
+			out = append(out, Diagnostic{Severity: sev, Summary: fmt.Sprintf("%d more %ss not shown", n, sev), Range: Range{File: f, Start: len(f.srcOrNil())}})
 		}
-		out = append(out, Diagnostic{Severity: Error, Code: "E000", Summary: fmt.Sprintf("%d more errors not shown", errs-MaxShown), Range: Range{File: f, Start: len(f.srcOrNil())}})
 	}
 	return out
 }
