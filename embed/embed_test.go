@@ -517,3 +517,28 @@ func TestPlanSchemaVersion(t *testing.T) {
 		t.Errorf("schema 1: %v, %v", p, err)
 	}
 }
+
+// TestTablesFullWarning: when more endpoints than the tables that could
+// hold them have room for are left to RSS, the plan says so (the
+// EtherType and SYN tables, which hold no endpoint, do not count).
+func TestTablesFullWarning(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("stack full {\n    interface eth0 { mac 00:1b:21:00:00:09 ip 10.9.0.1/24 }\n    cores 0..3\n")
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&b, "    endpoint e%d udp listen 10.9.0.1:%d\n", i, 1000+i)
+	}
+	b.WriteString("}\n")
+	for _, nic := range []string{"82576", "82599"} {
+		r, err := Run(stackInput(t, nic, b.String(), "balance", "default"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, w := range r.Plan.Warnings {
+			found = found || strings.HasPrefix(w, "the filter tables are full:")
+		}
+		if found != (nic == "82576") {
+			t.Errorf("%s: full warning %v; warnings %q", nic, found, r.Plan.Warnings)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package embed
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -280,22 +281,34 @@ func (r *Result) plan() *Plan {
 			pl.Endpoints[i].Copy, pl.Endpoints[i].Why = c.Engine, c.Reason
 		}
 	}
-	left := 0
+	// Endpoints left to RSS that a table could hold: when the tables that
+	// could hold them have less room left than that, the tables are full
+	// for this stack (the search may also leave a few to RSS on purpose).
+	left, free := 0, 0
+	tables := map[*table]bool{}
 	for i, c := range r.state.choice {
-		if c.t == nil && len(p.eps[i].match) > 0 {
-			left++
+		if c.t != nil || len(p.eps[i].match) == 0 {
+			continue
 		}
-	}
-	if left > 0 {
-		full := true
-		for _, t := range p.tables {
-			if t.sp.Capacity == 0 || r.state.used[t] < t.sp.Capacity {
-				full = false
+		left++
+		for t := range p.eps[i].match {
+			if !tables[t] {
+				tables[t] = true
+				if t.sp.Capacity == 0 {
+					free = math.MaxInt
+				} else if free < math.MaxInt {
+					free += max(0, t.sp.Capacity-r.state.used[t])
+				}
 			}
 		}
-		if full {
-			pl.Warnings = append(pl.Warnings, fmt.Sprintf("the filter tables are full: %d endpoints are steered by RSS or the default queue, and software demultiplexes them", left))
+	}
+	if left > free {
+		var names []string
+		for t := range tables {
+			names = append(names, t.sp.Node)
 		}
+		slices.Sort(names)
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("the filter tables are full: %d endpoints are steered by RSS or the default queue and demultiplexed in software; %s have room for %d more", left, strings.Join(names, ", "), free))
 	}
 	if p.in.Strategy == "incremental" && p.in.Previous != nil {
 		pl.Changes = r.changes(pl)

@@ -306,7 +306,7 @@ func TestCaptures(t *testing.T) {
 		if err != nil {
 			t.Skipf("%s not installed (apt-get install golang-github-gopacket-gopacket-dev): %v", name, err)
 		}
-		frames, err := packet.ReadCapture(name, f)
+		frames, _, err := packet.ReadCapture(name, f)
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -326,7 +326,7 @@ func TestCaptures(t *testing.T) {
 	// A capture of another link type is reported, not crashed on.
 	f, err := os.Open(filepath.Join(dir, "test_loopback.pcap"))
 	if err == nil {
-		_, err = packet.ReadCapture("test_loopback.pcap", f)
+		_, _, err = packet.ReadCapture("test_loopback.pcap", f)
 		f.Close()
 		if err == nil || !strings.Contains(err.Error(), "not Ethernet") {
 			t.Errorf("loopback capture: %v", err)
@@ -423,5 +423,36 @@ func BenchmarkInterp(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		in.Run(frame, true)
+	}
+}
+
+// TestStackValidation: addresses an interface cannot have, a shared IP or
+// MAC, reversed core ranges and rates beyond any link are diagnostics.
+func TestStackValidation(t *testing.T) {
+	for _, c := range []struct{ item, code string }{
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 0.0.0.0/24 }", lpg.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 255.255.255.255/32 }", lpg.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.1.0.255/24 }", lpg.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 224.0.0.5/32 }", lpg.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 127.0.0.1/8 }", lpg.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.0.0.1/24 }", lpg.CodeConflict},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5c ip 10.1.0.1/24 }", lpg.CodeConflict},
+		{"endpoint x udp listen *:9 { cores 3..1 }", lpg.CodeBadNumber},
+		{"endpoint x udp listen *:9 { rate 100000000000000pps }", lpg.CodeBadAttr},
+		{"endpoint x udp listen *:9 { rate 2000Mpps }", lpg.CodeBadAttr},
+	} {
+		src := "stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n    cores 0..3\n    " + c.item + "\n}\n"
+		_, diags := lpg.LoadStack("s.lpg", []byte(src))
+		found := false
+		for _, d := range diags {
+			found = found || d.Code == c.code
+		}
+		if !found {
+			t.Errorf("%s: want %s, got %v", c.item, c.code, diags)
+		}
+	}
+	// A /31 has no broadcast (RFC 3021): both its addresses are hosts.
+	if st, diags := lpg.LoadStack("s.lpg", []byte("stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/31 }\n}\n")); st == nil {
+		t.Errorf("a /31 address: %v", diags)
 	}
 }

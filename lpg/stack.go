@@ -38,6 +38,12 @@ const (
 	CodeShadowed     = "W503"
 )
 
+// MaxRate bounds an endpoint's declared packet rate: 1 Gpps, above what
+// any link carries to one endpoint (a 400 Gb/s link carries about 595 Mpps
+// of 64-byte frames with their preamble and gap), so that costs stay
+// finite.
+const MaxRate = 1e9
+
 // Stack is a validated stack file.
 type Stack struct {
 	Name       string
@@ -207,9 +213,37 @@ func (l *stackLowerer) iface(in *dsl.Interface) {
 			l.diags.Errorf(l.rng(c.Len.Pos, c.Len.EndPos), CodeBadAddr, "prefix length %s is not 0..32", numText(c.Len))
 			continue
 		}
-		if ok {
-			out.IPs = append(out.IPs, Prefix{addr, n})
+		if !ok {
+			continue
 		}
+		// RFC 1122 §3.2.1.3: a host's own address is a unicast address: not
+		// {0, 0}, not a broadcast, not multicast (224/4) or loopback
+		// (127/8, which never appears on a network interface).
+		at := l.rng(c.Addr.Pos, c.Addr.EndPos)
+		p := Prefix{addr, n}
+		b, hasB := p.Broadcast()
+		switch {
+		case addr == 0:
+			l.diags.Errorf(at, CodeBadAddr, "0.0.0.0 is not an address an interface can have")
+			continue
+		case addr == LimitedBroadcast || hasB && addr == b:
+			l.diags.Errorf(at, CodeBadAddr, "%s is a broadcast address, not an interface's own", c.Addr.Text)
+			continue
+		case addr>>28 == 0xE:
+			l.diags.Errorf(at, CodeBadAddr, "%s is a multicast address, not an interface's own", c.Addr.Text)
+			continue
+		case addr>>24 == 127:
+			l.diags.Errorf(at, CodeBadAddr, "%s is a loopback address; dragonc stacks serve network interfaces", c.Addr.Text)
+			continue
+		}
+		for _, other := range l.st.Interfaces {
+			for _, q := range other.IPs {
+				if q.Addr == addr {
+					l.diags.Errorf(at, CodeConflict, "%s is already an address of interface %s", c.Addr.Text, other.Name)
+				}
+			}
+		}
+		out.IPs = append(out.IPs, p)
 	}
 	if in.MTU != nil {
 		out.MTU = l.integer(in.MTU, 68, 65535, "MTU")
@@ -219,6 +253,9 @@ func (l *stackLowerer) iface(in *dsl.Interface) {
 	for _, other := range l.st.Interfaces {
 		if other.Name == out.Name {
 			l.diags.Errorf(l.rng(in.Name.Pos, in.Name.EndPos), CodeDupName, "interface %q is declared twice", out.Name)
+		}
+		if other.MAC == out.MAC && out.MAC != 0 {
+			l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), CodeConflict, "MAC %s is already interface %s's", in.MAC.Text, other.Name)
 		}
 	}
 	l.st.Interfaces = append(l.st.Interfaces, out)
@@ -450,6 +487,10 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 					hi := lo
 					if it.Hi != nil {
 						hi = l.core(it.Hi)
+						if hi < lo {
+							l.diags.Errorf(l.rng(it.Hi.Pos, it.Hi.EndPos), CodeBadNumber, "core range %d..%d ends below its start", lo, hi)
+							continue
+						}
 					}
 					for c := lo; c <= hi; c++ {
 						e.Cores = append(e.Cores, c)
@@ -478,6 +519,11 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 					continue
 				}
 				e.Rate = v * mult
+				if e.Rate > MaxRate || math.IsInf(e.Rate, 0) || math.IsNaN(e.Rate) {
+					l.diags.Errorf(at, CodeBadAttr, "rate %s%s is above %gMpps, more than any one endpoint receives", n.Text, a.Unit, MaxRate/1e6).Detail =
+						"a 400 Gb/s link carries about 600 Mpps of minimum-size frames"
+					e.Rate = 0
+				}
 			}
 		case "message":
 			if n, ok := single(); ok {

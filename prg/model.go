@@ -344,7 +344,7 @@ func (sp *Space) set(p graph.Prop) error {
 	}
 	num := func() (int, error) {
 		if v.Kind != graph.NumValue || v.Range || v.Num != float64(int(v.Num)) || v.Num < 0 {
-			return 0, fmt.Errorf("want a whole number")
+			return 0, fmt.Errorf("want a whole number, 0 or more")
 		}
 		return int(v.Num), nil
 	}
@@ -372,6 +372,10 @@ func (sp *Space) set(p graph.Prop) error {
 		sp.GlobalMask, err = boolean()
 	case "capacity":
 		sp.Capacity, err = num()
+		if err == nil && sp.Capacity == 0 {
+			// An absent capacity means no limit; 0 would read as the same.
+			err = fmt.Errorf("capacity 0 holds no entry; leave capacity out for a table without a limit")
+		}
 	case "priority":
 		if v.Kind != graph.NumValue || !v.Range {
 			return fmt.Errorf("want a range LO..HI")

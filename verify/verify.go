@@ -138,8 +138,9 @@ func readCaptures(paths []string) ([]item, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", path, err)
 		}
-		frames, err := packet.ReadCapture(path, f)
+		frames, more, err := packet.ReadCapture(path, f)
 		f.Close()
+		notes = append(notes, more...)
 		if err != nil && len(frames) == 0 {
 			return nil, nil, err
 		}

@@ -123,7 +123,7 @@ func TestOutputs(t *testing.T) {
 }
 
 // hostile is a stack whose strings try shell and Go injection.
-const hostile = "stack hostile {\n" +
+var hostile = "stack hostile {\n" +
 	"    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n" +
 	"    cores 0..3\n" +
 	"    endpoint func udp listen *:53 { app \"$(touch PWNED1)\" core 1 }\n" +
@@ -132,7 +132,21 @@ const hostile = "stack hostile {\n" +
 	"    endpoint package udp listen *:55 { app \"ünïcødé \u2028 x\" }\n" +
 	"    endpoint a_b udp listen *:56\n" +
 	"    endpoint range udp listen *:57..58\n" +
+	"    endpoint names udp listen *:59 { app \"\x1b[31mred\x00\" core 1 }\n" +
+	"    endpoint Names udp listen *:60\n" +
+	goNames +
 	"}\n"
+
+// goNames are endpoints named after Go's predeclared identifiers and the
+// generated package's own names.
+var goNames = func() string {
+	var b strings.Builder
+	for i, n := range []string{"int", "string", "nil", "true", "len", "append", "error", "iota", "any", "Kind", "Drop", "Deliver", "Reply", "Sink",
+		"Verdict", "Endpoint", "Flags", "Meta", "Queues", "Process", "NoEndpoint", "queue0", "decode", "frame"} {
+		fmt.Fprintf(&b, "    endpoint %s udp listen *:%d\n", n, 61+i)
+	}
+	return b.String()
+}()
 
 func TestHostileNames(t *testing.T) {
 	for _, nic := range []string{"82599", "82576"} {
@@ -160,6 +174,15 @@ func TestHostileNames(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 				t.Fatalf("the dry run executed a command from a user string (%s exists)", f)
 			}
+		}
+		if b, _ := os.ReadFile(script); bytes.ContainsAny(b, "\x1b\x00") {
+			t.Error("linux.sh holds raw control bytes from an app string")
+		}
+		if !strings.Contains(out.String(), `\x1b[31mred\x00`) {
+			t.Errorf("dry run does not show the app's control bytes escaped:\n%s", out.String())
+		}
+		if bytes.ContainsAny(out.Bytes(), "\x1b\x00") {
+			t.Error("the dry run prints raw control bytes")
 		}
 		for _, want := range []string{"$(touch PWNED1)", "`touch PWNED2`; rm -rf x"} {
 			if !strings.Contains(out.String(), want) {

@@ -131,8 +131,16 @@ func leftLines(lines []string) gv.Literal {
 	return gv.Literal(b.String())
 }
 
+// quoteID quotes a graph ID for DOT: backslashes and quotes escaped,
+// line breaks and other control characters shown as spaces.
 func quoteID(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
 // Status is how the embedding drawing shows an LPG node on a queue.

@@ -7,6 +7,7 @@
 package gofallback
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"go/format"
@@ -36,7 +37,7 @@ func Generate(r *embed.Result, st *lpg.Stack, opt Options) (map[string][]byte, e
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}}
 	if opt.Module == "" {
-		opt.Module = "dragonc.generated/" + strings.ToLower(lpg.Sanitize(r.Plan.Stack))
+		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
 	}
 	main, err := g.mainFile()
@@ -99,6 +100,19 @@ func oneLine(s string) string {
 	}, s)
 }
 
+// maxName bounds the module's last path element, which the go command
+// turns into file names (the test binary): a long stack name is cut and
+// given a hash of the whole so that names stay distinct.
+const maxName = 64
+
+func shortName(s string) string {
+	if len(s) <= maxName {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return s[:maxName-9] + "_" + hex.EncodeToString(sum[:4])
+}
+
 // goIdent turns a name into an exported Go identifier fragment.
 func goIdent(s string) string {
 	id := lpg.Sanitize(s)
@@ -133,7 +147,8 @@ func (g *gen) mainFile() ([]byte, error) {
 	// Endpoints.
 	w("// Endpoint identifies a declared endpoint.\ntype Endpoint int\n\n")
 	w("// The stack's endpoints.\nconst (\n")
-	used := map[string]bool{}
+	// The other generated names an endpoint constant could spell.
+	used := map[string]bool{"EndpointNames": true, "Endpoint": true}
 	for i, e := range g.st.Endpoints {
 		id := "Endpoint" + goIdent(e.Ident)
 		for n := 2; used[id]; n++ {
@@ -160,8 +175,14 @@ func (g *gen) mainFile() ([]byte, error) {
 	w("// Flags are the verdicts the NIC reports in the receive descriptor.\ntype Flags uint64\n\n")
 	if len(g.flagOrd) > 0 {
 		w("// Descriptor flags: set when the NIC's check of that name passed.\nconst (\n")
+		seen := map[string]bool{}
 		for i, f := range g.flagOrd {
-			w("\tFlag%s Flags = 1 << %d\n", goIdent(f), i)
+			id := "Flag" + goIdent(f)
+			for n := 2; seen[id]; n++ {
+				id = fmt.Sprintf("Flag%s%d", goIdent(f), n)
+			}
+			seen[id] = true
+			w("\t%s Flags = 1 << %d\n", id, i)
 		}
 		w(")\n\n")
 	}

@@ -31,6 +31,20 @@ func comment(s string) string {
 	return s
 }
 
+// visible shows control characters of a user string (an application
+// name) as Go escapes, so that printing it cannot drive the terminal.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // Script renders linux.sh for a plan. source names the stack file.
 func Script(r *embed.Result, source string) string {
 	pl := r.Plan
@@ -152,7 +166,7 @@ func Script(r *embed.Result, source string) string {
 				cs = append(cs, fmt.Sprint(c))
 			}
 		}
-		w("printf 'bind %%s to cores %%s (taskset -acp %%s PID)\\n' %s %s %s\n", Quote(a), Quote(strings.Join(cs, ",")), Quote(strings.Join(cs, ",")))
+		w("printf 'bind %%s to cores %%s (taskset -acp %%s PID)\\n' %s %s %s\n", Quote(visible(a)), Quote(strings.Join(cs, ",")), Quote(strings.Join(cs, ",")))
 	}
 	return b.String()
 }

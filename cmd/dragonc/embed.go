@@ -174,6 +174,10 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 			fmt.Fprintf(e.stderr, "dragonc: %s: %v\n", f.previous, err)
 			return nil, nil, false
 		}
+		if prev.NIC != nicArg || prev.Stack != st.Name {
+			fmt.Fprintf(e.stderr, "dragonc: %s is the plan of stack %q on %s; this run embeds stack %q on %s\n", f.previous, prev.Stack, prev.NIC, st.Name, nicArg)
+			return nil, nil, false
+		}
 		in.Previous = prev
 	}
 	r, err := embed.Run(in)

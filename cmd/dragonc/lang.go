@@ -20,6 +20,7 @@ import (
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
 )
 
 func init() {
@@ -188,6 +189,15 @@ func describeIOError(err error) string {
 	return err.Error()
 }
 
+func hasConfig(g *graph.Graph) bool {
+	for _, n := range g.Nodes {
+		if n.Kind == graph.Config {
+			return true
+		}
+	}
+	return false
+}
+
 // load parses and validates any dragonc file.
 func load(name string, src []byte) *loaded {
 	s, diags := dsl.Parse(name, src)
@@ -197,6 +207,11 @@ func load(name string, src []byte) *loaded {
 		g, more := dsl.Lower(s)
 		l.graph = g
 		diags = append(diags, more...)
+		if g != nil && !more.HasErrors() && hasConfig(g) {
+			// A PRG: its configuration nodes are checked as embed will.
+			_, more := prg.NewModel(g, s.File)
+			diags = append(diags, more...)
+		}
 	case s.AST != nil && s.AST.Stack != nil:
 		st, more := lpg.Lower(s)
 		diags = append(diags, more...)

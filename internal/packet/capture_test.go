@@ -1,0 +1,75 @@
+package packet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// TestPcapngInterfaces: in a pcapng file with an Ethernet and a raw-IP
+// interface, the Ethernet records are read and the others counted.
+func TestPcapngInterfaces(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := w.AddInterface(pcapgo.NgInterface{Name: "tun0", LinkType: layers.LinkTypeRaw, SnapLength: 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := MustBuild(Spec{Src: []byte{10, 0, 0, 9}, Dst: []byte{10, 0, 0, 1}, Proto: ProtoUDP, SrcPort: 1, DstPort: 53})
+	for i := 0; i < 3; i++ {
+		ci := gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: len(frame), Length: len(frame), InterfaceIndex: 0}
+		if err := w.WritePacket(ci, frame); err != nil {
+			t.Fatal(err)
+		}
+		ci.InterfaceIndex = raw
+		ci.CaptureLength, ci.Length = len(frame)-14, len(frame)-14
+		if err := w.WritePacket(ci, frame[14:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	frames, notes, err := ReadCapture("mixed.pcapng", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 3 || frames[1].Index != 3 {
+		t.Errorf("%d frames (second at record %d), want 3 Ethernet frames", len(frames), frames[1].Index)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "3 records of a Raw interface skipped") {
+		t.Errorf("notes %q", notes)
+	}
+}
+
+// TestEmptyPcapng: a section header with no interface and no frame is a
+// valid, empty capture; a cut header is not.
+func TestEmptyPcapng(t *testing.T) {
+	shb := make([]byte, 28)
+	binary.LittleEndian.PutUint32(shb[0:], 0x0A0D0D0A)
+	binary.LittleEndian.PutUint32(shb[4:], 28)
+	binary.LittleEndian.PutUint32(shb[8:], 0x1A2B3C4D)
+	binary.LittleEndian.PutUint16(shb[12:], 1)
+	binary.LittleEndian.PutUint64(shb[16:], ^uint64(0))
+	binary.LittleEndian.PutUint32(shb[24:], 28)
+	frames, notes, err := ReadCapture("empty.pcapng", bytes.NewReader(shb))
+	if err != nil || len(frames) != 0 {
+		t.Errorf("empty pcapng: %d frames, notes %q, %v", len(frames), notes, err)
+	}
+	var buf bytes.Buffer
+	w, _ := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
+	w.Flush()
+	if frames, _, err := ReadCapture("noframes.pcapng", &buf); err != nil || len(frames) != 0 {
+		t.Errorf("a pcapng with an interface and no frame: %d, %v", len(frames), err)
+	}
+	if _, _, err := ReadCapture("cut.pcapng", bytes.NewReader(shb[:20])); err == nil {
+		t.Error("a cut section header was read")
+	}
+}
