@@ -320,6 +320,14 @@ func FuzzParse(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	// Deep nesting, within and beyond the limits (the seeds the first
+	// fuzzing never reached).
+	for _, depth := range []int{100, 255, 300} {
+		f.Add([]byte("graph g { node A { port out[] predicate out \"" + strings.Repeat("not(", depth) + "pred(A,out)" + strings.Repeat(")", depth) + "\" } }"))
+		f.Add([]byte("graph g { node A { port out[] predicate out \"" + strings.Repeat("!", depth) + "udp.dport == 1\" } }"))
+		f.Add([]byte("graph g { " + strings.Repeat("cluster C { ", depth) + "node A { port out[] }" + strings.Repeat(" }", depth) + " }"))
+		f.Add([]byte("graph g { node A { port out[] semantics out { " + strings.Repeat("(", depth) + strings.Repeat(")", depth) + " } } }"))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		s, diags := dsl.Parse("fuzz", src)
 		if s.AST == nil {
