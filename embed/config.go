@@ -13,7 +13,7 @@ import (
 func (p *problem) config(cs []choice) *prg.Config {
 	c := prg.NewConfig()
 	m := p.in.Model
-	identityUsed := map[*prg.Space]bool{}
+	identityUsed := map[string]bool{} // by node: spaces may be driver-narrowed copies
 	for i, ch := range cs {
 		if ch.t == nil {
 			continue
@@ -27,7 +27,7 @@ func (p *problem) config(cs []choice) *prg.Config {
 				c.Values[ch.t.sp.Node] = v
 			}
 			v.Indirection[e.ep.OMXID] = node
-			identityUsed[ch.t.sp] = true
+			identityUsed[ch.t.sp.Node] = true
 			continue
 		}
 		prio := 0
@@ -40,8 +40,9 @@ func (p *problem) config(cs []choice) *prg.Config {
 		tv.Entries = append(tv.Entries, prg.Entry{Match: slices.Clone(e.match[ch.t]), Priority: prio, Action: node})
 	}
 	// Buckets no endpoint uses go to the default queue.
-	for sp := range identityUsed {
-		v := c.Values[sp.Node]
+	for node := range identityUsed {
+		sp := m.Space(node)
+		v := c.Values[node]
 		def := p.queues[0].node
 		if !slices.Contains(sp.Actions, def) {
 			def = sp.Actions[0]
@@ -59,6 +60,11 @@ func (p *problem) config(cs []choice) *prg.Config {
 		if sp.Kind != prg.Enum {
 			continue
 		}
+		if p.in.Driver != nil {
+			if ok, _ := p.in.Driver.Exposes(sp); !ok {
+				continue // the driver leaves it as it is
+			}
+		}
 		switch {
 		case slices.Contains(sp.Choices, "on") && !p.leadsToUnused(sp, identityUsed):
 			c.Values[sp.Node] = &prg.Value{Kind: prg.Enum, Choice: "on"}
@@ -69,12 +75,12 @@ func (p *problem) config(cs []choice) *prg.Config {
 
 // leadsToUnused reports whether an enum's "on" port leads to an identity
 // hash that steers nothing (then the switch stays off).
-func (p *problem) leadsToUnused(sp *prg.Space, used map[*prg.Space]bool) bool {
+func (p *problem) leadsToUnused(sp *prg.Space, used map[string]bool) bool {
 	g := p.in.Model.G
 	on := g.Nodes[sp.ID].Port("on")
 	for _, s := range on.Succ {
 		if tsp := p.in.Model.Space(g.Nodes[s].Name); tsp != nil && tsp.Kind == prg.Hash && tsp.Identity {
-			return !used[tsp]
+			return !used[tsp.Node]
 		}
 	}
 	return false

@@ -17,18 +17,22 @@ type Plan struct {
 	SchemaVersion int `json:"schema_version"`
 	// DragoncVersion is the version of the dragonc that wrote the plan
 	// (set by the command line; empty in library use).
-	DragoncVersion string               `json:"dragonc_version,omitempty"`
-	NIC            string               `json:"nic"`
-	Stack          string               `json:"stack"`
-	Strategy       string               `json:"strategy"`
-	Cost           PlanCost             `json:"cost"`
-	Queues         []PlanQueue          `json:"queues"`
-	Config         []PlanConfig         `json:"config"`
-	Endpoints      []PlanEndpoint       `json:"endpoints"`
-	Placement      map[string]PlanPlace `json:"placement"`
-	Engines        []PlanEngine         `json:"engines,omitempty"`
-	Changes        *Changes             `json:"changes,omitempty"`
-	Warnings       []string             `json:"warnings"`
+	DragoncVersion string `json:"dragonc_version,omitempty"`
+	NIC            string `json:"nic"`
+	Stack          string `json:"stack"`
+	Strategy       string `json:"strategy"`
+	// Target is "linux" when the search used only what the Linux driver
+	// exposes (Driver names it), "silicon" when it used the whole PRG.
+	Target    string               `json:"target"`
+	Driver    string               `json:"driver,omitempty"`
+	Cost      PlanCost             `json:"cost"`
+	Queues    []PlanQueue          `json:"queues"`
+	Config    []PlanConfig         `json:"config"`
+	Endpoints []PlanEndpoint       `json:"endpoints"`
+	Placement map[string]PlanPlace `json:"placement"`
+	Engines   []PlanEngine         `json:"engines,omitempty"`
+	Changes   *Changes             `json:"changes,omitempty"`
+	Warnings  []string             `json:"warnings"`
 }
 
 // PlanCost is the predicted cost next to its references.

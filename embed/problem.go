@@ -30,7 +30,17 @@ type Input struct {
 	Previous *Plan // for the incremental strategy
 	// CopyEngine is a host copy engine (I/OAT) that bulk copies may use.
 	CopyEngine *prg.Engine
+	// Driver restricts the search to what a Linux driver exposes of the
+	// silicon (--target linux); nil searches the whole PRG (--target
+	// silicon).
+	Driver *prg.Driver
 }
+
+// Targets of an embedding.
+const (
+	TargetLinux   = "linux"
+	TargetSilicon = "silicon"
+)
 
 // qinfo is a receive queue the plan uses.
 type qinfo struct {
@@ -78,13 +88,23 @@ type problem struct {
 	// exclude names tables the search may not use (firmware steering that
 	// would overload the NIC's cores).
 	exclude map[string]bool
+	// hidden holds the silicon's steering nodes the driver does not
+	// expose, with the reason.
+	hidden []hiddenSpace
+}
+
+// hiddenSpace is a configuration node of the silicon that the target
+// driver does not reach.
+type hiddenSpace struct {
+	sp  *prg.Space
+	why string
 }
 
 // usableQueues decides how many queues to use: one per declared core (the
 // Linux convention of `ethtool -L combined N`), at most the NIC's, with
 // queue i's interrupt on the i-th core. A stack without cores gets
 // min(queues, 8), on cores 0.. .
-func usableQueues(m *prg.Model, st *lpg.Stack) []qinfo {
+func usableQueues(m *prg.Model, st *lpg.Stack, d *prg.Driver) []qinfo {
 	cores := st.Cores
 	n := len(cores)
 	if n == 0 {
@@ -94,6 +114,9 @@ func usableQueues(m *prg.Model, st *lpg.Stack) []qinfo {
 		}
 	}
 	n = min(n, len(m.Queues))
+	if d != nil && d.MaxChannels > 0 {
+		n = min(n, d.MaxChannels)
+	}
 	var out []qinfo
 	for i := 0; i < n; i++ {
 		q := m.Queues[i]
@@ -109,7 +132,7 @@ func newProblem(in *Input) (*problem, error) {
 
 func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	m := in.Model
-	p := &problem{in: in, queues: usableQueues(m, in.Stack), exclude: exclude}
+	p := &problem{in: in, queues: usableQueues(m, in.Stack, in.Driver), exclude: exclude}
 	if len(p.queues) == 0 {
 		return nil, fmt.Errorf("%s has no receive queue", in.NIC)
 	}
@@ -119,6 +142,13 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	}
 	order := topoIndex(m.G)
 	for _, sp := range m.Spaces {
+		if in.Driver != nil && (sp.Kind == prg.Table || sp.Kind == prg.Hash) {
+			if ok, why := in.Driver.Exposes(sp); !ok {
+				p.hidden = append(p.hidden, hiddenSpace{sp, why})
+				continue
+			}
+			sp = in.Driver.Restrict(sp)
+		}
 		switch sp.Kind {
 		case prg.Table:
 			if sp.When != nil || exclude[sp.Node] {
@@ -146,7 +176,13 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	}
 	sort.SliceStable(p.tables, func(i, j int) bool { return p.tables[i].order < p.tables[j].order })
 	if p.hash != nil && len(p.queues) > 1 {
-		for i := 1; i < len(p.queues); i++ {
+		// RSS spreads over the non-default queues, unless the driver fills
+		// the table itself over every queue.
+		first := 1
+		if in.Driver != nil && in.Driver.RSS != nil && !in.Driver.RSS.SetTable {
+			first = 0
+		}
+		for i := first; i < len(p.queues); i++ {
 			if slices.Contains(p.hash.Actions, p.queues[i].node) && len(p.rssQ) < p.hash.MaxTargets {
 				p.rssQ = append(p.rssQ, i)
 			}
@@ -171,7 +207,26 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	}
 	p.overlaps()
 	p.cp = p.costProblem()
+	p.warnHidden()
 	return p, nil
+}
+
+// warnHidden names the silicon's steering the driver does not expose,
+// where it could have held an endpoint of this stack.
+func (p *problem) warnHidden() {
+	for _, h := range p.hidden {
+		n := 0
+		for _, e := range p.eps {
+			if h.sp.Kind == prg.Table && h.sp.When == nil && fits(h.sp, matchFields(e.ep)) ||
+				h.sp.Kind == prg.Hash && h.sp.Identity && e.ep.Proto == lpg.OpenMX {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		p.warns = append(p.warns, fmt.Sprintf("%s could steer %d endpoint(s) on the silicon, but %s; they are steered by what the driver exposes or in software (--target silicon searches the whole NIC)", h.sp.Node, n, h.why))
+	}
 }
 
 func topoIndex(g *graph.Graph) map[int]int {

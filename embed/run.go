@@ -59,6 +59,15 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 	if sp == nil || len(tasks) == 0 || len(engines) == 0 {
 		return nil
 	}
+	if p.in.Driver != nil {
+		if ok, why := p.in.Driver.Exposes(sp); !ok {
+			w := fmt.Sprintf("%s: the tasks are not partitioned over the NIC's engines: %s", sp.Node, why)
+			if !slices.Contains(p.warns, w) {
+				p.warns = append(p.warns, w)
+			}
+			return nil
+		}
+	}
 	pl := Place(tasks, engines)
 	v := &prg.Value{Kind: prg.Place, Placement: map[string]string{}}
 	for i, t := range tasks {
@@ -198,8 +207,11 @@ func (p *problem) flowQueue(e *endpoint, qs []int) int {
 // plan assembles plan.json.
 func (r *Result) plan() *Plan {
 	p, em := r.p, r.Embedding
-	pl := &Plan{GeneratedBy: "dragonc", SchemaVersion: PlanSchemaVersion, NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy),
+	pl := &Plan{GeneratedBy: "dragonc", SchemaVersion: PlanSchemaVersion, NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy), Target: TargetSilicon,
 		Placement: map[string]PlanPlace{}, Warnings: []string{}}
+	if p.in.Driver != nil {
+		pl.Target, pl.Driver = TargetLinux, p.in.Driver.Name
+	}
 	soft, rss := p.references()
 	pl.Cost = PlanCost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: kindName(int(r.Cost.Kind)), Tie: round(r.Cost.Tie),
 		SoftwareOnly: PlanRef{round(soft.V), kindName(int(soft.Kind))}, RSSOnly: PlanRef{round(rss.V), kindName(int(rss.Kind))}}
@@ -584,3 +596,7 @@ func (r *Result) changes(pl *Plan) *Changes {
 	ch.Moved = slices.Compact(ch.Moved)
 	return ch
 }
+
+// Driver returns the Linux driver the plan was made for, or nil for a plan
+// of the whole silicon.
+func (r *Result) Driver() *prg.Driver { return r.p.in.Driver }

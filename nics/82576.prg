@@ -8,6 +8,7 @@
 // flex, tuple filters, RSS, default queue): unverified for the 82576.
 graph i82576 {
     resources Device {
+        driver "igb" // the Linux driver; what it exposes: nics/drivers.go
         rx_queues 16 // docs/nics.md
         tx_queues 16 // docs/nics.md (unverified)
         vectors 25 // MSI-X vectors (82576 datasheet; unverified)

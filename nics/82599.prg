@@ -13,6 +13,7 @@
 // (ethertype, then SYN, then the tuple filters): unverified for the 82599.
 graph i82599 {
     resources Device {
+        driver "ixgbe" // the Linux driver; what it exposes: nics/drivers.go
         rx_queues 128 // docs/nics.md: 128 receive queues
         tx_queues 128 // docs/nics.md: 128 transmit queues
         vectors 64 // MSI-X vectors (82599 datasheet; unverified)

@@ -8,6 +8,7 @@
 // endpoint.
 graph myri10g {
     resources Device {
+        driver "myri10ge" // the Linux driver; what it exposes: nics/drivers.go
         rx_queues 32 // docs/nics.md: up to 32 slices, each a receive ring
         vectors 32 // docs/nics.md: one MSI-X interrupt per slice
         link_gbps 10

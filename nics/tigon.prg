@@ -24,6 +24,7 @@
 // Both are derived estimates.
 graph tigon {
     resources Device {
+        driver "acenic" // the Linux driver; what it exposes: nics/drivers.go
         rx_queues 4 // host receive rings the firmware can return frames to (unverified)
         link_gbps 1
         sram_kib 1024 // Tigon paper: 1 MB shared external SRAM

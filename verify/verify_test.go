@@ -55,6 +55,33 @@ func TestEveryNICAndExample(t *testing.T) {
 	}
 }
 
+// TestLinuxTargets verifies the plans made for the Linux drivers (the
+// default of dragonc embed): fewer filters, fewer queues, the same
+// treatment of every frame.
+func TestLinuxTargets(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	examples, _ := filepath.Glob("../examples/*.lpg")
+	for _, nic := range []string{"82576", "82599", "myri10g", "tigon"} {
+		for _, ex := range examples {
+			t.Run(nic+"/"+strings.TrimSuffix(filepath.Base(ex), ".lpg"), func(t *testing.T) {
+				r, st := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, embed.TargetLinux)
+				rep, err := Run(r, st, Options{Packets: n, Seed: 11})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rep.Mismatches) > 0 {
+					var out bytes.Buffer
+					rep.Write(&out, 3)
+					t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
+				}
+			})
+		}
+	}
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {

@@ -20,6 +20,7 @@ import (
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
 )
 
 func init() {
@@ -95,6 +96,7 @@ func looksLikeStack(arg string) bool { return strings.HasSuffix(arg, ".lpg") }
 // embedFlags are the flags shared by embed and verify.
 type embedFlags struct {
 	cost, strategy, previous, copyEngine string
+	target                               string
 	asJSON                               bool
 }
 
@@ -104,6 +106,7 @@ func (f *embedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
 	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or none")
+	fs.StringVar(&f.target, "target", embed.TargetLinux, "linux: use only what the NIC's Linux driver exposes; silicon: the whole NIC (a custom driver, DPDK, a research stack)")
 }
 
 // validate rejects flag values that name nothing, before any work.
@@ -113,6 +116,9 @@ func (f *embedFlags) validate() error {
 	}
 	if !slices.Contains(embed.Strategies(), f.strategy) {
 		return usagef("unknown strategy %q; choose %s", f.strategy, strings.Join(embed.Strategies(), ", "))
+	}
+	if f.target != embed.TargetLinux && f.target != embed.TargetSilicon {
+		return usagef("unknown target %q; choose linux or silicon", f.target)
 	}
 	if f.strategy == "incremental" && f.previous == "" {
 		return usagef("--strategy incremental needs --previous plan.json")
@@ -149,6 +155,13 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		st = &lpg.Stack{Name: l.graph.Name} // an explicit LPG: no endpoints to steer
 	}
 	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.graph, Cost: fn, Strategy: f.strategy}
+	if f.target == embed.TargetLinux {
+		d, why := nics.DriverFor(m)
+		if d == nil {
+			fmt.Fprintf(e.stderr, "dragonc: warning: %s; embedding on the whole NIC as --target silicon does\n", why)
+		}
+		in.Driver = d
+	}
 	if f.copyEngine != "" && f.copyEngine != "none" {
 		cm, _, ok := loadNIC(e, f.copyEngine)
 		if !ok {

@@ -32,6 +32,23 @@ func Model(t testing.TB, nic string) *prg.Model {
 // cost function with the default strategy.
 func Plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function) (*embed.Result, *lpg.Stack) {
 	t.Helper()
+	return plan(t, nic, name, src, cost, embed.TargetSilicon)
+}
+
+// PlanTarget is Plan for a target: "silicon" (the whole PRG, as Plan) or
+// "linux" (only what the model's Linux driver exposes; the model must
+// name a driver dragonc knows).
+func PlanTarget(t testing.TB, nic, path string, cost costmodel.Function, target string) (*embed.Result, *lpg.Stack) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan(t, nic, path, src, cost, target)
+}
+
+func plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function, target string) (*embed.Result, *lpg.Stack) {
+	t.Helper()
 	st, diags := lpg.LoadStack(name, src)
 	if st == nil {
 		t.Fatal(diags)
@@ -40,7 +57,15 @@ func Plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := embed.Run(&embed.Input{NIC: nic, Model: Model(t, nic), Stack: st, LPG: g, Cost: cost, Strategy: "default"})
+	in := &embed.Input{NIC: nic, Model: Model(t, nic), Stack: st, LPG: g, Cost: cost, Strategy: "default"}
+	if target == embed.TargetLinux {
+		d, why := nics.DriverFor(in.Model)
+		if d == nil {
+			t.Fatal(why)
+		}
+		in.Driver = d
+	}
+	r, err := embed.Run(in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,358 @@
+package linux_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/internal/golden"
+)
+
+var root = func() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}()
+
+func examples(t *testing.T) []string {
+	m, err := filepath.Glob(filepath.Join(root, "examples", "*.lpg"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	return m
+}
+
+var (
+	ruleLine    = regexp.MustCompile(`(?m)^run ethtool -N "\$ifc" (flow-type \S+ .*) loc '\d+'`)
+	combinedArg = regexp.MustCompile(`(?m)^run ethtool -L "\$ifc" combined '(\d+)'`)
+	maskWords   = regexp.MustCompile(`(src-ip|dst-ip|src-port|dst-port) '[^']*'( m '[^']*')?`)
+)
+
+// shape is what ixgbe compares between rules: which fields a rule
+// matches, with which masks (the values do not matter).
+func shape(rule string) string {
+	var parts []string
+	for _, m := range maskWords.FindAllStringSubmatch(rule, -1) {
+		parts = append(parts, m[1]+m[2])
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestLinuxTargetUsesOnlyDriverFeatures checks, for every built-in NIC
+// with a Linux driver and every example, that the script asks the driver
+// only for what its source says it accepts.
+func TestLinuxTargetUsesOnlyDriverFeatures(t *testing.T) {
+	for _, nic := range []string{"82599", "82576", "myri10g", "tigon"} {
+		for _, ex := range examples(t) {
+			t.Run(nic+"/"+filepath.Base(ex), func(t *testing.T) {
+				r, _ := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, embed.TargetLinux)
+				d := r.Driver()
+				if r.Plan.Target != "linux" || r.Plan.Driver != d.Name {
+					t.Fatalf("plan target %q driver %q", r.Plan.Target, r.Plan.Driver)
+				}
+				script := linux.Script(r, ex)
+				rules := ruleLine.FindAllStringSubmatch(script, -1)
+				switch d.Name {
+				case "igb", "myri10ge", "acenic":
+					// igb on the 82576 has no ntuple (igb_probe), the others no
+					// set_rxnfc at all.
+					if len(rules) > 0 {
+						t.Errorf("%s gets %d ethtool -N rules, e.g. %s", d.Name, len(rules), rules[0][1])
+					}
+				case "ixgbe":
+					if len(rules) > 2046 {
+						t.Errorf("%d rules; ixgbe takes 2046 with the default packet buffer split", len(rules))
+					}
+					for _, m := range rules {
+						if shape(m[1]) != shape(rules[0][1]) {
+							t.Errorf("ixgbe takes one mask per port; rule %q and rule %q differ", rules[0][1], m[1])
+							break
+						}
+						if !regexp.MustCompile(`^flow-type (tcp4|udp4|sctp4|ip4) `).MatchString(m[1]) {
+							t.Errorf("flow type ixgbe does not take: %s", m[1])
+						}
+					}
+				}
+				for _, m := range combinedArg.FindAllStringSubmatch(script, -1) {
+					if n, _ := strconv.Atoi(m[1]); d.MaxChannels > 0 && n > d.MaxChannels {
+						t.Errorf("ethtool -L combined %d; %s allows %d", n, d.Name, d.MaxChannels)
+					}
+				}
+				for _, q := range r.Plan.Queues {
+					if d.MaxChannels > 0 && q.ID >= d.MaxChannels {
+						t.Errorf("queue %d used; %s has %d channels", q.ID, d.Name, d.MaxChannels)
+					}
+				}
+				for _, c := range r.Plan.Config {
+					if c.Kind == "table" && len(c.Entries) > 0 {
+						if _, ok := d.Tables[c.Node]; !ok {
+							t.Errorf("plan fills %s, which %s does not expose", c.Node, d.Name)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// fakeNIC sets up the fake ethtool's state and a fake /proc with one
+// interrupt per queue.
+type fakeNIC struct {
+	dir, bin, proc, state string
+}
+
+func newFake(t *testing.T, driver string, channels int) *fakeNIC {
+	t.Helper()
+	base := t.TempDir()
+	f := &fakeNIC{dir: filepath.Join(base, "nic"), bin: filepath.Join(base, "bin"), proc: filepath.Join(base, "proc"), state: filepath.Join(base, "run.undo")}
+	for _, d := range []string{f.dir, f.bin, f.proc} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join("testdata", "fake-ethtool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.bin, "ethtool"), src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var indir []string
+	for i := 0; i < 128; i++ {
+		indir = append(indir, fmt.Sprint(i%channels))
+	}
+	indir = append(indir, "") // the fake writes a trailing space
+	files := map[string]string{
+		"driver": driver, "max": "63", "channels": fmt.Sprint(channels), "rx-checksumming": "off",
+		"tx-checksumming": "off", "ntuple-filters": "off", "udp4": "sd", "inserted": "0",
+		"indir": strings.Join(indir, " "), "log": "",
+	}
+	for k, v := range files {
+		if err := os.WriteFile(filepath.Join(f.dir, k), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var irqs strings.Builder
+	irqs.WriteString("           CPU0       CPU1\n")
+	for q := 0; q < 64; q++ {
+		irq := 100 + q
+		fmt.Fprintf(&irqs, " %d:          0          0  IR-PCI-MSI 524288-edge      eth0-TxRx-%d\n", irq, q)
+		d := filepath.Join(f.proc, "irq", fmt.Sprint(irq))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "smp_affinity_list"), []byte("0-7\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(f.proc, "interrupts"), []byte(irqs.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fakeNIC) read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// snapshot is the fake interface's whole state, for before/after checks.
+func (f *fakeNIC) snapshot(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, k := range []string{"channels", "rx-checksumming", "tx-checksumming", "ntuple-filters", "udp4", "indir"} {
+		fmt.Fprintf(&b, "%s=%s\n", k, f.read(t, k))
+	}
+	rules, _ := filepath.Glob(filepath.Join(f.dir, "rule.*"))
+	fmt.Fprintf(&b, "rules=%d\n", len(rules))
+	for q := 0; q < 64; q++ {
+		a, _ := os.ReadFile(filepath.Join(f.proc, "irq", fmt.Sprint(100+q), "smp_affinity_list"))
+		fmt.Fprintf(&b, "irq%d=%s", q, a)
+	}
+	return b.String()
+}
+
+func (f *fakeNIC) run(t *testing.T, script string, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+f.bin+":"+os.Getenv("PATH"), "FAKE_ETHTOOL_DIR="+f.dir, "DRAGONC_PROC="+f.proc, "DRAGONC_STATE="+f.state)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func writeScript(t *testing.T, nic, example string) string {
+	t.Helper()
+	r, _ := embedtest.PlanTarget(t, nic, filepath.Join(root, "examples", example), costmodel.Balance{}, embed.TargetLinux)
+	p := filepath.Join(t.TempDir(), "linux.sh")
+	if err := os.WriteFile(p, []byte(linux.Script(r, example)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestScriptRefusedRule: the driver refuses the third rule while ethtool
+// exits 0, as the real one does. The script must see it by reading the
+// table back, name the step, undo everything it applied and exit 1.
+func TestScriptRefusedRule(t *testing.T) {
+	script := writeScript(t, "82599", "web_and_dns.lpg")
+	f := newFake(t, "ixgbe", 4)
+	before := f.snapshot(t)
+	out, code := f.run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "eth0")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	if !regexp.MustCompile(`step \d+/\d+: filter rule 2 .* failed: rule 2 is not in the NIC's table`).MatchString(out) {
+		t.Errorf("the failed step is not named:\n%s", out)
+	}
+	if after := f.snapshot(t); after != before {
+		t.Errorf("the failed run left changes behind:\nbefore\n%s\nafter\n%s\noutput:\n%s", before, after, out)
+	}
+	if _, err := os.Stat(f.state); !os.IsNotExist(err) {
+		t.Errorf("the record of the failed run was kept: %v", err)
+	}
+}
+
+// TestScriptApplyAndUndo applies a plan and restores the old settings.
+func TestScriptApplyAndUndo(t *testing.T) {
+	script := writeScript(t, "82599", "web_and_dns.lpg")
+	f := newFake(t, "ixgbe", 4)
+	before := f.snapshot(t)
+	out, code := f.run(t, script, nil, "eth0")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if f.read(t, "ntuple-filters") != "on" || f.read(t, "udp4") != "sdfn" || f.read(t, "channels") != "8" {
+		t.Errorf("not applied:\n%s", f.snapshot(t))
+	}
+	rules, _ := filepath.Glob(filepath.Join(f.dir, "rule.*"))
+	if len(rules) == 0 {
+		t.Error("no rule written")
+	}
+	// A second run without --undo first is refused: it would record the
+	// applied state as the one to restore.
+	if out, code := f.run(t, script, nil, "eth0"); code != 1 || !strings.Contains(out, "--undo") {
+		t.Errorf("second run: exit %d:\n%s", code, out)
+	}
+	out, code = f.run(t, script, nil, "--undo", "eth0")
+	if code != 0 {
+		t.Fatalf("undo: exit %d:\n%s", code, out)
+	}
+	if after := f.snapshot(t); after != before {
+		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}
+
+// TestScriptChecksDriver: another driver stops the script before any
+// change unless --force.
+func TestScriptChecksDriver(t *testing.T) {
+	script := writeScript(t, "82599", "dns_ntp.lpg")
+	f := newFake(t, "e1000e", 4)
+	before := f.snapshot(t)
+	out, code := f.run(t, script, nil, "eth0")
+	if code != 1 || !strings.Contains(out, "driven by 'e1000e', this plan is for ixgbe") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	if f.snapshot(t) != before || f.read(t, "log") != "-i eth0" {
+		t.Errorf("changed something before the driver check: log %q", f.read(t, "log"))
+	}
+	if out, code := f.run(t, script, nil, "--help"); code != 0 || !strings.HasPrefix(out, "usage: linux.sh") {
+		t.Errorf("--help: exit %d:\n%s", code, out)
+	}
+	if out, code := f.run(t, script, nil, "--frobnicate", "eth0"); code != 2 || !strings.Contains(out, "unknown option --frobnicate") {
+		t.Errorf("unknown option: exit %d:\n%s", code, out)
+	}
+}
+
+// TestScriptOnVeth runs the 82599 script, forced, against the real
+// ethtool on a veth pair inside a network namespace the test makes: the
+// veth driver refuses what an ixgbe would take. The script must stop with
+// exit 1, say why, and leave the interface as it found it.
+func TestScriptOnVeth(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Skip("ethtool is not installed")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare is not installed")
+	}
+	script := writeScript(t, "82599", "web_and_dns.lpg")
+	state := filepath.Join(t.TempDir(), "veth.undo")
+	// Everything happens in a namespace of its own: the veth pair goes
+	// away with it when the shell exits.
+	inner := `set -e
+ip link add v0 type veth peer name v1
+ip link set v0 up
+ip link set v1 up
+before="$(ethtool -l v0 2>&1; ethtool -k v0 2>&1)"
+rc=0
+sh "$1" --force v0 || rc=$?
+after="$(ethtool -l v0 2>&1; ethtool -k v0 2>&1)"
+echo "exit=$rc"
+if [ "$before" = "$after" ]; then echo same; else echo changed; printf '%s\n----\n%s\n' "$before" "$after"; fi
+# Then every ethtool command of the script, one by one: the veth may
+# refuse a feature, but never the syntax.
+sh "$1" --dry-run v0 | grep '^ethtool ' | while IFS= read -r line; do
+    out=$(eval "$line" 2>&1) || true
+    case "$out" in
+    *"bad command line"* | *"Usage:"* | *"unknown"* | *"invalid"*) echo "SYNTAX: $line: $out" ;;
+    esac
+    echo "ran: $line"
+done
+`
+	cmd := exec.Command("unshare", "-n", "sh", "-c", inner, "sh", script)
+	cmd.Env = append(os.Environ(), "DRAGONC_STATE="+state)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot make a namespace with a veth pair here: %v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "exit=1") {
+		t.Errorf("the script did not fail on a veth:\n%s", s)
+	}
+	if !strings.Contains(s, "same") {
+		t.Errorf("the failed run left changes on the veth:\n%s", s)
+	}
+	if strings.Contains(s, "SYNTAX:") {
+		t.Errorf("ethtool refused the syntax of a command:\n%s", s)
+	}
+	if !strings.Contains(s, "ran: ethtool -N v0 flow-type") {
+		t.Errorf("the rules were not tried one by one:\n%s", s)
+	}
+	if !regexp.MustCompile(`step \d+/\d+: .* failed: `).MatchString(s) {
+		t.Errorf("no failed step named:\n%s", s)
+	}
+	if len(s) > 2000 {
+		s = s[:2000] + "..."
+	}
+	t.Logf("veth run:\n%s", s)
+}
+
+// TestLinuxGoldens keeps the scripts of two plans made for the Linux
+// drivers under review (go test ./... -update rewrites them).
+func TestLinuxGoldens(t *testing.T) {
+	for _, c := range []struct{ nic, example string }{{"82599", "web_and_dns.lpg"}, {"82576", "web_and_dns.lpg"}, {"myri10g", "mpi_openmx.lpg"}} {
+		r, _ := embedtest.PlanTarget(t, c.nic, filepath.Join(root, "examples", c.example), costmodel.Balance{}, embed.TargetLinux)
+		golden.Check(t, filepath.Join("testdata", c.nic+"-"+strings.TrimSuffix(c.example, ".lpg")+".linux.sh.golden"), []byte(linux.Script(r, "examples/"+c.example)))
+	}
+}

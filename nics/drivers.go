@@ -1,0 +1,161 @@
+package nics
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dragonc/dragonc/prg"
+)
+
+// The Linux drivers of the built-in NICs: what each exposes of the
+// silicon, read from the driver sources in the Linux tree (paths relative
+// to drivers/net/ethernet/). A model names its driver with the resource
+// property `driver` (resources Device { driver "ixgbe" }).
+var drivers = map[string]*prg.Driver{
+	// Intel 82599: ixgbe.
+	"ixgbe": {
+		Name:   "ixgbe",
+		Source: "intel/ixgbe/ixgbe_ethtool.c, ixgbe.h, ixgbe_main.c",
+		// ixgbe_max_channels(): 64 queues while ATR sampling is on
+		// (atr_sample_rate = 20 by default, ixgbe_sw_init), capped by
+		// IXGBE_MAX_FDIR_INDICES = 63 (ixgbe.h, "based on q_vector limit").
+		MaxChannels: 63,
+		Channels:    "ethtool -L",
+		// ixgbe_set_features(): NETIF_F_RXCSUM and the transmit checksum
+		// features are user-changeable (ethtool -K rx / tx).
+		Enums: map[string]string{"RxCsumOffload": "rx", "TxCsumInsert": "tx"},
+		Tables: map[string]prg.DriverTable{
+			// ixgbe_add_ethtool_fdir_entry(): every ethtool -N rule is a
+			// Flow Director perfect filter; needs ntuple on
+			// (IXGBE_FLAG_FDIR_PERFECT_CAPABLE, else -EOPNOTSUPP);
+			// location < (1024 << fdir_pballoc) - 2 with fdir_pballoc =
+			// IXGBE_FDIR_PBALLOC_64K (= 1) by default: 2046 rules; flow
+			// types tcp4, udp4, sctp4 and ip4 (ixgbe_flowspec_to_flow_type);
+			// "Only one mask supported per port": the first rule's mask
+			// (addresses, ports, flow-type mask) binds every later one;
+			// RX_CLS_FLOW_DISC drops.
+			"RxCFDir": {
+				Capacity:  2046,
+				FlowTypes: []string{"tcp4", "udp4", "sctp4", "ip4"},
+				Fields:    []string{"ip.proto", "ip.src", "ip.dst", "l4.sport", "l4.dport"},
+				OneMask:   true,
+				Drop:      true,
+			},
+		},
+		RSS: &prg.DriverRSS{
+			Node:     "RxCRSS",
+			SetTable: true,
+			// ixgbe_set_rxfh(): table entries must be below
+			// min(num_rx_queues, ixgbe_rss_indir_tbl_max()) = 16 before
+			// the X550 (IXGBE_MAX_RSS_INDICES = 16).
+			MaxTarget: 16,
+			// ixgbe_set_rss_hash_opt(): UDP_V4_FLOW takes sd or sdfn.
+			UDPPorts: true,
+		},
+		Hidden: map[string]string{
+			"RxC5TupleFilter":    "ixgbe programs every ethtool -N rule into Flow Director; its 128 five-tuple filters are not reachable through ethtool (ixgbe_set_rxnfc)",
+			"RxCEtherTypeFilter": "ixgbe keeps the EtherType filters for its own use (FCoE, LLDP); ethtool -N cannot reach them",
+			"RxCSynFilter":       "ixgbe has no ethtool interface to the SYN filter",
+		},
+	},
+	// Intel 82576: igb.
+	"igb": {
+		Name:   "igb",
+		Source: "intel/igb/igb_main.c, igb_ethtool.c, igb.h",
+		// igb_get_max_rss_queues(): the 82576 without VFs falls through to
+		// IGB_MAX_RX_QUEUES = 8; igb_set_channels() refuses more.
+		MaxChannels: 8,
+		Channels:    "ethtool -L",
+		Enums:       map[string]string{"RxCsumOffload": "rx", "TxCsumInsert": "tx"},
+		// igb_probe() sets NETIF_F_NTUPLE in hw_features only for
+		// e1000_i350 and later; igb_add_ethtool_nfc_entry() returns
+		// -EOPNOTSUPP without it. So on an 82576 ethtool -N inserts no
+		// rule at all (on an I350/I210 it accepts EtherType and VLAN
+		// priority rules only: ETHER_FLOW).
+		Tables: map[string]prg.DriverTable{},
+		RSS: &prg.DriverRSS{
+			Node:     "RxCRSS",
+			SetTable: true,
+			// igb_set_rxfh(): entries below num_rx_queues (at most 8).
+			MaxTarget: 8,
+			// igb_set_rss_hash_opt(): UDP_V4_FLOW takes sd or sdfn.
+			UDPPorts: true,
+		},
+		Hidden: map[string]string{
+			"RxCEtherTypeFilter": "igb exposes ethtool -N (EtherType rules) only on the I350 and later, not on the 82576 (igb_probe: NETIF_F_NTUPLE for mac.type >= e1000_i350)",
+			"RxCSynFilter":       "igb has no ethtool interface to the SYN filter",
+			"RxCFlexFilter":      "igb has no ethtool interface to the flexible filters",
+			"RxC5TupleFilter":    "igb has no ethtool interface to the five-tuple filters (ethtool -N takes only ETHER_FLOW, and not at all on the 82576)",
+		},
+	},
+	// Myricom Myri-10G: myri10ge.
+	"myri10ge": {
+		Name:   "myri10ge",
+		Source: "myricom/myri10ge/myri10ge.c, myri10ge_mcp.h",
+		// myri10ge_ethtool_ops has no set_channels, set_rxnfc or set_rxfh:
+		// the slice count is the module parameter myri10ge_max_slices
+		// (read-only once loaded, 0444), the hash type myri10ge_rss_hash.
+		MaxChannels: 32,
+		Channels:    "module myri10ge_max_slices",
+		RSS: &prg.DriverRSS{
+			Node: "RxCIPHash",
+			// myri10ge_reset(): MXGEFW_CMD_SET_RSS_TABLE_SIZE = num_slices
+			// and the table is written i -> slice i: the driver fills it.
+			SetTable: false,
+			// MXGEFW_RSS_HASH_TYPE_SRC_DST_PORT (5) is the default
+			// myri10ge_rss_hash.
+			UDPPorts: true,
+		},
+		Hidden: map[string]string{
+			"RxOMXHashMode": "the Open-MX endpoint hashing is not in the upstream myri10ge firmware interface (myri10ge_mcp.h hash types: IPV4, TCP_IPV4, SRC_PORT, SRC_DST_PORT)",
+			"RxCOMXHash":    "the Open-MX endpoint hashing is not in the upstream myri10ge firmware interface (myri10ge_mcp.h hash types: IPV4, TCP_IPV4, SRC_PORT, SRC_DST_PORT)",
+		},
+	},
+	// Alteon Tigon: acenic.
+	"acenic": {
+		Name:   "acenic",
+		Source: "alteon/acenic.c",
+		// ace_ethtool_ops: link settings and driver info only; one receive
+		// ring to the host; the firmware is Alteon's image (tg2.bin).
+		MaxChannels: 1,
+		Channels:    "fixed",
+		Hidden: map[string]string{
+			"RxFirmwareSteer": "acenic loads Alteon's firmware, which has no steering table; the firmware demultiplexer needs custom firmware (--target silicon)",
+			"RxFirmware":      "acenic loads Alteon's firmware; placing handlers on the two cores needs custom firmware (--target silicon)",
+		},
+	},
+}
+
+// Driver returns the facts of a Linux driver by name.
+func Driver(name string) (*prg.Driver, bool) {
+	d, ok := drivers[name]
+	return d, ok
+}
+
+// Drivers lists the drivers dragonc knows, by name.
+func Drivers() []string {
+	var out []string
+	for n := range drivers {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DriverFor returns the driver facts a model names with its resource
+// property `driver`, or nil and a sentence saying why there are none.
+func DriverFor(m *prg.Model) (*prg.Driver, string) {
+	v, ok := m.Props["driver"]
+	if !ok || v.Str == "" {
+		return nil, fmt.Sprintf("model %s names no Linux driver (resources { driver \"NAME\" })", m.Name)
+	}
+	d, ok := drivers[v.Str]
+	if !ok {
+		return nil, fmt.Sprintf("dragonc has no facts about the Linux driver %q of model %s (it knows %s)", v.Str, m.Name, strings.Join(Drivers(), ", "))
+	}
+	if err := d.Check(m); err != nil {
+		return nil, err.Error()
+	}
+	return d, ""
+}
