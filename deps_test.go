@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"internal/solver":              {"internal/pred"},
 	"costmodel":                    {},
 	"nics":                         {"prg"},
+	"discover":                     {"prg"},
 	"prg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":                          {"internal/diag", "internal/graph", "internal/pred"},
 	"backends/dot":                 {"embed", "internal/graph"},
@@ -42,7 +43,7 @@ var allowed = map[string][]string{
 	"bench":                        {"backends/gofallback", "costmodel", "embed", "internal/packet", "lpg", "prg", "sim"},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
-	"cmd/dragonc":                  {"bench", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
+	"cmd/dragonc":                  {"bench", "discover", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
 	"internal/outdir":              {},
 }
 

@@ -151,6 +151,9 @@ func DriverFor(m *prg.Model) (*prg.Driver, string) {
 		return nil, fmt.Sprintf("model %s names no Linux driver (resources { driver \"NAME\" })", m.Name)
 	}
 	d, ok := drivers[v.Str]
+	if !ok && m.Props["driver_facts"].Str == "generic" {
+		return generic(m, v.Str), ""
+	}
 	if !ok {
 		return nil, fmt.Sprintf("dragonc has no facts about the Linux driver %q of model %s (it knows %s)", v.Str, m.Name, strings.Join(Drivers(), ", "))
 	}
@@ -158,4 +161,25 @@ func DriverFor(m *prg.Model) (*prg.Driver, string) {
 		return nil, err.Error()
 	}
 	return d, ""
+}
+
+// generic are the facts assumed for a driver dragonc does not know, in a
+// model that `dragonc discover` wrote from what the driver reports: the
+// queue count through ethtool -L, checksums through ethtool -K, RSS
+// through ethtool -X when the model has a table, and no filters.
+func generic(m *prg.Model, name string) *prg.Driver {
+	d := &prg.Driver{Name: name, Channels: "ethtool -L", Enums: map[string]string{}, Tables: map[string]prg.DriverTable{}}
+	if n, ok := m.Number("rx_queues"); ok {
+		d.MaxChannels = int(n)
+	}
+	if m.Space("RxCsumOffload") != nil {
+		d.Enums["RxCsumOffload"] = "rx"
+	}
+	if m.Space("TxCsumInsert") != nil {
+		d.Enums["TxCsumInsert"] = "tx"
+	}
+	if sp := m.Space("RxCRSS"); sp != nil {
+		d.RSS = &prg.DriverRSS{Node: "RxCRSS", SetTable: true, UDPPorts: sp.UDPPorts}
+	}
+	return d
 }
