@@ -545,28 +545,16 @@ func (l *lowerer) checkAtoms() {
 	var names []string
 	for _, pp := range l.preds {
 		var opaque []pred.Atom
-		var walk func(pred.Expr)
-		walk = func(e pred.Expr) {
+		pred.Inspect(pp.e, func(e pred.Expr) bool {
 			if a, ok := pred.OpaqueValue(e); ok {
 				opaque = append(opaque, a)
-				return
+				return false
 			}
-			switch e := e.(type) {
-			case pred.And:
-				for _, x := range e.X {
-					walk(x)
-				}
-			case pred.Or:
-				for _, x := range e.X {
-					walk(x)
-				}
-			case pred.Not:
-				walk(e.X)
-			case pred.Atom:
-				l.checkNodeAtom(pp.s, e, &names)
+			if a, ok := e.(pred.Atom); ok {
+				l.checkNodeAtom(pp.s, a, &names)
 			}
-		}
-		walk(pp.e)
+			return true
+		})
 		for _, a := range opaque {
 			d := l.diags.Warnf(l.atomRange(pp.s, a), CodeOpaqueValue, "value %q of %s is not one dragonc knows; it is kept as an opaque value", a.Value, a.Name)
 			d.Detail = "no frame satisfies it by itself, and it excludes every other value of " + a.Name + ", as in Dragonet"

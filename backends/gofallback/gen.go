@@ -546,22 +546,13 @@ func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
 // usedFields lists the fields the software pipelines read.
 func usedFields(r *embed.Result) map[string]bool {
 	out := map[string]bool{}
-	var walk func(e pred.Expr)
-	walk = func(e pred.Expr) {
-		switch e := e.(type) {
-		case pred.Cmp:
-			out[e.Field] = true
-		case pred.And:
-			for _, x := range e.X {
-				walk(x)
+	walk := func(e pred.Expr) {
+		pred.Inspect(e, func(e pred.Expr) bool {
+			if c, ok := e.(pred.Cmp); ok {
+				out[c.Field] = true
 			}
-		case pred.Or:
-			for _, x := range e.X {
-				walk(x)
-			}
-		case pred.Not:
-			walk(e.X)
-		}
+			return true
+		})
 	}
 	for _, q := range r.Embedding.Queues {
 		for _, n := range q.SW.Nodes {

@@ -287,3 +287,23 @@ func NormRanges(rs []Range) []Range {
 	}
 	return out
 }
+
+// Inspect walks an expression depth first, calling f on each node; when f
+// returns false, the children of that node are skipped (as go/ast.Inspect).
+func Inspect(e Expr, f func(Expr) bool) {
+	if e == nil || !f(e) {
+		return
+	}
+	switch e := e.(type) {
+	case And:
+		for _, x := range e.X {
+			Inspect(x, f)
+		}
+	case Or:
+		for _, x := range e.X {
+			Inspect(x, f)
+		}
+	case Not:
+		Inspect(e.X, f)
+	}
+}

@@ -1,6 +1,7 @@
 package pred
 
 import (
+	"fmt"
 	"testing"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
@@ -106,5 +107,29 @@ func TestEval(t *testing.T) {
 		if got := Eval(MustParse(in), env); got != want {
 			t.Errorf("Eval(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+func TestInspect(t *testing.T) {
+	e, err := Parse("ip.proto == 17 && !(udp.dport == 53 || udp.dport == 54)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all, top []string
+	Inspect(e, func(x Expr) bool {
+		if c, ok := x.(Cmp); ok {
+			all = append(all, c.Field)
+		}
+		return true
+	})
+	Inspect(e, func(x Expr) bool {
+		if c, ok := x.(Cmp); ok {
+			top = append(top, c.Field)
+		}
+		_, isNot := x.(Not)
+		return !isNot // skip what is under the negation
+	})
+	if fmt.Sprint(all) != "[ip.proto udp.dport udp.dport]" || fmt.Sprint(top) != "[ip.proto]" {
+		t.Errorf("all %v, without the negation %v", all, top)
 	}
 }
