@@ -7,6 +7,7 @@ package bench
 
 import (
 	"bytes"
+	"embed"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -14,14 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
-
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 
 	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/bench/baseline"
 	"github.com/dragonc/dragonc/costmodel"
-	"github.com/dragonc/dragonc/embed"
+	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
@@ -39,38 +37,55 @@ const softwareNIC = `graph software {
     }
 }`
 
+// Figures are the nanoseconds per frame of each variant on one set of
+// frames, each the median of interleaved rounds in one process.
+type Figures struct {
+	Fallback float64 // the generated code of the embedding, NIC verdicts in
+	Software float64 // the whole LPG generated for one queue, no NIC help
+	Hand     float64 // hand-written decoder, same checks, packed-key maps
+	Gopacket float64 // gopacket DecodingLayerParser, same checks and maps
+}
+
 // Report is what bench measured.
 type Report struct {
-	Frames       int
-	FallbackNs   float64
-	SoftwareNs   float64
-	GopacketNs   float64
-	Allocs       float64
-	Sizes        string
+	Frames int     // frames in each set
+	Small  Figures // minimum-size frames (60 bytes for UDP)
+	Mixed  Figures // minimum-size and typical frames (64 and 512 bytes of data)
+	Allocs float64 // allocations per frame of the generated code
+	// SavedPercent is how much of the all-software pipeline's time the
+	// embedding saves on the mixed frames.
 	SavedPercent float64
 }
 
-// Line is the last line of `dragonc bench` (docs/cli.md).
+// Line is the last line of `dragonc bench` (docs/cli.md), on the mixed
+// frames.
 func (r Report) Line() string {
 	return fmt.Sprintf("fallback %.1f ns/frame, software-only %.1f ns/frame, gopacket baseline %.1f ns/frame, %g allocs/frame",
-		r.FallbackNs, r.SoftwareNs, r.GopacketNs, r.Allocs)
+		r.Mixed.Fallback, r.Mixed.Software, r.Mixed.Gopacket, r.Allocs)
+}
+
+// Table writes every figure and the ratios to the generated code.
+func (r Report) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-34s %12s %12s\n", "ns/frame (ratio to the fallback)", "64-byte", "mixed")
+	row := func(name string, small, mixed float64) {
+		fmt.Fprintf(&b, "%-34s %5.1f (%4.2fx) %5.1f (%4.2fx)\n", name, small, small/r.Small.Fallback, mixed, mixed/r.Mixed.Fallback)
+	}
+	row("generated fallback (this plan)", r.Small.Fallback, r.Mixed.Fallback)
+	row("all-software LPG (generated)", r.Small.Software, r.Mixed.Software)
+	row("hand-written decoder + maps", r.Small.Hand, r.Mixed.Hand)
+	row("gopacket DecodingLayerParser", r.Small.Gopacket, r.Mixed.Gopacket)
+	return b.String()
 }
 
 // Frames makes frames aimed at every endpoint: minimum-size frames and
 // frames with typical payloads (64 and 512 bytes of data).
 func Frames(st *lpg.Stack, n int) [][]byte {
-	g := sim.NewGen(st, 1)
-	var out [][]byte
-	var aimed [][]byte
-	for i := 0; i < 4*len(st.Endpoints)+64 && len(aimed) < n; i++ {
-		f := g.Next()
-		if strings.HasPrefix(f.Label, "at ") && f.CRCOK {
-			aimed = append(aimed, f.Data)
-		}
-	}
+	aimed := Aimed(st, n)
 	if len(aimed) == 0 {
 		return nil
 	}
+	var out [][]byte
 	for i := 0; len(out) < n; i++ {
 		b := aimed[i%len(aimed)]
 		switch i % 4 {
@@ -82,6 +97,20 @@ func Frames(st *lpg.Stack, n int) [][]byte {
 		out = append(out, b)
 	}
 	return out
+}
+
+// Aimed makes up to n minimum-size frames aimed at the endpoints, each
+// with a good CRC.
+func Aimed(st *lpg.Stack, n int) [][]byte {
+	g := sim.NewGen(st, 1)
+	var aimed [][]byte
+	for i := 0; i < 4*len(st.Endpoints)+64 && len(aimed) < n; i++ {
+		f := g.Next()
+		if strings.HasPrefix(f.Label, "at ") && f.CRCOK {
+			aimed = append(aimed, f.Data)
+		}
+	}
+	return aimed
 }
 
 // grow appends data to a UDP/TCP frame and fixes lengths and checksums by
@@ -107,16 +136,26 @@ func ipBytes(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte
 
 // Run measures the fallback of r on frames. The go command builds the
 // harness; work is a scratch directory.
-func Run(r *embed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, error) {
+func Run(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string) (Report, error) {
 	return RunProgress(r, st, frames, work, nil)
 }
 
 // Stages of a bench run, for progress reports.
-var Stages = []string{"generating code", "simulating the NIC", "building the harness", "timing the generated code", "timing the gopacket baseline"}
+var Stages = []string{"generating code", "simulating the NIC", "building the harness", "timing every variant, interleaved"}
+
+// baselineFiles are the baselines' sources, copied into the harness.
+//
+//go:embed baseline/config.go baseline/hand.go baseline/gopacket.go
+var baselineFiles embed.FS
+
+// GopacketVersion is the gopacket the harness is built with: dragonc's
+// own (a test keeps the two equal).
+const GopacketVersion = "v1.7.7"
 
 // RunProgress is Run, calling progress (when not nil) as each stage of
-// Stages begins.
-func RunProgress(r *embed.Result, st *lpg.Stack, frames [][]byte, work string, progress func(stage int)) (Report, error) {
+// Stages begins. frames are the mixed set; the minimum-size set is made
+// from the stack.
+func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, progress func(stage int)) (Report, error) {
 	if progress == nil {
 		progress = func(int) {}
 	}
@@ -129,9 +168,9 @@ func RunProgress(r *embed.Result, st *lpg.Stack, frames [][]byte, work string, p
 	if err != nil {
 		return rep, err
 	}
-	// The two generated packages in one harness module.
-	files := map[string][]byte{"go.mod": []byte("module dragoncbench\n\ngo 1.21\n")}
-	for dir, res := range map[string]*embed.Result{"emb": r, "sw": soft} {
+	// The two generated packages and the baselines in one harness module.
+	files := map[string][]byte{"go.mod": []byte("module dragoncbench\n\ngo 1.25\n\nrequire github.com/gopacket/gopacket " + GopacketVersion + "\n")}
+	for dir, res := range map[string]*dembed.Result{"emb": r, "sw": soft} {
 		fb, err := gofallback.Generate(res, st, gofallback.Options{Source: "bench", Module: "dragoncbench/" + dir, TestFrames: 1})
 		if err != nil {
 			return rep, err
@@ -143,7 +182,15 @@ func RunProgress(r *embed.Result, st *lpg.Stack, frames [][]byte, work string, p
 			files[filepath.Join(dir, name)] = data
 		}
 	}
+	for _, name := range []string{"config.go", "hand.go", "gopacket.go"} {
+		b, err := baselineFiles.ReadFile("baseline/" + name)
+		if err != nil {
+			return rep, err
+		}
+		files[filepath.Join("baseline", name)] = b
+	}
 	files["main.go"] = []byte(harness)
+	files["config.go"] = []byte(fmt.Sprintf("// Code generated by dragonc bench. DO NOT EDIT.\n\npackage main\n\nimport \"dragoncbench/baseline\"\n\nvar config = %#v\n", baseline.FromStack(st)))
 	for name, data := range files {
 		p := filepath.Join(work, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -160,55 +207,75 @@ func RunProgress(r *embed.Result, st *lpg.Stack, frames [][]byte, work string, p
 		return rep, err
 	}
 	var in bytes.Buffer
-	kept := 0
-	for _, f := range frames {
-		res := s.Run(f, true)
-		if res.Queue < 0 {
-			continue
-		}
-		var flags uint64
-		for _, rp := range s.LastReported() {
-			if rp[1] == "true" {
-				flags |= 1 << uint(flagIndex(r, rp[0]))
+	small := Aimed(st, len(frames))
+	for set, fs := range [][][]byte{small, frames} {
+		for _, f := range fs {
+			res := s.Run(f, true)
+			if res.Queue < 0 {
+				continue
 			}
+			var flags uint64
+			for _, rp := range s.LastReported() {
+				if rp[1] == "true" {
+					flags |= 1 << uint(flagIndex(r, rp[0]))
+				}
+			}
+			var pf packet.Frame
+			pf.Decode(f)
+			ipOK, _ := pf.Field("ip.csum_ok")
+			l4OK, _ := pf.Field("udp.csum_ok")
+			if v, ok := pf.Field("tcp.csum_ok"); ok {
+				l4OK = v
+			}
+			binary.Write(&in, binary.LittleEndian, uint32(len(f)))
+			binary.Write(&in, binary.LittleEndian, int32(res.Queue))
+			binary.Write(&in, binary.LittleEndian, flags)
+			in.Write([]byte{byte(set), byte(ipOK), byte(l4OK)})
+			in.Write(f)
 		}
-		binary.Write(&in, binary.LittleEndian, uint32(len(f)))
-		binary.Write(&in, binary.LittleEndian, int32(res.Queue))
-		binary.Write(&in, binary.LittleEndian, flags)
-		in.Write(f)
-		kept++
 	}
-	rep.Frames = kept
+	// Kept beside the harness, so that a run can be repeated by hand
+	// (./harness < frames.bin) when the work directory is kept.
+	if err := os.WriteFile(filepath.Join(work, "frames.bin"), in.Bytes(), 0o644); err != nil {
+		return rep, err
+	}
 	progress(2)
 	bin := filepath.Join(work, "harness")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = work
-	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	// The harness needs gopacket: from the module cache (or the proxy),
+	// recording its checksums in the harness's own go.sum.
+	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		return rep, fmt.Errorf("building the harness: %v\n%s", err, out)
 	}
 	progress(3)
 	run := exec.Command(bin)
 	run.Stdin = &in
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
 	out, err := run.Output()
 	if err != nil {
-		return rep, fmt.Errorf("running the harness: %v", err)
+		return rep, fmt.Errorf("running the harness: %v\n%s", err, stderr.String())
 	}
-	var res struct{ Emb, Sw, Allocs float64 }
+	var res struct {
+		Frames       [2]int
+		Small, Mixed Figures
+		Allocs       float64
+	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		return rep, fmt.Errorf("harness output: %v: %s", err, out)
 	}
-	rep.FallbackNs, rep.SoftwareNs, rep.Allocs = res.Emb, res.Sw, res.Allocs
-	progress(4)
-	rep.GopacketNs = Gopacket(st, frames)
-	if rep.SoftwareNs > 0 {
-		rep.SavedPercent = 100 * (1 - rep.FallbackNs/rep.SoftwareNs)
+	rep.Frames = res.Frames[1]
+	rep.Small, rep.Mixed, rep.Allocs = res.Small, res.Mixed, res.Allocs
+	if rep.Mixed.Software > 0 {
+		rep.SavedPercent = 100 * (1 - rep.Mixed.Fallback/rep.Mixed.Software)
 	}
 	return rep, nil
 }
 
 // flagIndex is the bit of a descriptor-reported node in the generated Flags.
-func flagIndex(r *embed.Result, node string) int {
+func flagIndex(r *dembed.Result, node string) int {
 	for i, f := range gofallback.FlagOrder(r) {
 		if f == node {
 			return i
@@ -218,86 +285,19 @@ func flagIndex(r *embed.Result, node string) int {
 }
 
 // softwareOnly embeds the stack on a NIC that does nothing.
-func softwareOnly(r *embed.Result, st *lpg.Stack) (*embed.Result, error) {
+func softwareOnly(r *dembed.Result, st *lpg.Stack) (*dembed.Result, error) {
 	m, diags := prg.Load("software.prg", []byte(softwareNIC))
 	if m == nil {
 		return nil, fmt.Errorf("dragonc: internal error: %v", diags)
 	}
-	return embed.Run(&embed.Input{NIC: "software", Model: m, Stack: st, LPG: r.Embedding.LPG, Cost: costmodel.Balance{}, Strategy: "dragonet-greedy"})
+	return dembed.Run(&dembed.Input{NIC: "software", Model: m, Stack: st, LPG: r.Embedding.LPG, Cost: costmodel.Balance{}, Strategy: "dragonet-greedy"})
 }
 
-// Gopacket times the baseline: gopacket's DecodingLayerParser over
-// Ethernet, IPv4, UDP and TCP, then a Go map from the 5-tuple (and the
-// listening port) to the endpoint.
-func Gopacket(st *lpg.Stack, frames [][]byte) float64 {
-	type key struct {
-		proto      uint8
-		src, dst   [4]byte
-		sport, dpt uint16
-	}
-	table := map[key]int{}
-	for i, e := range st.Endpoints {
-		proto := uint8(packet.ProtoUDP)
-		if e.Proto == lpg.TCP {
-			proto = packet.ProtoTCP
-		}
-		k := key{proto: proto, dpt: e.Port}
-		if e.Flow {
-			copy(k.src[:], ipBytes(e.Remote))
-			k.sport = e.RPort
-		}
-		if !e.AnyAddr {
-			copy(k.dst[:], ipBytes(e.Addr))
-		}
-		table[k] = i
-	}
-	var eth layers.Ethernet
-	var ip4 layers.IPv4
-	var udp layers.UDP
-	var tcp layers.TCP
-	var payload gopacket.Payload
-	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp, &tcp, &payload)
-	parser.IgnoreUnsupported = true
-	decoded := make([]gopacket.LayerType, 0, 8)
-	sink := 0
-	res := testing.Benchmark(func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			data := frames[i%len(frames)]
-			if err := parser.DecodeLayers(data, &decoded); err != nil && len(decoded) == 0 {
-				continue
-			}
-			var k key
-			for _, lt := range decoded {
-				switch lt {
-				case layers.LayerTypeIPv4:
-					copy(k.src[:], ip4.SrcIP.To4())
-					copy(k.dst[:], ip4.DstIP.To4())
-					k.proto = uint8(ip4.Protocol)
-				case layers.LayerTypeUDP:
-					k.sport, k.dpt = uint16(udp.SrcPort), uint16(udp.DstPort)
-				case layers.LayerTypeTCP:
-					k.sport, k.dpt = uint16(tcp.SrcPort), uint16(tcp.DstPort)
-				}
-			}
-			if ep, ok := table[k]; ok {
-				sink += ep
-				continue
-			}
-			k.src, k.sport = [4]byte{}, 0
-			if ep, ok := table[k]; ok {
-				sink += ep
-				continue
-			}
-			k.dst = [4]byte{}
-			sink += table[k]
-		}
-	})
-	_ = sink
-	return float64(res.T.Nanoseconds()) / float64(res.N)
-}
-
-// harness reads frames from stdin (length, queue, flags, bytes) and times
-// both generated packages with testing.Benchmark.
+// harness reads the frames of both sets from stdin (length, queue, flags,
+// set, checksum verdicts, bytes), checks that every variant delivers each
+// frame to the same endpoint, and times the variants in interleaved
+// rounds, each round in a different order; a figure is the median of its
+// rounds.
 const harness = `// Code generated by dragonc bench. DO NOT EDIT.
 package main
 
@@ -305,23 +305,106 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"sort"
 	"testing"
+	"time"
 
+	"dragoncbench/baseline"
 	emb "dragoncbench/emb"
 	sw "dragoncbench/sw"
 )
 
 type frame struct {
-	data  []byte
-	queue int
-	flags uint64
+	data       []byte
+	queue      int
+	flags      uint64
+	ipOK, l4OK bool
+}
+
+var (
+	hand = baseline.NewHand(config)
+	gp   = baseline.NewGopacket(config)
+	sink int
+)
+
+func fallback(fs []frame) {
+	for i := range fs {
+		f := &fs[i]
+		v := emb.Process(f.queue, f.data, emb.Meta{CRCOK: true, Flags: emb.Flags(f.flags)})
+		sink += int(v.Index)
+	}
+}
+
+func software(fs []frame) {
+	for i := range fs {
+		v := sw.Process(0, fs[i].data, sw.Meta{CRCOK: true})
+		sink += int(v.Index)
+	}
+}
+
+func handWritten(fs []frame) {
+	for i := range fs {
+		f := &fs[i]
+		sink += int(hand.Process(f.data, true, f.ipOK, f.l4OK))
+	}
+}
+
+func gopacket(fs []frame) {
+	for i := range fs {
+		f := &fs[i]
+		sink += int(gp.Process(f.data, true, f.ipOK, f.l4OK))
+	}
+}
+
+var variants = []func([]frame){fallback, software, handWritten, gopacket}
+
+// measure times the variants on one set: 15 rounds, each running every
+// variant over the set reps times, in a rotating order.
+func measure(fs []frame) [4]float64 {
+	reps := 1
+	for {
+		start := time.Now()
+		for r := 0; r < reps; r++ {
+			fallback(fs)
+		}
+		if time.Since(start) > 2*time.Millisecond || reps > 1<<20 {
+			break
+		}
+		reps *= 2
+	}
+	const rounds = 15
+	var ns [4][]float64
+	for round := 0; round < rounds; round++ {
+		for k := 0; k < 4; k++ {
+			v := (round + k) % 4
+			start := time.Now()
+			for r := 0; r < reps; r++ {
+				variants[v](fs)
+			}
+			ns[v] = append(ns[v], float64(time.Since(start).Nanoseconds())/float64(reps*len(fs)))
+		}
+	}
+	var out [4]float64
+	for v := range ns {
+		sort.Float64s(ns[v])
+		out[v] = ns[v][rounds/2]
+	}
+	return out
+}
+
+func endpointOf(v emb.Verdict) int32 {
+	if v.Kind == emb.Deliver {
+		return int32(v.Index)
+	}
+	return -1
 }
 
 func main() {
 	r := bufio.NewReader(os.Stdin)
-	var frames []frame
+	var sets [2][]frame
 	for {
 		var n uint32
 		var q int32
@@ -331,36 +414,50 @@ func main() {
 		}
 		binary.Read(r, binary.LittleEndian, &q)
 		binary.Read(r, binary.LittleEndian, &flags)
+		var hdr [3]byte
+		io.ReadFull(r, hdr[:])
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r, b); err != nil {
 			break
 		}
-		frames = append(frames, frame{b, int(q), flags})
+		set := int(hdr[0] & 1)
+		sets[set] = append(sets[set], frame{b, int(q), flags, hdr[1] == 1, hdr[2] == 1})
 	}
-	if len(frames) == 0 {
+	if len(sets[0]) == 0 || len(sets[1]) == 0 {
+		fmt.Fprintln(os.Stderr, "no frames")
 		os.Exit(1)
 	}
-	sink := 0
-	e := testing.Benchmark(func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			f := &frames[i%len(frames)]
-			v := emb.Process(f.queue, f.data, emb.Meta{CRCOK: true, Flags: emb.Flags(f.flags)})
-			sink += int(v.Kind)
+	// The same work: every variant delivers every frame to the same endpoint.
+	for _, fs := range sets {
+		for _, f := range fs {
+			want := endpointOf(emb.Process(f.queue, f.data, emb.Meta{CRCOK: true, Flags: emb.Flags(f.flags)}))
+			s := sw.Process(0, f.data, sw.Meta{CRCOK: true})
+			got := [3]int32{-1, hand.Process(f.data, true, f.ipOK, f.l4OK), gp.Process(f.data, true, f.ipOK, f.l4OK)}
+			if s.Kind == sw.Deliver {
+				got[0] = int32(s.Index)
+			}
+			for k, g := range got {
+				if g != want {
+					fmt.Fprintf(os.Stderr, "%s delivers frame %x to endpoint %d, the generated code to %d\n", []string{"the all-software LPG", "the hand-written baseline", "the gopacket baseline"}[k], f.data, g, want)
+					os.Exit(1)
+				}
+			}
 		}
+	}
+	f0 := sets[0][0]
+	allocs := testing.AllocsPerRun(100, func() {
+		emb.Process(f0.queue, f0.data, emb.Meta{CRCOK: true, Flags: emb.Flags(f0.flags)})
 	})
-	s := testing.Benchmark(func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			f := &frames[i%len(frames)]
-			v := sw.Process(0, f.data, sw.Meta{CRCOK: true})
-			sink += int(v.Kind)
-		}
+	small, mixed := measure(sets[0]), measure(sets[1])
+	fig := func(x [4]float64) map[string]float64 {
+		return map[string]float64{"Fallback": x[0], "Software": x[1], "Hand": x[2], "Gopacket": x[3]}
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"Frames": [2]int{len(sets[0]), len(sets[1])},
+		"Small":  fig(small),
+		"Mixed":  fig(mixed),
+		"Allocs": allocs,
 	})
 	_ = sink
-	json.NewEncoder(os.Stdout).Encode(map[string]float64{
-		"Emb":    float64(e.T.Nanoseconds()) / float64(e.N),
-		"Sw":     float64(s.T.Nanoseconds()) / float64(s.N),
-		"Allocs": float64(e.AllocsPerOp()),
-	})
 }
 `

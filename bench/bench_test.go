@@ -1,7 +1,9 @@
 package bench_test
 
 import (
+	"os"
 	"os/exec"
+	"strings"
 	"regexp"
 	"testing"
 
@@ -32,7 +34,21 @@ func TestBench(t *testing.T) {
 	if !line.MatchString(rep.Line()) {
 		t.Errorf("last line %q", rep.Line())
 	}
-	if rep.Frames == 0 || rep.FallbackNs <= 0 || rep.SoftwareNs <= 0 || rep.GopacketNs <= 0 {
-		t.Errorf("report %+v", rep)
+	for _, f := range []bench.Figures{rep.Small, rep.Mixed} {
+		if rep.Frames == 0 || f.Fallback <= 0 || f.Software <= 0 || f.Gopacket <= 0 || f.Hand <= 0 {
+			t.Errorf("report %+v", rep)
+		}
+	}
+	t.Logf("\n%s", rep.Table())
+}
+
+// The harness is built with dragonc's own gopacket.
+func TestGopacketVersion(t *testing.T) {
+	b, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "github.com/gopacket/gopacket " + bench.GopacketVersion + "\n"; !strings.Contains(string(b), want) {
+		t.Errorf("go.mod does not require %q", want)
 	}
 }

@@ -636,6 +636,13 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 		if p.Pred == nil {
 			continue
 		}
+		if len(p.Succ) == 0 {
+			// A port that drops (the listen-discard demultiplexer's): it
+			// decides for its frames on every queue; removing it would
+			// send them on to the default port.
+			live[i] = true
+			continue
+		}
 		for _, s := range p.Succ {
 			if name := endpointName(g.Nodes[s]); name != "" && qe.epSet[name] {
 				live[i] = true

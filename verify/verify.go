@@ -276,20 +276,7 @@ func main() {
 			os.Exit(2)
 		}
 		v := fallback.Process(int(q), b, fallback.Meta{CRCOK: crc == 1, Flags: fallback.Flags(flags)})
-		switch v.Kind {
-		case fallback.Deliver:
-			w.WriteString("deliver " + fallback.EndpointNames[v.Endpoint] + "\n")
-		case fallback.Reply:
-			w.WriteString("reply " + v.Reply + "\n")
-		case fallback.Sink:
-			w.WriteString("sink " + v.Node + "\n")
-		default:
-			if v.Node == "" {
-				w.WriteString("drop\n")
-			} else {
-				w.WriteString("drop " + v.Node + "." + v.Port + "\n")
-			}
-		}
+		w.WriteString(v.String() + "\n")
 	}
 }
 `

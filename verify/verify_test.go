@@ -2,6 +2,9 @@ package verify
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/internal/stackgen"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,5 +189,50 @@ func TestCaptures(t *testing.T) {
 	os.WriteFile(junk, []byte("this is not a capture file at all"), 0o644)
 	if _, err := Run(r, st, Options{Pcaps: []string{junk}}); err == nil {
 		t.Error("junk accepted as a capture")
+	}
+}
+
+// TestMixedStacks verifies realistic stacks with hundreds of endpoints:
+// flows from many peers, listeners on two addresses and on every address
+// sharing ports, TCP listeners whose non-SYN segments are dropped, in both
+// declaration orders. Their demultiplexers are large enough for the
+// generated code to use lookup tables, and the embedding to index ports.
+func TestMixedStacks(t *testing.T) {
+	n := 30000
+	if testing.Short() {
+		n = 3000
+	}
+	tables := map[string]bool{}
+	for _, flowsFirst := range []bool{false, true} {
+		src := stackgen.Mixed(300, flowsFirst)
+		for _, nic := range []string{"82576", "82599", "myri10g", "tigon"} {
+			for _, target := range []string{embed.TargetLinux, embed.TargetSilicon} {
+				name := fmt.Sprintf("%s/%s/flows-first=%v", nic, target, flowsFirst)
+				t.Run(name, func(t *testing.T) {
+					r, st := embedtest.PlanSourceTarget(t, nic, "mixed.lpg", src, costmodel.Balance{}, target)
+					files, err := gofallback.Generate(r, st, gofallback.Options{Source: "mixed.lpg", TestFrames: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, kind := range []string{"newDense(", "newHashed("} {
+						if bytes.Contains(files["fallback.go"], []byte(kind)) {
+							tables[kind] = true
+						}
+					}
+					rep, err := Run(r, st, Options{Packets: n, Seed: 5})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(rep.Mismatches) > 0 {
+						var out bytes.Buffer
+						rep.Write(&out, 3)
+						t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
+					}
+				})
+			}
+		}
+	}
+	if !tables["newDense("] || !tables["newHashed("] {
+		t.Errorf("the generated code used tables %v; the test means to run both kinds", tables)
 	}
 }

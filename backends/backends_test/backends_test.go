@@ -142,7 +142,8 @@ var hostile = "stack hostile {\n" +
 var goNames = func() string {
 	var b strings.Builder
 	for i, n := range []string{"int", "string", "nil", "true", "len", "append", "error", "iota", "any", "Kind", "Drop", "Deliver", "Reply", "Sink",
-		"Verdict", "Endpoint", "Flags", "Meta", "Queues", "Process", "NoEndpoint", "queue0", "decode", "frame"} {
+		"Verdict", "Endpoint", "Flags", "Meta", "Queues", "Process", "NoEndpoint", "queue0", "decode", "frame",
+		"Replies", "Sinks", "DropSites", "DropSite", "Index", "String", "entry", "dense", "hashed", "newDense", "fields", "queue1", "hasIp", "EndpointNames2"} {
 		fmt.Fprintf(&b, "    endpoint %s udp listen *:%d\n", n, 61+i)
 	}
 	return b.String()

@@ -1,13 +1,19 @@
 // Package gofallback generates the software remainder of an embedding as a
-// standalone Go module: per-queue entry points of straight-line decision
-// code over the frame bytes (not an interpreter), a dispatcher
-// Process(queue, frame, meta) Verdict, the endpoint names, and a test that
-// runs frames through it. The module needs nothing but the standard
-// library; its output is gofmt-clean and allocation-free per frame.
+// standalone Go module: per-queue entry points of decision code over the
+// frame bytes (not an interpreter), a dispatcher Process(queue, frame,
+// meta) Verdict, the endpoint names, and a test that runs frames through
+// it. Demultiplexers with many ports become lookup tables, and queues whose
+// software graphs are the same share one function, so the module stays
+// small at any number of endpoints. The module needs nothing but the
+// standard library; its output is gofmt-clean and allocation-free per
+// frame. The decoder and the tables are real Go files of this repository
+// (package fallback below this one), compiled and tested here and shipped
+// into every generated module unchanged.
 package gofallback
 
 import (
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"fmt"
 	"go/format"
@@ -15,12 +21,17 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dragonc/dragonc/embed"
+	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sim"
 )
+
+// runtime holds the files every generated module carries verbatim.
+//
+//go:embed fallback/decode.go fallback/table.go fallback/verdict.go
+var runtime embed.FS
 
 // Options controls generation.
 type Options struct {
@@ -31,11 +42,12 @@ type Options struct {
 }
 
 // Generate returns the files of the fallback module, by name.
-func Generate(r *embed.Result, st *lpg.Stack, opt Options) (map[string][]byte, error) {
+func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, error) {
 	if opt.TestFrames == 0 {
 		opt.TestFrames = 200
 	}
-	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}}
+	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
+		replyIdx: map[string]int{}, sinkIdx: map[string]int{}, dropIdx: map[[2]string]int{}}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
@@ -45,21 +57,22 @@ func Generate(r *embed.Result, st *lpg.Stack, opt Options) (map[string][]byte, e
 		return nil, err
 	}
 	files := map[string][]byte{
-		"go.mod":           []byte(fmt.Sprintf("module %s\n\ngo 1.21\n", opt.Module)),
-		"fallback.go":      main,
-		"decode.go":        g.format(decodeFile(g.header(), usedFields(r))),
-		"fallback_test.go": nil,
+		"go.mod":      []byte(fmt.Sprintf("module %s\n\ngo 1.21\n", opt.Module)),
+		"fallback.go": main,
+		"fields.go":   g.format(g.header() + "\npackage fallback\n\n" + FieldDecls(usedFields(r))),
+	}
+	for _, name := range []string{"decode.go", "table.go", "verdict.go"} {
+		b, err := runtime.ReadFile("fallback/" + name)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = append([]byte(g.header()+"\n"), b...)
 	}
 	test, err := g.testFile()
 	if err != nil {
 		return nil, err
 	}
 	files["fallback_test.go"] = test
-	for name, b := range files {
-		if name != "go.mod" && b == nil {
-			return nil, fmt.Errorf("dragonc: internal error: generating %s", name)
-		}
-	}
 	if g.err != nil {
 		return nil, g.err
 	}
@@ -67,13 +80,24 @@ func Generate(r *embed.Result, st *lpg.Stack, opt Options) (map[string][]byte, e
 }
 
 type gen struct {
-	r       *embed.Result
+	r       *dembed.Result
 	st      *lpg.Stack
 	opt     Options
 	flags   map[string]int // descriptor-reported node -> bit
 	flagOrd []string
 	epIdent map[string]string // endpoint name -> Go identifier
-	err     error
+	epIndex map[string]int
+	// The names behind verdict indexes, in order of first use.
+	replies, sinks []string
+	drops          [][2]string
+	replyIdx       map[string]int
+	sinkIdx        map[string]int
+	dropIdx        map[[2]string]int
+	// tables of the queue being generated
+	tables strings.Builder
+	ntab   int
+	curSW  *graph.Graph
+	err    error
 }
 
 func (g *gen) header() string {
@@ -122,57 +146,147 @@ func goIdent(s string) string {
 	return strings.ToUpper(id[:1]) + id[1:]
 }
 
-// fieldConst is the generated constant naming a field.
+// fieldConst is the generated constant naming a field's slot.
 func fieldConst(name string) string {
+	return "f" + fieldSuffix(name)
+}
+
+func fieldSuffix(name string) string {
 	parts := strings.FieldsFunc(name, func(r rune) bool { return r == '.' || r == '_' })
 	var b strings.Builder
-	b.WriteString("f")
 	for _, p := range parts {
 		b.WriteString(strings.ToUpper(p[:1]) + p[1:])
 	}
 	return b.String()
 }
 
+// layerNeeds are the switches of the decoder that skip whole headers, and
+// the layers of the fields each one serves.
+var layerNeeds = []struct {
+	name   string
+	layers []string
+}{
+	{"Arp", []string{"arp"}},
+	{"Omx", []string{"omx"}},
+	{"Ip", []string{"ip", "icmp", "udp", "tcp", "l4"}},
+	{"L4", []string{"icmp", "udp", "tcp", "l4"}},
+	{"Icmp", []string{"icmp"}},
+	{"Udp", []string{"udp", "l4"}},
+	{"Tcp", []string{"tcp", "l4"}},
+}
+
+// FieldDecls declares, for the shipped decoder, the slot of each field the
+// checks read, a need constant per field and per header, and the fields
+// type with one slot per read field. Fields no check reads get slot 0 and
+// are never stored.
+func FieldDecls(used map[string]bool) string {
+	var b strings.Builder
+	slot := 0
+	b.WriteString("// Slots of the decoded fields in fields.v.\nconst (\n")
+	for _, name := range pred.FieldNames() {
+		if used[name] {
+			fmt.Fprintf(&b, "\t%s = %d // %s\n", fieldConst(name), slot, name)
+			slot++
+		} else {
+			fmt.Fprintf(&b, "\t%s = 0 // %s: not read\n", fieldConst(name), name)
+		}
+	}
+	b.WriteString(")\n\n// Which fields and headers the checks read; the compiler drops the\n// decoding of the others.\nconst (\n")
+	for _, name := range pred.FieldNames() {
+		fmt.Fprintf(&b, "\tneed%s = %v\n", fieldSuffix(name), used[name])
+	}
+	for _, l := range layerNeeds {
+		need := false
+		for name := range used {
+			for _, layer := range l.layers {
+				if pred.Fields[name].Layer == layer {
+					need = true
+				}
+			}
+		}
+		fmt.Fprintf(&b, "\tneed%s = %v\n", l.name, need)
+	}
+	if slot == 0 {
+		slot = 1
+	}
+	fmt.Fprintf(&b, ")\n\n// fields holds the decoded fields of one frame; a field is present when\n// the bit of its slot is set in has.\ntype fields struct {\n\thas uint64\n\tv   [%d]uint64\n}\n", slot)
+	return b.String()
+}
+
+// qPrefix stands for a queue's function name while its code is generated,
+// so that queues whose code comes out the same can share one function.
+const qPrefix = "qQQ"
+
 func (g *gen) mainFile() ([]byte, error) {
+	pl := g.r.Plan
+	for i, e := range g.st.Endpoints {
+		g.epIndex[e.Name] = i
+	}
+	g.flagOrd = FlagOrder(g.r)
+	for i, f := range g.flagOrd {
+		g.flags[f] = i
+	}
+	g.endpointIdents()
+	// Queue code first: it decides which names the verdicts refer to.
+	g.dropSite("", "")
+	var code strings.Builder
+	fn := map[int]string{}        // queue -> function
+	byBody := map[string]string{} // code -> function
+	var qids []int
+	for _, q := range g.r.Embedding.Queues {
+		qids = append(qids, q.ID)
+		body, err := g.queueFunc(q)
+		if err != nil {
+			return nil, err
+		}
+		if name, ok := byBody[body]; ok {
+			fn[q.ID] = name
+			continue
+		}
+		name := fmt.Sprintf("queue%d", q.ID)
+		byBody[body] = name
+		fn[q.ID] = name
+		code.WriteString(strings.ReplaceAll(body, qPrefix, name))
+	}
+
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	pl := g.r.Plan
 	w("%s\n", g.header())
 	w("// Package fallback is the software part of stack %s embedded on %s:\n", oneLine(pl.Stack), oneLine(pl.NIC))
 	w("// the work of the Logical Protocol Graph that the NIC does not do, one\n// entry point per receive queue. Call Process for every received frame.\npackage fallback\n\n")
-	w("// Kind is what happened to a frame.\ntype Kind uint8\n\n")
-	w("// Outcomes.\nconst (\n\tDrop Kind = iota // a check failed or nothing wanted the frame\n\tDeliver          // an endpoint received it\n\tReply            // the stack answers it\n\tSink             // a named sink took it\n)\n\n")
-	w("// Verdict is the fate of one frame. Node and Port name the LPG node that\n// dropped it (or the sink); Reply says which answer is due.\n")
-	w("type Verdict struct {\n\tKind     Kind\n\tEndpoint Endpoint\n\tReply    string\n\tNode     string\n\tPort     string\n}\n\n")
 	// Endpoints.
-	w("// Endpoint identifies a declared endpoint.\ntype Endpoint int\n\n")
-	w("// The stack's endpoints.\nconst (\n")
-	// The other generated names an endpoint constant could spell.
-	used := map[string]bool{"EndpointNames": true, "Endpoint": true}
-	for i, e := range g.st.Endpoints {
-		id := "Endpoint" + goIdent(e.Ident)
-		for n := 2; used[id]; n++ {
-			id = fmt.Sprintf("Endpoint%s%d", goIdent(e.Ident), n)
+	w("// Endpoint identifies a declared endpoint.\ntype Endpoint uint32\n\n")
+	if len(g.st.Endpoints) > 0 {
+		w("// The stack's endpoints.\nconst (\n")
+		for i, e := range g.st.Endpoints {
+			w("\t%s Endpoint = %d // %s\n", g.epIdent[e.Name], i, strconv.Quote(e.Name))
 		}
-		used[id] = true
-		g.epIdent[e.Name] = id
-		w("\t%s Endpoint = %d // %s\n", id, i, strconv.Quote(e.Name))
+		w(")\n\n")
 	}
-	if len(g.st.Endpoints) == 0 {
-		w("\tNoEndpoint Endpoint = -1\n")
-	}
-	w(")\n\n")
 	w("// EndpointNames are the endpoints' names as declared.\nvar EndpointNames = [...]string{\n")
 	for _, e := range g.st.Endpoints {
 		w("\t%s,\n", strconv.Quote(e.Name))
 	}
 	w("}\n\n")
-	// Flags.
-	g.flagOrd = FlagOrder(g.r)
-	for i, f := range g.flagOrd {
-		g.flags[f] = i
+	w("// Replies name the answers a Reply verdict asks for.\nvar Replies = [...]string{")
+	for i, r := range g.replies {
+		if i > 0 {
+			w(", ")
+		}
+		w("%s", strconv.Quote(r))
 	}
-	w("// Flags are the verdicts the NIC reports in the receive descriptor.\ntype Flags uint64\n\n")
+	w("}\n\n// Sinks name the LPG nodes a Sink verdict means.\nvar Sinks = [...]string{")
+	for i, s := range g.sinks {
+		if i > 0 {
+			w(", ")
+		}
+		w("%s", strconv.Quote(s))
+	}
+	w("}\n\n// DropSites are where Drop verdicts were decided.\nvar DropSites = [...]DropSite{\n")
+	for _, d := range g.drops {
+		w("\t{%s, %s},\n", strconv.Quote(d[0]), strconv.Quote(d[1]))
+	}
+	w("}\n\n")
 	if len(g.flagOrd) > 0 {
 		w("// Descriptor flags: set when the NIC's check of that name passed.\nconst (\n")
 		seen := map[string]bool{}
@@ -186,12 +300,6 @@ func (g *gen) mainFile() ([]byte, error) {
 		}
 		w(")\n\n")
 	}
-	w("// Meta is what the NIC reports with a frame.\ntype Meta struct {\n\tCRCOK      bool  // the Ethernet CRC was good\n\tFlags      Flags // descriptor verdicts\n\tRSSHash    uint32\n\tHasRSSHash bool\n}\n\n")
-	// Queues.
-	var qids []int
-	for _, q := range g.r.Embedding.Queues {
-		qids = append(qids, q.ID)
-	}
 	w("// Queues lists the receive queues this stack serves.\nvar Queues = [...]int{")
 	for i, q := range qids {
 		if i > 0 {
@@ -202,34 +310,92 @@ func (g *gen) mainFile() ([]byte, error) {
 	w("}\n\n")
 	w("// Process runs the software part of queue's pipeline on one frame.\n// It does not allocate and accepts any bytes.\n")
 	w("func Process(queue int, frame []byte, meta Meta) Verdict {\n\tswitch queue {\n")
+	// One case per function, listing its queues: consecutive queues
+	// compile to one range check, so the dispatch does not depend on
+	// which of them a frame came from.
+	var order []string
+	byFn := map[string][]string{}
 	for _, q := range qids {
-		w("\tcase %d:\n\t\treturn queue%d(frame, &meta)\n", q, q)
-	}
-	w("\t}\n\treturn Verdict{Kind: Drop, Node: \"(no such queue)\"}\n}\n\n")
-	for _, q := range g.r.Embedding.Queues {
-		if err := g.queueFunc(&b, q); err != nil {
-			return nil, err
+		if byFn[fn[q]] == nil {
+			order = append(order, fn[q])
 		}
+		byFn[fn[q]] = append(byFn[fn[q]], strconv.Itoa(q))
 	}
+	for _, name := range order {
+		w("\tcase %s:\n\t\treturn %s(frame, &meta)\n", strings.Join(byFn[name], ", "), name)
+	}
+	w("\t}\n\treturn Verdict{Kind: Drop, Index: %d} // no such queue\n}\n\n", g.dropSite("(no such queue)", ""))
+	b.WriteString(code.String())
 	return g.format(b.String()), nil
 }
 
-// queueFunc emits one queue's entry point.
-func (g *gen) queueFunc(b *strings.Builder, q *embed.QueueEmbedding) error {
+// endpointIdents names the endpoint constants, none of which can spell
+// another generated name.
+func (g *gen) endpointIdents() {
+	used := map[string]bool{"EndpointNames": true, "Endpoint": true}
+	for _, e := range g.st.Endpoints {
+		id := "Endpoint" + goIdent(e.Ident)
+		for n := 2; used[id]; n++ {
+			id = fmt.Sprintf("Endpoint%s%d", goIdent(e.Ident), n)
+		}
+		used[id] = true
+		g.epIdent[e.Name] = id
+	}
+}
+
+func (g *gen) reply(name string) int {
+	if i, ok := g.replyIdx[name]; ok {
+		return i
+	}
+	g.replyIdx[name] = len(g.replies)
+	g.replies = append(g.replies, name)
+	return len(g.replies) - 1
+}
+
+func (g *gen) sink(name string) int {
+	if i, ok := g.sinkIdx[name]; ok {
+		return i
+	}
+	g.sinkIdx[name] = len(g.sinks)
+	g.sinks = append(g.sinks, name)
+	return len(g.sinks) - 1
+}
+
+func (g *gen) dropSite(node, port string) int {
+	k := [2]string{node, port}
+	if i, ok := g.dropIdx[k]; ok {
+		return i
+	}
+	g.dropIdx[k] = len(g.drops)
+	g.drops = append(g.drops, k)
+	return len(g.drops) - 1
+}
+
+// dropCode is the statement that drops a frame at node.port.
+func (g *gen) dropCode(node, port string) string {
+	return fmt.Sprintf("return Verdict{Kind: Drop, Index: %d} // %s", g.dropSite(node, port), oneLine(node+"."+port))
+}
+
+// queueFunc returns one queue's entry point, its helpers and its tables,
+// with qPrefix standing for its name.
+func (g *gen) queueFunc(q *dembed.QueueEmbedding) (string, error) {
 	sw := q.SW
 	preds := sw.Preds()
 	var helpers []int
-	fmt.Fprintf(b, "// queue%d runs the software graph of queue %d (%d nodes).\n", q.ID, q.ID, len(sw.Nodes))
-	fmt.Fprintf(b, "func queue%d(frame []byte, m *Meta) Verdict {\n\tvar f fields\n\tf.decode(frame, m)\n", q.ID)
+	g.tables.Reset()
+	g.ntab = 0
+	g.curSW = sw
+	var b strings.Builder
+	fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
+	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta) Verdict {\n\tvar f fields\n\tf.decode(frame, m)\n", qPrefix)
 	if len(sw.Nodes) == 0 {
 		b.WriteString("\treturn Verdict{Kind: Drop}\n}\n\n")
-		return nil
+		return b.String(), nil
 	}
-	var body strings.Builder
-	if err := g.emit(&body, sw, 0, preds, &helpers, q.ID, 1); err != nil {
-		return err
+	// The decoder always sets the frame's own fields.
+	if err := g.emitAt(&b, sw, 0, preds, &helpers, 1, false, map[string]bool{"frame": true}); err != nil {
+		return "", err
 	}
-	b.WriteString(body.String())
 	b.WriteString("}\n\n")
 	done := map[int]bool{}
 	for len(helpers) > 0 {
@@ -239,27 +405,42 @@ func (g *gen) queueFunc(b *strings.Builder, q *embed.QueueEmbedding) error {
 			continue
 		}
 		done[id] = true
-		fmt.Fprintf(b, "func q%dNode%d(f *fields, m *Meta) Verdict {\n\t_ = m\n", q.ID, id)
+		fmt.Fprintf(&b, "func %sNode%d(f *fields, m *Meta) Verdict {\n\t_ = m\n", qPrefix, id)
 		var hb strings.Builder
-		if err := g.emitAt(&hb, sw, id, preds, &helpers, q.ID, 1, true, nil); err != nil {
-			return err
+		if err := g.emitAt(&hb, sw, id, preds, &helpers, 1, true, map[string]bool{"frame": true}); err != nil {
+			return "", err
 		}
-		b.WriteString(strings.ReplaceAll(hb.String(), "&f,", "f,"))
+		b.WriteString(hb.String())
 		b.WriteString("}\n\n")
 	}
-	return nil
+	b.WriteString(g.tables.String())
+	return b.String(), nil
 }
 
-func (g *gen) emit(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, q, depth int) error {
-	return g.emitAt(b, sw, id, preds, helpers, q, depth, false, nil)
+// group is the presence group of a field: the decoder stores a header's
+// fields together and sets one presence bit for them (hasIp, ...). The
+// EtherType is a group of its own, because a cut VLAN tag leaves it
+// unset while the addresses are there.
+func group(field string) string {
+	if field == "eth.type" {
+		return "ethtype"
+	}
+	return pred.Fields[field].Layer
 }
 
-// uniformLayers are the layers whose fields the generated decoder sets all
-// together: once one is known present, so are the others. (Ethernet is not
-// one: a truncated VLAN tag leaves eth.type unset.)
-var uniformLayers = map[string]bool{"ip": true, "icmp": true, "udp": true, "tcp": true, "l4": true, "arp": true, "omx": true, "frame": true}
+// PresenceBit names the decoder's presence bit of a field's group.
+func PresenceBit(field string) string {
+	switch g := group(field); g {
+	case "ethtype":
+		return "hasEthType"
+	case "l4", "ip", "icmp", "udp", "tcp", "arp", "omx", "eth", "vlan", "frame", "meta":
+		return "has" + strings.ToUpper(g[:1]) + g[1:]
+	default:
+		panic("dragonc: internal error: field " + field + " has no presence group")
+	}
+}
 
-// present adds the layers a true condition proves present: those of its
+// present adds the groups a true condition proves present: those of its
 // top-level, positive comparisons.
 func present(known map[string]bool, e pred.Expr) map[string]bool {
 	out := map[string]bool{}
@@ -268,9 +449,7 @@ func present(known map[string]bool, e pred.Expr) map[string]bool {
 	}
 	for _, c := range conjuncts(e) {
 		if cmp, ok := c.(pred.Cmp); ok {
-			if l := pred.Fields[cmp.Field].Layer; uniformLayers[l] {
-				out[l] = true
-			}
+			out[group(cmp.Field)] = true
 		}
 	}
 	return out
@@ -278,12 +457,12 @@ func present(known map[string]bool, e pred.Expr) map[string]bool {
 
 // emitAt writes the code of node id and what follows it. Nodes with
 // several predecessors become helper functions.
-func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, q, depth int, inHelper bool, known map[string]bool) error {
+func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, depth int, inHelper bool, known map[string]bool) error {
 	n := sw.Nodes[id]
 	ind := strings.Repeat("\t", depth)
-	fmt.Fprintf(b, "%s// %s\n", ind, n.Name)
+	fmt.Fprintf(b, "%s// %s\n", ind, oneLine(n.Name))
 	if v, ok := terminal(n); ok {
-		fmt.Fprintf(b, "%sreturn %s\n", ind, g.verdict(v))
+		fmt.Fprintf(b, "%sreturn %s // %s\n", ind, g.verdict(v), oneLine(v.String()))
 		return nil
 	}
 	if n.Kind.IsGate() {
@@ -298,7 +477,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 		ind := strings.Repeat("\t", d)
 		switch len(p.Succ) {
 		case 0:
-			fmt.Fprintf(bb, "%sreturn Verdict{Kind: Drop, Node: %s, Port: %s}\n", ind, strconv.Quote(n.Name), strconv.Quote(p.Name))
+			fmt.Fprintf(bb, "%s%s\n", ind, g.dropCode(n.Name, p.Name))
 			return nil
 		case 1:
 			s := p.Succ[0]
@@ -308,10 +487,10 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 				if inHelper {
 					arg = "f"
 				}
-				fmt.Fprintf(bb, "%sreturn q%dNode%d(%s, m)\n", ind, q, s, arg)
+				fmt.Fprintf(bb, "%sreturn %sNode%d(%s, m)\n", ind, qPrefix, s, arg)
 				return nil
 			}
-			return g.emitAt(bb, sw, s, preds, helpers, q, d, inHelper, known)
+			return g.emitAt(bb, sw, s, preds, helpers, d, inHelper, known)
 		}
 		return fmt.Errorf("the Go fallback cannot express fan-out at %s.%s", n.Name, p.Name)
 	}
@@ -324,7 +503,21 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			def = i
 		}
 	}
-	if key, ok := switchKey(n, predicated); ok {
+	if runs := g.tableRuns(sw, n, predicated, known); runs != nil {
+		for _, run := range runs {
+			if run.table {
+				g.emitTable(b, n, run, depth, known)
+				continue
+			}
+			for _, i := range run.ports {
+				fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(n.Ports[i].Pred, known))
+				if err := next(b, n.Ports[i], depth+1, present(known, n.Ports[i].Pred)); err != nil {
+					return err
+				}
+				fmt.Fprintf(b, "%s}\n", ind)
+			}
+		}
+	} else if key, ok := switchKey(n, predicated); ok {
 		if err := g.emitSwitch(b, n, predicated, key, depth, next, known); err != nil {
 			return err
 		}
@@ -340,8 +533,314 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 	if def >= 0 {
 		return next(b, n.Ports[def], depth, known)
 	}
-	fmt.Fprintf(b, "%sreturn Verdict{Kind: Drop, Node: %s, Port: \"(none)\"}\n", ind, strconv.Quote(n.Name))
+	fmt.Fprintf(b, "%s%s\n", ind, g.dropCode(n.Name, "(none)"))
 	return nil
+}
+
+// Table demultiplexing. A run is a stretch of consecutive predicated
+// ports, in port order, whose predicates have the same shape: equality
+// (or small set-membership) tests of the same fields against constants,
+// and the same remaining conditions; every port of a table run leads
+// straight to an outcome. A long run is looked up in a table keyed on the
+// fields whose constants differ from port to port; the tests the ports
+// share are made once. First-match order is kept: runs are tried in port
+// order, and within a run the first port with a key wins.
+const (
+	minTableRun  = 8   // shorter runs stay straight-line code
+	maxKeyValues = 256 // set members a port may expand into
+)
+
+type run struct {
+	ports  []int
+	table  bool
+	common []pred.Expr // the tests every port of the run makes
+	keys   []string    // fields whose values differ, packed into the key
+	rest   pred.Expr   // the conditions besides the keys, shared
+}
+
+// portShape splits a port's predicate into equality fields and the rest.
+type portShape struct {
+	vals map[string][]uint64
+	conj map[string]pred.Expr // the conjunct fixing each field
+	rest []pred.Expr
+	sig  string
+}
+
+func (g *gen) shapeOf(e pred.Expr, known map[string]bool) portShape {
+	s := portShape{vals: map[string][]uint64{}, conj: map[string]pred.Expr{}}
+	for _, c := range conjuncts(e) {
+		cmp, ok := c.(pred.Cmp)
+		if ok && cmp.Mask == 0 && s.vals[cmp.Field] == nil {
+			switch {
+			case cmp.Op == pred.Eq:
+				s.vals[cmp.Field] = []uint64{cmp.Value}
+				s.conj[cmp.Field] = c
+				continue
+			case cmp.Op == pred.In && singletons(cmp.Ranges):
+				for _, r := range cmp.Ranges {
+					s.vals[cmp.Field] = append(s.vals[cmp.Field], r.Lo)
+				}
+				s.conj[cmp.Field] = c
+				continue
+			}
+		}
+		s.rest = append(s.rest, c)
+	}
+	var fields []string
+	for f := range s.vals {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	inKeys := known
+	for _, f := range fields {
+		inKeys = present(inKeys, pred.Cmp{Field: f})
+	}
+	s.sig = strings.Join(fields, ",") + "|" + g.condKnown(and(s.rest), inKeys)
+	return s
+}
+
+func singletons(rs []pred.Range) bool {
+	if len(rs) == 0 || len(rs) > 16 {
+		return false
+	}
+	for _, r := range rs {
+		if r.Lo != r.Hi {
+			return false
+		}
+	}
+	return true
+}
+
+func and(xs []pred.Expr) pred.Expr {
+	switch len(xs) {
+	case 0:
+		return nil
+	case 1:
+		return xs[0]
+	}
+	return pred.And{X: xs}
+}
+
+// tableRuns splits a node's predicated ports into runs, or returns nil
+// when no run is long enough for a table.
+func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[string]bool) []run {
+	if len(ports) < minTableRun {
+		return nil
+	}
+	errBefore := g.err
+	shapes := make([]portShape, len(ports))
+	direct := make([]bool, len(ports))
+	for k, i := range ports {
+		p := n.Ports[i]
+		shapes[k] = g.shapeOf(p.Pred, known)
+		if len(p.Succ) == 1 {
+			_, direct[k] = terminal(sw.Nodes[p.Succ[0]])
+		}
+	}
+	g.err = errBefore // any error is reported when the ports are emitted
+	var runs []run
+	any := false
+	for k := 0; k < len(ports); {
+		end := k + 1
+		if direct[k] {
+			for end < len(ports) && direct[end] && shapes[end].sig == shapes[k].sig {
+				end++
+			}
+		}
+		r := run{ports: ports[k:end]}
+		if end-k >= minTableRun && g.planTable(&r, shapes[k:end]) {
+			r.table = true
+			any = true
+		}
+		if len(runs) > 0 && !r.table && !runs[len(runs)-1].table {
+			runs[len(runs)-1].ports = append(runs[len(runs)-1].ports, r.ports...)
+		} else {
+			runs = append(runs, r)
+		}
+		k = end
+	}
+	if !any {
+		return nil
+	}
+	return runs
+}
+
+// planTable decides the key of a run: the fields whose values are not the
+// same for every port. It fails when the key is empty, too wide, or the
+// ports expand into too many entries.
+func (g *gen) planTable(r *run, shapes []portShape) bool {
+	first := shapes[0]
+	var fields []string
+	for f := range first.vals {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	for _, f := range fields {
+		same := true
+		for _, s := range shapes[1:] {
+			if !equalVals(s.vals[f], first.vals[f]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			r.common = append(r.common, first.conj[f])
+			continue
+		}
+		r.keys = append(r.keys, f)
+	}
+	if len(r.keys) == 0 || len(packKey(r.keys)) == 0 {
+		return false
+	}
+	for _, s := range shapes {
+		n := 1
+		for _, f := range r.keys {
+			n *= len(s.vals[f])
+		}
+		if n > maxKeyValues {
+			return false
+		}
+	}
+	r.rest = and(first.rest)
+	return true
+}
+
+func equalVals(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// packKey places key fields in at most two 64-bit words: for each field,
+// its word and shift. It returns nil when the fields do not fit.
+func packKey(keys []string) []keySlot {
+	var out []keySlot
+	word, used := 0, 0
+	for _, f := range keys {
+		bits := pred.Fields[f].Bits
+		if used+bits > 64 {
+			word, used = word+1, 0
+		}
+		if word > 1 {
+			return nil
+		}
+		out = append(out, keySlot{f, word, used})
+		used += bits
+	}
+	return out
+}
+
+type keySlot struct {
+	field       string
+	word, shift int
+}
+
+// emitTable writes the lookup of a table run and declares its table.
+func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, known map[string]bool) {
+	ind := strings.Repeat("\t", depth)
+	slots := packKey(r.keys)
+	words := 1
+	for _, s := range slots {
+		if s.word == 1 {
+			words = 2
+		}
+	}
+	// The entries: every combination of each port's key values.
+	type ent struct {
+		k [2]uint64
+		v string
+	}
+	var ents []ent
+	seen := map[[2]uint64]bool{}
+	for _, i := range r.ports {
+		p := n.Ports[i]
+		s := g.shapeOf(p.Pred, known)
+		out, _ := terminal(g.curSW.Nodes[p.Succ[0]])
+		v := g.compactVerdict(out)
+		combos := [][2]uint64{{}}
+		for _, ks := range slots {
+			var nc [][2]uint64
+			for _, c := range combos {
+				for _, x := range s.vals[ks.field] {
+					c2 := c
+					c2[ks.word] |= x << uint(ks.shift)
+					nc = append(nc, c2)
+				}
+			}
+			combos = nc
+		}
+		for _, c := range combos {
+			if !seen[c] {
+				seen[c] = true
+				ents = append(ents, ent{c, v})
+			}
+		}
+	}
+	name := fmt.Sprintf("%sTable%d", qPrefix, g.ntab)
+	g.ntab++
+	lo, hi := ents[0].k[0], ents[0].k[0]
+	for _, e := range ents {
+		lo, hi = min(lo, e.k[0]), max(hi, e.k[0])
+	}
+	denseOK := words == 1 && hi-lo < uint64(4*len(ents)+64)
+	fmt.Fprintf(&g.tables, "// %s holds %d ports of %s by (%s).\n", name, len(r.ports), oneLine(n.Name), strings.Join(r.keys, ", "))
+	if denseOK {
+		fmt.Fprintf(&g.tables, "var %s = newDense(%#x, %#x, []entry{\n", name, lo, hi)
+	} else {
+		fmt.Fprintf(&g.tables, "var %s = newHashed([]entry{\n", name)
+	}
+	for _, e := range ents {
+		fmt.Fprintf(&g.tables, "\t{%#x, %#x, %s},\n", e.k[0], e.k[1], e.v)
+	}
+	g.tables.WriteString("})\n\n")
+
+	// The lookup.
+	var guard []string
+	inKeys := known
+	for _, k := range r.keys {
+		if !known[group(k)] {
+			guard = append(guard, fmt.Sprintf("f.has&%s != 0", PresenceBit(k)))
+		}
+		inKeys = present(inKeys, pred.Cmp{Field: k})
+	}
+	for _, c := range r.common {
+		guard = append(guard, "("+g.condKnown(c, known)+")")
+		inKeys = present(inKeys, c)
+	}
+	word := [2][]string{}
+	for _, s := range slots {
+		x := fmt.Sprintf("f.v[%s]", fieldConst(s.field))
+		if s.shift > 0 {
+			x = fmt.Sprintf("%s<<%d", x, s.shift)
+		}
+		word[s.word] = append(word[s.word], x)
+	}
+	fmt.Fprintf(b, "%s// %d ports by table %s\n", ind, len(r.ports), name)
+	if len(guard) > 0 {
+		fmt.Fprintf(b, "%sif %s {\n", ind, strings.Join(guard, " && "))
+	} else {
+		fmt.Fprintf(b, "%s{\n", ind)
+	}
+	var lookup string
+	switch {
+	case denseOK:
+		lookup = fmt.Sprintf("%s.find(%s)", name, strings.Join(word[0], " | "))
+	case words == 1:
+		lookup = fmt.Sprintf("%s.find(%s, 0)", name, strings.Join(word[0], " | "))
+	default:
+		lookup = fmt.Sprintf("%s.find(%s, %s)", name, strings.Join(word[0], " | "), strings.Join(word[1], " | "))
+	}
+	cond := "v.Kind != Drop"
+	if r.rest != nil {
+		cond += " && (" + g.condKnown(r.rest, inKeys) + ")"
+	}
+	fmt.Fprintf(b, "%s\tif v := %s; %s {\n%s\t\treturn v\n%s\t}\n%s}\n", ind, lookup, cond, ind, ind, ind)
 }
 
 // switchKey finds a field that many predicated ports fix with an equality
@@ -414,7 +913,7 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 		}
 	}
 	fc := fieldConst(key)
-	fmt.Fprintf(b, "%sif f.has&(1<<%s) != 0 {\n%s\tswitch f.v[%s] {\n", ind, fc, ind, fc)
+	fmt.Fprintf(b, "%sif f.has&%s != 0 {\n%s\tswitch f.v[%s] {\n", ind, PresenceBit(key), ind, fc)
 	for _, v := range vals {
 		fmt.Fprintf(b, "%s\tcase %d:\n", ind, v)
 		cand := append(append([]int(nil), byVal[v]...), free...)
@@ -458,21 +957,31 @@ func terminal(n *graph.Node) (lpg.Outcome, bool) {
 func (g *gen) verdict(o lpg.Outcome) string {
 	switch o.Kind {
 	case lpg.Deliver:
-		return fmt.Sprintf("Verdict{Kind: Deliver, Endpoint: %s}", g.epIdent[o.Endpoint])
+		return fmt.Sprintf("Verdict{Kind: Deliver, Index: uint32(%s)}", g.epIdent[o.Endpoint])
 	case lpg.Reply:
-		return fmt.Sprintf("Verdict{Kind: Reply, Reply: %s}", strconv.Quote(o.Reply))
+		return fmt.Sprintf("Verdict{Kind: Reply, Index: %d}", g.reply(o.Reply))
 	case lpg.Sink:
-		return fmt.Sprintf("Verdict{Kind: Sink, Node: %s}", strconv.Quote(o.Node))
+		return fmt.Sprintf("Verdict{Kind: Sink, Index: %d}", g.sink(o.Node))
 	}
-	return fmt.Sprintf("Verdict{Kind: Drop, Node: %s, Port: %s}", strconv.Quote(o.Node), strconv.Quote(o.Port))
+	return fmt.Sprintf("Verdict{Kind: Drop, Index: %d}", g.dropSite(o.Node, o.Port))
 }
 
-// cond renders a predicate as a Go boolean expression over the decoded
-// fields f and the metadata m.
-func (g *gen) cond(e pred.Expr) string { return g.condKnown(e, nil) }
+// compactVerdict is a verdict as a table entry writes it.
+func (g *gen) compactVerdict(o lpg.Outcome) string {
+	switch o.Kind {
+	case lpg.Deliver:
+		return fmt.Sprintf("Verdict{Deliver, %d}", g.epIndex[o.Endpoint])
+	case lpg.Reply:
+		return fmt.Sprintf("Verdict{Reply, %d}", g.reply(o.Reply))
+	case lpg.Sink:
+		return fmt.Sprintf("Verdict{Sink, %d}", g.sink(o.Node))
+	}
+	return fmt.Sprintf("Verdict{Drop, %d}", g.dropSite(o.Node, o.Port))
+}
 
-// condKnown is cond where the layers in known are already present, so
-// their presence tests are left out.
+// condKnown renders a predicate as a Go boolean expression over the
+// decoded fields f and the metadata m; the presence tests of the groups
+// in known (already proven present) are left out.
 func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
 	switch e := e.(type) {
 	case nil:
@@ -511,10 +1020,17 @@ func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
 		if e.Mask != 0 {
 			v = fmt.Sprintf("(%s & %#x)", v, e.Mask)
 		}
-		has := fmt.Sprintf("f.has&(1<<%s) != 0", fc)
+		has := fmt.Sprintf("f.has&%s != 0", PresenceBit(e.Field))
 		var test string
 		switch e.Op {
 		case pred.In:
+			if e.Mask == 0 && len(e.Ranges) == 1 && e.Ranges[0].Lo == 0 && e.Ranges[0].Hi >= 1<<uint(pred.Fields[e.Field].Bits)-1 {
+				test = "true" // every value of the field: only its presence is tested
+				if known[group(e.Field)] {
+					return test
+				}
+				return has
+			}
 			var parts []string
 			for _, r := range e.Ranges {
 				if r.Lo == r.Hi {
@@ -532,7 +1048,7 @@ func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
 		default:
 			test = fmt.Sprintf("%s %s %#x", v, e.Op, e.Value)
 		}
-		if known[pred.Fields[e.Field].Layer] {
+		if known[group(e.Field)] {
 			return test
 		}
 		return has + " && " + test
@@ -544,7 +1060,7 @@ func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
 }
 
 // usedFields lists the fields the software pipelines read.
-func usedFields(r *embed.Result) map[string]bool {
+func usedFields(r *dembed.Result) map[string]bool {
 	out := map[string]bool{}
 	walk := func(e pred.Expr) {
 		pred.Inspect(e, func(e pred.Expr) bool {
@@ -566,7 +1082,7 @@ func usedFields(r *embed.Result) map[string]bool {
 
 // FlagOrder lists the descriptor-reported checks the software reads, in
 // the order of their bits in the generated Flags type.
-func FlagOrder(r *embed.Result) []string {
+func FlagOrder(r *dembed.Result) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, q := range r.Embedding.Queues {
@@ -609,7 +1125,7 @@ func (g *gen) testFile() ([]byte, error) {
 	}
 	w("}\n\n")
 	w("func TestProcess(t *testing.T) {\n\tfor i, c := range cases {\n\t\tframe, err := hex.DecodeString(c.frame)\n\t\tif err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n")
-	w("\t\tif got := Process(c.queue, frame, c.meta); got != c.want {\n\t\t\tt.Errorf(\"case %%d (queue %%d): got %%+v, want %%+v\", i, c.queue, got, c.want)\n\t\t}\n\t}\n}\n\n")
+	w("\t\tif got := Process(c.queue, frame, c.meta); got != c.want {\n\t\t\tt.Errorf(\"case %%d (queue %%d): got %%v, want %%v\", i, c.queue, got, c.want)\n\t\t}\n\t}\n}\n\n")
 	w("func TestNoAllocations(t *testing.T) {\n\tif len(cases) == 0 {\n\t\tt.Skip(\"no frames\")\n\t}\n\tframe, _ := hex.DecodeString(cases[0].frame)\n")
 	w("\tif n := testing.AllocsPerRun(100, func() { Process(cases[0].queue, frame, cases[0].meta) }); n != 0 {\n\t\tt.Errorf(\"Process allocates %%v times per frame\", n)\n\t}\n}\n\n")
 	w("func TestHostileFrames(t *testing.T) {\n\tfor _, q := range Queues {\n\t\tfor n := 0; n < 80; n++ {\n\t\t\tframe := make([]byte, n)\n\t\t\tfor i := range frame {\n\t\t\t\tframe[i] = byte(i*7 + n)\n\t\t\t}\n\t\t\tProcess(q, frame, Meta{CRCOK: true})\n\t\t}\n\t}\n\tProcess(-1, nil, Meta{})\n}\n\n")

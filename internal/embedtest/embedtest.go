@@ -47,6 +47,12 @@ func PlanTarget(t testing.TB, nic, path string, cost costmodel.Function, target 
 	return plan(t, nic, path, src, cost, target)
 }
 
+// PlanSourceTarget is PlanTarget for a stack given as source.
+func PlanSourceTarget(t testing.TB, nic, name string, src []byte, cost costmodel.Function, target string) (*embed.Result, *lpg.Stack) {
+	t.Helper()
+	return plan(t, nic, name, src, cost, target)
+}
+
 func plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function, target string) (*embed.Result, *lpg.Stack) {
 	t.Helper()
 	st, diags := lpg.LoadStack(name, src)

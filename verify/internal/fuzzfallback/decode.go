@@ -4,108 +4,30 @@ package fuzzfallback
 
 import "encoding/binary"
 
-// Field indexes into fields.v; a field is present when its bit is set in
-// fields.has.
+// The decoder reads the fields of dragonc's predicate vocabulary straight
+// from the frame bytes, with the rules of dragonc's own decoder for absent
+// headers (dragonc's tests compare the two field by field). It stores only
+// the fields the stack's checks read: need* and the slot constants f* come
+// with the generated code, and the compiler removes the work for the
+// fields no check reads. Nothing allocates; a truncated or hostile frame
+// lacks the fields it cannot carry.
+
+// Presence bits: each header's fields are stored together, so one bit
+// says they are all there.
 const (
-	fArpOp      = 0  // arp.op
-	fArpTpa     = 1  // arp.tpa
-	fArpValid   = 2  // arp.valid
-	fEthDst     = 3  // eth.dst
-	fEthLenOk   = 4  // eth.len_ok
-	fEthSrc     = 5  // eth.src
-	fEthType    = 6  // eth.type
-	fFrameCrcOk = 7  // frame.crc_ok
-	fFrameLen   = 8  // frame.len
-	fIcmpCode   = 9  // icmp.code
-	fIcmpCsumOk = 10 // icmp.csum_ok
-	fIcmpType   = 11 // icmp.type
-	fIpCsumOk   = 12 // ip.csum_ok
-	fIpDst      = 13 // ip.dst
-	fIpFrag     = 14 // ip.frag
-	fIpHdrOk    = 15 // ip.hdr_ok
-	fIpIhl      = 16 // ip.ihl
-	fIpLen      = 17 // ip.len
-	fIpLenOk    = 18 // ip.len_ok
-	fIpOptions  = 19 // ip.options
-	fIpProto    = 20 // ip.proto
-	fIpSrc      = 21 // ip.src
-	fIpTtl      = 22 // ip.ttl
-	fIpVersion  = 23 // ip.version
-	fL4Dport    = 24 // l4.dport
-	fL4Sport    = 25 // l4.sport
-	fOmxDstEp   = 26 // omx.dst_ep
-	fOmxSrcEp   = 27 // omx.src_ep
-	fOmxType    = 28 // omx.type
-	fRssHash    = 29 // rss.hash
-	fTcpCsumOk  = 30 // tcp.csum_ok
-	fTcpDport   = 31 // tcp.dport
-	fTcpFlags   = 32 // tcp.flags
-	fTcpHdrOk   = 33 // tcp.hdr_ok
-	fTcpSport   = 34 // tcp.sport
-	fUdpCsumOk  = 35 // udp.csum_ok
-	fUdpDport   = 36 // udp.dport
-	fUdpLen     = 37 // udp.len
-	fUdpLenOk   = 38 // udp.len_ok
-	fUdpSport   = 39 // udp.sport
-	fVlanId     = 40 // vlan.id
+	hasFrame   = 1 << iota // frame.len, frame.crc_ok
+	hasMeta                // rss.hash
+	hasEth                 // eth.dst, eth.src, eth.len_ok
+	hasVlan                // vlan.id
+	hasEthType             // eth.type (absent after a cut VLAN tag)
+	hasArp
+	hasOmx
+	hasIp
+	hasIcmp
+	hasUdp
+	hasTcp
+	hasL4 // l4.sport, l4.dport, from UDP or TCP
 )
-
-// Which fields the software pipelines read; the compiler drops the work
-// for the others.
-const (
-	needArpOp      = true
-	needArpTpa     = true
-	needArpValid   = true
-	needEthDst     = true
-	needEthLenOk   = false
-	needEthSrc     = false
-	needEthType    = true
-	needFrameCrcOk = false
-	needFrameLen   = true
-	needIcmpCode   = false
-	needIcmpCsumOk = true
-	needIcmpType   = true
-	needIpCsumOk   = false
-	needIpDst      = true
-	needIpFrag     = true
-	needIpHdrOk    = true
-	needIpIhl      = false
-	needIpLen      = false
-	needIpLenOk    = true
-	needIpOptions  = false
-	needIpProto    = true
-	needIpSrc      = true
-	needIpTtl      = false
-	needIpVersion  = true
-	needL4Dport    = false
-	needL4Sport    = false
-	needOmxDstEp   = true
-	needOmxSrcEp   = false
-	needOmxType    = false
-	needRssHash    = false
-	needTcpCsumOk  = false
-	needTcpDport   = true
-	needTcpFlags   = true
-	needTcpHdrOk   = true
-	needTcpSport   = true
-	needUdpCsumOk  = false
-	needUdpDport   = true
-	needUdpLen     = true
-	needUdpLenOk   = true
-	needUdpSport   = true
-	needVlanId     = true
-)
-
-// fields holds the decoded fields of one frame.
-type fields struct {
-	has uint64
-	v   [41]uint64
-}
-
-func (f *fields) set(id int, v uint64) {
-	f.v[id] = v
-	f.has |= 1 << uint(id)
-}
 
 func b2u(b bool) uint64 {
 	if b {
@@ -115,11 +37,11 @@ func b2u(b bool) uint64 {
 }
 
 func mac(b []byte) uint64 {
-	return uint64(b[0])<<40 | uint64(b[1])<<32 | uint64(b[2])<<24 | uint64(b[3])<<16 | uint64(b[4])<<8 | uint64(b[5])
+	return uint64(binary.BigEndian.Uint16(b[0:2]))<<32 | uint64(binary.BigEndian.Uint32(b[2:6]))
 }
 
-// checksum folds the Internet checksum (RFC 1071) of b onto a sum; a correct
-// header or segment folds to 0xffff.
+// checksum folds the Internet checksum (RFC 1071) of b onto a sum; a
+// correct header or segment folds to 0xffff.
 func checksum(b []byte, sum uint32) uint16 {
 	for len(b) >= 2 {
 		sum += uint32(binary.BigEndian.Uint16(b))
@@ -134,232 +56,236 @@ func checksum(b []byte, sum uint32) uint16 {
 	return uint16(sum)
 }
 
+// pseudo sums the IPv4 pseudo-header of a UDP or TCP checksum (RFC 768,
+// RFC 9293 section 3.1).
 func pseudo(src, dst []byte, proto byte, length int) uint32 {
 	return uint32(binary.BigEndian.Uint16(src[0:2])) + uint32(binary.BigEndian.Uint16(src[2:4])) +
 		uint32(binary.BigEndian.Uint16(dst[0:2])) + uint32(binary.BigEndian.Uint16(dst[2:4])) +
 		uint32(proto) + uint32(length)
 }
 
-// decode reads every field it can; a truncated or hostile frame lacks the
-// fields it cannot carry.
+// decode reads the fields the checks need.
 func (f *fields) decode(b []byte, m *Meta) {
+	f.has = hasFrame
 	if needFrameLen {
-		f.set(fFrameLen, uint64(len(b)))
+		f.v[fFrameLen] = uint64(len(b))
 	}
 	if needFrameCrcOk {
-		f.set(fFrameCrcOk, b2u(m.CRCOK))
+		f.v[fFrameCrcOk] = b2u(m.CRCOK)
 	}
-	if m.HasRSSHash {
-		if needRssHash {
-			f.set(fRssHash, uint64(m.RSSHash))
-		}
+	if needRssHash && m.HasRSSHash {
+		f.v[fRssHash] = uint64(m.RSSHash)
+		f.has |= hasMeta
 	}
 	if len(b) < 14 {
 		return
 	}
+	f.has |= hasEth
 	if needEthDst {
-		f.set(fEthDst, mac(b[0:6]))
+		f.v[fEthDst] = mac(b[0:6])
 	}
 	if needEthSrc {
-		f.set(fEthSrc, mac(b[6:12]))
+		f.v[fEthSrc] = mac(b[6:12])
 	}
 	if needEthLenOk {
-		f.set(fEthLenOk, b2u(len(b) >= 60))
+		f.v[fEthLenOk] = b2u(len(b) >= 60)
 	}
 	etype := binary.BigEndian.Uint16(b[12:14])
 	off := 14
-	if etype == 0x8100 {
+	if etype == 0x8100 { // IEEE 802.1Q
 		if len(b) < 18 {
 			return
 		}
 		if needVlanId {
-			f.set(fVlanId, uint64(binary.BigEndian.Uint16(b[14:16])&0x0fff))
+			f.v[fVlanId] = uint64(binary.BigEndian.Uint16(b[14:16]) & 0x0fff)
 		}
+		f.has |= hasVlan
 		etype = binary.BigEndian.Uint16(b[16:18])
 		off = 18
 	}
 	if needEthType {
-		f.set(fEthType, uint64(etype))
+		f.v[fEthType] = uint64(etype)
 	}
+	f.has |= hasEthType
 	switch etype {
-	case 0x0806:
+	case 0x0806: // ARP, RFC 826
+		if !needArp {
+			return
+		}
 		a := b[off:]
 		if len(a) < 28 {
 			return
 		}
+		f.has |= hasArp
 		if needArpOp {
-			f.set(fArpOp, uint64(binary.BigEndian.Uint16(a[6:8])))
+			f.v[fArpOp] = uint64(binary.BigEndian.Uint16(a[6:8]))
 		}
 		if needArpTpa {
-			f.set(fArpTpa, uint64(binary.BigEndian.Uint32(a[24:28])))
+			f.v[fArpTpa] = uint64(binary.BigEndian.Uint32(a[24:28]))
 		}
 		if needArpValid {
-			f.set(fArpValid, b2u(binary.BigEndian.Uint16(a[0:2]) == 1 && binary.BigEndian.Uint16(a[2:4]) == 0x0800 && a[4] == 6 && a[5] == 4))
+			f.v[fArpValid] = b2u(binary.BigEndian.Uint16(a[0:2]) == 1 && binary.BigEndian.Uint16(a[2:4]) == 0x0800 && a[4] == 6 && a[5] == 4)
 		}
-	case 0x86df:
-		if len(b) < off+5 {
+	case 0x86df: // Open-MX
+		if !needOmx || len(b) < off+5 {
 			return
 		}
+		f.has |= hasOmx
 		if needOmxType {
-			f.set(fOmxType, uint64(b[off+2]))
+			f.v[fOmxType] = uint64(b[off+2])
 		}
 		if needOmxDstEp {
-			f.set(fOmxDstEp, uint64(b[off+3]))
+			f.v[fOmxDstEp] = uint64(b[off+3])
 		}
 		if needOmxSrcEp {
-			f.set(fOmxSrcEp, uint64(b[off+4]))
+			f.v[fOmxSrcEp] = uint64(b[off+4])
 		}
-	case 0x0800:
-		f.ipv4(b[off:])
-	}
-}
-
-func (f *fields) ipv4(ip []byte) {
-	if len(ip) < 20 {
-		return
-	}
-	ihl := int(ip[0] & 0x0f)
-	total := int(binary.BigEndian.Uint16(ip[2:4]))
-	ff := binary.BigEndian.Uint16(ip[6:8])
-	frag := ff&0x2000 != 0 || ff&0x1fff != 0
-	if needIpVersion {
-		f.set(fIpVersion, uint64(ip[0]>>4))
-	}
-	if needIpIhl {
-		f.set(fIpIhl, uint64(ihl))
-	}
-	if needIpLen {
-		f.set(fIpLen, uint64(total))
-	}
-	if needIpTtl {
-		f.set(fIpTtl, uint64(ip[8]))
-	}
-	if needIpFrag {
-		f.set(fIpFrag, b2u(frag))
-	}
-	if needIpProto {
-		f.set(fIpProto, uint64(ip[9]))
-	}
-	if needIpSrc {
-		f.set(fIpSrc, uint64(binary.BigEndian.Uint32(ip[12:16])))
-	}
-	if needIpDst {
-		f.set(fIpDst, uint64(binary.BigEndian.Uint32(ip[16:20])))
-	}
-	if needIpOptions {
-		f.set(fIpOptions, b2u(ihl > 5))
-	}
-	hlen := ihl * 4
-	hdrOK := ihl >= 5 && hlen <= len(ip)
-	if needIpHdrOk {
-		f.set(fIpHdrOk, b2u(hdrOK))
-	}
-	if !hdrOK {
-		if needIpCsumOk {
-			f.set(fIpCsumOk, 0)
-		}
-		if needIpLenOk {
-			f.set(fIpLenOk, 0)
-		}
-		return
-	}
-	if needIpCsumOk {
-		if needIpCsumOk {
-			f.set(fIpCsumOk, b2u(checksum(ip[:hlen], 0) == 0xffff))
-		}
-	}
-	lenOK := total >= hlen && total <= len(ip)
-	if needIpLenOk {
-		f.set(fIpLenOk, b2u(lenOK))
-	}
-	if !lenOK || ip[0]>>4 != 4 || frag {
-		return
-	}
-	l4 := ip[hlen:total]
-	src, dst := ip[12:16], ip[16:20]
-	_, _ = src, dst
-	switch ip[9] {
-	case 1:
-		if len(l4) < 8 {
+	case 0x0800: // IPv4, RFC 791 section 3.1
+		if !needIp {
 			return
 		}
-		if needIcmpType {
-			f.set(fIcmpType, uint64(l4[0]))
+		ip := b[off:]
+		if len(ip) < 20 {
+			return
 		}
-		if needIcmpCode {
-			f.set(fIcmpCode, uint64(l4[1]))
+		f.has |= hasIp
+		ihl := int(ip[0] & 0x0f)
+		total := int(binary.BigEndian.Uint16(ip[2:4]))
+		ff := binary.BigEndian.Uint16(ip[6:8])
+		frag := ff&0x2000 != 0 || ff&0x1fff != 0
+		if needIpVersion {
+			f.v[fIpVersion] = uint64(ip[0] >> 4)
 		}
-		if needIcmpCsumOk {
-			if needIcmpCsumOk {
-				f.set(fIcmpCsumOk, b2u(checksum(l4, 0) == 0xffff))
+		if needIpIhl {
+			f.v[fIpIhl] = uint64(ihl)
+		}
+		if needIpLen {
+			f.v[fIpLen] = uint64(total)
+		}
+		if needIpTtl {
+			f.v[fIpTtl] = uint64(ip[8])
+		}
+		if needIpFrag {
+			f.v[fIpFrag] = b2u(frag)
+		}
+		if needIpProto {
+			f.v[fIpProto] = uint64(ip[9])
+		}
+		if needIpSrc {
+			f.v[fIpSrc] = uint64(binary.BigEndian.Uint32(ip[12:16]))
+		}
+		if needIpDst {
+			f.v[fIpDst] = uint64(binary.BigEndian.Uint32(ip[16:20]))
+		}
+		if needIpOptions {
+			f.v[fIpOptions] = b2u(ihl > 5)
+		}
+		hlen := ihl * 4
+		hdrOK := ihl >= 5 && hlen <= len(ip)
+		if needIpHdrOk {
+			f.v[fIpHdrOk] = b2u(hdrOK)
+		}
+		if !hdrOK {
+			if needIpCsumOk {
+				f.v[fIpCsumOk] = 0
 			}
-		}
-	case 17:
-		if len(l4) < 8 {
+			if needIpLenOk {
+				f.v[fIpLenOk] = 0
+			}
 			return
 		}
-		sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
-		dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
-		ulen := int(binary.BigEndian.Uint16(l4[4:6]))
-		if needUdpSport {
-			f.set(fUdpSport, sport)
+		if needIpCsumOk {
+			f.v[fIpCsumOk] = b2u(checksum(ip[:hlen], 0) == 0xffff)
 		}
-		if needUdpDport {
-			f.set(fUdpDport, dport)
+		lenOK := total >= hlen && total <= len(ip)
+		if needIpLenOk {
+			f.v[fIpLenOk] = b2u(lenOK)
 		}
-		if needL4Sport {
-			f.set(fL4Sport, sport)
+		if !needL4 || !lenOK || ip[0]>>4 != 4 || frag {
+			return
 		}
-		if needL4Dport {
-			f.set(fL4Dport, dport)
-		}
-		if needUdpLen {
-			f.set(fUdpLen, uint64(ulen))
-		}
-		lenOK := ulen >= 8 && ulen <= len(l4)
-		if needUdpLenOk {
-			f.set(fUdpLenOk, b2u(lenOK))
-		}
-		if needUdpCsumOk {
-			ok := false
-			switch {
-			case binary.BigEndian.Uint16(l4[6:8]) == 0:
-				ok = true
-			case lenOK:
-				ok = checksum(l4[:ulen], pseudo(src, dst, 17, ulen)) == 0xffff
+		l4 := ip[hlen:total]
+		src, dst := ip[12:16], ip[16:20]
+		switch ip[9] {
+		case 1: // ICMP, RFC 792
+			if !needIcmp || len(l4) < 8 {
+				return
+			}
+			f.has |= hasIcmp
+			if needIcmpType {
+				f.v[fIcmpType] = uint64(l4[0])
+			}
+			if needIcmpCode {
+				f.v[fIcmpCode] = uint64(l4[1])
+			}
+			if needIcmpCsumOk {
+				f.v[fIcmpCsumOk] = b2u(checksum(l4, 0) == 0xffff)
+			}
+		case 17: // UDP, RFC 768
+			if !needUdp || len(l4) < 8 {
+				return
+			}
+			f.has |= hasUdp | hasL4
+			sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
+			dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
+			ulen := int(binary.BigEndian.Uint16(l4[4:6]))
+			if needUdpSport {
+				f.v[fUdpSport] = sport
+			}
+			if needUdpDport {
+				f.v[fUdpDport] = dport
+			}
+			if needL4Sport {
+				f.v[fL4Sport] = sport
+			}
+			if needL4Dport {
+				f.v[fL4Dport] = dport
+			}
+			if needUdpLen {
+				f.v[fUdpLen] = uint64(ulen)
+			}
+			lenOK := ulen >= 8 && ulen <= len(l4)
+			if needUdpLenOk {
+				f.v[fUdpLenOk] = b2u(lenOK)
 			}
 			if needUdpCsumOk {
-				f.set(fUdpCsumOk, b2u(ok))
+				ok := false
+				switch {
+				case binary.BigEndian.Uint16(l4[6:8]) == 0: // no checksum (RFC 768)
+					ok = true
+				case lenOK:
+					ok = checksum(l4[:ulen], pseudo(src, dst, 17, ulen)) == 0xffff
+				}
+				f.v[fUdpCsumOk] = b2u(ok)
 			}
-		}
-	case 6:
-		if len(l4) < 20 {
-			return
-		}
-		sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
-		dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
-		doff := int(l4[12]>>4) * 4
-		if needTcpSport {
-			f.set(fTcpSport, sport)
-		}
-		if needTcpDport {
-			f.set(fTcpDport, dport)
-		}
-		if needL4Sport {
-			f.set(fL4Sport, sport)
-		}
-		if needL4Dport {
-			f.set(fL4Dport, dport)
-		}
-		if needTcpFlags {
-			f.set(fTcpFlags, uint64(l4[13]))
-		}
-		if needTcpHdrOk {
-			f.set(fTcpHdrOk, b2u(doff >= 20 && doff <= len(l4)))
-		}
-		if needTcpCsumOk {
+		case 6: // TCP, RFC 9293 section 3.1
+			if !needTcp || len(l4) < 20 {
+				return
+			}
+			f.has |= hasTcp | hasL4
+			sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
+			dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
+			doff := int(l4[12]>>4) * 4
+			if needTcpSport {
+				f.v[fTcpSport] = sport
+			}
+			if needTcpDport {
+				f.v[fTcpDport] = dport
+			}
+			if needL4Sport {
+				f.v[fL4Sport] = sport
+			}
+			if needL4Dport {
+				f.v[fL4Dport] = dport
+			}
+			if needTcpFlags {
+				f.v[fTcpFlags] = uint64(l4[13])
+			}
+			if needTcpHdrOk {
+				f.v[fTcpHdrOk] = b2u(doff >= 20 && doff <= len(l4))
+			}
 			if needTcpCsumOk {
-				f.set(fTcpCsumOk, b2u(checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff))
+				f.v[fTcpCsumOk] = b2u(checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff)
 			}
 		}
 	}

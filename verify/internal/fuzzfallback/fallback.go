@@ -5,29 +5,8 @@
 // entry point per receive queue. Call Process for every received frame.
 package fuzzfallback
 
-// Kind is what happened to a frame.
-type Kind uint8
-
-// Outcomes.
-const (
-	Drop    Kind = iota // a check failed or nothing wanted the frame
-	Deliver             // an endpoint received it
-	Reply               // the stack answers it
-	Sink                // a named sink took it
-)
-
-// Verdict is the fate of one frame. Node and Port name the LPG node that
-// dropped it (or the sink); Reply says which answer is due.
-type Verdict struct {
-	Kind     Kind
-	Endpoint Endpoint
-	Reply    string
-	Node     string
-	Port     string
-}
-
 // Endpoint identifies a declared endpoint.
-type Endpoint int
+type Endpoint uint32
 
 // The stack's endpoints.
 const (
@@ -249,8 +228,44 @@ var EndpointNames = [...]string{
 	"r0",
 }
 
-// Flags are the verdicts the NIC reports in the receive descriptor.
-type Flags uint64
+// Replies name the answers a Reply verdict asks for.
+var Replies = [...]string{"arp", "icmp-echo"}
+
+// Sinks name the LPG nodes a Sink verdict means.
+var Sinks = [...]string{"RxOMXUnknownEndpoint", "RxL4UDPPortUnreachable", "RxL4TCPReset", "RxL3IPv4Fragments"}
+
+// DropSites are where Drop verdicts were decided.
+var DropSites = [...]DropSite{
+	{"", ""},
+	{"RxL3IPv4ValidHeaderLength", "false"},
+	{"RxL3IPv4ValidVersion", "false"},
+	{"RxL3ARPLocalIPDest", "false"},
+	{"RxL3ARPIsRequest", "false"},
+	{"RxL3ARPValidHeader", "false"},
+	{"RxOMXValidHeader", "false"},
+	{"RxL2EtherClassifyL3", "other"},
+	{"RxL2EtherValidDest", "false"},
+	{"RxL2EtherValidMTU", "false"},
+	{"RxL2EtherValidUntagged", "false"},
+	{"RxL4UDPValidUnicastDest", "false"},
+	{"RxL4UDPValidChecksum", "false"},
+	{"RxL4UDPValidLength", "false"},
+	{"RxL4UDPValidHeaderLength", "false"},
+	{"RxL4TCPListenDiscard", "web"},
+	{"RxL4TCPValidNotReset", "false"},
+	{"RxL4TCPValidChecksum", "false"},
+	{"RxL4TCPValidHeaderLength", "false"},
+	{"RxL4TCPValidUnicastDest", "false"},
+	{"RxL3ICMPValidUnicastDest", "false"},
+	{"RxL3ICMPIsTypeRequest", "false"},
+	{"RxL3ICMPValidChecksum", "false"},
+	{"RxL3ICMPValidHeaderLength", "false"},
+	{"RxL3IPv4Classify", "other"},
+	{"RxL3IPv4ValidLocalIP", "false"},
+	{"RxL3IPv4ValidSource", "false"},
+	{"RxL3IPv4ValidChecksum", "false"},
+	{"RxL3IPv4ValidLength", "false"},
+}
 
 // Descriptor flags: set when the NIC's check of that name passed.
 const (
@@ -258,14 +273,6 @@ const (
 	FlagRxL4UDPValidChecksum  Flags = 1 << 1
 	FlagRxL4TCPValidChecksum  Flags = 1 << 2
 )
-
-// Meta is what the NIC reports with a frame.
-type Meta struct {
-	CRCOK      bool  // the Ethernet CRC was good
-	Flags      Flags // descriptor verdicts
-	RSSHash    uint32
-	HasRSSHash bool
-}
 
 // Queues lists the receive queues this stack serves.
 var Queues = [...]int{0, 1, 2, 3, 4, 5, 6, 7}
@@ -276,7 +283,7 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 	switch queue {
 	case 0:
 		return queue0(frame, &meta)
-	case 1:
+	case 1, 6, 7:
 		return queue1(frame, &meta)
 	case 2:
 		return queue2(frame, &meta)
@@ -286,85 +293,81 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 		return queue4(frame, &meta)
 	case 5:
 		return queue5(frame, &meta)
-	case 6:
-		return queue6(frame, &meta)
-	case 7:
-		return queue7(frame, &meta)
 	}
-	return Verdict{Kind: Drop, Node: "(no such queue)"}
+	return Verdict{Kind: Drop, Index: 29} // no such queue
 }
 
-// queue0 runs the software graph of queue 0 (15 nodes).
+// queue0 runs the software graph of a queue (15 nodes).
 func queue0(frame []byte, m *Meta) Verdict {
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
 	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
 		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
 				// RxL2EtherClassifyL3
-				if f.has&(1<<fEthType) != 0 && f.v[fEthType] == 0x800 {
+				if f.has&hasEthType != 0 && f.v[fEthType] == 0x800 {
 					// RxL3IPv4ValidVersion
-					if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 						// RxL3IPv4ValidHeaderLength
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 				}
-				if f.has&(1<<fEthType) != 0 && f.v[fEthType] == 0x806 {
+				if f.has&hasEthType != 0 && f.v[fEthType] == 0x806 {
 					// RxL3ARPValidHeader
-					if f.has&(1<<fArpValid) != 0 && f.v[fArpValid] != 0x0 {
+					if f.has&hasArp != 0 && f.v[fArpValid] != 0x0 {
 						// RxL3ARPIsRequest
 						if f.v[fArpOp] == 0x1 {
 							// RxL3ARPLocalIPDest
 							if f.v[fArpTpa] == 0xa000001 {
 								// RxL3ARPNeedsResponse
-								return Verdict{Kind: Reply, Reply: "arp"}
+								return Verdict{Kind: Reply, Index: 0} // reply arp
 							}
-							return Verdict{Kind: Drop, Node: "RxL3ARPLocalIPDest", Port: "false"}
+							return Verdict{Kind: Drop, Index: 3} // RxL3ARPLocalIPDest.false
 						}
-						return Verdict{Kind: Drop, Node: "RxL3ARPIsRequest", Port: "false"}
+						return Verdict{Kind: Drop, Index: 4} // RxL3ARPIsRequest.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3ARPValidHeader", Port: "false"}
+					return Verdict{Kind: Drop, Index: 5} // RxL3ARPValidHeader.false
 				}
-				if f.has&(1<<fEthType) != 0 && f.v[fEthType] == 0x86df {
+				if f.has&hasEthType != 0 && f.v[fEthType] == 0x86df {
 					// RxOMXValidHeader
-					if f.has&(1<<fOmxDstEp) != 0 && (f.v[fOmxDstEp] <= 0xff) {
+					if f.has&hasOmx != 0 {
 						// RxOMXDemux
 						if f.v[fOmxDstEp] == 0x0 {
 							// RxOMXEndpoint_r0
-							return Verdict{Kind: Deliver, Endpoint: EndpointR0}
+							return Verdict{Kind: Deliver, Index: uint32(EndpointR0)} // deliver r0
 						}
 						// RxOMXUnknownEndpoint
-						return Verdict{Kind: Sink, Node: "RxOMXUnknownEndpoint"}
+						return Verdict{Kind: Sink, Index: 0} // sink RxOMXUnknownEndpoint
 					}
-					return Verdict{Kind: Drop, Node: "RxOMXValidHeader", Port: "false"}
+					return Verdict{Kind: Drop, Index: 6} // RxOMXValidHeader.false
 				}
-				return Verdict{Kind: Drop, Node: "RxL2EtherClassifyL3", Port: "other"}
+				return Verdict{Kind: Drop, Index: 7} // RxL2EtherClassifyL3.other
 			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
+	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
 }
 
-// queue1 runs the software graph of queue 1 (131 nodes).
+// queue1 runs the software graph of a queue (131 nodes).
 func queue1(frame []byte, m *Meta) Verdict {
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
 	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
 		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
 				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
+				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 					// RxL3IPv4ValidHeaderLength
 					if f.v[fIpHdrOk] != 0x0 {
 						// RxL3IPv4ValidLength
@@ -380,561 +383,58 @@ func queue1(frame []byte, m *Meta) Verdict {
 											// RxL3IPv4Classify
 											if f.v[fIpProto] == 0x11 {
 												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
+												if f.has&hasUdp != 0 {
 													// RxL4UDPValidLength
 													if f.v[fUdpLenOk] != 0x0 {
 														// RxL4UDPValidChecksum
 														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
+															// 101 ports by table queue1Table0
+															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+																if v := queue1Table0.find(f.v[fUdpDport], 0); v.Kind != Drop {
+																	return v
 																}
 															}
 															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
+															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
 											}
 											if f.v[fIpProto] == 0x6 {
 												// RxL4TCPValidUnicastDest
 												if f.v[fIpDst] == 0xa000001 {
 													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
+													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
 														// RxL4TCPValidChecksum
 														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 															// RxL4TCPValidNotReset
 															if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																// RxL4TCPListenDiscard
 																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
+																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
 																}
 																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
+																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
 															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
+															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
+												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
 											}
 											if f.v[fIpProto] == 0x1 {
 												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
+												if f.has&hasIcmp != 0 {
 													// RxL3ICMPValidChecksum
 													if f.v[fIcmpCsumOk] != 0x0 {
 														// RxL3ICMPIsTypeRequest
@@ -942,53 +442,158 @@ func queue1(frame []byte, m *Meta) Verdict {
 															// RxL3ICMPValidUnicastDest
 															if f.v[fIpDst] == 0xa000001 {
 																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
+																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
+														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
+													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
+											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
 										}
 										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
+										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
+									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
 								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
+								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
 							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
+							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
 						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
+						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
+					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
+				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
+	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
 }
 
-// queue2 runs the software graph of queue 2 (132 nodes).
+// queue1Table0 holds 101 ports of RxL4UDPDemux by (udp.dport).
+var queue1Table0 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e20, 0x0, Verdict{Deliver, 5}},
+	{0x4e21, 0x0, Verdict{Deliver, 6}},
+	{0x4e22, 0x0, Verdict{Deliver, 7}},
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e24, 0x0, Verdict{Deliver, 9}},
+	{0x4e25, 0x0, Verdict{Deliver, 10}},
+	{0x4e26, 0x0, Verdict{Deliver, 11}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e28, 0x0, Verdict{Deliver, 13}},
+	{0x4e29, 0x0, Verdict{Deliver, 14}},
+	{0x4e2a, 0x0, Verdict{Deliver, 15}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2c, 0x0, Verdict{Deliver, 17}},
+	{0x4e2d, 0x0, Verdict{Deliver, 18}},
+	{0x4e2e, 0x0, Verdict{Deliver, 19}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e30, 0x0, Verdict{Deliver, 21}},
+	{0x4e31, 0x0, Verdict{Deliver, 22}},
+	{0x4e32, 0x0, Verdict{Deliver, 23}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e34, 0x0, Verdict{Deliver, 25}},
+	{0x4e35, 0x0, Verdict{Deliver, 26}},
+	{0x4e36, 0x0, Verdict{Deliver, 27}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e38, 0x0, Verdict{Deliver, 29}},
+	{0x4e39, 0x0, Verdict{Deliver, 30}},
+	{0x4e3a, 0x0, Verdict{Deliver, 31}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3c, 0x0, Verdict{Deliver, 33}},
+	{0x4e3d, 0x0, Verdict{Deliver, 34}},
+	{0x4e3e, 0x0, Verdict{Deliver, 35}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e40, 0x0, Verdict{Deliver, 37}},
+	{0x4e41, 0x0, Verdict{Deliver, 38}},
+	{0x4e42, 0x0, Verdict{Deliver, 39}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e44, 0x0, Verdict{Deliver, 41}},
+	{0x4e45, 0x0, Verdict{Deliver, 42}},
+	{0x4e46, 0x0, Verdict{Deliver, 43}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e48, 0x0, Verdict{Deliver, 45}},
+	{0x4e49, 0x0, Verdict{Deliver, 46}},
+	{0x4e4a, 0x0, Verdict{Deliver, 47}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4c, 0x0, Verdict{Deliver, 49}},
+	{0x4e4d, 0x0, Verdict{Deliver, 50}},
+	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
+	{0x4e50, 0x0, Verdict{Deliver, 53}},
+	{0x4e51, 0x0, Verdict{Deliver, 54}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e53, 0x0, Verdict{Deliver, 56}},
+	{0x4e54, 0x0, Verdict{Deliver, 57}},
+	{0x4e55, 0x0, Verdict{Deliver, 58}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e57, 0x0, Verdict{Deliver, 60}},
+	{0x4e58, 0x0, Verdict{Deliver, 61}},
+	{0x4e59, 0x0, Verdict{Deliver, 62}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e5b, 0x0, Verdict{Deliver, 64}},
+	{0x4e5c, 0x0, Verdict{Deliver, 65}},
+	{0x4e5d, 0x0, Verdict{Deliver, 66}},
+	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e61, 0x0, Verdict{Deliver, 70}},
+	{0x4e62, 0x0, Verdict{Deliver, 71}},
+	{0x4e63, 0x0, Verdict{Deliver, 72}},
+	{0x4e64, 0x0, Verdict{Deliver, 73}},
+	{0x4e65, 0x0, Verdict{Deliver, 74}},
+	{0x4e66, 0x0, Verdict{Deliver, 75}},
+	{0x4e67, 0x0, Verdict{Deliver, 76}},
+	{0x4e68, 0x0, Verdict{Deliver, 77}},
+	{0x4e69, 0x0, Verdict{Deliver, 78}},
+	{0x4e6a, 0x0, Verdict{Deliver, 79}},
+	{0x4e6b, 0x0, Verdict{Deliver, 80}},
+	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+	{0x4e6f, 0x0, Verdict{Deliver, 84}},
+	{0x4e70, 0x0, Verdict{Deliver, 85}},
+	{0x4e71, 0x0, Verdict{Deliver, 86}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
+	{0x4e73, 0x0, Verdict{Deliver, 88}},
+	{0x4e74, 0x0, Verdict{Deliver, 89}},
+	{0x4e75, 0x0, Verdict{Deliver, 90}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+	{0x4e77, 0x0, Verdict{Deliver, 92}},
+	{0x4e78, 0x0, Verdict{Deliver, 93}},
+	{0x4e79, 0x0, Verdict{Deliver, 94}},
+	{0x4e7a, 0x0, Verdict{Deliver, 95}},
+	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e7d, 0x0, Verdict{Deliver, 98}},
+	{0x4e7e, 0x0, Verdict{Deliver, 99}},
+	{0x4e7f, 0x0, Verdict{Deliver, 100}},
+	{0x4e80, 0x0, Verdict{Deliver, 101}},
+	{0x4e81, 0x0, Verdict{Deliver, 102}},
+	{0x4e82, 0x0, Verdict{Deliver, 103}},
+	{0x4e83, 0x0, Verdict{Deliver, 104}},
+})
+
+// queue2 runs the software graph of a queue (132 nodes).
 func queue2(frame []byte, m *Meta) Verdict {
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
 	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
 		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
 				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
+				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 					// RxL3IPv4ValidHeaderLength
 					if f.v[fIpHdrOk] != 0x0 {
 						// RxL3IPv4ValidLength
@@ -1004,566 +609,62 @@ func queue2(frame []byte, m *Meta) Verdict {
 											// RxL3IPv4Classify
 											if f.v[fIpProto] == 0x11 {
 												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
+												if f.has&hasUdp != 0 {
 													// RxL4UDPValidLength
 													if f.v[fUdpLenOk] != 0x0 {
 														// RxL4UDPValidChecksum
 														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 7000:
-																	if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
-																		// RxL4UDPSocket_repl
-																		return Verdict{Kind: Deliver, Endpoint: EndpointRepl}
-																	}
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
+															if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
+																// RxL4UDPSocket_repl
+																return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
+															}
+															// 101 ports by table queue2Table0
+															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+																if v := queue2Table0.find(f.v[fUdpDport], 0); v.Kind != Drop {
+																	return v
 																}
 															}
 															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
+															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
 											}
 											if f.v[fIpProto] == 0x6 {
 												// RxL4TCPValidUnicastDest
 												if f.v[fIpDst] == 0xa000001 {
 													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
+													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
 														// RxL4TCPValidChecksum
 														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 															// RxL4TCPValidNotReset
 															if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																// RxL4TCPListenDiscard
 																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
+																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
 																}
 																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
+																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
 															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
+															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
+												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
 											}
 											if f.v[fIpProto] == 0x1 {
 												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
+												if f.has&hasIcmp != 0 {
 													// RxL3ICMPValidChecksum
 													if f.v[fIcmpCsumOk] != 0x0 {
 														// RxL3ICMPIsTypeRequest
@@ -1571,53 +672,158 @@ func queue2(frame []byte, m *Meta) Verdict {
 															// RxL3ICMPValidUnicastDest
 															if f.v[fIpDst] == 0xa000001 {
 																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
+																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
+														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
+													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
+											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
 										}
 										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
+										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
+									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
 								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
+								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
 							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
+							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
 						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
+						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
+					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
+				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
+	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
 }
 
-// queue3 runs the software graph of queue 3 (132 nodes).
+// queue2Table0 holds 101 ports of RxL4UDPDemux by (udp.dport).
+var queue2Table0 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e20, 0x0, Verdict{Deliver, 5}},
+	{0x4e21, 0x0, Verdict{Deliver, 6}},
+	{0x4e22, 0x0, Verdict{Deliver, 7}},
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e24, 0x0, Verdict{Deliver, 9}},
+	{0x4e25, 0x0, Verdict{Deliver, 10}},
+	{0x4e26, 0x0, Verdict{Deliver, 11}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e28, 0x0, Verdict{Deliver, 13}},
+	{0x4e29, 0x0, Verdict{Deliver, 14}},
+	{0x4e2a, 0x0, Verdict{Deliver, 15}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2c, 0x0, Verdict{Deliver, 17}},
+	{0x4e2d, 0x0, Verdict{Deliver, 18}},
+	{0x4e2e, 0x0, Verdict{Deliver, 19}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e30, 0x0, Verdict{Deliver, 21}},
+	{0x4e31, 0x0, Verdict{Deliver, 22}},
+	{0x4e32, 0x0, Verdict{Deliver, 23}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e34, 0x0, Verdict{Deliver, 25}},
+	{0x4e35, 0x0, Verdict{Deliver, 26}},
+	{0x4e36, 0x0, Verdict{Deliver, 27}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e38, 0x0, Verdict{Deliver, 29}},
+	{0x4e39, 0x0, Verdict{Deliver, 30}},
+	{0x4e3a, 0x0, Verdict{Deliver, 31}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3c, 0x0, Verdict{Deliver, 33}},
+	{0x4e3d, 0x0, Verdict{Deliver, 34}},
+	{0x4e3e, 0x0, Verdict{Deliver, 35}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e40, 0x0, Verdict{Deliver, 37}},
+	{0x4e41, 0x0, Verdict{Deliver, 38}},
+	{0x4e42, 0x0, Verdict{Deliver, 39}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e44, 0x0, Verdict{Deliver, 41}},
+	{0x4e45, 0x0, Verdict{Deliver, 42}},
+	{0x4e46, 0x0, Verdict{Deliver, 43}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e48, 0x0, Verdict{Deliver, 45}},
+	{0x4e49, 0x0, Verdict{Deliver, 46}},
+	{0x4e4a, 0x0, Verdict{Deliver, 47}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4c, 0x0, Verdict{Deliver, 49}},
+	{0x4e4d, 0x0, Verdict{Deliver, 50}},
+	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
+	{0x4e50, 0x0, Verdict{Deliver, 53}},
+	{0x4e51, 0x0, Verdict{Deliver, 54}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e53, 0x0, Verdict{Deliver, 56}},
+	{0x4e54, 0x0, Verdict{Deliver, 57}},
+	{0x4e55, 0x0, Verdict{Deliver, 58}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e57, 0x0, Verdict{Deliver, 60}},
+	{0x4e58, 0x0, Verdict{Deliver, 61}},
+	{0x4e59, 0x0, Verdict{Deliver, 62}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e5b, 0x0, Verdict{Deliver, 64}},
+	{0x4e5c, 0x0, Verdict{Deliver, 65}},
+	{0x4e5d, 0x0, Verdict{Deliver, 66}},
+	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e61, 0x0, Verdict{Deliver, 70}},
+	{0x4e62, 0x0, Verdict{Deliver, 71}},
+	{0x4e63, 0x0, Verdict{Deliver, 72}},
+	{0x4e64, 0x0, Verdict{Deliver, 73}},
+	{0x4e65, 0x0, Verdict{Deliver, 74}},
+	{0x4e66, 0x0, Verdict{Deliver, 75}},
+	{0x4e67, 0x0, Verdict{Deliver, 76}},
+	{0x4e68, 0x0, Verdict{Deliver, 77}},
+	{0x4e69, 0x0, Verdict{Deliver, 78}},
+	{0x4e6a, 0x0, Verdict{Deliver, 79}},
+	{0x4e6b, 0x0, Verdict{Deliver, 80}},
+	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+	{0x4e6f, 0x0, Verdict{Deliver, 84}},
+	{0x4e70, 0x0, Verdict{Deliver, 85}},
+	{0x4e71, 0x0, Verdict{Deliver, 86}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
+	{0x4e73, 0x0, Verdict{Deliver, 88}},
+	{0x4e74, 0x0, Verdict{Deliver, 89}},
+	{0x4e75, 0x0, Verdict{Deliver, 90}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+	{0x4e77, 0x0, Verdict{Deliver, 92}},
+	{0x4e78, 0x0, Verdict{Deliver, 93}},
+	{0x4e79, 0x0, Verdict{Deliver, 94}},
+	{0x4e7a, 0x0, Verdict{Deliver, 95}},
+	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e7d, 0x0, Verdict{Deliver, 98}},
+	{0x4e7e, 0x0, Verdict{Deliver, 99}},
+	{0x4e7f, 0x0, Verdict{Deliver, 100}},
+	{0x4e80, 0x0, Verdict{Deliver, 101}},
+	{0x4e81, 0x0, Verdict{Deliver, 102}},
+	{0x4e82, 0x0, Verdict{Deliver, 103}},
+	{0x4e83, 0x0, Verdict{Deliver, 104}},
+})
+
+// queue3 runs the software graph of a queue (132 nodes).
 func queue3(frame []byte, m *Meta) Verdict {
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
 	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
 		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
 				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
+				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 					// RxL3IPv4ValidHeaderLength
 					if f.v[fIpHdrOk] != 0x0 {
 						// RxL3IPv4ValidLength
@@ -1633,566 +839,62 @@ func queue3(frame []byte, m *Meta) Verdict {
 											// RxL3IPv4Classify
 											if f.v[fIpProto] == 0x11 {
 												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
+												if f.has&hasUdp != 0 {
 													// RxL4UDPValidLength
 													if f.v[fUdpLenOk] != 0x0 {
 														// RxL4UDPValidChecksum
 														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 53:
-																	if f.v[fUdpDport] == 0x35 {
-																		// RxL4UDPSocket_dns
-																		return Verdict{Kind: Deliver, Endpoint: EndpointDns}
-																	}
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
+															// 101 ports by table queue3Table0
+															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+																if v := queue3Table0.find(f.v[fUdpDport], 0); v.Kind != Drop {
+																	return v
 																}
 															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
+															if f.v[fUdpDport] == 0x35 {
+																// RxL4UDPSocket_dns
+																return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
+															// RxL4UDPValidUnicastDest
+															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
 											}
 											if f.v[fIpProto] == 0x6 {
 												// RxL4TCPValidUnicastDest
 												if f.v[fIpDst] == 0xa000001 {
 													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
+													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
 														// RxL4TCPValidChecksum
 														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 															// RxL4TCPValidNotReset
 															if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																// RxL4TCPListenDiscard
 																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
+																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
 																}
 																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
+																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
 															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
+															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
+												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
 											}
 											if f.v[fIpProto] == 0x1 {
 												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
+												if f.has&hasIcmp != 0 {
 													// RxL3ICMPValidChecksum
 													if f.v[fIcmpCsumOk] != 0x0 {
 														// RxL3ICMPIsTypeRequest
@@ -2200,53 +902,158 @@ func queue3(frame []byte, m *Meta) Verdict {
 															// RxL3ICMPValidUnicastDest
 															if f.v[fIpDst] == 0xa000001 {
 																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
+																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
+														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
+													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
+											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
 										}
 										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
+										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
+									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
 								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
+								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
 							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
+							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
 						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
+						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
+					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
+				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
+	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
 }
 
-// queue4 runs the software graph of queue 4 (133 nodes).
+// queue3Table0 holds 101 ports of RxL4UDPDemux by (udp.dport).
+var queue3Table0 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e20, 0x0, Verdict{Deliver, 5}},
+	{0x4e21, 0x0, Verdict{Deliver, 6}},
+	{0x4e22, 0x0, Verdict{Deliver, 7}},
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e24, 0x0, Verdict{Deliver, 9}},
+	{0x4e25, 0x0, Verdict{Deliver, 10}},
+	{0x4e26, 0x0, Verdict{Deliver, 11}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e28, 0x0, Verdict{Deliver, 13}},
+	{0x4e29, 0x0, Verdict{Deliver, 14}},
+	{0x4e2a, 0x0, Verdict{Deliver, 15}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2c, 0x0, Verdict{Deliver, 17}},
+	{0x4e2d, 0x0, Verdict{Deliver, 18}},
+	{0x4e2e, 0x0, Verdict{Deliver, 19}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e30, 0x0, Verdict{Deliver, 21}},
+	{0x4e31, 0x0, Verdict{Deliver, 22}},
+	{0x4e32, 0x0, Verdict{Deliver, 23}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e34, 0x0, Verdict{Deliver, 25}},
+	{0x4e35, 0x0, Verdict{Deliver, 26}},
+	{0x4e36, 0x0, Verdict{Deliver, 27}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e38, 0x0, Verdict{Deliver, 29}},
+	{0x4e39, 0x0, Verdict{Deliver, 30}},
+	{0x4e3a, 0x0, Verdict{Deliver, 31}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3c, 0x0, Verdict{Deliver, 33}},
+	{0x4e3d, 0x0, Verdict{Deliver, 34}},
+	{0x4e3e, 0x0, Verdict{Deliver, 35}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e40, 0x0, Verdict{Deliver, 37}},
+	{0x4e41, 0x0, Verdict{Deliver, 38}},
+	{0x4e42, 0x0, Verdict{Deliver, 39}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e44, 0x0, Verdict{Deliver, 41}},
+	{0x4e45, 0x0, Verdict{Deliver, 42}},
+	{0x4e46, 0x0, Verdict{Deliver, 43}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e48, 0x0, Verdict{Deliver, 45}},
+	{0x4e49, 0x0, Verdict{Deliver, 46}},
+	{0x4e4a, 0x0, Verdict{Deliver, 47}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4c, 0x0, Verdict{Deliver, 49}},
+	{0x4e4d, 0x0, Verdict{Deliver, 50}},
+	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
+	{0x4e50, 0x0, Verdict{Deliver, 53}},
+	{0x4e51, 0x0, Verdict{Deliver, 54}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e53, 0x0, Verdict{Deliver, 56}},
+	{0x4e54, 0x0, Verdict{Deliver, 57}},
+	{0x4e55, 0x0, Verdict{Deliver, 58}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e57, 0x0, Verdict{Deliver, 60}},
+	{0x4e58, 0x0, Verdict{Deliver, 61}},
+	{0x4e59, 0x0, Verdict{Deliver, 62}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e5b, 0x0, Verdict{Deliver, 64}},
+	{0x4e5c, 0x0, Verdict{Deliver, 65}},
+	{0x4e5d, 0x0, Verdict{Deliver, 66}},
+	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e61, 0x0, Verdict{Deliver, 70}},
+	{0x4e62, 0x0, Verdict{Deliver, 71}},
+	{0x4e63, 0x0, Verdict{Deliver, 72}},
+	{0x4e64, 0x0, Verdict{Deliver, 73}},
+	{0x4e65, 0x0, Verdict{Deliver, 74}},
+	{0x4e66, 0x0, Verdict{Deliver, 75}},
+	{0x4e67, 0x0, Verdict{Deliver, 76}},
+	{0x4e68, 0x0, Verdict{Deliver, 77}},
+	{0x4e69, 0x0, Verdict{Deliver, 78}},
+	{0x4e6a, 0x0, Verdict{Deliver, 79}},
+	{0x4e6b, 0x0, Verdict{Deliver, 80}},
+	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+	{0x4e6f, 0x0, Verdict{Deliver, 84}},
+	{0x4e70, 0x0, Verdict{Deliver, 85}},
+	{0x4e71, 0x0, Verdict{Deliver, 86}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
+	{0x4e73, 0x0, Verdict{Deliver, 88}},
+	{0x4e74, 0x0, Verdict{Deliver, 89}},
+	{0x4e75, 0x0, Verdict{Deliver, 90}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+	{0x4e77, 0x0, Verdict{Deliver, 92}},
+	{0x4e78, 0x0, Verdict{Deliver, 93}},
+	{0x4e79, 0x0, Verdict{Deliver, 94}},
+	{0x4e7a, 0x0, Verdict{Deliver, 95}},
+	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e7d, 0x0, Verdict{Deliver, 98}},
+	{0x4e7e, 0x0, Verdict{Deliver, 99}},
+	{0x4e7f, 0x0, Verdict{Deliver, 100}},
+	{0x4e80, 0x0, Verdict{Deliver, 101}},
+	{0x4e81, 0x0, Verdict{Deliver, 102}},
+	{0x4e82, 0x0, Verdict{Deliver, 103}},
+	{0x4e83, 0x0, Verdict{Deliver, 104}},
+})
+
+// queue4 runs the software graph of a queue (133 nodes).
 func queue4(frame []byte, m *Meta) Verdict {
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
 	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
 		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
 				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
+				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 					// RxL3IPv4ValidHeaderLength
 					if f.v[fIpHdrOk] != 0x0 {
 						// RxL3IPv4ValidLength
@@ -2262,566 +1069,63 @@ func queue4(frame []byte, m *Meta) Verdict {
 											// RxL3IPv4Classify
 											if f.v[fIpProto] == 0x11 {
 												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
+												if f.has&hasUdp != 0 {
 													// RxL4UDPValidLength
 													if f.v[fUdpLenOk] != 0x0 {
 														// RxL4UDPValidChecksum
 														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
+															// 101 ports by table queue4Table0
+															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+																if v := queue4Table0.find(f.v[fUdpDport], 0); v.Kind != Drop {
+																	return v
 																}
 															}
 															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
+															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
 											}
 											if f.v[fIpProto] == 0x6 {
 												// RxL4TCPValidUnicastDest
 												if f.v[fIpDst] == 0xa000001 {
 													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
+													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
 														// RxL4TCPValidChecksum
 														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 															// RxL4TCPDemux
 															if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
 																// RxL4TCPSocket_web
-																return Verdict{Kind: Deliver, Endpoint: EndpointWeb}
+																return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
 															}
 															// RxL4TCPValidNotReset
 															if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																// RxL4TCPListenDiscard
 																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
+																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
 																}
 																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
+																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
 															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
+															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
+												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
 											}
 											if f.v[fIpProto] == 0x1 {
 												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
+												if f.has&hasIcmp != 0 {
 													// RxL3ICMPValidChecksum
 													if f.v[fIcmpCsumOk] != 0x0 {
 														// RxL3ICMPIsTypeRequest
@@ -2829,53 +1133,158 @@ func queue4(frame []byte, m *Meta) Verdict {
 															// RxL3ICMPValidUnicastDest
 															if f.v[fIpDst] == 0xa000001 {
 																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
+																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
+														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
+													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
+											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
 										}
 										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
+										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
+									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
 								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
+								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
 							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
+							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
 						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
+						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
+					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
+				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
+	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
 }
 
-// queue5 runs the software graph of queue 5 (133 nodes).
+// queue4Table0 holds 101 ports of RxL4UDPDemux by (udp.dport).
+var queue4Table0 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e20, 0x0, Verdict{Deliver, 5}},
+	{0x4e21, 0x0, Verdict{Deliver, 6}},
+	{0x4e22, 0x0, Verdict{Deliver, 7}},
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e24, 0x0, Verdict{Deliver, 9}},
+	{0x4e25, 0x0, Verdict{Deliver, 10}},
+	{0x4e26, 0x0, Verdict{Deliver, 11}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e28, 0x0, Verdict{Deliver, 13}},
+	{0x4e29, 0x0, Verdict{Deliver, 14}},
+	{0x4e2a, 0x0, Verdict{Deliver, 15}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2c, 0x0, Verdict{Deliver, 17}},
+	{0x4e2d, 0x0, Verdict{Deliver, 18}},
+	{0x4e2e, 0x0, Verdict{Deliver, 19}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e30, 0x0, Verdict{Deliver, 21}},
+	{0x4e31, 0x0, Verdict{Deliver, 22}},
+	{0x4e32, 0x0, Verdict{Deliver, 23}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e34, 0x0, Verdict{Deliver, 25}},
+	{0x4e35, 0x0, Verdict{Deliver, 26}},
+	{0x4e36, 0x0, Verdict{Deliver, 27}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e38, 0x0, Verdict{Deliver, 29}},
+	{0x4e39, 0x0, Verdict{Deliver, 30}},
+	{0x4e3a, 0x0, Verdict{Deliver, 31}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3c, 0x0, Verdict{Deliver, 33}},
+	{0x4e3d, 0x0, Verdict{Deliver, 34}},
+	{0x4e3e, 0x0, Verdict{Deliver, 35}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e40, 0x0, Verdict{Deliver, 37}},
+	{0x4e41, 0x0, Verdict{Deliver, 38}},
+	{0x4e42, 0x0, Verdict{Deliver, 39}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e44, 0x0, Verdict{Deliver, 41}},
+	{0x4e45, 0x0, Verdict{Deliver, 42}},
+	{0x4e46, 0x0, Verdict{Deliver, 43}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e48, 0x0, Verdict{Deliver, 45}},
+	{0x4e49, 0x0, Verdict{Deliver, 46}},
+	{0x4e4a, 0x0, Verdict{Deliver, 47}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4c, 0x0, Verdict{Deliver, 49}},
+	{0x4e4d, 0x0, Verdict{Deliver, 50}},
+	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
+	{0x4e50, 0x0, Verdict{Deliver, 53}},
+	{0x4e51, 0x0, Verdict{Deliver, 54}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e53, 0x0, Verdict{Deliver, 56}},
+	{0x4e54, 0x0, Verdict{Deliver, 57}},
+	{0x4e55, 0x0, Verdict{Deliver, 58}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e57, 0x0, Verdict{Deliver, 60}},
+	{0x4e58, 0x0, Verdict{Deliver, 61}},
+	{0x4e59, 0x0, Verdict{Deliver, 62}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e5b, 0x0, Verdict{Deliver, 64}},
+	{0x4e5c, 0x0, Verdict{Deliver, 65}},
+	{0x4e5d, 0x0, Verdict{Deliver, 66}},
+	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e61, 0x0, Verdict{Deliver, 70}},
+	{0x4e62, 0x0, Verdict{Deliver, 71}},
+	{0x4e63, 0x0, Verdict{Deliver, 72}},
+	{0x4e64, 0x0, Verdict{Deliver, 73}},
+	{0x4e65, 0x0, Verdict{Deliver, 74}},
+	{0x4e66, 0x0, Verdict{Deliver, 75}},
+	{0x4e67, 0x0, Verdict{Deliver, 76}},
+	{0x4e68, 0x0, Verdict{Deliver, 77}},
+	{0x4e69, 0x0, Verdict{Deliver, 78}},
+	{0x4e6a, 0x0, Verdict{Deliver, 79}},
+	{0x4e6b, 0x0, Verdict{Deliver, 80}},
+	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+	{0x4e6f, 0x0, Verdict{Deliver, 84}},
+	{0x4e70, 0x0, Verdict{Deliver, 85}},
+	{0x4e71, 0x0, Verdict{Deliver, 86}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
+	{0x4e73, 0x0, Verdict{Deliver, 88}},
+	{0x4e74, 0x0, Verdict{Deliver, 89}},
+	{0x4e75, 0x0, Verdict{Deliver, 90}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+	{0x4e77, 0x0, Verdict{Deliver, 92}},
+	{0x4e78, 0x0, Verdict{Deliver, 93}},
+	{0x4e79, 0x0, Verdict{Deliver, 94}},
+	{0x4e7a, 0x0, Verdict{Deliver, 95}},
+	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e7d, 0x0, Verdict{Deliver, 98}},
+	{0x4e7e, 0x0, Verdict{Deliver, 99}},
+	{0x4e7f, 0x0, Verdict{Deliver, 100}},
+	{0x4e80, 0x0, Verdict{Deliver, 101}},
+	{0x4e81, 0x0, Verdict{Deliver, 102}},
+	{0x4e82, 0x0, Verdict{Deliver, 103}},
+	{0x4e83, 0x0, Verdict{Deliver, 104}},
+})
+
+// queue5 runs the software graph of a queue (133 nodes).
 func queue5(frame []byte, m *Meta) Verdict {
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
 	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
 		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
 				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
+				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 					// RxL3IPv4ValidHeaderLength
 					if f.v[fIpHdrOk] != 0x0 {
 						// RxL3IPv4ValidLength
@@ -2891,566 +1300,63 @@ func queue5(frame []byte, m *Meta) Verdict {
 											// RxL3IPv4Classify
 											if f.v[fIpProto] == 0x11 {
 												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
+												if f.has&hasUdp != 0 {
 													// RxL4UDPValidLength
 													if f.v[fUdpLenOk] != 0x0 {
 														// RxL4UDPValidChecksum
 														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
+															// 101 ports by table queue5Table0
+															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+																if v := queue5Table0.find(f.v[fUdpDport], 0); v.Kind != Drop {
+																	return v
 																}
 															}
 															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
+															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
 											}
 											if f.v[fIpProto] == 0x6 {
 												// RxL4TCPValidUnicastDest
 												if f.v[fIpDst] == 0xa000001 {
 													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
+													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
 														// RxL4TCPValidChecksum
 														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
 															// RxL4TCPDemux
 															if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
 																// RxL4TCPSocket_ssh
-																return Verdict{Kind: Deliver, Endpoint: EndpointSsh}
+																return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
 															}
 															// RxL4TCPValidNotReset
 															if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																// RxL4TCPListenDiscard
 																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
+																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
 																}
 																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
+																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
 															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
+															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
+														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
+													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
+												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
 											}
 											if f.v[fIpProto] == 0x1 {
 												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
+												if f.has&hasIcmp != 0 {
 													// RxL3ICMPValidChecksum
 													if f.v[fIcmpCsumOk] != 0x0 {
 														// RxL3ICMPIsTypeRequest
@@ -3458,1284 +1364,141 @@ func queue5(frame []byte, m *Meta) Verdict {
 															// RxL3ICMPValidUnicastDest
 															if f.v[fIpDst] == 0xa000001 {
 																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
+																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
+															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
 														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
+														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
 													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
+													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
+												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
+											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
 										}
 										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
+										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
+									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
 								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
+								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
 							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
+							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
 						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
+						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
 					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
+					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
+				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
+	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
 }
 
-// queue6 runs the software graph of queue 6 (131 nodes).
-func queue6(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
-		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
-			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
-																}
-															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
-															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
-														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
-													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
-												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
-											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
-																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
-															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
-														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
-													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
-												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
-															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
-														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
-													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
-												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
-											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
-										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
-									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
-								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
-							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
-						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
-					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
-				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
-			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
-		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
-	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
-}
-
-// queue7 runs the software graph of queue 7 (131 nodes).
-func queue7(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if !(f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
-		// RxL2EtherValidMTU
-		if (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ea) || ((f.has&(1<<fVlanId) != 0 && (f.v[fVlanId] <= 0xfff)) && (f.has&(1<<fFrameLen) != 0 && f.v[fFrameLen] <= 0x5ee)) {
-			// RxL2EtherValidDest
-			if f.has&(1<<fEthDst) != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&(1<<fIpVersion) != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&(1<<fUdpLen) != 0 && (f.v[fUdpLen] <= 0xffff) {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															if f.has&(1<<fUdpDport) != 0 {
-																switch f.v[fUdpDport] {
-																case 11211:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x2bcb) {
-																		// RxL4UDPSocket_mc
-																		return Verdict{Kind: Deliver, Endpoint: EndpointMc}
-																	}
-																case 20000:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e20) {
-																		// RxL4UDPSocket_shard_20000
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20000}
-																	}
-																case 20001:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e21) {
-																		// RxL4UDPSocket_shard_20001
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20001}
-																	}
-																case 20002:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e22) {
-																		// RxL4UDPSocket_shard_20002
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20002}
-																	}
-																case 20003:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e23) {
-																		// RxL4UDPSocket_shard_20003
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20003}
-																	}
-																case 20004:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e24) {
-																		// RxL4UDPSocket_shard_20004
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20004}
-																	}
-																case 20005:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e25) {
-																		// RxL4UDPSocket_shard_20005
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20005}
-																	}
-																case 20006:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e26) {
-																		// RxL4UDPSocket_shard_20006
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20006}
-																	}
-																case 20007:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e27) {
-																		// RxL4UDPSocket_shard_20007
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20007}
-																	}
-																case 20008:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e28) {
-																		// RxL4UDPSocket_shard_20008
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20008}
-																	}
-																case 20009:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e29) {
-																		// RxL4UDPSocket_shard_20009
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20009}
-																	}
-																case 20010:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2a) {
-																		// RxL4UDPSocket_shard_20010
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20010}
-																	}
-																case 20011:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2b) {
-																		// RxL4UDPSocket_shard_20011
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20011}
-																	}
-																case 20012:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2c) {
-																		// RxL4UDPSocket_shard_20012
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20012}
-																	}
-																case 20013:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2d) {
-																		// RxL4UDPSocket_shard_20013
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20013}
-																	}
-																case 20014:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2e) {
-																		// RxL4UDPSocket_shard_20014
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20014}
-																	}
-																case 20015:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e2f) {
-																		// RxL4UDPSocket_shard_20015
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20015}
-																	}
-																case 20016:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e30) {
-																		// RxL4UDPSocket_shard_20016
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20016}
-																	}
-																case 20017:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e31) {
-																		// RxL4UDPSocket_shard_20017
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20017}
-																	}
-																case 20018:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e32) {
-																		// RxL4UDPSocket_shard_20018
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20018}
-																	}
-																case 20019:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e33) {
-																		// RxL4UDPSocket_shard_20019
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20019}
-																	}
-																case 20020:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e34) {
-																		// RxL4UDPSocket_shard_20020
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20020}
-																	}
-																case 20021:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e35) {
-																		// RxL4UDPSocket_shard_20021
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20021}
-																	}
-																case 20022:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e36) {
-																		// RxL4UDPSocket_shard_20022
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20022}
-																	}
-																case 20023:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e37) {
-																		// RxL4UDPSocket_shard_20023
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20023}
-																	}
-																case 20024:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e38) {
-																		// RxL4UDPSocket_shard_20024
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20024}
-																	}
-																case 20025:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e39) {
-																		// RxL4UDPSocket_shard_20025
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20025}
-																	}
-																case 20026:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3a) {
-																		// RxL4UDPSocket_shard_20026
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20026}
-																	}
-																case 20027:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3b) {
-																		// RxL4UDPSocket_shard_20027
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20027}
-																	}
-																case 20028:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3c) {
-																		// RxL4UDPSocket_shard_20028
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20028}
-																	}
-																case 20029:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3d) {
-																		// RxL4UDPSocket_shard_20029
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20029}
-																	}
-																case 20030:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3e) {
-																		// RxL4UDPSocket_shard_20030
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20030}
-																	}
-																case 20031:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e3f) {
-																		// RxL4UDPSocket_shard_20031
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20031}
-																	}
-																case 20032:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e40) {
-																		// RxL4UDPSocket_shard_20032
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20032}
-																	}
-																case 20033:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e41) {
-																		// RxL4UDPSocket_shard_20033
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20033}
-																	}
-																case 20034:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e42) {
-																		// RxL4UDPSocket_shard_20034
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20034}
-																	}
-																case 20035:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e43) {
-																		// RxL4UDPSocket_shard_20035
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20035}
-																	}
-																case 20036:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e44) {
-																		// RxL4UDPSocket_shard_20036
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20036}
-																	}
-																case 20037:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e45) {
-																		// RxL4UDPSocket_shard_20037
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20037}
-																	}
-																case 20038:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e46) {
-																		// RxL4UDPSocket_shard_20038
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20038}
-																	}
-																case 20039:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e47) {
-																		// RxL4UDPSocket_shard_20039
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20039}
-																	}
-																case 20040:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e48) {
-																		// RxL4UDPSocket_shard_20040
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20040}
-																	}
-																case 20041:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e49) {
-																		// RxL4UDPSocket_shard_20041
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20041}
-																	}
-																case 20042:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4a) {
-																		// RxL4UDPSocket_shard_20042
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20042}
-																	}
-																case 20043:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4b) {
-																		// RxL4UDPSocket_shard_20043
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20043}
-																	}
-																case 20044:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4c) {
-																		// RxL4UDPSocket_shard_20044
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20044}
-																	}
-																case 20045:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4d) {
-																		// RxL4UDPSocket_shard_20045
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20045}
-																	}
-																case 20046:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4e) {
-																		// RxL4UDPSocket_shard_20046
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20046}
-																	}
-																case 20047:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e4f) {
-																		// RxL4UDPSocket_shard_20047
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20047}
-																	}
-																case 20048:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e50) {
-																		// RxL4UDPSocket_shard_20048
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20048}
-																	}
-																case 20049:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e51) {
-																		// RxL4UDPSocket_shard_20049
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20049}
-																	}
-																case 20050:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e52) {
-																		// RxL4UDPSocket_shard_20050
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20050}
-																	}
-																case 20051:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e53) {
-																		// RxL4UDPSocket_shard_20051
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20051}
-																	}
-																case 20052:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e54) {
-																		// RxL4UDPSocket_shard_20052
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20052}
-																	}
-																case 20053:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e55) {
-																		// RxL4UDPSocket_shard_20053
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20053}
-																	}
-																case 20054:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e56) {
-																		// RxL4UDPSocket_shard_20054
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20054}
-																	}
-																case 20055:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e57) {
-																		// RxL4UDPSocket_shard_20055
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20055}
-																	}
-																case 20056:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e58) {
-																		// RxL4UDPSocket_shard_20056
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20056}
-																	}
-																case 20057:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e59) {
-																		// RxL4UDPSocket_shard_20057
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20057}
-																	}
-																case 20058:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5a) {
-																		// RxL4UDPSocket_shard_20058
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20058}
-																	}
-																case 20059:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5b) {
-																		// RxL4UDPSocket_shard_20059
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20059}
-																	}
-																case 20060:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5c) {
-																		// RxL4UDPSocket_shard_20060
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20060}
-																	}
-																case 20061:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5d) {
-																		// RxL4UDPSocket_shard_20061
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20061}
-																	}
-																case 20062:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5e) {
-																		// RxL4UDPSocket_shard_20062
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20062}
-																	}
-																case 20063:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e5f) {
-																		// RxL4UDPSocket_shard_20063
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20063}
-																	}
-																case 20064:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e60) {
-																		// RxL4UDPSocket_shard_20064
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20064}
-																	}
-																case 20065:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e61) {
-																		// RxL4UDPSocket_shard_20065
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20065}
-																	}
-																case 20066:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e62) {
-																		// RxL4UDPSocket_shard_20066
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20066}
-																	}
-																case 20067:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e63) {
-																		// RxL4UDPSocket_shard_20067
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20067}
-																	}
-																case 20068:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e64) {
-																		// RxL4UDPSocket_shard_20068
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20068}
-																	}
-																case 20069:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e65) {
-																		// RxL4UDPSocket_shard_20069
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20069}
-																	}
-																case 20070:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e66) {
-																		// RxL4UDPSocket_shard_20070
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20070}
-																	}
-																case 20071:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e67) {
-																		// RxL4UDPSocket_shard_20071
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20071}
-																	}
-																case 20072:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e68) {
-																		// RxL4UDPSocket_shard_20072
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20072}
-																	}
-																case 20073:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e69) {
-																		// RxL4UDPSocket_shard_20073
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20073}
-																	}
-																case 20074:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6a) {
-																		// RxL4UDPSocket_shard_20074
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20074}
-																	}
-																case 20075:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6b) {
-																		// RxL4UDPSocket_shard_20075
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20075}
-																	}
-																case 20076:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6c) {
-																		// RxL4UDPSocket_shard_20076
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20076}
-																	}
-																case 20077:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6d) {
-																		// RxL4UDPSocket_shard_20077
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20077}
-																	}
-																case 20078:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6e) {
-																		// RxL4UDPSocket_shard_20078
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20078}
-																	}
-																case 20079:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e6f) {
-																		// RxL4UDPSocket_shard_20079
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20079}
-																	}
-																case 20080:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e70) {
-																		// RxL4UDPSocket_shard_20080
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20080}
-																	}
-																case 20081:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e71) {
-																		// RxL4UDPSocket_shard_20081
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20081}
-																	}
-																case 20082:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e72) {
-																		// RxL4UDPSocket_shard_20082
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20082}
-																	}
-																case 20083:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e73) {
-																		// RxL4UDPSocket_shard_20083
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20083}
-																	}
-																case 20084:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e74) {
-																		// RxL4UDPSocket_shard_20084
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20084}
-																	}
-																case 20085:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e75) {
-																		// RxL4UDPSocket_shard_20085
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20085}
-																	}
-																case 20086:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e76) {
-																		// RxL4UDPSocket_shard_20086
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20086}
-																	}
-																case 20087:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e77) {
-																		// RxL4UDPSocket_shard_20087
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20087}
-																	}
-																case 20088:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e78) {
-																		// RxL4UDPSocket_shard_20088
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20088}
-																	}
-																case 20089:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e79) {
-																		// RxL4UDPSocket_shard_20089
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20089}
-																	}
-																case 20090:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7a) {
-																		// RxL4UDPSocket_shard_20090
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20090}
-																	}
-																case 20091:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7b) {
-																		// RxL4UDPSocket_shard_20091
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20091}
-																	}
-																case 20092:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7c) {
-																		// RxL4UDPSocket_shard_20092
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20092}
-																	}
-																case 20093:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7d) {
-																		// RxL4UDPSocket_shard_20093
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20093}
-																	}
-																case 20094:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7e) {
-																		// RxL4UDPSocket_shard_20094
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20094}
-																	}
-																case 20095:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e7f) {
-																		// RxL4UDPSocket_shard_20095
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20095}
-																	}
-																case 20096:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e80) {
-																		// RxL4UDPSocket_shard_20096
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20096}
-																	}
-																case 20097:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e81) {
-																		// RxL4UDPSocket_shard_20097
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20097}
-																	}
-																case 20098:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e82) {
-																		// RxL4UDPSocket_shard_20098
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20098}
-																	}
-																case 20099:
-																	if (f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff) && (f.v[fUdpDport] == 0x4e83) {
-																		// RxL4UDPSocket_shard_20099
-																		return Verdict{Kind: Deliver, Endpoint: EndpointShard_20099}
-																	}
-																}
-															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.has&(1<<fEthDst) != 0 && f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Node: "RxL4UDPPortUnreachable"}
-															}
-															return Verdict{Kind: Drop, Node: "RxL4UDPValidUnicastDest", Port: "false"}
-														}
-														return Verdict{Kind: Drop, Node: "RxL4UDPValidChecksum", Port: "false"}
-													}
-													return Verdict{Kind: Drop, Node: "RxL4UDPValidLength", Port: "false"}
-												}
-												return Verdict{Kind: Drop, Node: "RxL4UDPValidHeaderLength", Port: "false"}
-											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&(1<<fTcpHdrOk) != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Node: "RxL4TCPListenDiscard", Port: "web"}
-																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Node: "RxL4TCPReset"}
-															}
-															return Verdict{Kind: Drop, Node: "RxL4TCPValidNotReset", Port: "false"}
-														}
-														return Verdict{Kind: Drop, Node: "RxL4TCPValidChecksum", Port: "false"}
-													}
-													return Verdict{Kind: Drop, Node: "RxL4TCPValidHeaderLength", Port: "false"}
-												}
-												return Verdict{Kind: Drop, Node: "RxL4TCPValidUnicastDest", Port: "false"}
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&(1<<fIcmpType) != 0 && (f.v[fIcmpType] <= 0xff) {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Reply: "icmp-echo"}
-															}
-															return Verdict{Kind: Drop, Node: "RxL3ICMPValidUnicastDest", Port: "false"}
-														}
-														return Verdict{Kind: Drop, Node: "RxL3ICMPIsTypeRequest", Port: "false"}
-													}
-													return Verdict{Kind: Drop, Node: "RxL3ICMPValidChecksum", Port: "false"}
-												}
-												return Verdict{Kind: Drop, Node: "RxL3ICMPValidHeaderLength", Port: "false"}
-											}
-											return Verdict{Kind: Drop, Node: "RxL3IPv4Classify", Port: "other"}
-										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Node: "RxL3IPv4Fragments"}
-									}
-									return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLocalIP", Port: "false"}
-								}
-								return Verdict{Kind: Drop, Node: "RxL3IPv4ValidSource", Port: "false"}
-							}
-							return Verdict{Kind: Drop, Node: "RxL3IPv4ValidChecksum", Port: "false"}
-						}
-						return Verdict{Kind: Drop, Node: "RxL3IPv4ValidLength", Port: "false"}
-					}
-					return Verdict{Kind: Drop, Node: "RxL3IPv4ValidHeaderLength", Port: "false"}
-				}
-				return Verdict{Kind: Drop, Node: "RxL3IPv4ValidVersion", Port: "false"}
-			}
-			return Verdict{Kind: Drop, Node: "RxL2EtherValidDest", Port: "false"}
-		}
-		return Verdict{Kind: Drop, Node: "RxL2EtherValidMTU", Port: "false"}
-	}
-	return Verdict{Kind: Drop, Node: "RxL2EtherValidUntagged", Port: "false"}
-}
+// queue5Table0 holds 101 ports of RxL4UDPDemux by (udp.dport).
+var queue5Table0 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e20, 0x0, Verdict{Deliver, 5}},
+	{0x4e21, 0x0, Verdict{Deliver, 6}},
+	{0x4e22, 0x0, Verdict{Deliver, 7}},
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e24, 0x0, Verdict{Deliver, 9}},
+	{0x4e25, 0x0, Verdict{Deliver, 10}},
+	{0x4e26, 0x0, Verdict{Deliver, 11}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e28, 0x0, Verdict{Deliver, 13}},
+	{0x4e29, 0x0, Verdict{Deliver, 14}},
+	{0x4e2a, 0x0, Verdict{Deliver, 15}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2c, 0x0, Verdict{Deliver, 17}},
+	{0x4e2d, 0x0, Verdict{Deliver, 18}},
+	{0x4e2e, 0x0, Verdict{Deliver, 19}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e30, 0x0, Verdict{Deliver, 21}},
+	{0x4e31, 0x0, Verdict{Deliver, 22}},
+	{0x4e32, 0x0, Verdict{Deliver, 23}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e34, 0x0, Verdict{Deliver, 25}},
+	{0x4e35, 0x0, Verdict{Deliver, 26}},
+	{0x4e36, 0x0, Verdict{Deliver, 27}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e38, 0x0, Verdict{Deliver, 29}},
+	{0x4e39, 0x0, Verdict{Deliver, 30}},
+	{0x4e3a, 0x0, Verdict{Deliver, 31}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3c, 0x0, Verdict{Deliver, 33}},
+	{0x4e3d, 0x0, Verdict{Deliver, 34}},
+	{0x4e3e, 0x0, Verdict{Deliver, 35}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e40, 0x0, Verdict{Deliver, 37}},
+	{0x4e41, 0x0, Verdict{Deliver, 38}},
+	{0x4e42, 0x0, Verdict{Deliver, 39}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e44, 0x0, Verdict{Deliver, 41}},
+	{0x4e45, 0x0, Verdict{Deliver, 42}},
+	{0x4e46, 0x0, Verdict{Deliver, 43}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e48, 0x0, Verdict{Deliver, 45}},
+	{0x4e49, 0x0, Verdict{Deliver, 46}},
+	{0x4e4a, 0x0, Verdict{Deliver, 47}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4c, 0x0, Verdict{Deliver, 49}},
+	{0x4e4d, 0x0, Verdict{Deliver, 50}},
+	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
+	{0x4e50, 0x0, Verdict{Deliver, 53}},
+	{0x4e51, 0x0, Verdict{Deliver, 54}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e53, 0x0, Verdict{Deliver, 56}},
+	{0x4e54, 0x0, Verdict{Deliver, 57}},
+	{0x4e55, 0x0, Verdict{Deliver, 58}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e57, 0x0, Verdict{Deliver, 60}},
+	{0x4e58, 0x0, Verdict{Deliver, 61}},
+	{0x4e59, 0x0, Verdict{Deliver, 62}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e5b, 0x0, Verdict{Deliver, 64}},
+	{0x4e5c, 0x0, Verdict{Deliver, 65}},
+	{0x4e5d, 0x0, Verdict{Deliver, 66}},
+	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e61, 0x0, Verdict{Deliver, 70}},
+	{0x4e62, 0x0, Verdict{Deliver, 71}},
+	{0x4e63, 0x0, Verdict{Deliver, 72}},
+	{0x4e64, 0x0, Verdict{Deliver, 73}},
+	{0x4e65, 0x0, Verdict{Deliver, 74}},
+	{0x4e66, 0x0, Verdict{Deliver, 75}},
+	{0x4e67, 0x0, Verdict{Deliver, 76}},
+	{0x4e68, 0x0, Verdict{Deliver, 77}},
+	{0x4e69, 0x0, Verdict{Deliver, 78}},
+	{0x4e6a, 0x0, Verdict{Deliver, 79}},
+	{0x4e6b, 0x0, Verdict{Deliver, 80}},
+	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+	{0x4e6f, 0x0, Verdict{Deliver, 84}},
+	{0x4e70, 0x0, Verdict{Deliver, 85}},
+	{0x4e71, 0x0, Verdict{Deliver, 86}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
+	{0x4e73, 0x0, Verdict{Deliver, 88}},
+	{0x4e74, 0x0, Verdict{Deliver, 89}},
+	{0x4e75, 0x0, Verdict{Deliver, 90}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+	{0x4e77, 0x0, Verdict{Deliver, 92}},
+	{0x4e78, 0x0, Verdict{Deliver, 93}},
+	{0x4e79, 0x0, Verdict{Deliver, 94}},
+	{0x4e7a, 0x0, Verdict{Deliver, 95}},
+	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e7d, 0x0, Verdict{Deliver, 98}},
+	{0x4e7e, 0x0, Verdict{Deliver, 99}},
+	{0x4e7f, 0x0, Verdict{Deliver, 100}},
+	{0x4e80, 0x0, Verdict{Deliver, 101}},
+	{0x4e81, 0x0, Verdict{Deliver, 102}},
+	{0x4e82, 0x0, Verdict{Deliver, 103}},
+	{0x4e83, 0x0, Verdict{Deliver, 104}},
+})

@@ -1,0 +1,108 @@
+package baseline
+
+import (
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/sim"
+)
+
+// checksums are the NIC's verdicts on a frame, computed here in software.
+func checksums(b []byte) (ipOK, l4OK bool) {
+	var f packet.Frame
+	f.Decode(b)
+	v, _ := f.Field("ip.csum_ok")
+	ipOK = v == 1
+	for _, name := range []string{"udp.csum_ok", "tcp.csum_ok"} {
+		if v, ok := f.Field(name); ok {
+			l4OK = v == 1
+		}
+	}
+	return ipOK, l4OK
+}
+
+// Both baselines must deliver exactly the frames the LPG alone delivers,
+// to the same endpoints, on every example stack: frames aimed at the
+// endpoints, near misses, malformed and truncated frames, random bytes.
+func TestBaselinesAgreeWithLPG(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/*.lpg")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no example stacks: %v", err)
+	}
+	rng := rand.New(rand.NewSource(3))
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, diags := lpg.LoadStack(p, src)
+		if st == nil {
+			t.Fatalf("%s: %v", p, diags)
+		}
+		g, err := lpg.Derive(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := lpg.NewInterp(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := FromStack(st)
+		hand, gp := NewHand(c), NewGopacket(c)
+		gen := sim.NewGen(st, 11)
+		delivered, n := 0, 0
+		for i := 0; i < 20000; i++ {
+			f := gen.Next()
+			frames := [][]byte{f.Data}
+			if i%50 == 0 {
+				cut := f.Data[:rng.Intn(len(f.Data)+1)]
+				frames = append(frames, cut)
+			}
+			for _, b := range frames {
+				ref := in.Run(b, f.CRCOK)
+				want := int32(-1)
+				if ref.Kind == lpg.Deliver {
+					for k, e := range st.Endpoints {
+						if e.Name == ref.Endpoint {
+							want = int32(k)
+						}
+					}
+					delivered++
+				}
+				ipOK, l4OK := checksums(b)
+				if got := hand.Process(b, f.CRCOK, ipOK, l4OK); got != want {
+					t.Fatalf("%s: %s: hand-written baseline delivers to %d, the LPG: %s (frame %x)", p, f.Label, got, ref, b)
+				}
+				if got := gp.Process(b, f.CRCOK, ipOK, l4OK); got != want {
+					t.Fatalf("%s: %s: gopacket baseline delivers to %d, the LPG: %s (frame %x)", p, f.Label, got, ref, b)
+				}
+				n++
+			}
+		}
+		t.Logf("%s: %d frames, %d delivered, both baselines agree with the LPG", filepath.Base(p), n, delivered)
+	}
+}
+
+func TestBaselinesDoNotAllocate(t *testing.T) {
+	src, _ := os.ReadFile("../../examples/web_and_dns.lpg")
+	st, _ := lpg.LoadStack("web_and_dns.lpg", src)
+	c := FromStack(st)
+	hand, gp := NewHand(c), NewGopacket(c)
+	gen := sim.NewGen(st, 1)
+	var frames [][]byte
+	for i := 0; i < 100; i++ {
+		frames = append(frames, gen.Next().Data)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(200, func() { hand.Process(frames[i%len(frames)], true, true, true); i++ }); n != 0 {
+		t.Errorf("hand-written baseline: %v allocations per frame", n)
+	}
+	if n := testing.AllocsPerRun(200, func() { gp.Process(frames[i%len(frames)], true, true, true); i++ }); n != 0 {
+		t.Errorf("gopacket baseline: %v allocations per frame", n)
+	}
+}
