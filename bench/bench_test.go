@@ -3,8 +3,8 @@ package bench_test
 import (
 	"os"
 	"os/exec"
-	"strings"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/dragonc/dragonc/bench"
