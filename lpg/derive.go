@@ -234,12 +234,17 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	// dropped silently, and so is a SYN the listener did not take (SYN
 	// with FIN, which Linux's tcp_rcv_state_process discards too). To a
 	// closed port every segment without RST draws a RST (§3.10.7.1).
+	// Ports in the demultiplexer's order, listeners on an address before
+	// listeners on every address (all of them drop; the order names the
+	// one that did, and keeps each kind together for the generated code).
 	ld := b.add("RxL4TCPListenDiscard", graph.FNode, "demux")
-	for _, e := range tcps {
-		if e.Flow {
-			continue
+	for _, any := range []bool{false, true} {
+		for _, e := range tcps {
+			if e.Flow || e.AnyAddr != any {
+				continue
+			}
+			b.port(ld, e.Ident, pred.And{X: append(listenerAddr(e), flagsMasked(0x10, 0))})
 		}
-		b.port(ld, e.Ident, pred.And{X: append(listenerAddr(e), flagsMasked(0x10, 0))})
 	}
 	b.port(ld, "closed", nil, "RxL4TCPReset")
 	b.add("RxL4TCPReset", graph.FNode, "reply", AttrSink)

@@ -47,7 +47,7 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		opt.TestFrames = 200
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
-		replyIdx: map[string]int{}, sinkIdx: map[string]int{}, dropIdx: map[[2]string]int{}}
+		replyIdx: map[string]int{}, sinkIdx: map[string]int{}, dropIdx: map[[2]string]int{}, tableNames: map[string]string{}}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
@@ -93,11 +93,11 @@ type gen struct {
 	replyIdx       map[string]int
 	sinkIdx        map[string]int
 	dropIdx        map[[2]string]int
-	// tables of the queue being generated
-	tables strings.Builder
-	ntab   int
-	curSW  *graph.Graph
-	err    error
+	// lookup tables of all queues, declared once each
+	tables     strings.Builder
+	tableNames map[string]string // entries -> table
+	curSW      *graph.Graph
+	err        error
 }
 
 func (g *gen) header() string {
@@ -326,6 +326,7 @@ func (g *gen) mainFile() ([]byte, error) {
 	}
 	w("\t}\n\treturn Verdict{Kind: Drop, Index: %d} // no such queue\n}\n\n", g.dropSite("(no such queue)", ""))
 	b.WriteString(code.String())
+	b.WriteString(g.tables.String())
 	return g.format(b.String()), nil
 }
 
@@ -382,8 +383,6 @@ func (g *gen) queueFunc(q *dembed.QueueEmbedding) (string, error) {
 	sw := q.SW
 	preds := sw.Preds()
 	var helpers []int
-	g.tables.Reset()
-	g.ntab = 0
 	g.curSW = sw
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
@@ -413,7 +412,6 @@ func (g *gen) queueFunc(q *dembed.QueueEmbedding) (string, error) {
 		b.WriteString(hb.String())
 		b.WriteString("}\n\n")
 	}
-	b.WriteString(g.tables.String())
 	return b.String(), nil
 }
 
@@ -541,7 +539,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 // ports, in port order, whose predicates have the same shape: equality
 // (or small set-membership) tests of the same fields against constants,
 // and the same remaining conditions; every port of a table run leads
-// straight to an outcome. A long run is looked up in a table keyed on the
+// straight to an outcome (or drops). A long run is looked up in a table keyed on the
 // fields whose constants differ from port to port; the tests the ports
 // share are made once. First-match order is kept: runs are tried in port
 // order, and within a run the first port with a key wins.
@@ -633,7 +631,10 @@ func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[s
 	for k, i := range ports {
 		p := n.Ports[i]
 		shapes[k] = g.shapeOf(p.Pred, known)
-		if len(p.Succ) == 1 {
+		switch len(p.Succ) {
+		case 0: // the port drops its frames
+			direct[k] = true
+		case 1:
 			_, direct[k] = terminal(sw.Nodes[p.Succ[0]])
 		}
 	}
@@ -761,7 +762,10 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	for _, i := range r.ports {
 		p := n.Ports[i]
 		s := g.shapeOf(p.Pred, known)
-		out, _ := terminal(g.curSW.Nodes[p.Succ[0]])
+		out := lpg.Outcome{Kind: lpg.Drop, Node: n.Name, Port: p.Name}
+		if len(p.Succ) == 1 {
+			out, _ = terminal(g.curSW.Nodes[p.Succ[0]])
+		}
 		v := g.compactVerdict(out)
 		combos := [][2]uint64{{}}
 		for _, ks := range slots {
@@ -782,23 +786,33 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 			}
 		}
 	}
-	name := fmt.Sprintf("%sTable%d", qPrefix, g.ntab)
-	g.ntab++
+	// Tables with the same entries (the listeners every queue serves)
+	// are declared once for all queues.
+	var body strings.Builder
+	for _, e := range ents {
+		fmt.Fprintf(&body, "\t{%#x, %#x, %s},\n", e.k[0], e.k[1], e.v)
+	}
+	content := fmt.Sprint(words, "|", body.String())
+	name, declared := g.tableNames[content]
+	if !declared {
+		name = fmt.Sprintf("table%d", len(g.tableNames))
+		g.tableNames[content] = name
+	}
 	lo, hi := ents[0].k[0], ents[0].k[0]
 	for _, e := range ents {
 		lo, hi = min(lo, e.k[0]), max(hi, e.k[0])
 	}
 	denseOK := words == 1 && hi-lo < uint64(4*len(ents)+64)
-	fmt.Fprintf(&g.tables, "// %s holds %d ports of %s by (%s).\n", name, len(r.ports), oneLine(n.Name), strings.Join(r.keys, ", "))
-	if denseOK {
-		fmt.Fprintf(&g.tables, "var %s = newDense(%#x, %#x, []entry{\n", name, lo, hi)
-	} else {
-		fmt.Fprintf(&g.tables, "var %s = newHashed([]entry{\n", name)
+	if !declared {
+		fmt.Fprintf(&g.tables, "// %s holds %d ports of %s by (%s).\n", name, len(r.ports), oneLine(n.Name), strings.Join(r.keys, ", "))
+		if denseOK {
+			fmt.Fprintf(&g.tables, "var %s = newDense(%#x, %#x, []entry{\n", name, lo, hi)
+		} else {
+			fmt.Fprintf(&g.tables, "var %s = newHashed([]entry{\n", name)
+		}
+		g.tables.WriteString(body.String())
+		g.tables.WriteString("})\n\n")
 	}
-	for _, e := range ents {
-		fmt.Fprintf(&g.tables, "\t{%#x, %#x, %s},\n", e.k[0], e.k[1], e.v)
-	}
-	g.tables.WriteString("})\n\n")
 
 	// The lookup.
 	var guard []string
@@ -836,7 +850,7 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	default:
 		lookup = fmt.Sprintf("%s.find(%s, %s)", name, strings.Join(word[0], " | "), strings.Join(word[1], " | "))
 	}
-	cond := "v.Kind != Drop"
+	cond := "v.Kind != missing"
 	if r.rest != nil {
 		cond += " && (" + g.condKnown(r.rest, inKeys) + ")"
 	}

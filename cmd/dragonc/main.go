@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,16 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 var builders []func(e *env) *cobra.Command
 
 func main() {
+	// DRAGONC_CPUPROFILE=FILE writes a CPU profile of the run, for
+	// dragonc's developers (go tool pprof FILE).
+	if path := os.Getenv("DRAGONC_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+			pprof.StopCPUProfile()
+			f.Close()
+			os.Exit(code)
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

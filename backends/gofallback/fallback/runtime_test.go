@@ -108,9 +108,10 @@ func TestTables(t *testing.T) {
 	for _, size := range []int{1, 2, 3, 8, 100, 5000} {
 		var entries []entry
 		want := map[[2]uint64]Verdict{}
+		miss := Verdict{Kind: missing}
 		for i := 0; i < size; i++ {
 			k := [2]uint64{uint64(rng.Intn(4 * size)), uint64(rng.Intn(3))}
-			v := Verdict{Kind: Deliver, Index: uint32(i)}
+			v := Verdict{Kind: Kind(i % 4), Index: uint32(i)} // drops too
 			entries = append(entries, entry{k[0], k[1], v})
 			if _, ok := want[k]; !ok {
 				want[k] = v
@@ -119,8 +120,12 @@ func TestTables(t *testing.T) {
 		h := newHashed(entries)
 		for k := uint64(0); k < uint64(5*size); k++ {
 			for k1 := uint64(0); k1 < 4; k1++ {
-				if got := h.find(k, k1); got != want[[2]uint64{k, k1}] {
-					t.Fatalf("size %d: hashed.find(%d, %d) = %v, want %v", size, k, k1, got, want[[2]uint64{k, k1}])
+				w, ok := want[[2]uint64{k, k1}]
+				if !ok {
+					w = miss
+				}
+				if got := h.find(k, k1); got != w {
+					t.Fatalf("size %d: hashed.find(%d, %d) = %v, want %v", size, k, k1, got, w)
 				}
 			}
 		}
@@ -138,8 +143,12 @@ func TestTables(t *testing.T) {
 		}
 		d := newDense(lo, hi, one)
 		for k := uint64(0); k < uint64(5*size+2000); k++ {
-			if got := d.find(k); got != wantOne[k] {
-				t.Fatalf("size %d: dense.find(%d) = %v, want %v", size, k, got, wantOne[k])
+			w, ok := wantOne[k]
+			if !ok {
+				w = miss
+			}
+			if got := d.find(k); got != w {
+				t.Fatalf("size %d: dense.find(%d) = %v, want %v", size, k, got, w)
 			}
 		}
 	}

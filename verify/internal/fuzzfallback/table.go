@@ -12,9 +12,11 @@ type entry struct {
 	v      Verdict
 }
 
+// missing marks an empty slot; find returns it for a key not in a table.
+const missing Kind = 0xff
+
 // dense is a table over a narrow range of one-word keys: an array indexed
-// by key - lo. An empty slot holds the zero Verdict (a Drop, which no
-// table entry is).
+// by key - lo.
 type dense struct {
 	lo uint64
 	v  []Verdict
@@ -22,8 +24,11 @@ type dense struct {
 
 func newDense(lo, hi uint64, entries []entry) *dense {
 	d := &dense{lo: lo, v: make([]Verdict, hi-lo+1)}
+	for i := range d.v {
+		d.v[i].Kind = missing
+	}
 	for _, e := range entries {
-		if d.v[e.k0-lo].Kind == Drop {
+		if d.v[e.k0-lo].Kind == missing {
 			d.v[e.k0-lo] = e.v
 		}
 	}
@@ -34,7 +39,7 @@ func (d *dense) find(k uint64) Verdict {
 	if i := k - d.lo; i < uint64(len(d.v)) {
 		return d.v[i]
 	}
-	return Verdict{}
+	return Verdict{Kind: missing}
 }
 
 // hashed is an open-addressing table with linear probing, at most half
@@ -51,11 +56,14 @@ func newHashed(entries []entry) *hashed {
 		shift--
 	}
 	h := &hashed{shift: shift, slots: make([]entry, size)}
+	for i := range h.slots {
+		h.slots[i].v.Kind = missing
+	}
 	mask := uint64(size - 1)
 	for _, e := range entries {
 		for i := h.home(e.k0, e.k1); ; i = (i + 1) & mask {
 			s := &h.slots[i]
-			if s.v.Kind == Drop {
+			if s.v.Kind == missing {
 				*s = e
 				break
 			}
@@ -77,7 +85,7 @@ func (h *hashed) find(k0, k1 uint64) Verdict {
 	mask := uint64(len(h.slots) - 1)
 	for i := h.home(k0, k1); ; i = (i + 1) & mask {
 		s := &h.slots[i]
-		if s.v.Kind == Drop || s.k0 == k0 && s.k1 == k1 {
+		if s.v.Kind == missing || s.k0 == k0 && s.k1 == k1 {
 			return s.v
 		}
 	}
