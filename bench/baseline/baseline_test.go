@@ -106,3 +106,42 @@ func TestBaselinesDoNotAllocate(t *testing.T) {
 		t.Errorf("gopacket baseline: %v allocations per frame", n)
 	}
 }
+
+// aimed are frames aimed at web_and_dns's endpoints, with good checksums.
+func aimed(b *testing.B) (Config, [][]byte) {
+	src, err := os.ReadFile("../../examples/web_and_dns.lpg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, _ := lpg.LoadStack("web_and_dns.lpg", src)
+	gen := sim.NewGen(st, 1)
+	var frames [][]byte
+	for i := 0; i < 2000 && len(frames) < 500; i++ {
+		if f := gen.Next(); f.CRCOK && len(f.Label) > 3 && f.Label[:3] == "at " {
+			frames = append(frames, f.Data)
+		}
+	}
+	return FromStack(st), frames
+}
+
+// The baselines on the frames BenchmarkFallback (package verify) uses;
+// `dragonc bench` times all variants in one process.
+func BenchmarkHand(b *testing.B) {
+	c, frames := aimed(b)
+	h := NewHand(c)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.Process(frames[i%len(frames)], true, true, true)
+	}
+}
+
+func BenchmarkGopacket(b *testing.B) {
+	c, frames := aimed(b)
+	g := NewGopacket(c)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		g.Process(frames[i%len(frames)], true, true, true)
+	}
+}
