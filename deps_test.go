@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"backends/nicconf":             {"embed"},
 	"backends/gofallback":          {"embed", "internal/graph", "internal/pred", "lpg", "sim"},
 	"bench":                        {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "lpg", "prg", "sim"},
-	"bench/baseline":               {"lpg"},
+	"bench/baseline":               {"internal/packet", "lpg"},
 	"backends/gofallback/fallback": {},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},

@@ -220,17 +220,11 @@ func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, 
 					flags |= 1 << uint(flagIndex(r, rp[0]))
 				}
 			}
-			var pf packet.Frame
-			pf.Decode(f)
-			ipOK, _ := pf.Field("ip.csum_ok")
-			l4OK, _ := pf.Field("udp.csum_ok")
-			if v, ok := pf.Field("tcp.csum_ok"); ok {
-				l4OK = v
-			}
+			ipOK, l4OK := baseline.Checksums(f)
 			binary.Write(&in, binary.LittleEndian, uint32(len(f)))
 			binary.Write(&in, binary.LittleEndian, int32(res.Queue))
 			binary.Write(&in, binary.LittleEndian, flags)
-			in.Write([]byte{byte(set), byte(ipOK), byte(l4OK)})
+			in.Write([]byte{byte(set), b2u(ipOK), b2u(l4OK)})
 			in.Write(f)
 		}
 	}
@@ -461,3 +455,10 @@ func main() {
 	_ = sink
 }
 `
+
+func b2u(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}

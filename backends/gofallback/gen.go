@@ -550,6 +550,7 @@ const (
 
 type run struct {
 	ports  []int
+	shapes []portShape // of the ports, for a table run
 	table  bool
 	common []pred.Expr // the tests every port of the run makes
 	keys   []string    // fields whose values differ, packed into the key
@@ -650,7 +651,7 @@ func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[s
 		}
 		r := run{ports: ports[k:end]}
 		if end-k >= minTableRun && g.planTable(&r, shapes[k:end]) {
-			r.table = true
+			r.table, r.shapes = true, shapes[k:end]
 			any = true
 		}
 		if len(runs) > 0 && !r.table && !runs[len(runs)-1].table {
@@ -759,9 +760,9 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	}
 	var ents []ent
 	seen := map[[2]uint64]bool{}
-	for _, i := range r.ports {
+	for k, i := range r.ports {
 		p := n.Ports[i]
-		s := g.shapeOf(p.Pred, known)
+		s := r.shapes[k]
 		out := lpg.Outcome{Kind: lpg.Drop, Node: n.Name, Port: p.Name}
 		if len(p.Succ) == 1 {
 			out, _ = terminal(g.curSW.Nodes[p.Succ[0]])

@@ -7,24 +7,9 @@ import (
 	"testing"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
-	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sim"
 )
-
-// checksums are the NIC's verdicts on a frame, computed here in software.
-func checksums(b []byte) (ipOK, l4OK bool) {
-	var f packet.Frame
-	f.Decode(b)
-	v, _ := f.Field("ip.csum_ok")
-	ipOK = v == 1
-	for _, name := range []string{"udp.csum_ok", "tcp.csum_ok"} {
-		if v, ok := f.Field(name); ok {
-			l4OK = v == 1
-		}
-	}
-	return ipOK, l4OK
-}
 
 // Both baselines must deliver exactly the frames the LPG alone delivers,
 // to the same endpoints, on every example stack: frames aimed at the
@@ -74,7 +59,7 @@ func TestBaselinesAgreeWithLPG(t *testing.T) {
 					}
 					delivered++
 				}
-				ipOK, l4OK := checksums(b)
+				ipOK, l4OK := Checksums(b)
 				if got := hand.Process(b, f.CRCOK, ipOK, l4OK); got != want {
 					t.Fatalf("%s: %s: hand-written baseline delivers to %d, the LPG: %s (frame %x)", p, f.Label, got, ref, b)
 				}

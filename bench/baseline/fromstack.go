@@ -1,6 +1,9 @@
 package baseline
 
-import "github.com/dragonc/dragonc/lpg"
+import (
+	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/lpg"
+)
 
 // FromStack is what the baselines need to know of a stack. (This file
 // stays in dragonc; the harness of `dragonc bench` gets the Config as a
@@ -28,4 +31,20 @@ func FromStack(st *lpg.Stack) Config {
 		c.Endpoints = append(c.Endpoints, ep)
 	}
 	return c
+}
+
+// Checksums are the verdicts a checksum-offloading NIC reports with a
+// frame, computed in software: the IPv4 header checksum, and the UDP or
+// TCP checksum (false when the frame carries neither).
+func Checksums(b []byte) (ipOK, l4OK bool) {
+	var f packet.Frame
+	f.Decode(b)
+	v, _ := f.Field("ip.csum_ok")
+	ipOK = v == 1
+	for _, name := range []string{"udp.csum_ok", "tcp.csum_ok"} {
+		if v, ok := f.Field(name); ok {
+			l4OK = v == 1
+		}
+	}
+	return ipOK, l4OK
 }
