@@ -38,7 +38,7 @@ type printer struct {
 // tokAfter returns the offset of the first token with value val at or
 // after off, or -1.
 func (p *printer) tokAfter(off int, val string) int {
-	toks := p.src.Tokens
+	toks := p.src.Tokens()
 	i := sort.Search(len(toks), func(i int) bool { return toks[i].Pos.Offset >= off })
 	for ; i < len(toks); i++ {
 		if toks[i].Value == val && toks[i].Type != sym("Comment") && toks[i].Type != sym("String") {

@@ -63,7 +63,9 @@ type Source struct {
 	File     *diag.File
 	AST      *File
 	Comments []lexer.Token
-	Tokens   []lexer.Token // all tokens but whitespace, comments included
+	text     string
+	toks     []token       // every token but whitespace, EOF last
+	tokens   []lexer.Token // Tokens, made when first asked for
 }
 
 // Parse reads one file. It never panics on any input: lexical and syntax
@@ -84,38 +86,26 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 		diags.Errorf(diag.Range{File: s.File, Start: invalidUTF8(src)}, "E100", "file is not valid UTF-8")
 		return s, diags
 	}
-	lex, err := Lexer.LexString(name, string(src))
-	if err != nil {
-		diags.Add(s.errorAt(err, "E101"))
-		return s, diags
-	}
-	var open []lexer.Token // brackets not yet closed
-	for {
-		t, err := lex.Next()
-		if err != nil {
-			diags.Add(s.errorAt(err, "E101"))
+	text := string(src)
+	s.text = text
+	s.toks = scan(text)
+	var open []token // brackets not yet closed
+	for _, t := range s.toks {
+		switch t.kind {
+		case kComment:
+			s.Comments = append(s.Comments, t.lexerToken(name, text))
+		case kBadComment:
+			diags.Errorf(s.spanOf(t), "E102", "block comment is not closed").Detail = "add */ to end it"
 			return s, diags
-		}
-		if t.EOF() {
-			break
-		}
-		switch t.Type {
-		case sym("Whitespace"):
-			continue
-		case sym("Comment"):
-			s.Comments = append(s.Comments, t)
-		case sym("BadComment"):
-			diags.Errorf(s.span(t), "E102", "block comment is not closed").Detail = "add */ to end it"
+		case kBadString:
+			diags.Errorf(s.spanOf(t), "E103", "string literal is not closed").Detail = `strings end with " on the same line`
 			return s, diags
-		case sym("BadString"):
-			diags.Errorf(s.span(t), "E103", "string literal is not closed").Detail = `strings end with " on the same line`
-			return s, diags
-		case sym("Punct"):
-			switch t.Value {
+		case kPunct:
+			switch text[t.off:t.end] {
 			case "{", "(", "[":
 				open = append(open, t)
 				if len(open) > MaxNesting {
-					diags.Errorf(s.span(t), "E111", "brackets nest deeper than %d levels", MaxNesting).Detail = "no model needs that many; is a closing bracket missing?"
+					diags.Errorf(s.spanOf(t), "E111", "brackets nest deeper than %d levels", MaxNesting).Detail = "no model needs that many; is a closing bracket missing?"
 					return s, diags
 				}
 			case "}", ")", "]":
@@ -124,18 +114,26 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 				}
 			}
 		}
-		s.Tokens = append(s.Tokens, t)
 	}
-	ast, err := parser.ParseString(name, string(src))
+	// Stack files, which users write at scale, take the fast parser; any
+	// other file, and any stack it rejects, goes to participle.
+	if first := s.firstToken(); first.kind == kIdent && text[first.off:first.end] == "stack" {
+		if ast := parseStack(s.toks, name, text); ast != nil {
+			s.AST = ast
+			return s, diags
+		}
+	}
+	ast, err := parser.ParseFromLexer(peeking(s.toks, name, text))
 	if err != nil {
 		first := s.errorAt(err, "E110")
 		s.refine(&first)
 		if n := len(open); n > 0 && strings.HasPrefix(first.Summary, "unexpected end of file") {
 			// The file ends inside a bracket: say which one.
 			t := open[n-1]
-			closer := map[string]string{"{": "}", "(": ")", "[": "]"}[t.Value]
-			first = diag.Diagnostic{Severity: diag.Error, Code: "E114", Range: s.span(t),
-				Summary: fmt.Sprintf("this %q is never closed: the file ends before its %q", t.Value, closer), Detail: "add the missing " + closer}
+			v := text[t.off:t.end]
+			closer := map[string]string{"{": "}", "(": ")", "[": "]"}[v]
+			first = diag.Diagnostic{Severity: diag.Error, Code: "E114", Range: s.spanOf(t),
+				Summary: fmt.Sprintf("this %q is never closed: the file ends before its %q", v, closer), Detail: "add the missing " + closer}
 			diags.Add(first)
 			return s, diags
 		}
@@ -145,6 +143,34 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 	}
 	s.AST = ast
 	return s, diags
+}
+
+// firstToken is the first token that is not whitespace or a comment.
+func (s *Source) firstToken() token {
+	for _, t := range s.toks {
+		if t.kind != kComment {
+			return t
+		}
+	}
+	return s.toks[len(s.toks)-1]
+}
+
+// Tokens returns every token of the file but whitespace, comments
+// included, in order.
+func (s *Source) Tokens() []lexer.Token {
+	if s.tokens == nil {
+		s.tokens = make([]lexer.Token, 0, len(s.toks))
+		for _, t := range s.toks {
+			if t.kind != kEOF {
+				s.tokens = append(s.tokens, t.lexerToken(s.File.Name, s.text))
+			}
+		}
+	}
+	return s.tokens
+}
+
+func (s *Source) spanOf(t token) diag.Range {
+	return diag.Range{File: s.File, Start: int(t.off), End: int(t.end)}
 }
 
 // maxSyntaxErrors bounds how many syntax errors one file reports.
@@ -173,7 +199,8 @@ func (s *Source) recover(src []byte, first diag.Diagnostic) diag.List {
 				buf[i] = ' '
 			}
 		}
-		_, err := parser.ParseString(s.File.Name, string(buf))
+		text := string(buf)
+		_, err := parser.ParseFromLexer(peeking(scan(text), s.File.Name, text))
 		if err == nil {
 			break
 		}
@@ -191,7 +218,7 @@ func (s *Source) recover(src []byte, first diag.Diagnostic) diag.List {
 // offset: from its keyword to its matching closing brace.
 func (s *Source) enclosingDecl(offset int) (int, int, bool) {
 	var toks []lexer.Token
-	for _, t := range s.Tokens {
+	for _, t := range s.Tokens() {
 		if t.Type != sym("Comment") {
 			toks = append(toks, t)
 		}
@@ -231,10 +258,6 @@ func (s *Source) enclosingDecl(offset int) (int, int, bool) {
 }
 
 func sym(name string) lexer.TokenType { return Lexer.Symbols()[name] }
-
-func (s *Source) span(t lexer.Token) diag.Range {
-	return diag.Range{File: s.File, Start: t.Pos.Offset, End: t.Pos.Offset + len(t.Value)}
-}
 
 // Range turns a node's start and end positions into a diagnostic range.
 func (s *Source) Range(start, end lexer.Position) diag.Range { return s.rng(start, end) }

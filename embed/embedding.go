@@ -150,7 +150,7 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 		em.space[n.ID] = m.Space(n.Name)
 	}
 	byQueue := map[int][]class{}
-	em.walk(0, solver.Universe(), "default", map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, nil)
+	em.walk(0, solver.Universe(), "default", map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, true)
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
 			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epSet: map[string]bool{}, lpg: lpgGraph,
@@ -172,85 +172,115 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 }
 
 // portIndex finds, among the many ports of a table node, those whose
-// predicate may hold for a box that fixes one field.
+// predicate may hold for a box, without trying each. Ports are grouped by
+// the set of fields their predicates fix to one value (a Flow Director
+// table holds TCP listeners on (proto, dst, tcp.dport), UDP listeners on
+// (proto, dst, udp.dport) and flows on five fields), and each group is
+// indexed by each of its fields. A box meets, in each group, only the
+// ports that agree with it on the field where it narrows the group most:
+// a UDP flow meets no TCP entry (they differ on ip.proto) and only the UDP
+// entries for its port.
 type portIndex struct {
+	groups  []portGroup
+	generic []int // ports whose predicates are not conjunctions
+}
+
+type portGroup struct {
+	ports   []int
+	byField []fieldIndex
+}
+
+type fieldIndex struct {
 	field   int
-	byValue map[uint64][]int
-	generic []int
+	byValue map[uint64][]int // ascending port numbers
 }
 
 const indexMin = 16
 
+// ports returns, in order, the ports whose predicates may hold for b; nil
+// when the index cannot rule out any.
+func (ix *portIndex) ports(b *solver.Box, total int) []int {
+	out := slices.Clone(ix.generic)
+	for gi := range ix.groups {
+		g := &ix.groups[gi]
+		best := g.ports
+		for fi := range g.byField {
+			f := &g.byField[fi]
+			if v, single := b.Single(f.field); single {
+				if vals := f.byValue[v]; len(vals) < len(best) {
+					best = vals
+				}
+			}
+		}
+		out = append(out, best...)
+	}
+	if len(out) == total {
+		return nil
+	}
+	slices.Sort(out)
+	return out
+}
+
+func allPorts(n *graph.Node) []int {
+	out := make([]int, len(n.Ports))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
 func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 	n := g.Nodes[id]
-	all := func() []int {
-		out := make([]int, len(n.Ports))
-		for i := range out {
-			out[i] = i
-		}
-		return out
-	}
 	if len(n.Ports) < indexMin {
-		return all()
+		return allPorts(n)
 	}
 	ix, ok := em.index[id]
 	if !ok {
 		ix = buildIndex(n)
 		em.index[id] = ix
 	}
-	if ix == nil {
-		return all()
+	if out := ix.ports(b, len(n.Ports)); out != nil {
+		return out
 	}
-	v, single := b.Single(ix.field)
-	if !single {
-		return all()
-	}
-	out := append(slices.Clone(ix.byValue[v]), ix.generic...)
-	slices.Sort(out)
-	return out
+	return allPorts(n)
 }
 
 func buildIndex(n *graph.Node) *portIndex {
-	// Index on the field that takes the most distinct single values.
-	distinct := map[int]map[uint64]bool{}
-	boxes := make([]*solver.Box, len(n.Ports))
+	ix := &portIndex{}
+	bySig := map[string]int{} // the fields a port fixes -> its group
+	var sig []byte
 	for i, p := range n.Ports {
 		if p.Pred == nil {
+			ix.generic = append(ix.generic, i)
 			continue
 		}
 		b, exact := solver.Restrict(solver.Universe(), p.Pred)
 		if !exact {
+			ix.generic = append(ix.generic, i)
 			continue
 		}
-		boxes[i] = b
+		sig = sig[:0]
+		var vals []uint64
 		for id := 0; id < pred.NumFields; id++ {
 			if v, ok := b.Single(id); ok {
-				if distinct[id] == nil {
-					distinct[id] = map[uint64]bool{}
-				}
-				distinct[id][v] = true
+				sig = append(sig, byte(id))
+				vals = append(vals, v)
 			}
 		}
-	}
-	best, bestN := -1, 0
-	for id := 0; id < pred.NumFields; id++ {
-		if c := len(distinct[id]); c > bestN {
-			best, bestN = id, c
+		gi, ok := bySig[string(sig)]
+		if !ok {
+			gi = len(ix.groups)
+			bySig[string(sig)] = gi
+			g := portGroup{}
+			for _, id := range sig {
+				g.byField = append(g.byField, fieldIndex{field: int(id), byValue: map[uint64][]int{}})
+			}
+			ix.groups = append(ix.groups, g)
 		}
-	}
-	if bestN < indexMin/2 {
-		return nil
-	}
-	ix := &portIndex{field: best, byValue: map[uint64][]int{}}
-	for i := range n.Ports {
-		if boxes[i] == nil {
-			ix.generic = append(ix.generic, i)
-			continue
-		}
-		if v, ok := boxes[i].Single(best); ok {
-			ix.byValue[v] = append(ix.byValue[v], i)
-		} else {
-			ix.generic = append(ix.generic, i)
+		g := &ix.groups[gi]
+		g.ports = append(g.ports, i)
+		for k, v := range vals {
+			g.byField[k].byValue[v] = append(g.byField[k].byValue[v], i)
 		}
 	}
 	return ix
@@ -261,7 +291,11 @@ func buildIndex(n *graph.Node) *portIndex {
 // box captures it: later ports are not tried, which is exact for the
 // first-match semantics of tables; partial matches continue to later ports
 // (an over-approximation).
-func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
+//
+// With boxes false, emit does not read the class boxes, so a port that
+// leads straight to queues does not narrow the box it hands on (listeners
+// spread by RSS meet every bucket).
+func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
 	g := em.HW
 	n := g.Nodes[id]
 	if n.HasAttr("source") {
@@ -269,7 +303,7 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 		return
 	}
 	if n.Kind.IsGate() {
-		em.walkGate(n, b, steer, reported, emit, seen)
+		em.walkGate(n, b, steer, reported, emit, boxes)
 		return
 	}
 	sp := em.space[id]
@@ -294,7 +328,7 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 		}
 		for _, s := range p.Succ {
 			if !g.Nodes[s].HasAttr("software") {
-				em.walk(s, sub, v, rep, emit, seen)
+				em.walk(s, sub, v, rep, emit, boxes)
 			}
 		}
 	}
@@ -317,7 +351,12 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 			captured = true
 			break
 		}
-		follow(p, em.narrow(b, p), p.Name)
+		if boxes || !em.toQueues(p) {
+			b := em.narrow(b, p)
+			follow(p, b, p.Name)
+			continue
+		}
+		follow(p, b, p.Name)
 	}
 	if !captured {
 		for _, p := range n.Ports {
@@ -327,6 +366,17 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 			}
 		}
 	}
+}
+
+// toQueues reports whether a port of the configured PRG leads only to
+// receive queues.
+func (em *Embedding) toQueues(p *graph.Port) bool {
+	for _, s := range p.Succ {
+		if !em.HW.Nodes[s].HasAttr("source") {
+			return false
+		}
+	}
+	return len(p.Succ) > 0
 }
 
 // knownBucket returns the port of an RSS node that every frame of b takes
@@ -367,10 +417,10 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 
 // walkGate follows a gate over-approximately: a true input makes OR true,
 // a false input makes AND false; otherwise both outcomes are followed.
-func (em *Embedding) walkGate(n *graph.Node, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), seen map[int]bool) {
+func (em *Embedding) walkGate(n *graph.Node, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
 	for _, p := range n.Ports {
 		for _, s := range p.Succ {
-			em.walk(s, b, steer, reported, emit, seen)
+			em.walk(s, b, steer, reported, emit, boxes)
 		}
 	}
 }
@@ -432,7 +482,7 @@ func (em *Embedding) queuesOf(b *solver.Box) []int {
 		if qq, ok := em.Model.QueueByNode(q); ok && !slices.Contains(ids, qq.ID) {
 			ids = append(ids, qq.ID)
 		}
-	}, nil)
+	}, false)
 	slices.Sort(ids)
 	return ids
 }
@@ -456,7 +506,7 @@ func (em *Embedding) endpointReach() {
 		em.walk(0, b, "default", nil, func(q int, c class) {
 			qs[q] = true
 			steer = append(steer, c.steer)
-		}, nil)
+		}, false)
 		var ids []int
 		for nodeID := range qs {
 			if q, ok := em.Model.QueueByNode(nodeID); ok {
@@ -686,19 +736,10 @@ func (em *Embedding) portsForLPG(n *graph.Node, b *solver.Box) []int {
 		ix = buildIndex(n)
 		em.index[key] = ix
 	}
-	if ix == nil {
-		out := make([]int, len(n.Ports))
-		for i := range out {
-			out[i] = i
-		}
+	if out := ix.ports(b, len(n.Ports)); out != nil {
 		return out
 	}
-	if v, single := b.Single(ix.field); single {
-		out := append(slices.Clone(ix.byValue[v]), ix.generic...)
-		slices.Sort(out)
-		return out
-	}
-	return ix.generic
+	return allPorts(n)
 }
 
 // intersectBoxes narrows a class box by a path box.
