@@ -45,10 +45,10 @@ type QueueEmbedding struct {
 	Core      int
 	Endpoints []string // endpoints whose packets may arrive here
 	classes   []class
-	join      *solver.Box     // every class in one box (over-approximate)
-	epSet     map[string]bool // Endpoints as a set
-	status    []Status        // per LPG node ID
-	live      [][]bool        // per LPG node ID, per port: taken by some frame here
+	join      *solver.Box // every class in one box (over-approximate)
+	epOn      []bool      // per endpoint number: its packets may arrive here
+	status    []Status    // per LPG node ID
+	live      [][]bool    // per LPG node ID, per port: taken by some frame here
 	lpg       *graph.Graph
 	// SW is the queue's software graph: the LPG with decided nodes
 	// bypassed, unreachable ones removed, and descriptor flags read.
@@ -67,11 +67,14 @@ type Embedding struct {
 	lpgBox  map[int]*solver.Box // LPG node -> path box
 	index   map[int]*portIndex  // configured PRG node -> index of many ports
 	epNode  map[string]int      // endpoint -> its LPG delivery node
+	epNum   map[string]int      // endpoint -> its number
+	epOf    []int               // LPG node -> the number of the endpoint it delivers to, or -1
 	qByID   map[int]*QueueEmbedding
 	pbox    map[*graph.Port]portBox
 	inPorts [][]graph.InPort
 	order   []int
 	space   []*prg.Space // configured PRG node -> its configuration space
+	iota    []int        // 0, 1, 2, ...: see allPorts
 }
 
 // portBox caches a port predicate as a box when it is a conjunction.
@@ -129,11 +132,11 @@ func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
 // Embed applies a configuration and works out every queue's software.
 func Embed(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph) (*Embedding, error) {
-	return embedWith(m, c, lpgGraph, nil, nil)
+	return embedWith(m, c, lpgGraph, nil, nil, nil)
 }
 
 // embedWith is Embed with the LPG's path boxes already computed.
-func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int]*solver.Box, epNode map[string]int) (*Embedding, error) {
+func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int]*solver.Box, epNode map[string]int, order []int) (*Embedding, error) {
 	hw, err := m.Apply(c)
 	if err != nil {
 		return nil, err
@@ -141,9 +144,22 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
 		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}, pbox: map[*graph.Port]portBox{}}
 	if boxes != nil {
-		em.lpgBox, em.epNode = boxes, epNode
+		em.lpgBox, em.epNode, em.order = boxes, epNode, order
 	} else {
 		em.lpgBoxes()
+	}
+	em.epNum = map[string]int{}
+	em.epOf = make([]int, len(lpgGraph.Nodes))
+	for _, n := range lpgGraph.Nodes {
+		em.epOf[n.ID] = -1
+		if name := endpointName(n); name != "" {
+			k, ok := em.epNum[name]
+			if !ok {
+				k = len(em.epNum)
+				em.epNum[name] = k
+			}
+			em.epOf[n.ID] = k
+		}
 	}
 	em.space = make([]*prg.Space, len(hw.Nodes))
 	for _, n := range hw.Nodes {
@@ -153,7 +169,7 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 	em.walk(0, solver.Universe(), "default", map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, true)
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
-			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epSet: map[string]bool{}, lpg: lpgGraph,
+			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epOn: make([]bool, len(em.epNum)), lpg: lpgGraph,
 				status: make([]Status, len(lpgGraph.Nodes)), live: make([][]bool, len(lpgGraph.Nodes))}
 			boxes := make([]*solver.Box, len(cs))
 			for i, c := range cs {
@@ -221,52 +237,51 @@ func (ix *portIndex) ports(b *solver.Box, total int) []int {
 	return out
 }
 
-func allPorts(n *graph.Node) []int {
-	out := make([]int, len(n.Ports))
-	for i := range out {
-		out[i] = i
+// allPorts returns 0, 1, ..., len(n.Ports)-1, from a buffer the
+// embedding keeps: callers only read it.
+func (em *Embedding) allPorts(n *graph.Node) []int {
+	for len(em.iota) < len(n.Ports) {
+		em.iota = append(em.iota, len(em.iota))
 	}
-	return out
+	return em.iota[:len(n.Ports)]
 }
 
 func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 	n := g.Nodes[id]
 	if len(n.Ports) < indexMin {
-		return allPorts(n)
+		return em.allPorts(n)
 	}
 	ix, ok := em.index[id]
 	if !ok {
-		ix = buildIndex(n)
+		ix = em.buildIndex(n)
 		em.index[id] = ix
 	}
 	if out := ix.ports(b, len(n.Ports)); out != nil {
 		return out
 	}
-	return allPorts(n)
+	return em.allPorts(n)
 }
 
-func buildIndex(n *graph.Node) *portIndex {
+func (em *Embedding) buildIndex(n *graph.Node) *portIndex {
 	ix := &portIndex{}
 	bySig := map[string]int{} // the fields a port fixes -> its group
 	var sig []byte
+	var vals []uint64
 	for i, p := range n.Ports {
 		if p.Pred == nil {
 			ix.generic = append(ix.generic, i)
 			continue
 		}
-		b, exact := solver.Restrict(solver.Universe(), p.Pred)
-		if !exact {
+		pb := em.portBoxOf(p)
+		if !pb.exact {
 			ix.generic = append(ix.generic, i)
 			continue
 		}
-		sig = sig[:0]
-		var vals []uint64
-		for id := 0; id < pred.NumFields; id++ {
-			if v, ok := b.Single(id); ok {
-				sig = append(sig, byte(id))
-				vals = append(vals, v)
-			}
-		}
+		sig, vals = sig[:0], vals[:0]
+		pb.box.Singles(func(id int, v uint64) {
+			sig = append(sig, byte(id))
+			vals = append(vals, v)
+		})
 		gi, ok := bySig[string(sig)]
 		if !ok {
 			gi = len(ix.groups)
@@ -442,9 +457,12 @@ func (em *Embedding) lpgBoxes() {
 // reaches it (exact along chains of conjunctive checks, the universe where
 // paths merge), and the delivery node of every endpoint.
 func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
-	boxes := map[int]*solver.Box{}
-	eps := map[string]int{}
-	in := g.InPorts()
+	return pathBoxes(g, lpgOrder(g))
+}
+
+// lpgOrder is a topological order of the LPG's nodes (their declaration
+// order if it has a cycle).
+func lpgOrder(g *graph.Graph) []int {
 	order, err := g.TopoOrder()
 	if err != nil {
 		order = nil
@@ -452,6 +470,13 @@ func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
 			order = append(order, n.ID)
 		}
 	}
+	return order
+}
+
+func pathBoxes(g *graph.Graph, order []int) (map[int]*solver.Box, map[string]int) {
+	boxes := map[int]*solver.Box{}
+	eps := map[string]int{}
+	in := g.InPorts()
 	for _, id := range order {
 		n := g.Nodes[id]
 		if name := endpointName(n); name != "" {
@@ -513,7 +538,7 @@ func (em *Embedding) endpointReach() {
 				ids = append(ids, q.ID)
 				if qe := em.qByID[q.ID]; qe != nil {
 					qe.Endpoints = append(qe.Endpoints, name)
-					qe.epSet[name] = true
+					qe.epOn[em.epNum[name]] = true
 				}
 			}
 		}
@@ -534,13 +559,7 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 	g := em.LPG
 	live := make([][]bool, len(g.Nodes)) // per node, per port
 	if em.order == nil {
-		order, err := g.TopoOrder()
-		if err != nil {
-			for _, n := range g.Nodes {
-				order = append(order, n.ID)
-			}
-		}
-		em.order = order
+		em.order = lpgOrder(g)
 	}
 	order := em.order
 	reachable := make([]bool, len(g.Nodes))
@@ -566,8 +585,8 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 			}
 		}
 		if r {
-			if name := endpointName(n); name != "" {
-				r = qe.epSet[name]
+			if k := em.epOf[id]; k >= 0 {
+				r = qe.epOn[k]
 			} else {
 				r = solver.Intersects(qe.join, b)
 			}
@@ -666,8 +685,7 @@ func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
 		return false
 	}
 	for _, s := range p.Succ {
-		name := endpointName(em.LPG.Nodes[s])
-		if name == "" || qe.epSet[name] {
+		if k := em.epOf[s]; k < 0 || qe.epOn[k] {
 			return false
 		}
 	}
@@ -679,7 +697,6 @@ func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
 // dead only when every class fixes the index field and some port
 // predicate covers the class.
 func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) []bool {
-	g := em.LPG
 	live := make([]bool, len(n.Ports))
 	defaultLive := false
 	for i, p := range n.Ports {
@@ -694,11 +711,8 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 			continue
 		}
 		for _, s := range p.Succ {
-			if name := endpointName(g.Nodes[s]); name != "" && qe.epSet[name] {
-				live[i] = true
-			}
-			if endpointName(g.Nodes[s]) == "" {
-				live[i] = true // not an endpoint: keep
+			if k := em.epOf[s]; k < 0 || qe.epOn[k] {
+				live[i] = true // an endpoint whose packets arrive here, or not an endpoint
 			}
 		}
 	}
@@ -733,13 +747,13 @@ func (em *Embedding) portsForLPG(n *graph.Node, b *solver.Box) []int {
 	key := -1 - n.ID // LPG nodes are indexed apart from PRG nodes
 	ix, ok := em.index[key]
 	if !ok {
-		ix = buildIndex(n)
+		ix = em.buildIndex(n)
 		em.index[key] = ix
 	}
 	if out := ix.ports(b, len(n.Ports)); out != nil {
 		return out
 	}
-	return allPorts(n)
+	return em.allPorts(n)
 }
 
 // intersectBoxes narrows a class box by a path box.
@@ -855,25 +869,31 @@ func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []boo
 			}
 		}
 	}
-	newID := map[int]int{}
+	newID := make([]int, len(g.Nodes))
 	for _, n := range g.Nodes {
 		if keep[n.ID] {
-			c := &graph.Node{Name: n.Name, Kind: n.Kind, Attrs: slices.Clone(n.Attrs), Costs: slices.Clone(n.Costs), Cluster: n.Cluster}
+			// Attributes and costs are shared with the LPG, clipped so
+			// that appending copies.
+			c := &graph.Node{Name: n.Name, Kind: n.Kind, Attrs: slices.Clip(n.Attrs), Costs: slices.Clip(n.Costs), Cluster: n.Cluster}
 			newID[n.ID] = sw.Add(c).ID
 		}
 	}
-	var resolve func(id int, seen map[int]bool) []int
-	resolve = func(id int, seen map[int]bool) []int {
-		if !reachable[id] || seen[id] {
-			return nil
+	// resolve appends the kept nodes a successor stands for, following
+	// bypassed nodes through their live port; seen marks the nodes one
+	// search has passed (with its own stamp, so nothing is cleared).
+	seen := make([]int, len(g.Nodes))
+	stamp := 0
+	var resolve func(out []int, id int) []int
+	resolve = func(out []int, id int) []int {
+		if !reachable[id] || seen[id] == stamp {
+			return out
 		}
 		if keep[id] {
-			return []int{newID[id]}
+			return append(out, newID[id])
 		}
-		seen[id] = true
-		var out []int
+		seen[id] = stamp
 		for _, s := range g.Nodes[id].Ports[fixed[id]].Succ {
-			out = append(out, resolve(s, seen)...)
+			out = resolve(out, s)
 		}
 		return out
 	}
@@ -902,7 +922,8 @@ func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []boo
 				}
 			}
 			for _, s := range p.Succ {
-				np.Succ = append(np.Succ, resolve(s, map[int]bool{})...)
+				stamp++
+				np.Succ = resolve(np.Succ, s)
 			}
 			slices.Sort(np.Succ)
 			np.Succ = slices.Compact(np.Succ)

@@ -84,6 +84,7 @@ type problem struct {
 	cp     *costmodel.Problem
 	warns  []string
 	boxes  map[int]*solver.Box // LPG path boxes, shared with the embedding
+	lpgOrd []int               // a topological order of the LPG, shared with the embedding
 	epNode map[string]int
 	// exclude names tables the search may not use (firmware steering that
 	// would overload the NIC's cores).
@@ -188,7 +189,8 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 			}
 		}
 	}
-	p.boxes, p.epNode = PathBoxes(in.LPG)
+	p.lpgOrd = lpgOrder(in.LPG)
+	p.boxes, p.epNode = pathBoxes(in.LPG, p.lpgOrd)
 	for i, e := range in.Stack.Endpoints {
 		ep := p.newEndpoint(i, e)
 		if id, ok := p.epNode[e.Name]; ok {

@@ -135,7 +135,7 @@ func Run(in *Input) (*Result, error) {
 	if errs := in.Model.Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
 	}
-	em, err := embedWith(in.Model, cfg, in.LPG, p.boxes, p.epNode)
+	em, err := embedWith(in.Model, cfg, in.LPG, p.boxes, p.epNode, p.lpgOrd)
 	if err != nil {
 		return nil, err
 	}

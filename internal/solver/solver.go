@@ -650,6 +650,17 @@ func (b *Box) Single(id int) (uint64, bool) {
 	return d.Vals[0].Lo, true
 }
 
+// Singles calls fn, in field order, for every field the box fixes to one
+// present value (the fields Single reports; a field the box leaves open
+// may be absent, so it is never single).
+func (b *Box) Singles(fn func(id int, v uint64)) {
+	for i, id := range b.ids {
+		if d := b.doms[i]; !d.Absent && len(d.Vals) == 1 && d.Vals[0].Lo == d.Vals[0].Hi {
+			fn(int(id), d.Vals[0].Lo)
+		}
+	}
+}
+
 // Present reports whether the box requires a field to be present.
 func (b *Box) Present(id int) bool { return !b.get(id).Absent }
 

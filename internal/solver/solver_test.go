@@ -131,6 +131,25 @@ func TestBoxes(t *testing.T) {
 	}
 }
 
+// TestSingles: Singles reports exactly the fields Single does.
+func TestSingles(t *testing.T) {
+	for _, src := range []string{
+		"udp.dport == 53 && ip.dst == 10.0.0.1", "udp.dport >= 53 && udp.dport <= 54 && ip.proto == udp",
+		"!(udp.dport == 53) && ip.src == 10.0.0.2", "frame.crc_ok && eth.type == ipv4 && ip.proto == tcp && tcp.dport == 80",
+		"true",
+	} {
+		b, _ := Restrict(Universe(), p(src))
+		got := map[int]uint64{}
+		b.Singles(func(id int, v uint64) { got[id] = v })
+		for id := 0; id < pred.NumFields; id++ {
+			v, ok := b.Single(id)
+			if g, in := got[id]; ok != in || ok && g != v {
+				t.Errorf("%s: field %d: Single says (%d, %v), Singles (%d, %v)", src, id, v, ok, g, in)
+			}
+		}
+	}
+}
+
 func BenchmarkImplies(b *testing.B) {
 	box, _ := Restrict(Universe(), p("frame.crc_ok && eth.len_ok && eth.type == ipv4 && ip.proto == udp && udp.dport == 53 && ip.dst == 10.0.0.1"))
 	f := p("udp.dport == 53 && ip.dst == 10.0.0.1")
