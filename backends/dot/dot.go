@@ -271,7 +271,14 @@ func Embedding(p Picture) string {
 		c.Attr("label", strings.Join(v.names, ", "))
 		c.Attr("style", "rounded")
 		l := p.LPG
-		ids, status := v.ids, v.status
+		ids, more := trimFanout(l, v.ids, v.status)
+		status := v.status
+		if len(more) > 0 {
+			status = make(map[int]Status, len(ids))
+			for _, id := range ids {
+				status[id] = v.status[id]
+			}
+		}
 		f := fold(l, ids, nil, nil)
 		edges := foldEdges(l, ids, f, func(id int) bool { _, ok := status[id]; return ok })
 		// Chains of nodes with one way in and one way out, drawn alike,
@@ -318,6 +325,15 @@ func Embedding(p Picture) string {
 				de.Attr("fontsize", "8")
 			}
 		}
+		for _, m := range more {
+			dn := c.Node(fmt.Sprintf("q%d_%d_more", qi, m.from))
+			dn.Attr("label", fmt.Sprintf("%d more ports: %d nodes not drawn", m.ports, m.nodes))
+			dn.Attr("fontname", "Helvetica")
+			dn.Attr("fontsize", "9")
+			dn.Attr("shape", "note")
+			dn.Attr("style", "dotted")
+			c.Edge(shown[head[m.from]], dn).Attr("style", "dotted")
+		}
 	}
 	if len(p.Engines) > 0 {
 		c := d.Subgraph("engines", gv.ClusterOption{})
@@ -331,6 +347,93 @@ func Embedding(p Picture) string {
 		}
 	}
 	return d.String()
+}
+
+// maxFanout is how many successors of one node a queue's picture draws: a
+// demultiplexer with 100,000 endpoints would make a picture no one can
+// open, let alone read.
+const maxFanout = 24
+
+// hiddenFanout is what trimFanout left out below one node.
+type hiddenFanout struct {
+	from  int // the node whose successors were cut
+	ports int // how many of its successors were not drawn
+	nodes int // how many nodes that left out in all
+}
+
+// trimFanout draws, of a node's successors, only the first maxFanout; the
+// others, and every node reached only through them, are left out and
+// counted.
+func trimFanout(g *graph.Graph, ids []int, status map[int]Status) ([]int, []hiddenFanout) {
+	drawn := func(id int) bool { _, ok := status[id]; return ok }
+	succs := map[int][]int{}
+	preds := map[int]int{} // drawn edges into a node, counted once per predecessor
+	cut := map[[2]int]bool{}
+	var more []hiddenFanout
+	for _, id := range ids {
+		seen := map[int]bool{}
+		for _, p := range g.Nodes[id].Ports {
+			for _, s := range p.Succ {
+				if drawn(s) && !seen[s] && s != id {
+					seen[s] = true
+					succs[id] = append(succs[id], s)
+					preds[s]++
+				}
+			}
+		}
+		if ss := succs[id]; len(ss) > maxFanout {
+			for _, s := range ss[maxFanout:] {
+				cut[[2]int{id, s}] = true
+			}
+			more = append(more, hiddenFanout{from: id, ports: len(ss) - maxFanout})
+		}
+	}
+	if len(more) == 0 {
+		return ids, nil
+	}
+	// A node is hidden when every drawn edge into it is cut or comes from
+	// a hidden node.
+	hidden := map[int]bool{}
+	gone := map[int]int{} // edges into a node that are cut or from hidden nodes
+	by := map[int]int{}   // hidden node -> the fan-out it is counted under
+	var work []int
+	for _, m := range more {
+		for _, s := range succs[m.from][maxFanout:] {
+			gone[s]++
+			if gone[s] == preds[s] && !hidden[s] {
+				hidden[s], by[s] = true, m.from
+				work = append(work, s)
+			}
+		}
+	}
+	for len(work) > 0 {
+		id := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, s := range succs[id] {
+			if hidden[s] || cut[[2]int{id, s}] {
+				continue
+			}
+			gone[s]++
+			if gone[s] == preds[s] {
+				hidden[s], by[s] = true, by[id]
+				work = append(work, s)
+			}
+		}
+	}
+	counted := map[int]int{}
+	for id := range hidden {
+		counted[by[id]]++
+	}
+	for i := range more {
+		more[i].nodes = counted[more[i].from]
+	}
+	kept := make([]int, 0, len(ids)-len(hidden))
+	for _, id := range ids {
+		if !hidden[id] {
+			kept = append(kept, id)
+		}
+	}
+	return kept, more
 }
 
 // chains maps each drawn node to the first node of the chain it belongs

@@ -590,9 +590,14 @@ func (g *gen) shapeOf(e pred.Expr, known map[string]bool) portShape {
 		fields = append(fields, f)
 	}
 	sort.Strings(fields)
-	inKeys := known
+	inKeys, copied := known, false
 	for _, f := range fields {
-		inKeys = present(inKeys, pred.Cmp{Field: f})
+		if !inKeys[group(f)] {
+			if !copied {
+				inKeys, copied = present(known, nil), true
+			}
+			inKeys[group(f)] = true
+		}
 	}
 	s.sig = strings.Join(fields, ",") + "|" + g.condKnown(and(s.rest), inKeys)
 	return s

@@ -1,0 +1,78 @@
+package dot
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/internal/graph"
+)
+
+// fanGraph is a demultiplexer with n ports, each to an endpoint node with
+// one successor of its own; the first and the last endpoint also share a
+// node.
+func fanGraph(n int) *graph.Graph {
+	g := graph.New("fan")
+	demux := g.Add(&graph.Node{Name: "Demux"})
+	shared := g.Add(&graph.Node{Name: "Shared"})
+	for i := 0; i < n; i++ {
+		ep := g.Add(&graph.Node{Name: fmt.Sprintf("Ep%d", i)})
+		leaf := g.Add(&graph.Node{Name: fmt.Sprintf("Leaf%d", i)})
+		ep.Ports = []*graph.Port{{Name: "out", Succ: []int{leaf.ID}}}
+		if i == 0 || i == n-1 {
+			ep.Ports[0].Succ = append(ep.Ports[0].Succ, shared.ID)
+		}
+		demux.Ports = append(demux.Ports, &graph.Port{Name: fmt.Sprintf("p%d", i), Succ: []int{ep.ID}})
+	}
+	return g
+}
+
+func TestTrimFanout(t *testing.T) {
+	g := fanGraph(maxFanout + 6)
+	ids := make([]int, len(g.Nodes))
+	status := map[int]Status{}
+	for i := range ids {
+		ids[i] = i
+		status[i] = Software
+	}
+	kept, more := trimFanout(g, ids, status)
+	if len(more) != 1 || more[0].from != 0 || more[0].ports != 6 || more[0].nodes != 12 {
+		t.Fatalf("hidden %+v, want 6 ports and 12 nodes (6 endpoints, 6 leaves) under Demux", more)
+	}
+	if len(kept) != len(ids)-12 {
+		t.Fatalf("kept %d nodes, want %d", len(kept), len(ids)-12)
+	}
+	names := map[string]bool{}
+	for _, id := range kept {
+		names[g.Nodes[id].Name] = true
+	}
+	for _, want := range []string{"Demux", "Shared", "Ep0", "Leaf0", fmt.Sprintf("Ep%d", maxFanout-1)} {
+		if !names[want] {
+			t.Errorf("%s is not drawn", want)
+		}
+	}
+	if names[fmt.Sprintf("Ep%d", maxFanout)] || names[fmt.Sprintf("Leaf%d", maxFanout+5)] {
+		t.Error("a node past the fan-out limit is drawn")
+	}
+	// At the limit nothing is cut.
+	g = fanGraph(maxFanout)
+	ids = ids[:len(g.Nodes)]
+	if kept, more := trimFanout(g, ids, status); len(more) != 0 || len(kept) != len(ids) {
+		t.Errorf("a fan-out of %d is cut: %+v", maxFanout, more)
+	}
+}
+
+// TestEmbeddingSummarises: the picture of a wide demultiplexer draws
+// maxFanout successors and one node that counts the rest.
+func TestEmbeddingSummarises(t *testing.T) {
+	g := fanGraph(1000)
+	hw := graph.New("hw")
+	hw.Add(&graph.Node{Name: "Queue0", Attrs: []string{"source"}})
+	text := Embedding(Picture{Title: "t", HW: hw, LPG: g, Queues: []QueueView{{Name: "queue 0", Status: func(string) Status { return Software }}}})
+	if !strings.Contains(text, `label="976 more ports: 1952 nodes not drawn"`) {
+		t.Errorf("no summary node for the 976 ports past the first %d", maxFanout)
+	}
+	if n := strings.Count(text, "Ep"); n > 2*maxFanout {
+		t.Errorf("%d endpoint labels drawn", n)
+	}
+}
