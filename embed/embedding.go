@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -50,9 +51,31 @@ type QueueEmbedding struct {
 	status    []Status    // per LPG node ID
 	live      [][]bool    // per LPG node ID, per port: taken by some frame here
 	lpg       *graph.Graph
-	// SW is the queue's software graph: the LPG with decided nodes
-	// bypassed, unreachable ones removed, and descriptor flags read.
-	SW *graph.Graph
+	em        *Embedding
+	reachable []bool // per LPG node ID: some frame here gets there
+	keep      []bool // per LPG node ID: a node of the software graph
+	fixed     []int  // per LPG node ID: the live port of a bypassed node
+	swOnce    sync.Once
+	sw        *graph.Graph
+}
+
+// SW returns the queue's software graph: the LPG with decided nodes
+// bypassed, unreachable ones removed, and descriptor flags read. It is
+// built when first asked for (a plan alone does not need it).
+func (qe *QueueEmbedding) SW() *graph.Graph {
+	qe.swOnce.Do(func() { qe.sw = qe.em.software(qe) })
+	return qe.sw
+}
+
+// Software lists the nodes of the queue's software graph in order.
+func (qe *QueueEmbedding) Software() []string {
+	out := []string{}
+	for _, n := range qe.lpg.Nodes {
+		if qe.keep[n.ID] {
+			out = append(out, n.Name)
+		}
+	}
+	return out
 }
 
 // Embedding is a configured NIC plus the software each queue runs.
@@ -170,7 +193,7 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
 			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epOn: make([]bool, len(em.epNum)), lpg: lpgGraph,
-				status: make([]Status, len(lpgGraph.Nodes)), live: make([][]bool, len(lpgGraph.Nodes))}
+				status: make([]Status, len(lpgGraph.Nodes)), live: make([][]bool, len(lpgGraph.Nodes)), em: em}
 			boxes := make([]*solver.Box, len(cs))
 			for i, c := range cs {
 				boxes[i] = c.box
@@ -600,7 +623,8 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 		em.decide(qe, n, live[id])
 	}
 	qe.live = live
-	qe.SW = em.software(qe, live, reachable)
+	qe.reachable = reachable
+	em.keepNodes(qe)
 }
 
 func isEndpoint(n *graph.Node) bool { return endpointName(n) != "" }
@@ -842,14 +866,14 @@ func (em *Embedding) steeringSummary(qe *QueueEmbedding) []string {
 	return out
 }
 
-// software builds the queue's software graph: kept nodes in LPG order,
-// decided nodes bypassed through their one live port, descriptor-flag
-// nodes reading the flag, dead ports and unreachable nodes dropped. A
-// decided node whose only live port drops is kept as a stub, so the drop
-// is reported by the same node as in the LPG.
-func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []bool) *graph.Graph {
+// keepNodes works out which LPG nodes the queue's software graph has:
+// kept nodes in LPG order, decided nodes bypassed through their one live
+// port, descriptor-flag nodes reading the flag, dead ports and unreachable
+// nodes dropped. A decided node whose only live port drops is kept as a
+// stub, so the drop is reported by the same node as in the LPG.
+func (em *Embedding) keepNodes(qe *QueueEmbedding) {
 	g := em.LPG
-	sw := graph.New(fmt.Sprintf("%s_queue%d", g.Name, qe.ID))
+	live, reachable := qe.live, qe.reachable
 	keep := make([]bool, len(g.Nodes))
 	fixed := make([]int, len(g.Nodes)) // the live port of bypassed nodes
 	for _, n := range g.Nodes {
@@ -869,6 +893,14 @@ func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []boo
 			}
 		}
 	}
+	qe.keep, qe.fixed = keep, fixed
+}
+
+// software builds the queue's software graph from the kept nodes.
+func (em *Embedding) software(qe *QueueEmbedding) *graph.Graph {
+	g := em.LPG
+	live, reachable, keep, fixed := qe.live, qe.reachable, qe.keep, qe.fixed
+	sw := graph.New(fmt.Sprintf("%s_queue%d", g.Name, qe.ID))
 	newID := make([]int, len(g.Nodes))
 	for _, n := range g.Nodes {
 		if keep[n.ID] {
@@ -941,10 +973,10 @@ func (em *Embedding) software(qe *QueueEmbedding, live [][]bool, reachable []boo
 // run through on a queue.
 func (em *Embedding) PathCycles(qid int, endpoint string) float64 {
 	qe := em.qByID[qid]
-	if qe == nil || qe.SW == nil {
+	if qe == nil {
 		return 0
 	}
-	sw := qe.SW
+	sw := qe.SW()
 	// Walk back from the endpoint's node to the entry along the unique path.
 	target, ok := sw.Lookup(em.LPG.Nodes[em.epNode[endpoint]].Name)
 	if !ok {

@@ -221,10 +221,7 @@ func (r *Result) plan() *Plan {
 	}
 	for _, qe := range em.Queues {
 		qe.Core = coreOf[qe.ID]
-		pq := PlanQueue{ID: qe.ID, Core: qe.Core, Endpoints: append([]string{}, qe.Endpoints...), Software: []string{}}
-		for _, n := range qe.SW.Nodes {
-			pq.Software = append(pq.Software, n.Name)
-		}
+		pq := PlanQueue{ID: qe.ID, Core: qe.Core, Endpoints: append([]string{}, qe.Endpoints...), Software: qe.Software()}
 		pl.Queues = append(pl.Queues, pq)
 	}
 	pl.Config = r.planConfig()

@@ -38,7 +38,7 @@ func New(em *embed.Embedding) (*Sim, error) {
 	}
 	s := &Sim{Em: em, hw: hw, ref: ref, queue: map[int]*lpg.Interp{}}
 	for _, qe := range em.Queues {
-		in, err := lpg.NewInterp(qe.SW)
+		in, err := lpg.NewInterp(qe.SW())
 		if err != nil {
 			return nil, fmt.Errorf("queue %d: %v", qe.ID, err)
 		}
@@ -90,7 +90,7 @@ func (s *Sim) Run(frame []byte, crcOK bool) Result {
 // SoftwareGraph returns a queue's software graph.
 func (s *Sim) SoftwareGraph(q int) *graph.Graph {
 	if qe := s.Em.Queue(q); qe != nil {
-		return qe.SW
+		return qe.SW()
 	}
 	return nil
 }

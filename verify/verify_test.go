@@ -116,7 +116,7 @@ func TestBrokenEmbeddingsAreCaught(t *testing.T) {
 	// A removed check: queue 1 no longer discards martian sources
 	// (RFC 1122 §3.2.1.3).
 	r, st = planFor(t, "82599", "../examples/dns_ntp.lpg")
-	sw := r.Embedding.Queue(1).SW
+	sw := r.Embedding.Queue(1).SW()
 	src, ok := sw.Lookup("RxL3IPv4ValidSource")
 	if !ok {
 		t.Fatal("queue 1 does not check the source address")

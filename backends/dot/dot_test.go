@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
 )
 
@@ -75,4 +76,5 @@ func TestEmbeddingSummarises(t *testing.T) {
 	if n := strings.Count(text, "Ep"); n > 2*maxFanout {
 		t.Errorf("%d endpoint labels drawn", n)
 	}
+	golden.Check(t, "testdata/fan.dot.golden", []byte(text))
 }

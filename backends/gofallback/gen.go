@@ -380,7 +380,7 @@ func (g *gen) dropCode(node, port string) string {
 // queueFunc returns one queue's entry point, its helpers and its tables,
 // with qPrefix standing for its name.
 func (g *gen) queueFunc(q *dembed.QueueEmbedding) (string, error) {
-	sw := q.SW
+	sw := q.SW()
 	preds := sw.Preds()
 	var helpers []int
 	g.curSW = sw
@@ -1091,7 +1091,7 @@ func usedFields(r *dembed.Result) map[string]bool {
 		})
 	}
 	for _, q := range r.Embedding.Queues {
-		for _, n := range q.SW.Nodes {
+		for _, n := range q.SW().Nodes {
 			for _, p := range n.Ports {
 				walk(p.Pred)
 			}
@@ -1106,7 +1106,7 @@ func FlagOrder(r *dembed.Result) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, q := range r.Embedding.Queues {
-		for _, n := range q.SW.Nodes {
+		for _, n := range q.SW().Nodes {
 			for _, p := range n.Ports {
 				if a, ok := p.Pred.(pred.Atom); ok && a.Value == "true" && !seen[a.Name] {
 					seen[a.Name] = true
