@@ -269,15 +269,23 @@ func (em *Embedding) allPorts(n *graph.Node) []int {
 	return em.iota[:len(n.Ports)]
 }
 
+// portsFor returns, in order, the ports of a configured PRG node that
+// frames of b may take (a superset).
 func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 	n := g.Nodes[id]
 	if len(n.Ports) < indexMin {
 		return em.allPorts(n)
 	}
-	ix, ok := em.index[id]
+	return em.indexed(id, n, b)
+}
+
+// indexed looks b up in the index of node n, built when first asked for
+// and kept under key.
+func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
+	ix, ok := em.index[key]
 	if !ok {
 		ix = em.buildIndex(n)
-		em.index[id] = ix
+		em.index[key] = ix
 	}
 	if out := ix.ports(b, len(n.Ports)); out != nil {
 		return out
@@ -768,16 +776,7 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 }
 
 func (em *Embedding) portsForLPG(n *graph.Node, b *solver.Box) []int {
-	key := -1 - n.ID // LPG nodes are indexed apart from PRG nodes
-	ix, ok := em.index[key]
-	if !ok {
-		ix = em.buildIndex(n)
-		em.index[key] = ix
-	}
-	if out := ix.ports(b, len(n.Ports)); out != nil {
-		return out
-	}
-	return em.allPorts(n)
+	return em.indexed(-1-n.ID, n, b) // LPG nodes are indexed apart from PRG nodes
 }
 
 // intersectBoxes narrows a class box by a path box.
@@ -967,31 +966,4 @@ func (em *Embedding) software(qe *QueueEmbedding) *graph.Graph {
 		}
 	}
 	return sw
-}
-
-// PathCycles sums the software cycles of the nodes an endpoint's packets
-// run through on a queue.
-func (em *Embedding) PathCycles(qid int, endpoint string) float64 {
-	qe := em.qByID[qid]
-	if qe == nil {
-		return 0
-	}
-	sw := qe.SW()
-	// Walk back from the endpoint's node to the entry along the unique path.
-	target, ok := sw.Lookup(em.LPG.Nodes[em.epNode[endpoint]].Name)
-	if !ok {
-		return 0
-	}
-	preds := sw.Preds()
-	total := 0.0
-	id := target.ID
-	for steps := 0; steps < len(sw.Nodes); steps++ {
-		c, _ := sw.Nodes[id].Cost("cycles")
-		total += c
-		if len(preds[id]) == 0 {
-			break
-		}
-		id = preds[id][0]
-	}
-	return total
 }
