@@ -45,11 +45,7 @@ func TestEveryNICAndExample(t *testing.T) {
 				if rep.Total != n {
 					t.Errorf("%d packets, want %d", rep.Total, n)
 				}
-				if len(rep.Mismatches) > 0 {
-					var out bytes.Buffer
-					rep.Write(&out, 3)
-					t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
-				}
+				noMismatches(t, rep)
 			})
 		}
 	}
@@ -75,11 +71,7 @@ func TestLinuxTargets(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(rep.Mismatches) > 0 {
-					var out bytes.Buffer
-					rep.Write(&out, 3)
-					t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
-				}
+				noMismatches(t, rep)
 			})
 		}
 	}
@@ -223,16 +215,22 @@ func TestMixedStacks(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if len(rep.Mismatches) > 0 {
-						var out bytes.Buffer
-						rep.Write(&out, 3)
-						t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
-					}
+					noMismatches(t, rep)
 				})
 			}
 		}
 	}
 	if !tables["newDense("] || !tables["newHashed("] {
 		t.Errorf("the generated code used tables %v; the test means to run both kinds", tables)
+	}
+}
+
+// noMismatches stops the test with the last mismatches of a report.
+func noMismatches(t *testing.T, rep *Report) {
+	t.Helper()
+	if len(rep.Mismatches) > 0 {
+		var out bytes.Buffer
+		rep.Write(&out, 3)
+		t.Fatalf("%d mismatches:\n%s", len(rep.Mismatches), tail(out.String(), 40))
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"go/format"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -594,7 +596,7 @@ func (g *gen) shapeOf(e pred.Expr, known map[string]bool) portShape {
 	for _, f := range fields {
 		if !inKeys[group(f)] {
 			if !copied {
-				inKeys, copied = present(known, nil), true
+				inKeys, copied = maps.Clone(known), true
 			}
 			inKeys[group(f)] = true
 		}
@@ -685,7 +687,7 @@ func (g *gen) planTable(r *run, shapes []portShape) bool {
 	for _, f := range fields {
 		same := true
 		for _, s := range shapes[1:] {
-			if !equalVals(s.vals[f], first.vals[f]) {
+			if !slices.Equal(s.vals[f], first.vals[f]) {
 				same = false
 				break
 			}
@@ -709,18 +711,6 @@ func (g *gen) planTable(r *run, shapes []portShape) bool {
 		}
 	}
 	r.rest = and(first.rest)
-	return true
-}
-
-func equalVals(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
 	return true
 }
 
@@ -975,28 +965,31 @@ func terminal(n *graph.Node) (lpg.Outcome, bool) {
 }
 
 func (g *gen) verdict(o lpg.Outcome) string {
-	switch o.Kind {
-	case lpg.Deliver:
-		return fmt.Sprintf("Verdict{Kind: Deliver, Index: uint32(%s)}", g.epIdent[o.Endpoint])
-	case lpg.Reply:
-		return fmt.Sprintf("Verdict{Kind: Reply, Index: %d}", g.reply(o.Reply))
-	case lpg.Sink:
-		return fmt.Sprintf("Verdict{Kind: Sink, Index: %d}", g.sink(o.Node))
+	kind, index := g.verdictParts(o)
+	if o.Kind == lpg.Deliver {
+		index = fmt.Sprintf("uint32(%s)", g.epIdent[o.Endpoint])
 	}
-	return fmt.Sprintf("Verdict{Kind: Drop, Index: %d}", g.dropSite(o.Node, o.Port))
+	return fmt.Sprintf("Verdict{Kind: %s, Index: %s}", kind, index)
 }
 
 // compactVerdict is a verdict as a table entry writes it.
 func (g *gen) compactVerdict(o lpg.Outcome) string {
+	kind, index := g.verdictParts(o)
+	return fmt.Sprintf("Verdict{%s, %s}", kind, index)
+}
+
+// verdictParts is a verdict's kind and the number of its endpoint, reply,
+// sink or drop site.
+func (g *gen) verdictParts(o lpg.Outcome) (string, string) {
 	switch o.Kind {
 	case lpg.Deliver:
-		return fmt.Sprintf("Verdict{Deliver, %d}", g.epIndex[o.Endpoint])
+		return "Deliver", strconv.Itoa(g.epIndex[o.Endpoint])
 	case lpg.Reply:
-		return fmt.Sprintf("Verdict{Reply, %d}", g.reply(o.Reply))
+		return "Reply", strconv.Itoa(g.reply(o.Reply))
 	case lpg.Sink:
-		return fmt.Sprintf("Verdict{Sink, %d}", g.sink(o.Node))
+		return "Sink", strconv.Itoa(g.sink(o.Node))
 	}
-	return fmt.Sprintf("Verdict{Drop, %d}", g.dropSite(o.Node, o.Port))
+	return "Drop", strconv.Itoa(g.dropSite(o.Node, o.Port))
 }
 
 // condKnown renders a predicate as a Go boolean expression over the

@@ -5,6 +5,7 @@ package embedtest
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/dragonc/dragonc/costmodel"
@@ -86,4 +87,27 @@ func PlanFile(t testing.TB, nic, path string, cost costmodel.Function) (*embed.R
 		t.Fatal(err)
 	}
 	return Plan(t, nic, path, src, cost)
+}
+
+// Stacks loads every stack file that matches a glob pattern (the examples,
+// from a test's directory), in path order; no match is a failure.
+func Stacks(t testing.TB, pattern string) ([]string, []*lpg.Stack) {
+	t.Helper()
+	paths, err := filepath.Glob(pattern)
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no stacks match %s: %v", pattern, err)
+	}
+	stacks := make([]*lpg.Stack, len(paths))
+	for i, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, diags := lpg.LoadStack(p, src)
+		if st == nil {
+			t.Fatalf("%s: %v", p, diags)
+		}
+		stacks[i] = st
+	}
+	return paths, stacks
 }

@@ -15,7 +15,11 @@
 // prefix, the opaque rss.hash) and node outcomes are opaque atoms.
 package solver
 
-import "github.com/dragonc/dragonc/internal/pred"
+import (
+	"slices"
+
+	"github.com/dragonc/dragonc/internal/pred"
+)
 
 // Domain is what one field may be.
 type Domain struct {
@@ -102,7 +106,7 @@ func (b *Box) put(id int, d Domain) {
 		b.empty = true
 	}
 	i, ok := b.find(id)
-	if d.Absent && equal(d.Vals, universe[id].Vals) {
+	if d.Absent && slices.Equal(d.Vals, universe[id].Vals) {
 		if ok {
 			b.ids = append(b.ids[:i], b.ids[i+1:]...)
 			b.doms = append(b.doms[:i], b.doms[i+1:]...)
@@ -285,18 +289,6 @@ func overlaps(a, b []pred.Range) bool {
 	return false
 }
 
-func equal(a, b []pred.Range) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // tri is a three-valued truth.
 type tri int8
 
@@ -314,7 +306,7 @@ func (b *Box) evalLit(l lit, neg bool) tri {
 	}
 	d := b.get(l.id)
 	in := intersect(d.Vals, l.set)
-	allIn := !d.Absent && equal(in, d.Vals)
+	allIn := !d.Absent && slices.Equal(in, d.Vals)
 	noneIn := len(in) == 0
 	if neg {
 		allIn, noneIn = noneIn, allIn
@@ -846,7 +838,7 @@ func JoinAll(boxes []*Box) *Box {
 		for _, b := range boxes {
 			d := b.get(i)
 			absent = absent || d.Absent
-			if same && !equal(d.Vals, first.Vals) {
+			if same && !slices.Equal(d.Vals, first.Vals) {
 				same = false
 			}
 		}

@@ -2,16 +2,14 @@ package fallback
 
 import (
 	"math/rand"
-	"os"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
-	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sim"
 )
 
@@ -23,20 +21,9 @@ func slotOf(name string) int { return pred.Fields[name].ID }
 // every length, and random bytes.
 func frames(t *testing.T) [][]byte {
 	t.Helper()
-	paths, err := filepath.Glob("../../../examples/*.lpg")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no example stacks: %v", err)
-	}
 	var out [][]byte
-	for _, p := range paths {
-		src, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, diags := lpg.LoadStack(p, src)
-		if st == nil {
-			t.Fatalf("%s: %v", p, diags)
-		}
+	_, stacks := embedtest.Stacks(t, "../../../examples/*.lpg")
+	for _, st := range stacks {
 		g := sim.NewGen(st, 7)
 		for i := 0; i < 300; i++ {
 			f := g.Next().Data
