@@ -58,7 +58,8 @@ type TraceInput struct {
 // TraceOptions says where frames come from and whether the generated code
 // runs.
 type TraceOptions struct {
-	Pcaps    []string
+	Pcaps    []string // capture files; "-" reads Stdin
+	Stdin    io.Reader
 	Frames   []TraceInput
 	Fallback bool
 	Work     string // scratch directory for the fallback build
@@ -66,53 +67,76 @@ type TraceOptions struct {
 
 // Trace runs every frame through the embedded stack and reports each step.
 func Trace(r *embed.Result, st *lpg.Stack, opt TraceOptions) ([]FrameTrace, []string, error) {
+	var out []FrameTrace
+	notes, err := TraceEach(r, st, opt, func(t FrameTrace) error {
+		out = append(out, t)
+		return nil
+	})
+	return out, notes, err
+}
+
+// TraceEach is Trace with each frame's trace handed to emit, in input
+// order, as soon as it is known: frames are streamed, so a capture of any
+// size is traced in constant memory. An error from emit stops the run.
+func TraceEach(r *embed.Result, st *lpg.Stack, opt TraceOptions, emit func(FrameTrace) error) ([]string, error) {
 	s, err := sim.New(r.Embedding)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	items, notes, err := readCaptures(opt.Pcaps)
-	if err != nil {
-		return nil, nil, err
+	var fb *fallback
+	if opt.Fallback {
+		if fb, err = startFallback(r, st, opt.Work); err != nil {
+			return nil, err
+		}
 	}
-	for _, f := range opt.Frames {
-		items = append(items, item{f.Data, true, f.Source})
-	}
-	out := make([]FrameTrace, len(items))
-	results := make([]sim.Result, len(items))
-	reported := make([][][2]string, len(items))
-	for i, it := range items {
+	var emitErr error
+	o := newInOrder(fb, func(t *FrameTrace, generated string) {
+		if generated != "" {
+			t.Generated = generated
+			t.Match = t.Match && generated == t.Reference
+		}
+		if emitErr == nil {
+			emitErr = emit(*t)
+		}
+	})
+	defer o.stop()
+	n := 0
+	notes, err := frames(opt.Pcaps, opt.Stdin, len(opt.Frames), func(i int) item {
+		return item{opt.Frames[i].Data, true, opt.Frames[i].Source}
+	}, nil, func(it item) error {
+		n++
 		res := s.Run(it.frame, it.crc)
-		results[i] = res
 		hw, sw := s.Paths()
-		t := FrameTrace{Frame: i + 1, Source: it.source, Length: len(it.frame), Queue: res.Queue,
+		t := &FrameTrace{Frame: n, Source: it.source, Length: len(it.frame), Queue: res.Queue,
 			Hardware: steps(hw), Software: steps(sw), Flags: []string{},
 			Embedded: res.Embedded.String(), Reference: res.Ref.String()}
 		if h, ok := s.Hash(); ok {
 			t.RSSHash = fmt.Sprintf("0x%08x", h)
 		}
+		var reported [][2]string
 		if res.Queue >= 0 {
-			reported[i] = s.LastReported()
-			for _, rp := range reported[i] {
+			reported = s.LastReported()
+			for _, rp := range reported {
 				t.Flags = append(t.Flags, rp[0]+"="+rp[1])
 			}
 		}
 		t.Outcome, t.Endpoint, t.Reason = res.Embedded.Class()
 		t.Match = res.Match()
-		out[i] = t
-	}
-	if opt.Fallback {
-		fb, err := runFallback(r, st, results, reported, items, opt.Work)
-		if err != nil {
-			return nil, nil, err
+		if err := o.add(t, it, fb != nil && res.Queue >= 0, res.Queue, reported); err != nil {
+			return err
 		}
-		for i := range out {
-			if results[i].Queue >= 0 {
-				out[i].Generated = fb[i]
-				out[i].Match = out[i].Match && fb[i] == out[i].Reference
-			}
+		if fb == nil {
+			return emitErr
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, notes, nil
+	if err := o.close(); err != nil {
+		return nil, err
+	}
+	return notes, emitErr
 }
 
 func steps(path []graph.Step) []Step {

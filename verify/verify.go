@@ -8,20 +8,12 @@ package verify
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"strings"
 
-	"github.com/dragonc/dragonc/backends/gofallback"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sim"
 )
@@ -30,14 +22,14 @@ import (
 type Options struct {
 	Packets  int      // generated frames (after any captures)
 	Seed     int64    // generator seed
-	Pcaps    []string // capture files
-	Fallback bool     // also run the generated Go fallback (needs the go command)
-	Work     string   // scratch directory for the fallback build
-	Show     int      // mismatches shown in full
-	// Progress, when not nil, is called as frames go through the
-	// simulator (done of total) and once more before the generated code
-	// is built and run (done == total).
-	Progress func(done, total int)
+	Pcaps    []string // capture files; "-" reads Stdin
+	Stdin    io.Reader
+	Fallback bool   // also run the generated Go fallback (needs the go command)
+	Work     string // scratch directory for the fallback build
+	Show     int    // mismatches shown in full
+	// Progress, when not nil, is told what stage the run is in ("building
+	// the generated code", "verifying") and the fraction of frames done.
+	Progress func(stage string, done float64)
 }
 
 // Mismatch is a frame treated differently.
@@ -51,235 +43,91 @@ type Mismatch struct {
 	Ref      string // the LPG alone
 }
 
+// MaxKept bounds the mismatches a report keeps with their frames; the
+// rest are counted.
+const MaxKept = 1000
+
 // Report is what verify found.
 type Report struct {
 	Total      int
-	Mismatches []Mismatch
+	Mismatched int            // frames treated differently
+	Mismatches []Mismatch     // the first MaxKept of them
 	Outcomes   map[string]int // reference outcome -> count
 	Queues     map[int]int    // queue -> frames (-1: dropped by the NIC)
 	Notes      []string       // captures read, frames skipped
 }
 
-type item struct {
-	frame  []byte
-	crc    bool
-	source string
-}
-
-// Run verifies an embedding.
+// Run verifies an embedding. Frames are streamed (captures first, then
+// generated frames): memory does not grow with their number.
 func Run(r *embed.Result, st *lpg.Stack, opt Options) (*Report, error) {
 	s, err := sim.New(r.Embedding)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Outcomes: map[string]int{}, Queues: map[int]int{}}
-	items, notes, err := readCaptures(opt.Pcaps)
-	if err != nil {
-		return nil, err
-	}
-	rep.Notes = append(rep.Notes, notes...)
-	g := sim.NewGen(st, opt.Seed)
-	for i := 0; i < opt.Packets; i++ {
-		f := g.Next()
-		items = append(items, item{f.Data, f.CRCOK, fmt.Sprintf("generated %d (%s)", i, f.Label)})
-	}
-	// Run every frame once through the NIC, its queue's software graph and
-	// the LPG, keeping where it went and what the NIC reported.
-	results := make([]sim.Result, len(items))
-	reported := make([][][2]string, len(items))
-	for i, it := range items {
-		results[i] = s.Run(it.frame, it.crc)
-		if opt.Fallback && results[i].Queue >= 0 {
-			reported[i] = s.LastReported()
+	progress := func(stage string) func(float64) {
+		if opt.Progress == nil {
+			return nil
 		}
-		if opt.Progress != nil && (i%4096 == 0 || i == len(items)-1) {
-			opt.Progress(i+1, len(items))
-		}
+		return func(done float64) { opt.Progress(stage, done) }
 	}
-	var fb []string
+	var fb *fallback
 	if opt.Fallback {
-		fb, err = runFallback(r, st, results, reported, items, opt.Work)
-		if err != nil {
+		if p := progress("building the generated code"); p != nil {
+			p(0)
+		}
+		if fb, err = startFallback(r, st, opt.Work); err != nil {
 			return nil, err
 		}
-		n := 0
-		for _, v := range fb {
-			if v != "" {
-				n++
-			}
-		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("the generated Go fallback ran on the %d frames the NIC delivered", n))
 	}
-	for i, it := range items {
-		res := results[i]
+	rep := &Report{Outcomes: map[string]int{}, Queues: map[int]int{}}
+	type result struct {
+		it  item
+		res sim.Result
+	}
+	ran := 0
+	o := newInOrder(fb, func(p result, generated string) {
+		res := p.res
 		rep.Total++
 		rep.Outcomes[res.Ref.String()]++
 		rep.Queues[res.Queue]++
-		fallback := ""
-		if fb != nil && res.Queue >= 0 {
-			fallback = fb[i]
+		if generated != "" {
+			ran++
 		}
-		bad := !res.Match() || fb != nil && res.Queue >= 0 && fallback != res.Ref.String()
-		if bad {
-			rep.Mismatches = append(rep.Mismatches, Mismatch{Source: it.source, Frame: it.frame, CRCOK: it.crc, Queue: res.Queue,
-				Graph: res.Embedded.String(), Fallback: fallback, Ref: res.Ref.String()})
-		}
-	}
-	return rep, nil
-}
-
-// readCaptures reads every frame of the captures, with notes on what was
-// read and on damaged files (whose earlier frames are kept).
-func readCaptures(paths []string) ([]item, []string, error) {
-	var items []item
-	var notes []string
-	for _, path := range paths {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", path, err)
-		}
-		frames, more, err := packet.ReadCapture(path, f)
-		f.Close()
-		notes = append(notes, more...)
-		if err != nil && len(frames) == 0 {
-			return nil, nil, err
-		}
-		if err != nil {
-			notes = append(notes, fmt.Sprintf("%v (the %d frames before it are verified)", err, len(frames)))
-		}
-		trunc := 0
-		for _, c := range frames {
-			if c.Truncated {
-				trunc++
+		if !res.Match() || fb != nil && res.Queue >= 0 && generated != res.Ref.String() {
+			rep.Mismatched++
+			if len(rep.Mismatches) < MaxKept {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{Source: p.it.source, Frame: p.it.frame, CRCOK: p.it.crc, Queue: res.Queue,
+					Graph: res.Embedded.String(), Fallback: generated, Ref: res.Ref.String()})
 			}
-			items = append(items, item{c.Data, true, fmt.Sprintf("%s #%d", path, c.Index)})
 		}
-		notes = append(notes, fmt.Sprintf("%s: %d frames (%d cut by the capture's snap length)", path, len(frames), trunc))
+	})
+	defer o.stop()
+	g := sim.NewGen(st, opt.Seed)
+	gen := func(i int) item {
+		f := g.Next()
+		return item{f.Data, f.CRCOK, fmt.Sprintf("generated %d (%s)", i, f.Label)}
 	}
-	return items, notes, nil
-}
-
-// runFallback builds the generated fallback with a helper main program and
-// streams every frame the NIC delivers to a queue through it.
-func runFallback(r *embed.Result, st *lpg.Stack, results []sim.Result, reported [][][2]string, items []item, work string) ([]string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return nil, fmt.Errorf("running the generated fallback needs the go command (or pass --fallback=false)")
-	}
-	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: "verify", Module: "dragoncverify/fallback", TestFrames: 1})
+	notes, err := frames(opt.Pcaps, opt.Stdin, opt.Packets, gen, progress("verifying"), func(it item) error {
+		res := s.Run(it.frame, it.crc)
+		send := fb != nil && res.Queue >= 0
+		var reported [][2]string
+		if send {
+			reported = s.LastReported()
+		}
+		return o.add(result{it, res}, it, send, res.Queue, reported)
+	})
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{"go.mod": []byte("module dragoncverify\n\ngo 1.21\n"), "main.go": []byte(helper)}
-	for name, data := range fb {
-		if name != "go.mod" && name != "fallback_test.go" {
-			files[filepath.Join("fallback", name)] = data
-		}
+	if err := o.close(); err != nil {
+		return nil, err
 	}
-	for name, data := range files {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return nil, err
-		}
+	rep.Notes = append(rep.Notes, notes...)
+	if fb != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the generated Go fallback ran on the %d frames the NIC delivered", ran))
 	}
-	bin := filepath.Join(work, "helper")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = work
-	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the generated fallback: %v\n%s", err, out)
-	}
-	order := gofallback.FlagOrder(r)
-	bit := map[string]uint64{}
-	for i, f := range order {
-		bit[f] = 1 << uint(i)
-	}
-	var in bytes.Buffer
-	var sent []int
-	for i, it := range items {
-		res := results[i]
-		if res.Queue < 0 {
-			continue
-		}
-		var flags uint64
-		for _, rp := range reported[i] {
-			if rp[1] == "true" {
-				flags |= bit[rp[0]]
-			}
-		}
-		crc := uint8(0)
-		if it.crc {
-			crc = 1
-		}
-		binary.Write(&in, binary.LittleEndian, uint32(len(it.frame)))
-		binary.Write(&in, binary.LittleEndian, int32(res.Queue))
-		binary.Write(&in, binary.LittleEndian, flags)
-		in.WriteByte(crc)
-		in.Write(it.frame)
-		sent = append(sent, i)
-	}
-	run := exec.Command(bin)
-	run.Stdin = &in
-	var out bytes.Buffer
-	run.Stdout = &out
-	var stderr bytes.Buffer
-	run.Stderr = &stderr
-	if err := run.Run(); err != nil {
-		return nil, fmt.Errorf("the generated fallback failed: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(sent) == 0 {
-		lines = nil
-	}
-	if len(lines) != len(sent) {
-		return nil, fmt.Errorf("the generated fallback answered %d of %d frames", len(lines), len(sent))
-	}
-	verdicts := make([]string, len(items))
-	for k, i := range sent {
-		verdicts[i] = lines[k]
-	}
-	return verdicts, nil
+	return rep, nil
 }
-
-// helper runs the generated fallback on frames from stdin and prints each
-// verdict in the reference interpreter's notation.
-const helper = `// Code generated by dragonc verify. DO NOT EDIT.
-package main
-
-import (
-	"bufio"
-	"encoding/binary"
-	"io"
-	"os"
-
-	"dragoncverify/fallback"
-)
-
-func main() {
-	r := bufio.NewReader(os.Stdin)
-	w := bufio.NewWriter(os.Stdout)
-	defer w.Flush()
-	for {
-		var n uint32
-		var q int32
-		var flags uint64
-		if err := binary.Read(r, binary.LittleEndian, &n); err != nil {
-			return
-		}
-		binary.Read(r, binary.LittleEndian, &q)
-		binary.Read(r, binary.LittleEndian, &flags)
-		crc, _ := r.ReadByte()
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil {
-			os.Exit(2)
-		}
-		v := fallback.Process(int(q), b, fallback.Meta{CRCOK: crc == 1, Flags: fallback.Flags(flags)})
-		w.WriteString(v.String() + "\n")
-	}
-}
-`
 
 // Write prints the report: counts per outcome and per queue, every
 // mismatch (the first few in full, with the frame in hex), and the last
@@ -333,5 +181,8 @@ func (rep *Report) Write(w io.Writer, show int) {
 			fmt.Fprintf(bw, "mismatch %s: embedded %s, generated %q, LPG %s\n", m.Source, m.Graph, m.Fallback, m.Ref)
 		}
 	}
-	fmt.Fprintf(bw, "%d packets, %d mismatches\n", rep.Total, len(rep.Mismatches))
+	if more := rep.Mismatched - len(rep.Mismatches); more > 0 {
+		fmt.Fprintf(bw, "... %d more mismatches not listed\n", more)
+	}
+	fmt.Fprintf(bw, "%d packets, %d mismatches\n", rep.Total, rep.Mismatched)
 }

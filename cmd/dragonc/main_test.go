@@ -459,6 +459,14 @@ func TestStdin(t *testing.T) {
 	if code != 0 || !strings.HasSuffix(out, "10 packets, 0 mismatches\n") {
 		t.Errorf("verify --pcap -: exit %d, %q, %q", code, out, errs)
 	}
+	if code, out, _ := in("trace", "--fallback=false", "--pcap", "-", "82599", "testdata/captures/dns_server.lpg"); code != 0 || strings.Count(out, "outcome: deliver to dns") != 10 || !strings.Contains(out, "frame 10: stdin #10") {
+		t.Errorf("trace --pcap -: exit %d, %q", code, out)
+	}
+	for _, args := range [][]string{{"--pcap", "-", "--pcap", "-", "82599", "testdata/captures/dns_server.lpg"}, {"--pcap", "-", "82599", "-"}} {
+		if code, _, errs := in(append([]string{"verify"}, args...)...); code != 1 || !strings.Contains(errs, "standard input can be read once") {
+			t.Errorf("verify %v: exit %d, %q", args, code, errs)
+		}
+	}
 }
 
 // TestJSONEverywhere: check, lpg, nics, verify, trace and bench speak JSON.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,12 +54,10 @@ disagreement or an error, 2 usage.`,
 }
 
 func runTrace(e *env, f *embedFlags, pcaps, hexes []string, fallback bool, nicArg, stackPath string) int {
-	paths, cleanup, ok := capturePaths(e, pcaps)
-	defer cleanup()
-	if !ok {
+	if !capturePaths(e, pcaps, stackPath) {
 		return exitInput
 	}
-	opt := verify.TraceOptions{Pcaps: paths, Fallback: fallback}
+	opt := verify.TraceOptions{Pcaps: pcaps, Stdin: e.stdin, Fallback: fallback}
 	for i, h := range hexes {
 		b, err := verify.ParseHexFrame(h)
 		if err != nil {
@@ -86,27 +85,32 @@ func runTrace(e *env, f *embedFlags, pcaps, hexes []string, fallback bool, nicAr
 		defer os.RemoveAll(work)
 		opt.Work = work
 	}
-	ts, notes, err := verify.Trace(r, st, opt)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-		return exitInput
+	// Each frame's trace is printed as soon as it is known.
+	bw := bufio.NewWriter(e.stdout)
+	matched, n := true, 0
+	notes, err := verify.TraceEach(r, st, opt, func(t verify.FrameTrace) error {
+		matched = matched && t.Match
+		n++
+		if f.asJSON {
+			return verify.WriteJSON(bw, []verify.FrameTrace{t})
+		}
+		if n > 1 {
+			bw.WriteString("\n")
+		}
+		return verify.WriteText(bw, []verify.FrameTrace{t})
+	})
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
 	}
 	for _, n := range notes {
 		fmt.Fprintf(e.stderr, "dragonc: %s\n", n)
 	}
-	if f.asJSON {
-		err = verify.WriteJSON(e.stdout, ts)
-	} else {
-		err = verify.WriteText(e.stdout, ts)
-	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
 	}
-	for _, t := range ts {
-		if !t.Match {
-			return exitInput
-		}
+	if !matched {
+		return exitInput
 	}
 	return exitOK
 }

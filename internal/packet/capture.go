@@ -21,27 +21,33 @@ type Captured struct {
 	Truncated bool
 }
 
-// MaxCaptured bounds the frames read from one capture: every frame is
-// held in memory while it is verified.
-const MaxCaptured = 2_000_000
+// CaptureReader reads the Ethernet frames of a pcap or pcapng stream one
+// at a time, so a capture of any size is read in constant memory.
+type CaptureReader struct {
+	name    string
+	read    func() (record, error)
+	index   int
+	skipped map[layers.LinkType]int
+	notes   []string
+}
 
-// ReadCapture reads the Ethernet frames of a pcap or pcapng stream, at most
-// MaxCaptured. A pcap file of another link type is an error; in a pcapng
-// file, records of interfaces that are not Ethernet are skipped and
-// counted in the notes. The frames read before a damaged record are
-// returned with the error.
-func ReadCapture(name string, r io.Reader) ([]Captured, []string, error) {
+type record struct {
+	data            []byte
+	caplen, wirelen int
+	link            layers.LinkType
+}
+
+// NewCaptureReader reads the header of a pcap or pcapng stream. A pcap
+// file of another link type than Ethernet is an error; in a pcapng file,
+// records of interfaces that are not Ethernet are skipped and counted in
+// the notes.
+func NewCaptureReader(name string, r io.Reader) (*CaptureReader, error) {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: not a capture file (shorter than a header)", name)
+		return nil, fmt.Errorf("%s: not a capture file (shorter than a header)", name)
 	}
-	type record struct {
-		data            []byte
-		caplen, wirelen int
-		link            layers.LinkType
-	}
-	var read func() (record, error)
+	c := &CaptureReader{name: name, skipped: map[layers.LinkType]int{}}
 	switch {
 	case bytes.Equal(magic, []byte{0x0a, 0x0d, 0x0d, 0x0a}):
 		opts := pcapgo.DefaultNgReaderOptions
@@ -49,13 +55,15 @@ func ReadCapture(name string, r io.Reader) ([]Captured, []string, error) {
 		ng, err := pcapgo.NewNgReader(br, opts)
 		if errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			// A section header and nothing else: a valid, empty capture.
-			return nil, []string{fmt.Sprintf("%s: an empty capture (no interface, no frame)", name)}, nil
+			c.notes = []string{fmt.Sprintf("%s: an empty capture (no interface, no frame)", name)}
+			c.read = func() (record, error) { return record{}, io.EOF }
+			return c, nil
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: bad pcapng header: %v", name, err)
+			return nil, fmt.Errorf("%s: bad pcapng header: %v", name, err)
 		}
 		first := ng.LinkType()
-		read = func() (record, error) {
+		c.read = func() (record, error) {
 			d, ci, err := ng.ReadPacketData()
 			rec := record{d, ci.CaptureLength, ci.Length, first}
 			if len(ci.AncillaryData) > 0 {
@@ -68,41 +76,72 @@ func ReadCapture(name string, r io.Reader) ([]Captured, []string, error) {
 	default:
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: not a pcap or pcapng file: %v", name, err)
+			return nil, fmt.Errorf("%s: not a pcap or pcapng file: %v", name, err)
 		}
 		if lt := pr.LinkType(); lt != layers.LinkTypeEthernet {
-			return nil, nil, fmt.Errorf("%s: link type %v is not Ethernet; dragonc reads Ethernet captures only", name, lt)
+			return nil, fmt.Errorf("%s: link type %v is not Ethernet; dragonc reads Ethernet captures only", name, lt)
 		}
-		read = func() (record, error) {
+		c.read = func() (record, error) {
 			d, ci, err := pr.ReadPacketData()
 			return record{d, ci.CaptureLength, ci.Length, layers.LinkTypeEthernet}, err
 		}
 	}
-	var out []Captured
-	skipped := map[layers.LinkType]int{}
-	notes := func() []string {
-		var ns []string
-		for lt, n := range skipped {
-			ns = append(ns, fmt.Sprintf("%s: %d records of a %v interface skipped (dragonc reads Ethernet)", name, n, lt))
-		}
-		slices.Sort(ns)
-		return ns
-	}
-	for i := 1; ; i++ {
-		rec, err := read()
+	return c, nil
+}
+
+// Next returns the next Ethernet frame, io.EOF after the last, or an
+// error naming the damaged record. The frame's bytes are its own.
+func (c *CaptureReader) Next() (Captured, error) {
+	for {
+		rec, err := c.read()
 		if errors.Is(err, io.EOF) {
-			return out, notes(), nil
+			return Captured{}, io.EOF
 		}
+		c.index++
 		if err != nil {
-			return out, notes(), fmt.Errorf("%s: record %d is damaged: %v", name, i, err)
+			return Captured{}, fmt.Errorf("%s: record %d is damaged: %v", c.name, c.index, err)
 		}
 		if rec.link != layers.LinkTypeEthernet {
-			skipped[rec.link]++
+			c.skipped[rec.link]++
 			continue
 		}
-		if len(out) == MaxCaptured {
-			return out, append(notes(), fmt.Sprintf("%s: more than %d frames; the first %d are read", name, MaxCaptured, MaxCaptured)), nil
+		return Captured{Index: c.index, Data: rec.data, Truncated: rec.caplen < rec.wirelen}, nil
+	}
+}
+
+// Notes says what was skipped so far.
+func (c *CaptureReader) Notes() []string {
+	ns := slices.Clone(c.notes)
+	for lt, n := range c.skipped {
+		ns = append(ns, fmt.Sprintf("%s: %d records of a %v interface skipped (dragonc reads Ethernet)", c.name, n, lt))
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+// MaxCaptured bounds the frames ReadCapture keeps.
+const MaxCaptured = 2_000_000
+
+// ReadCapture reads the Ethernet frames of a pcap or pcapng stream into
+// memory, at most MaxCaptured, with the notes of NewCaptureReader. The
+// frames read before a damaged record are returned with the error.
+func ReadCapture(name string, r io.Reader) ([]Captured, []string, error) {
+	c, err := NewCaptureReader(name, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []Captured
+	for {
+		f, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			return out, c.Notes(), nil
 		}
-		out = append(out, Captured{Index: i, Data: append([]byte(nil), rec.data...), Truncated: rec.caplen < rec.wirelen})
+		if err != nil {
+			return out, c.Notes(), err
+		}
+		if len(out) == MaxCaptured {
+			return out, append(c.Notes(), fmt.Sprintf("%s: more than %d frames; the first %d are read", name, MaxCaptured, MaxCaptured)), nil
+		}
+		out = append(out, f)
 	}
 }

@@ -73,3 +73,43 @@ func TestEmptyPcapng(t *testing.T) {
 		t.Error("a cut section header was read")
 	}
 }
+
+// FuzzCaptureReader: any bytes read as a capture give frames, io.EOF or an
+// error, never a panic, and the reader ends (every record uses input).
+func FuzzCaptureReader(f *testing.F) {
+	frame := MustBuild(Spec{Src: []byte{10, 0, 0, 9}, Dst: []byte{10, 0, 0, 1}, Proto: ProtoUDP, SrcPort: 1, DstPort: 53})
+	var pc bytes.Buffer
+	w := pcapgo.NewWriter(&pc)
+	w.WriteFileHeader(65535, layers.LinkTypeEthernet)
+	for i := range 3 {
+		w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(int64(i), 0), CaptureLength: len(frame) - i, Length: len(frame)}, frame[:len(frame)-i])
+	}
+	f.Add(pc.Bytes())
+	var ng bytes.Buffer
+	nw, _ := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	raw, _ := nw.AddInterface(pcapgo.NgInterface{Name: "tun0", LinkType: layers.LinkTypeRaw, SnapLength: 65535})
+	nw.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: len(frame), Length: len(frame)}, frame)
+	nw.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: 20, Length: 20, InterfaceIndex: raw}, frame[14:34])
+	nw.Flush()
+	f.Add(ng.Bytes())
+	f.Add([]byte{0x0a, 0x0d, 0x0d, 0x0a})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := NewCaptureReader("fuzz", bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		last := 0
+		for range len(b) + 1 {
+			fr, err := c.Next()
+			if err != nil {
+				c.Notes()
+				return
+			}
+			if fr.Index <= last || len(fr.Data) > len(b) {
+				t.Fatalf("record %d after %d, %d bytes from %d", fr.Index, last, len(fr.Data), len(b))
+			}
+			last = fr.Index
+		}
+		t.Fatalf("more records than input bytes")
+	})
+}
