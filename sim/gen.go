@@ -27,13 +27,41 @@ type Gen struct {
 	st    *lpg.Stack
 	rng   *rand.Rand
 	base  []target
+	fixed []fixedTarget
 	n     int
 	mac   net.HardwareAddr
 	addrs []net.IP
+	peer  net.IP
+	other net.IP
 }
 
-// target is a valid frame aimed at something, before damage.
+// target is a valid frame aimed at something, before damage, kept small
+// (a stack of 100,000 endpoints has a million of them): the spec is made
+// when the frame is.
 type target struct {
+	ep    int32 // index in the stack's endpoints; -1: fixed[arg]
+	kind  uint8
+	sport uint16
+	arg   int32 // the TCP flags' index, the second address's, the Open-MX endpoint, the fixed target's
+}
+
+// Kinds of endpoint targets.
+const (
+	atEndpoint uint8 = iota
+	portAbove
+	portBelow
+	otherAddress
+	otherPeer
+	otherProtocol
+	secondAddress
+	openMX
+)
+
+// tcpFlags are the flags of the frames aimed at a TCP endpoint: SYN, ACK,
+// SYN+ACK, PSH+ACK.
+var tcpFlags = []uint8{0x02, 0x10, 0x12, 0x18}
+
+type fixedTarget struct {
 	spec  packet.Spec
 	label string
 }
@@ -61,55 +89,48 @@ func NewGen(st *lpg.Stack, seed int64) *Gen {
 func ip(a uint32) net.IP { return net.IP{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
 
 func (g *Gen) add(s packet.Spec, label string) {
-	if s.DstMAC == nil {
-		s.DstMAC = g.mac
-	}
-	g.base = append(g.base, target{s, label})
+	g.base = append(g.base, target{ep: -1, arg: int32(len(g.fixed))})
+	g.fixed = append(g.fixed, fixedTarget{s, label})
 }
 
 func (g *Gen) targets() {
-	peer := net.IP{198, 51, 100, 77}
+	g.peer = net.IP{198, 51, 100, 77}
 	us := g.addrs[0]
-	other := net.IP{us[0], us[1], us[2], us[3] ^ 0x80}
-	for _, e := range g.st.Endpoints {
-		switch e.Proto {
-		case lpg.OpenMX:
+	g.other = net.IP{us[0], us[1], us[2], us[3] ^ 0x80}
+	peer, other := g.peer, g.other
+	n := 0
+	for range g.st.Endpoints {
+		n += 5 + len(g.addrs) - 1 + len(tcpFlags)
+	}
+	g.base = make([]target, 0, n+11)
+	for i, e := range g.st.Endpoints {
+		ep := int32(i)
+		if e.Proto == lpg.OpenMX {
 			for _, d := range []int{0, 1, -1} {
-				ep := int(e.OMXID) + d
-				if ep >= 0 && ep <= 255 {
-					g.add(packet.Spec{EtherType: packet.EtherTypeOpenMX, OMXDstEP: uint8(ep), OMXType: 0x11}, "openmx "+e.Name)
+				if id := int(e.OMXID) + d; id >= 0 && id <= 255 {
+					g.base = append(g.base, target{ep: ep, kind: openMX, arg: int32(id)})
 				}
 			}
 			continue
 		}
-		proto := uint8(packet.ProtoUDP)
-		if e.Proto == lpg.TCP {
-			proto = packet.ProtoTCP
-		}
-		dst := us
-		if !e.AnyAddr {
-			dst = ip(e.Addr)
-		}
-		src, sport := peer, uint16(40000+g.rng.Intn(20000))
+		sport := uint16(40000 + g.rng.Intn(20000))
 		if e.Flow {
-			src, sport = ip(e.Remote), e.RPort
+			sport = e.RPort
 		}
-		flags := []uint8{0}
-		if proto == packet.ProtoTCP {
-			flags = []uint8{0x02, 0x10, 0x12, 0x18}
+		flags := 1
+		if e.Proto == lpg.TCP {
+			flags = len(tcpFlags)
 		}
-		for _, f := range flags {
-			g.add(packet.Spec{Src: src, Dst: dst, Proto: proto, SrcPort: sport, DstPort: e.Port, TCPFlags: f}, "at "+e.Name)
+		for f := range flags {
+			g.base = append(g.base, target{ep: ep, kind: atEndpoint, sport: sport, arg: int32(f)})
 		}
 		// Filter boundaries: one port off, another local address, another
 		// peer, the other protocol.
-		g.add(packet.Spec{Src: src, Dst: dst, Proto: proto, SrcPort: sport, DstPort: e.Port + 1, TCPFlags: 0x02}, "port above "+e.Name)
-		g.add(packet.Spec{Src: src, Dst: dst, Proto: proto, SrcPort: sport, DstPort: e.Port - 1, TCPFlags: 0x02}, "port below "+e.Name)
-		g.add(packet.Spec{Src: src, Dst: other, Proto: proto, SrcPort: sport, DstPort: e.Port, TCPFlags: 0x02}, "other address "+e.Name)
-		g.add(packet.Spec{Src: peer, Dst: dst, Proto: proto, SrcPort: sport + 1, DstPort: e.Port, TCPFlags: 0x18}, "other peer "+e.Name)
-		g.add(packet.Spec{Src: src, Dst: dst, Proto: 23 - proto, SrcPort: sport, DstPort: e.Port, TCPFlags: 0x02}, "other protocol "+e.Name)
-		for _, a := range g.addrs[1:] {
-			g.add(packet.Spec{Src: src, Dst: a, Proto: proto, SrcPort: sport, DstPort: e.Port, TCPFlags: 0x02}, "second address "+e.Name)
+		for _, k := range []uint8{portAbove, portBelow, otherAddress, otherPeer, otherProtocol} {
+			g.base = append(g.base, target{ep: ep, kind: k, sport: sport})
+		}
+		for a := 1; a < len(g.addrs); a++ {
+			g.base = append(g.base, target{ep: ep, kind: secondAddress, sport: sport, arg: int32(a)})
 		}
 	}
 	g.add(packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us}, "arp for us")
@@ -125,22 +146,72 @@ func (g *Gen) targets() {
 	g.add(packet.Spec{EtherType: 0x86dd, Payload: make([]byte, 46)}, "ipv6")
 }
 
+// spec makes a target's frame description and label.
+func (g *Gen) spec(t target) (packet.Spec, string) {
+	if t.ep < 0 {
+		f := g.fixed[t.arg]
+		f.spec.DstMAC = g.mac
+		return f.spec, f.label
+	}
+	e := g.st.Endpoints[t.ep]
+	if t.kind == openMX {
+		return packet.Spec{DstMAC: g.mac, EtherType: packet.EtherTypeOpenMX, OMXDstEP: uint8(t.arg), OMXType: 0x11}, "openmx " + e.Name
+	}
+	proto := uint8(packet.ProtoUDP)
+	if e.Proto == lpg.TCP {
+		proto = packet.ProtoTCP
+	}
+	dst := g.addrs[0]
+	if !e.AnyAddr {
+		dst = ip(e.Addr)
+	}
+	src := g.peer
+	if e.Flow {
+		src = ip(e.Remote)
+	}
+	s := packet.Spec{DstMAC: g.mac, Src: src, Dst: dst, Proto: proto, SrcPort: t.sport, DstPort: e.Port, TCPFlags: 0x02}
+	switch t.kind {
+	case atEndpoint:
+		s.TCPFlags = 0
+		if proto == packet.ProtoTCP {
+			s.TCPFlags = tcpFlags[t.arg]
+		}
+		return s, "at " + e.Name
+	case portAbove:
+		s.DstPort++
+		return s, "port above " + e.Name
+	case portBelow:
+		s.DstPort--
+		return s, "port below " + e.Name
+	case otherAddress:
+		s.Dst = g.other
+		return s, "other address " + e.Name
+	case otherPeer:
+		s.Src, s.SrcPort, s.TCPFlags = g.peer, t.sport+1, 0x18
+		return s, "other peer " + e.Name
+	case otherProtocol:
+		s.Proto = 23 - proto
+		return s, "other protocol " + e.Name
+	default: // secondAddress
+		s.Dst = g.addrs[t.arg]
+		return s, "second address " + e.Name
+	}
+}
+
 // Next returns the next frame: targeted frames first, each in turn, then
 // damaged and random ones.
 func (g *Gen) Next() Frame {
 	i := g.n
 	g.n++
 	if i < len(g.base) {
-		t := g.base[i]
-		b, err := packet.Build(t.spec)
+		s, label := g.spec(g.base[i])
+		b, err := packet.Build(s)
 		if err != nil {
 			return Frame{Data: nil, CRCOK: true, Label: "empty"}
 		}
-		return Frame{Data: b, CRCOK: true, Label: t.label}
+		return Frame{Data: b, CRCOK: true, Label: label}
 	}
-	t := g.base[g.rng.Intn(len(g.base))]
-	s := t.spec
-	label := t.label
+	s, label := g.spec(g.base[g.rng.Intn(len(g.base))])
 	var post func([]byte) []byte
 	crc := true
 	if g.rng.Intn(4) == 0 && s.EtherType == 0 {

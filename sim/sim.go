@@ -21,12 +21,14 @@ type Sim struct {
 	Em    *embed.Embedding
 	hw    *prg.Interp
 	ref   *lpg.Interp
-	queue map[int]*lpg.Interp
+	queue map[int]*lpg.Interp // compiled on a queue's first frame
+	bad   map[int]error       // queues whose software graph does not compile
 	env   env
 	last  prg.Result
 }
 
-// New prepares the interpreters.
+// New prepares the interpreters of the NIC and of the LPG; a queue's
+// software graph is compiled when the first frame reaches it.
 func New(em *embed.Embedding) (*Sim, error) {
 	hw, err := prg.NewInterp(em.Model, em.Config)
 	if err != nil {
@@ -36,15 +38,30 @@ func New(em *embed.Embedding) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{Em: em, hw: hw, ref: ref, queue: map[int]*lpg.Interp{}}
-	for _, qe := range em.Queues {
-		in, err := lpg.NewInterp(qe.SW())
-		if err != nil {
-			return nil, fmt.Errorf("queue %d: %v", qe.ID, err)
-		}
-		s.queue[qe.ID] = in
+	return &Sim{Em: em, hw: hw, ref: ref, queue: map[int]*lpg.Interp{}, bad: map[int]error{}}, nil
+}
+
+// queueInterp returns the interpreter of a queue's software graph, nil
+// when the queue has none.
+func (s *Sim) queueInterp(q int) (*lpg.Interp, error) {
+	if in, ok := s.queue[q]; ok {
+		return in, nil
 	}
-	return s, nil
+	if err, ok := s.bad[q]; ok {
+		return nil, err
+	}
+	qe := s.Em.Queue(q)
+	if qe == nil {
+		s.queue[q] = nil
+		return nil, nil
+	}
+	in, err := lpg.NewInterp(qe.SW())
+	if err != nil {
+		s.bad[q] = fmt.Errorf("queue %d: %v", q, err)
+		return nil, s.bad[q]
+	}
+	s.queue[q] = in
+	return in, nil
 }
 
 // Result is what happened to one frame.
@@ -77,7 +94,11 @@ func (s *Sim) Run(frame []byte, crcOK bool) Result {
 		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: hw.DropNode, Port: hw.DropPort}
 		return r
 	}
-	q := s.queue[hw.Queue]
+	q, err := s.queueInterp(hw.Queue)
+	if err != nil {
+		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: fmt.Sprintf("(%v)", err)}
+		return r
+	}
 	if q == nil {
 		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: fmt.Sprintf("(queue %d has no software graph)", hw.Queue)}
 		return r
@@ -85,6 +106,16 @@ func (s *Sim) Run(frame []byte, crcOK bool) Result {
 	s.env = env{frame: s.hw.Frame(), hw: hw}
 	r.Embedded = q.RunEnv(&s.env)
 	return r
+}
+
+// RunNIC sends one frame through the configured NIC and the LPG alone,
+// not through the queue's software: the queue it reaches (-1 when the NIC
+// dropped it) and the LPG's outcome. LastReported and Hash then describe
+// this frame.
+func (s *Sim) RunNIC(frame []byte, crcOK bool) (int, lpg.Outcome) {
+	ref := s.ref.Run(frame, crcOK)
+	s.last = s.hw.Run(frame, crcOK)
+	return s.last.Queue, ref
 }
 
 // SoftwareGraph returns a queue's software graph.

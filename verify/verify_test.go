@@ -216,7 +216,7 @@ func TestMixedStacks(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, kind := range []string{"newDense(", "newHashed("} {
-						if bytes.Contains(files["fallback.go"], []byte(kind)) {
+						if bytes.Contains(files["tables.go"], []byte(kind)) {
 							tables[kind] = true
 						}
 					}

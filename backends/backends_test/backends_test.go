@@ -6,6 +6,7 @@ package backends_test
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"maps"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/backends/gofallback"
 	"github.com/dragonc/dragonc/backends/linux"
@@ -23,6 +26,7 @@ import (
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/internal/stackgen"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -45,8 +49,35 @@ func outputs(t testing.TB, r *embed.Result, st *lpg.Stack, source string) map[st
 	}
 	for k, v := range fb {
 		files["fallback/"+k] = v
+		if strings.HasSuffix(k, ".go") {
+			gofmtClean(t, k, v)
+		}
 	}
 	return files
+}
+
+// gofmtClean fails the test when gofmt would change a generated file.
+func gofmtClean(t testing.TB, name string, src []byte) {
+	t.Helper()
+	b, err := format.Source(src)
+	if err != nil {
+		t.Fatalf("%s does not parse: %v", name, err)
+	}
+	if !bytes.Equal(b, src) {
+		t.Errorf("%s is not gofmt-clean:\n%s", name, cmp.Diff(strings.Split(string(b), "\n"), strings.Split(string(src), "\n")))
+	}
+}
+
+// TestTablesGofmtClean: the lookup tables of large stacks, written without
+// the formatter, are in gofmt's layout.
+func TestTablesGofmtClean(t *testing.T) {
+	for _, flowsFirst := range []bool{false, true} {
+		r, st := plan(t, "82599", "mixed.lpg", stackgen.Mixed(2000, flowsFirst))
+		files := outputs(t, r, st, "mixed.lpg")
+		if len(files["fallback/tables.go"]) == 0 {
+			t.Fatalf("flows first %v: no tables.go for 2,000 endpoints", flowsFirst)
+		}
+	}
 }
 
 func write(t testing.TB, dir string, files map[string][]byte) {

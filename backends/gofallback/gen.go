@@ -63,6 +63,12 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		"fallback.go": main,
 		"fields.go":   g.format(g.header() + "\npackage fallback\n\n" + FieldDecls(usedFields(r))),
 	}
+	if g.tables.Len() > 0 {
+		// The tables are written in gofmt's layout (one entry per line,
+		// no alignment) and skip the formatter, which would spend seconds
+		// on a hundred thousand entries; a test checks the layout.
+		files["tables.go"] = []byte(g.header() + "\npackage fallback\n\n" + strings.TrimSuffix(g.tables.String(), "\n"))
+	}
 	for _, name := range []string{"decode.go", "table.go", "verdict.go"} {
 		b, err := runtime.ReadFile("fallback/" + name)
 		if err != nil {
@@ -150,8 +156,33 @@ func goIdent(s string) string {
 
 // fieldConst is the generated constant naming a field's slot.
 func fieldConst(name string) string {
+	if c, ok := fieldConsts[name]; ok {
+		return c
+	}
 	return "f" + fieldSuffix(name)
 }
+
+// presenceBits caches PresenceBit for the vocabulary's fields that have
+// a presence group.
+var presenceBits = func() map[string]string {
+	m := map[string]string{}
+	for f := range pred.Fields {
+		func() {
+			defer func() { recover() }()
+			m[f] = PresenceBit(f)
+		}()
+	}
+	return m
+}()
+
+// fieldConsts caches fieldConst for the vocabulary.
+var fieldConsts = func() map[string]string {
+	m := map[string]string{}
+	for f := range pred.Fields {
+		m[f] = "f" + fieldSuffix(f)
+	}
+	return m
+}()
 
 func fieldSuffix(name string) string {
 	parts := strings.FieldsFunc(name, func(r rune) bool { return r == '.' || r == '_' })
@@ -328,7 +359,6 @@ func (g *gen) mainFile() ([]byte, error) {
 	}
 	w("\t}\n\treturn Verdict{Kind: Drop, Index: %d} // no such queue\n}\n\n", g.dropSite("(no such queue)", ""))
 	b.WriteString(code.String())
-	b.WriteString(g.tables.String())
 	return g.format(b.String()), nil
 }
 
@@ -561,47 +591,73 @@ type run struct {
 
 // portShape splits a port's predicate into equality fields and the rest.
 type portShape struct {
-	vals map[string][]uint64
-	conj map[string]pred.Expr // the conjunct fixing each field
-	rest []pred.Expr
-	sig  string
+	fields []shapeField // sorted by field
+	rest   []pred.Expr
+	sig    string
+}
+
+// shapeField is a field a port's predicate fixes to one of a few values,
+// and the conjunct that does.
+type shapeField struct {
+	field string
+	vals  []uint64
+	conj  pred.Expr
+}
+
+// vals returns the values a port fixes field to (nil: it does not).
+func (s *portShape) vals(field string) []uint64 {
+	for i := range s.fields {
+		if s.fields[i].field == field {
+			return s.fields[i].vals
+		}
+	}
+	return nil
 }
 
 func (g *gen) shapeOf(e pred.Expr, known map[string]bool) portShape {
-	s := portShape{vals: map[string][]uint64{}, conj: map[string]pred.Expr{}}
-	for _, c := range conjuncts(e) {
+	var s portShape
+	eachConjunct(e, func(c pred.Expr) {
 		cmp, ok := c.(pred.Cmp)
-		if ok && cmp.Mask == 0 && s.vals[cmp.Field] == nil {
+		if ok && cmp.Mask == 0 && s.vals(cmp.Field) == nil {
 			switch {
 			case cmp.Op == pred.Eq:
-				s.vals[cmp.Field] = []uint64{cmp.Value}
-				s.conj[cmp.Field] = c
-				continue
+				s.fields = append(s.fields, shapeField{cmp.Field, []uint64{cmp.Value}, c})
+				return
 			case cmp.Op == pred.In && singletons(cmp.Ranges):
-				for _, r := range cmp.Ranges {
-					s.vals[cmp.Field] = append(s.vals[cmp.Field], r.Lo)
+				vals := make([]uint64, len(cmp.Ranges))
+				for i, r := range cmp.Ranges {
+					vals[i] = r.Lo
 				}
-				s.conj[cmp.Field] = c
-				continue
+				s.fields = append(s.fields, shapeField{cmp.Field, vals, c})
+				return
 			}
 		}
 		s.rest = append(s.rest, c)
-	}
-	var fields []string
-	for f := range s.vals {
-		fields = append(fields, f)
-	}
-	sort.Strings(fields)
-	inKeys, copied := known, false
-	for _, f := range fields {
-		if !inKeys[group(f)] {
-			if !copied {
-				inKeys, copied = maps.Clone(known), true
-			}
-			inKeys[group(f)] = true
+	})
+	slices.SortFunc(s.fields, func(a, b shapeField) int { return strings.Compare(a.field, b.field) })
+	var sig strings.Builder
+	for i, f := range s.fields {
+		if i > 0 {
+			sig.WriteByte(',')
 		}
+		sig.WriteString(f.field)
 	}
-	s.sig = strings.Join(fields, ",") + "|" + g.condKnown(and(s.rest), inKeys)
+	sig.WriteByte('|')
+	if len(s.rest) == 0 {
+		sig.WriteString(g.condKnown(nil, known))
+	} else {
+		inKeys, copied := known, false
+		for _, f := range s.fields {
+			if !inKeys[group(f.field)] {
+				if !copied {
+					inKeys, copied = maps.Clone(known), true
+				}
+				inKeys[group(f.field)] = true
+			}
+		}
+		sig.WriteString(g.condKnown(and(s.rest), inKeys))
+	}
+	s.sig = sig.String()
 	return s
 }
 
@@ -679,24 +735,19 @@ func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[s
 // ports expand into too many entries.
 func (g *gen) planTable(r *run, shapes []portShape) bool {
 	first := shapes[0]
-	var fields []string
-	for f := range first.vals {
-		fields = append(fields, f)
-	}
-	sort.Strings(fields)
-	for _, f := range fields {
+	for _, f := range first.fields {
 		same := true
 		for _, s := range shapes[1:] {
-			if !slices.Equal(s.vals[f], first.vals[f]) {
+			if !slices.Equal(s.vals(f.field), f.vals) {
 				same = false
 				break
 			}
 		}
 		if same {
-			r.common = append(r.common, first.conj[f])
+			r.common = append(r.common, f.conj)
 			continue
 		}
-		r.keys = append(r.keys, f)
+		r.keys = append(r.keys, f.field)
 	}
 	if len(r.keys) == 0 || len(packKey(r.keys)) == 0 {
 		return false
@@ -704,7 +755,7 @@ func (g *gen) planTable(r *run, shapes []portShape) bool {
 	for _, s := range shapes {
 		n := 1
 		for _, f := range r.keys {
-			n *= len(s.vals[f])
+			n *= len(s.vals(f))
 		}
 		if n > maxKeyValues {
 			return false
@@ -767,7 +818,7 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 		for _, ks := range slots {
 			var nc [][2]uint64
 			for _, c := range combos {
-				for _, x := range s.vals[ks.field] {
+				for _, x := range s.vals(ks.field) {
 					c2 := c
 					c2[ks.word] |= x << uint(ks.shift)
 					nc = append(nc, c2)
@@ -784,11 +835,17 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	}
 	// Tables with the same entries (the listeners every queue serves)
 	// are declared once for all queues.
-	var body strings.Builder
+	body := make([]byte, 0, len(ents)*48)
 	for _, e := range ents {
-		fmt.Fprintf(&body, "\t{%#x, %#x, %s},\n", e.k[0], e.k[1], e.v)
+		body = append(body, "\t{0x"...)
+		body = strconv.AppendUint(body, e.k[0], 16)
+		body = append(body, ", 0x"...)
+		body = strconv.AppendUint(body, e.k[1], 16)
+		body = append(body, ", "...)
+		body = append(body, e.v...)
+		body = append(body, "},\n"...)
 	}
-	content := fmt.Sprint(words, "|", body.String())
+	content := strconv.Itoa(words) + "|" + string(body)
 	name, declared := g.tableNames[content]
 	if !declared {
 		name = fmt.Sprintf("table%d", len(g.tableNames))
@@ -806,7 +863,7 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 		} else {
 			fmt.Fprintf(&g.tables, "var %s = newHashed([]entry{\n", name)
 		}
-		g.tables.WriteString(body.String())
+		g.tables.Write(body)
 		g.tables.WriteString("})\n\n")
 	}
 
@@ -877,6 +934,17 @@ func switchKey(n *graph.Node, ports []int) (string, bool) {
 		}
 	}
 	return best, bestN >= 4
+}
+
+// eachConjunct calls f with each conjunct of e, flattening nested Ands.
+func eachConjunct(e pred.Expr, f func(pred.Expr)) {
+	if a, ok := e.(pred.And); ok {
+		for _, x := range a.X {
+			eachConjunct(x, f)
+		}
+		return
+	}
+	f(e)
 }
 
 func conjuncts(e pred.Expr) []pred.Expr {
@@ -975,7 +1043,7 @@ func (g *gen) verdict(o lpg.Outcome) string {
 // compactVerdict is a verdict as a table entry writes it.
 func (g *gen) compactVerdict(o lpg.Outcome) string {
 	kind, index := g.verdictParts(o)
-	return fmt.Sprintf("Verdict{%s, %s}", kind, index)
+	return "Verdict{" + kind + ", " + index + "}"
 }
 
 // verdictParts is a verdict's kind and the number of its endpoint, reply,
@@ -996,80 +1064,118 @@ func (g *gen) verdictParts(o lpg.Outcome) (string, string) {
 // decoded fields f and the metadata m; the presence tests of the groups
 // in known (already proven present) are left out.
 func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
+	return string(g.appendCond(nil, e, known))
+}
+
+// appendHex appends x as %#x does.
+func appendHex(buf []byte, x uint64) []byte {
+	return strconv.AppendUint(append(buf, "0x"...), x, 16)
+}
+
+// appendHas appends the test of a field's presence bit.
+func appendHas(buf []byte, field string) []byte {
+	buf = append(buf, "f.has&"...)
+	if bit, ok := presenceBits[field]; ok {
+		buf = append(buf, bit...)
+	} else {
+		buf = append(buf, PresenceBit(field)...)
+	}
+	return append(buf, " != 0"...)
+}
+
+// appendCond appends condKnown's rendering of e to buf.
+func (g *gen) appendCond(buf []byte, e pred.Expr, known map[string]bool) []byte {
 	switch e := e.(type) {
 	case nil:
-		return "true"
+		return append(buf, "true"...)
 	case pred.Const:
 		if e {
-			return "true"
+			return append(buf, "true"...)
 		}
-		return "false"
+		return append(buf, "false"...)
 	case pred.Not:
-		return "!(" + g.condKnown(e.X, known) + ")"
-	case pred.And:
-		parts := make([]string, len(e.X))
-		for i, x := range e.X {
-			parts[i] = "(" + g.condKnown(x, known) + ")"
+		buf = append(buf, "!("...)
+		return append(g.appendCond(buf, e.X, known), ')')
+	case pred.And, pred.Or:
+		xs, sep := []pred.Expr(nil), " && "
+		if a, ok := e.(pred.And); ok {
+			xs = a.X
+		} else {
+			xs, sep = e.(pred.Or).X, " || "
 		}
-		return strings.Join(parts, " && ")
-	case pred.Or:
-		parts := make([]string, len(e.X))
-		for i, x := range e.X {
-			parts[i] = "(" + g.condKnown(x, known) + ")"
+		for i, x := range xs {
+			if i > 0 {
+				buf = append(buf, sep...)
+			}
+			buf = append(buf, '(')
+			buf = append(g.appendCond(buf, x, known), ')')
 		}
-		return strings.Join(parts, " || ")
+		return buf
 	case pred.Atom:
 		bit, ok := g.flags[e.Name]
 		if !ok || e.Value != "true" {
 			if g.err == nil {
 				g.err = fmt.Errorf("the Go fallback cannot express the opaque predicate %s", e)
 			}
-			return "false"
+			return append(buf, "false"...)
 		}
-		return fmt.Sprintf("m.Flags&Flag%s != 0", goIdent(g.flagOrd[bit]))
+		buf = append(buf, "m.Flags&Flag"...)
+		buf = append(buf, goIdent(g.flagOrd[bit])...)
+		return append(buf, " != 0"...)
 	case pred.Cmp:
-		fc := fieldConst(e.Field)
-		v := fmt.Sprintf("f.v[%s]", fc)
-		if e.Mask != 0 {
-			v = fmt.Sprintf("(%s & %#x)", v, e.Mask)
-		}
-		has := fmt.Sprintf("f.has&%s != 0", PresenceBit(e.Field))
-		var test string
-		switch e.Op {
-		case pred.In:
-			if e.Mask == 0 && len(e.Ranges) == 1 && e.Ranges[0].Lo == 0 && e.Ranges[0].Hi >= 1<<uint(pred.Fields[e.Field].Bits)-1 {
-				test = "true" // every value of the field: only its presence is tested
-				if known[group(e.Field)] {
-					return test
-				}
-				return has
+		isKnown := known[group(e.Field)]
+		if e.Op == pred.In && e.Mask == 0 && len(e.Ranges) == 1 && e.Ranges[0].Lo == 0 && e.Ranges[0].Hi >= 1<<uint(pred.Fields[e.Field].Bits)-1 {
+			// Every value of the field: only its presence is tested.
+			if isKnown {
+				return append(buf, "true"...)
 			}
-			var parts []string
-			for _, r := range e.Ranges {
-				if r.Lo == r.Hi {
-					parts = append(parts, fmt.Sprintf("%s == %#x", v, r.Lo))
-				} else if r.Lo == 0 {
-					parts = append(parts, fmt.Sprintf("%s <= %#x", v, r.Hi))
-				} else {
-					parts = append(parts, fmt.Sprintf("%s >= %#x && %s <= %#x", v, r.Lo, v, r.Hi))
-				}
-			}
-			if len(parts) == 0 {
-				return "false"
-			}
-			test = "(" + strings.Join(parts, " || ") + ")"
-		default:
-			test = fmt.Sprintf("%s %s %#x", v, e.Op, e.Value)
+			return appendHas(buf, e.Field)
 		}
-		if known[group(e.Field)] {
-			return test
+		if e.Op == pred.In && len(e.Ranges) == 0 {
+			return append(buf, "false"...)
 		}
-		return has + " && " + test
+		if !isKnown {
+			buf = append(appendHas(buf, e.Field), " && "...)
+		}
+		v := func(buf []byte) []byte {
+			if e.Mask != 0 {
+				buf = append(buf, '(')
+			}
+			buf = append(buf, "f.v["...)
+			buf = append(buf, fieldConst(e.Field)...)
+			buf = append(buf, ']')
+			if e.Mask != 0 {
+				buf = append(buf, " & "...)
+				buf = append(appendHex(buf, e.Mask), ')')
+			}
+			return buf
+		}
+		if e.Op != pred.In {
+			buf = append(v(buf), ' ')
+			buf = append(buf, e.Op.String()...)
+			return appendHex(append(buf, ' '), e.Value)
+		}
+		buf = append(buf, '(')
+		for i, r := range e.Ranges {
+			if i > 0 {
+				buf = append(buf, " || "...)
+			}
+			switch {
+			case r.Lo == r.Hi:
+				buf = appendHex(append(v(buf), " == "...), r.Lo)
+			case r.Lo == 0:
+				buf = appendHex(append(v(buf), " <= "...), r.Hi)
+			default:
+				buf = appendHex(append(v(buf), " >= "...), r.Lo)
+				buf = appendHex(append(v(append(buf, " && "...)), " <= "...), r.Hi)
+			}
+		}
+		return append(buf, ')')
 	}
 	if g.err == nil {
 		g.err = fmt.Errorf("dragonc: internal error: predicate %T", e)
 	}
-	return "false"
+	return append(buf, "false"...)
 }
 
 // usedFields lists the fields the software pipelines read.
@@ -1127,13 +1233,15 @@ func (g *gen) testFile() ([]byte, error) {
 	w("var cases = []struct {\n\tqueue int\n\tframe string\n\tmeta  Meta\n\twant  Verdict\n}{\n")
 	n := 0
 	for i := 0; i < g.opt.TestFrames*4 && n < g.opt.TestFrames; i++ {
+		// The want is the LPG's verdict, not the embedded software
+		// graph's: the generated code must agree with the LPG.
 		f := gen.Next()
-		res := s.Run(f.Data, f.CRCOK)
-		if res.Queue < 0 || !res.Match() {
+		queue, ref := s.RunNIC(f.Data, f.CRCOK)
+		if queue < 0 {
 			continue
 		}
 		flags := g.flagsOf(s, f)
-		w("\t{%d, %s, Meta{CRCOK: %v, Flags: %s}, %s}, // %s\n", res.Queue, strconv.Quote(hex.EncodeToString(f.Data)), f.CRCOK, flags, g.verdict(res.Ref), oneLine(f.Label))
+		w("\t{%d, %s, Meta{CRCOK: %v, Flags: %s}, %s}, // %s\n", queue, strconv.Quote(hex.EncodeToString(f.Data)), f.CRCOK, flags, g.verdict(ref), oneLine(f.Label))
 		n++
 	}
 	w("}\n\n")
