@@ -2,13 +2,17 @@ package embed
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/dsl"
@@ -539,6 +543,44 @@ func TestTablesFullWarning(t *testing.T) {
 		}
 		if found != (nic == "82576") {
 			t.Errorf("%s: full warning %v; warnings %q", nic, found, r.Plan.Warnings)
+		}
+	}
+}
+
+// TestWriteJSONIsMarshalIndent: the plan written one element at a time is
+// byte for byte json.MarshalIndent's, for every NIC and example, an
+// incremental plan, and plans with empty, nil and hostile fields.
+func TestWriteJSONIsMarshalIndent(t *testing.T) {
+	if n := reflect.TypeFor[Plan]().NumField(); n != 16 {
+		t.Fatalf("Plan has %d fields; WriteJSON lists 16: add the new one there", n)
+	}
+	var plans []*Plan
+	examples, _ := filepath.Glob("../examples/*.lpg")
+	for _, nic := range nicNames {
+		for _, ex := range examples {
+			src, _ := os.ReadFile(ex)
+			r, err := Run(stackInput(t, nic, string(src), "balance", "default"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plans = append(plans, r.Plan)
+		}
+	}
+	hostile := &Plan{GeneratedBy: "dragonc", DragoncVersion: "v<1>&\u2028", Driver: "ixgbe", Changes: &Changes{},
+		Queues: []PlanQueue{}, Placement: map[string]PlanPlace{"b\"<": {}, "a": {}}, Engines: []PlanEngine{{}},
+		Warnings: []string{"</script>", "\x00\x1b"}}
+	plans = append(plans, &Plan{}, hostile)
+	for i, p := range plans {
+		want, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := p.WriteJSON(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), append(want, '\n')) {
+			t.Errorf("plan %d (%s on %s):\n%s", i, p.Stack, p.NIC, cmp.Diff(string(want)+"\n", got.String()))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -56,15 +57,25 @@ type QueueEmbedding struct {
 	keep      []bool // per LPG node ID: a node of the software graph
 	fixed     []int  // per LPG node ID: the live port of a bypassed node
 	swOnce    sync.Once
-	sw        *graph.Graph
+	sw        atomic.Pointer[graph.Graph]
 }
 
 // SW returns the queue's software graph: the LPG with decided nodes
 // bypassed, unreachable ones removed, and descriptor flags read. It is
 // built when first asked for (a plan alone does not need it).
 func (qe *QueueEmbedding) SW() *graph.Graph {
-	qe.swOnce.Do(func() { qe.sw = qe.em.software(qe) })
-	return qe.sw
+	qe.swOnce.Do(func() { qe.sw.Store(qe.em.software(qe)) })
+	return qe.sw.Load()
+}
+
+// BuildSW returns the queue's software graph like SW, but does not keep a
+// graph it has to build: for a caller that visits each queue's graph once
+// and would otherwise hold every queue's graph at the same time.
+func (qe *QueueEmbedding) BuildSW() *graph.Graph {
+	if g := qe.sw.Load(); g != nil {
+		return g
+	}
+	return qe.em.software(qe)
 }
 
 // Software lists the nodes of the queue's software graph in order.
@@ -208,6 +219,16 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 		em.place(qe)
 	}
 	return em, nil
+}
+
+// dropCaches lets go of what only the construction reads: the port
+// indexes and port boxes its walks filled, which a later walk builds
+// again, and the path box of every LPG node (at 100,000 endpoints, about
+// 200 MB in all).
+func (em *Embedding) dropCaches() {
+	em.index = map[int]*portIndex{}
+	em.pbox = map[*graph.Port]portBox{}
+	em.lpgBox = nil
 }
 
 // portIndex finds, among the many ports of a table node, those whose

@@ -1,9 +1,13 @@
 package embed
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -131,14 +135,94 @@ type PlanRule struct {
 	Action   string `json:"action"`
 }
 
-// WriteJSON writes the plan, indented, with a final newline.
+// WriteJSON writes the plan, indented, with a final newline: the bytes of
+// json.MarshalIndent(p, "", "  "), written one list element at a time so
+// that a plan of 100,000 endpoints is never held twice in memory.
 func (p *Plan) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(p, "", "  ")
+	bw := bufio.NewWriterSize(w, 64<<10)
+	type field struct {
+		name string
+		v    any
+		omit bool
+	}
+	fields := []field{
+		{"generated_by", p.GeneratedBy, false},
+		{"schema_version", p.SchemaVersion, false},
+		{"dragonc_version", p.DragoncVersion, p.DragoncVersion == ""},
+		{"nic", p.NIC, false},
+		{"stack", p.Stack, false},
+		{"strategy", p.Strategy, false},
+		{"target", p.Target, false},
+		{"driver", p.Driver, p.Driver == ""},
+		{"cost", p.Cost, false},
+		{"queues", p.Queues, false},
+		{"config", p.Config, false},
+		{"endpoints", p.Endpoints, false},
+		{"placement", p.Placement, false},
+		{"engines", p.Engines, len(p.Engines) == 0},
+		{"changes", p.Changes, p.Changes == nil},
+		{"warnings", p.Warnings, false},
+	}
+	const in1, in2 = "  ", "    "
+	var err error
+	put := func(prefix string, v any) {
+		if err != nil {
+			return
+		}
+		var b []byte
+		if b, err = json.MarshalIndent(v, prefix, "  "); err == nil {
+			bw.Write(b)
+		}
+	}
+	bw.WriteString("{")
+	first := true
+	for _, f := range fields {
+		if f.omit {
+			continue
+		}
+		if !first {
+			bw.WriteString(",")
+		}
+		first = false
+		bw.WriteString("\n" + in1 + strconv.Quote(f.name) + ": ")
+		rv := reflect.ValueOf(f.v)
+		switch {
+		case rv.Kind() == reflect.Slice && !rv.IsNil() && rv.Len() > 0:
+			bw.WriteString("[")
+			for i := range rv.Len() {
+				if i > 0 {
+					bw.WriteString(",")
+				}
+				bw.WriteString("\n" + in2)
+				put(in2, rv.Index(i).Interface())
+			}
+			bw.WriteString("\n" + in1 + "]")
+		case rv.Kind() == reflect.Map && !rv.IsNil() && rv.Len() > 0:
+			keys := make([]string, 0, rv.Len())
+			for _, k := range rv.MapKeys() {
+				keys = append(keys, k.String())
+			}
+			slices.Sort(keys)
+			bw.WriteString("{")
+			for i, k := range keys {
+				if i > 0 {
+					bw.WriteString(",")
+				}
+				bw.WriteString("\n" + in2)
+				put(in2, k)
+				bw.WriteString(": ")
+				put(in2, rv.MapIndex(reflect.ValueOf(k)).Interface())
+			}
+			bw.WriteString("\n" + in1 + "}")
+		default:
+			put(in1, f.v)
+		}
+	}
+	bw.WriteString("\n}\n")
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return bw.Flush()
 }
 
 // PlanSchemaVersion is the version of plan.json's schema. It changes when

@@ -141,6 +141,8 @@ func Run(in *Input) (*Result, error) {
 	}
 	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement}
 	r.Plan = r.plan()
+	em.dropCaches()
+	p.boxes = nil // the endpoints keep their own
 	return r, nil
 }
 

@@ -49,19 +49,38 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		opt.TestFrames = 200
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
-		replyIdx: map[string]int{}, sinkIdx: map[string]int{}, dropIdx: map[[2]string]int{}, tableNames: map[string]string{}}
+		replyIdx: map[string]int{}, sinkIdx: map[string]int{}, dropIdx: map[[2]string]int{}, tableNames: map[string]string{},
+		used: map[string]bool{}}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
 	}
+	// The test's frames go through the NIC and the LPG while the code is
+	// generated.
+	var cases []testCase
+	var casesErr error
+	casesDone := make(chan struct{})
+	go func() {
+		defer close(casesDone)
+		defer func() {
+			if p := recover(); p != nil {
+				casesErr = fmt.Errorf("dragonc: internal error: %v", p)
+			}
+		}()
+		cases, casesErr = testCases(r, st, g.opt)
+	}()
 	main, err := g.mainFile()
+	<-casesDone
 	if err != nil {
 		return nil, err
+	}
+	if casesErr != nil {
+		return nil, casesErr
 	}
 	files := map[string][]byte{
 		"go.mod":      []byte(fmt.Sprintf("module %s\n\ngo 1.21\n", opt.Module)),
 		"fallback.go": main,
-		"fields.go":   g.format(g.header() + "\npackage fallback\n\n" + FieldDecls(usedFields(r))),
+		"fields.go":   g.format(g.header() + "\npackage fallback\n\n" + FieldDecls(g.used)),
 	}
 	if g.tables.Len() > 0 {
 		// The tables are written in gofmt's layout (one entry per line,
@@ -76,7 +95,7 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		}
 		files[name] = append([]byte(g.header()+"\n"), b...)
 	}
-	test, err := g.testFile()
+	test, err := g.testFile(cases)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +124,7 @@ type gen struct {
 	tables     strings.Builder
 	tableNames map[string]string // entries -> table
 	curSW      *graph.Graph
+	used       map[string]bool // the fields the queues' software reads
 	err        error
 }
 
@@ -255,10 +275,8 @@ func (g *gen) mainFile() ([]byte, error) {
 	for i, e := range g.st.Endpoints {
 		g.epIndex[e.Name] = i
 	}
-	g.flagOrd = FlagOrder(g.r)
-	for i, f := range g.flagOrd {
-		g.flags[f] = i
-	}
+	// The descriptor flags are numbered as the queues' graphs are visited
+	// (queueFunc), in FlagOrder's order.
 	g.endpointIdents()
 	// Queue code first: it decides which names the verdicts refer to.
 	g.dropSite("", "")
@@ -412,7 +430,9 @@ func (g *gen) dropCode(node, port string) string {
 // queueFunc returns one queue's entry point, its helpers and its tables,
 // with qPrefix standing for its name.
 func (g *gen) queueFunc(q *dembed.QueueEmbedding) (string, error) {
-	sw := q.SW()
+	sw := q.BuildSW() // one queue's graph at a time: at 100,000 endpoints each is tens of MB
+	g.readFields(sw)
+	g.flagOrd = appendFlags(g.flagOrd, g.flags, sw)
 	preds := sw.Preds()
 	var helpers []int
 	g.curSW = sw
@@ -1178,61 +1198,66 @@ func (g *gen) appendCond(buf []byte, e pred.Expr, known map[string]bool) []byte 
 	return append(buf, "false"...)
 }
 
-// usedFields lists the fields the software pipelines read.
-func usedFields(r *dembed.Result) map[string]bool {
-	out := map[string]bool{}
-	walk := func(e pred.Expr) {
-		pred.Inspect(e, func(e pred.Expr) bool {
-			if c, ok := e.(pred.Cmp); ok {
-				out[c.Field] = true
-			}
-			return true
-		})
-	}
-	for _, q := range r.Embedding.Queues {
-		for _, n := range q.SW().Nodes {
-			for _, p := range n.Ports {
-				walk(p.Pred)
-			}
+// readFields adds the fields a software graph reads to g.used.
+func (g *gen) readFields(sw *graph.Graph) {
+	for _, n := range sw.Nodes {
+		for _, p := range n.Ports {
+			pred.Inspect(p.Pred, func(e pred.Expr) bool {
+				if c, ok := e.(pred.Cmp); ok {
+					g.used[c.Field] = true
+				}
+				return true
+			})
 		}
 	}
-	return out
 }
 
 // FlagOrder lists the descriptor-reported checks the software reads, in
 // the order of their bits in the generated Flags type.
 func FlagOrder(r *dembed.Result) []string {
 	var out []string
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, q := range r.Embedding.Queues {
-		for _, n := range q.SW().Nodes {
-			for _, p := range n.Ports {
-				if a, ok := p.Pred.(pred.Atom); ok && a.Value == "true" && !seen[a.Name] {
-					seen[a.Name] = true
-					out = append(out, a.Name)
-				}
-			}
-		}
+		out = appendFlags(out, seen, q.BuildSW())
 	}
 	return out
 }
 
-// testFile writes a test that runs frames aimed at the stack through
-// Process and checks each verdict against the reference interpreter's,
-// checks that Process does not allocate, and benchmarks it.
-func (g *gen) testFile() ([]byte, error) {
-	s, err := sim.New(g.r.Embedding)
+// appendFlags appends to order the checks a software graph reads that it
+// does not hold yet, numbering them in seen.
+func appendFlags(order []string, seen map[string]int, sw *graph.Graph) []string {
+	for _, n := range sw.Nodes {
+		for _, p := range n.Ports {
+			if a, ok := p.Pred.(pred.Atom); ok && a.Value == "true" {
+				if _, dup := seen[a.Name]; !dup {
+					seen[a.Name] = len(order)
+					order = append(order, a.Name)
+				}
+			}
+		}
+	}
+	return order
+}
+
+// testCase is a frame of the generated test: where the NIC put it, what
+// it reported, and the LPG's verdict on it.
+type testCase struct {
+	queue    int
+	frame    sim.Frame
+	reported [][2]string
+	want     lpg.Outcome
+}
+
+// testCases runs frames aimed at the stack through the NIC and the LPG
+// alone. It reads the result only, so it runs while the code is generated.
+func testCases(r *dembed.Result, st *lpg.Stack, opt Options) ([]testCase, error) {
+	s, err := sim.New(r.Embedding)
 	if err != nil {
 		return nil, err
 	}
-	gen := sim.NewGen(g.st, g.opt.Seed)
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("%s\npackage fallback\n\nimport (\n\t\"encoding/hex\"\n\t\"testing\"\n)\n\n", g.header())
-	w("// cases are frames aimed at the stack, where the NIC put them, what it\n// reported, and the verdict of the LPG run alone on the same frame.\n")
-	w("var cases = []struct {\n\tqueue int\n\tframe string\n\tmeta  Meta\n\twant  Verdict\n}{\n")
-	n := 0
-	for i := 0; i < g.opt.TestFrames*4 && n < g.opt.TestFrames; i++ {
+	gen := sim.NewGen(st, opt.Seed)
+	var out []testCase
+	for i := 0; i < opt.TestFrames*4 && len(out) < opt.TestFrames; i++ {
 		// The want is the LPG's verdict, not the embedded software
 		// graph's: the generated code must agree with the LPG.
 		f := gen.Next()
@@ -1240,9 +1265,23 @@ func (g *gen) testFile() ([]byte, error) {
 		if queue < 0 {
 			continue
 		}
-		flags := g.flagsOf(s, f)
-		w("\t{%d, %s, Meta{CRCOK: %v, Flags: %s}, %s}, // %s\n", queue, strconv.Quote(hex.EncodeToString(f.Data)), f.CRCOK, flags, g.verdict(ref), oneLine(f.Label))
-		n++
+		out = append(out, testCase{queue, f, s.LastReported(), ref})
+	}
+	return out, nil
+}
+
+// testFile writes a test that runs frames aimed at the stack through
+// Process and checks each verdict against the reference interpreter's,
+// checks that Process does not allocate, and benchmarks it.
+func (g *gen) testFile(cases []testCase) ([]byte, error) {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("%s\npackage fallback\n\nimport (\n\t\"encoding/hex\"\n\t\"testing\"\n)\n\n", g.header())
+	w("// cases are frames aimed at the stack, where the NIC put them, what it\n// reported, and the verdict of the LPG run alone on the same frame.\n")
+	w("var cases = []struct {\n\tqueue int\n\tframe string\n\tmeta  Meta\n\twant  Verdict\n}{\n")
+	for _, c := range cases {
+		f := c.frame
+		w("\t{%d, %s, Meta{CRCOK: %v, Flags: %s}, %s}, // %s\n", c.queue, strconv.Quote(hex.EncodeToString(f.Data)), f.CRCOK, g.flagsOf(c.reported), g.verdict(c.want), oneLine(f.Label))
 	}
 	w("}\n\n")
 	w("func TestProcess(t *testing.T) {\n\tfor i, c := range cases {\n\t\tframe, err := hex.DecodeString(c.frame)\n\t\tif err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n")
@@ -1256,9 +1295,9 @@ func (g *gen) testFile() ([]byte, error) {
 }
 
 // flagsOf renders the descriptor flags the NIC reported for a frame.
-func (g *gen) flagsOf(s *sim.Sim, f sim.Frame) string {
+func (g *gen) flagsOf(reported [][2]string) string {
 	var parts []string
-	for _, rep := range s.LastReported() {
+	for _, rep := range reported {
 		if _, ok := g.flags[rep[0]]; ok && rep[1] == "true" {
 			parts = append(parts, "Flag"+goIdent(rep[0]))
 		}

@@ -204,24 +204,40 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 
 // outputs renders every file of embed -o.
 func outputs(r *embed.Result, st *lpg.Stack, source string) (map[string][]byte, error) {
+	// The Go fallback, the longest to make, is generated while the other
+	// files are written: they only read the result.
+	var fb map[string][]byte
+	var fbErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				fbErr = fmt.Errorf("internal error: %v", p)
+			}
+		}()
+		fb, fbErr = gofallback.Generate(r, st, gofallback.Options{Source: source, Seed: 1})
+	}()
 	files := map[string][]byte{}
+	files["linux.sh"] = []byte(linux.Script(r, source))
+	for name, data := range nicconf.Files(r, source) {
+		files[name] = data
+	}
+	files["embedding.dot"] = []byte(dot.Plan(r))
+	<-done
+	if fbErr != nil {
+		return nil, fbErr
+	}
+	// plan.json (100 MB at 100,000 endpoints) is written once the
+	// generator's working memory is free.
 	var b bytes.Buffer
 	if err := r.Plan.WriteJSON(&b); err != nil {
 		return nil, err
 	}
 	files["plan.json"] = b.Bytes()
-	files["linux.sh"] = []byte(linux.Script(r, source))
-	for name, data := range nicconf.Files(r, source) {
-		files[name] = data
-	}
-	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: source, Seed: 1})
-	if err != nil {
-		return nil, err
-	}
 	for name, data := range fb {
 		files["fallback/"+name] = data
 	}
-	files["embedding.dot"] = []byte(dot.Plan(r))
 	return files, nil
 }
 
