@@ -5,11 +5,13 @@
 package graph
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
 
 	gograph "gonum.org/v1/gonum/graph"
+	"gonum.org/v1/gonum/graph/iterator"
 	"gonum.org/v1/gonum/graph/simple"
 	"gonum.org/v1/gonum/graph/topo"
 
@@ -418,12 +420,12 @@ func (g *Graph) Reachable(roots []int) []bool {
 // predecessors through normal edges, ties broken by ID so the order is
 // stable. It fails on a cycle.
 func (g *Graph) TopoOrder() ([]int, error) {
-	d, self := g.directed(false)
-	if len(self) > 0 {
-		return nil, fmt.Errorf("node %s has an edge to itself", g.Nodes[self[0]].Name)
+	v := newView(g)
+	if v.self >= 0 {
+		return nil, fmt.Errorf("node %s has an edge to itself", g.Nodes[v.self].Name)
 	}
-	sorted, err := topo.SortStabilized(d, func(ns []gonumNode) {
-		sort.Slice(ns, func(i, j int) bool { return ns[i].ID() < ns[j].ID() })
+	sorted, err := topo.SortStabilized(v, func(ns []gonumNode) {
+		slices.SortFunc(ns, func(a, b gonumNode) int { return cmp.Compare(a.ID(), b.ID()) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("graph has a cycle")
@@ -436,6 +438,69 @@ func (g *Graph) TopoOrder() ([]int, error) {
 }
 
 type gonumNode = gograph.Node
+
+// view is a read-only gonum view of a graph's normal edges, over slices
+// rather than the maps of gonum's simple graphs: node IDs are indexes.
+// It holds what gonum's sorts ask for (Nodes and From); the rest of the
+// interface answers from the same slices.
+type view struct {
+	nodes []gonumNode
+	succ  [][]gonumNode // per node, distinct successors
+	self  int           // a node with an edge to itself, or -1
+}
+
+func newView(g *Graph) *view {
+	v := &view{nodes: make([]gonumNode, len(g.Nodes)), succ: make([][]gonumNode, len(g.Nodes)), self: -1}
+	for i := range g.Nodes {
+		v.nodes[i] = simple.Node(i)
+	}
+	seen := make([]int, len(g.Nodes)) // stamp: node ID + 1 of the last node that listed it
+	for _, n := range g.Nodes {
+		for _, p := range n.Ports {
+			for _, s := range p.Succ {
+				if s == n.ID {
+					if v.self < 0 {
+						v.self = s
+					}
+					continue
+				}
+				if seen[s] != n.ID+1 {
+					seen[s] = n.ID + 1
+					v.succ[n.ID] = append(v.succ[n.ID], v.nodes[s])
+				}
+			}
+		}
+	}
+	return v
+}
+
+func (v *view) Node(id int64) gonumNode {
+	if id < 0 || id >= int64(len(v.nodes)) {
+		return nil
+	}
+	return v.nodes[id]
+}
+func (v *view) Nodes() gograph.Nodes        { return iterator.NewOrderedNodes(v.nodes) }
+func (v *view) From(id int64) gograph.Nodes { return iterator.NewOrderedNodes(v.succ[id]) }
+func (v *view) HasEdgeFromTo(u, w int64) bool {
+	return slices.ContainsFunc(v.succ[u], func(n gonumNode) bool { return n.ID() == w })
+}
+func (v *view) HasEdgeBetween(x, y int64) bool { return v.HasEdgeFromTo(x, y) || v.HasEdgeFromTo(y, x) }
+func (v *view) Edge(u, w int64) gograph.Edge {
+	if !v.HasEdgeFromTo(u, w) {
+		return nil
+	}
+	return simple.Edge{F: v.nodes[u], T: v.nodes[w]}
+}
+func (v *view) To(id int64) gograph.Nodes {
+	var to []gonumNode
+	for u := range v.succ {
+		if v.HasEdgeFromTo(int64(u), id) {
+			to = append(to, v.nodes[u])
+		}
+	}
+	return iterator.NewOrderedNodes(to)
+}
 
 // Clone returns a deep copy of g. Predicates are immutable values and are
 // shared.

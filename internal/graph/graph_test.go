@@ -1,8 +1,13 @@
 package graph
 
 import (
+	"fmt"
+	"math/rand"
 	"slices"
+	"strings"
 	"testing"
+
+	"gonum.org/v1/gonum/graph/topo"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 )
@@ -85,5 +90,64 @@ func TestConfTypeString(t *testing.T) {
 	}}}
 	if got, want := ty.String(), "{(dport: Int 0 65535, proto: <Enum (TCP, UDP)>)}<,128>"; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestTopoOrderView: the slice-backed gonum view sorts as gonum's simple
+// graph does, on random DAGs with repeated and parallel edges, and
+// reports self edges and cycles.
+func TestTopoOrderView(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := range 300 {
+		n := 1 + rng.Intn(60)
+		g := New("g")
+		for i := range n {
+			g.Add(&Node{Name: fmt.Sprintf("n%d", i), Kind: FNode})
+		}
+		// Edges go from a higher to a lower ID only half the time, so the
+		// order is not the ID order.
+		perm := rng.Perm(n)
+		for _, nd := range g.Nodes {
+			for range rng.Intn(3) {
+				p := &Port{Name: fmt.Sprintf("p%d", len(nd.Ports))}
+				for range rng.Intn(4) {
+					to := rng.Intn(n)
+					if perm[to] > perm[nd.ID] {
+						p.Succ = append(p.Succ, to)
+					}
+				}
+				nd.Ports = append(nd.Ports, p)
+			}
+		}
+		d, _ := g.directed(false)
+		want, err := topo.SortStabilized(d, func(ns []gonumNode) {
+			slices.SortFunc(ns, func(a, b gonumNode) int { return int(a.ID() - b.ID()) })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := g.TopoOrder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int, len(want))
+		for i, w := range want {
+			ids[i] = int(w.ID())
+		}
+		if !slices.Equal(got, ids) {
+			t.Fatalf("trial %d: TopoOrder %v, gonum's simple graph %v", trial, got, ids)
+		}
+	}
+	g := New("g")
+	a := g.Add(&Node{Name: "a", Kind: FNode})
+	b := g.Add(&Node{Name: "b", Kind: FNode})
+	a.Ports = []*Port{{Name: "x", Succ: []int{b.ID}}}
+	b.Ports = []*Port{{Name: "y", Succ: []int{a.ID}}}
+	if _, err := g.TopoOrder(); err == nil {
+		t.Error("a cycle was sorted")
+	}
+	b.Ports[0].Succ = []int{b.ID}
+	if _, err := g.TopoOrder(); err == nil || !strings.Contains(err.Error(), "b has an edge to itself") {
+		t.Errorf("self edge: %v", err)
 	}
 }
