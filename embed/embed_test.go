@@ -584,3 +584,5 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 		}
 	}
 }
+
+func ipOf(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }

@@ -479,7 +479,7 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 		}
 	}
 	h := packet.HashTuple(sp.Key, uint32(src), uint32(dst), uint16(sport), uint16(dport), withPorts)
-	return n.Port("to" + v.Indirection[int(h)&(sp.Buckets-1)])
+	return n.Port("to" + v.Indirection[sp.Bucket(h)])
 }
 
 // walkGate follows a gate over-approximately: a true input makes OR true,

@@ -316,23 +316,28 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 		}
 	}
 	// A connected flow hashes to one known bucket.
-	if p.hash != nil && e.Flow && len(p.rssQ) > 0 {
-		proto := uint8(packet.ProtoUDP)
-		if e.Proto == lpg.TCP {
-			proto = packet.ProtoTCP
-		}
-		frame := packet.MustBuild(packet.Spec{Src: ipOf(e.Remote), Dst: ipOf(e.Addr), Proto: proto, SrcPort: e.RPort, DstPort: e.Port})
-		var f packet.Frame
-		f.Decode(frame)
-		if h, ok := packet.RSSHash(&f, p.hash.Key, p.hash.TCPPorts, p.hash.UDPPorts); ok && !e.AnyAddr {
-			ep.rssQueue = p.rssQ[int(h&uint32(p.hash.Buckets-1))%len(p.rssQ)]
-		}
+	if p.hash != nil && e.Flow && len(p.rssQ) > 0 && !e.AnyAddr {
+		ep.rssQueue = p.rssQ[p.flowSpread(e, len(p.rssQ))]
 	}
 	return ep
 }
 
-// rssBucketQueue maps a bucket to the queue index of the plan's RSS table:
-// buckets go round-robin over rssQ (see rssIndirection).
+// flowHash is the RSS hash of a connected flow's frames. With Bucket and
+// SpreadIndex it is the one rule for where RSS puts a flow: the search,
+// the reference costs and the embedding's walk (knownBucket) all use it.
+func flowHash(sp *prg.Space, e *lpg.Endpoint) uint32 {
+	withPorts := e.Proto == lpg.TCP && sp.TCPPorts || e.Proto == lpg.UDP && sp.UDPPorts
+	return packet.HashTuple(sp.Key, e.Remote, e.Addr, e.RPort, e.Port, withPorts)
+}
+
+// flowSpread is the index, among n targets spread evenly over the RSS
+// table's buckets (prg.SpreadEvenly), that a connected flow reaches.
+func (p *problem) flowSpread(e *lpg.Endpoint, n int) int {
+	return prg.SpreadIndex(p.hash.Bucket(flowHash(p.hash, e)), n)
+}
+
+// rssTargets names the queues of the plan's RSS table, in the order
+// prg.SpreadEvenly spreads its buckets over them.
 func (p *problem) rssTargets() []string {
 	var out []string
 	for _, qi := range p.rssQ {
@@ -421,5 +426,3 @@ func pathCycles(in *Input) (shared, exclusive map[lpg.Proto]float64) {
 	}
 	return shared, exclusive
 }
-
-func ipOf(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/graph"
-	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -177,7 +176,7 @@ func (p *problem) references() (soft, rss costmodel.Cost) {
 		case e.ep.Proto == lpg.OpenMX || p.hash == nil:
 			a[i] = []costmodel.Share{{Queue: 0, Frac: 1}}
 		case e.ep.Flow && !e.ep.AnyAddr:
-			q := p.flowQueue(e, all)
+			q := all[p.flowSpread(e.ep, len(all))]
 			a[i] = []costmodel.Share{{Queue: q, Frac: 1}}
 		default:
 			a[i] = nil
@@ -190,21 +189,6 @@ func (p *problem) references() (soft, rss costmodel.Cost) {
 	return soft, rss
 }
 
-// flowQueue is where an RSS table spreading evenly over qs sends a flow.
-func (p *problem) flowQueue(e *endpoint, qs []int) int {
-	proto := uint8(packet.ProtoUDP)
-	if e.ep.Proto == lpg.TCP {
-		proto = packet.ProtoTCP
-	}
-	frame := packet.MustBuild(packet.Spec{Src: ipOf(e.ep.Remote), Dst: ipOf(e.ep.Addr), Proto: proto, SrcPort: e.ep.RPort, DstPort: e.ep.Port})
-	var f packet.Frame
-	f.Decode(frame)
-	h, ok := packet.RSSHash(&f, p.hash.Key, p.hash.TCPPorts, p.hash.UDPPorts)
-	if !ok {
-		return 0
-	}
-	return qs[int(h&uint32(p.hash.Buckets-1))%len(qs)]
-}
 
 // plan assembles plan.json.
 func (r *Result) plan() *Plan {

@@ -375,7 +375,14 @@ func mergeRanges(rs []pred.Range) []pred.Range {
 func SpreadEvenly(sp *Space, targets []string) []string {
 	out := make([]string, sp.Buckets)
 	for b := range out {
-		out[b] = targets[b%len(targets)]
+		out[b] = targets[SpreadIndex(b, len(targets))]
 	}
 	return out
 }
+
+// SpreadIndex is the target SpreadEvenly gives a bucket, of n targets.
+func SpreadIndex(bucket, n int) int { return bucket % n }
+
+// Bucket is the indirection-table bucket an RSS hash selects: its low
+// bits (the port predicates of a configured hash node test the same mask).
+func (sp *Space) Bucket(hash uint32) int { return int(hash & uint32(sp.Buckets-1)) }
