@@ -241,7 +241,7 @@ func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, 
 	// recording its checksums in the harness's own go.sum.
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off")
 	if out, err := build.CombinedOutput(); err != nil {
-		return rep, fmt.Errorf("building the harness: %v\n%s", err, out)
+		return rep, fmt.Errorf("building the harness: %w\n%s", err, out)
 	}
 	progress(3)
 	run := exec.Command(bin)
@@ -250,7 +250,7 @@ func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, 
 	run.Stderr = &stderr
 	out, err := run.Output()
 	if err != nil {
-		return rep, fmt.Errorf("running the harness: %v\n%s", err, stderr.String())
+		return rep, fmt.Errorf("running the harness: %w\n%s", err, stderr.String())
 	}
 	var res struct {
 		Frames       [2]int
@@ -258,7 +258,7 @@ func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, 
 		Allocs       float64
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		return rep, fmt.Errorf("harness output: %v: %s", err, out)
+		return rep, fmt.Errorf("harness output: %w: %s", err, out)
 	}
 	rep.Frames = res.Frames[1]
 	rep.Small, rep.Mixed, rep.Allocs = res.Small, res.Mixed, res.Allocs

@@ -52,7 +52,7 @@ func Probe(iface string, run Runner, queues int) (*Facts, error) {
 	f := &Facts{Iface: iface, RxQueues: queues, Features: map[string]Feature{}}
 	out, err := run("-i", iface)
 	if err != nil {
-		return nil, fmt.Errorf("ethtool -i %s: %v", iface, err)
+		return nil, fmt.Errorf("ethtool -i %s: %w", iface, err)
 	}
 	f.Driver = field(out, "driver")
 	if f.Driver == "" {

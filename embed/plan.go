@@ -234,7 +234,7 @@ func ReadPlan(r io.Reader) (*Plan, error) {
 	var p Plan
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("not a dragonc plan: %v", err)
+		return nil, fmt.Errorf("not a dragonc plan: %w", err)
 	}
 	if p.GeneratedBy != "dragonc" {
 		return nil, fmt.Errorf("not a dragonc plan (generated_by is %q)", p.GeneratedBy)

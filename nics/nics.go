@@ -70,7 +70,7 @@ func Resolve(arg string) (file string, src []byte, err error) {
 			if os.IsNotExist(err) {
 				return "", nil, fmt.Errorf("%s: no such file", arg)
 			}
-			return "", nil, fmt.Errorf("%s: %v", arg, err)
+			return "", nil, fmt.Errorf("%s: %w", arg, err)
 		}
 		return arg, b, nil
 	}

@@ -57,7 +57,7 @@ func (s *Sim) queueInterp(q int) (*lpg.Interp, error) {
 	}
 	in, err := lpg.NewInterp(qe.SW())
 	if err != nil {
-		s.bad[q] = fmt.Errorf("queue %d: %v", q, err)
+		s.bad[q] = fmt.Errorf("queue %d: %w", q, err)
 		return nil, s.bad[q]
 	}
 	s.queue[q] = in

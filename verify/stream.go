@@ -62,7 +62,7 @@ func frames(paths []string, stdin io.Reader, n int, more func(int) item, progres
 		} else {
 			file, err := os.Open(path)
 			if err != nil {
-				return notes, fmt.Errorf("%s: %v", path, err)
+				return notes, fmt.Errorf("%s: %w", path, err)
 			}
 			f = file
 		}
@@ -168,7 +168,7 @@ func startFallback(r *embed.Result, st *lpg.Stack, work string) (*fallback, erro
 	build.Dir = work
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the generated fallback: %v\n%s", err, out)
+		return nil, fmt.Errorf("building the generated fallback: %w\n%s", err, out)
 	}
 	p := &fallback{cmd: exec.Command(bin), bit: map[string]uint64{}}
 	for i, f := range gofallback.FlagOrder(r) {
@@ -183,7 +183,7 @@ func startFallback(r *embed.Result, st *lpg.Stack, work string) (*fallback, erro
 		return nil, err
 	}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the generated fallback: %v", err)
+		return nil, fmt.Errorf("starting the generated fallback: %w", err)
 	}
 	p.in = bufio.NewWriterSize(p.stdin, 64<<10)
 	p.out = bufio.NewReaderSize(stdout, 64<<10)
@@ -286,7 +286,7 @@ func (o *inOrder[T]) add(v T, it item, send bool, queue int, reported [][2]strin
 
 func (o *inOrder[T]) broken(err error) error {
 	o.stop()
-	return fmt.Errorf("the generated fallback failed: %v\n%s", err, o.fb.stderr.String())
+	return fmt.Errorf("the generated fallback failed: %w\n%s", err, o.fb.stderr.String())
 }
 
 // stop ends the helper; it may be called more than once.
@@ -310,9 +310,9 @@ func (o *inOrder[T]) close() error {
 	werr := o.stop()
 	switch {
 	case o.err != nil:
-		return fmt.Errorf("%v: %v\n%s", o.err, werr, o.fb.stderr.String())
+		return fmt.Errorf("%w: %v\n%s", o.err, werr, o.fb.stderr.String())
 	case ferr != nil || werr != nil:
-		return fmt.Errorf("the generated fallback failed: %v\n%s", errors.Join(ferr, werr), o.fb.stderr.String())
+		return fmt.Errorf("the generated fallback failed: %w\n%s", errors.Join(ferr, werr), o.fb.stderr.String())
 	}
 	return nil
 }

@@ -231,7 +231,7 @@ func ParseHexFrame(s string) ([]byte, error) {
 	clean := strings.NewReplacer(" ", "", ":", "", "\n", "", "\t", "").Replace(strings.TrimPrefix(strings.TrimSpace(s), "0x"))
 	b, err := hex.DecodeString(clean)
 	if err != nil {
-		return nil, fmt.Errorf("--frame %q is not hexadecimal bytes: %v", shorten(s), err)
+		return nil, fmt.Errorf("--frame %q is not hexadecimal bytes: %w", shorten(s), err)
 	}
 	if len(b) == 0 {
 		return nil, fmt.Errorf("--frame is empty")

@@ -136,7 +136,7 @@ func (g *gen) format(src string) []byte {
 	b, err := format.Source([]byte(src))
 	if err != nil {
 		if g.err == nil {
-			g.err = fmt.Errorf("dragonc: internal error: generated Go does not format: %v", err)
+			g.err = fmt.Errorf("dragonc: internal error: generated Go does not format: %w", err)
 		}
 		return []byte(src)
 	}

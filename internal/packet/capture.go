@@ -60,7 +60,7 @@ func NewCaptureReader(name string, r io.Reader) (*CaptureReader, error) {
 			return c, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: bad pcapng header: %v", name, err)
+			return nil, fmt.Errorf("%s: bad pcapng header: %w", name, err)
 		}
 		first := ng.LinkType()
 		c.read = func() (record, error) {
@@ -76,7 +76,7 @@ func NewCaptureReader(name string, r io.Reader) (*CaptureReader, error) {
 	default:
 		pr, err := pcapgo.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%s: not a pcap or pcapng file: %v", name, err)
+			return nil, fmt.Errorf("%s: not a pcap or pcapng file: %w", name, err)
 		}
 		if lt := pr.LinkType(); lt != layers.LinkTypeEthernet {
 			return nil, fmt.Errorf("%s: link type %v is not Ethernet; dragonc reads Ethernet captures only", name, lt)
@@ -99,7 +99,7 @@ func (c *CaptureReader) Next() (Captured, error) {
 		}
 		c.index++
 		if err != nil {
-			return Captured{}, fmt.Errorf("%s: record %d is damaged: %v", c.name, c.index, err)
+			return Captured{}, fmt.Errorf("%s: record %d is damaged: %w", c.name, c.index, err)
 		}
 		if rec.link != layers.LinkTypeEthernet {
 			c.skipped[rec.link]++

@@ -3,6 +3,8 @@ package packet
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +114,18 @@ func FuzzCaptureReader(f *testing.F) {
 		}
 		t.Fatalf("more records than input bytes")
 	})
+}
+
+// TestCaptureErrorsWrap: a damaged record's error wraps the reader's, so
+// callers can test it with errors.Is.
+func TestCaptureErrorsWrap(t *testing.T) {
+	var buf bytes.Buffer
+	w := pcapgo.NewWriter(&buf)
+	w.WriteFileHeader(65535, layers.LinkTypeEthernet)
+	frame := MustBuild(Spec{Src: []byte{10, 0, 0, 9}, Dst: []byte{10, 0, 0, 1}, Proto: ProtoUDP, SrcPort: 1, DstPort: 53})
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: len(frame), Length: len(frame)}, frame)
+	_, _, err := ReadCapture("cut.pcap", bytes.NewReader(buf.Bytes()[:buf.Len()-5]))
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "cut.pcap: record 1 is damaged") {
+		t.Errorf("got %v", err)
+	}
 }
