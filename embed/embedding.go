@@ -108,7 +108,16 @@ type Embedding struct {
 	inPorts [][]graph.InPort
 	order   []int
 	space   []*prg.Space // configured PRG node -> its configuration space
+	hwNode  []hwFacts    // configured PRG node -> what the walks ask of it
 	iota    []int        // 0, 1, 2, ...: see allPorts
+}
+
+// hwFacts are what the walks ask of a configured PRG node, found once
+// (a Flow Director node has thousands of ports to look through).
+type hwFacts struct {
+	source   bool // a receive queue
+	software bool // reported in the descriptor, drawn as software
+	def      int  // the first port without a predicate, or -1
 }
 
 // portBox caches a port predicate as a box when it is a conjunction.
@@ -196,8 +205,17 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 		}
 	}
 	em.space = make([]*prg.Space, len(hw.Nodes))
+	em.hwNode = make([]hwFacts, len(hw.Nodes))
 	for _, n := range hw.Nodes {
 		em.space[n.ID] = m.Space(n.Name)
+		f := hwFacts{source: n.HasAttr("source"), software: n.HasAttr("software"), def: -1}
+		for i, p := range n.Ports {
+			if p.Pred == nil {
+				f.def = i
+				break
+			}
+		}
+		em.hwNode[n.ID] = f
 	}
 	byQueue := map[int][]class{}
 	em.walk(0, solver.Universe(), "default", map[string]bool{}, func(q int, c class) { byQueue[q] = append(byQueue[q], c) }, true)
@@ -365,7 +383,7 @@ func (em *Embedding) buildIndex(n *graph.Node) *portIndex {
 func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
 	g := em.HW
 	n := g.Nodes[id]
-	if n.HasAttr("source") {
+	if em.hwNode[id].source {
 		emit(id, class{box: b, steer: steer, reported: reported})
 		return
 	}
@@ -377,7 +395,7 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 	follow := func(p *graph.Port, sub *solver.Box, label string) {
 		rep := reported
 		for _, s := range p.Succ {
-			if g.Nodes[s].HasAttr("software") {
+			if em.hwNode[s].software {
 				if rep == nil || rep[g.Nodes[s].Name] == false {
 					rep = cloneSet(rep)
 					rep[g.Nodes[s].Name] = true
@@ -394,7 +412,7 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 			}
 		}
 		for _, s := range p.Succ {
-			if !g.Nodes[s].HasAttr("software") {
+			if !em.hwNode[s].software {
 				em.walk(s, sub, v, rep, emit, boxes)
 			}
 		}
@@ -425,13 +443,8 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 		}
 		follow(p, b, p.Name)
 	}
-	if !captured {
-		for _, p := range n.Ports {
-			if p.Pred == nil {
-				follow(p, b, p.Name)
-				break
-			}
-		}
+	if d := em.hwNode[id].def; !captured && d >= 0 {
+		follow(n.Ports[d], b, n.Ports[d].Name)
 	}
 }
 
@@ -439,7 +452,7 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 // receive queues.
 func (em *Embedding) toQueues(p *graph.Port) bool {
 	for _, s := range p.Succ {
-		if !em.HW.Nodes[s].HasAttr("source") {
+		if !em.hwNode[s].source {
 			return false
 		}
 	}

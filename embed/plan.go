@@ -165,6 +165,7 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	}
 	const in1, in2 = "  ", "    "
 	var err error
+	var buf []byte // the big lists' elements are appended by hand
 	put := func(prefix string, v any) {
 		if err != nil {
 			return
@@ -194,7 +195,16 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 					bw.WriteString(",")
 				}
 				bw.WriteString("\n" + in2)
-				put(in2, rv.Index(i).Interface())
+				switch e := rv.Index(i).Interface().(type) {
+				case PlanQueue:
+					buf = e.appendJSON(buf[:0])
+					bw.Write(buf)
+				case PlanEndpoint:
+					buf = e.appendJSON(buf[:0])
+					bw.Write(buf)
+				default:
+					put(in2, e)
+				}
 			}
 			bw.WriteString("\n" + in1 + "]")
 		case rv.Kind() == reflect.Map && !rv.IsNil() && rv.Len() > 0:
@@ -211,7 +221,13 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 				bw.WriteString("\n" + in2)
 				put(in2, k)
 				bw.WriteString(": ")
-				put(in2, rv.MapIndex(reflect.ValueOf(k)).Interface())
+				switch e := rv.MapIndex(reflect.ValueOf(k)).Interface().(type) {
+				case PlanPlace:
+					buf = e.appendJSON(buf[:0])
+					bw.Write(buf)
+				default:
+					put(in2, e)
+				}
 			}
 			bw.WriteString("\n" + in1 + "}")
 		default:
@@ -223,6 +239,134 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// The elements of the plan's big lists (a queue's software, an endpoint, a
+// placement) are written by hand in json.MarshalIndent's layout at the
+// depth WriteJSON puts them (prefix "    ", indent "  "): reflection and
+// the indentation pass were most of the time of writing a plan of 10,000
+// endpoints. TestWriteJSONIsMarshalIndent holds them to MarshalIndent's
+// bytes.
+const (
+	elemField = "\n      " // a field of a list element
+	elemEnd   = "\n    }"
+	elemItem  = "\n        " // an item of a list in a field
+)
+
+func (q PlanQueue) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = appendKey(b, "id", true)
+	b = strconv.AppendInt(b, int64(q.ID), 10)
+	b = appendKey(b, "core", false)
+	b = strconv.AppendInt(b, int64(q.Core), 10)
+	b = appendKey(b, "endpoints", false)
+	b = appendStrings(b, q.Endpoints)
+	b = appendKey(b, "software", false)
+	b = appendStrings(b, q.Software)
+	return append(b, elemEnd...)
+}
+
+func (e PlanEndpoint) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = appendKey(b, "name", true)
+	b = appendString(b, e.Name)
+	b = appendKey(b, "queues", false)
+	b = appendInts(b, e.Queues)
+	b = appendKey(b, "steering", false)
+	b = appendString(b, e.Steering)
+	b = appendKey(b, "irq_cores", false)
+	b = appendInts(b, e.IRQCores)
+	if len(e.AppCores) > 0 {
+		b = appendKey(b, "app_cores", false)
+		b = appendInts(b, e.AppCores)
+	}
+	for _, f := range [][2]string{{"app", e.App}, {"copy", e.Copy}, {"copy_reason", e.Why}} {
+		if f[1] != "" {
+			b = appendKey(b, f[0], false)
+			b = appendString(b, f[1])
+		}
+	}
+	return append(b, elemEnd...)
+}
+
+func (p PlanPlace) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = appendKey(b, "where", true)
+	b = appendString(b, p.Where)
+	if len(p.Queues) > 0 {
+		b = appendKey(b, "queues", false)
+		b = appendInts(b, p.Queues)
+	}
+	if p.Engine != "" {
+		b = appendKey(b, "engine", false)
+		b = appendString(b, p.Engine)
+	}
+	if p.Descriptor {
+		b = appendKey(b, "descriptor", false)
+		b = append(b, "true"...)
+	}
+	return append(b, elemEnd...)
+}
+
+func appendKey(b []byte, key string, first bool) []byte {
+	if !first {
+		b = append(b, ',')
+	}
+	b = append(b, elemField...)
+	b = append(b, '"')
+	b = append(b, key...)
+	return append(b, "\": "...)
+}
+
+func appendStrings(b []byte, xs []string) []byte {
+	if xs == nil {
+		return append(b, "null"...)
+	}
+	if len(xs) == 0 {
+		return append(b, "[]"...)
+	}
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, elemItem...)
+		b = appendString(b, x)
+	}
+	return append(b, "\n      ]"...)
+}
+
+func appendInts(b []byte, xs []int) []byte {
+	if xs == nil {
+		return append(b, "null"...)
+	}
+	if len(xs) == 0 {
+		return append(b, "[]"...)
+	}
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, elemItem...)
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return append(b, "\n      ]"...)
+}
+
+// appendString appends s as encoding/json writes it: plain printable ASCII
+// directly, anything else (quotes, backslashes, HTML characters, control
+// bytes, non-ASCII) through json.Marshal.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // PlanSchemaVersion is the version of plan.json's schema. It changes when
