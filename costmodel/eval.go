@@ -58,7 +58,7 @@ func NewEvaluator(p *Problem, fn Function, a Assignment) *Evaluator {
 	return ev
 }
 
-// Shares returns an endpoint's current shares.
+// Shares returns an endpoint's current shares, valid until its next Set.
 func (ev *Evaluator) Shares(i int) []Share { return ev.shares[i] }
 
 // Assignment returns a copy of the current assignment.
@@ -106,7 +106,7 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 // Set replaces endpoint i's shares.
 func (ev *Evaluator) Set(i int, shares []Share) {
 	ev.apply(i, ev.shares[i], -1)
-	ev.shares[i] = append([]Share(nil), shares...)
+	ev.shares[i] = append(ev.shares[i][:0], shares...) // the search sets each endpoint many times
 	ev.apply(i, ev.shares[i], 1)
 }
 

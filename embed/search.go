@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -138,22 +139,30 @@ func (s *state) shares(i int) []costmodel.Share {
 		order int
 		prio  int
 	}
-	var cands []cand
-	for _, j := range append([]int{i}, e.over...) {
+	var cbuf [8]cand
+	cands := cbuf[:0]
+	for k := -1; k < len(e.over); k++ {
+		j := i
+		if k >= 0 {
+			j = e.over[k]
+		}
 		if c := s.choice[j]; c.t != nil {
 			cands = append(cands, cand{j, c.t.order, s.p.eps[j].prio})
 		}
 	}
-	sort.SliceStable(cands, func(a, b int) bool {
-		if cands[a].order != cands[b].order {
-			return cands[a].order < cands[b].order
-		}
-		if cands[a].prio != cands[b].prio {
-			return cands[a].prio > cands[b].prio
-		}
-		return cands[a].j < cands[b].j
-	})
-	var qs []int
+	if len(cands) > 1 {
+		slices.SortStableFunc(cands, func(a, b cand) int {
+			if a.order != b.order {
+				return cmp.Compare(a.order, b.order)
+			}
+			if a.prio != b.prio {
+				return cmp.Compare(b.prio, a.prio)
+			}
+			return cmp.Compare(a.j, b.j)
+		})
+	}
+	var qbuf [8]int
+	qs := qbuf[:0]
 	covered := false
 	winner := -1
 	for _, c := range cands {
