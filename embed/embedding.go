@@ -2,6 +2,7 @@ package embed
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -110,6 +111,9 @@ type Embedding struct {
 	space   []*prg.Space // configured PRG node -> its configuration space
 	hwNode  []hwFacts    // configured PRG node -> what the walks ask of it
 	iota    []int        // 0, 1, 2, ...: see allPorts
+	// frozen is set while walks run in parallel: the caches above are
+	// then read, never written (see warm).
+	frozen bool
 }
 
 // hwFacts are what the walks ask of a configured PRG node, found once
@@ -132,7 +136,9 @@ func (em *Embedding) portBoxOf(p *graph.Port) portBox {
 	}
 	b, exact := solver.Restrict(solver.Universe(), p.Pred)
 	pb := portBox{b, exact}
-	em.pbox[p] = pb
+	if !em.frozen {
+		em.pbox[p] = pb
+	}
 	return pb
 }
 
@@ -232,11 +238,88 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 			em.qByID[q.ID] = qe
 		}
 	}
+	em.warm()
 	em.endpointReach()
-	for _, qe := range em.Queues {
-		em.place(qe)
-	}
+	parallel(len(em.Queues), func(i int) { em.place(em.Queues[i]) })
 	return em, nil
+}
+
+// warm fills the caches the walks read (the port boxes and indexes of the
+// configured PRG and of the LPG, the port-number buffer, the LPG's order
+// and in-ports) and freezes them: a frozen cache is only read, so the
+// walks of different endpoints and queues run at the same time.
+func (em *Embedding) warm() {
+	most := 0
+	for _, g := range []*graph.Graph{em.HW, em.LPG} {
+		for _, n := range g.Nodes {
+			most = max(most, len(n.Ports))
+		}
+	}
+	for len(em.iota) < most {
+		em.iota = append(em.iota, len(em.iota))
+	}
+	u := solver.Universe()
+	for _, n := range em.HW.Nodes {
+		if len(n.Ports) >= indexMin {
+			em.indexed(n.ID, n, u)
+			continue
+		}
+		for _, p := range n.Ports {
+			if p.Pred != nil {
+				em.portBoxOf(p)
+			}
+		}
+	}
+	for _, n := range em.LPG.Nodes {
+		if len(n.Ports) >= indexMin {
+			em.portsForLPG(n, u)
+		}
+	}
+	if em.order == nil {
+		em.order = lpgOrder(em.LPG)
+	}
+	if em.inPorts == nil {
+		em.inPorts = em.LPG.InPorts()
+	}
+	em.frozen = true
+}
+
+// parallel calls f(0) ... f(n-1), on as many goroutines as Go may run at
+// once. A panic in f is raised again in the caller.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var failure any
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					once.Do(func() { failure = p })
+				}
+			}()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+	if failure != nil {
+		panic(failure)
+	}
 }
 
 // dropCaches lets go of what only the construction reads: the port
@@ -244,6 +327,7 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 // again, and the path box of every LPG node (at 100,000 endpoints, about
 // 200 MB in all).
 func (em *Embedding) dropCaches() {
+	em.frozen = false
 	em.index = map[int]*portIndex{}
 	em.pbox = map[*graph.Port]portBox{}
 	em.lpgBox = nil
@@ -324,7 +408,9 @@ func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
 	ix, ok := em.index[key]
 	if !ok {
 		ix = em.buildIndex(n)
-		em.index[key] = ix
+		if !em.frozen {
+			em.index[key] = ix
+		}
 	}
 	if out := ix.ports(b, len(n.Ports)); out != nil {
 		return out
@@ -584,11 +670,17 @@ func (em *Embedding) endpointReach() {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
+	// Each endpoint's walk is its own; the results are merged in name order.
+	type reach struct {
+		ids   []int
+		steer string
+	}
+	out := make([]reach, len(names))
+	parallel(len(names), func(k int) {
+		name := names[k]
 		if em.LPG.Nodes[em.epNode[name]].HasAttr(lpg.AttrShadowed) {
-			em.Reach[name] = []int{}
-			em.Steer[name] = "none (shadowed by more specific listeners)"
-			continue
+			out[k] = reach{[]int{}, "none (shadowed by more specific listeners)"}
+			return
 		}
 		b := em.lpgBox[em.epNode[name]]
 		qs := map[int]bool{}
@@ -601,17 +693,20 @@ func (em *Embedding) endpointReach() {
 		for nodeID := range qs {
 			if q, ok := em.Model.QueueByNode(nodeID); ok {
 				ids = append(ids, q.ID)
-				if qe := em.qByID[q.ID]; qe != nil {
-					qe.Endpoints = append(qe.Endpoints, name)
-					qe.epOn[em.epNum[name]] = true
-				}
 			}
 		}
 		sort.Ints(ids)
-		em.Reach[name] = ids
 		slices.Sort(steer)
-		steer = slices.Compact(steer)
-		em.Steer[name] = strings.Join(steer, "+")
+		out[k] = reach{ids, strings.Join(slices.Compact(steer), "+")}
+	})
+	for k, name := range names {
+		em.Reach[name], em.Steer[name] = out[k].ids, out[k].steer
+		for _, id := range out[k].ids {
+			if qe := em.qByID[id]; qe != nil {
+				qe.Endpoints = append(qe.Endpoints, name)
+				qe.epOn[em.epNum[name]] = true
+			}
+		}
 	}
 	for _, qe := range em.Queues {
 		sort.Strings(qe.Endpoints)
