@@ -567,10 +567,10 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 		}
 	}
 	hostile := &Plan{GeneratedBy: "dragonc", DragoncVersion: "v<1>&\u2028", Driver: "ixgbe", Changes: &Changes{},
-		Queues: []PlanQueue{{ID: -1, Core: 7, Software: []string{}}, {ID: 3, Endpoints: []string{"a\"b", "c\\d", "é", "\xff"}, Software: []string{"x\u2029y", "\t"}}},
+		Queues:    []PlanQueue{{ID: -1, Core: 7, Software: []string{}}, {ID: 3, Endpoints: []string{"a\"b", "c\\d", "é", "\xff"}, Software: []string{"x\u2029y", "\t"}}},
 		Endpoints: []PlanEndpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large"}},
 		Placement: map[string]PlanPlace{"b\"<": {}, "a": {Where: "hardware", Queues: []int{0, 15}, Engine: "tigon0", Descriptor: true}, "": {Queues: []int{}}},
-		Engines: []PlanEngine{{}}, Warnings: []string{"</script>", "\x00\x1b"}}
+		Engines:   []PlanEngine{{}}, Warnings: []string{"</script>", "\x00\x1b"}}
 	plans = append(plans, &Plan{}, hostile)
 	for i, p := range plans {
 		want, err := json.MarshalIndent(p, "", "  ")

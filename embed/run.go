@@ -189,7 +189,6 @@ func (p *problem) references() (soft, rss costmodel.Cost) {
 	return soft, rss
 }
 
-
 // plan assembles plan.json.
 func (r *Result) plan() *Plan {
 	p, em := r.p, r.Embedding
