@@ -165,7 +165,6 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	}
 	const in1, in2 = "  ", "    "
 	var err error
-	var buf []byte // the big lists' elements are appended by hand
 	put := func(prefix string, v any) {
 		if err != nil {
 			return
@@ -174,6 +173,15 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 		if b, err = json.MarshalIndent(v, prefix, "  "); err == nil {
 			bw.Write(b)
 		}
+	}
+	var buf []byte        // the big lists' elements are appended by hand
+	elem := func(v any) { // an element of a list or a map, at depth 2
+		if a, ok := v.(interface{ appendJSON([]byte) []byte }); ok {
+			buf = a.appendJSON(buf[:0])
+			bw.Write(buf)
+			return
+		}
+		put(in2, v)
 	}
 	bw.WriteString("{")
 	first := true
@@ -195,16 +203,7 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 					bw.WriteString(",")
 				}
 				bw.WriteString("\n" + in2)
-				switch e := rv.Index(i).Interface().(type) {
-				case PlanQueue:
-					buf = e.appendJSON(buf[:0])
-					bw.Write(buf)
-				case PlanEndpoint:
-					buf = e.appendJSON(buf[:0])
-					bw.Write(buf)
-				default:
-					put(in2, e)
-				}
+				elem(rv.Index(i).Interface())
 			}
 			bw.WriteString("\n" + in1 + "]")
 		case rv.Kind() == reflect.Map && !rv.IsNil() && rv.Len() > 0:
@@ -221,13 +220,7 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 				bw.WriteString("\n" + in2)
 				put(in2, k)
 				bw.WriteString(": ")
-				switch e := rv.MapIndex(reflect.ValueOf(k)).Interface().(type) {
-				case PlanPlace:
-					buf = e.appendJSON(buf[:0])
-					bw.Write(buf)
-				default:
-					put(in2, e)
-				}
+				elem(rv.MapIndex(reflect.ValueOf(k)).Interface())
 			}
 			bw.WriteString("\n" + in1 + "}")
 		default:
@@ -318,25 +311,14 @@ func appendKey(b []byte, key string, first bool) []byte {
 	return append(b, "\": "...)
 }
 
-func appendStrings(b []byte, xs []string) []byte {
-	if xs == nil {
-		return append(b, "null"...)
-	}
-	if len(xs) == 0 {
-		return append(b, "[]"...)
-	}
-	b = append(b, '[')
-	for i, x := range xs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, elemItem...)
-		b = appendString(b, x)
-	}
-	return append(b, "\n      ]"...)
-}
+func appendStrings(b []byte, xs []string) []byte { return appendList(b, xs, appendString) }
 
 func appendInts(b []byte, xs []int) []byte {
+	return appendList(b, xs, func(b []byte, x int) []byte { return strconv.AppendInt(b, int64(x), 10) })
+}
+
+// appendList appends a list field's value, one item per line.
+func appendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
 	if xs == nil {
 		return append(b, "null"...)
 	}
@@ -348,8 +330,7 @@ func appendInts(b []byte, xs []int) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, elemItem...)
-		b = strconv.AppendInt(b, int64(x), 10)
+		b = item(append(b, elemItem...), x)
 	}
 	return append(b, "\n      ]"...)
 }

@@ -154,14 +154,8 @@ func startFallback(r *embed.Result, st *lpg.Stack, work string) (*fallback, erro
 			files[filepath.Join("fallback", name)] = data
 		}
 	}
-	for name, data := range files {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return nil, err
-		}
+	if err := gofallback.WriteTree(work, files); err != nil {
+		return nil, err
 	}
 	bin := filepath.Join(work, "helper")
 	build := exec.Command("go", "build", "-o", bin, ".")

@@ -81,14 +81,8 @@ func TestTablesGofmtClean(t *testing.T) {
 }
 
 func write(t testing.TB, dir string, files map[string][]byte) {
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := gofallback.WriteTree(dir, files); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"go/format"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -104,6 +106,22 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		return nil, g.err
 	}
 	return files, nil
+}
+
+// WriteTree writes files, named by slash-separated paths, under dir,
+// making the directories they need: a generated module, or one with a
+// harness around it (verify, bench).
+func WriteTree(dir string, files map[string][]byte) error {
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type gen struct {
