@@ -1231,12 +1231,13 @@ func (g *gen) readFields(sw *graph.Graph) {
 }
 
 // FlagOrder lists the descriptor-reported checks the software reads, in
-// the order of their bits in the generated Flags type.
+// the order of their bits in the generated Flags type. Its callers (verify,
+// bench) simulate the queues too, so it keeps the graphs it builds.
 func FlagOrder(r *dembed.Result) []string {
 	var out []string
 	seen := map[string]int{}
 	for _, q := range r.Embedding.Queues {
-		out = appendFlags(out, seen, q.BuildSW())
+		out = appendFlags(out, seen, q.SW())
 	}
 	return out
 }
