@@ -105,7 +105,8 @@ type Embedding struct {
 	epNum   map[string]int      // endpoint -> its number
 	epOf    []int               // LPG node -> the number of the endpoint it delivers to, or -1
 	qByID   map[int]*QueueEmbedding
-	pbox    map[*graph.Port]portBox
+	hwBox   [][]portBox // configured PRG node -> its ports' boxes (nil: none made yet)
+	lpgBoxC [][]portBox // LPG node -> its ports' boxes
 	inPorts [][]graph.InPort
 	order   []int
 	space   []*prg.Space // configured PRG node -> its configuration space
@@ -130,40 +131,49 @@ type portBox struct {
 	exact bool
 }
 
-func (em *Embedding) portBoxOf(p *graph.Port) portBox {
-	if pb, ok := em.pbox[p]; ok {
-		return pb
+// portBoxOf returns the box of port i of node n, kept in cache (em.hwBox
+// for the configured PRG, em.lpgBoxC for the LPG) unless the caches are
+// frozen.
+func (em *Embedding) portBoxOf(cache [][]portBox, n *graph.Node, i int) portBox {
+	row := cache[n.ID]
+	if row != nil && row[i].box != nil {
+		return row[i]
 	}
-	b, exact := solver.Restrict(solver.Universe(), p.Pred)
+	b, exact := solver.Restrict(solver.Universe(), n.Ports[i].Pred)
 	pb := portBox{b, exact}
 	if !em.frozen {
-		em.pbox[p] = pb
+		if row == nil {
+			row = make([]portBox, len(n.Ports))
+			cache[n.ID] = row
+		}
+		row[i] = pb
 	}
 	return pb
 }
 
-// mayTake reports whether some frame of b satisfies the port's predicate.
-func (em *Embedding) mayTake(b *solver.Box, p *graph.Port) bool {
-	if pb := em.portBoxOf(p); pb.exact {
+// mayTake reports whether some frame of b satisfies the predicate of port
+// i of n.
+func (em *Embedding) mayTake(cache [][]portBox, b *solver.Box, n *graph.Node, i int) bool {
+	if pb := em.portBoxOf(cache, n, i); pb.exact {
 		return solver.Intersects(b, pb.box)
 	}
-	return solver.Sat(b, p.Pred)
+	return solver.Sat(b, n.Ports[i].Pred)
 }
 
 // mustTake reports whether every frame of b satisfies it.
-func (em *Embedding) mustTake(b *solver.Box, p *graph.Port) bool {
-	if pb := em.portBoxOf(p); pb.exact {
+func (em *Embedding) mustTake(cache [][]portBox, b *solver.Box, n *graph.Node, i int) bool {
+	if pb := em.portBoxOf(cache, n, i); pb.exact {
 		return solver.Subset(b, pb.box)
 	}
-	return solver.Implies(b, p.Pred)
+	return solver.Implies(b, n.Ports[i].Pred)
 }
 
 // narrow restricts b by the port's predicate.
-func (em *Embedding) narrow(b *solver.Box, p *graph.Port) *solver.Box {
-	if pb := em.portBoxOf(p); pb.exact {
+func (em *Embedding) narrow(cache [][]portBox, b *solver.Box, n *graph.Node, i int) *solver.Box {
+	if pb := em.portBoxOf(cache, n, i); pb.exact {
 		return solver.Meet(b, pb.box)
 	}
-	r, _ := solver.Restrict(b, p.Pred)
+	r, _ := solver.Restrict(b, n.Ports[i].Pred)
 	return r
 }
 
@@ -191,7 +201,8 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 		return nil, err
 	}
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
-		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}, pbox: map[*graph.Port]portBox{}}
+		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{},
+		hwBox: make([][]portBox, len(hw.Nodes)), lpgBoxC: make([][]portBox, len(lpgGraph.Nodes))}
 	if boxes != nil {
 		em.lpgBox, em.epNode, em.order = boxes, epNode, order
 	} else {
@@ -264,9 +275,9 @@ func (em *Embedding) warm() {
 			em.indexed(n.ID, n, u)
 			continue
 		}
-		for _, p := range n.Ports {
+		for i, p := range n.Ports {
 			if p.Pred != nil {
-				em.portBoxOf(p)
+				em.portBoxOf(em.hwBox, n, i)
 			}
 		}
 	}
@@ -329,7 +340,8 @@ func parallel(n int, f func(i int)) {
 func (em *Embedding) dropCaches() {
 	em.frozen = false
 	em.index = map[int]*portIndex{}
-	em.pbox = map[*graph.Port]portBox{}
+	em.hwBox = make([][]portBox, len(em.HW.Nodes))
+	em.lpgBoxC = make([][]portBox, len(em.LPG.Nodes))
 	em.lpgBox = nil
 }
 
@@ -407,7 +419,11 @@ func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
 	ix, ok := em.index[key]
 	if !ok {
-		ix = em.buildIndex(n)
+		cache := em.hwBox
+		if key < 0 {
+			cache = em.lpgBoxC
+		}
+		ix = em.buildIndex(cache, n)
 		if !em.frozen {
 			em.index[key] = ix
 		}
@@ -418,7 +434,7 @@ func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
 	return em.allPorts(n)
 }
 
-func (em *Embedding) buildIndex(n *graph.Node) *portIndex {
+func (em *Embedding) buildIndex(cache [][]portBox, n *graph.Node) *portIndex {
 	ix := &portIndex{}
 	bySig := map[string]int{} // the fields a port fixes -> its group
 	var sig []byte
@@ -428,7 +444,7 @@ func (em *Embedding) buildIndex(n *graph.Node) *portIndex {
 			ix.generic = append(ix.generic, i)
 			continue
 		}
-		pb := em.portBoxOf(p)
+		pb := em.portBoxOf(cache, n, i)
 		if !pb.exact {
 			ix.generic = append(ix.generic, i)
 			continue
@@ -514,16 +530,16 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 		if p.Pred == nil {
 			continue
 		}
-		if !em.mayTake(b, p) {
+		if !em.mayTake(em.hwBox, b, n, i) {
 			continue
 		}
-		if em.mustTake(b, p) {
+		if em.mustTake(em.hwBox, b, n, i) {
 			follow(p, b, p.Name)
 			captured = true
 			break
 		}
 		if boxes || !em.toQueues(p) {
-			b := em.narrow(b, p)
+			b := em.narrow(em.hwBox, b, n, i)
 			follow(p, b, p.Name)
 			continue
 		}
@@ -885,7 +901,7 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 		covered := false
 		for _, i := range em.portsForLPG(n, cb) {
 			p := n.Ports[i]
-			if p.Pred != nil && em.mustTake(cb, p) {
+			if p.Pred != nil && em.mustTake(em.lpgBoxC, cb, n, i) {
 				covered = true
 				break
 			}
