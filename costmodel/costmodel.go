@@ -120,7 +120,7 @@ func ByName(name string) (Function, error) {
 // Names lists the cost functions.
 func Names() []string { return []string{"balance", "priority", "cycles"} }
 
-// weight is an endpoint's load: its rate when every endpoint declares one,
+// weights are the endpoints' loads: each one's rate when every endpoint declares one,
 // else 1 (Dragonet counts flows).
 func weights(p *Problem) []float64 {
 	w := make([]float64, len(p.Endpoints))

@@ -145,7 +145,7 @@ func Run(in *Input) (*Result, error) {
 	return r, nil
 }
 
-// Cost evaluates an input's cost function on a strategy's result, for
+// SearchCost evaluates an input's cost function on a strategy's result, for
 // comparisons.
 func SearchCost(in *Input) (costmodel.Cost, error) {
 	p, err := newProblem(in)

@@ -61,7 +61,7 @@ func (p *problem) newState() *state {
 	return s
 }
 
-// clone copies the choices (not the evaluator) into a fresh state.
+// snapshot copies the choices (not the evaluator), to restore them later.
 func (s *state) snapshot() []choice { return slices.Clone(s.choice) }
 
 func (s *state) restore(cs []choice) {
@@ -72,7 +72,7 @@ func (s *state) restore(cs []choice) {
 	}
 }
 
-// capacityLeft reports whether t can take one more entry of endpoint i.
+// canUse reports whether t can take one more entry of endpoint i.
 func (s *state) canUse(t *table, i int) bool {
 	e := s.p.eps[i]
 	if _, ok := e.match[t]; !ok {

@@ -276,7 +276,7 @@ func newSpace(n *graph.Node) (*Space, error) {
 	return sp, nil
 }
 
-// actions resolves the successors of the action port; g is needed for names.
+// resolveActions resolves the successors of the action port; g is needed for names.
 func (sp *Space) resolveActions(g *graph.Graph) {
 	n := g.Nodes[sp.ID]
 	if ap := n.Port(sp.ActionPort); ap != nil {

@@ -298,7 +298,7 @@ const (
 	maybe
 )
 
-// eval decides a literal (negated if neg) on a box: yes when every frame of
+// evalLit decides a literal (negated if neg) on a box: yes when every frame of
 // the box satisfies it, no when none does.
 func (b *Box) evalLit(l lit, neg bool) tri {
 	if l.opaque != "" {
