@@ -21,6 +21,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/sim"
@@ -123,7 +124,7 @@ func grow(b []byte, n int) []byte {
 		return b
 	}
 	src, dst := uint32(get("ip.src")), uint32(get("ip.dst"))
-	s := packet.Spec{DstMAC: b[0:6], SrcMAC: b[6:12], Src: ipBytes(src), Dst: ipBytes(dst), Proto: uint8(get("ip.proto")),
+	s := packet.Spec{DstMAC: b[0:6], SrcMAC: b[6:12], Src: pred.Addr(src).AsSlice(), Dst: pred.Addr(dst).AsSlice(), Proto: uint8(get("ip.proto")),
 		SrcPort: uint16(get("l4.sport")), DstPort: uint16(get("l4.dport")), TCPFlags: uint8(get("tcp.flags")), Payload: make([]byte, n)}
 	out, err := packet.Build(s)
 	if err != nil {
@@ -131,8 +132,6 @@ func grow(b []byte, n int) []byte {
 	}
 	return out
 }
-
-func ipBytes(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
 
 // Run measures the fallback of r on frames. The go command builds the
 // harness; work is a scratch directory.

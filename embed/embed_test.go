@@ -18,6 +18,7 @@ import (
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
@@ -587,4 +588,4 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 	}
 }
 
-func ipOf(a uint32) []byte { return []byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
+func ipOf(a uint32) []byte { return pred.Addr(a).AsSlice() }

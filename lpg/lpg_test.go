@@ -558,3 +558,25 @@ func FuzzStack(f *testing.F) {
 		}
 	})
 }
+
+// TestIPv4Addresses: addresses are read as net/netip reads IPv4 (no
+// leading zeros, four parts, each 0..255) and printed back the same way.
+func TestIPv4Addresses(t *testing.T) {
+	for text, want := range map[string]string{
+		"10.0.0.1": "", "255.255.255.254": "", "0.0.0.1": "",
+		"10.0.0.256": "without leading zeros", "010.0.0.1": "without leading zeros",
+		"10.0.0": "four numbers", "10.0.0.1.2": "four numbers",
+	} {
+		src := "stack s {\n    interface eth0 { mac 00:1b:21:00:00:01 ip " + text + "/24 }\n    endpoint d udp listen *:53\n}\n"
+		st, diags := lpg.LoadStack("s.lpg", []byte(src))
+		if want == "" {
+			if diags.HasErrors() || lpg.FormatIP(st.Interfaces[0].IPs[0].Addr) != text {
+				t.Errorf("%s: %v", text, diags)
+			}
+			continue
+		}
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), "malformed IPv4 address") || !strings.Contains(diags[0].Detail, want) {
+			t.Errorf("%s: %v", text, diags)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/internal/pred"
 )
 
 // Diagnostic codes of stack files.
@@ -282,21 +284,16 @@ func (l *stackLowerer) integer(n *dsl.Num, lo, hi int, what string) int {
 }
 
 func (l *stackLowerer) ipv4(t *dsl.Tok) (uint32, bool) {
-	parts := strings.Split(t.Text, ".")
-	if len(parts) != 4 {
-		l.diags.Errorf(l.rng(t.Pos, t.EndPos), CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = "write four numbers 0..255 separated by dots"
+	a, err := netip.ParseAddr(t.Text)
+	if err != nil || !a.Is4() || a.Zone() != "" {
+		detail := "each part is a number 0..255 without leading zeros"
+		if strings.Count(t.Text, ".") != 3 {
+			detail = "write four numbers 0..255 separated by dots"
+		}
+		l.diags.Errorf(l.rng(t.Pos, t.EndPos), CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = detail
 		return 0, false
 	}
-	var v uint32
-	for _, p := range parts {
-		b, err := strconv.Atoi(p)
-		if err != nil || b < 0 || b > 255 || len(p) > 1 && p[0] == '0' {
-			l.diags.Errorf(l.rng(t.Pos, t.EndPos), CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = "each part is a number 0..255 without leading zeros"
-			return 0, false
-		}
-		v = v<<8 | uint32(b)
-	}
-	return v, true
+	return pred.AddrValue(a), true
 }
 
 func (l *stackLowerer) ranges(r *dsl.RangeList, limit int) []int {
@@ -435,9 +432,7 @@ func (l *stackLowerer) localAddr(a *dsl.Addr) (bool, uint32) {
 }
 
 // FormatIP prints an IPv4 address.
-func FormatIP(a uint32) string {
-	return fmt.Sprintf("%d.%d.%d.%d", a>>24, a>>16&0xFF, a>>8&0xFF, a&0xFF)
-}
+func FormatIP(a uint32) string { return pred.Addr(a).String() }
 
 func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 	seen := map[string]bool{}

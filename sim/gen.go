@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -86,7 +87,7 @@ func NewGen(st *lpg.Stack, seed int64) *Gen {
 	return g
 }
 
-func ip(a uint32) net.IP { return net.IP{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)} }
+func ip(a uint32) net.IP { return pred.Addr(a).AsSlice() }
 
 func (g *Gen) add(s packet.Spec, label string) {
 	g.base = append(g.base, target{ep: -1, arg: int32(len(g.fixed))})

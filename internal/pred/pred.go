@@ -7,7 +7,9 @@ package pred
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -169,6 +171,20 @@ func paren(x Expr) string {
 	return x.String()
 }
 
+// Addr is an IPv4 address held as a field value (ip.src, ip.dst, arp.tpa)
+// or a stack's address.
+func Addr(v uint32) netip.Addr {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
+}
+
+// AddrValue is the field value of an IPv4 address.
+func AddrValue(a netip.Addr) uint32 {
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])
+}
+
 // FormatValue prints a value in the most readable form for its field:
 // dotted quads for addresses, MAC notation for Ethernet addresses,
 // hexadecimal for EtherTypes and masks wider than a byte.
@@ -176,7 +192,7 @@ func FormatValue(field string, v uint64) string {
 	switch field {
 	case "ip.src", "ip.dst", "arp.tpa":
 		if v <= 0xFFFFFFFF {
-			return fmt.Sprintf("%d.%d.%d.%d", v>>24, v>>16&0xFF, v>>8&0xFF, v&0xFF)
+			return Addr(uint32(v)).String()
 		}
 	case "eth.dst", "eth.src":
 		if v <= 0xFFFFFFFFFFFF {
