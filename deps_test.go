@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"backends/linux":               {"embed", "internal/pred", "prg"},
 	"backends/nicconf":             {"embed"},
 	"backends/gofallback":          {"embed", "internal/graph", "internal/pred", "lpg", "sim"},
-	"bench":                        {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "lpg", "prg", "sim"},
+	"bench":                        {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
 	"bench/baseline":               {"internal/packet", "lpg"},
 	"backends/gofallback/fallback": {},
 	"verify/internal/fuzzfallback": {},
