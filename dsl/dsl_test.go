@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -332,8 +333,16 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		s, diags := dsl.Parse("fuzz", src)
 		if s.AST == nil {
-			if !diags.HasErrors() {
-				t.Fatal("no tree and no error")
+			t.Fatal("no tree")
+		}
+		if diags.HasErrors() {
+			// A partial tree holds what parsed: it formats to a file
+			// that parses.
+			if s.AST.Graph == nil && s.AST.Stack == nil {
+				return
+			}
+			if _, more := dsl.Parse("fuzz", dsl.Format(s)); more.HasErrors() {
+				t.Fatalf("the partial tree formats to a file that does not parse: %v", more)
 			}
 			return
 		}
@@ -573,5 +582,31 @@ func TestManyPortsAndUnknownNames(t *testing.T) {
 	}
 	if n == 0 || len(diags.Shown()) > 2*diag.MaxShown+2 {
 		t.Errorf("%d unknown-node errors, %d shown", n, len(diags.Shown()))
+	}
+}
+
+// TestPartialTree: like go/parser, Parse returns a tree on a syntax error,
+// without the declarations that hold errors, and its errors sorted.
+func TestPartialTree(t *testing.T) {
+	src := "graph g {\n  node A { port o[B] }\n  node B { port o[C] port }\n  node C { port o[] }\n  node D { port ]] }\n}\n"
+	s, diags := dsl.Parse("p.unicorn", []byte(src))
+	if !diags.HasErrors() || s.AST == nil || s.AST.Graph == nil {
+		t.Fatalf("tree %v, diagnostics %v", s.AST, diags)
+	}
+	var names []string
+	for _, d := range s.AST.Graph.Decls {
+		if d.Node != nil {
+			names = append(names, d.Node.Name.Text)
+		}
+	}
+	if !slices.Equal(names, []string{"A", "C"}) {
+		t.Errorf("partial tree holds nodes %v, want A and C", names)
+	}
+	if len(diags) != 2 || diags[0].Range.Start > diags[1].Range.Start {
+		t.Errorf("want two sorted errors, got %v", diags)
+	}
+	s, diags = dsl.Parse("q.lpg", []byte("stack s { endpoint"))
+	if !diags.HasErrors() || s.AST == nil || s.AST.Stack != nil {
+		t.Errorf("a file with no whole declaration: tree %v, %v", s.AST, diags)
 	}
 }

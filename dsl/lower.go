@@ -75,8 +75,7 @@ func Lower(s *Source) (*graph.Graph, diag.List) {
 // Load parses, lowers and validates a graph file in one step.
 func Load(name string, src []byte) (*graph.Graph, *Source, diag.List) {
 	s, diags := Parse(name, src)
-	if s.AST == nil || s.AST.Graph == nil {
-		diags.Sort()
+	if diags.HasErrors() || s.AST.Graph == nil {
 		return nil, s, diags
 	}
 	g, more := Lower(s)

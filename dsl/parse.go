@@ -69,8 +69,20 @@ type Source struct {
 }
 
 // Parse reads one file. It never panics on any input: lexical and syntax
-// errors come back as diagnostics with positions.
+// errors come back as diagnostics with positions, sorted. Like go/parser,
+// it always returns a tree: on a syntax error, the tree of the file with
+// the declarations that hold errors left out (empty when no part of the
+// file parses). A caller lowers the tree only when there is no error.
 func Parse(name string, src []byte) (*Source, diag.List) {
+	s, diags := parse(name, src)
+	if s.AST == nil {
+		s.AST = &File{}
+	}
+	diags.Sort()
+	return s, diags
+}
+
+func parse(name string, src []byte) (*Source, diag.List) {
 	s := &Source{File: diag.NewFile(name, src)}
 	var diags diag.List
 	if len(src) > MaxSource {
@@ -138,7 +150,9 @@ func Parse(name string, src []byte) (*Source, diag.List) {
 			return s, diags
 		}
 		diags.Add(first)
-		diags = append(diags, s.recover(src, first)...)
+		more, partial := s.recover(src, first)
+		diags = append(diags, more...)
+		s.AST = partial
 		return s, diags
 	}
 	s.AST = ast
@@ -184,9 +198,12 @@ var startKeywords = map[string]bool{"node": true, "boolean": true, "and": true, 
 // recover finds further syntax errors after the first: it blanks the
 // declaration holding the last error (spaces, newlines kept, so positions
 // stay right) and parses again, as long as each new error lies after the
-// part blanked. Participle itself stops at the first error.
-func (s *Source) recover(src []byte, first diag.Diagnostic) diag.List {
+// part blanked. Participle itself stops at the first error. When the
+// file parses once the bad declarations are blanked, that tree is
+// returned too.
+func (s *Source) recover(src []byte, first diag.Diagnostic) (diag.List, *File) {
 	var out diag.List
+	var partial *File
 	buf := append([]byte(nil), src...)
 	at := first.Range.Start
 	for len(out)+1 < maxSyntaxErrors {
@@ -200,8 +217,9 @@ func (s *Source) recover(src []byte, first diag.Diagnostic) diag.List {
 			}
 		}
 		text := string(buf)
-		_, err := parser.ParseFromLexer(peeking(scan(text), s.File.Name, text))
+		ast, err := parser.ParseFromLexer(peeking(scan(text), s.File.Name, text))
 		if err == nil {
+			partial = ast
 			break
 		}
 		d := s.errorAt(err, "E110")
@@ -211,7 +229,7 @@ func (s *Source) recover(src []byte, first diag.Diagnostic) diag.List {
 		out = append(out, d)
 		at = d.Range.Start
 	}
-	return out
+	return out, partial
 }
 
 // enclosingDecl returns the byte range of the declaration that holds

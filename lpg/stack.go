@@ -120,8 +120,7 @@ type Endpoint struct {
 // LoadStack parses and validates a stack file.
 func LoadStack(name string, src []byte) (*Stack, diag.List) {
 	s, diags := dsl.Parse(name, src)
-	if s.AST == nil {
-		diags.Sort()
+	if diags.HasErrors() {
 		return nil, diags
 	}
 	if s.AST.Stack == nil {

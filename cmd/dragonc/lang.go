@@ -203,7 +203,9 @@ func load(name string, src []byte) *loaded {
 	s, diags := dsl.Parse(name, src)
 	l := &loaded{src: s}
 	switch {
-	case s.AST != nil && s.AST.Graph != nil:
+	case diags.HasErrors():
+		// A syntax error: the partial tree is not lowered.
+	case s.AST.Graph != nil:
 		g, more := dsl.Lower(s)
 		l.graph = g
 		diags = append(diags, more...)
@@ -212,7 +214,7 @@ func load(name string, src []byte) *loaded {
 			_, more := prg.NewModel(g, s.File)
 			diags = append(diags, more...)
 		}
-	case s.AST != nil && s.AST.Stack != nil:
+	case s.AST.Stack != nil:
 		st, more := lpg.Lower(s)
 		diags = append(diags, more...)
 		if !more.HasErrors() {
@@ -355,7 +357,6 @@ func runFmt(e *env, paths []string, write, list bool) int {
 		}
 		s, diags := dsl.Parse(displayName(path), src)
 		if diags.HasErrors() {
-			diags.Sort()
 			printDiags(e, diags, false)
 			code = exitInput
 			continue
