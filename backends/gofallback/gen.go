@@ -51,8 +51,8 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		opt.TestFrames = 200
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
-		replyIdx: map[string]int{}, sinkIdx: map[string]int{}, dropIdx: map[[2]string]int{}, tableNames: map[string]string{},
-		used: map[string]bool{}}
+		tableNames: map[string]string{},
+		used:       map[string]bool{}}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
@@ -133,11 +133,8 @@ type gen struct {
 	epIdent map[string]string // endpoint name -> Go identifier
 	epIndex map[string]int
 	// The names behind verdict indexes, in order of first use.
-	replies, sinks []string
-	drops          [][2]string
-	replyIdx       map[string]int
-	sinkIdx        map[string]int
-	dropIdx        map[[2]string]int
+	replies, sinks numbering[string]
+	drops          numbering[[2]string]
 	// lookup tables of all queues, declared once each
 	tables     strings.Builder
 	tableNames map[string]string // entries -> table
@@ -338,21 +335,21 @@ func (g *gen) mainFile() ([]byte, error) {
 	}
 	w("}\n\n")
 	w("// Replies name the answers a Reply verdict asks for.\nvar Replies = [...]string{")
-	for i, r := range g.replies {
+	for i, r := range g.replies.list {
 		if i > 0 {
 			w(", ")
 		}
 		w("%s", strconv.Quote(r))
 	}
 	w("}\n\n// Sinks name the LPG nodes a Sink verdict means.\nvar Sinks = [...]string{")
-	for i, s := range g.sinks {
+	for i, s := range g.sinks.list {
 		if i > 0 {
 			w(", ")
 		}
 		w("%s", strconv.Quote(s))
 	}
 	w("}\n\n// DropSites are where Drop verdicts were decided.\nvar DropSites = [...]DropSite{\n")
-	for _, d := range g.drops {
+	for _, d := range g.drops.list {
 		w("\t{%s, %s},\n", strconv.Quote(d[0]), strconv.Quote(d[1]))
 	}
 	w("}\n\n")
@@ -412,33 +409,29 @@ func (g *gen) endpointIdents() {
 	}
 }
 
-func (g *gen) reply(name string) int {
-	if i, ok := g.replyIdx[name]; ok {
-		return i
-	}
-	g.replyIdx[name] = len(g.replies)
-	g.replies = append(g.replies, name)
-	return len(g.replies) - 1
+// numbering gives each distinct key a number, in order of first use.
+type numbering[K comparable] struct {
+	list []K
+	num  map[K]int
 }
 
-func (g *gen) sink(name string) int {
-	if i, ok := g.sinkIdx[name]; ok {
+func (n *numbering[K]) of(k K) int {
+	if i, ok := n.num[k]; ok {
 		return i
 	}
-	g.sinkIdx[name] = len(g.sinks)
-	g.sinks = append(g.sinks, name)
-	return len(g.sinks) - 1
+	if n.num == nil {
+		n.num = map[K]int{}
+	}
+	n.num[k] = len(n.list)
+	n.list = append(n.list, k)
+	return len(n.list) - 1
 }
 
-func (g *gen) dropSite(node, port string) int {
-	k := [2]string{node, port}
-	if i, ok := g.dropIdx[k]; ok {
-		return i
-	}
-	g.dropIdx[k] = len(g.drops)
-	g.drops = append(g.drops, k)
-	return len(g.drops) - 1
-}
+func (g *gen) reply(name string) int { return g.replies.of(name) }
+
+func (g *gen) sink(name string) int { return g.sinks.of(name) }
+
+func (g *gen) dropSite(node, port string) int { return g.drops.of([2]string{node, port}) }
 
 // dropCode is the statement that drops a frame at node.port.
 func (g *gen) dropCode(node, port string) string {
