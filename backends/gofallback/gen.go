@@ -197,15 +197,17 @@ func fieldConst(name string) string {
 	return "f" + fieldSuffix(name)
 }
 
-// presenceBits caches PresenceBit for the vocabulary's fields that have
+// presenceBits names the decoder's presence bit of each vocabulary field that has
 // a presence group.
 var presenceBits = func() map[string]string {
 	m := map[string]string{}
 	for f := range pred.Fields {
-		func() {
-			defer func() { recover() }()
-			m[f] = PresenceBit(f)
-		}()
+		switch g := group(f); g {
+		case "ethtype":
+			m[f] = "hasEthType"
+		case "l4", "ip", "icmp", "udp", "tcp", "arp", "omx", "eth", "vlan", "frame", "meta":
+			m[f] = "has" + strings.ToUpper(g[:1]) + g[1:]
+		}
 	}
 	return m
 }()
@@ -491,14 +493,11 @@ func group(field string) string {
 
 // PresenceBit names the decoder's presence bit of a field's group.
 func PresenceBit(field string) string {
-	switch g := group(field); g {
-	case "ethtype":
-		return "hasEthType"
-	case "l4", "ip", "icmp", "udp", "tcp", "arp", "omx", "eth", "vlan", "frame", "meta":
-		return "has" + strings.ToUpper(g[:1]) + g[1:]
-	default:
+	bit, ok := presenceBits[field]
+	if !ok {
 		panic("dragonc: internal error: field " + field + " has no presence group")
 	}
+	return bit
 }
 
 // present adds the groups a true condition proves present: those of its
@@ -1106,11 +1105,7 @@ func appendHex(buf []byte, x uint64) []byte {
 // appendHas appends the test of a field's presence bit.
 func appendHas(buf []byte, field string) []byte {
 	buf = append(buf, "f.has&"...)
-	if bit, ok := presenceBits[field]; ok {
-		buf = append(buf, bit...)
-	} else {
-		buf = append(buf, PresenceBit(field)...)
-	}
+	buf = append(buf, PresenceBit(field)...)
 	return append(buf, " != 0"...)
 }
 
