@@ -92,26 +92,26 @@ func (qe *QueueEmbedding) Software() []string {
 
 // Embedding is a configured NIC plus the software each queue runs.
 type Embedding struct {
-	Model   *prg.Model
-	Config  *prg.Config
-	HW      *graph.Graph // the configured PRG
-	LPG     *graph.Graph
-	Queues  []*QueueEmbedding   // every queue some frame can reach, by ID
-	Reach   map[string][]int    // endpoint -> queue IDs its packets reach
-	Steer   map[string]string   // endpoint -> steering (table node, rss, default)
-	lpgBox  map[int]*solver.Box // LPG node -> path box
-	index   map[int]*portIndex  // configured PRG node -> index of many ports
-	epNode  map[string]int      // endpoint -> its LPG delivery node
-	epNum   map[string]int      // endpoint -> its number
-	epOf    []int               // LPG node -> the number of the endpoint it delivers to, or -1
-	qByID   map[int]*QueueEmbedding
-	hwBox   [][]portBox // configured PRG node -> its ports' boxes (nil: none made yet)
-	lpgBoxC [][]portBox // LPG node -> its ports' boxes
-	inPorts [][]graph.InPort
-	order   []int
-	space   []*prg.Space // configured PRG node -> its configuration space
-	hwNode  []hwFacts    // configured PRG node -> what the walks ask of it
-	iota    []int        // 0, 1, 2, ...: see allPorts
+	Model      *prg.Model
+	Config     *prg.Config
+	HW         *graph.Graph // the configured PRG
+	LPG        *graph.Graph
+	Queues     []*QueueEmbedding   // every queue some frame can reach, by ID
+	Reach      map[string][]int    // endpoint -> queue IDs its packets reach
+	Steer      map[string]string   // endpoint -> steering (table node, rss, default)
+	lpgBox     map[int]*solver.Box // LPG node -> path box
+	index      map[int]*portIndex  // configured PRG node -> index of many ports
+	epNode     map[string]int      // endpoint -> its LPG delivery node
+	epNum      map[string]int      // endpoint -> its number
+	epOf       []int               // LPG node -> the number of the endpoint it delivers to, or -1
+	qByID      map[int]*QueueEmbedding
+	hwPortBox  [][]portBox // configured PRG node -> its ports' boxes (nil: none made yet)
+	lpgPortBox [][]portBox // LPG node -> its ports' boxes
+	inPorts    [][]graph.InPort
+	order      []int
+	space      []*prg.Space // configured PRG node -> its configuration space
+	hwNode     []hwFacts    // configured PRG node -> what the walks ask of it
+	iota       []int        // 0, 1, 2, ...: see allPorts
 	// frozen is set while walks run in parallel: the caches above are
 	// then read, never written (see warm).
 	frozen bool
@@ -131,8 +131,8 @@ type portBox struct {
 	exact bool
 }
 
-// portBoxOf returns the box of port i of node n, kept in cache (em.hwBox
-// for the configured PRG, em.lpgBoxC for the LPG) unless the caches are
+// portBoxOf returns the box of port i of node n, kept in cache (em.hwPortBox
+// for the configured PRG, em.lpgPortBox for the LPG) unless the caches are
 // frozen.
 func (em *Embedding) portBoxOf(cache [][]portBox, n *graph.Node, i int) portBox {
 	row := cache[n.ID]
@@ -202,7 +202,7 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 	}
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
 		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{},
-		hwBox: make([][]portBox, len(hw.Nodes)), lpgBoxC: make([][]portBox, len(lpgGraph.Nodes))}
+		hwPortBox: make([][]portBox, len(hw.Nodes)), lpgPortBox: make([][]portBox, len(lpgGraph.Nodes))}
 	if boxes != nil {
 		em.lpgBox, em.epNode, em.order = boxes, epNode, order
 	} else {
@@ -277,7 +277,7 @@ func (em *Embedding) warm() {
 		}
 		for i, p := range n.Ports {
 			if p.Pred != nil {
-				em.portBoxOf(em.hwBox, n, i)
+				em.portBoxOf(em.hwPortBox, n, i)
 			}
 		}
 	}
@@ -340,8 +340,8 @@ func parallel(n int, f func(i int)) {
 func (em *Embedding) dropCaches() {
 	em.frozen = false
 	em.index = map[int]*portIndex{}
-	em.hwBox = make([][]portBox, len(em.HW.Nodes))
-	em.lpgBoxC = make([][]portBox, len(em.LPG.Nodes))
+	em.hwPortBox = make([][]portBox, len(em.HW.Nodes))
+	em.lpgPortBox = make([][]portBox, len(em.LPG.Nodes))
 	em.lpgBox = nil
 }
 
@@ -419,9 +419,9 @@ func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
 	ix, ok := em.index[key]
 	if !ok {
-		cache := em.hwBox
+		cache := em.hwPortBox
 		if key < 0 {
-			cache = em.lpgBoxC
+			cache = em.lpgPortBox
 		}
 		ix = em.buildIndex(cache, n)
 		if !em.frozen {
@@ -530,16 +530,16 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 		if p.Pred == nil {
 			continue
 		}
-		if !em.mayTake(em.hwBox, b, n, i) {
+		if !em.mayTake(em.hwPortBox, b, n, i) {
 			continue
 		}
-		if em.mustTake(em.hwBox, b, n, i) {
+		if em.mustTake(em.hwPortBox, b, n, i) {
 			follow(p, b, p.Name)
 			captured = true
 			break
 		}
 		if boxes || !em.toQueues(p) {
-			b := em.narrow(em.hwBox, b, n, i)
+			b := em.narrow(em.hwPortBox, b, n, i)
 			follow(p, b, p.Name)
 			continue
 		}
@@ -901,7 +901,7 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 		covered := false
 		for _, i := range em.portsForLPG(n, cb) {
 			p := n.Ports[i]
-			if p.Pred != nil && em.mustTake(em.lpgBoxC, cb, n, i) {
+			if p.Pred != nil && em.mustTake(em.lpgPortBox, cb, n, i) {
 				covered = true
 				break
 			}
