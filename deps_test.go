@@ -46,8 +46,12 @@ var allowed = map[string][]string{
 	"backends/gofallback/fallback": {},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
-	"cmd/dragonc":                  {"bench", "discover", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
+	"cmd/dragonc":                  {"run", "bench", "discover", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
 	"internal/outdir":              {},
+	"run":                          {"backends/gofallback", "embed", "internal/graph", "lpg", "run/dataplane"},
+	// The data plane is shipped into generated modules: the standard
+	// library only.
+	"run/dataplane": {},
 }
 
 // libraryHome says which package may import each outside library.
@@ -65,6 +69,8 @@ var libraryHome = map[string][]string{
 	"github.com/spf13/pflag":            {"cmd/dragonc"},
 	"github.com/schollz/progressbar/v3": {"cmd/dragonc"},
 	"golang.org/x/term":                 {"cmd/dragonc"},
+	// dragonc run writes its eBPF stage with cilium/ebpf's asm package.
+	"github.com/cilium/ebpf": {"run"},
 }
 
 // skipDir reports whether a walk of the module skips a directory: test

@@ -9,13 +9,14 @@ require (
 	github.com/gopacket/gopacket v1.7.7
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9
+	github.com/spf13/pflag v1.0.10
 	golang.org/x/term v0.47.0
 	gonum.org/v1/gonum v0.17.0
 )
 
 require (
 	github.com/alecthomas/repr v0.5.4 // indirect
+	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect

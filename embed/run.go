@@ -582,3 +582,14 @@ func (r *Result) changes(pl *Plan) *Changes {
 // Driver returns the Linux driver the plan was made for, or nil for a plan
 // of the whole silicon.
 func (r *Result) Driver() *prg.Driver { return r.p.in.Driver }
+
+// Model is the NIC model the plan configures.
+func (r *Result) Model() *prg.Model { return r.p.in.Model }
+
+// SoftwareStage reports whether the model is a steering stage that dragonc
+// run builds in software (resources { stage "ebpf" }), not silicon a
+// driver configures: nothing of its plan is for ethtool.
+func (r *Result) SoftwareStage() bool {
+	m := r.p.in.Model
+	return m != nil && m.Props["stage"].Str == "ebpf"
+}

@@ -217,7 +217,10 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	// or as a link-layer broadcast; such a datagram no one wants is
 	// dropped silently.
 	b.check("RxL4UDPValidUnicastDest", unicastDest+" && eth.dst != ff:ff:ff:ff:ff:ff", "field", "RxL4UDPPortUnreachable")
-	b.add("RxL4UDPPortUnreachable", graph.FNode, "reply", AttrSink)
+	// RFC 1122 §4.1.3.1: a host SHOULD answer a datagram to a port no one
+	// listens to with an ICMP port unreachable; the transmit path builds it.
+	pu := b.add("RxL4UDPPortUnreachable", graph.FNode, "reply", AttrSink)
+	b.spawn(pu, "response", "TxL3ICMPInitiateUnreachable")
 
 	// RFC 1122 §4.2.3.10: a SYN to a broadcast address MUST be discarded
 	// silently; no TCP connection has a broadcast end, so every segment to
@@ -274,8 +277,10 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	if st.ICMPEcho {
 		n := b.add("TxL3ICMPInitiateResponse", graph.FNode, "fill")
 		b.port(n, "out", nil, "TxL3ICMPFillChecksum")
-		b.txcsum("TxL3ICMPFillChecksum", "TxL3IPv4FillHeader")
 	}
+	un := b.add("TxL3ICMPInitiateUnreachable", graph.FNode, "fill")
+	b.port(un, "out", nil, "TxL3ICMPFillChecksum")
+	b.txcsum("TxL3ICMPFillChecksum", "TxL3IPv4FillHeader")
 	ipfill := b.add("TxL3IPv4FillHeader", graph.FNode, "fill")
 	b.port(ipfill, "out", nil, "TxL3IPv4FillChecksum")
 	ipcs := b.add("TxL3IPv4FillChecksum", graph.FNode, "ipcsum")

@@ -155,7 +155,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		st = &lpg.Stack{Name: l.graph.Name} // an explicit LPG: no endpoints to steer
 	}
 	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.graph, Cost: fn, Strategy: f.strategy}
-	if f.target == embed.TargetLinux {
+	if f.target == embed.TargetLinux && m.Props["stage"].Str != "ebpf" {
 		d, why := nics.DriverFor(m)
 		if d == nil {
 			fmt.Fprintf(e.stderr, "dragonc: warning: %s; embedding on the whole NIC as --target silicon does\n", why)

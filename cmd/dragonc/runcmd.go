@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	drun "github.com/dragonc/dragonc/run"
+)
+
+func init() {
+	builders = append(builders, newRunCmd)
+}
+
+func newRunCmd(e *env) *cobra.Command {
+	var f embedFlags
+	var every time.Duration
+	c := &cobra.Command{
+		Use:   "run [flags] NIC STACK.lpg IFACE",
+		Short: "serve the compiled stack on a Linux interface",
+		Long: `Embeds the stack as embed does, builds the generated code into a program
+(with the go command) and serves the stack on IFACE until interrupted:
+one receive loop per plan queue, pinned to the queue's core, fed by an
+AF_PACKET socket whose fanout eBPF program does the plan's steering.
+ARP requests, echo requests and UDP datagrams to the stack's addresses
+are the stack's; everything else (TCP, IPv6, other hosts' frames) passes
+to the kernel. UDP endpoints run the application named by their app
+attribute: "echo" or "discard" (others are counted and discarded).
+
+Every --every, on SIGUSR1 and at exit, one line per queue counts the
+frames in, each outcome by the names verify uses, and the frames sent.
+SIGINT or SIGTERM stops it and detaches every program and socket.
+
+The NIC is linux-xdp, the software steering model; IFACE's hardware
+address must be the stack interface's. Needs root.
+Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
+		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
+  dragonc run linux-xdp examples/dns_ntp.lpg veth0`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 3 {
+				return usagef("want NIC, STACK.lpg and IFACE, got %d argument(s)", len(args))
+			}
+			return nicAndStack(cmd, args[:2])
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if every < 0 {
+				return usagef("--every %v is negative", every)
+			}
+			return exitStatus(runRun(e, &f, every, args[0], args[1], args[2]))
+		},
+	}
+	f.register(c.Flags())
+	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
+	return c
+}
+
+func runRun(e *env, f *embedFlags, every time.Duration, nicArg, stackPath, iface string) int {
+	r, st, ok := f.plan(e, nicArg, stackPath)
+	if !ok {
+		return exitInput
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	opt := drun.Options{Iface: iface, Every: every, Stdout: e.stdout, Stderr: e.stderr,
+		Signal: func(p *os.Process) {
+			go func() {
+				for range usr1 {
+					p.Signal(syscall.SIGUSR1)
+				}
+			}()
+		}}
+	if err := drun.Serve(ctx, r, st, opt); err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		return exitInput
+	}
+	return exitOK
+}

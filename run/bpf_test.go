@@ -1,0 +1,163 @@
+package run
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	_ "github.com/dragonc/dragonc/internal/golden"
+)
+
+var (
+	ourMAC  = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
+	peerMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
+	ourIP   = net.IP{10, 9, 0, 1}
+	peerIP  = net.IP{10, 9, 0, 2}
+)
+
+func frame(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
+	t.Helper()
+	buf := gopacket.NewSerializeBuffer()
+	for _, l := range ls {
+		if n, ok := l.(interface{ SetNetworkLayerForChecksum(gopacket.NetworkLayer) error }); ok {
+			for _, m := range ls {
+				if ip, ok := m.(*layers.IPv4); ok {
+					n.SetNetworkLayerForChecksum(ip)
+				}
+			}
+		}
+	}
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func eth(t layers.EthernetType) *layers.Ethernet {
+	return &layers.Ethernet{SrcMAC: peerMAC, DstMAC: ourMAC, EthernetType: t}
+}
+
+func ip4(dst net.IP, p layers.IPProtocol) *layers.IPv4 {
+	return &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: p, SrcIP: peerIP, DstIP: dst}
+}
+
+func udp(t *testing.T, dst net.IP, sport, dport uint16, frag bool) []byte {
+	ip := ip4(dst, layers.IPProtocolUDP)
+	if frag {
+		ip.Flags = layers.IPv4MoreFragments
+	}
+	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+	u.SetNetworkLayerForChecksum(ip)
+	return frame(t, eth(layers.EthernetTypeIPv4), ip, u, gopacket.Payload("hi"))
+}
+
+func needBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("loading eBPF programs needs root")
+	}
+}
+
+// TestClassifier runs the generated programs on frames in the kernel
+// (BPF_PROG_TEST_RUN) and checks which are the stack's and which queue
+// each goes to.
+func TestClassifier(t *testing.T) {
+	needBPF(t)
+	s := &Stage{
+		Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.255")},
+		ARP:   true, ICMP: true, FlowCap: 16, PortCap: 16,
+		Flows: []FlowRule{{Proto: 17, Src: netip.MustParseAddr("10.9.0.2"), Dst: netip.MustParseAddr("10.9.0.1"), SPort: 5000, DPort: 7, Queue: 3}},
+		Ports: []PortRule{{Proto: 17, DPort: 7, Queue: 1}, {Proto: 17, DPort: 9, Queue: 2}},
+	}
+	m, err := newMaps(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	fan, err := loadProgram(progFanout, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fan.Close()
+	filt, err := loadProgram(progFilter, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filt.Close()
+	tc, err := loadProgram(progTC, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+
+	arp := func(op uint16, tpa net.IP) []byte {
+		return frame(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+			&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,
+				Operation: op, SourceHwAddress: peerMAC, SourceProtAddress: peerIP, DstHwAddress: make([]byte, 6), DstProtAddress: tpa})
+	}
+	icmp := func(typ uint8, dst net.IP) []byte {
+		return frame(t, eth(layers.EthernetTypeIPv4), ip4(dst, layers.IPProtocolICMPv4),
+			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(typ, 0), Id: 1, Seq: 1}, gopacket.Payload("ping"))
+	}
+	tcp := func() []byte {
+		ip := ip4(ourIP, layers.IPProtocolTCP)
+		tc := &layers.TCP{SrcPort: 4000, DstPort: 80, SYN: true, Window: 100}
+		tc.SetNetworkLayerForChecksum(ip)
+		return frame(t, eth(layers.EthernetTypeIPv4), ip, tc)
+	}
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		ours  bool
+		queue uint32
+	}{
+		{"arp request for us", arp(1, ourIP), true, 0},
+		{"arp request for another host", arp(1, net.IP{10, 9, 0, 7}), false, 0},
+		{"arp reply", arp(2, ourIP), false, 0},
+		{"echo request", icmp(8, ourIP), true, 0},
+		{"echo reply (the kernel's)", icmp(0, ourIP), false, 0},
+		{"echo request to another host", icmp(8, net.IP{10, 9, 0, 7}), false, 0},
+		{"udp flow rule", udp(t, ourIP, 5000, 7, false), true, 3},
+		{"udp port rule", udp(t, ourIP, 5001, 7, false), true, 1},
+		{"udp second port", udp(t, ourIP, 5001, 9, false), true, 2},
+		{"udp closed port", udp(t, ourIP, 5001, 10, false), true, 0},
+		{"udp broadcast", udp(t, net.IP{10, 9, 0, 255}, 5001, 9, false), true, 2},
+		{"udp to another host", udp(t, net.IP{10, 9, 0, 7}, 5001, 7, false), false, 0},
+		{"udp fragment", udp(t, ourIP, 5000, 7, true), true, 0},
+		{"tcp", tcp(), false, 0},
+		{"ipv6", frame(t, eth(layers.EthernetTypeIPv6), &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolNoNextHeader, HopLimit: 1, SrcIP: net.IPv6loopback, DstIP: net.IPv6loopback}), false, 0},
+		{"runt", []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := c.frame
+			if len(in) < 60 {
+				in = append(in, make([]byte, 60-len(in))...) // the kernel's test runs want a full frame
+			}
+			if c.name == "runt" {
+				in = c.frame
+			}
+			q, _, err := fan.Test(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep, _, err := filt.Test(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tcv, _, err := tc.Test(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (keep != 0) != c.ours || (tcv == 2) != c.ours {
+				t.Errorf("filter kept %d, tc said %d; want ours=%v", keep, int32(tcv), c.ours)
+			}
+			if c.ours && q != c.queue {
+				t.Errorf("fanout chose queue %d, want %d", q, c.queue)
+			}
+		})
+	}
+}

@@ -1,0 +1,327 @@
+// Package dataplane serves a compiled stack on a Linux interface: one
+// receive loop per plan queue, pinned to the queue's core, runs the
+// generated code on every frame and acts on its verdict — delivering to an
+// endpoint's handler, answering through the transmit chains the LPG
+// spawns, counting drops by the LPG node that decided them.
+//
+// It uses only the standard library so that `dragonc run` can ship it,
+// unchanged, into the module it builds around the generated fallback; Go
+// programs import it through package run.
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// Verdict kinds, as the generated code numbers them.
+const (
+	Drop    = 0
+	Deliver = 1
+	Reply   = 2
+	Sink    = 3
+)
+
+// Verdict is the generated code's answer for one frame.
+type Verdict struct {
+	Kind  uint8
+	Index uint32
+}
+
+// Datagram is a UDP datagram delivered to an endpoint.
+type Datagram struct {
+	Endpoint     int    // index into Stack.Endpoints
+	Queue        int    // the plan queue that received it
+	Payload      []byte // valid only during the call
+	Src, Dst     [4]byte
+	SPort, DPort uint16
+}
+
+// A Handler serves an endpoint. It returns the payload of a datagram to
+// send back to the sender (from the address and port it was sent to), or
+// nil. It runs on the queue's receive loop and must not keep Payload.
+type Handler func(d *Datagram) []byte
+
+// Echo returns every datagram to its sender (RFC 862 over UDP).
+func Echo(d *Datagram) []byte { return d.Payload }
+
+// Discard takes every datagram and answers none (RFC 863).
+func Discard(*Datagram) []byte { return nil }
+
+// Apps are the built-in applications a stack file can name (app "echo").
+var Apps = map[string]Handler{"echo": Echo, "discard": Discard}
+
+// Stack is the compiled stack: the generated code and what its verdicts'
+// indexes mean, the transmit chains and the endpoints' handlers.
+type Stack struct {
+	Process     func(queue int, frame []byte) Verdict
+	Endpoints   []string
+	UDP         []bool // per endpoint: a UDP endpoint (its handler runs)
+	Handlers    []Handler
+	Replies     []string
+	ReplyChains [][]TxFunc // per reply
+	Sinks       []string
+	SinkChains  [][]TxFunc // per sink; nil: a sink that sends nothing
+	DropSites   []string   // "NODE.PORT", or "" for a drop with no site
+	SendChain   []TxFunc   // what a UDP handler's answer goes through
+	MAC         [6]byte
+}
+
+// Queue is one receive loop.
+type Queue struct {
+	ID   int // the plan's queue number, passed to Process
+	Core int // the core it is pinned to; -1: not pinned
+}
+
+// Config says where to serve.
+type Config struct {
+	Ifindex  int
+	Queues   []Queue
+	FanoutFD int // the fanout program (AF_PACKET), -1 with a single queue
+	FilterFD int // the per-socket filter program, -1 for none
+}
+
+// Server is a running data plane.
+type Server struct {
+	st     *Stack
+	queues []*queueLoop
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+	errMu  sync.Mutex
+	err    error
+	// Notes say how the server runs (pinning refused, and so on).
+	Notes []string
+}
+
+type queueLoop struct {
+	q    Queue
+	sock *packetSocket
+	c    counters
+}
+
+// counters of one queue; written by its loop, read by the reporter.
+type counters struct {
+	in, sent, txErr, short atomic.Uint64
+	deliver, reply, sink   []atomic.Uint64
+	drop                   []atomic.Uint64
+}
+
+// Start opens the sockets of every queue and starts their loops.
+func Start(st *Stack, cfg Config) (*Server, error) {
+	if len(cfg.Queues) == 0 {
+		return nil, fmt.Errorf("no queue to serve")
+	}
+	s := &Server{st: st}
+	group := -1
+	if len(cfg.Queues) > 1 {
+		// A fanout group id unique to this process (16 bits).
+		group = (syscall.Getpid() ^ cfg.Ifindex<<8) & 0xffff
+	}
+	for _, q := range cfg.Queues {
+		sock, err := openPacket(cfg.Ifindex, cfg.FilterFD, group)
+		if err != nil {
+			s.closeAll()
+			return nil, fmt.Errorf("queue %d: %w", q.ID, err)
+		}
+		l := &queueLoop{q: q, sock: sock}
+		l.c.deliver = make([]atomic.Uint64, len(st.Endpoints))
+		l.c.reply = make([]atomic.Uint64, len(st.Replies))
+		l.c.sink = make([]atomic.Uint64, len(st.Sinks))
+		l.c.drop = make([]atomic.Uint64, len(st.DropSites)+1)
+		s.queues = append(s.queues, l)
+	}
+	if group >= 0 {
+		if err := s.queues[0].sock.setFanoutProgram(cfg.FanoutFD); err != nil {
+			s.closeAll()
+			return nil, err
+		}
+	}
+	ready := make(chan string, len(s.queues))
+	for _, l := range s.queues {
+		s.wg.Add(1)
+		go s.loop(l, ready)
+	}
+	for range s.queues {
+		if n := <-ready; n != "" {
+			s.Notes = append(s.Notes, n)
+		}
+	}
+	sort.Strings(s.Notes)
+	return s, nil
+}
+
+func (s *Server) closeAll() {
+	for _, l := range s.queues {
+		l.sock.close()
+	}
+}
+
+// Stop ends every loop, closes the sockets and reports the first error a
+// loop met.
+func (s *Server) Stop() error {
+	s.stop.Store(true)
+	s.wg.Wait()
+	s.closeAll()
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// pin binds the calling thread to core.
+func pin(core int) error {
+	if core < 0 {
+		return nil
+	}
+	var mask [16]uint64 // 1024 CPUs, as glibc's cpu_set_t
+	if core >= len(mask)*64 {
+		return fmt.Errorf("core %d is beyond the affinity mask", core)
+	}
+	mask[core/64] |= 1 << (core % 64)
+	_, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(mask), uintptr(unsafe.Pointer(&mask)))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func (s *Server) loop(l *queueLoop, ready chan<- string) {
+	defer s.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	note := ""
+	if err := pin(l.q.Core); err != nil {
+		note = fmt.Sprintf("queue %d is not pinned to core %d: %v", l.q.ID, l.q.Core, err)
+	}
+	ready <- note
+	t := &Tx{Buf: make([]byte, ethLen+maxIPv4), MAC: s.st.MAC}
+	var pad [60]byte
+	dg := &Datagram{Queue: l.q.ID}
+	handle := func(frame []byte) {
+		l.c.in.Add(1)
+		if len(frame) < 60 {
+			// A software link carries frames unpadded; the wire would pad
+			// them to the 60-byte minimum (IEEE 802.3 §4.2.8), which the
+			// LPG's length check expects.
+			l.c.short.Add(1)
+			n := copy(pad[:], frame)
+			clear(pad[n:])
+			frame = pad[:]
+		}
+		v := s.st.Process(l.q.ID, frame)
+		t.Req = frame
+		var chain []TxFunc
+		switch v.Kind {
+		case Deliver:
+			if int(v.Index) >= len(l.c.deliver) {
+				return
+			}
+			l.c.deliver[v.Index].Add(1)
+			if !s.st.UDP[v.Index] || s.st.Handlers[v.Index] == nil {
+				return
+			}
+			l3, l4, end, ok := ipv4(frame)
+			if !ok || end-l4 < 8 {
+				return
+			}
+			dg.Endpoint = int(v.Index)
+			copy(dg.Src[:], frame[l3+12:l3+16])
+			copy(dg.Dst[:], frame[l3+16:l3+20])
+			dg.SPort = binary.BigEndian.Uint16(frame[l4:])
+			dg.DPort = binary.BigEndian.Uint16(frame[l4+2:])
+			dg.Payload = frame[l4+8 : end]
+			out := s.st.Handlers[v.Index](dg)
+			if out == nil {
+				return
+			}
+			t.Payload, t.Src, t.Dst, t.SPort, t.DPort = out, dg.Dst, dg.Src, dg.DPort, dg.SPort
+			copy(t.DstMAC[:], frame[6:12])
+			chain = s.st.SendChain
+		case Reply:
+			if int(v.Index) >= len(l.c.reply) {
+				return
+			}
+			l.c.reply[v.Index].Add(1)
+			chain = s.st.ReplyChains[v.Index]
+		case Sink:
+			if int(v.Index) >= len(l.c.sink) {
+				return
+			}
+			l.c.sink[v.Index].Add(1)
+			chain = s.st.SinkChains[v.Index]
+		default:
+			l.c.drop[min(int(v.Index), len(l.c.drop)-1)].Add(1)
+			return
+		}
+		if len(chain) == 0 {
+			return
+		}
+		for _, f := range chain {
+			if !f(t) {
+				return
+			}
+		}
+		if err := l.sock.send(t.Buf[:t.N]); err != nil {
+			l.c.txErr.Add(1)
+			return
+		}
+		l.c.sent.Add(1)
+	}
+	for !s.stop.Load() {
+		if _, err := l.sock.receive(100, handle); err != nil {
+			s.errMu.Lock()
+			if s.err == nil {
+				s.err = fmt.Errorf("queue %d: %w", l.q.ID, err)
+			}
+			s.errMu.Unlock()
+			return
+		}
+	}
+}
+
+// Report writes one line per queue: frames in, then every outcome seen
+// with its count, in the names `dragonc verify` uses ("deliver NAME",
+// "reply arp", "sink NODE", "drop NODE.PORT"), then frames sent.
+func (s *Server) Report(w io.Writer) {
+	var b strings.Builder
+	for _, l := range s.queues {
+		fmt.Fprintf(&b, "queue %d: in %d", l.q.ID, l.c.in.Load())
+		for i := range l.c.deliver {
+			if n := l.c.deliver[i].Load(); n > 0 {
+				fmt.Fprintf(&b, ", deliver %s %d", s.st.Endpoints[i], n)
+			}
+		}
+		for i := range l.c.reply {
+			if n := l.c.reply[i].Load(); n > 0 {
+				fmt.Fprintf(&b, ", reply %s %d", s.st.Replies[i], n)
+			}
+		}
+		for i := range l.c.sink {
+			if n := l.c.sink[i].Load(); n > 0 {
+				fmt.Fprintf(&b, ", sink %s %d", s.st.Sinks[i], n)
+			}
+		}
+		for i := range l.c.drop {
+			if n := l.c.drop[i].Load(); n > 0 {
+				site := "drop"
+				if i < len(s.st.DropSites) && s.st.DropSites[i] != "" {
+					site = "drop " + s.st.DropSites[i]
+				}
+				fmt.Fprintf(&b, ", %s %d", site, n)
+			}
+		}
+		fmt.Fprintf(&b, ", sent %d", l.c.sent.Load())
+		if n := l.c.txErr.Load(); n > 0 {
+			fmt.Fprintf(&b, ", send errors %d", n)
+		}
+		b.WriteString("\n")
+	}
+	io.WriteString(w, b.String())
+}
