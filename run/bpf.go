@@ -147,10 +147,10 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 const (
 	stEth   = -50 // 14 bytes of Ethernet header, then the IPv4 header or ARP body (4-aligned)
 	stIP    = stEth + 14
-	stFlow  = -80 // the 16-byte flow key
-	stPort  = -88 // the 4-byte port key
-	stAddr  = -92 // a 4-byte address key
-	stICMP  = -96 // the ICMP type byte
+	stFlow  = -80    // the 16-byte flow key
+	stPort  = -88    // the 4-byte port key
+	stAddr  = -92    // a 4-byte address key
+	stICMP  = -96    // the ICMP type byte
 	ethARP  = 0x0608 // 0x0806 read as a little-endian half word
 	ethIPv4 = 0x0008
 	ethOMX  = 0xdf86 // Open-MX's EtherType 0x86DF, read little-endian

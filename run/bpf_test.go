@@ -23,7 +23,9 @@ func frame(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
 	t.Helper()
 	buf := gopacket.NewSerializeBuffer()
 	for _, l := range ls {
-		if n, ok := l.(interface{ SetNetworkLayerForChecksum(gopacket.NetworkLayer) error }); ok {
+		if n, ok := l.(interface {
+			SetNetworkLayerForChecksum(gopacket.NetworkLayer) error
+		}); ok {
 			for _, m := range ls {
 				if ip, ok := m.(*layers.IPv4); ok {
 					n.SetNetworkLayerForChecksum(ip)

@@ -156,7 +156,9 @@ func (s *packetSocket) send(frame []byte) error {
 	return syscall.Sendto(s.fd, frame, 0, &s.to)
 }
 
-func le32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 type pollFd struct {
 	fd      int32
