@@ -1,0 +1,372 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/embedtest"
+)
+
+// The stack the namespace suite serves: two UDP applications on their
+// own queues, one that only counts, ARP and ping.
+const testStack = `stack served {
+    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }
+    cores 0..2
+    endpoint echo udp listen *:7 { app "echo" rate 200kpps }
+    endpoint echo2 udp listen 10.9.0.1:7007 { app "echo" rate 200kpps }
+    endpoint sink udp listen *:9 { app "discard" rate 10kpps }
+    service icmp-echo
+    service arp
+}
+`
+
+// netns is a network namespace made for one test and removed after it.
+type netns struct{ name string }
+
+func ip(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// inNS runs f on a thread that has joined namespace name, so that
+// sockets f opens and interfaces it names are that namespace's.
+func inNS(name string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: it ends with the goroutine, so no
+		// other goroutine ever runs in the namespace by accident.
+		runtime.LockOSThread()
+		fd, err := syscall.Open("/run/netns/"+name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer syscall.Close(fd)
+		if _, _, e := syscall.RawSyscall(sysSetns, uintptr(fd), syscall.CLONE_NEWNET, 0); e != 0 {
+			errc <- fmt.Errorf("setns %s: %w", name, e)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// pair makes namespaces A (the stack's, interface vA with the stack's
+// address) and B (the peer, vB 10.9.0.2/24), joined by a veth pair.
+func pair(t *testing.T) (a, b string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the namespace suite needs root (ip netns, veth, eBPF)")
+	}
+	for _, tool := range []string{"ip", "ethtool", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the namespace suite needs %s", tool)
+		}
+	}
+	id := fmt.Sprintf("dragonc-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	a, b = id+"-a", id+"-b"
+	ip(t, "netns", "add", a)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", a).Run() })
+	ip(t, "netns", "add", b)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", b).Run() })
+	ip(t, "link", "add", "vA", "netns", a, "numrxqueues", "2", "numtxqueues", "2", "type", "veth", "peer", "name", "vB", "netns", b, "numrxqueues", "2", "numtxqueues", "2")
+	ip(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
+	ip(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
+	ip(t, "-n", b, "link", "set", "vB", "up")
+	// The peer finishes its UDP checksums itself (a veth would leave
+	// them to a NIC that is not there).
+	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool -K vB tx off: %v\n%s", err, out)
+	}
+	return a, b
+}
+
+func embedTest(t *testing.T, src string) (*dembed.Result, *lpg.Stack) {
+	t.Helper()
+	return embedtest.PlanSourceTarget(t, Model, "served.lpg", []byte(src), costmodel.Balance{}, dembed.TargetSilicon)
+}
+
+// syncBuffer collects the counters Serve prints.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeNamespaces serves a stack on a veth in one namespace and talks
+// to it from another: ARP, ping, UDP echo, a closed port, steering by
+// queue, and clean-up.
+func TestServeNamespaces(t *testing.T) {
+	a, b := pair(t)
+	r, st := embedTest(t, testStack)
+
+	var out, log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	var ifindex int
+	go func() {
+		served <- inNS(a, func() error {
+			ifc, err := net.InterfaceByName("vA")
+			if err != nil {
+				return err
+			}
+			ifindex = ifc.Index
+			err = Serve(ctx, r, st, Options{Iface: "vA", Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
+			if err != nil {
+				return err
+			}
+			// Nothing is left attached (read in the namespace).
+			progs, qerr := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+			if qerr != nil {
+				return fmt.Errorf("querying tc ingress after run: %w", qerr)
+			}
+			if len(progs.Programs) != 0 {
+				return fmt.Errorf("%d tc ingress programs left on vA after run", len(progs.Programs))
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatalf("Serve stopped before it was ready: %v\n%s", err, log.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("Serve was not ready within 2 minutes\n%s", log.String())
+	}
+
+	err := inNS(b, func() error {
+		// ICMP: five echo requests, five replies (RFC 792).
+		if err := ping(net.IP{10, 9, 0, 1}, 5, true); err != nil {
+			return err
+		}
+		// The peer resolved the stack's address (an ARP reply from the
+		// stack: the kernel of namespace A has no address on vA).
+		neigh, err := exec.Command("ip", "neigh", "show", "10.9.0.1", "dev", "vB").CombinedOutput()
+		if err != nil || !strings.Contains(string(neigh), "02:00:00:00:00:01") {
+			return fmt.Errorf("ip neigh does not show the stack's MAC: %s %v", neigh, err)
+		}
+		// A ping to an address the stack does not own gets no reply.
+		if err := ping(net.IP{10, 9, 0, 77}, 1, false); err != nil {
+			return err
+		}
+		// UDP: each echo endpoint returns the datagram byte for byte.
+		for _, port := range []int{7, 7007} {
+			for i := range 20 {
+				msg := []byte(fmt.Sprintf("datagram %d to port %d \x00\xff", i, port))
+				got, err := udpExchange(port, msg)
+				if err != nil {
+					return fmt.Errorf("port %d: %w", port, err)
+				}
+				if !bytes.Equal(got, msg) {
+					return fmt.Errorf("port %d echoed %q, want %q", port, got, msg)
+				}
+			}
+		}
+		// The discard endpoint answers nothing.
+		if got, err := udpExchange(9, []byte("gone")); err == nil {
+			return fmt.Errorf("discard answered %q", got)
+		}
+		// A closed port: ICMP port unreachable, seen as ECONNREFUSED.
+		if _, err := udpExchange(4444, []byte("anyone?")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("a datagram to a closed port: got %v, want connection refused", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nrun said:\n%s%s", err, log.String(), out.String())
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+
+	// Steering: each endpoint's datagrams were delivered on the queue the
+	// plan gave it, and only there (the final counters).
+	final := out.String()
+	i := strings.LastIndex(final, "final:\n")
+	if i < 0 {
+		t.Fatalf("no final counters:\n%s", final)
+	}
+	lines := strings.Split(strings.TrimSpace(final[i+len("final:\n"):]), "\n")
+	for _, ep := range r.Plan.Endpoints {
+		want := map[int]bool{}
+		for _, q := range ep.Queues {
+			want[q] = true
+		}
+		seen := 0
+		for _, l := range lines {
+			var q int
+			if _, err := fmt.Sscanf(l, "queue %d:", &q); err != nil {
+				t.Fatalf("bad counter line %q", l)
+			}
+			if strings.Contains(l, ", deliver "+ep.Name+" ") {
+				seen++
+				if !want[q] {
+					t.Errorf("endpoint %s delivered on queue %d; the plan says %v\n%s", ep.Name, q, ep.Queues, final)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Errorf("endpoint %s: no delivery counted\n%s", ep.Name, final)
+		}
+	}
+	if len(r.Plan.Queues) < 2 {
+		t.Errorf("the plan has %d queues; the suite wants the endpoints spread", len(r.Plan.Queues))
+	}
+	for _, want := range []string{"reply arp", "reply icmp-echo 5", "sink RxL4UDPPortUnreachable 1"} {
+		if !strings.Contains(final, want) {
+			t.Errorf("final counters lack %q:\n%s", want, final)
+		}
+	}
+	t.Logf("run said:\n%s%s", log.String(), final[i:])
+}
+
+// udpExchange sends msg to 10.9.0.1:port from a connected socket and
+// waits up to a second for an answer.
+func udpExchange(port int, msg []byte) ([]byte, error) {
+	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: port})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if _, err := c.Write(msg); err != nil {
+		return nil, err
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 2048)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// ping sends n echo requests to dst over a raw ICMP socket and checks
+// that each is answered (or, with want false, that none is).
+func ping(dst net.IP, n int, want bool) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_ICMP)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	tv := syscall.NsecToTimeval(int64(300 * time.Millisecond))
+	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
+	to := &syscall.SockaddrInet4{Addr: [4]byte(dst.To4())}
+	got := 0
+	for seq := 1; seq <= n; seq++ {
+		req := []byte{8, 0, 0, 0, 0x12, 0x34, 0, byte(seq), 'd', 'r', 'a', 'g', 'o', 'n', 'c', '!'}
+		binary.BigEndian.PutUint16(req[2:], checksum(req))
+		if err := syscall.Sendto(fd, req, 0, to); err != nil {
+			return fmt.Errorf("sending echo request %d: %w", seq, err)
+		}
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			buf := make([]byte, 1500)
+			m, _, err := syscall.Recvfrom(fd, buf, 0)
+			if err != nil {
+				continue // timeout; try again until the deadline
+			}
+			// A raw socket receives the IPv4 header too.
+			ihl := int(buf[0]&0xf) * 4
+			if m < ihl+8 || !net.IP(buf[12:16]).Equal(dst) {
+				continue
+			}
+			icmp := buf[ihl:m]
+			if icmp[0] == 0 && icmp[7] == byte(seq) && bytes.Equal(icmp[8:], req[8:]) && checksum(icmp) == 0 {
+				got++
+				break
+			}
+		}
+	}
+	switch {
+	case want && got != n:
+		return fmt.Errorf("ping %s: %d of %d echo requests answered", dst, got, n)
+	case !want && got != 0:
+		return fmt.Errorf("ping %s: %d answers from an address no one owns", dst, got)
+	}
+	return nil
+}
+
+func checksum(b []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return ^uint16(s)
+}
+
+// TestServeRefuses checks the one-line errors for a missing interface, a
+// down one and a plan for another NIC.
+func TestServeRefuses(t *testing.T) {
+	a, _ := pair(t)
+	r, st := embedTest(t, testStack)
+	ip(t, "-n", a, "link", "add", "vdown", "address", "02:00:00:00:00:01", "type", "veth", "peer", "name", "vdown2")
+	cases := []struct{ iface, want string }{
+		{"nosuch0", "no interface nosuch0"},
+		{"vdown", "interface vdown is down"},
+	}
+	for _, c := range cases {
+		err := inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: c.iface}) })
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line with %q", c.iface, err, c.want)
+		}
+	}
+	other := *r.Plan
+	other.NIC = "82599"
+	r2 := *r
+	r2.Plan = &other
+	err := inNS(a, func() error { return Serve(context.Background(), &r2, st, Options{Iface: "vA"}) })
+	if err == nil || !strings.Contains(err.Error(), "linux-xdp") {
+		t.Errorf("a plan for the 82599: got %v", err)
+	}
+	ip(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:99")
+	err = inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA"}) })
+	if err == nil || !strings.Contains(err.Error(), "ip link set dev vA address 02:00:00:00:00:01") {
+		t.Errorf("a wrong hardware address: got %v", err)
+	}
+}
+
+// sysSetns is setns(2) on amd64 and arm64 (the syscall package lacks it).
+var sysSetns = map[string]uintptr{"amd64": 308, "arm64": 268}[runtime.GOARCH]
