@@ -19,10 +19,10 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	dembed "github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/costmodel"
+	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/lpg"
 )
 
 // The stack the namespace suite serves: two UDP applications on their
