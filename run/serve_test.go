@@ -41,7 +41,7 @@ const testStack = `stack served {
 // netns is a network namespace made for one test and removed after it.
 type netns struct{ name string }
 
-func ip(t *testing.T, args ...string) string {
+func ip(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("ip", args...).CombinedOutput()
 	if err != nil {
@@ -75,7 +75,7 @@ func inNS(name string, f func() error) error {
 
 // pair makes namespaces A (the stack's, interface vA with the stack's
 // address) and B (the peer, vB 10.9.0.2/24), joined by a veth pair.
-func pair(t *testing.T) (a, b string) {
+func pair(t testing.TB) (a, b string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the namespace suite needs root (ip netns, veth, eBPF)")
@@ -103,7 +103,7 @@ func pair(t *testing.T) (a, b string) {
 	return a, b
 }
 
-func embedTest(t *testing.T, src string) (*dembed.Result, *lpg.Stack) {
+func embedTest(t testing.TB, src string) (*dembed.Result, *lpg.Stack) {
 	t.Helper()
 	return embedtest.PlanSourceTarget(t, Model, "served.lpg", []byte(src), costmodel.Balance{}, dembed.TargetSilicon)
 }

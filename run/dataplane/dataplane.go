@@ -204,6 +204,16 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 	t := &Tx{Buf: make([]byte, ethLen+maxIPv4), MAC: s.st.MAC}
 	var pad [60]byte
 	dg := &Datagram{Queue: l.q.ID}
+	batch := newTxBatch()
+	flush := func() {
+		if batch.count() == 0 {
+			return
+		}
+		want := batch.count()
+		n, _ := l.sock.flushBatch(batch)
+		l.c.sent.Add(uint64(n))
+		l.c.txErr.Add(uint64(want - n))
+	}
 	handle := func(frame []byte) {
 		l.c.in.Add(1)
 		if len(frame) < 60 {
@@ -268,14 +278,15 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 				return
 			}
 		}
-		if err := l.sock.send(t.Buf[:t.N]); err != nil {
-			l.c.txErr.Add(1)
-			return
+		if !batch.add(t.Buf[:t.N]) {
+			flush()
+			batch.add(t.Buf[:t.N])
 		}
-		l.c.sent.Add(1)
 	}
 	for !s.stop.Load() {
-		if _, err := l.sock.receive(100, handle); err != nil {
+		_, err := l.sock.receive(100, handle)
+		flush()
+		if err != nil {
 			s.errMu.Lock()
 			if s.err == nil {
 				s.err = fmt.Errorf("queue %d: %w", l.q.ID, err)

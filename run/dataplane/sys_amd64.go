@@ -1,0 +1,3 @@
+package dataplane
+
+const sysSendmmsg = 307 // arch/x86/entry/syscalls/syscall_64.tbl

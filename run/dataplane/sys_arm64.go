@@ -1,0 +1,3 @@
+package dataplane
+
+const sysSendmmsg = 269 // include/uapi/asm-generic/unistd.h
