@@ -188,7 +188,7 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the generated stack: %w", err)
 	}
-	fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queues, AF_PACKET (TPACKET_V3 ring, eBPF fanout) with a tc ingress program; AF_XDP is not built yet\n", st.Name, opt.Iface, len(pl.Queues))
+	fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queues, AF_PACKET (TPACKET_V2 ring, eBPF fanout) with a tc ingress program; AF_XDP is not built yet\n", st.Name, opt.Iface, len(pl.Queues))
 	if opt.Signal != nil {
 		opt.Signal(cmd.Process)
 	}
