@@ -31,13 +31,8 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 	type result struct{ tps, p50, p99 float64 }
 	var kern, drag []result
 	const rounds = 3
-	for round := 0; round < rounds; round++ {
-		// The kernel's echo server.
-		stopK := make(chan struct{})
-		var kwg sync.WaitGroup
-		if err := inNS(a, func() error { return kernelEcho(stopK, &kwg) }); err != nil {
-			b.Fatal(err)
-		}
+	// measure runs b.N transactions from the peer, 64 outstanding.
+	measure := func() result {
 		var res result
 		if err := inNS(peer, func() error {
 			var err error
@@ -46,6 +41,16 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
+		return res
+	}
+	for round := 0; round < rounds; round++ {
+		// The kernel's echo server.
+		stopK := make(chan struct{})
+		var kwg sync.WaitGroup
+		if err := inNS(a, func() error { return kernelEcho(stopK, &kwg) }); err != nil {
+			b.Fatal(err)
+		}
+		res := measure()
 		close(stopK)
 		kwg.Wait()
 		kern = append(kern, res)
@@ -64,13 +69,7 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 		case err := <-served:
 			b.Fatal(err)
 		}
-		if err := inNS(peer, func() error {
-			var err error
-			res.tps, res.p50, res.p99, err = load(7, b.N, 64)
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
+		res = measure()
 		cancel()
 		if err := <-served; err != nil {
 			b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
@@ -80,21 +81,14 @@ func TestClassifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	fan, err := loadProgram(progFanout, s, m)
-	if err != nil {
-		t.Fatal(err)
+	var progs [3]*ebpf.Program
+	for i, kind := range []int{progFanout, progFilter, progTC} {
+		if progs[i], err = loadProgram(kind, s, m); err != nil {
+			t.Fatal(err)
+		}
+		defer progs[i].Close()
 	}
-	defer fan.Close()
-	filt, err := loadProgram(progFilter, s, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer filt.Close()
-	tc, err := loadProgram(progTC, s, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	fan, filt, tc := progs[0], progs[1], progs[2]
 
 	arp := func(op uint16, tpa net.IP) []byte {
 		return frame(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
