@@ -45,13 +45,11 @@ type Stage struct {
 
 // FlowRule steers one 5-tuple to a queue.
 type FlowRule struct {
-	Proto      uint8
-	Src, Dst   netip.Addr
-	SPort      uint16
-	DPort      uint16
-	Queue      uint32
-	Endpoint   string
-	FromConfig string
+	Proto    uint8
+	Src, Dst netip.Addr
+	SPort    uint16
+	DPort    uint16
+	Queue    uint32
 }
 
 // PortRule steers a protocol and destination port to a queue.

@@ -31,7 +31,6 @@ import (
 
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/run/dataplane"
 )
 
 // Model is the built-in model whose tables this package fills.
@@ -313,5 +312,3 @@ const (
 func addr(v uint64) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
-
-var _ = dataplane.Echo
