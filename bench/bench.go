@@ -170,15 +170,8 @@ func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, 
 	// The two generated packages and the baselines in one harness module.
 	files := map[string][]byte{"go.mod": []byte("module dragoncbench\n\ngo 1.25\n\nrequire github.com/gopacket/gopacket " + GopacketVersion + "\n")}
 	for dir, res := range map[string]*dembed.Result{"emb": r, "sw": soft} {
-		fb, err := gofallback.Generate(res, st, gofallback.Options{Source: "bench", Module: "dragoncbench/" + dir, TestFrames: 1})
-		if err != nil {
+		if err := gofallback.AddTo(files, "dragoncbench", dir, "bench", res, st); err != nil {
 			return rep, err
-		}
-		for name, data := range fb {
-			if name == "go.mod" || name == "fallback_test.go" {
-				continue
-			}
-			files[filepath.Join(dir, name)] = data
 		}
 	}
 	for _, name := range []string{"config.go", "hand.go", "gopacket.go"} {

@@ -74,18 +74,27 @@ func NewInterp(g *graph.Graph) (*Interp, error) {
 		if strings.HasPrefix(n.Name, "Tx") {
 			continue // the transmit path is spawned, not run on receive
 		}
-		for _, a := range n.Attrs {
-			switch {
-			case strings.HasPrefix(a, AttrEndpoint):
-				in.term = append(in.term, terminal{n.ID, Outcome{Kind: Deliver, Endpoint: a[len(AttrEndpoint):]}})
-			case strings.HasPrefix(a, AttrReply):
-				in.term = append(in.term, terminal{n.ID, Outcome{Kind: Reply, Reply: a[len(AttrReply):]}})
-			case a == AttrSink:
-				in.term = append(in.term, terminal{n.ID, Outcome{Kind: Sink, Node: n.Name}})
-			}
+		if o, ok := Terminal(n); ok {
+			in.term = append(in.term, terminal{n.ID, o})
 		}
 	}
 	return in, nil
+}
+
+// Terminal reports the outcome a node stands for when it fires, if it is
+// an endpoint, a reply or a sink (its attributes, set at derivation).
+func Terminal(n *graph.Node) (Outcome, bool) {
+	for _, a := range n.Attrs {
+		switch {
+		case strings.HasPrefix(a, AttrEndpoint):
+			return Outcome{Kind: Deliver, Endpoint: a[len(AttrEndpoint):]}, true
+		case strings.HasPrefix(a, AttrReply):
+			return Outcome{Kind: Reply, Reply: a[len(AttrReply):]}, true
+		case a == AttrSink:
+			return Outcome{Kind: Sink, Node: n.Name}, true
+		}
+	}
+	return Outcome{}, false
 }
 
 // Run decodes a frame and runs the LPG on it. crcOK is the NIC's CRC

@@ -67,6 +67,7 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 			if err != nil {
 				return nil, err
 			}
+			o, _ := lpg.Terminal(n)
 			switch {
 			case sp.Name == "send" && strings.HasPrefix(n.Name, "RxL4UDPSocket_"):
 				if c.Send != nil && !slices.Equal(c.Send, chain) {
@@ -75,32 +76,14 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 				c.Send = chain
 			case sp.Name == "send":
 				// TCP endpoints are the kernel's: their frames pass up.
-			case hasAttr(n, lpg.AttrReply):
-				c.Replies[attr(n, lpg.AttrReply)] = chain
-			case hasAttr(n, lpg.AttrSink):
+			case o.Kind == lpg.Reply:
+				c.Replies[o.Reply] = chain
+			case o.Kind == lpg.Sink:
 				c.Sinks[n.Name] = chain
 			}
 		}
 	}
 	return c, nil
-}
-
-func hasAttr(n *graph.Node, prefix string) bool {
-	for _, a := range n.Attrs {
-		if strings.HasPrefix(a, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-func attr(n *graph.Node, prefix string) string {
-	for _, a := range n.Attrs {
-		if strings.HasPrefix(a, prefix) {
-			return a[len(prefix):]
-		}
-	}
-	return ""
 }
 
 // mainFile is the helper program: the generated code wired to the data
@@ -180,20 +163,14 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 	if _, err := exec.LookPath("go"); err != nil {
 		return "", fmt.Errorf("dragonc run builds the generated code and needs the go command on PATH")
 	}
-	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", TestFrames: 1})
-	if err != nil {
-		return "", err
-	}
 	files := map[string][]byte{
 		"go.mod":  []byte("module dragoncrun\n\ngo 1.21\n"),
 		"main.go": mainFile(st, c, handlers, mac),
 	}
-	for name, data := range fb {
-		if name != "go.mod" && name != "fallback_test.go" {
-			files["fallback/"+name] = data
-		}
+	if err := gofallback.AddTo(files, "dragoncrun", "fallback", "run", r, st); err != nil {
+		return "", err
 	}
-	err = fs.WalkDir(dataplaneSrc, "dataplane", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(dataplaneSrc, "dataplane", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(path, "_test.go") {
 			return err
 		}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -265,7 +265,7 @@ func macString(v uint64) string {
 func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
 	s := &Stage{ARP: st.ARP, ICMP: st.ICMPEcho, FlowCap: FlowCapacity, PortCap: PortCapacity}
 	for _, a := range append(st.Unicast(), st.Broadcasts()...) {
-		s.Addrs = append(s.Addrs, netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}))
+		s.Addrs = append(s.Addrs, pred.Addr(a))
 	}
 	for _, e := range st.Endpoints {
 		if e.Proto == lpg.OpenMX {
@@ -290,7 +290,7 @@ func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
 			}
 			switch c.Node {
 			case "RxCFlow":
-				s.Flows = append(s.Flows, FlowRule{Proto: uint8(v["ip.proto"]), Src: addr(v["ip.src"]), Dst: addr(v["ip.dst"]),
+				s.Flows = append(s.Flows, FlowRule{Proto: uint8(v["ip.proto"]), Src: pred.Addr(uint32(v["ip.src"])), Dst: pred.Addr(uint32(v["ip.dst"])),
 					SPort: uint16(v["l4.sport"]), DPort: uint16(v["l4.dport"]), Queue: uint32(q)})
 			case "RxCPort":
 				s.Ports = append(s.Ports, PortRule{Proto: uint8(v["ip.proto"]), DPort: uint16(v["l4.dport"]), Queue: uint32(q)})
@@ -308,7 +308,3 @@ const (
 	FlowCapacity = 65536
 	PortCapacity = 65536
 )
-
-func addr(v uint64) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}

@@ -144,15 +144,9 @@ func startFallback(r *embed.Result, st *lpg.Stack, work string) (*fallback, erro
 	if _, err := exec.LookPath("go"); err != nil {
 		return nil, fmt.Errorf("running the generated fallback needs the go command (or pass --fallback=false)")
 	}
-	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: "verify", Module: "dragoncverify/fallback", TestFrames: 1})
-	if err != nil {
-		return nil, err
-	}
 	files := map[string][]byte{"go.mod": []byte("module dragoncverify\n\ngo 1.21\n"), "main.go": []byte(helper)}
-	for name, data := range fb {
-		if name != "go.mod" && name != "fallback_test.go" {
-			files[filepath.Join("fallback", name)] = data
-		}
+	if err := gofallback.AddTo(files, "dragoncverify", "fallback", "verify", r, st); err != nil {
+		return nil, err
 	}
 	if err := gofallback.WriteTree(work, files); err != nil {
 		return nil, err
@@ -169,6 +163,7 @@ func startFallback(r *embed.Result, st *lpg.Stack, work string) (*fallback, erro
 		p.bit[f] = 1 << uint(i)
 	}
 	p.cmd.Stderr = &p.stderr
+	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}

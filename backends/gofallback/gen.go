@@ -108,6 +108,23 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 	return files, nil
 }
 
+// AddTo generates the fallback as package dir of a harness module named
+// module, the program verify, bench and run build around the generated
+// code: its files go into files under dir/, without its go.mod and its
+// test.
+func AddTo(files map[string][]byte, module, dir, source string, r *dembed.Result, st *lpg.Stack) error {
+	fb, err := Generate(r, st, Options{Source: source, Module: module + "/" + dir, TestFrames: 1})
+	if err != nil {
+		return err
+	}
+	for name, data := range fb {
+		if name != "go.mod" && name != "fallback_test.go" {
+			files[dir+"/"+name] = data
+		}
+	}
+	return nil
+}
+
 // WriteTree writes files, named by slash-separated paths, under dir,
 // making the directories they need: a generated module, or one with a
 // harness around it (verify, bench).
@@ -521,7 +538,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 	n := sw.Nodes[id]
 	ind := strings.Repeat("\t", depth)
 	fmt.Fprintf(b, "%s// %s\n", ind, oneLine(n.Name))
-	if v, ok := terminal(n); ok {
+	if v, ok := lpg.Terminal(n); ok {
 		fmt.Fprintf(b, "%sreturn %s // %s\n", ind, g.verdict(v), oneLine(v.String()))
 		return nil
 	}
@@ -729,7 +746,7 @@ func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[s
 		case 0: // the port drops its frames
 			direct[k] = true
 		case 1:
-			_, direct[k] = terminal(sw.Nodes[p.Succ[0]])
+			_, direct[k] = lpg.Terminal(sw.Nodes[p.Succ[0]])
 		}
 	}
 	g.err = errBefore // any error is reported when the ports are emitted
@@ -841,7 +858,7 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 		s := r.shapes[k]
 		out := lpg.Outcome{Kind: lpg.Drop, Node: n.Name, Port: p.Name}
 		if len(p.Succ) == 1 {
-			out, _ = terminal(g.curSW.Nodes[p.Succ[0]])
+			out, _ = lpg.Terminal(g.curSW.Nodes[p.Succ[0]])
 		}
 		v := g.compactVerdict(out)
 		combos := [][2]uint64{{}}
@@ -1044,22 +1061,6 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 		fmt.Fprintf(b, "%s}\n", ind)
 	}
 	return nil
-}
-
-// terminal reports the outcome a node stands for, if it is an endpoint,
-// a reply or a sink.
-func terminal(n *graph.Node) (lpg.Outcome, bool) {
-	for _, a := range n.Attrs {
-		switch {
-		case strings.HasPrefix(a, lpg.AttrEndpoint):
-			return lpg.Outcome{Kind: lpg.Deliver, Endpoint: a[len(lpg.AttrEndpoint):]}, true
-		case strings.HasPrefix(a, lpg.AttrReply):
-			return lpg.Outcome{Kind: lpg.Reply, Reply: a[len(lpg.AttrReply):]}, true
-		case a == lpg.AttrSink:
-			return lpg.Outcome{Kind: lpg.Sink, Node: n.Name}, true
-		}
-	}
-	return lpg.Outcome{}, false
 }
 
 func (g *gen) verdict(o lpg.Outcome) string {
