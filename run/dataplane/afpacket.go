@@ -37,6 +37,7 @@ type packetSocket struct {
 	frames int
 	next   int
 	to     syscall.SockaddrLinklayer
+	pfd    [1]pollFd // poll's argument, kept so that waiting does not allocate
 }
 
 // tpacketReq is struct tpacket_req.
@@ -127,8 +128,8 @@ func (s *packetSocket) status(i int) *uint32 {
 // one. It reports how many frames it handed over.
 func (s *packetSocket) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 	if atomic.LoadUint32(s.status(s.next))&tpStatusUser == 0 {
-		fds := []pollFd{{fd: int32(s.fd), events: pollIn}}
-		if err := poll(fds, timeoutMs); err != nil {
+		s.pfd[0] = pollFd{fd: int32(s.fd), events: pollIn}
+		if err := poll(s.pfd[:], timeoutMs); err != nil {
 			return 0, err
 		}
 	}
