@@ -13,12 +13,13 @@ import (
 )
 
 // BenchmarkUDPEchoVsKernel measures UDP echo over a veth pair: the stack
-// served by dragonc run against a Linux kernel UDP echo server (Go
+// served by dragonc run, on AF_XDP and on AF_PACKET sockets, against a
+// Linux kernel UDP echo server (Go
 // net.ListenUDP, one socket and goroutine per core with SO_REUSEPORT) on
 // the same pair, in alternating rounds. Each round, 64 senders in the peer
 // namespace keep one request outstanding each until b.N transactions are
 // done; it reports transactions per second and p50/p99 latency of each and
-// the ratio dragonc/kernel.
+// the ratios dragonc/kernel.
 //
 //	go test ./run -run XXX -bench UDPEcho -benchtime 50000x
 func BenchmarkUDPEchoVsKernel(b *testing.B) {
@@ -29,7 +30,7 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 	ip(b, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
 
 	type result struct{ tps, p50, p99 float64 }
-	var kern, drag []result
+	results := map[string][]result{}
 	const rounds = 3
 	// measure runs b.N transactions from the peer, 64 outstanding.
 	measure := func() result {
@@ -39,6 +40,29 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 			res.tps, res.p50, res.p99, err = load(7, b.N, 64)
 			return err
 		}); err != nil {
+			b.Fatal(err)
+		}
+		return res
+	}
+	// serve measures dragonc run on one socket kind.
+	serve := func(socket string) result {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ready := make(chan struct{})
+		served := make(chan error, 1)
+		go func() {
+			served <- inNS(a, func() error {
+				return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Ready: func() { close(ready) }})
+			})
+		}()
+		select {
+		case <-ready:
+		case err := <-served:
+			b.Fatal(err)
+		}
+		res := measure()
+		cancel()
+		if err := <-served; err != nil {
 			b.Fatal(err)
 		}
 		return res
@@ -53,28 +77,9 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 		res := measure()
 		close(stopK)
 		kwg.Wait()
-		kern = append(kern, res)
-
-		// dragonc run.
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan struct{})
-		served := make(chan error, 1)
-		go func() {
-			served <- inNS(a, func() error {
-				return Serve(ctx, r, st, Options{Iface: "vA", Ready: func() { close(ready) }})
-			})
-		}()
-		select {
-		case <-ready:
-		case err := <-served:
-			b.Fatal(err)
-		}
-		res = measure()
-		cancel()
-		if err := <-served; err != nil {
-			b.Fatal(err)
-		}
-		drag = append(drag, res)
+		results["kernel"] = append(results["kernel"], res)
+		results["xdp"] = append(results["xdp"], serve("xdp"))
+		results["packet"] = append(results["packet"], serve("packet"))
 	}
 	med := func(rs []result, f func(result) float64) float64 {
 		v := make([]float64, len(rs))
@@ -85,13 +90,16 @@ func BenchmarkUDPEchoVsKernel(b *testing.B) {
 		return v[len(v)/2]
 	}
 	tps := func(r result) float64 { return r.tps }
-	b.ReportMetric(med(drag, tps), "dragonc-tx/s")
-	b.ReportMetric(med(kern, tps), "kernel-tx/s")
-	b.ReportMetric(med(drag, tps)/med(kern, tps), "ratio")
-	b.ReportMetric(med(drag, func(r result) float64 { return r.p50 }), "dragonc-p50-µs")
-	b.ReportMetric(med(drag, func(r result) float64 { return r.p99 }), "dragonc-p99-µs")
-	b.ReportMetric(med(kern, func(r result) float64 { return r.p50 }), "kernel-p50-µs")
-	b.ReportMetric(med(kern, func(r result) float64 { return r.p99 }), "kernel-p99-µs")
+	kern := med(results["kernel"], tps)
+	for _, name := range []string{"kernel", "xdp", "packet"} {
+		rs := results[name]
+		b.ReportMetric(med(rs, tps), name+"-tx/s")
+		b.ReportMetric(med(rs, func(r result) float64 { return r.p50 }), name+"-p50-µs")
+		b.ReportMetric(med(rs, func(r result) float64 { return r.p99 }), name+"-p99-µs")
+		if name != "kernel" {
+			b.ReportMetric(med(rs, tps)/kern, name+"-ratio")
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -22,8 +22,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -31,6 +33,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/run/dataplane"
 )
 
 // Model is the built-in model whose tables this package fills.
@@ -47,6 +50,9 @@ type Options struct {
 	// Signal, if set, receives the helper's process so that a caller can
 	// send it SIGUSR1.
 	Signal func(p *os.Process)
+	// Socket is the socket kind: "xdp", "packet", or "auto" (or empty):
+	// AF_XDP, and AF_PACKET when AF_XDP cannot be set up.
+	Socket string
 }
 
 // UsageError is an error in what the user asked for (a missing or down
@@ -127,7 +133,57 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 		return err
 	}
 
-	m, err := newMaps(stage, 0)
+	kinds := []string{dataplane.AFXDP, dataplane.AFPacket}
+	switch opt.Socket {
+	case "", "auto":
+	case dataplane.AFXDP, dataplane.AFPacket:
+		kinds = []string{opt.Socket}
+	default:
+		return usage("no socket kind %q (auto, xdp or packet)", opt.Socket)
+	}
+	sv := &serving{ctx: ctx, opt: opt, ifc: ifc, stage: stage, bin: bin, name: st.Name, queues: pl.Queues}
+	for i, kind := range kinds {
+		err := sv.serve(kind)
+		var se *startError
+		if errors.As(err, &se) && i+1 < len(kinds) {
+			fmt.Fprintf(opt.Stderr, "dragonc run: AF_XDP could not be used on %s (%v); falling back to AF_PACKET\n", opt.Iface, se.err)
+			continue
+		}
+		return err
+	}
+	return nil
+}
+
+// startError is a socket kind that could not be set up: the next kind is
+// tried.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+
+// serving is one Serve call: what every attempt needs.
+type serving struct {
+	ctx    context.Context
+	opt    Options
+	ifc    *net.Interface
+	stage  *Stage
+	bin    string
+	name   string
+	queues []dembed.PlanQueue
+}
+
+// serve attaches the eBPF stage for socket kind kind, runs the helper on
+// it until the context ends, and detaches. It returns a *startError when
+// the kind cannot be set up (before any frame was served).
+func (sv *serving) serve(kind string) error {
+	opt := sv.opt
+	devq := 0
+	if kind == dataplane.AFXDP {
+		var err error
+		if devq, err = deviceQueues(sv.ifc.Name); err != nil {
+			return &startError{err}
+		}
+	}
+	m, err := newMaps(sv.stage, devq)
 	if err != nil {
 		return err
 	}
@@ -138,40 +194,83 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 			p.Close()
 		}
 	}()
-	for _, kind := range []int{progFanout, progFilter, progTC} {
-		p, err := loadProgram(kind, stage, m)
+	kinds := []int{progFanout, progFilter, progTC}
+	if kind == dataplane.AFXDP {
+		kinds = []int{progXDP}
+	}
+	for _, k := range kinds {
+		p, err := loadProgram(k, sv.stage, m)
 		if err != nil {
+			if kind == dataplane.AFXDP {
+				return &startError{err}
+			}
 			return err
 		}
 		progs = append(progs, p)
 	}
-	// The kernel's taps (packet sockets) see a frame before tc ingress, so
-	// the tc program hides the stack's frames from the kernel's own stack
-	// (which would answer ARP and ping a second time) after the sockets
-	// have them.
-	tc, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: progs[2], Attach: ebpf.AttachTCXIngress})
-	if err != nil {
-		return fmt.Errorf("attaching the tc ingress program to %s: %w", opt.Iface, err)
+	var args []string
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	var how string
+	switch kind {
+	case dataplane.AFXDP:
+		// Driver mode where the driver runs XDP itself (a veth does);
+		// the generic hook in the core otherwise.
+		mode := "driver"
+		l, err := link.AttachXDP(link.XDPOptions{Program: progs[0], Interface: sv.ifc.Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			mode = "generic"
+			l, err = link.AttachXDP(link.XDPOptions{Program: progs[0], Interface: sv.ifc.Index, Flags: link.XDPGenericMode})
+		}
+		if err != nil {
+			return &startError{fmt.Errorf("attaching the XDP program: %w", err)}
+		}
+		defer l.Close()
+		f, err := dupFile(m.xsks.FD(), "XSKMAP")
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
+		args = []string{"-socket", kind, "-xskmap-fd", "3", "-devqueues", strconv.Itoa(devq)}
+		how = fmt.Sprintf("AF_XDP sockets on %d device queue(s), fed by an XDP program in %s mode", devq, mode)
+	default:
+		// The kernel's taps (packet sockets) see a frame before tc
+		// ingress, so the tc program hides the stack's frames from the
+		// kernel's own stack (which would answer ARP and ping a second
+		// time) after the sockets have them.
+		tc, err := link.AttachTCX(link.TCXOptions{Interface: sv.ifc.Index, Program: progs[2], Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return fmt.Errorf("attaching the tc ingress program to %s: %w", opt.Iface, err)
+		}
+		defer tc.Close()
+		for i, name := range []string{"fanout", "filter"} {
+			f, err := dupFile(progs[i].FD(), name)
+			if err != nil {
+				return err
+			}
+			files = append(files, f)
+		}
+		args = []string{"-socket", kind, "-fanout-fd", "3", "-filter-fd", "4"}
+		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
 	}
-	defer tc.Close()
-
 	var queues []string
-	for _, q := range pl.Queues {
+	for _, q := range sv.queues {
 		queues = append(queues, fmt.Sprintf("%d:%d", q.ID, q.Core))
 	}
-	cmd := exec.Command(bin, "-ifindex", strconv.Itoa(ifc.Index), "-queues", strings.Join(queues, ","),
-		"-fanout-fd", "3", "-filter-fd", "4", "-every", opt.Every.String())
-	fan, err := dupFile(progs[0].FD(), "fanout")
-	if err != nil {
-		return err
-	}
-	defer fan.Close()
-	filt, err := dupFile(progs[1].FD(), "filter")
-	if err != nil {
-		return err
-	}
-	defer filt.Close()
-	cmd.ExtraFiles = []*os.File{fan, filt}
+	args = append(args, "-ifindex", strconv.Itoa(sv.ifc.Index), "-queues", strings.Join(queues, ","), "-every", opt.Every.String())
+	return sv.runHelper(kind, how, args, files)
+}
+
+// runHelper starts the helper with the programs' descriptors and serves
+// until the context ends or the helper stops.
+func (sv *serving) runHelper(kind, how string, args []string, files []*os.File) (err error) {
+	opt := sv.opt
+	cmd := exec.Command(sv.bin, args...)
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -187,10 +286,10 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the generated stack: %w", err)
 	}
-	fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queues, AF_PACKET (TPACKET_V2 ring, eBPF fanout) with a tc ingress program; AF_XDP is not built yet\n", st.Name, opt.Iface, len(pl.Queues))
 	if opt.Signal != nil {
 		opt.Signal(cmd.Process)
 	}
+	var ready atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -198,13 +297,18 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.HasPrefix(line, "ready: ") {
+			switch {
+			case strings.HasPrefix(line, "ready: "):
+				ready.Store(true)
+				fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queue(s), %s\n", sv.name, opt.Iface, len(sv.queues), how)
 				if opt.Ready != nil {
 					opt.Ready()
 				}
-				continue
+			case strings.HasPrefix(line, "note: "):
+				fmt.Fprintf(opt.Stderr, "dragonc run: %s\n", strings.TrimPrefix(line, "note: "))
+			default:
+				fmt.Fprintln(opt.Stdout, line)
 			}
-			fmt.Fprintln(opt.Stdout, line)
 		}
 	}()
 	done := make(chan error, 1)
@@ -214,7 +318,7 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	}()
 	select {
 	case err = <-done:
-	case <-ctx.Done():
+	case <-sv.ctx.Done():
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err = <-done:
@@ -222,14 +326,44 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 			cmd.Process.Kill()
 			err = <-done
 		}
-		if err == nil || ctx.Err() != nil && isSignal(err) {
+		if err == nil || sv.ctx.Err() != nil && isSignal(err) {
 			err = nil
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("the generated stack stopped: %w: %s", err, strings.TrimSpace(stderr.String()))
+		err = fmt.Errorf("the generated stack stopped: %w: %s", err, strings.TrimSpace(stderr.String()))
+		if !ready.Load() && kind == dataplane.AFXDP {
+			return &startError{errors.New(strings.TrimSpace(stderr.String()))}
+		}
+		return err
 	}
 	return nil
+}
+
+// deviceQueues is how many receive queues the device has, which is how
+// many AF_XDP sockets serve it (ETHTOOL_GCHANNELS: a veth reports its
+// receive queues, a multi-queue NIC its combined channels).
+func deviceQueues(name string) (int, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	// struct ethtool_channels: cmd, then max and current rx, tx, other
+	// and combined counts (include/uapi/linux/ethtool.h).
+	var ch [9]uint32
+	ch[0] = 0x3c // ETHTOOL_GCHANNELS
+	var ifr [40]byte
+	copy(ifr[:16], name)
+	*(*uintptr)(unsafe.Pointer(&ifr[16])) = uintptr(unsafe.Pointer(&ch[0]))
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), 0x8946, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 { // SIOCETHTOOL
+		return 0, fmt.Errorf("reading the channels of %s: %w", name, e)
+	}
+	n := int(max(ch[5], ch[8]))
+	if n < 1 {
+		return 0, fmt.Errorf("%s reports no receive queue", name)
+	}
+	return n, nil
 }
 
 func isSignal(err error) bool {

@@ -128,8 +128,14 @@ func (s *syncBuffer) String() string {
 
 // TestServeNamespaces serves a stack on a veth in one namespace and talks
 // to it from another: ARP, ping, UDP echo, a closed port, steering by
-// queue, and clean-up.
+// queue, and clean-up; once on AF_XDP sockets and once on AF_PACKET.
 func TestServeNamespaces(t *testing.T) {
+	for _, socket := range []string{"xdp", "packet"} {
+		t.Run(socket, func(t *testing.T) { testServe(t, socket) })
+	}
+}
+
+func testServe(t *testing.T, socket string) {
 	a, b := pair(t)
 	r, st := embedTest(t, testStack)
 
@@ -146,7 +152,7 @@ func TestServeNamespaces(t *testing.T) {
 				return err
 			}
 			ifindex = ifc.Index
-			err = Serve(ctx, r, st, Options{Iface: "vA", Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
+			err = Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
 			if err != nil {
 				return err
 			}
@@ -157,6 +163,10 @@ func TestServeNamespaces(t *testing.T) {
 			}
 			if len(progs.Programs) != 0 {
 				return fmt.Errorf("%d tc ingress programs left on vA after run", len(progs.Programs))
+			}
+			show, serr := exec.Command("ip", "-d", "link", "show", "vA").CombinedOutput()
+			if serr != nil || strings.Contains(string(show), "xdp") {
+				return fmt.Errorf("ip link show vA after run: %v\n%s", serr, show)
 			}
 			return nil
 		})
@@ -252,6 +262,10 @@ func TestServeNamespaces(t *testing.T) {
 		if !strings.Contains(final, want) {
 			t.Errorf("final counters lack %q:\n%s", want, final)
 		}
+	}
+	kind := map[string]string{"xdp": "AF_XDP sockets", "packet": "AF_PACKET sockets"}[socket]
+	if !strings.Contains(log.String(), kind) {
+		t.Errorf("run does not say it serves on %s:\n%s", kind, log.String())
 	}
 	t.Logf("run said:\n%s%s", log.String(), final[i:])
 }

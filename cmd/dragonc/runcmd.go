@@ -20,13 +20,18 @@ func init() {
 func newRunCmd(e *env) *cobra.Command {
 	var f embedFlags
 	var every time.Duration
+	var socket string
 	c := &cobra.Command{
 		Use:   "run [flags] NIC STACK.lpg IFACE",
 		Short: "serve the compiled stack on a Linux interface",
 		Long: `Embeds the stack as embed does, builds the generated code into a program
 (with the go command) and serves the stack on IFACE until interrupted:
-one receive loop per plan queue, pinned to the queue's core, fed by an
-AF_PACKET socket whose fanout eBPF program does the plan's steering.
+one receive loop per plan queue, pinned to the queue's core. With
+--socket xdp the loops read AF_XDP sockets (one per device queue, copy
+mode where the driver has no zero-copy) fed by an XDP program that does
+the plan's steering; with --socket packet, AF_PACKET sockets in a
+fanout group whose eBPF program steers. The default, auto, tries AF_XDP
+and falls back to AF_PACKET, saying why.
 ARP requests, echo requests and UDP datagrams to the stack's addresses
 are the stack's; everything else (TCP, IPv6, other hosts' frames) passes
 to the kernel. UDP endpoints run the application named by their app
@@ -54,15 +59,21 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if every < 0 {
 				return usagef("--every %v is negative", every)
 			}
-			return exitStatus(runRun(e, &f, every, args[0], args[1], args[2]))
+			switch socket {
+			case "auto", "xdp", "packet":
+			default:
+				return usagef("--socket %q: want auto, xdp or packet", socket)
+			}
+			return exitStatus(runRun(e, &f, every, socket, args[0], args[1], args[2]))
 		},
 	}
 	f.register(c.Flags())
 	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
+	c.Flags().StringVar(&socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
 	return c
 }
 
-func runRun(e *env, f *embedFlags, every time.Duration, nicArg, stackPath, iface string) int {
+func runRun(e *env, f *embedFlags, every time.Duration, socket, nicArg, stackPath, iface string) int {
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput
@@ -72,7 +83,7 @@ func runRun(e *env, f *embedFlags, every time.Duration, nicArg, stackPath, iface
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	opt := drun.Options{Iface: iface, Every: every, Stdout: e.stdout, Stderr: e.stderr,
+	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Stdout: e.stdout, Stderr: e.stderr,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {

@@ -195,6 +195,11 @@ func (b *txBatch) add(frame []byte) bool {
 
 func (b *txBatch) count() int { return b.used }
 
+// frame is the batch's i'th frame.
+func (b *txBatch) frame(i int) []byte {
+	return b.buf[i*frameSize : i*frameSize+int(b.iov[i].Len)]
+}
+
 // flush sends the batch; it returns the frames sent and the first error.
 func (b *txBatch) flush(fd int) (int, error) {
 	sent := 0

@@ -81,12 +81,34 @@ type Queue struct {
 	Core int // the core it is pinned to; -1: not pinned
 }
 
+// Socket kinds.
+const (
+	AFPacket = "packet" // AF_PACKET sockets in an eBPF fanout group
+	AFXDP    = "xdp"    // AF_XDP sockets fed by an XDP program
+)
+
 // Config says where to serve.
 type Config struct {
-	Ifindex  int
-	Queues   []Queue
-	FanoutFD int // the fanout program (AF_PACKET), -1 with a single queue
-	FilterFD int // the per-socket filter program, -1 for none
+	Ifindex int
+	Queues  []Queue
+	Socket  string // AFPacket or AFXDP
+	// AF_PACKET: the fanout program (-1 with a single queue) and the
+	// per-socket filter program (-1 for none).
+	FanoutFD int
+	FilterFD int
+	// AF_XDP: the XSKMAP the XDP program redirects through, the device's
+	// receive queues (one socket each) and whether to insist on copy mode.
+	XSKMapFD  int
+	DevQueues int
+	CopyMode  bool
+}
+
+// port is where a loop's frames come from and its replies go.
+type port interface {
+	// receive waits up to timeoutMs for frames and hands each to fn.
+	receive(timeoutMs int, fn func(frame []byte)) (int, error)
+	flushBatch(b *txBatch) (int, error)
+	close()
 }
 
 // Server is a running data plane.
@@ -97,21 +119,24 @@ type Server struct {
 	wg     sync.WaitGroup
 	errMu  sync.Mutex
 	err    error
+	xsks   []*xsk
+	boxes  []*inbox
 	// Notes say how the server runs (pinning refused, and so on).
 	Notes []string
 }
 
 type queueLoop struct {
 	q    Queue
-	sock *packetSocket
+	sock port
+	box  *inbox // AF_XDP: frames other loops hand to this one
 	c    counters
 }
 
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
-	in, sent, txErr, short atomic.Uint64
-	deliver, reply, sink   []atomic.Uint64
-	drop                   []atomic.Uint64
+	in, sent, txErr, short, moved atomic.Uint64
+	deliver, reply, sink          []atomic.Uint64
+	drop                          []atomic.Uint64
 }
 
 // Start opens the sockets of every queue and starts their loops.
@@ -120,29 +145,26 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("no queue to serve")
 	}
 	s := &Server{st: st}
-	group := -1
-	if len(cfg.Queues) > 1 {
-		// A fanout group id unique to this process (16 bits).
-		group = (syscall.Getpid() ^ cfg.Ifindex<<8) & 0xffff
-	}
 	for _, q := range cfg.Queues {
-		sock, err := openPacket(cfg.Ifindex, cfg.FilterFD, group)
-		if err != nil {
-			s.closeAll()
-			return nil, fmt.Errorf("queue %d: %w", q.ID, err)
-		}
-		l := &queueLoop{q: q, sock: sock}
+		l := &queueLoop{q: q}
 		l.c.deliver = make([]atomic.Uint64, len(st.Endpoints))
 		l.c.reply = make([]atomic.Uint64, len(st.Replies))
 		l.c.sink = make([]atomic.Uint64, len(st.Sinks))
 		l.c.drop = make([]atomic.Uint64, len(st.DropSites)+1)
 		s.queues = append(s.queues, l)
 	}
-	if group >= 0 {
-		if err := s.queues[0].sock.setFanoutProgram(cfg.FanoutFD); err != nil {
-			s.closeAll()
-			return nil, err
-		}
+	var err error
+	switch cfg.Socket {
+	case AFPacket, "":
+		err = s.openPacket(cfg)
+	case AFXDP:
+		err = s.openXDP(cfg)
+	default:
+		err = fmt.Errorf("no socket kind %q", cfg.Socket)
+	}
+	if err != nil {
+		s.closeAll()
+		return nil, err
 	}
 	ready := make(chan string, len(s.queues))
 	for _, l := range s.queues {
@@ -158,9 +180,90 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// openPacket gives every loop an AF_PACKET socket, all in one fanout
+// group whose program picks the loop.
+func (s *Server) openPacket(cfg Config) error {
+	group := -1
+	if len(cfg.Queues) > 1 {
+		// A fanout group id unique to this process (16 bits).
+		group = (syscall.Getpid() ^ cfg.Ifindex<<8) & 0xffff
+	}
+	var first *packetSocket
+	for _, l := range s.queues {
+		sock, err := openPacket(cfg.Ifindex, cfg.FilterFD, group)
+		if err != nil {
+			return fmt.Errorf("queue %d: %w", l.q.ID, err)
+		}
+		l.sock = sock
+		if first == nil {
+			first = sock
+		}
+	}
+	if group >= 0 {
+		return first.setFanoutProgram(cfg.FanoutFD)
+	}
+	return nil
+}
+
+// openXDP opens an AF_XDP socket on every receive queue of the device and
+// puts it in the XSKMAP. Loop i reads the device queues i, i+n, ... (n
+// loops) and transmits through socket i mod the device's queues; a frame
+// whose plan queue (the XDP program's metadata) is another loop's is
+// handed to that loop's inbox.
+func (s *Server) openXDP(cfg Config) error {
+	if cfg.DevQueues < 1 {
+		return fmt.Errorf("AF_XDP: the device has no receive queue")
+	}
+	for d := 0; d < cfg.DevQueues; d++ {
+		x, err := openXSK(cfg.Ifindex, d, cfg.CopyMode)
+		if err != nil {
+			return err
+		}
+		s.xsks = append(s.xsks, x)
+	}
+	route := map[int]*inbox{}
+	for _, l := range s.queues {
+		b, err := newInbox()
+		if err != nil {
+			return err
+		}
+		s.boxes = append(s.boxes, b)
+		route[l.q.ID] = b
+		l.box = b
+	}
+	for i, l := range s.queues {
+		p := &xdpPort{own: l.q.ID, in: s.boxes[i], route: route, tx: s.xsks[i%len(s.xsks)], moved: &l.c.moved}
+		for d := i; d < len(s.xsks); d += len(s.queues) {
+			p.socks = append(p.socks, s.xsks[d])
+		}
+		l.sock = p
+	}
+	// Last, so that no frame is redirected to a socket before every loop
+	// can take it (until then the program passes them to the kernel).
+	for _, x := range s.xsks {
+		if err := x.putInMap(cfg.XSKMapFD); err != nil {
+			return err
+		}
+	}
+	mode := "copy mode"
+	if len(s.xsks) > 0 && s.xsks[0].zeroCopy {
+		mode = "zero-copy mode"
+	}
+	s.Notes = append(s.Notes, fmt.Sprintf("AF_XDP in %s, %d device queue(s) for %d loop(s)", mode, len(s.xsks), len(s.queues)))
+	return nil
+}
+
 func (s *Server) closeAll() {
 	for _, l := range s.queues {
-		l.sock.close()
+		if l.sock != nil {
+			l.sock.close()
+		}
+	}
+	for _, x := range s.xsks {
+		x.close()
+	}
+	for _, b := range s.boxes {
+		b.close()
 	}
 }
 
@@ -326,6 +429,14 @@ func (s *Server) Report(w io.Writer) {
 					site = "drop " + s.st.DropSites[i]
 				}
 				fmt.Fprintf(&b, ", %s %d", site, n)
+			}
+		}
+		if n := l.c.moved.Load(); n > 0 {
+			fmt.Fprintf(&b, ", handed on %d", n)
+		}
+		if l.box != nil {
+			if n := l.box.dropped.Load(); n > 0 {
+				fmt.Fprintf(&b, ", inbox full %d", n)
 			}
 		}
 		fmt.Fprintf(&b, ", sent %d", l.c.sent.Load())

@@ -23,10 +23,14 @@ func Main(st *Stack, args []string) int {
 	fanout := fs.Int("fanout-fd", -1, "fanout program descriptor")
 	filter := fs.Int("filter-fd", -1, "socket filter program descriptor")
 	every := fs.Duration("every", time.Second, "report interval (0: only on SIGUSR1 and at the end)")
+	socket := fs.String("socket", AFPacket, "socket kind: packet or xdp")
+	xskmap := fs.Int("xskmap-fd", -1, "XSKMAP descriptor (xdp)")
+	devq := fs.Int("devqueues", 1, "the device's receive queues (xdp)")
+	copyMode := fs.Bool("copy", false, "AF_XDP in copy mode even where zero-copy is possible")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := Config{Ifindex: *ifindex, FanoutFD: *fanout, FilterFD: *filter}
+	cfg := Config{Ifindex: *ifindex, Socket: *socket, FanoutFD: *fanout, FilterFD: *filter, XSKMapFD: *xskmap, DevQueues: *devq, CopyMode: *copyMode}
 	for _, f := range strings.Split(*queues, ",") {
 		id, core, ok := strings.Cut(f, ":")
 		a, err1 := strconv.Atoi(id)

@@ -1,3 +1,7 @@
 package dataplane
 
-const sysSendmmsg = 307 // arch/x86/entry/syscalls/syscall_64.tbl
+// arch/x86/entry/syscalls/syscall_64.tbl
+const (
+	sysSendmmsg = 307
+	sysBPF      = 321
+)

@@ -1,3 +1,7 @@
 package dataplane
 
-const sysSendmmsg = 269 // include/uapi/asm-generic/unistd.h
+// include/uapi/asm-generic/unistd.h
+const (
+	sysSendmmsg = 269
+	sysBPF      = 280
+)

@@ -1,0 +1,425 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// Linux constants of AF_XDP (include/uapi/linux/if_xdp.h, socket.h) and of
+// the bpf(2) call that puts a socket in the XSKMAP (include/uapi/linux/
+// bpf.h).
+const (
+	afXDP                 = 44
+	solXDP                = 283
+	xdpMmapOffsets        = 1
+	xdpRxRing             = 2
+	xdpTxRing             = 3
+	xdpUmemReg            = 4
+	xdpUmemFillRing       = 5
+	xdpUmemCompletionRing = 6
+	xdpOptions            = 8
+	xdpOptionsZerocopy    = 1
+	xdpCopy               = 1 << 1
+	xdpZerocopy           = 1 << 2
+	pgoffRxRing           = 0
+	pgoffTxRing           = 0x80000000
+	pgoffFillRing         = 0x100000000
+	pgoffCompletionRing   = 0x180000000
+	bpfMapUpdateElem      = 2
+	msgDontwait           = 0x40
+)
+
+// An XSK (AF_XDP socket) owns a UMEM of chunks: the first half is lent
+// to the kernel through the fill ring for received frames, the second
+// half holds frames to transmit. Each ring is a power of two long.
+const (
+	xskChunk  = 2048
+	xskRing   = 2048
+	xskChunks = 2 * xskRing
+	// xdpHeadroom is the room the kernel keeps before a received frame in
+	// its chunk (XDP_PACKET_HEADROOM, include/linux/bpf.h); the XDP
+	// program's metadata sits at its end, just before the frame.
+	xdpHeadroom = 256
+)
+
+// ringOffsets is struct xdp_ring_offset; mmapOffsets is struct
+// xdp_mmap_offsets.
+type ringOffsets struct{ producer, consumer, desc, flags uint64 }
+type mmapOffsets struct{ rx, tx, fr, cr ringOffsets }
+
+// umemReg is struct xdp_umem_reg.
+type umemReg struct {
+	addr, len            uint64
+	chunkSize, headroom  uint32
+	flags, txMetadataLen uint32
+}
+
+// sockaddrXDP is struct sockaddr_xdp.
+type sockaddrXDP struct {
+	family, flags            uint16
+	ifindex, queueID, shared uint32
+}
+
+// ring is one mapped ring: producer and consumer indexes the two sides
+// hand each other, and an array of descriptors (xdp_desc for rx and tx,
+// a u64 address for fill and completion).
+type ring struct {
+	mem        []byte
+	prod, cons *uint32
+	desc       unsafe.Pointer
+	mask       uint32
+	cached     uint32 // our own side's index
+}
+
+func mapRing(fd int, off ringOffsets, pgoff int64, descSize uintptr) (*ring, error) {
+	size := int(off.desc) + xskRing*int(descSize)
+	mem, err := syscall.Mmap(fd, pgoff, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return nil, err
+	}
+	r := &ring{mem: mem, mask: xskRing - 1,
+		prod: (*uint32)(unsafe.Pointer(&mem[off.producer])),
+		cons: (*uint32)(unsafe.Pointer(&mem[off.consumer])),
+		desc: unsafe.Pointer(&mem[off.desc])}
+	return r, nil
+}
+
+func (r *ring) addr(i uint32) *uint64 {
+	return (*uint64)(unsafe.Add(r.desc, uintptr(i&r.mask)*8))
+}
+
+// xdpDesc is struct xdp_desc.
+type xdpDesc struct {
+	addr    uint64
+	len     uint32
+	options uint32
+}
+
+func (r *ring) xdesc(i uint32) *xdpDesc {
+	return (*xdpDesc)(unsafe.Add(r.desc, uintptr(i&r.mask)*unsafe.Sizeof(xdpDesc{})))
+}
+
+// xsk is one AF_XDP socket bound to one receive queue of the device.
+type xsk struct {
+	fd               int
+	queue            int // the device's queue
+	umem             []byte
+	rx, tx, fill, cr *ring
+	zeroCopy         bool
+	// The transmit side is shared by the loops that send through this
+	// socket; mu guards tx, cr and free.
+	mu   sync.Mutex
+	free []uint64 // transmit chunks not in flight
+}
+
+// openXSK opens an AF_XDP socket on queue of ifindex, in zero-copy mode
+// where the driver supports it and copy mode otherwise (or always, with
+// copyMode).
+func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
+	fd, err := syscall.Socket(afXDP, syscall.SOCK_RAW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
+	}
+	x := &xsk{fd: fd, queue: queue}
+	fail := func(what string, err error) (*xsk, error) {
+		x.close()
+		return nil, fmt.Errorf("AF_XDP queue %d: %s: %w", queue, what, err)
+	}
+	if x.umem, err = syscall.Mmap(-1, 0, xskChunks*xskChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_POPULATE); err != nil {
+		return fail("allocating the UMEM", err)
+	}
+	reg := umemReg{addr: uint64(uintptr(unsafe.Pointer(&x.umem[0]))), len: uint64(len(x.umem)), chunkSize: xskChunk}
+	if err := setsockopt(fd, xdpUmemReg, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		return fail("XDP_UMEM_REG", err)
+	}
+	for _, o := range []int{xdpUmemFillRing, xdpUmemCompletionRing, xdpRxRing, xdpTxRing} {
+		if err := syscall.SetsockoptInt(fd, solXDP, o, xskRing); err != nil {
+			return fail("setting the ring sizes", err)
+		}
+	}
+	var off mmapOffsets
+	n := uint32(unsafe.Sizeof(off))
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpMmapOffsets, uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
+		return fail("XDP_MMAP_OFFSETS", e)
+	}
+	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
+		return fail("mapping the rx ring", err)
+	}
+	if x.tx, err = mapRing(fd, off.tx, pgoffTxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
+		return fail("mapping the tx ring", err)
+	}
+	if x.fill, err = mapRing(fd, off.fr, pgoffFillRing, 8); err != nil {
+		return fail("mapping the fill ring", err)
+	}
+	if x.cr, err = mapRing(fd, off.cr, pgoffCompletionRing, 8); err != nil {
+		return fail("mapping the completion ring", err)
+	}
+	// Lend the first half of the chunks to the kernel.
+	for i := uint32(0); i < xskRing; i++ {
+		*x.fill.addr(i) = uint64(i) * xskChunk
+	}
+	atomic.StoreUint32(x.fill.prod, xskRing)
+	x.fill.cached = xskRing
+	for i := xskRing; i < xskChunks; i++ {
+		x.free = append(x.free, uint64(i)*xskChunk)
+	}
+	sa := sockaddrXDP{family: afXDP, ifindex: uint32(ifindex), queueID: uint32(queue)}
+	if copyMode {
+		sa.flags = xdpCopy
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa)); e != 0 {
+		return fail("binding", e)
+	}
+	var opt uint32
+	n = 4
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpOptions, uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
+		x.zeroCopy = opt&xdpOptionsZerocopy != 0
+	}
+	return x, nil
+}
+
+func setsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
+	if _, _, e := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), solXDP, uintptr(opt), uintptr(p), n, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func (x *xsk) close() {
+	for _, r := range []*ring{x.rx, x.tx, x.fill, x.cr} {
+		if r != nil {
+			syscall.Munmap(r.mem)
+		}
+	}
+	x.rx, x.tx, x.fill, x.cr = nil, nil, nil, nil
+	if x.fd >= 0 {
+		syscall.Close(x.fd)
+		x.fd = -1
+	}
+	if x.umem != nil {
+		syscall.Munmap(x.umem)
+		x.umem = nil
+	}
+}
+
+// putInMap makes the socket the XSKMAP's entry for its queue, which is
+// where the XDP program redirects the stack's frames arriving there.
+func (x *xsk) putInMap(mapFD int) error {
+	key, val := uint32(x.queue), uint32(x.fd)
+	// union bpf_attr for BPF_MAP_*_ELEM: map_fd, pad, key, value, flags.
+	var attr [32]byte
+	binary.NativeEndian.PutUint32(attr[0:], uint32(mapFD))
+	binary.NativeEndian.PutUint64(attr[8:], uint64(uintptr(unsafe.Pointer(&key))))
+	binary.NativeEndian.PutUint64(attr[16:], uint64(uintptr(unsafe.Pointer(&val))))
+	if _, _, e := syscall.Syscall(sysBPF, bpfMapUpdateElem, uintptr(unsafe.Pointer(&attr[0])), unsafe.Sizeof(attr)); e != 0 {
+		return fmt.Errorf("AF_XDP queue %d: putting the socket in the XSKMAP: %w", x.queue, e)
+	}
+	return nil
+}
+
+// receive hands each received frame, with the four bytes of metadata the
+// XDP program put before it, to fn, and lends the chunks back to the
+// kernel. It reports how many frames it handed over.
+func (x *xsk) receive(fn func(frame []byte, meta uint32)) int {
+	prod := atomic.LoadUint32(x.rx.prod)
+	cons := x.rx.cached
+	n := 0
+	for ; cons != prod; cons++ {
+		d := x.rx.xdesc(cons)
+		a, l := d.addr, uint64(d.len)
+		if a >= 4 && a+l <= uint64(len(x.umem)) {
+			fn(x.umem[a:a+l], binary.NativeEndian.Uint32(x.umem[a-4:]))
+		}
+		// The fill ring is as long as the chunks it lends, so there is
+		// always room to lend this one back.
+		*x.fill.addr(x.fill.cached) = a &^ (xskChunk - 1)
+		x.fill.cached++
+		n++
+	}
+	if n > 0 {
+		atomic.StoreUint32(x.rx.cons, cons)
+		x.rx.cached = cons
+		atomic.StoreUint32(x.fill.prod, x.fill.cached)
+	}
+	return n
+}
+
+// send puts the batch's frames on the transmit ring and wakes the kernel
+// to send them (copy mode sends only when asked). It returns the frames
+// sent and the first error.
+func (x *xsk) send(b *txBatch) (int, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.reclaim()
+	queued := 0
+	for i := 0; i < b.used && len(x.free) > 0; i++ {
+		f := b.frame(i)
+		a := x.free[len(x.free)-1]
+		x.free = x.free[:len(x.free)-1]
+		copy(x.umem[a:a+xskChunk], f)
+		*x.tx.xdesc(x.tx.cached) = xdpDesc{addr: a, len: uint32(len(f))}
+		x.tx.cached++
+		queued++
+	}
+	b.used = 0
+	atomic.StoreUint32(x.tx.prod, x.tx.cached)
+	var err error
+	// The kernel sends at most a few dozen frames a call in copy mode
+	// (TX_BATCH_SIZE, net/xdp/xsk.c) and answers EAGAIN for the rest.
+	for try := 0; try < 64 && atomic.LoadUint32(x.tx.cons) != x.tx.cached; try++ {
+		_, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(x.fd), 0, 0, msgDontwait, 0, 0)
+		if e != 0 && e != syscall.EAGAIN && e != syscall.EBUSY && e != syscall.EINTR {
+			err = e
+			break
+		}
+	}
+	x.reclaim()
+	return queued, err
+}
+
+// reclaim takes the chunks of sent frames back from the completion ring.
+func (x *xsk) reclaim() {
+	prod := atomic.LoadUint32(x.cr.prod)
+	cons := x.cr.cached
+	for ; cons != prod; cons++ {
+		x.free = append(x.free, *x.cr.addr(cons)&^(xskChunk-1))
+	}
+	if cons != x.cr.cached {
+		x.cr.cached = cons
+		atomic.StoreUint32(x.cr.cons, cons)
+	}
+}
+
+// inbox takes frames another loop received for this loop's queue (the
+// XDP program can only redirect a frame to the socket of the device queue
+// it arrived on; the plan's queue travels in its metadata). Two buffers:
+// other loops fill one while the owner drains the other. An eventfd wakes
+// the owner from poll.
+type inbox struct {
+	mu      sync.Mutex
+	bufs    [2][]byte
+	lens    [2][]int
+	cur     int
+	efd     int
+	dropped atomic.Uint64
+}
+
+const inboxFrames = 1024
+
+func newInbox() (*inbox, error) {
+	fd, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if e != 0 {
+		return nil, fmt.Errorf("eventfd: %w", e)
+	}
+	b := &inbox{efd: int(fd)}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, inboxFrames*frameSize)
+		b.lens[i] = make([]int, 0, inboxFrames)
+	}
+	return b, nil
+}
+
+var one = [8]byte{1}
+
+// put copies a frame in; it drops it when the inbox is full.
+func (b *inbox) put(frame []byte) {
+	if len(frame) > frameSize {
+		b.dropped.Add(1)
+		return
+	}
+	b.mu.Lock()
+	i := len(b.lens[b.cur])
+	if i == inboxFrames {
+		b.mu.Unlock()
+		b.dropped.Add(1)
+		return
+	}
+	copy(b.bufs[b.cur][i*frameSize:], frame)
+	b.lens[b.cur] = append(b.lens[b.cur], len(frame))
+	b.mu.Unlock()
+	if i == 0 {
+		syscall.Write(b.efd, one[:])
+	}
+}
+
+// drain hands the frames put so far to fn.
+func (b *inbox) drain(fn func(frame []byte)) int {
+	var buf [8]byte
+	syscall.Read(b.efd, buf[:])
+	b.mu.Lock()
+	k := b.cur
+	b.cur ^= 1
+	b.mu.Unlock()
+	for i, l := range b.lens[k] {
+		fn(b.bufs[k][i*frameSize : i*frameSize+l])
+	}
+	n := len(b.lens[k])
+	b.lens[k] = b.lens[k][:0]
+	return n
+}
+
+func (b *inbox) close() {
+	if b.efd >= 0 {
+		syscall.Close(b.efd)
+		b.efd = -1
+	}
+}
+
+// xdpPort is one loop's view of the AF_XDP sockets: the device queues it
+// reads, the socket it transmits through, its inbox and the other loops'.
+type xdpPort struct {
+	own   int
+	socks []*xsk
+	tx    *xsk
+	in    *inbox
+	route map[int]*inbox // plan queue → the inbox of its loop
+	pfd   []pollFd
+	moved *atomic.Uint64 // frames handed to another loop
+}
+
+func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
+	if len(p.pfd) == 0 {
+		for _, x := range p.socks {
+			p.pfd = append(p.pfd, pollFd{fd: int32(x.fd), events: pollIn})
+		}
+		p.pfd = append(p.pfd, pollFd{fd: int32(p.in.efd), events: pollIn})
+	}
+	ready := false
+	for _, x := range p.socks {
+		if atomic.LoadUint32(x.rx.prod) != x.rx.cached {
+			ready = true
+		}
+	}
+	if !ready {
+		for i := range p.pfd {
+			p.pfd[i].revents = 0
+		}
+		if err := poll(p.pfd, timeoutMs); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	for _, x := range p.socks {
+		n += x.receive(func(frame []byte, q uint32) {
+			if int(q) == p.own {
+				fn(frame)
+				return
+			}
+			if b, ok := p.route[int(q)]; ok {
+				p.moved.Add(1)
+				b.put(frame)
+				return
+			}
+			fn(frame) // a queue no loop serves: this loop's
+		})
+	}
+	return n + p.in.drain(fn), nil
+}
+
+func (p *xdpPort) flushBatch(b *txBatch) (int, error) { return p.tx.send(b) }
+
+func (p *xdpPort) close() {}
