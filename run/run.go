@@ -50,6 +50,8 @@ type Options struct {
 	// Signal, if set, receives the helper's process so that a caller can
 	// send it SIGUSR1.
 	Signal func(p *os.Process)
+	// Force serves on an interface that carries the default route.
+	Force bool
 	// Socket is the socket kind: "xdp", "packet", or "auto" (or empty):
 	// AF_XDP, and AF_PACKET when AF_XDP cannot be set up.
 	Socket string
@@ -76,6 +78,9 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	if pl.NIC != Model {
 		return usage("dragonc run serves plans for the %s model; this plan is for %s (applying a hardware plan first is not built yet)", Model, pl.NIC)
 	}
+	if missing := missingCaps(); len(missing) > 0 {
+		return usage("dragonc run needs %s (it opens AF_XDP and packet sockets and loads eBPF programs); run it as root", strings.Join(missing, ", "))
+	}
 	ifc, err := net.InterfaceByName(opt.Iface)
 	if err != nil {
 		return usage("no interface %s: %v", opt.Iface, err)
@@ -83,15 +88,15 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	if ifc.Flags&net.FlagUp == 0 {
 		return usage("interface %s is down (ip link set dev %s up)", opt.Iface, opt.Iface)
 	}
+	if dev, ok := defaultRoute(); ok && dev == opt.Iface && !opt.Force {
+		return usage("interface %s carries this host's default route; serving a stack on it takes its ARP, ping and UDP from the kernel (--force to do it anyway)", opt.Iface)
+	}
 	if len(st.Interfaces) != 1 {
 		return usage("stack %s declares %d interfaces; dragonc run serves a stack with one", st.Name, len(st.Interfaces))
 	}
 	mac := st.Interfaces[0].MAC
 	if got := macValue(ifc.HardwareAddr); got != mac {
 		return usage("interface %s has address %s but stack %s declares %s (ip link set dev %s address %s)", opt.Iface, ifc.HardwareAddr, st.Name, macString(mac), opt.Iface, macString(mac))
-	}
-	if os.Geteuid() != 0 {
-		return usage("dragonc run needs root (CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF) to open packet sockets and load eBPF programs")
 	}
 
 	stage, err := StageOf(pl, st)
@@ -222,11 +227,14 @@ func (sv *serving) serve(kind string) error {
 		// the generic hook in the core otherwise.
 		mode := "driver"
 		l, err := link.AttachXDP(link.XDPOptions{Program: progs[0], Interface: sv.ifc.Index, Flags: link.XDPDriverMode})
-		if err != nil {
+		if err != nil && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.EBUSY) {
 			mode = "generic"
 			l, err = link.AttachXDP(link.XDPOptions{Program: progs[0], Interface: sv.ifc.Index, Flags: link.XDPGenericMode})
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY):
+			return &startError{fmt.Errorf("another XDP program is attached to %s; dragonc leaves it alone", opt.Iface)}
+		case err != nil:
 			return &startError{fmt.Errorf("attaching the XDP program: %w", err)}
 		}
 		defer l.Close()
@@ -364,6 +372,69 @@ func deviceQueues(name string) (int, error) {
 		return 0, fmt.Errorf("%s reports no receive queue", name)
 	}
 	return n, nil
+}
+
+// Capabilities dragonc run needs (include/uapi/linux/capability.h):
+// CAP_NET_ADMIN to attach programs to an interface, CAP_NET_RAW for
+// packet and AF_XDP sockets, CAP_BPF to load programs and create maps.
+var neededCaps = []struct {
+	bit  uint
+	name string
+}{{12, "CAP_NET_ADMIN"}, {13, "CAP_NET_RAW"}, {39, "CAP_BPF"}}
+
+// missingCaps lists the needed capabilities this thread lacks (CAP_BPF is
+// also granted by CAP_SYS_ADMIN, bit 21).
+func missingCaps() []string {
+	b, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		if b, err = os.ReadFile("/proc/self/status"); err != nil {
+			return nil // no /proc: let the kernel say no
+		}
+	}
+	var eff uint64
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			eff, err = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return nil
+			}
+		}
+	}
+	var out []string
+	for _, c := range neededCaps {
+		if eff&(1<<c.bit) == 0 && !(c.bit == 39 && eff&(1<<21) != 0) {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// defaultRoute names the interface of the IPv4 or IPv6 default route of
+// the calling thread's network namespace, if there is one.
+func defaultRoute() (string, bool) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile("/proc/thread-self/net/" + name)
+		if err != nil {
+			b, _ = os.ReadFile("/proc/self/net/" + name)
+		}
+		return b
+	}
+	// /proc/net/route: Iface Destination Gateway Flags RefCnt Use Metric
+	// Mask ..., addresses in hex.
+	for _, l := range strings.Split(string(read("route")), "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) >= 8 && f[1] == "00000000" && f[7] == "00000000" {
+			return f[0], true
+		}
+	}
+	// /proc/net/ipv6_route: destination, its prefix length, ..., device.
+	for _, l := range strings.Split(string(read("ipv6_route")), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 10 && f[0] == strings.Repeat("0", 32) && f[1] == "00" && f[9] != "lo" {
+			return f[9], true
+		}
+	}
+	return "", false
 }
 
 func isSignal(err error) bool {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/dragonc/dragonc/costmodel"
@@ -380,7 +381,119 @@ func TestServeRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ip link set dev vA address 02:00:00:00:00:01") {
 		t.Errorf("a wrong hardware address: got %v", err)
 	}
+	// The interface of the default route is refused unless forced (with
+	// --force, the next check, the wrong address, speaks).
+	ip(t, "-n", a, "route", "add", "default", "dev", "vA")
+	err = inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA"}) })
+	if err == nil || !strings.Contains(err.Error(), "vA carries this host's default route") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("the default route's interface: got %v", err)
+	}
+	err = inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA", Force: true}) })
+	if err == nil || !strings.Contains(err.Error(), "ip link set dev vA address") {
+		t.Errorf("the default route's interface, forced: got %v", err)
+	}
+}
+
+// TestServeNeedsCapabilities runs itself again without CAP_NET_ADMIN and
+// CAP_BPF (setpriv drops them from the bounding set, so the child, root
+// or not, lacks them) and checks that Serve names exactly those.
+func TestServeNeedsCapabilities(t *testing.T) {
+	if os.Getenv("DRAGONC_CAPS_CHILD") == "1" {
+		r, st := embedTest(t, testStack)
+		err := Serve(context.Background(), r, st, Options{Iface: "lo"})
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Fatalf("got %v, want a usage error", err)
+		}
+		fmt.Println("child:", err)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("dropping capabilities with setpriv needs root")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv (util-linux)")
+	}
+	cmd := exec.Command("setpriv", "--bounding-set", "-net_admin,-bpf,-sys_admin", "--", os.Args[0], "-test.run", "^TestServeNeedsCapabilities$", "-test.v")
+	cmd.Env = append(os.Environ(), "DRAGONC_CAPS_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child failed: %v\n%s", err, out)
+	}
+	want := "child: dragonc run needs CAP_NET_ADMIN, CAP_BPF ("
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("the child said:\n%s\nwant a line with %q", out, want)
+	}
 }
 
 // sysSetns is setns(2) on amd64 and arm64 (the syscall package lacks it).
 var sysSetns = map[string]uintptr{"amd64": 308, "arm64": 268}[runtime.GOARCH]
+
+// TestServeFallsBack holds the interface's XDP hook with a program of its
+// own: dragonc run on auto must leave that program alone, say why AF_XDP
+// cannot be used and serve on AF_PACKET instead.
+func TestServeFallsBack(t *testing.T) {
+	a, b := pair(t)
+	r, st := embedTest(t, testStack)
+	var log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	held := make(chan error, 1)
+	go func() {
+		served <- inNS(a, func() error {
+			ifc, err := net.InterfaceByName("vA")
+			if err != nil {
+				held <- err
+				return err
+			}
+			pass, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+				Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}})
+			if err != nil {
+				held <- err
+				return err
+			}
+			defer pass.Close()
+			l, err := link.AttachXDP(link.XDPOptions{Program: pass, Interface: ifc.Index})
+			if err != nil {
+				held <- err
+				return err
+			}
+			defer l.Close()
+			held <- nil
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "auto", Stderr: &log, Ready: func() { close(ready) }})
+		})
+	}()
+	if err := <-held; err != nil {
+		t.Fatalf("holding the XDP hook: %v", err)
+	}
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatalf("Serve stopped before it was ready: %v\n%s", err, log.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("Serve was not ready within 2 minutes\n%s", log.String())
+	}
+	err := inNS(b, func() error {
+		msg := []byte("over AF_PACKET")
+		got, err := udpExchange(7, msg)
+		if err == nil && !bytes.Equal(got, msg) {
+			err = fmt.Errorf("echoed %q, want %q", got, msg)
+		}
+		return err
+	})
+	cancel()
+	if serr := <-served; serr != nil {
+		t.Fatalf("%v\n%s", serr, log.String())
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for _, want := range []string{"AF_XDP could not be used on vA (another XDP program is attached to vA; dragonc leaves it alone)", "falling back to AF_PACKET", "AF_PACKET sockets"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("run's output lacks %q:\n%s", want, log.String())
+		}
+	}
+	t.Logf("run said:\n%s", log.String())
+}

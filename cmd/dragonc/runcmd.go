@@ -21,6 +21,7 @@ func newRunCmd(e *env) *cobra.Command {
 	var f embedFlags
 	var every time.Duration
 	var socket string
+	var force bool
 	c := &cobra.Command{
 		Use:   "run [flags] NIC STACK.lpg IFACE",
 		Short: "serve the compiled stack on a Linux interface",
@@ -42,7 +43,9 @@ frames in, each outcome by the names verify uses, and the frames sent.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 
 The NIC is linux-xdp, the software steering model; IFACE's hardware
-address must be the stack interface's. Needs root.
+address must be the stack interface's. IFACE must not carry the host's
+default route (--force overrides). Needs CAP_NET_ADMIN, CAP_NET_RAW and
+CAP_BPF (root has them); the error names the missing ones.
 Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
   dragonc run linux-xdp examples/dns_ntp.lpg veth0`,
@@ -64,16 +67,17 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			default:
 				return usagef("--socket %q: want auto, xdp or packet", socket)
 			}
-			return exitStatus(runRun(e, &f, every, socket, args[0], args[1], args[2]))
+			return exitStatus(runRun(e, &f, every, socket, force, args[0], args[1], args[2]))
 		},
 	}
 	f.register(c.Flags())
 	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
 	c.Flags().StringVar(&socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
+	c.Flags().BoolVar(&force, "force", false, "serve on the interface of the default route")
 	return c
 }
 
-func runRun(e *env, f *embedFlags, every time.Duration, socket, nicArg, stackPath, iface string) int {
+func runRun(e *env, f *embedFlags, every time.Duration, socket string, force bool, nicArg, stackPath, iface string) int {
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput
@@ -83,7 +87,7 @@ func runRun(e *env, f *embedFlags, every time.Duration, socket, nicArg, stackPat
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Stdout: e.stdout, Stderr: e.stderr,
+	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Force: force, Stdout: e.stdout, Stderr: e.stderr,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {
