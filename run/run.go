@@ -66,48 +66,12 @@ func (e *UsageError) Error() string { return e.Msg }
 
 func usage(format string, args ...any) error { return &UsageError{fmt.Sprintf(format, args...)} }
 
-// Serve serves the stack of r on opt.Iface until ctx ends.
-func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (err error) {
-	if opt.Stdout == nil {
-		opt.Stdout = io.Discard
-	}
-	if opt.Stderr == nil {
-		opt.Stderr = io.Discard
-	}
-	pl := r.Plan
-	if pl.NIC != Model {
-		return usage("dragonc run serves plans for the %s model; this plan is for %s (applying a hardware plan first is not built yet)", Model, pl.NIC)
-	}
-	if missing := missingCaps(); len(missing) > 0 {
-		return usage("dragonc run needs %s (it opens AF_XDP and packet sockets and loads eBPF programs); run it as root", strings.Join(missing, ", "))
-	}
-	ifc, err := net.InterfaceByName(opt.Iface)
-	if err != nil {
-		return usage("no interface %s: %v", opt.Iface, err)
-	}
-	if ifc.Flags&net.FlagUp == 0 {
-		return usage("interface %s is down (ip link set dev %s up)", opt.Iface, opt.Iface)
-	}
-	if dev, ok := defaultRoute(); ok && dev == opt.Iface && !opt.Force {
-		return usage("interface %s carries this host's default route; serving a stack on it takes its ARP, ping and UDP from the kernel (--force to do it anyway)", opt.Iface)
-	}
-	if len(st.Interfaces) != 1 {
-		return usage("stack %s declares %d interfaces; dragonc run serves a stack with one", st.Name, len(st.Interfaces))
-	}
-	mac := st.Interfaces[0].MAC
-	if got := macValue(ifc.HardwareAddr); got != mac {
-		return usage("interface %s has address %s but stack %s declares %s (ip link set dev %s address %s)", opt.Iface, ifc.HardwareAddr, st.Name, macString(mac), opt.Iface, macString(mac))
-	}
-
-	stage, err := StageOf(pl, st)
-	if err != nil {
-		return err
-	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		return err
-	}
-	chains, err := TxChains(g, pl)
+// Serve serves the stack of r on opt.Iface until ctx ends. It builds the
+// generated code and the data plane into a helper program (with the go
+// command) and runs it; UDP endpoints run the built-in application their
+// app attribute names.
+func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) error {
+	sv, err := prepare(ctx, r, st, &opt)
 	if err != nil {
 		return err
 	}
@@ -115,9 +79,6 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	for i, e := range st.Endpoints {
 		switch {
 		case e.Proto != lpg.UDP:
-			if e.Proto == lpg.TCP {
-				fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
-			}
 		case e.App == "echo":
 			handlers[i] = "Echo"
 		case e.App == "discard":
@@ -127,31 +88,89 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: app %q is not built in (echo, discard); its datagrams are counted and discarded\n", e.Name, e.App)
 		}
 	}
-
 	work, err := os.MkdirTemp("", "dragonc-run-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin, err := buildHelper(work, r, st, chains, handlers, mac)
+	bin, err := buildHelper(work, r, st, sv.chains, handlers, st.Interfaces[0].MAC)
 	if err != nil {
 		return err
 	}
+	sv.run = func(kind, how string, cfg dataplane.Config) error { return sv.runHelper(bin, kind, how, cfg) }
+	return sv.serveAll()
+}
 
-	kinds := []string{dataplane.AFXDP, dataplane.AFPacket}
-	switch opt.Socket {
-	case "", "auto":
-	case dataplane.AFXDP, dataplane.AFPacket:
-		kinds = []string{opt.Socket}
-	default:
-		return usage("no socket kind %q (auto, xdp or packet)", opt.Socket)
+// prepare checks what Serve and ServeCode are asked to do and reads the
+// eBPF stage and the transmit chains off the plan.
+func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options) (*serving, error) {
+	if opt.Stdout == nil {
+		opt.Stdout = io.Discard
 	}
-	sv := &serving{ctx: ctx, opt: opt, ifc: ifc, stage: stage, bin: bin, name: st.Name, queues: pl.Queues}
+	if opt.Stderr == nil {
+		opt.Stderr = io.Discard
+	}
+	pl := r.Plan
+	if pl.NIC != Model {
+		return nil, usage("dragonc run serves plans for the %s model; this plan is for %s (applying a hardware plan first is not built yet)", Model, pl.NIC)
+	}
+	switch opt.Socket {
+	case "", "auto", dataplane.AFXDP, dataplane.AFPacket:
+	default:
+		return nil, usage("no socket kind %q (auto, xdp or packet)", opt.Socket)
+	}
+	if missing := missingCaps(); len(missing) > 0 {
+		return nil, usage("dragonc run needs %s (it opens AF_XDP and packet sockets and loads eBPF programs); run it as root", strings.Join(missing, ", "))
+	}
+	ifc, err := net.InterfaceByName(opt.Iface)
+	if err != nil {
+		return nil, usage("no interface %s: %v", opt.Iface, err)
+	}
+	if ifc.Flags&net.FlagUp == 0 {
+		return nil, usage("interface %s is down (ip link set dev %s up)", opt.Iface, opt.Iface)
+	}
+	if dev, ok := defaultRoute(); ok && dev == opt.Iface && !opt.Force {
+		return nil, usage("interface %s carries this host's default route; serving a stack on it takes its ARP, ping and UDP from the kernel (--force to do it anyway)", opt.Iface)
+	}
+	if len(st.Interfaces) != 1 {
+		return nil, usage("stack %s declares %d interfaces; dragonc run serves a stack with one", st.Name, len(st.Interfaces))
+	}
+	mac := st.Interfaces[0].MAC
+	if got := macValue(ifc.HardwareAddr); got != mac {
+		return nil, usage("interface %s has address %s but stack %s declares %s (ip link set dev %s address %s)", opt.Iface, ifc.HardwareAddr, st.Name, macString(mac), opt.Iface, macString(mac))
+	}
+	stage, err := StageOf(pl, st)
+	if err != nil {
+		return nil, err
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		return nil, err
+	}
+	chains, err := TxChains(g, pl)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range st.Endpoints {
+		if e.Proto == lpg.TCP {
+			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
+		}
+	}
+	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues}, nil
+}
+
+// serveAll serves on the socket kind asked for, or on AF_XDP and then on
+// AF_PACKET when AF_XDP cannot be set up.
+func (sv *serving) serveAll() error {
+	kinds := []string{dataplane.AFXDP, dataplane.AFPacket}
+	if k := sv.opt.Socket; k == dataplane.AFXDP || k == dataplane.AFPacket {
+		kinds = []string{k}
+	}
 	for i, kind := range kinds {
 		err := sv.serve(kind)
 		var se *startError
 		if errors.As(err, &se) && i+1 < len(kinds) {
-			fmt.Fprintf(opt.Stderr, "dragonc run: AF_XDP could not be used on %s (%v); falling back to AF_PACKET\n", opt.Iface, se.err)
+			fmt.Fprintf(sv.opt.Stderr, "dragonc run: AF_XDP could not be used on %s (%v); falling back to AF_PACKET\n", sv.opt.Iface, se.err)
 			continue
 		}
 		return err
@@ -171,9 +190,12 @@ type serving struct {
 	opt    Options
 	ifc    *net.Interface
 	stage  *Stage
-	bin    string
+	chains *Chains
 	name   string
 	queues []dembed.PlanQueue
+	// run serves with the data plane configured by cfg (its descriptors
+	// are this process's) until the context ends.
+	run func(kind, how string, cfg dataplane.Config) error
 }
 
 // serve attaches the eBPF stage for socket kind kind, runs the helper on
@@ -213,13 +235,10 @@ func (sv *serving) serve(kind string) error {
 		}
 		progs = append(progs, p)
 	}
-	var args []string
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
+	cfg := dataplane.Config{Ifindex: sv.ifc.Index, Socket: kind, FanoutFD: -1, FilterFD: -1, XSKMapFD: -1}
+	for _, q := range sv.queues {
+		cfg.Queues = append(cfg.Queues, dataplane.Queue{ID: q.ID, Core: q.Core})
+	}
 	var how string
 	switch kind {
 	case dataplane.AFXDP:
@@ -238,12 +257,7 @@ func (sv *serving) serve(kind string) error {
 			return &startError{fmt.Errorf("attaching the XDP program: %w", err)}
 		}
 		defer l.Close()
-		f, err := dupFile(m.xsks.FD(), "XSKMAP")
-		if err != nil {
-			return err
-		}
-		files = append(files, f)
-		args = []string{"-socket", kind, "-xskmap-fd", "3", "-devqueues", strconv.Itoa(devq)}
+		cfg.XSKMapFD, cfg.DevQueues = m.xsks.FD(), devq
 		how = fmt.Sprintf("AF_XDP sockets on %d device queue(s), fed by an XDP program in %s mode", devq, mode)
 	default:
 		// The kernel's taps (packet sockets) see a frame before tc
@@ -255,29 +269,51 @@ func (sv *serving) serve(kind string) error {
 			return fmt.Errorf("attaching the tc ingress program to %s: %w", opt.Iface, err)
 		}
 		defer tc.Close()
-		for i, name := range []string{"fanout", "filter"} {
-			f, err := dupFile(progs[i].FD(), name)
-			if err != nil {
-				return err
-			}
-			files = append(files, f)
-		}
-		args = []string{"-socket", kind, "-fanout-fd", "3", "-filter-fd", "4"}
+		cfg.FanoutFD, cfg.FilterFD = progs[0].FD(), progs[1].FD()
 		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
 	}
-	var queues []string
-	for _, q := range sv.queues {
-		queues = append(queues, fmt.Sprintf("%d:%d", q.ID, q.Core))
-	}
-	args = append(args, "-ifindex", strconv.Itoa(sv.ifc.Index), "-queues", strings.Join(queues, ","), "-every", opt.Every.String())
-	return sv.runHelper(kind, how, args, files)
+	return sv.run(kind, how, cfg)
 }
 
-// runHelper starts the helper with the programs' descriptors and serves
-// until the context ends or the helper stops.
-func (sv *serving) runHelper(kind, how string, args []string, files []*os.File) (err error) {
+// runHelper starts the helper bin with the programs' descriptors and
+// serves until the context ends or the helper stops.
+func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err error) {
 	opt := sv.opt
-	cmd := exec.Command(sv.bin, args...)
+	// The descriptors cfg names become the helper's 3, 4, ...
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	pass := func(fd int, name string) (string, error) {
+		if fd < 0 {
+			return "-1", nil
+		}
+		f, err := dupFile(fd, name)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, f)
+		return strconv.Itoa(2 + len(files)), nil
+	}
+	var queues []string
+	for _, q := range cfg.Queues {
+		queues = append(queues, fmt.Sprintf("%d:%d", q.ID, q.Core))
+	}
+	args := []string{"-socket", kind, "-ifindex", strconv.Itoa(cfg.Ifindex), "-queues", strings.Join(queues, ","),
+		"-devqueues", strconv.Itoa(cfg.DevQueues), "-every", opt.Every.String()}
+	for _, f := range []struct {
+		flag string
+		fd   int
+	}{{"-fanout-fd", cfg.FanoutFD}, {"-filter-fd", cfg.FilterFD}, {"-xskmap-fd", cfg.XSKMapFD}} {
+		v, err := pass(f.fd, f.flag[1:])
+		if err != nil {
+			return err
+		}
+		args = append(args, f.flag, v)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -445,7 +481,7 @@ func isSignal(err error) bool {
 func dupFile(fd int, name string) (*os.File, error) {
 	d, err := syscall.Dup(fd)
 	if err != nil {
-		return nil, fmt.Errorf("duplicating the %s program: %w", name, err)
+		return nil, fmt.Errorf("duplicating the %s descriptor: %w", name, err)
 	}
 	return os.NewFile(uintptr(d), name), nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -53,40 +54,33 @@ func Main(st *Stack, args []string) int {
 
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
-	gone := make(chan struct{})
+	poke, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stop := func() { once.Do(func() { close(done) }) }
 	go func() {
-		var b [1]byte
-		for {
-			if _, err := os.Stdin.Read(b[:]); err != nil {
-				close(gone)
+		for s := range sig {
+			if s != syscall.SIGUSR1 {
+				stop()
+				return
+			}
+			select {
+			case poke <- struct{}{}:
+			case <-done:
 				return
 			}
 		}
 	}()
-	var tick <-chan time.Time
-	if *every > 0 {
-		t := time.NewTicker(*every)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case s := <-sig:
-			if s == syscall.SIGUSR1 {
-				srv.Report(os.Stdout)
-				continue
+	go func() {
+		// Standard input closes when the parent is gone.
+		var b [1]byte
+		for {
+			if _, err := os.Stdin.Read(b[:]); err != nil {
+				stop()
+				return
 			}
-		case <-gone:
-		case <-tick:
-			srv.Report(os.Stdout)
-			continue
 		}
-		break
-	}
-	err = srv.Stop()
-	fmt.Println("final:")
-	srv.Report(os.Stdout)
-	if err != nil {
+	}()
+	if err := srv.Watch(os.Stdout, *every, poke, done); err != nil {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		return 1
 	}

@@ -1,0 +1,160 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	gomaps "maps"
+	"slices"
+	"strings"
+
+	"github.com/dragonc/dragonc/costmodel"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// The data plane's types, for Go programs that serve a stack themselves.
+type (
+	// Handler serves a UDP endpoint: it returns the payload to send
+	// back to the datagram's sender, or nil.
+	Handler = dataplane.Handler
+	// Datagram is a UDP datagram delivered to an endpoint.
+	Datagram = dataplane.Datagram
+	// Code is the generated fallback package of a plan, as linked into
+	// the calling program.
+	Code = dataplane.Code
+	// Verdict is the generated code's answer for a frame.
+	Verdict = dataplane.Verdict
+)
+
+// ServeCode serves the stack of r on opt.Iface until ctx ends, in this
+// process: code is the fallback package `dragonc embed -o` generated for
+// the same stack and NIC, linked into the calling program, and handlers
+// serve UDP endpoints by name. A UDP endpoint without a handler runs the
+// built-in application its app attribute names (echo or discard; others
+// discard). Programs load and sockets open as Serve's do, and everything
+// is detached on return.
+//
+// A program links the package and calls it like this (fb is the
+// generated package):
+//
+//	code := run.Code{
+//		Process: func(q int, f []byte) run.Verdict {
+//			v := fb.Process(q, f, fb.Meta{CRCOK: true})
+//			return run.Verdict{Kind: uint8(v.Kind), Index: v.Index}
+//		},
+//		Endpoints: fb.EndpointNames[:], Replies: fb.Replies[:], Sinks: fb.Sinks[:],
+//	}
+//	for _, d := range fb.DropSites {
+//		code.DropSites = append(code.DropSites, run.DropSite(d.Node, d.Port))
+//	}
+//	err := run.ServeCode(ctx, r, st, code, map[string]run.Handler{"dns": answer}, opt)
+func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, handlers map[string]Handler, opt Options) error {
+	if code.Process == nil {
+		return usage("the code has no Process function")
+	}
+	// The code must be the one generated for this stack: its endpoints
+	// are the stack's, in the stack's order.
+	var want []string
+	for _, e := range st.Endpoints {
+		want = append(want, e.Name)
+	}
+	if !slices.Equal(code.Endpoints, want) {
+		return usage("the code's endpoints (%s) are not stack %s's (%s): generate it from the same stack", strings.Join(code.Endpoints, ", "), st.Name, strings.Join(want, ", "))
+	}
+	hs := make([]Handler, len(st.Endpoints))
+	for i, e := range st.Endpoints {
+		if e.Proto != lpg.UDP {
+			continue
+		}
+		switch h, ok := handlers[e.Name]; {
+		case ok && h != nil:
+			hs[i] = h
+		case e.App == "echo":
+			hs[i] = dataplane.Echo
+		default:
+			hs[i] = dataplane.Discard
+		}
+	}
+	for _, name := range slices.Sorted(gomaps.Keys(handlers)) {
+		i := slices.Index(want, name)
+		if i < 0 {
+			return usage("a handler for %s, which is not an endpoint of stack %s", name, st.Name)
+		}
+		if st.Endpoints[i].Proto != lpg.UDP {
+			return usage("a handler for %s, which is not a UDP endpoint", name)
+		}
+	}
+	sv, err := prepare(ctx, r, st, &opt)
+	if err != nil {
+		return err
+	}
+	var mac [6]byte
+	for i := range 6 {
+		mac[i] = byte(st.Interfaces[0].MAC >> (8 * (5 - i)))
+	}
+	dst, err := dataplane.Wire(code, *sv.chains, hs, mac)
+	if err != nil {
+		return err
+	}
+	sv.run = func(kind, how string, cfg dataplane.Config) error {
+		srv, err := dataplane.Start(dst, cfg)
+		if err != nil {
+			if kind == dataplane.AFXDP {
+				return &startError{err}
+			}
+			return err
+		}
+		for _, n := range srv.Notes {
+			fmt.Fprintf(opt.Stderr, "dragonc run: %s\n", n)
+		}
+		fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queue(s), %s\n", sv.name, opt.Iface, len(sv.queues), how)
+		if opt.Ready != nil {
+			opt.Ready()
+		}
+		return srv.Watch(opt.Stdout, opt.Every, nil, ctx.Done())
+	}
+	return sv.serveAll()
+}
+
+// DropSite spells a generated package's drop site as Code.DropSites
+// wants it.
+func DropSite(node, port string) string {
+	if node == "" {
+		return ""
+	}
+	return node + "." + port
+}
+
+// Plan embeds a stack file's source (name is for its diagnostics) on the
+// linux-xdp model as `dragonc embed linux-xdp` does with its defaults
+// (the balance cost, the default strategy).
+func Plan(name string, src []byte) (*dembed.Result, *lpg.Stack, error) {
+	st, diags := lpg.LoadStack(name, src)
+	if st == nil {
+		return nil, nil, diags
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		return nil, nil, err
+	}
+	file, msrc, err := nics.Resolve(Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, mdiags := prg.Load(file, msrc)
+	if m == nil {
+		return nil, nil, mdiags
+	}
+	cost, err := costmodel.ByName("balance")
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := dembed.Run(&dembed.Input{NIC: Model, Model: m, Stack: st, LPG: g, Cost: cost, Strategy: "default"})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, st, nil
+}

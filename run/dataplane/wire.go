@@ -1,0 +1,98 @@
+package dataplane
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Code is a generated fallback package as the data plane sees it: its
+// Process, with the verdict spelled as Verdict, and the names its
+// verdicts' indexes stand for.
+type Code struct {
+	Process   func(queue int, frame []byte) Verdict
+	Endpoints []string // the package's EndpointNames
+	Replies   []string // its Replies
+	Sinks     []string // its Sinks
+	DropSites []string // its DropSites as "NODE.PORT" ("" for a drop with no site)
+}
+
+// Chains name the transmit nodes each reply, each sink and a UDP
+// endpoint's answer pass, in order (read off the LPG by package run).
+type Chains struct {
+	Replies map[string][]string
+	Sinks   map[string][]string
+	Send    []string
+}
+
+// Wire makes the Stack a data plane serves: code, the transmit chains
+// bound to the functions of TxNodes, and handlers (one per endpoint in
+// the order of code.Endpoints; nil for an endpoint that is not UDP).
+func Wire(code Code, ch Chains, handlers []Handler, mac [6]byte) (*Stack, error) {
+	if len(handlers) != len(code.Endpoints) {
+		return nil, fmt.Errorf("%d handlers for %d endpoints", len(handlers), len(code.Endpoints))
+	}
+	bind := func(names []string) ([]TxFunc, error) {
+		var out []TxFunc
+		for _, n := range names {
+			f, ok := TxNodes[n]
+			if !ok {
+				return nil, fmt.Errorf("transmit node %s has no implementation in the data plane", n)
+			}
+			out = append(out, f)
+		}
+		return out, nil
+	}
+	st := &Stack{Process: code.Process, Endpoints: code.Endpoints, Handlers: handlers,
+		Replies: code.Replies, Sinks: code.Sinks, DropSites: code.DropSites, MAC: mac}
+	for _, h := range handlers {
+		st.UDP = append(st.UDP, h != nil)
+	}
+	var err error
+	if st.SendChain, err = bind(ch.Send); err != nil {
+		return nil, err
+	}
+	for _, r := range code.Replies {
+		c, err := bind(ch.Replies[r])
+		if err != nil {
+			return nil, err
+		}
+		st.ReplyChains = append(st.ReplyChains, c)
+	}
+	for _, s := range code.Sinks {
+		c, err := bind(ch.Sinks[s])
+		if err != nil {
+			return nil, err
+		}
+		st.SinkChains = append(st.SinkChains, c)
+	}
+	return st, nil
+}
+
+// Watch reports the counters to w every interval (0: never) and on each
+// poke, until done closes; then it stops the server and writes "final:"
+// and the last report. It returns Stop's error.
+func (s *Server) Watch(w io.Writer, every time.Duration, poke <-chan struct{}, done <-chan struct{}) error {
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-poke:
+			s.Report(w)
+			continue
+		case <-tick:
+			s.Report(w)
+			continue
+		case <-done:
+		}
+		break
+	}
+	err := s.Stop()
+	io.WriteString(w, "final:\n")
+	s.Report(w)
+	return err
+}
