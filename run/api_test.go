@@ -2,8 +2,8 @@ package run
 
 import (
 	"bufio"
-	"errors"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -88,7 +88,7 @@ func TestServeCodeProgram(t *testing.T) {
 	}
 	work := t.TempDir()
 	files := map[string][]byte{
-		"go.mod": []byte("module apitest\n\ngo 1.26\n\nrequire github.com/dragonc/dragonc v0.0.0\n\nreplace github.com/dragonc/dragonc => " + root + "\n"),
+		"go.mod":  []byte("module apitest\n\ngo 1.26\n\nrequire github.com/dragonc/dragonc v0.0.0\n\nreplace github.com/dragonc/dragonc => " + root + "\n"),
 		"go.sum":  sum,
 		"main.go": []byte(apiProgram),
 	}
