@@ -33,7 +33,8 @@ const (
 
 // Stage is what the classifier needs to know of a stack and a plan.
 type Stage struct {
-	Addrs   []netip.Addr // unicast addresses and broadcasts the stack owns
+	Addrs   []netip.Addr // the stack's unicast addresses
+	Bcasts  []netip.Addr // its broadcast addresses (UDP to them is its; ARP for them is not)
 	ARP     bool         // the stack answers ARP
 	ICMP    bool         // the stack answers echo requests
 	OpenMX  bool         // the stack has Open-MX endpoints
@@ -102,7 +103,7 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 		m.Close()
 		return nil, fmt.Errorf("creating the %s map: %w", what, e)
 	}
-	if m.addrs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_addrs", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: uint32(max(len(s.Addrs), 1))}); err != nil {
+	if m.addrs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_addrs", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: uint32(max(len(s.Addrs)+len(s.Bcasts), 1))}); err != nil {
 		return fail("address", err)
 	}
 	if m.flows, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_flows", Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: uint32(max(s.FlowCap, 1))}); err != nil {
@@ -116,10 +117,14 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 			return fail("XSK", err)
 		}
 	}
-	for _, a := range s.Addrs {
-		k := a.As4()
-		if err := m.addrs.Put(k[:], []byte{1}); err != nil {
-			return fail("address", err)
+	// The address map's value: 1 for a unicast address, 2 for a
+	// broadcast one.
+	for i, list := range [][]netip.Addr{s.Addrs, s.Bcasts} {
+		for _, a := range list {
+			k := a.As4()
+			if err := m.addrs.Put(k[:], []byte{byte(i + 1)}); err != nil {
+				return fail("address", err)
+			}
 		}
 	}
 	if len(s.Flows) > s.FlowCap || len(s.Ports) > s.PortCap {
@@ -251,7 +256,9 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		add(asm.LoadMem(asm.R0, asm.R10, stIP+6, asm.Half), asm.JNE.Imm(asm.R0, 0x0100, "pass"),
 			asm.LoadMem(asm.R0, asm.R10, stIP+24, asm.Word), asm.StoreMem(asm.R10, stAddr, asm.R0, asm.Word))
 		lookup(m.addrs, stAddr)
-		add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.Ja.Label("ours"))
+		// A request for a broadcast address is not answered (RFC 1122
+		// §3.3.6: a host does not take a broadcast address as its own).
+		add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.LoadMem(asm.R0, asm.R0, 0, asm.Byte), asm.JNE.Imm(asm.R0, 1, "pass"), asm.Ja.Label("ours"))
 	}
 
 	switch kind {

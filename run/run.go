@@ -505,8 +505,11 @@ func macString(v uint64) string {
 // StageOf reads the eBPF stage's tables off a linux-xdp plan.
 func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
 	s := &Stage{ARP: st.ARP, ICMP: st.ICMPEcho, FlowCap: FlowCapacity, PortCap: PortCapacity}
-	for _, a := range append(st.Unicast(), st.Broadcasts()...) {
+	for _, a := range st.Unicast() {
 		s.Addrs = append(s.Addrs, pred.Addr(a))
+	}
+	for _, a := range st.Broadcasts() {
+		s.Bcasts = append(s.Bcasts, pred.Addr(a))
 	}
 	for _, e := range st.Endpoints {
 		if e.Proto == lpg.OpenMX {
