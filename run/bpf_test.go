@@ -74,7 +74,7 @@ func TestClassifier(t *testing.T) {
 	s := &Stage{
 		Addrs:  []netip.Addr{netip.MustParseAddr("10.9.0.1")},
 		Bcasts: []netip.Addr{netip.MustParseAddr("10.9.0.255")},
-		ARP:   true, ICMP: true, FlowCap: 16, PortCap: 16,
+		ARP:    true, ICMP: true, FlowCap: 16, PortCap: 16,
 		Flows: []FlowRule{{Proto: 17, Src: netip.MustParseAddr("10.9.0.2"), Dst: netip.MustParseAddr("10.9.0.1"), SPort: 5000, DPort: 7, Queue: 3}},
 		Ports: []PortRule{{Proto: 17, DPort: 7, Queue: 1}, {Proto: 17, DPort: 9, Queue: 2}},
 	}
