@@ -1,7 +1,9 @@
 package run
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	gomaps "maps"
@@ -169,6 +171,25 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 	if err != nil {
 		return "", err
 	}
+	// A helper built from the same files by the same go command is
+	// reused: the files determine the program.
+	gover, err := exec.Command("go", "env", "GOVERSION", "GOARCH").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env: %w", err)
+	}
+	h := sha256.New()
+	h.Write(gover)
+	for _, name := range slices.Sorted(gomaps.Keys(files)) {
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(files[name]))
+		h.Write(files[name])
+	}
+	cached := ""
+	if dir, err := os.UserCacheDir(); err == nil {
+		cached = filepath.Join(dir, "dragonc", "run", hex.EncodeToString(h.Sum(nil))[:32])
+		if fi, err := os.Stat(cached); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o100 != 0 {
+			return cached, nil
+		}
+	}
 	if err := gofallback.WriteTree(work, files); err != nil {
 		return "", err
 	}
@@ -178,6 +199,19 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the generated stack: %w\n%s", err, out)
+	}
+	if cached != "" {
+		// Into the cache by rename, so that no one runs half a binary; a
+		// cache that cannot be written only costs the next build.
+		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+			tmp := cached + ".tmp" + strconv.Itoa(os.Getpid())
+			if b, err := os.ReadFile(bin); err == nil && os.WriteFile(tmp, b, 0o755) == nil {
+				if os.Rename(tmp, cached) == nil {
+					return cached, nil
+				}
+				os.Remove(tmp)
+			}
+		}
 	}
 	return bin, nil
 }
