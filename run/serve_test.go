@@ -172,13 +172,7 @@ func testServe(t *testing.T, socket string) {
 			return nil
 		})
 	}()
-	select {
-	case <-ready:
-	case err := <-served:
-		t.Fatalf("Serve stopped before it was ready: %v\n%s", err, log.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("Serve was not ready within 2 minutes\n%s", log.String())
-	}
+	waitReady(t, ready, served, &log)
 
 	err := inNS(b, func() error {
 		// ICMP: five echo requests, five replies (RFC 792).
@@ -269,6 +263,19 @@ func testServe(t *testing.T, socket string) {
 		t.Errorf("run does not say it serves on %s:\n%s", kind, log.String())
 	}
 	t.Logf("run said:\n%s%s", log.String(), final[i:])
+}
+
+// waitReady waits for Serve to be ready, or fails the test when it stops
+// first or takes more than two minutes.
+func waitReady(t *testing.T, ready <-chan struct{}, served <-chan error, log *syncBuffer) {
+	t.Helper()
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatalf("Serve stopped before it was ready: %v\n%s", err, log.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("Serve was not ready within 2 minutes\n%s", log.String())
+	}
 }
 
 // udpExchange sends msg to 10.9.0.1:port from a connected socket and
@@ -468,13 +475,7 @@ func TestServeFallsBack(t *testing.T) {
 	if err := <-held; err != nil {
 		t.Fatalf("holding the XDP hook: %v", err)
 	}
-	select {
-	case <-ready:
-	case err := <-served:
-		t.Fatalf("Serve stopped before it was ready: %v\n%s", err, log.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("Serve was not ready within 2 minutes\n%s", log.String())
-	}
+	waitReady(t, ready, served, &log)
 	err := inNS(b, func() error {
 		msg := []byte("over AF_PACKET")
 		got, err := udpExchange(7, msg)
