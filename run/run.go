@@ -48,7 +48,7 @@ type Options struct {
 	// Ready, if set, is called once every queue is receiving.
 	Ready func()
 	// Signal, if set, receives the helper's process so that a caller can
-	// send it SIGUSR1.
+	// send it SIGUSR1 (Serve only: ServeCode has no helper).
 	Signal func(p *os.Process)
 	// Force serves on an interface that carries the default route.
 	Force bool

@@ -379,6 +379,8 @@ type xdpPort struct {
 	route map[int]*inbox // plan queue → the inbox of its loop
 	pfd   []pollFd
 	moved *atomic.Uint64 // frames handed to another loop
+	fn    func(frame []byte)
+	sort  func(frame []byte, q uint32)
 }
 
 func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
@@ -402,22 +404,29 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 			return 0, err
 		}
 	}
+	if p.sort == nil {
+		p.sort = p.sortFrame // one method value, not a closure per call
+	}
+	p.fn = fn
 	n := 0
 	for _, x := range p.socks {
-		n += x.receive(func(frame []byte, q uint32) {
-			if int(q) == p.own {
-				fn(frame)
-				return
-			}
-			if b, ok := p.route[int(q)]; ok {
-				p.moved.Add(1)
-				b.put(frame)
-				return
-			}
-			fn(frame) // a queue no loop serves: this loop's
-		})
+		n += x.receive(p.sort)
 	}
 	return n + p.in.drain(fn), nil
+}
+
+// sortFrame gives a frame to this loop or hands it to its queue's.
+func (p *xdpPort) sortFrame(frame []byte, q uint32) {
+	if int(q) == p.own {
+		p.fn(frame)
+		return
+	}
+	if b, ok := p.route[int(q)]; ok {
+		p.moved.Add(1)
+		b.put(frame)
+		return
+	}
+	p.fn(frame) // a queue no loop serves: this loop's
 }
 
 func (p *xdpPort) flushBatch(b *txBatch) (int, error) { return p.tx.send(b) }
