@@ -91,11 +91,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 	if err != nil {
 		return err
 	}
-	var mac [6]byte
-	for i := range 6 {
-		mac[i] = byte(st.Interfaces[0].MAC >> (8 * (5 - i)))
-	}
-	dst, err := dataplane.Wire(code, *sv.chains, hs, mac)
+	dst, err := dataplane.Wire(code, *sv.chains, hs, macBytes(st.Interfaces[0].MAC))
 	if err != nil {
 		return err
 	}
@@ -110,10 +106,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 		for _, n := range srv.Notes {
 			fmt.Fprintf(opt.Stderr, "dragonc run: %s\n", n)
 		}
-		fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queue(s), %s\n", sv.name, opt.Iface, len(sv.queues), how)
-		if opt.Ready != nil {
-			opt.Ready()
-		}
+		sv.ready(how)
 		return srv.Watch(opt.Stdout, opt.Every, nil, ctx.Done())
 	}
 	return sv.serveAll()

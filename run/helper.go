@@ -127,11 +127,11 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, mac uint64) []byte {
 	w("\t\tEndpoints: fb.EndpointNames[:],\n\t\tReplies:   fb.Replies[:],\n\t\tSinks:     fb.Sinks[:],\n\t}\n")
 	w("\tfor _, d := range fb.DropSites {\n\t\tsite := \"\"\n\t\tif d.Node != \"\" {\n\t\t\tsite = d.Node + \".\" + d.Port\n\t\t}\n\t\tcode.DropSites = append(code.DropSites, site)\n\t}\n")
 	w("\tst, err := dataplane.Wire(code, chains, handlers, [6]byte{")
-	for i := 5; i >= 0; i-- {
-		w("0x%02x", byte(mac>>(8*i)))
+	for i, b := range macBytes(mac) {
 		if i > 0 {
 			w(", ")
 		}
+		w("0x%02x", b)
 	}
 	w("})\n\tif err != nil {\n\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n")
 	w("\tos.Exit(dataplane.Main(st, os.Args[1:]))\n}\n")

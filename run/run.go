@@ -178,6 +178,14 @@ func (sv *serving) serveAll() error {
 	return nil
 }
 
+// ready says the stack is served, and how, and tells opt.Ready.
+func (sv *serving) ready(how string) {
+	fmt.Fprintf(sv.opt.Stderr, "dragonc run: serving %s on %s: %d queue(s), %s\n", sv.name, sv.opt.Iface, len(sv.queues), how)
+	if sv.opt.Ready != nil {
+		sv.opt.Ready()
+	}
+}
+
 // startError is a socket kind that could not be set up: the next kind is
 // tried.
 type startError struct{ err error }
@@ -344,10 +352,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			switch {
 			case strings.HasPrefix(line, "ready: "):
 				ready.Store(true)
-				fmt.Fprintf(opt.Stderr, "dragonc run: serving %s on %s: %d queue(s), %s\n", sv.name, opt.Iface, len(sv.queues), how)
-				if opt.Ready != nil {
-					opt.Ready()
-				}
+				sv.ready(how)
 			case strings.HasPrefix(line, "note: "):
 				fmt.Fprintf(opt.Stderr, "dragonc run: %s\n", strings.TrimPrefix(line, "note: "))
 			default:
@@ -494,12 +499,18 @@ func macValue(hw net.HardwareAddr) uint64 {
 	return v
 }
 
-func macString(v uint64) string {
-	hw := make(net.HardwareAddr, 6)
-	for i := range 6 {
+// macBytes spells a stack's hardware address (as a number) in bytes.
+func macBytes(v uint64) [6]byte {
+	var hw [6]byte
+	for i := range hw {
 		hw[i] = byte(v >> (8 * (5 - i)))
 	}
-	return hw.String()
+	return hw
+}
+
+func macString(v uint64) string {
+	hw := macBytes(v)
+	return net.HardwareAddr(hw[:]).String()
 }
 
 // StageOf reads the eBPF stage's tables off a linux-xdp plan.

@@ -305,6 +305,7 @@ type inbox struct {
 	lens    [2][]int
 	cur     int
 	efd     int
+	pending atomic.Int64 // frames put and not yet drained
 	dropped atomic.Uint64
 }
 
@@ -340,14 +341,20 @@ func (b *inbox) put(frame []byte) {
 	}
 	copy(b.bufs[b.cur][i*frameSize:], frame)
 	b.lens[b.cur] = append(b.lens[b.cur], len(frame))
+	b.pending.Add(1)
 	b.mu.Unlock()
 	if i == 0 {
 		syscall.Write(b.efd, one[:])
 	}
 }
 
-// drain hands the frames put so far to fn.
-func (b *inbox) drain(fn func(frame []byte)) int {
+// drain hands the frames put so far to fn. It costs nothing when none
+// is pending and the eventfd did not wake the loop (woken), so a busy
+// loop makes no system call for an empty inbox.
+func (b *inbox) drain(fn func(frame []byte), woken bool) int {
+	if !woken && b.pending.Load() == 0 {
+		return 0
+	}
 	var buf [8]byte
 	syscall.Read(b.efd, buf[:])
 	b.mu.Lock()
@@ -359,6 +366,7 @@ func (b *inbox) drain(fn func(frame []byte)) int {
 	}
 	n := len(b.lens[k])
 	b.lens[k] = b.lens[k][:0]
+	b.pending.Add(-int64(n))
 	return n
 }
 
@@ -390,7 +398,7 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 		}
 		p.pfd = append(p.pfd, pollFd{fd: int32(p.in.efd), events: pollIn})
 	}
-	ready := false
+	ready, woken := false, false
 	for _, x := range p.socks {
 		if atomic.LoadUint32(x.rx.prod) != x.rx.cached {
 			ready = true
@@ -403,6 +411,7 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 		if err := poll(p.pfd, timeoutMs); err != nil {
 			return 0, err
 		}
+		woken = p.pfd[len(p.pfd)-1].revents&pollIn != 0
 	}
 	if p.sort == nil {
 		p.sort = p.sortFrame // one method value, not a closure per call
@@ -412,7 +421,7 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 	for _, x := range p.socks {
 		n += x.receive(p.sort)
 	}
-	return n + p.in.drain(fn), nil
+	return n + p.in.drain(fn, woken), nil
 }
 
 // sortFrame gives a frame to this loop or hands it to its queue's.
