@@ -60,6 +60,10 @@ func (p *problem) config(cs []choice) *prg.Config {
 		if sp.Kind != prg.Enum {
 			continue
 		}
+		if ch, ok := p.in.Fixed[sp.Node]; ok {
+			c.Values[sp.Node] = &prg.Value{Kind: prg.Enum, Choice: ch}
+			continue
+		}
 		if p.in.Driver != nil {
 			if ok, _ := p.in.Driver.Exposes(sp); !ok {
 				continue // the driver leaves it as it is

@@ -34,6 +34,10 @@ type Input struct {
 	// silicon (--target linux); nil searches the whole PRG (--target
 	// silicon).
 	Driver *prg.Driver
+	// Fixed sets on/off configuration nodes to a choice of the caller's,
+	// whatever the driver exposes (dragonc run fixes the checksum offloads
+	// off: their per-frame verdicts never reach its sockets).
+	Fixed map[string]string
 }
 
 // Targets of an embedding.

@@ -8,13 +8,15 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/dragonc/dragonc/internal/packet"
 )
 
-// The linux-xdp model's steering stage in eBPF. Its tables are hash maps
-// with the model's capacities; its queues are the user-space receive loops.
-// One classifier is written once and ends four ways: as the XDP program of
-// the AF_XDP path, and as the fanout program, the per-socket filter and the
-// tc ingress program of the AF_PACKET path.
+// The steering stage in eBPF. Its tables are hash maps with the model's
+// capacities; its queues are the user-space receive loops. One classifier
+// is written once and ends four ways: as the XDP program of the AF_XDP
+// path, and as the fanout program, the per-socket filter and the tc
+// ingress program of the AF_PACKET path.
 //
 // A frame is the stack's ("ours") when the LPG consumes it: an ARP request
 // for one of the stack's addresses, an IPv4 datagram to one of its
@@ -22,6 +24,14 @@ import (
 // ICMP echo request, or any Open-MX frame. Everything else (TCP, other
 // ICMP types, IPv6, VLAN-tagged frames, other hosts' traffic) belongs to
 // the kernel and is passed up untouched, so the host keeps working.
+//
+// The queue of one of ours is found as a NIC's steering finds it: the
+// groups of rules in order (the first hit decides; a rule may drop), then
+// the stage's miss rule: a fixed queue (linux-xdp's default), the queue
+// the NIC chose (a hardware plan whose steering the driver took), or RSS
+// computed here (a hardware plan whose RSS the driver refused). Fields
+// mean what the PRG interpreter's decoder (internal/packet) says: ports
+// exist only for a whole, well-formed UDP or TCP datagram.
 
 // Program kinds.
 const (
@@ -31,69 +41,115 @@ const (
 	progTC            // tc ingress: the kernel does not see ours
 )
 
+// Miss rules: what decides the queue of a frame no rule matches.
+const (
+	MissQueue  = iota // a fixed queue, Stage.MissQueue
+	MissDevice        // the device queue it arrived on (the NIC steered it)
+	MissRSS           // Stage.RSS, computed in the program
+)
+
+// DropQueue is the queue of a rule that drops (a NIC's drop action).
+const DropQueue = ^uint32(0)
+
 // Stage is what the classifier needs to know of a stack and a plan.
 type Stage struct {
-	Addrs   []netip.Addr // the stack's unicast addresses
-	Bcasts  []netip.Addr // its broadcast addresses (UDP to them is its; ARP for them is not)
-	ARP     bool         // the stack answers ARP
-	ICMP    bool         // the stack answers echo requests
-	OpenMX  bool         // the stack has Open-MX endpoints
-	Flows   []FlowRule   // the RxCFlow table
-	Ports   []PortRule   // the RxCPort table
-	FlowCap int          // capacities of the two tables (the model's)
-	PortCap int
+	Addrs     []netip.Addr // the stack's unicast addresses
+	Bcasts    []netip.Addr // its broadcast addresses (UDP to them is its; ARP for them is not)
+	ARP       bool         // the stack answers ARP
+	ICMP      bool         // the stack answers echo requests
+	OpenMX    bool         // the stack has Open-MX endpoints
+	Groups    []Group      // rules, tried in order
+	Miss      int          // MissQueue, MissDevice or MissRSS
+	MissQueue uint32
+	RSS       *RSS
+	// Queues are the plan's queues in the order of the receive loops
+	// (a fanout program answers with an index into them).
+	Queues []uint32
 }
 
-// FlowRule steers one 5-tuple to a queue.
-type FlowRule struct {
-	Proto    uint8
-	Src, Dst netip.Addr
-	SPort    uint16
-	DPort    uint16
-	Queue    uint32
+// A Group is rules that compare the same key bytes: one hash map.
+type Group struct {
+	Table    string   // the plan table they come from
+	Mask     [16]byte // the key bytes compared (key layout: see Key)
+	Ports    bool     // the rules compare a port: frames without ports miss
+	Capacity int      // the map's size
+	Rules    []Rule
 }
 
-// PortRule steers a protocol and destination port to a queue.
-type PortRule struct {
-	Proto uint8
-	DPort uint16
-	Queue uint32
+// A Rule steers the frames whose masked key is Key to Queue.
+type Rule struct {
+	Key   [16]byte
+	Queue uint32 // DropQueue: drop
 }
 
-// Key layouts, in the frame's byte order so that the programs copy header
-// bytes into them unchanged: a flow is source and destination address,
-// source and destination port, protocol and three zero bytes; a port is
-// protocol, a zero byte and the destination port.
-func flowKey(r FlowRule) [16]byte {
+// RSS is receive-side scaling done by the program: the Toeplitz hash of
+// the addresses (and ports, where enabled) picks a bucket of Indirection.
+type RSS struct {
+	Key                []byte
+	Indirection        []uint32 // queue of each bucket; a power of two of them
+	TCPPorts, UDPPorts bool
+	Miss               uint32 // the queue of frames it does not hash (not IPv4)
+}
+
+// Key is the 16-byte key of a frame, in the frame's byte order so that
+// the programs copy header bytes into it unchanged: source and destination
+// address, source and destination port (zero without ports), protocol,
+// three zero bytes.
+func Key(proto uint8, src, dst netip.Addr, sport, dport uint16) [16]byte {
 	var k [16]byte
-	s, d := r.Src.As4(), r.Dst.As4()
+	s, d := src.As4(), dst.As4()
 	copy(k[0:4], s[:])
 	copy(k[4:8], d[:])
-	binary.BigEndian.PutUint16(k[8:], r.SPort)
-	binary.BigEndian.PutUint16(k[10:], r.DPort)
-	k[12] = r.Proto
+	binary.BigEndian.PutUint16(k[8:], sport)
+	binary.BigEndian.PutUint16(k[10:], dport)
+	k[12] = proto
 	return k
 }
 
-func portKey(r PortRule) [4]byte {
-	var k [4]byte
-	k[0] = r.Proto
-	binary.BigEndian.PutUint16(k[2:], r.DPort)
-	return k
+// keyBytes says where a plan field sits in the key.
+var keyBytes = map[string]struct{ off, n int }{
+	"ip.src": {0, 4}, "ip.dst": {4, 4},
+	"l4.sport": {8, 2}, "udp.sport": {8, 2}, "tcp.sport": {8, 2},
+	"l4.dport": {10, 2}, "udp.dport": {10, 2}, "tcp.dport": {10, 2},
+	"ip.proto": {12, 1},
 }
 
 // maps are the stage's tables, filled from the plan.
 type maps struct {
-	addrs, flows, ports *ebpf.Map
-	xsks                *ebpf.Map // AF_XDP only
+	addrs  *ebpf.Map
+	groups []*ebpf.Map
+	rss    *ebpf.Map // one value: the Toeplitz table, then the indirection
+	xsks   *ebpf.Map // AF_XDP only
 }
 
 func (m *maps) Close() {
-	for _, x := range []*ebpf.Map{m.addrs, m.flows, m.ports, m.xsks} {
+	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks}, m.groups...) {
 		if x != nil {
 			x.Close()
 		}
 	}
+}
+
+// The RSS map's value: for each of the 12 input bytes (addresses, ports)
+// and each byte value, the 32 bits that byte XORs into the hash (Toeplitz
+// is linear in its input), then the indirection table.
+const (
+	rssInput = 12
+	rssTable = rssInput * 256 * 4
+)
+
+// toeplitzTable is the per-byte table of the hash under key.
+func toeplitzTable(key []byte) []uint32 {
+	t := make([]uint32, rssInput*256)
+	var in [rssInput]byte
+	for i := range rssInput {
+		for b := range 256 {
+			in[i] = byte(b)
+			t[i*256+b] = packet.Toeplitz(key, in[:])
+		}
+		in[i] = 0
+	}
+	return t
 }
 
 func newMaps(s *Stage, xskQueues int) (*maps, error) {
@@ -106,11 +162,41 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 	if m.addrs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_addrs", Type: ebpf.Hash, KeySize: 4, ValueSize: 1, MaxEntries: uint32(max(len(s.Addrs)+len(s.Bcasts), 1))}); err != nil {
 		return fail("address", err)
 	}
-	if m.flows, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_flows", Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: uint32(max(s.FlowCap, 1))}); err != nil {
-		return fail("flow", err)
+	for _, g := range s.Groups {
+		if len(g.Rules) > g.Capacity {
+			m.Close()
+			return nil, fmt.Errorf("%s: %d rules; the stage's table holds %d", g.Table, len(g.Rules), g.Capacity)
+		}
+		mp, err := ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_rules", Type: ebpf.Hash, KeySize: 16, ValueSize: 4, MaxEntries: uint32(max(g.Capacity, 1))})
+		if err != nil {
+			return fail(g.Table, err)
+		}
+		m.groups = append(m.groups, mp)
+		for _, r := range g.Rules {
+			// The first rule of a key wins, as in the NIC's order.
+			if err := mp.Update(r.Key[:], r.Queue, ebpf.UpdateNoExist); err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+				return fail(g.Table, err)
+			}
+		}
 	}
-	if m.ports, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_ports", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: uint32(max(s.PortCap, 1))}); err != nil {
-		return fail("port", err)
+	if s.Miss == MissRSS {
+		if s.RSS == nil || len(s.RSS.Indirection) == 0 || len(s.RSS.Indirection)&(len(s.RSS.Indirection)-1) != 0 {
+			m.Close()
+			return nil, errors.New("software RSS needs an indirection table of a power of two buckets")
+		}
+		val := make([]byte, rssTable+4*len(s.RSS.Indirection))
+		for i, w := range toeplitzTable(s.RSS.Key) {
+			binary.NativeEndian.PutUint32(val[4*i:], w)
+		}
+		for i, q := range s.RSS.Indirection {
+			binary.NativeEndian.PutUint32(val[rssTable+4*i:], q)
+		}
+		if m.rss, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_rss", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(len(val)), MaxEntries: 1}); err != nil {
+			return fail("RSS", err)
+		}
+		if err := m.rss.Put(uint32(0), val); err != nil {
+			return fail("RSS", err)
+		}
 	}
 	if xskQueues > 0 {
 		if m.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(xskQueues)}); err != nil {
@@ -127,22 +213,6 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 			}
 		}
 	}
-	if len(s.Flows) > s.FlowCap || len(s.Ports) > s.PortCap {
-		m.Close()
-		return nil, fmt.Errorf("the plan has %d flow and %d port rules; the tables hold %d and %d", len(s.Flows), len(s.Ports), s.FlowCap, s.PortCap)
-	}
-	for _, r := range s.Flows {
-		k := flowKey(r)
-		if err := m.flows.Put(k[:], r.Queue); err != nil {
-			return fail("flow", err)
-		}
-	}
-	for _, r := range s.Ports {
-		k := portKey(r)
-		if err := m.ports.Put(k[:], r.Queue); err != nil {
-			return fail("port", err)
-		}
-	}
 	return m, nil
 }
 
@@ -150,22 +220,36 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 const (
 	stEth   = -50 // 14 bytes of Ethernet header, then the IPv4 header or ARP body (4-aligned)
 	stIP    = stEth + 14
-	stFlow  = -80    // the 16-byte flow key
-	stPort  = -88    // the 4-byte port key
+	stKey   = -72    // the frame's 16-byte key
+	stTmp   = -88    // a masked key
 	stAddr  = -92    // a 4-byte address key
 	stICMP  = -96    // the ICMP type byte
+	stLen   = -104   // the bytes from the IPv4 header on
+	stHdr   = -112   // 1 when the IPv4 header fits the frame (ip.hdr_ok)
 	ethARP  = 0x0608 // 0x0806 read as a little-endian half word
 	ethIPv4 = 0x0008
 	ethOMX  = 0xdf86 // Open-MX's EtherType 0x86DF, read little-endian
 )
+
+// hasDrops reports whether a rule of s drops.
+func (s *Stage) hasDrops() bool {
+	for _, g := range s.Groups {
+		for _, r := range g.Rules {
+			if r.Queue == DropQueue {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // classifier returns the program of the given kind for stage s over m.
 func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	var in asm.Instructions
 	add := func(x ...asm.Instruction) { in = append(in, x...) }
 	// load copies n bytes at offset off (register or constant) of the frame
-	// to the stack at dst, or passes the frame when it is too short.
-	load := func(offReg asm.Register, off int32, dst int16, n int32) {
+	// to the stack at dst, or jumps to fail when the frame is too short.
+	load := func(offReg asm.Register, off int32, dst int16, n int32, fail string) {
 		add(asm.Mov.Reg(asm.R1, asm.R6))
 		if offReg != asm.R0 {
 			add(asm.Mov.Reg(asm.R2, offReg))
@@ -178,25 +262,32 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		} else {
 			add(asm.Mov.Imm(asm.R5, 0), asm.FnSkbLoadBytesRelative.Call()) // BPF_HDR_START_MAC
 		}
-		add(asm.JNE.Imm(asm.R0, 0, "pass"))
+		add(asm.JNE.Imm(asm.R0, 0, fail))
 	}
-	lookup := func(mp *ebpf.Map, key int16) {
-		add(asm.LoadMapPtr(asm.R1, mp.FD()), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, int32(key)), asm.FnMapLookupElem.Call())
+	lookup := func(fd int, key int16) {
+		add(asm.LoadMapPtr(asm.R1, fd), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, int32(key)), asm.FnMapLookupElem.Call())
+	}
+	// Only the programs that pick a socket, and a filter that must drop,
+	// need the queue; the others stop at "ours".
+	steer := kind == progXDP || kind == progFanout || kind == progFilter && s.hasDrops()
+	l2, ip := "ours", "ours"
+	if steer {
+		l2, ip = "l2ours", "ipours"
 	}
 
 	add(asm.Mov.Reg(asm.R6, asm.R1), asm.Mov.Imm(asm.R7, 0))
-	load(asm.R0, 0, stEth, 14)
+	load(asm.R0, 0, stEth, 14, "pass")
 	add(asm.LoadMem(asm.R0, asm.R10, stEth+12, asm.Half))
 	if s.ARP {
 		add(asm.JEq.Imm(asm.R0, ethARP, "arp"))
 	}
 	if s.OpenMX {
-		add(asm.JEq.Imm(asm.R0, ethOMX, "ours"))
+		add(asm.JEq.Imm(asm.R0, ethOMX, l2))
 	}
 	add(asm.JNE.Imm(asm.R0, ethIPv4, "pass"))
 
 	// IPv4 (RFC 791 §3.1): version and IHL, then the destination.
-	load(asm.R0, 14, stIP, 20)
+	load(asm.R0, 14, stIP, 20, "pass")
 	add(
 		asm.LoadMem(asm.R0, asm.R10, stIP, asm.Byte),
 		asm.Mov.Reg(asm.R1, asm.R0), asm.RSh.Imm(asm.R1, 4),
@@ -206,7 +297,7 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		asm.LSh.Imm(asm.R0, 2), asm.Add.Imm(asm.R0, 14), asm.Mov.Reg(asm.R8, asm.R0), // the L4 offset
 		asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stAddr, asm.R0, asm.Word),
 	)
-	lookup(m.addrs, stAddr)
+	lookup(m.addrs.FD(), stAddr)
 	add(
 		asm.JEq.Imm(asm.R0, 0, "pass"),
 		asm.LoadMem(asm.R9, asm.R10, stIP+9, asm.Byte), // protocol
@@ -216,49 +307,33 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "whole"),
 		// A fragment of a UDP datagram is the LPG's (it sinks
 		// fragments); others go to the kernel, which reassembles.
-		asm.JEq.Imm(asm.R9, 17, "ours"),
+		asm.JEq.Imm(asm.R9, 17, ip),
 		asm.Ja.Label("pass"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("whole"),
-		asm.JEq.Imm(asm.R9, 17, "udp"),
+		asm.JEq.Imm(asm.R9, 17, ip),
 	)
 	if s.ICMP {
 		add(asm.JNE.Imm(asm.R9, 1, "pass"))
-		load(asm.R8, 0, stICMP, 1)
-		add(asm.LoadMem(asm.R0, asm.R10, stICMP, asm.Byte), asm.JNE.Imm(asm.R0, 8, "pass"), asm.Ja.Label("ours"))
+		load(asm.R8, 0, stICMP, 1, "pass")
+		add(asm.LoadMem(asm.R0, asm.R10, stICMP, asm.Byte), asm.JNE.Imm(asm.R0, 8, "pass"), asm.Ja.Label(ip))
 	} else {
 		add(asm.Ja.Label("pass"))
 	}
 
-	// UDP: the flow table, then the port table, then queue 0.
-	add(
-		asm.LoadMem(asm.R0, asm.R10, stIP+12, asm.Word).WithSymbol("udp"), asm.StoreMem(asm.R10, stFlow, asm.R0, asm.Word),
-		asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stFlow+4, asm.R0, asm.Word),
-		asm.StoreMem(asm.R10, stFlow+12, asm.R9, asm.Word),
-	)
-	load(asm.R8, 0, stFlow+8, 4)
-	lookup(m.flows, stFlow)
-	add(
-		asm.JEq.Imm(asm.R0, 0, "noflow"),
-		asm.LoadMem(asm.R7, asm.R0, 0, asm.Word), asm.Ja.Label("ours"),
-		asm.LoadMem(asm.R0, asm.R10, stFlow+10, asm.Half).WithSymbol("noflow"),
-		asm.LSh.Imm(asm.R0, 16), asm.Or.Reg(asm.R0, asm.R9), asm.StoreMem(asm.R10, stPort, asm.R0, asm.Word),
-	)
-	lookup(m.ports, stPort)
-	add(
-		asm.JEq.Imm(asm.R0, 0, "ours"),
-		asm.LoadMem(asm.R7, asm.R0, 0, asm.Word), asm.Ja.Label("ours"),
-	)
-
 	if s.ARP {
 		// ARP (RFC 826): a request (opcode 1) for one of our addresses.
 		add(asm.Mov.Imm(asm.R0, 0).WithSymbol("arp"))
-		load(asm.R0, 14, stIP, 28)
+		load(asm.R0, 14, stIP, 28, "pass")
 		add(asm.LoadMem(asm.R0, asm.R10, stIP+6, asm.Half), asm.JNE.Imm(asm.R0, 0x0100, "pass"),
 			asm.LoadMem(asm.R0, asm.R10, stIP+24, asm.Word), asm.StoreMem(asm.R10, stAddr, asm.R0, asm.Word))
-		lookup(m.addrs, stAddr)
+		lookup(m.addrs.FD(), stAddr)
 		// A request for a broadcast address is not answered (RFC 1122
 		// §3.3.6: a host does not take a broadcast address as its own).
-		add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.LoadMem(asm.R0, asm.R0, 0, asm.Byte), asm.JNE.Imm(asm.R0, 1, "pass"), asm.Ja.Label("ours"))
+		add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.LoadMem(asm.R0, asm.R0, 0, asm.Byte), asm.JNE.Imm(asm.R0, 1, "pass"), asm.Ja.Label(l2))
+	}
+
+	if steer {
+		steering(kind, s, m, add, load)
 	}
 
 	switch kind {
@@ -266,7 +341,8 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// The queue goes in four bytes of metadata before the frame; the
 		// frame to the AF_XDP socket of the queue it arrived on, or to the
 		// kernel when there is none (the low bits of the flags).
-		add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("ours"), asm.Mov.Imm(asm.R2, -4), asm.FnXdpAdjustMeta.Call(),
+		add(asm.JEq.Imm32(asm.R7, -1, "drop").WithSymbol("ours"),
+			asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, -4), asm.FnXdpAdjustMeta.Call(),
 			asm.JNE.Imm(asm.R0, 0, "pass"),
 			asm.LoadMem(asm.R2, asm.R6, 8, asm.Word), // data_meta
 			asm.LoadMem(asm.R3, asm.R6, 0, asm.Word), // data
@@ -276,18 +352,183 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 			asm.LoadMem(asm.R2, asm.R6, 16, asm.Word), // rx_queue_index
 			asm.LoadMapPtr(asm.R1, m.xsks.FD()), asm.Mov.Imm(asm.R3, 2), asm.FnRedirectMap.Call(),
 			asm.Return(),
+			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return(), // XDP_DROP
 			asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), asm.Return()) // XDP_PASS
 	case progFanout:
-		add(asm.Mov.Reg(asm.R0, asm.R7).WithSymbol("ours"), asm.Return(),
+		// The answer is the index of a socket in the group, in the order
+		// of s.Queues; a queue no loop serves goes to the first.
+		add(asm.Mov.Imm(asm.R0, 0).WithSymbol("ours"))
+		identity := true
+		for i, q := range s.Queues {
+			identity = identity && q == uint32(i)
+		}
+		if identity {
+			add(asm.JEq.Imm32(asm.R7, -1, "drop"), asm.JGE.Imm(asm.R7, int32(max(len(s.Queues), 1)), "drop"), asm.Mov.Reg(asm.R0, asm.R7))
+		} else {
+			for i, q := range s.Queues {
+				add(asm.JNE.Imm32(asm.R7, int32(q), fmt.Sprintf("notq%d", i)), asm.Mov.Imm(asm.R0, int32(i)), asm.Return(),
+					asm.Mov.Imm(asm.R0, 0).WithSymbol(fmt.Sprintf("notq%d", i)))
+			}
+		}
+		add(asm.Return().WithSymbol("drop"), // a dropped frame: the filter drops it
 			asm.Mov.Imm(asm.R0, 0).WithSymbol("pass"), asm.Return())
 	case progFilter:
-		add(asm.Mov.Imm(asm.R0, 0x40000).WithSymbol("ours"), asm.Return(), // keep up to 256 KiB
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("pass"), asm.Return())
+		if steer {
+			add(asm.JEq.Imm32(asm.R7, -1, "pass").WithSymbol("ours"))
+			add(asm.Mov.Imm(asm.R0, 0x40000), asm.Return()) // keep up to 256 KiB
+		} else {
+			add(asm.Mov.Imm(asm.R0, 0x40000).WithSymbol("ours"), asm.Return())
+		}
+		add(asm.Mov.Imm(asm.R0, 0).WithSymbol("pass"), asm.Return())
 	case progTC:
 		add(asm.Mov.Imm(asm.R0, 2).WithSymbol("ours"), asm.Return(), // TCX_DROP: the taps already have it
 			asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), asm.Return()) // TCX_NEXT
 	}
 	return in
+}
+
+// steering computes the queue of one of ours into R7 and falls through
+// to "ours": labels l2ours (not IPv4) and ipours (IPv4, R8 the L4 offset,
+// R9 the protocol).
+func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load func(asm.Register, int32, int16, int32, string)) {
+	devs := 0
+	device := func() {
+		devs++
+		label := fmt.Sprintf("devq%d", devs)
+		switch kind {
+		case progXDP:
+			add(asm.LoadMem(asm.R7, asm.R6, 16, asm.Word)) // rx_queue_index
+		case progFanout:
+			// __sk_buff.queue_mapping: the receive queue plus one, 0
+			// when the driver recorded none (skb_get_rx_queue).
+			add(asm.LoadMem(asm.R7, asm.R6, 12, asm.Word), asm.JEq.Imm(asm.R7, 0, label), asm.Sub.Imm(asm.R7, 1),
+				asm.Mov.Imm(asm.R0, 0).WithSymbol(label))
+		default:
+			add(asm.Mov.Imm(asm.R7, 0))
+		}
+	}
+	constant := func(q uint32) { add(asm.Mov.Imm32(asm.R7, int32(q))) }
+
+	// Not IPv4: no rule matches; the miss rule's queue for such frames.
+	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("l2ours"))
+	switch s.Miss {
+	case MissDevice:
+		device()
+	case MissRSS:
+		constant(s.RSS.Miss)
+	default:
+		constant(s.MissQueue)
+	}
+	add(asm.Ja.Label("ours"))
+
+	// IPv4: the length from the IPv4 header on (internal/packet's
+	// len(ip)): XDP's whole buffer, or the skb's, which starts at the
+	// network header when a fanout program runs.
+	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("ipours"))
+	if kind == progXDP {
+		add(asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(), asm.Sub.Imm(asm.R0, 14))
+	} else {
+		add(asm.LoadMem(asm.R0, asm.R6, 0, asm.Word)) // __sk_buff.len
+	}
+	add(
+		asm.StoreMem(asm.R10, stLen, asm.R0, asm.DWord),
+		// The key without ports.
+		asm.LoadMem(asm.R0, asm.R10, stIP+12, asm.Word), asm.StoreMem(asm.R10, stKey, asm.R0, asm.Word),
+		asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stKey+4, asm.R0, asm.Word),
+		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word),
+		asm.StoreMem(asm.R10, stKey+12, asm.R9, asm.Word),
+		// ip.hdr_ok: the header (IHL words) fits.
+		asm.Mov.Reg(asm.R1, asm.R8), asm.Sub.Imm(asm.R1, 14),
+		asm.LoadMem(asm.R2, asm.R10, stLen, asm.DWord),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.JGT.Reg(asm.R1, asm.R2, "nohdr"),
+		asm.Mov.Imm(asm.R3, 1),
+		asm.StoreMem(asm.R10, stHdr, asm.R3, asm.DWord).WithSymbol("nohdr"),
+		// Ports (internal/packet: a whole datagram whose total length
+		// fits the frame and holds a UDP or TCP header).
+		asm.LoadMem(asm.R0, asm.R10, stIP+6, asm.Half), asm.And.Imm(asm.R0, 0xff3f),
+		asm.JNE.Imm(asm.R0, 0, "noports"),
+		asm.LoadMem(asm.R0, asm.R10, stIP+2, asm.Byte), asm.LSh.Imm(asm.R0, 8),
+		asm.LoadMem(asm.R3, asm.R10, stIP+3, asm.Byte), asm.Or.Reg(asm.R0, asm.R3), // total length
+		asm.JLT.Reg(asm.R0, asm.R1, "noports"),
+		asm.JGT.Reg(asm.R0, asm.R2, "noports"),
+		asm.Sub.Reg(asm.R0, asm.R1), // the transport bytes
+		asm.JEq.Imm(asm.R9, 17, "udpports"),
+		asm.JNE.Imm(asm.R9, 6, "noports"),
+		asm.JLT.Imm(asm.R0, 20, "noports"),
+		asm.Ja.Label("getports"),
+		asm.JLT.Imm(asm.R0, 8, "noports").WithSymbol("udpports"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("getports"),
+	)
+	load(asm.R8, 0, stKey+8, 4, "noports")
+	add(
+		asm.Mov.Imm(asm.R8, 1), asm.Ja.Label("keyed"),
+		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word).WithSymbol("noports"),
+		asm.Mov.Imm(asm.R8, 0),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("keyed"),
+	)
+
+	// The groups, in order.
+	for gi, g := range s.Groups {
+		next := fmt.Sprintf("group%d", gi+1)
+		if g.Ports {
+			add(asm.JEq.Imm(asm.R8, 0, next))
+		}
+		for w := 0; w < 4; w++ {
+			mask := binary.NativeEndian.Uint32(g.Mask[4*w:])
+			if mask == 0 {
+				add(asm.StoreImm(asm.R10, int16(stTmp+4*w), 0, asm.Word))
+				continue
+			}
+			add(asm.LoadMem(asm.R0, asm.R10, int16(stKey+4*w), asm.Word))
+			if mask != ^uint32(0) {
+				add(asm.And.Imm(asm.R0, int32(mask)))
+			}
+			add(asm.StoreMem(asm.R10, int16(stTmp+4*w), asm.R0, asm.Word))
+		}
+		add(asm.LoadMapPtr(asm.R1, m.groups[gi].FD()), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, stTmp), asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, next),
+			asm.LoadMem(asm.R7, asm.R0, 0, asm.Word), asm.Ja.Label("ours"),
+			asm.Mov.Imm(asm.R0, 0).WithSymbol(next))
+	}
+
+	// No rule matched.
+	switch s.Miss {
+	case MissDevice:
+		device()
+	case MissRSS:
+		r := s.RSS
+		constant(r.Miss)
+		add(asm.LoadMem(asm.R0, asm.R10, stHdr, asm.DWord), asm.JEq.Imm(asm.R0, 0, "ours"))
+		add(asm.LoadMapValue(asm.R2, m.rss.FD(), 0), asm.Mov.Imm(asm.R3, 0))
+		hashByte := func(i int) {
+			add(asm.LoadMem(asm.R1, asm.R10, int16(stKey+i), asm.Byte), asm.LSh.Imm(asm.R1, 2), asm.Add.Reg(asm.R1, asm.R2),
+				asm.LoadMem(asm.R1, asm.R1, int16(i*1024), asm.Word), asm.Xor.Reg(asm.R3, asm.R1))
+		}
+		for i := 0; i < 8; i++ {
+			hashByte(i)
+		}
+		// The ports where they exist and RSS hashes them for the
+		// protocol (internal/packet.RSSHash).
+		add(asm.JEq.Imm(asm.R8, 0, "hashed"))
+		switch {
+		case r.TCPPorts && r.UDPPorts:
+		case r.TCPPorts:
+			add(asm.JNE.Imm(asm.R9, 6, "hashed"))
+		case r.UDPPorts:
+			add(asm.JNE.Imm(asm.R9, 17, "hashed"))
+		default:
+			add(asm.Ja.Label("hashed"))
+		}
+		for i := 8; i < 12; i++ {
+			hashByte(i)
+		}
+		add(asm.And.Imm(asm.R3, int32(len(r.Indirection)-1)).WithSymbol("hashed"), asm.LSh.Imm(asm.R3, 2), asm.Add.Reg(asm.R3, asm.R2),
+			asm.LoadMem(asm.R7, asm.R3, rssTable, asm.Word))
+	default:
+		constant(s.MissQueue)
+	}
+	add(asm.Ja.Label("ours"))
 }
 
 var progTypes = map[int]ebpf.ProgramType{progXDP: ebpf.XDP, progFanout: ebpf.SocketFilter, progFilter: ebpf.SocketFilter, progTC: ebpf.SchedCLS}

@@ -71,12 +71,23 @@ func needBPF(t *testing.T) {
 // each goes to.
 func TestClassifier(t *testing.T) {
 	needBPF(t)
+	us, peer := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
+	full, port := [16]byte{}, [16]byte{}
+	for i := 0; i < 13; i++ {
+		full[i] = 0xff
+	}
+	port[10], port[11], port[12] = 0xff, 0xff, 0xff
 	s := &Stage{
-		Addrs:  []netip.Addr{netip.MustParseAddr("10.9.0.1")},
+		Addrs:  []netip.Addr{us},
 		Bcasts: []netip.Addr{netip.MustParseAddr("10.9.0.255")},
-		ARP:    true, ICMP: true, FlowCap: 16, PortCap: 16,
-		Flows: []FlowRule{{Proto: 17, Src: netip.MustParseAddr("10.9.0.2"), Dst: netip.MustParseAddr("10.9.0.1"), SPort: 5000, DPort: 7, Queue: 3}},
-		Ports: []PortRule{{Proto: 17, DPort: 7, Queue: 1}, {Proto: 17, DPort: 9, Queue: 2}},
+		ARP:    true, ICMP: true, Queues: []uint32{0, 1, 2, 3},
+		Groups: []Group{
+			{Table: "RxCFlow", Mask: full, Ports: true, Capacity: 16, Rules: []Rule{{Key: Key(17, peer, us, 5000, 7), Queue: 3}}},
+			{Table: "RxCPort", Mask: port, Ports: true, Capacity: 16, Rules: []Rule{
+				{Key: Key(17, netip.IPv4Unspecified(), netip.IPv4Unspecified(), 0, 7), Queue: 1},
+				{Key: Key(17, netip.IPv4Unspecified(), netip.IPv4Unspecified(), 0, 9), Queue: 2},
+			}},
+		},
 	}
 	m, err := newMaps(s, 1)
 	if err != nil {

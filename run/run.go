@@ -31,7 +31,6 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	dembed "github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
@@ -111,8 +110,15 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 		opt.Stderr = io.Discard
 	}
 	pl := r.Plan
-	if pl.NIC != Model {
-		return nil, usage("dragonc run serves plans for the %s model; this plan is for %s (applying a hardware plan first is not built yet)", Model, pl.NIC)
+	hw := !r.SoftwareStage()
+	if hw {
+		d := r.Driver()
+		if d == nil {
+			return nil, usage("this plan for %s was made for the whole silicon (--target silicon); dragonc run applies a plan through the NIC's Linux driver (--target linux)", pl.NIC)
+		}
+		if len(d.Enums) > 0 {
+			return nil, usage("this plan for %s trusts the NIC's checksum verdicts, which no socket dragonc run reads; make it with run.Adapt", pl.NIC)
+		}
 	}
 	switch opt.Socket {
 	case "", "auto", dataplane.AFXDP, dataplane.AFPacket:
@@ -139,9 +145,12 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if got := macValue(ifc.HardwareAddr); got != mac {
 		return nil, usage("interface %s has address %s but stack %s declares %s (ip link set dev %s address %s)", opt.Iface, ifc.HardwareAddr, st.Name, macString(mac), opt.Iface, macString(mac))
 	}
-	stage, err := StageOf(pl, st)
-	if err != nil {
-		return nil, err
+	var stage *Stage
+	if !hw {
+		var err error
+		if stage, err = StageOf(pl, st); err != nil {
+			return nil, err
+		}
 	}
 	g, err := lpg.Derive(st)
 	if err != nil {
@@ -156,12 +165,36 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
 		}
 	}
-	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues}, nil
+	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw}, nil
 }
 
 // serveAll serves on the socket kind asked for, or on AF_XDP and then on
 // AF_PACKET when AF_XDP cannot be set up.
-func (sv *serving) serveAll() error {
+func (sv *serving) serveAll() (err error) {
+	if sv.hw {
+		// Hardware first: the plan's linux.sh, step by step; what the
+		// driver refuses, the eBPF stage does.
+		h, err := applyHardware(sv.r, sv.opt.Iface, sv.opt.Force)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if uerr := h.undo(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+		for _, l := range h.report() {
+			fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", l)
+		}
+		stage, notes, err := HardwareStage(sv.r, sv.st, h.refused)
+		if err != nil {
+			return err
+		}
+		for _, l := range notes {
+			fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", l)
+		}
+		sv.stage = stage
+	}
 	kinds := []string{dataplane.AFXDP, dataplane.AFPacket}
 	if k := sv.opt.Socket; k == dataplane.AFXDP || k == dataplane.AFPacket {
 		kinds = []string{k}
@@ -201,6 +234,9 @@ type serving struct {
 	chains *Chains
 	name   string
 	queues []dembed.PlanQueue
+	r      *dembed.Result
+	st     *lpg.Stack
+	hw     bool // a hardware plan: linux.sh first, then the stage
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
@@ -512,54 +548,3 @@ func macString(v uint64) string {
 	hw := macBytes(v)
 	return net.HardwareAddr(hw[:]).String()
 }
-
-// StageOf reads the eBPF stage's tables off a linux-xdp plan.
-func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
-	s := &Stage{ARP: st.ARP, ICMP: st.ICMPEcho, FlowCap: FlowCapacity, PortCap: PortCapacity}
-	for _, a := range st.Unicast() {
-		s.Addrs = append(s.Addrs, pred.Addr(a))
-	}
-	for _, a := range st.Broadcasts() {
-		s.Bcasts = append(s.Bcasts, pred.Addr(a))
-	}
-	for _, e := range st.Endpoints {
-		if e.Proto == lpg.OpenMX {
-			s.OpenMX = true
-		}
-	}
-	for _, c := range pl.Config {
-		if c.Kind != "table" {
-			continue
-		}
-		for _, e := range c.Entries {
-			q, err := strconv.Atoi(strings.TrimPrefix(e.Action, "RxQueue"))
-			if err != nil || !strings.HasPrefix(e.Action, "RxQueue") {
-				return nil, fmt.Errorf("%s: action %s is not a queue", c.Node, e.Action)
-			}
-			v := map[string]uint64{}
-			for _, f := range e.Fields {
-				if f.Mask != 0 {
-					return nil, fmt.Errorf("%s: a masked field (%s) in an exact-match table", c.Node, f.Field)
-				}
-				v[f.Field] = f.Value
-			}
-			switch c.Node {
-			case "RxCFlow":
-				s.Flows = append(s.Flows, FlowRule{Proto: uint8(v["ip.proto"]), Src: pred.Addr(uint32(v["ip.src"])), Dst: pred.Addr(uint32(v["ip.dst"])),
-					SPort: uint16(v["l4.sport"]), DPort: uint16(v["l4.dport"]), Queue: uint32(q)})
-			case "RxCPort":
-				s.Ports = append(s.Ports, PortRule{Proto: uint8(v["ip.proto"]), DPort: uint16(v["l4.dport"]), Queue: uint32(q)})
-			default:
-				return nil, fmt.Errorf("the eBPF stage has no table %s", c.Node)
-			}
-		}
-	}
-	return s, nil
-}
-
-// Capacities of the stage's tables: the max_entries of its hash maps,
-// which the model declares (nics/linux-xdp.prg).
-const (
-	FlowCapacity = 65536
-	PortCapacity = 65536
-)

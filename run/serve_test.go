@@ -24,6 +24,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
 )
 
 // The stack the namespace suite serves: two UDP applications on their
@@ -38,6 +39,12 @@ const testStack = `stack served {
     service arp
 }
 `
+
+// hwStack is testStack with echo2 a gold class bound to core 1: on the
+// 82599 its plan steers echo and sink with Flow Director rules and
+// spreads echo2 by RSS.
+var hwStack = strings.Replace(testStack, `endpoint echo2 udp listen 10.9.0.1:7007 { app "echo" rate 200kpps }`,
+	`endpoint echo2 udp listen 10.9.0.1:7007 { app "echo" class gold rate 1Mpps cores 1 }`, 1)
 
 // netns is a network namespace made for one test and removed after it.
 type netns struct{ name string }
@@ -132,13 +139,65 @@ func (s *syncBuffer) String() string {
 // queue, and clean-up; once on AF_XDP sockets and once on AF_PACKET.
 func TestServeNamespaces(t *testing.T) {
 	for _, socket := range []string{"xdp", "packet"} {
-		t.Run(socket, func(t *testing.T) { testServe(t, socket) })
+		t.Run(socket, func(t *testing.T) { testServe(t, socket, "") })
 	}
 }
 
-func testServe(t *testing.T, socket string) {
+// TestServeHardwareFirst serves an 82599 plan on a veth: linux.sh runs
+// first and the veth driver refuses every rule, RSS and the channel count
+// (a veth has none of them), so the eBPF stage must do the NIC's steering
+// (Flow Director rules, then RSS as the plan's indirection table says)
+// and the suite must pass as on linux-xdp; the interface's settings are
+// the same afterwards.
+func TestServeHardwareFirst(t *testing.T) {
+	for _, socket := range []string{"xdp", "packet"} {
+		t.Run(socket, func(t *testing.T) { testServe(t, socket, "82599") })
+	}
+}
+
+// embedHardware embeds the test stack on a hardware model as dragonc run
+// does: through the Linux driver, adapted by Adapt.
+func embedHardware(t testing.TB, nic, src string) (*dembed.Result, *lpg.Stack) {
+	t.Helper()
+	st, diags := lpg.LoadStack("served.lpg", []byte(src))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := embedtest.Model(t, nic)
+	d, why := nics.DriverFor(m)
+	if d == nil {
+		t.Fatal(why)
+	}
+	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default", Driver: d}
+	if notes := Adapt(in); len(notes) == 0 {
+		t.Fatalf("Adapt fixed nothing on %s", nic)
+	}
+	r, err := dembed.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, st
+}
+
+func testServe(t *testing.T, socket, nic string) {
 	a, b := pair(t)
 	r, st := embedTest(t, testStack)
+	if nic != "" {
+		r, st = embedHardware(t, nic, hwStack)
+	}
+	settings := func() string {
+		var out []string
+		for _, opt := range []string{"-l", "-k", "-x", "-n"} {
+			o, _ := exec.Command("ip", "netns", "exec", a, "ethtool", opt, "vA").CombinedOutput()
+			out = append(out, string(o))
+		}
+		return strings.Join(out, "\n")
+	}
+	before := settings()
 
 	var out, log syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,7 +212,7 @@ func testServe(t *testing.T, socket string) {
 				return err
 			}
 			ifindex = ifc.Index
-			err = Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
+			err = Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Force: nic != "", Ready: func() { close(ready) }})
 			if err != nil {
 				return err
 			}
@@ -256,6 +315,16 @@ func testServe(t *testing.T, socket string) {
 	for _, want := range []string{"reply arp", "reply icmp-echo 5", "sink RxL4UDPPortUnreachable 1"} {
 		if !strings.Contains(final, want) {
 			t.Errorf("final counters lack %q:\n%s", want, final)
+		}
+	}
+	if nic != "" {
+		for _, want := range []string{"the driver of vA took 0 of the plan's", "refused: ", "filter rule(s)", "the eBPF stage spreads by RSS"} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("run does not report %q:\n%s", want, log.String())
+			}
+		}
+		if after := settings(); after != before {
+			t.Errorf("vA's settings changed:\nbefore\n%s\nafter\n%s", before, after)
 		}
 	}
 	kind := map[string]string{"xdp": "AF_XDP sockets", "packet": "AF_PACKET sockets"}[socket]
@@ -375,16 +444,28 @@ func TestServeRefuses(t *testing.T) {
 			t.Errorf("%s: got %v, want one line with %q", c.iface, err, c.want)
 		}
 	}
-	other := *r.Plan
-	other.NIC = "82599"
-	r2 := *r
-	r2.Plan = &other
-	err := inNS(a, func() error { return Serve(context.Background(), &r2, st, Options{Iface: "vA"}) })
-	if err == nil || !strings.Contains(err.Error(), "linux-xdp") {
-		t.Errorf("a plan for the 82599: got %v", err)
+	// Hardware plans: one for the whole silicon, one that trusts the
+	// NIC's checksum verdicts, and one for another driver than vA's.
+	silicon, st2 := embedtest.PlanSourceTarget(t, "82599", "served.lpg", []byte(testStack), costmodel.Balance{}, dembed.TargetSilicon)
+	unadapted, _ := embedtest.PlanSourceTarget(t, "82599", "served.lpg", []byte(testStack), costmodel.Balance{}, dembed.TargetLinux)
+	adapted, st3 := embedHardware(t, "82599", hwStack)
+	for _, c := range []struct {
+		r    *dembed.Result
+		st   *lpg.Stack
+		want string
+	}{
+		{silicon, st2, "--target silicon"},
+		{unadapted, st2, "checksum verdicts"},
+		{adapted, st3, "vA is driven by 'veth', this plan is for ixgbe (use --force"},
+	} {
+		err := inNS(a, func() error { return Serve(context.Background(), c.r, c.st, Options{Iface: "vA"}) })
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("got %v, want one line with %q", err, c.want)
+		}
 	}
 	ip(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:99")
-	err = inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA"}) })
+	err := inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA"}) })
 	if err == nil || !strings.Contains(err.Error(), "ip link set dev vA address 02:00:00:00:00:01") {
 		t.Errorf("a wrong hardware address: got %v", err)
 	}

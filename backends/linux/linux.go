@@ -49,12 +49,49 @@ func visible(s string) string {
 // step is one change linux.sh makes: the commands, how it checks the
 // result by reading the interface back, and what restores the old state.
 type step struct {
+	Step   // what dragonc run needs to know of it
 	desc   string
 	before []string // shell lines run first (recording the old state)
 	run    []string // the change; each line a command
 	check  string   // a shell condition that holds when the change took
 	undo   string   // a shell line (may use variables set in before)
 	why    string   // what a failed check means
+}
+
+// A Step is one change linux.sh makes, as dragonc run needs to know it
+// to take over what a driver refuses: linux.sh --keep-going prints
+// "refused N: why" for the N-th step of Steps.
+type Step struct {
+	Desc    string // what the step does, as the script says it
+	Kind    string // one of the Step* kinds
+	Feature string // StepFeature: the ethtool -K feature (rx, tx, ntuple)
+	Node    string // StepRule: the table the rule is an entry of
+	Entry   embed.PlanEntry
+	Queue   int // StepIRQ: the queue whose interrupt is bound
+}
+
+// Kinds of steps.
+const (
+	StepChannels = "channels" // the queue count
+	StepFeature  = "feature"  // an ethtool -K feature
+	StepRSS      = "rss"      // the indirection table
+	StepRSSPorts = "rss-ports"
+	StepRule     = "rule" // one ntuple rule
+	StepIRQ      = "irq"  // one interrupt's affinity
+)
+
+// Steps lists the changes of linux.sh for a plan, in the script's order.
+func Steps(r *embed.Result) []Step {
+	if r.SoftwareStage() {
+		return nil
+	}
+	steps, _, _ := plan(r)
+	out := make([]Step, len(steps))
+	for i, st := range steps {
+		out[i] = st.Step
+		out[i].Desc = st.desc
+	}
+	return out
 }
 
 // Script renders linux.sh for a plan. source names the stack file.
@@ -83,17 +120,18 @@ func Script(r *embed.Result, source string) string {
 	w("# and the script exits 1. What a run applied is recorded so that\n# --undo restores the previous settings.\n\n")
 	w("set -u\n\n")
 	w("usage() {\n    cat <<'EOF'\n")
-	w("usage: linux.sh [--dry-run] [--force] INTERFACE\n")
+	w("usage: linux.sh [--dry-run] [--force] [--keep-going] INTERFACE\n")
 	w("       linux.sh --undo INTERFACE\n\n")
 	w("  --dry-run  print every command, quoted, as it would run; change nothing\n")
 	w("  --force    go on when the interface's driver is not the plan's\n")
+	w("  --keep-going\n             apply what the interface takes; print \"refused N: why\" for each\n             step it refuses and go on (dragonc run does the rest in software)\n")
 	w("  --undo     restore what the last run on INTERFACE changed\n")
 	w("  -h, --help print this help\n\n")
 	w("The record of a run is kept in $DRAGONC_STATE (default /var/tmp/dragonc-linux-INTERFACE.undo).\n")
 	w("EOF\n}\n\n")
-	w("dry=0\nforce=0\nundo=0\n")
+	w("dry=0\nforce=0\nundo=0\nkeep=0\nrefused=0\n")
 	w("while [ \"$#\" -gt 0 ]; do\n    case \"$1\" in\n")
-	w("    --dry-run) dry=1 ;;\n    --force) force=1 ;;\n    --undo) undo=1 ;;\n    -h|--help) usage; exit 0 ;;\n")
+	w("    --dry-run) dry=1 ;;\n    --force) force=1 ;;\n    --keep-going) keep=1 ;;\n    --undo) undo=1 ;;\n    -h|--help) usage; exit 0 ;;\n")
 	w("    --) shift; break ;;\n    -*) echo \"linux.sh: unknown option $1\" >&2; usage >&2; exit 2 ;;\n    *) break ;;\n    esac\n    shift\ndone\n")
 	w("if [ \"$#\" -ne 1 ]; then\n    usage >&2\n    exit 2\nfi\n")
 	w("ifc=$1\n")
@@ -111,10 +149,11 @@ func Script(r *embed.Result, source string) string {
 	w("# revert runs a record backwards and removes it.\n")
 	w("revert() {\n    [ -f \"$state\" ] || return 0\n    awk '{ l[NR] = $0 } END { for (i = NR; i > 0; i--) print l[i] }' \"$state\" >\"$state.rev\"\n")
 	w("    while IFS= read -r line; do\n        echo \"linux.sh: undo: $line\" >&2\n        sh -c \"$line\" >/dev/null 2>&1 || echo \"linux.sh: undo failed: $line\" >&2\n    done <\"$state.rev\"\n    rm -f \"$state\" \"$state.rev\" \"$state.err\"\n}\n\n")
-	w("# fail names the failed step, undoes this run and exits 1.\n")
-	w("fail() {\n    echo \"linux.sh: step $cur failed: $1\" >&2\n    if [ \"$dry\" = 0 ]; then\n        echo \"linux.sh: undoing what this run applied\" >&2\n        revert\n    fi\n    exit 1\n}\n\n")
+	w("# fail names the failed step, undoes this run and exits 1; with\n# --keep-going it reports the step as refused and the step returns.\n")
+	w("fail() {\n    if [ \"$keep\" = 1 ]; then\n        refused=$((refused + 1))\n        printf 'refused %%s: %%s\\n' \"$num\" \"$1\"\n        echo \"linux.sh: step $cur refused: $1\" >&2\n        return 0\n    fi\n")
+	w("    echo \"linux.sh: step $cur failed: $1\" >&2\n    if [ \"$dry\" = 0 ]; then\n        echo \"linux.sh: undoing what this run applied\" >&2\n        revert\n    fi\n    exit 1\n}\n\n")
 	w("# begin starts a numbered step.\n")
-	w("begin() {\n    cur=$1\n    reason=''\n    [ \"$dry\" = 1 ] && printf '# step %%s\\n' \"$1\"\n    return 0\n}\n\n")
+	w("begin() {\n    num=$1\n    cur=$1/$2\n    reason=''\n    [ \"$dry\" = 1 ] && printf '# step %%s\\n' \"$cur\"\n    return 0\n}\n\n")
 	w("# Read-back helpers.\n")
 	w("channels() {\n    ethtool -l \"$ifc\" 2>/dev/null | awk '/^Current hardware settings/ { c = 1 } c && /^Combined:/ { print $2; exit }'\n}\n")
 	w("feature() {\n    ethtool -k \"$ifc\" 2>/dev/null | awk -v f=\"$1:\" '$1 == f { print $2; exit }'\n}\n")
@@ -137,26 +176,29 @@ func Script(r *embed.Result, source string) string {
 	w("    if grep -qx irqbalance \"$proc\"/[0-9]*/comm 2>/dev/null; then\n        echo 'linux.sh: warning: irqbalance is running and will move the interrupts this script binds' >&2\n    fi\n")
 	w("    : >\"$state\" || exit 1\nfi\n\n")
 
+	// Each step is a function, so that a refused step (--keep-going)
+	// returns before its check and its record.
 	for i, st := range steps {
 		w("# %s\n", comment(st.desc))
-		w("begin %s\n", Quote(fmt.Sprintf("%d/%d: %s", i+1, len(steps), st.desc)))
+		w("step_%d() {\n", i+1)
+		w("    begin %d %s\n", i+1, Quote(fmt.Sprintf("%d: %s", len(steps), st.desc)))
 		if len(st.before) > 0 {
-			w("if [ \"$dry\" = 0 ]; then\n")
+			w("    if [ \"$dry\" = 0 ]; then\n")
 			for _, l := range st.before {
-				w("    %s\n", l)
+				w("        %s\n", l)
 			}
-			w("fi\n")
+			w("    fi\n")
 		}
 		for _, l := range st.run {
-			w("%s || fail \"${reason:-the command failed}\"\n", l)
+			w("    %s || { fail \"${reason:-the command failed}\"; return; }\n", l)
 		}
 		if st.check != "" {
-			w("if [ \"$dry\" = 0 ] && ! { %s; }; then\n    fail %s\nfi\n", st.check, Quote(st.why))
+			w("    if [ \"$dry\" = 0 ] && ! { %s; }; then\n        fail %s\n        return\n    fi\n", st.check, Quote(st.why))
 		}
 		if st.undo != "" {
-			w("[ \"$dry\" = 1 ] || record %s\n", st.undo)
+			w("    [ \"$dry\" = 1 ] || record %s\n", st.undo)
 		}
-		w("\n")
+		w("}\nstep_%d\n\n", i+1)
 	}
 	if len(rules) > 0 {
 		w("# Filters written: %d (ethtool -n \"$ifc\" lists them).\n", len(rules))
@@ -192,7 +234,7 @@ func Script(r *embed.Result, source string) string {
 		}
 		w("printf 'bind %%s to cores %%s (taskset -acp %%s PID)\\n' %s %s %s\n", Quote(visible(a)), Quote(strings.Join(cs, ",")), Quote(strings.Join(cs, ",")))
 	}
-	w("if [ \"$dry\" = 0 ]; then\n    rm -f \"$state.err\"\n    echo \"linux.sh: applied %d steps to $ifc; linux.sh --undo $ifc restores the previous settings\"\nfi\n", len(steps))
+	w("if [ \"$dry\" = 0 ]; then\n    rm -f \"$state.err\"\n    echo \"linux.sh: applied $((%d - refused)) of %d steps to $ifc; linux.sh --undo $ifc restores the previous settings\"\nfi\n", len(steps), len(steps))
 	return b.String()
 }
 
@@ -213,6 +255,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	switch {
 	case channels == "ethtool -L":
 		steps = append(steps, step{
+			Step:   Step{Kind: StepChannels},
 			desc:   fmt.Sprintf("%d combined channels (ethtool -L)", nq),
 			before: []string{"old_channels=$(channels)"},
 			run:    []string{fmt.Sprintf("run ethtool -L \"$ifc\" combined %s", Quote(fmt.Sprint(nq)))},
@@ -224,6 +267,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 		param := strings.TrimPrefix(channels, "module ")
 		mod := d.Name
 		steps = append(steps, step{
+			Step:  Step{Kind: StepChannels},
 			desc:  fmt.Sprintf("at least %d slices (module parameter %s)", nq, param),
 			check: fmt.Sprintf("[ \"$(cat /sys/module/%s/parameters/%s 2>/dev/null || echo 0)\" -ge %d ] || [ \"$(cat /sys/module/%s/parameters/%s 2>/dev/null)\" = -1 ]", mod, param, nq, mod, param),
 			why:   fmt.Sprintf("the driver was loaded with fewer slices; reload it: modprobe -r %s && modprobe %s %s=%d", mod, mod, param, nq),
@@ -231,6 +275,10 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	}
 
 	rxcsum, txcsum := false, false
+	var ruleOf []struct {
+		node  string
+		entry embed.PlanEntry
+	}
 	var rss []string
 	rssNode := ""
 	for _, c := range pl.Config {
@@ -258,6 +306,10 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 					continue
 				}
 				rules = append(rules, rule)
+				ruleOf = append(ruleOf, struct {
+					node  string
+					entry embed.PlanEntry
+				}{c.Node, e})
 			}
 		case c.Kind == "hash" && len(c.Indirection) > 0 && (d == nil && !strings.Contains(c.Node, "OMX") || d != nil && d.RSS != nil && d.RSS.Node == c.Node):
 			rss, rssNode = c.Indirection, c.Node
@@ -266,6 +318,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	feature := func(name, ethtoolName string, on bool) {
 		v := onOff(on)
 		steps = append(steps, step{
+			Step:   Step{Kind: StepFeature, Feature: ethtoolName},
 			desc:   fmt.Sprintf("%s %s (ethtool -K)", ethtoolName, v),
 			before: []string{fmt.Sprintf("old_%s=$(feature %s)", strings.ReplaceAll(ethtoolName, "-", "_"), name)},
 			run:    []string{fmt.Sprintf("run ethtool -K \"$ifc\" %s %s", ethtoolName, v)},
@@ -298,6 +351,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 			}
 		}
 		steps = append(steps, step{
+			Step:  Step{Kind: StepRSS, Node: rssNode},
 			desc:  fmt.Sprintf("RSS over queues %s (ethtool -X, %s)", strings.Join(want, " "), rssNode),
 			run:   []string{"run ethtool -X \"$ifc\" weight " + strings.Join(ws, " ")},
 			check: fmt.Sprintf("[ \"$(rss_queues)\" = %s ]", Quote(strings.Join(want, " ")+" ")),
@@ -307,6 +361,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	}
 	if len(rss) > 0 && (d == nil || d.RSS != nil && d.RSS.UDPPorts) {
 		steps = append(steps, step{
+			Step:   Step{Kind: StepRSSPorts, Node: rssNode},
 			desc:   "hash UDP ports as TCP's (ethtool -N rx-flow-hash udp4 sdfn)",
 			before: []string{"if flow_hash_ports udp4; then old_udp=sdfn; else old_udp=sd; fi"},
 			run:    []string{"run ethtool -N \"$ifc\" rx-flow-hash udp4 sdfn"},
@@ -324,9 +379,10 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 			}
 		}
 		steps = append(steps, step{
+			Step: Step{Kind: StepRule, Node: ruleOf[i].node, Entry: ruleOf[i].entry},
 			desc: fmt.Sprintf("filter rule %d (ethtool -N %s)", i, rule),
 			before: []string{
-				fmt.Sprintf("if [ -n \"$(rule_action %s)\" ] && [ \"$force\" = 0 ]; then fail 'rule location %d holds a rule this script did not write (ethtool -n); delete it or use --force'; fi", loc, i),
+				fmt.Sprintf("if [ -n \"$(rule_action %s)\" ] && [ \"$force\" = 0 ]; then fail 'rule location %d holds a rule this script did not write (ethtool -n); delete it or use --force'; return; fi", loc, i),
 			},
 			run:   []string{fmt.Sprintf("run ethtool -N \"$ifc\" %s loc %s", rule, loc)},
 			check: fmt.Sprintf("[ \"$(rule_action %s)\" = %s ]", loc, Quote(action)),
@@ -337,10 +393,11 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	for _, q := range pl.Queues {
 		core := Quote(fmt.Sprint(q.Core))
 		steps = append(steps, step{
+			Step: Step{Kind: StepIRQ, Queue: q.ID},
 			desc: fmt.Sprintf("interrupt of queue %d on core %d", q.ID, q.Core),
 			before: []string{
 				fmt.Sprintf("irq=$(irq_of %s)", Quote(fmt.Sprint(q.ID))),
-				fmt.Sprintf("[ -n \"$irq\" ] || fail \"no interrupt named $ifc-TxRx-%d or $ifc-rx-%d in $proc/interrupts\"", q.ID, q.ID),
+				fmt.Sprintf("[ -n \"$irq\" ] || { fail \"no interrupt named $ifc-TxRx-%d or $ifc-rx-%d in $proc/interrupts\"; return; }", q.ID, q.ID),
 				"old_affinity=$(cat \"$proc/irq/$irq/smp_affinity_list\")",
 			},
 			run:   []string{fmt.Sprintf("if [ \"$dry\" = 1 ]; then echo \"echo %s > /proc/irq/IRQ/smp_affinity_list\"; else printf '%%s\\n' %s >\"$proc/irq/$irq/smp_affinity_list\"; fi", strings.Trim(core, "'"), core)},

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -354,5 +355,52 @@ func TestLinuxGoldens(t *testing.T) {
 	for _, c := range []struct{ nic, example string }{{"82599", "web_and_dns.lpg"}, {"82576", "web_and_dns.lpg"}, {"myri10g", "mpi_openmx.lpg"}} {
 		r, _ := embedtest.PlanTarget(t, c.nic, filepath.Join(root, "examples", c.example), costmodel.Balance{}, embed.TargetLinux)
 		golden.Check(t, filepath.Join("testdata", c.nic+"-"+strings.TrimSuffix(c.example, ".lpg")+".linux.sh.golden"), []byte(linux.Script(r, "examples/"+c.example)))
+	}
+}
+
+// TestScriptKeepGoing: with --keep-going a refused rule is reported as
+// "refused N: why", where N is its place in Steps, the other steps are
+// applied, and --undo restores everything.
+func TestScriptKeepGoing(t *testing.T) {
+	r, _ := embedtest.PlanTarget(t, "82599", filepath.Join(root, "examples", "web_and_dns.lpg"), costmodel.Balance{}, embed.TargetLinux)
+	script := filepath.Join(t.TempDir(), "linux.sh")
+	if err := os.WriteFile(script, []byte(linux.Script(r, "web_and_dns.lpg")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	steps := linux.Steps(r)
+	f := newFake(t, "ixgbe", 4)
+	before := f.snapshot(t)
+	out, code := f.run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "--keep-going", "eth0")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	refused := regexp.MustCompile(`(?m)^refused (\d+): (.*)$`).FindAllStringSubmatch(out, -1)
+	if len(refused) != 1 {
+		t.Fatalf("want one refused step, got %q:\n%s", refused, out)
+	}
+	var n int
+	fmt.Sscan(refused[0][1], &n)
+	if n < 1 || n > len(steps) || steps[n-1].Kind != linux.StepRule {
+		t.Fatalf("refused step %d is not a rule (%d steps)", n, len(steps))
+	}
+	// The third rule written is rule 2; Steps names its table entry.
+	first := slices.IndexFunc(steps, func(s linux.Step) bool { return s.Kind == linux.StepRule })
+	if n-1 != first+2 || steps[n-1].Node != "RxCFDir" || steps[n-1].Entry.Action == "" {
+		t.Errorf("refused step %d: %+v (first rule at step %d)", n, steps[n-1], first+1)
+	}
+	if !strings.Contains(refused[0][2], "rule 2 is not in the NIC's table") {
+		t.Errorf("reason: %q", refused[0][2])
+	}
+	if !strings.Contains(out, fmt.Sprintf("applied %d of %d steps", len(steps)-1, len(steps))) {
+		t.Errorf("no summary:\n%s", out)
+	}
+	if f.read(t, "channels") != "8" || f.read(t, "ntuple-filters") != "on" {
+		t.Errorf("the accepted steps were not applied:\n%s", f.snapshot(t))
+	}
+	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+		t.Fatalf("undo: exit %d:\n%s", code, out)
+	}
+	if after := f.snapshot(t); after != before {
+		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }

@@ -98,6 +98,9 @@ type embedFlags struct {
 	cost, strategy, previous, copyEngine string
 	target                               string
 	asJSON                               bool
+	// adapt, if set, adjusts the input before the search (dragonc run's
+	// run.Adapt) and returns notes for stderr.
+	adapt func(*embed.Input) []string
 }
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
@@ -161,6 +164,11 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 			fmt.Fprintf(e.stderr, "dragonc: warning: %s; embedding on the whole NIC as --target silicon does\n", why)
 		}
 		in.Driver = d
+	}
+	if f.adapt != nil {
+		for _, n := range f.adapt(in) {
+			fmt.Fprintf(e.stderr, "dragonc run: %s\n", n)
+		}
 	}
 	if f.copyEngine != "" && f.copyEngine != "none" {
 		cm, _, ok := loadNIC(e, f.copyEngine)

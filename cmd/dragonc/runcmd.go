@@ -42,13 +42,21 @@ Every --every, on SIGUSR1 and at exit, one line per queue counts the
 frames in, each outcome by the names verify uses, and the frames sent.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 
-The NIC is linux-xdp, the software steering model; IFACE's hardware
-address must be the stack interface's. IFACE must not carry the host's
-default route (--force overrides). Needs CAP_NET_ADMIN, CAP_NET_RAW and
+The NIC is linux-xdp, the software steering model, or a hardware
+model (82599, 82576, ...) whose plan is applied first through the NIC's
+Linux driver: the plan's linux.sh runs step by step, every step the
+driver refuses (a filter rule, RSS, the queue count) is done by the
+eBPF stage instead and reported, and everything is restored at exit.
+The stack checks and fills checksums itself (the sockets carry no
+checksum verdicts), so the interface's offload switches are left alone.
+IFACE's hardware address must be the stack interface's. IFACE must not
+carry the host's default route, and a hardware plan's driver must be
+IFACE's (--force overrides both). Needs CAP_NET_ADMIN, CAP_NET_RAW and
 CAP_BPF (root has them); the error names the missing ones.
 Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
-  dragonc run linux-xdp examples/dns_ntp.lpg veth0`,
+  dragonc run linux-xdp examples/dns_ntp.lpg veth0
+  dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 3 {
 				return usagef("want NIC, STACK.lpg and IFACE, got %d argument(s)", len(args))
@@ -73,11 +81,12 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	f.register(c.Flags())
 	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
 	c.Flags().StringVar(&socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
-	c.Flags().BoolVar(&force, "force", false, "serve on the interface of the default route")
+	c.Flags().BoolVar(&force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	return c
 }
 
 func runRun(e *env, f *embedFlags, every time.Duration, socket string, force bool, nicArg, stackPath, iface string) int {
+	f.adapt = drun.Adapt
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput

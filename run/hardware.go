@@ -1,0 +1,148 @@
+package run
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/dragonc/dragonc/backends/linux"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// Adapt prepares the embedding of a hardware plan that dragonc run will
+// serve. AF_XDP and packet rings carry neither the receive descriptor's
+// checksum verdicts nor a request for the NIC to fill checksums on
+// transmit, so the stack must check and fill checksums itself: the
+// checksum switches the driver exposes are fixed off in the plan and left
+// as they are on the interface (the kernel's own traffic keeps them).
+// It returns a note saying what it fixed.
+func Adapt(in *dembed.Input) []string {
+	if in.Driver == nil || len(in.Driver.Enums) == 0 {
+		return nil
+	}
+	d := *in.Driver
+	if in.Fixed == nil {
+		in.Fixed = map[string]string{}
+	}
+	var fixed []string
+	for node, feature := range in.Driver.Enums {
+		if sp := in.Model.Space(node); sp != nil && sp.Kind == prg.Enum {
+			for _, c := range sp.Choices {
+				if c == "off" {
+					in.Fixed[node] = "off"
+					fixed = append(fixed, feature)
+				}
+			}
+		}
+	}
+	d.Enums = nil
+	in.Driver = &d
+	if len(fixed) == 0 {
+		return nil
+	}
+	return []string{"the stack checks and fills checksums itself (AF_XDP and packet rings carry no checksum verdicts); the interface's checksum offloads are left as they are"}
+}
+
+// hardware is a hardware plan applied to an interface: what the driver
+// refused, and how to undo the rest.
+type hardware struct {
+	dir, script, iface string
+	refused            []linux.Step
+	reasons            []string
+	applied, steps     int
+}
+
+var refusedLine = regexp.MustCompile(`^refused (\d+): (.*)$`)
+
+// applyHardware runs the plan's linux.sh on the interface with
+// --keep-going: every step the driver takes stays applied until undo.
+func applyHardware(r *dembed.Result, iface string, force bool) (*hardware, error) {
+	dir, err := os.MkdirTemp("", "dragonc-hw-")
+	if err != nil {
+		return nil, err
+	}
+	h := &hardware{dir: dir, script: filepath.Join(dir, "linux.sh"), iface: iface}
+	if err := os.WriteFile(h.script, []byte(linux.Script(r, r.Plan.Stack+" (dragonc run)")), 0o700); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	steps := linux.Steps(r)
+	h.steps = len(steps)
+	args := []string{h.script, "--keep-going"}
+	if force {
+		args = append(args, "--force")
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("sh", append(args, iface)...)
+	cmd.Env = append(os.Environ(), "DRAGONC_STATE="+filepath.Join(dir, "state"))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(msg, "\nlinux.sh: "); i >= 0 {
+			msg = msg[i+1:]
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && msg != "" {
+			return nil, usage("applying the plan to %s: %s", iface, strings.TrimPrefix(msg, "linux.sh: "))
+		}
+		return nil, fmt.Errorf("applying the plan to %s: %w: %s", iface, err, msg)
+	}
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		m := refusedLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if n < 1 || n > len(steps) {
+			h.undo()
+			return nil, fmt.Errorf("linux.sh refused step %d of %d", n, len(steps))
+		}
+		h.refused = append(h.refused, steps[n-1])
+		h.reasons = append(h.reasons, m[2])
+	}
+	h.applied = len(steps) - len(h.refused)
+	return h, nil
+}
+
+// report says what the driver took and what it refused, one line a kind.
+func (h *hardware) report() []string {
+	out := []string{fmt.Sprintf("the driver of %s took %d of the plan's %d linux.sh steps", h.iface, h.applied, h.steps)}
+	rules, first := 0, ""
+	for i, s := range h.refused {
+		switch s.Kind {
+		case linux.StepRule:
+			if rules == 0 {
+				first = h.reasons[i]
+			}
+			rules++
+		case linux.StepIRQ:
+			out = append(out, fmt.Sprintf("refused: %s: %s (the receive loops are pinned to their cores all the same)", s.Desc, h.reasons[i]))
+		default:
+			out = append(out, fmt.Sprintf("refused: %s: %s", s.Desc, h.reasons[i]))
+		}
+	}
+	if rules > 0 {
+		out = append(out, fmt.Sprintf("refused: %d filter rule(s), the first: %s", rules, first))
+	}
+	return out
+}
+
+// undo restores what applyHardware changed and removes its files.
+func (h *hardware) undo() error {
+	defer os.RemoveAll(h.dir)
+	cmd := exec.Command("sh", h.script, "--undo", h.iface)
+	cmd.Env = append(os.Environ(), "DRAGONC_STATE="+filepath.Join(h.dir, "state"))
+	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "nothing to undo") {
+		return fmt.Errorf("restoring %s: %w: %s", h.iface, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package run
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dragonc/dragonc/backends/linux"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/lpg"
+)
+
+// Capacities of the linux-xdp stage's tables: the max_entries of its hash
+// maps, which the model declares (nics/linux-xdp.prg).
+const (
+	FlowCapacity = 65536
+	PortCapacity = 65536
+)
+
+// baseStage is what every stage knows of the stack: its addresses and
+// which frames are its.
+func baseStage(pl *dembed.Plan, st *lpg.Stack) *Stage {
+	s := &Stage{ARP: st.ARP, ICMP: st.ICMPEcho}
+	for _, a := range st.Unicast() {
+		s.Addrs = append(s.Addrs, pred.Addr(a))
+	}
+	for _, a := range st.Broadcasts() {
+		s.Bcasts = append(s.Bcasts, pred.Addr(a))
+	}
+	for _, e := range st.Endpoints {
+		if e.Proto == lpg.OpenMX {
+			s.OpenMX = true
+		}
+	}
+	for _, q := range pl.Queues {
+		s.Queues = append(s.Queues, uint32(q.ID))
+	}
+	return s
+}
+
+// StageOf reads the eBPF stage's tables off a linux-xdp plan: the flow
+// table, then the port table, then queue 0 (the model's order).
+func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
+	s := baseStage(pl, st)
+	for _, c := range pl.Config {
+		if c.Kind != "table" {
+			continue
+		}
+		capacity := map[string]int{"RxCFlow": FlowCapacity, "RxCPort": PortCapacity}[c.Node]
+		if capacity == 0 {
+			return nil, fmt.Errorf("the eBPF stage has no table %s", c.Node)
+		}
+		gs, err := groups(c, nil, func(a string) (uint32, error) {
+			q, err := strconv.Atoi(strings.TrimPrefix(a, "RxQueue"))
+			if err != nil || !strings.HasPrefix(a, "RxQueue") {
+				return 0, fmt.Errorf("%s: action %s is not a queue", c.Node, a)
+			}
+			return uint32(q), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i := range gs {
+			gs[i].Capacity = capacity
+		}
+		s.Groups = append(s.Groups, gs...)
+	}
+	return s, nil
+}
+
+// groups turns a plan table's entries into groups of rules that compare
+// the same key bytes, in the NIC's order (higher priority first, then the
+// order of the entries). keep, if set, chooses the entries. Within the
+// table a group is tried after the ones before it, so two rules of
+// different groups that both match a frame must already be in that order.
+func groups(c dembed.PlanConfig, keep func(i int) bool, queue func(action string) (uint32, error)) ([]Group, error) {
+	type rule struct {
+		prio      int
+		mask, key [16]byte
+		queue     uint32
+		ports     bool
+	}
+	var rules []rule
+	for i, e := range c.Entries {
+		if keep != nil && !keep(i) {
+			continue
+		}
+		key, mask, ports, err := entryKey(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Node, err)
+		}
+		r := rule{prio: e.Priority, key: key, mask: mask, ports: ports}
+		if e.Action == "drop" || e.Action == "" {
+			r.queue = DropQueue
+		} else {
+			q, err := queue(e.Action)
+			if err != nil {
+				return nil, err
+			}
+			r.queue = q
+		}
+		rules = append(rules, r)
+	}
+	slices.SortStableFunc(rules, func(a, b rule) int { return cmp.Compare(b.prio, a.prio) })
+	var out []Group
+	index := map[[16]byte]int{}
+	for k, r := range rules {
+		gi, ok := index[r.mask]
+		if !ok {
+			gi = len(out)
+			index[r.mask] = gi
+			out = append(out, Group{Table: c.Node, Mask: r.mask, Ports: r.ports, Capacity: 1})
+		}
+		// A rule of an earlier group that both match a frame would win
+		// against the NIC's order.
+		for _, o := range rules[:k] {
+			if oi := index[o.mask]; oi > gi && overlap(o.key, o.mask, r.key, r.mask) {
+				return nil, fmt.Errorf("%s: rules of different shapes overlap out of order; dragonc run cannot keep the NIC's precedence in hash maps", c.Node)
+			}
+		}
+		out[gi].Rules = append(out[gi].Rules, Rule{Key: r.key, Queue: r.queue})
+		out[gi].Capacity = len(out[gi].Rules)
+	}
+	return out, nil
+}
+
+// overlap reports whether a frame can match both rules.
+func overlap(ak, am, bk, bm [16]byte) bool {
+	for i := range ak {
+		if ak[i]&bm[i] != bk[i]&am[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// HardwareStage is the eBPF stage that takes over what the driver refused
+// of a hardware plan: refused lists linux.sh's steps (linux.Steps) that
+// the driver refused. With the queue count or RSS refused, the NIC's
+// steering says nothing and the stage does all of it: every table's rules
+// and RSS. Otherwise the frames go where the NIC put them, except those a
+// refused rule would have steered (with the accepted rules that come
+// before and overlap them, to keep the NIC's precedence). The notes say
+// what was taken over.
+func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stage, []string, error) {
+	pl := r.Plan
+	m := r.Model()
+	s := baseStage(pl, st)
+	all := false
+	refusedRule := map[string]map[int]bool{} // table -> entry index
+	var notes []string
+	for _, step := range refused {
+		switch step.Kind {
+		case linux.StepChannels, linux.StepRSS, linux.StepRSSPorts:
+			all = true
+		case linux.StepRule:
+			if refusedRule[step.Node] == nil {
+				refusedRule[step.Node] = map[int]bool{}
+			}
+			i := slices.IndexFunc(configOf(pl, step.Node).Entries, func(e dembed.PlanEntry) bool { return e.Match == step.Entry.Match && e.Action == step.Entry.Action })
+			if i < 0 {
+				return nil, nil, fmt.Errorf("%s: a refused rule (%s) is not in the plan", step.Node, step.Entry.Match)
+			}
+			refusedRule[step.Node][i] = true
+		}
+	}
+	queue := func(action string) (uint32, error) {
+		q := m.QueueIndex(action)
+		if q < 0 {
+			return 0, fmt.Errorf("action %s is not a receive queue of %s", action, pl.NIC)
+		}
+		return uint32(q), nil
+	}
+	def := uint32(0)
+	if len(pl.Queues) > 0 {
+		def = uint32(pl.Queues[0].ID)
+	}
+	s.Miss = MissDevice
+	taken := 0
+	for _, c := range pl.Config {
+		if c.Kind != "table" || len(c.Entries) == 0 {
+			continue
+		}
+		if sp := m.Space(c.Node); sp != nil && sp.When != nil && (all || len(refusedRule[c.Node]) > 0) {
+			return nil, nil, fmt.Errorf("%s: dragonc run cannot take over a table that steers a class of packets (when %s)", c.Node, sp.When)
+		}
+		var keep func(int) bool
+		if !all {
+			ref := refusedRule[c.Node]
+			if len(ref) == 0 {
+				continue
+			}
+			// The refused rules, and the accepted ones that take
+			// precedence over one of them.
+			keep = func(i int) bool {
+				if ref[i] {
+					return true
+				}
+				for j := range ref {
+					if entryBefore(c.Entries, i, j) && entriesOverlap(c.Entries[i], c.Entries[j]) {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		gs, err := groups(c, keep, queue)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, g := range gs {
+			taken += len(g.Rules)
+		}
+		s.Groups = append(s.Groups, gs...)
+	}
+	if taken > 0 {
+		notes = append(notes, fmt.Sprintf("the eBPF stage steers %d filter rule(s) the driver did not take", taken))
+	}
+	if all {
+		s.Miss, s.MissQueue = MissQueue, def
+		for _, c := range pl.Config {
+			if c.Kind != "hash" || len(c.Indirection) == 0 || strings.Contains(c.Node, "OMX") {
+				continue
+			}
+			sp := m.Space(c.Node)
+			if sp == nil || sp.Identity {
+				continue
+			}
+			rss := &RSS{Key: sp.Key, TCPPorts: sp.TCPPorts, UDPPorts: sp.UDPPorts, Miss: def}
+			if miss := m.G.Nodes[sp.ID].Port(sp.MissPort); miss != nil && len(miss.Succ) == 1 {
+				if q := m.QueueIndex(m.G.Nodes[miss.Succ[0]].Name); q >= 0 {
+					rss.Miss = uint32(q)
+				}
+			}
+			for _, t := range c.Indirection {
+				q, err := queue(t)
+				if err != nil {
+					return nil, nil, err
+				}
+				rss.Indirection = append(rss.Indirection, q)
+			}
+			s.Miss, s.RSS = MissRSS, rss
+			notes = append(notes, fmt.Sprintf("the eBPF stage spreads by RSS (%s: Toeplitz over %d buckets, as the plan's indirection table)", c.Node, len(rss.Indirection)))
+		}
+	}
+	return s, notes, nil
+}
+
+func configOf(pl *dembed.Plan, node string) dembed.PlanConfig {
+	for _, c := range pl.Config {
+		if c.Node == node {
+			return c
+		}
+	}
+	return dembed.PlanConfig{Node: node}
+}
+
+// entryBefore reports whether the NIC tries entry i of a table before j.
+func entryBefore(es []dembed.PlanEntry, i, j int) bool {
+	if es[i].Priority != es[j].Priority {
+		return es[i].Priority > es[j].Priority
+	}
+	return i < j
+}
+
+func entriesOverlap(a, b dembed.PlanEntry) bool {
+	ak, am, _, err1 := entryKey(a)
+	bk, bm, _, err2 := entryKey(b)
+	return err1 != nil || err2 != nil || overlap(ak, am, bk, bm)
+}
+
+// entryKey is a table entry as a masked key: the key bytes it compares,
+// their values, and whether it compares a port.
+func entryKey(e dembed.PlanEntry) (key, mask [16]byte, ports bool, err error) {
+	for _, f := range e.Fields {
+		kb, ok := keyBytes[f.Field]
+		if !ok {
+			return key, mask, false, fmt.Errorf("dragonc run cannot take over a rule on %s (it steers by addresses, ports and protocol)", f.Field)
+		}
+		m := f.Mask
+		if m == 0 {
+			m = ^uint64(0)
+		}
+		var v, mm [8]byte
+		binary.BigEndian.PutUint64(v[:], f.Value&m)
+		binary.BigEndian.PutUint64(mm[:], m)
+		copy(key[kb.off:kb.off+kb.n], v[8-kb.n:])
+		copy(mask[kb.off:kb.off+kb.n], mm[8-kb.n:])
+		ports = ports || kb.off == 8 || kb.off == 10
+	}
+	return key, mask, ports, nil
+}
