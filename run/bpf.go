@@ -253,6 +253,9 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		add(asm.Mov.Reg(asm.R1, asm.R6))
 		if offReg != asm.R0 {
 			add(asm.Mov.Reg(asm.R2, offReg))
+			if off != 0 {
+				add(asm.Add.Imm(asm.R2, off))
+			}
 		} else {
 			add(asm.Mov.Imm(asm.R2, off))
 		}
@@ -423,7 +426,10 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 
 	// IPv4: the length from the IPv4 header on (internal/packet's
 	// len(ip)): XDP's whole buffer, or the skb's, which starts at the
-	// network header when a fanout program runs.
+	// network header when a fanout program runs. The receive loops pad a
+	// short frame to Ethernet's 60 bytes before the generated code sees
+	// it (a software link does not), so the length is at least 46, and
+	// bytes past the frame's end read as the padding's zeros.
 	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("ipours"))
 	if kind == progXDP {
 		add(asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(), asm.Sub.Imm(asm.R0, 14))
@@ -431,7 +437,9 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 		add(asm.LoadMem(asm.R0, asm.R6, 0, asm.Word)) // __sk_buff.len
 	}
 	add(
-		asm.StoreMem(asm.R10, stLen, asm.R0, asm.DWord),
+		asm.JGE.Imm(asm.R0, 46, "padded"),
+		asm.Mov.Imm(asm.R0, 46),
+		asm.StoreMem(asm.R10, stLen, asm.R0, asm.DWord).WithSymbol("padded"),
 		// The key without ports.
 		asm.LoadMem(asm.R0, asm.R10, stIP+12, asm.Word), asm.StoreMem(asm.R10, stKey, asm.R0, asm.Word),
 		asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stKey+4, asm.R0, asm.Word),
@@ -460,9 +468,17 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 		asm.JLT.Imm(asm.R0, 8, "noports").WithSymbol("udpports"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("getports"),
 	)
-	load(asm.R8, 0, stKey+8, 4, "noports")
+	load(asm.R8, 0, stKey+8, 4, "padports")
 	add(
 		asm.Mov.Imm(asm.R8, 1), asm.Ja.Label("keyed"),
+		// Ports that run into the padding: the bytes there are zeros.
+		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word).WithSymbol("padports"),
+	)
+	for j := int32(0); j < 4; j++ {
+		load(asm.R8, j, int16(stKey+8+j), 1, "padded4")
+	}
+	add(
+		asm.Mov.Imm(asm.R8, 1).WithSymbol("padded4"), asm.Ja.Label("keyed"),
 		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word).WithSymbol("noports"),
 		asm.Mov.Imm(asm.R8, 0),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("keyed"),

@@ -21,7 +21,7 @@ var (
 	peerIP  = net.IP{10, 9, 0, 2}
 )
 
-func frame(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
+func frame(t testing.TB, ls ...gopacket.SerializableLayer) []byte {
 	t.Helper()
 	buf := gopacket.NewSerializeBuffer()
 	for _, l := range ls {
@@ -49,7 +49,7 @@ func ip4(dst net.IP, p layers.IPProtocol) *layers.IPv4 {
 	return &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: p, SrcIP: peerIP, DstIP: dst}
 }
 
-func udp(t *testing.T, dst net.IP, sport, dport uint16, frag bool) []byte {
+func udp(t testing.TB, dst net.IP, sport, dport uint16, frag bool) []byte {
 	ip := ip4(dst, layers.IPProtocolUDP)
 	if frag {
 		ip.Flags = layers.IPv4MoreFragments
