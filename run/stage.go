@@ -108,22 +108,27 @@ func groups(c dembed.PlanConfig, keep func(i int) bool, queue func(action string
 	slices.SortStableFunc(rules, func(a, b rule) int { return cmp.Compare(b.prio, a.prio) })
 	var out []Group
 	index := map[[16]byte]int{}
-	for k, r := range rules {
+	for _, r := range rules {
 		gi, ok := index[r.mask]
 		if !ok {
 			gi = len(out)
 			index[r.mask] = gi
-			out = append(out, Group{Table: c.Node, Mask: r.mask, Ports: r.ports, Capacity: 1})
-		}
-		// A rule of an earlier group that both match a frame would win
-		// against the NIC's order.
-		for _, o := range rules[:k] {
-			if oi := index[o.mask]; oi > gi && overlap(o.key, o.mask, r.key, r.mask) {
-				return nil, fmt.Errorf("%s: rules of different shapes overlap out of order; dragonc run cannot keep the NIC's precedence in hash maps", c.Node)
-			}
+			out = append(out, Group{Table: c.Node, Mask: r.mask, Ports: r.ports})
 		}
 		out[gi].Rules = append(out[gi].Rules, Rule{Key: r.key, Queue: r.queue})
 		out[gi].Capacity = len(out[gi].Rules)
+	}
+	// With groups tried one after another, a rule of an earlier group
+	// that matches a frame a rule before it (of a later group) also
+	// matches would win against the NIC's order.
+	if len(out) > 1 {
+		for k, r := range rules {
+			for _, o := range rules[:k] {
+				if index[o.mask] > index[r.mask] && overlap(o.key, o.mask, r.key, r.mask) {
+					return nil, fmt.Errorf("%s: rules of different shapes overlap out of order; dragonc run cannot keep the NIC's precedence in hash maps", c.Node)
+				}
+			}
+		}
 	}
 	return out, nil
 }
@@ -196,12 +201,25 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 			}
 			// The refused rules, and the accepted ones that take
 			// precedence over one of them.
+			type masked struct {
+				i         int
+				key, mask [16]byte
+			}
+			var refs []masked
+			for j := range ref {
+				k, m, _, err := entryKey(c.Entries[j])
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", c.Node, err)
+				}
+				refs = append(refs, masked{j, k, m})
+			}
 			keep = func(i int) bool {
 				if ref[i] {
 					return true
 				}
-				for j := range ref {
-					if entryBefore(c.Entries, i, j) && entriesOverlap(c.Entries[i], c.Entries[j]) {
+				k, m, _, err := entryKey(c.Entries[i])
+				for _, r := range refs {
+					if entryBefore(c.Entries, i, r.i) && (err != nil || overlap(k, m, r.key, r.mask)) {
 						return true
 					}
 				}
@@ -265,12 +283,6 @@ func entryBefore(es []dembed.PlanEntry, i, j int) bool {
 		return es[i].Priority > es[j].Priority
 	}
 	return i < j
-}
-
-func entriesOverlap(a, b dembed.PlanEntry) bool {
-	ak, am, _, err1 := entryKey(a)
-	bk, bm, _, err2 := entryKey(b)
-	return err1 != nil || err2 != nil || overlap(ak, am, bk, bm)
 }
 
 // entryKey is a table entry as a masked key: the key bytes it compares,

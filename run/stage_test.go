@@ -332,3 +332,31 @@ func TestLinuxXDPStageMatchesModel(t *testing.T) {
 		t.Errorf("too few frames compared (%d) or queues reached (%v)", compared, queues)
 	}
 }
+
+// TestGroupsKeepPrecedence: rules of two shapes go to two hash maps tried
+// one after the other, which keeps the NIC's order only when no rule of
+// the later-tried shape comes first and matches frames of the other;
+// otherwise dragonc run says it cannot take the table over.
+func TestGroupsKeepPrecedence(t *testing.T) {
+	q := func(string) (uint32, error) { return 1, nil }
+	flow := dembed.PlanEntry{Action: "q", Fields: []dembed.PlanField{{Field: "ip.proto", Value: 17}, {Field: "ip.src", Value: 0x0a000009}, {Field: "l4.dport", Value: 53}}}
+	port := dembed.PlanEntry{Action: "q", Fields: []dembed.PlanField{{Field: "ip.proto", Value: 17}, {Field: "l4.dport", Value: 53}}}
+	other := dembed.PlanEntry{Action: "q", Fields: []dembed.PlanField{{Field: "ip.proto", Value: 17}, {Field: "l4.dport", Value: 54}}}
+	for _, c := range []struct {
+		name    string
+		entries []dembed.PlanEntry
+		ok      bool
+	}{
+		{"specific first", []dembed.PlanEntry{flow, port}, true},
+		{"general first (it wins either way)", []dembed.PlanEntry{port, flow}, true},
+		{"shapes out of order, no frame in common", []dembed.PlanEntry{other, flow}, true},
+		// other makes the port shape's map go first, so port would win
+		// the frames flow wins on the NIC.
+		{"shapes out of order, frames in common", []dembed.PlanEntry{other, flow, port}, false},
+	} {
+		gs, err := groups(dembed.PlanConfig{Node: "T", Entries: c.entries}, nil, q)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %d groups, error %v; want ok=%v", c.name, len(gs), err, c.ok)
+		}
+	}
+}
