@@ -241,12 +241,17 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 	if all {
 		s.Miss, s.MissQueue = MissQueue, def
 		for _, c := range pl.Config {
-			if c.Kind != "hash" || len(c.Indirection) == 0 || strings.Contains(c.Node, "OMX") {
+			if c.Kind != "hash" || len(c.Indirection) == 0 {
 				continue
 			}
 			sp := m.Space(c.Node)
-			if sp == nil || sp.Identity {
+			if sp == nil {
 				continue
+			}
+			if sp.Identity {
+				// The stage now places every frame, these too; it has no
+				// endpoint hash to place them as the NIC would.
+				return nil, nil, fmt.Errorf("%s: dragonc run cannot take over the NIC's endpoint hash on %s", c.Node, sp.Fields[0])
 			}
 			rss := &RSS{Key: sp.Key, TCPPorts: sp.TCPPorts, UDPPorts: sp.UDPPorts, Miss: def}
 			if miss := m.G.Nodes[sp.ID].Port(sp.MissPort); miss != nil && len(miss.Succ) == 1 {

@@ -360,3 +360,29 @@ func TestGroupsKeepPrecedence(t *testing.T) {
 		}
 	}
 }
+
+// TestHardwareStageRefusesEndpointHash: when the stage must place every
+// frame of a Myri-10G plan, it cannot place the Open-MX frames the NIC's
+// endpoint hash steers, and says so instead of sending them to queue 0.
+func TestHardwareStageRefusesEndpointHash(t *testing.T) {
+	r, st := embedtest.PlanTarget(t, "myri10g", filepath.Join("..", "examples", "mpi_openmx.lpg"), costmodel.Balance{}, dembed.TargetLinux)
+	var channels []linux.Step
+	for _, s := range linux.Steps(r) {
+		if s.Kind == linux.StepChannels {
+			channels = append(channels, s)
+		}
+	}
+	if len(channels) == 0 {
+		t.Fatal("the plan has no channel step")
+	}
+	// The built-in myri10ge driver does not expose the endpoint hash; a
+	// driver that did would put it in the plan like this.
+	pl := *r.Plan
+	pl.Config = append(slices.Clone(pl.Config), dembed.PlanConfig{Node: "RxCOMXHash", Kind: "hash", Indirection: []string{"RxQueue1"}})
+	r2 := *r
+	r2.Plan = &pl
+	_, _, err := HardwareStage(&r2, st, channels)
+	if err == nil || !strings.Contains(err.Error(), "endpoint hash") {
+		t.Errorf("got %v, want the endpoint hash named", err)
+	}
+}
