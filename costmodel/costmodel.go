@@ -173,6 +173,8 @@ func stddev(xs []float64) float64 {
 // Balance spreads endpoints over the non-default queues: the standard
 // deviation of their loads, plus the load left on the default queue (which
 // serves misses and should carry no endpoint a filter or RSS can place).
+// Among equally balanced assignments the one that serves fewer packets
+// away from their applications' cores wins (the tie, OffCore).
 type Balance struct{}
 
 // Name implements Function.
@@ -180,7 +182,31 @@ func (Balance) Name() string { return "balance" }
 
 // Cost implements Function.
 func (Balance) Cost(p *Problem, a Assignment) Cost {
-	return Cost{Kind: Value, V: balance(p, a, weights(p), nil, nil)}
+	w := weights(p)
+	return Cost{Kind: Value, V: balance(p, a, w, nil, nil), Tie: OffCore(p, a, w)}
+}
+
+// OffCore is the load (in the weights balance uses) served on queues
+// whose core is not one its application runs on: the cores a stack names
+// are a preference the balance and priority functions weigh after their
+// own objective.
+func OffCore(p *Problem, a Assignment, w []float64) float64 {
+	var off float64
+	for i, shares := range a {
+		for _, s := range shares {
+			if offCore(p, i, s.Queue) {
+				off += w[i] * s.Frac
+			}
+		}
+	}
+	return off
+}
+
+// offCore reports whether endpoint i's application runs on named cores
+// none of which serves queue q.
+func offCore(p *Problem, i, q int) bool {
+	cores := p.Endpoints[i].Cores
+	return cores != nil && !slices.Contains(cores, p.Queues[q].Core)
 }
 
 func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues func(int) bool) float64 {
@@ -215,6 +241,7 @@ func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues 
 // endpoints lack exclusive queues (by the shortfall); penalised when
 // best-effort endpoints are left on the default queue because gold took
 // every other; otherwise the balance of each class over its own queues.
+// Ties go to the assignment with less load off its applications' cores.
 type Priority struct{}
 
 // Name implements Function.
@@ -252,8 +279,9 @@ func (Priority) Cost(p *Problem, a Assignment) Cost {
 	isBE := func(i int) bool { return !p.Endpoints[i].Gold }
 	v := balance(p, a, w, isGold, func(q int) bool { return goldQ[q] }) +
 		balance(p, a, w, isBE, func(q int) bool { return !goldQ[q] })
+	tie := OffCore(p, a, w)
 	if shortfall > 0 {
-		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v}
+		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: tie}
 	}
 	if be > 0 {
 		free := 0
@@ -267,7 +295,7 @@ func (Priority) Cost(p *Problem, a Assignment) Cost {
 			v += 100 * float64(be)
 		}
 	}
-	return Cost{Kind: Value, V: v}
+	return Cost{Kind: Value, V: v, Tie: tie}
 }
 
 // BouncePenalty is the extra work, in cycles per packet, when an endpoint's
@@ -327,7 +355,7 @@ func CoreLoads(p *Problem, a Assignment) map[string]float64 {
 			if s.Exact && users[s.Queue] == 1 {
 				cyc = e.ExclusiveCycles
 			}
-			if e.Cores != nil && !slices.Contains(e.Cores, q.Core) {
+			if offCore(p, i, s.Queue) {
 				cyc += BouncePenalty
 			}
 			out[fmt.Sprintf("core %d", q.Core)] += rate * s.Frac * cyc

@@ -3,7 +3,6 @@ package costmodel
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // Evaluator keeps the aggregates every cost function needs (per-queue
@@ -23,7 +22,8 @@ type Evaluator struct {
 	gold                   []int // indexes of gold endpoints
 	be                     int
 	engines                float64
-	coreOf                 []int // queue -> index into cores
+	offCore                float64 // load served off its application's cores (the tie of balance and priority)
+	coreOf                 []int   // queue -> index into cores
 	nCores                 int
 }
 
@@ -92,8 +92,9 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 		}
 		ev.users[q] += n
 		bounce := 0.0
-		if e.Cores != nil && !slices.Contains(e.Cores, ev.p.Queues[q].Core) {
+		if offCore(ev.p, i, q) {
 			bounce = BouncePenalty
+			ev.offCore += l
 		}
 		ev.cycShared[q] += sign * rate * s.Frac * (e.Cycles + bounce)
 		if s.Exact {
@@ -114,7 +115,7 @@ func (ev *Evaluator) Set(i int, shares []Share) {
 func (ev *Evaluator) Cost() Cost {
 	switch ev.fn.(type) {
 	case Balance:
-		return Cost{Kind: Value, V: ev.balance(ev.load, nil)}
+		return Cost{Kind: Value, V: ev.balance(ev.load, nil), Tie: ev.tie()}
 	case Priority:
 		return ev.priority()
 	case Cycles:
@@ -184,7 +185,7 @@ func (ev *Evaluator) priority() Cost {
 	isGoldQ := func(q int) bool { return ev.goldUsers[q] > 0 }
 	v := ev.balance(ev.loadGold, isGoldQ) + ev.balance(ev.loadBE, func(q int) bool { return !isGoldQ(q) })
 	if shortfall > 0 {
-		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v}
+		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: ev.tie()}
 	}
 	if ev.be > 0 {
 		free := 0
@@ -197,7 +198,23 @@ func (ev *Evaluator) priority() Cost {
 			v += 100 * float64(ev.be)
 		}
 	}
-	return Cost{Kind: Value, V: v}
+	return Cost{Kind: Value, V: v, Tie: ev.tie()}
+}
+
+// tie is the off-core load, with the drift of incremental sums cut to 0.
+func (ev *Evaluator) tie() float64 {
+	if ev.offCore < 1e-9*(1+sum(ev.load)) {
+		return 0
+	}
+	return ev.offCore
+}
+
+func sum(xs []float64) float64 {
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 // Check compares the evaluator with a from-scratch evaluation; tests use it.

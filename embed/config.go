@@ -8,9 +8,9 @@ import (
 
 // config turns a solution into a NIC configuration: one entry per steered
 // endpoint (in declaration order, with its priority), RSS spread evenly
-// over the non-default queues, checksum offloads on, and the Open-MX
+// over the queues of the solution's mode, checksum offloads on, and the Open-MX
 // endpoint hashing switched on when it steers an endpoint.
-func (p *problem) config(cs []choice) *prg.Config {
+func (p *problem) config(cs []choice, mode int) *prg.Config {
 	c := prg.NewConfig()
 	m := p.in.Model
 	identityUsed := map[string]bool{} // by node: spaces may be driver-narrowed copies
@@ -53,8 +53,8 @@ func (p *problem) config(cs []choice) *prg.Config {
 			}
 		}
 	}
-	if p.hash != nil && len(p.rssQ) > 0 {
-		c.Values[p.hash.Node] = &prg.Value{Kind: prg.Hash, Indirection: prg.SpreadEvenly(p.hash, p.rssTargets())}
+	if p.hash != nil && len(p.queues) > 1 && slices.Contains(p.hash.Actions, p.rssTargets(mode)[0]) {
+		c.Values[p.hash.Node] = &prg.Value{Kind: prg.Hash, Indirection: prg.SpreadEvenly(p.hash, p.rssTargets(mode))}
 	}
 	for _, sp := range m.Spaces {
 		if sp.Kind != prg.Enum {

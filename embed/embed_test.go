@@ -207,42 +207,41 @@ func TestOptimalOnSmallInputs(t *testing.T) {
 	}
 }
 
-// bruteForce enumerates every assignment: for each endpoint, no entry, or
-// an entry in any table that holds it to any queue it may use.
+// bruteForce enumerates every configuration in every RSS mode: for each
+// endpoint, no entry, or an entry in any table that holds it to any queue
+// the table's action reaches. It shares nothing with the search but the
+// NIC's own rules (capacity, global masks) and the cost evaluation.
 func bruteForce(p *problem) costmodel.Cost {
-	s := p.newState()
 	best := costmodel.Cost{Kind: costmodel.Reject, V: 1e300}
-	var rec func(i int)
-	rec = func(i int) {
-		if i == len(p.eps) {
-			if c := s.ev.Cost(); c.Less(best) {
-				best = c
+	for m := range p.modes {
+		s := p.newState(m)
+		var rec func(i int)
+		rec = func(i int) {
+			if i == len(p.eps) {
+				if c := s.ev.Cost(); c.Less(best) {
+					best = c
+				}
+				return
 			}
-			return
-		}
-		opts := []choice{{}}
-		pinned := false
-		for _, t := range p.tables {
-			if !s.canUse(t, i) {
-				continue
-			}
-			for _, q := range p.candidates(t, i) {
-				opts = append(opts, choice{t, q})
-				if p.servesCores(q, i) {
-					pinned = true
+			opts := []choice{{}}
+			for _, t := range p.tables {
+				if !s.canUse(t, i) {
+					continue
+				}
+				for q := range p.queues {
+					if t.queues[q] {
+						opts = append(opts, choice{t, q})
+					}
 				}
 			}
+			for _, c := range opts {
+				s.set(i, c)
+				rec(i + 1)
+			}
+			s.set(i, choice{})
 		}
-		if pinned {
-			opts = opts[1:] // the plan honours pinned cores
-		}
-		for _, c := range opts {
-			s.set(i, c)
-			rec(i + 1)
-		}
-		s.set(i, choice{})
+		rec(0)
 	}
-	rec(0)
 	return best
 }
 
@@ -589,3 +588,44 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 }
 
 func ipOf(a uint32) []byte { return pred.Addr(a).AsSlice() }
+
+// TestNeverWorseThanReferences: on every built-in NIC (whole silicon and
+// through its Linux driver), example and cost function, the default
+// strategy's plan costs no more than everything in software, than Linux's
+// default (RSS over every queue, no filter) and than dragonet-greedy on
+// the same input.
+func TestNeverWorseThanReferences(t *testing.T) {
+	examples, _ := filepath.Glob("../examples/*.lpg")
+	for _, nic := range nicNames {
+		for _, target := range []string{TargetSilicon, TargetLinux} {
+			for _, ex := range examples {
+				src, _ := os.ReadFile(ex)
+				for _, cost := range costmodel.Names() {
+					name := fmt.Sprintf("%s/%s/%s/%s", nic, target, strings.TrimSuffix(filepath.Base(ex), ".lpg"), cost)
+					in := stackInput(t, nic, string(src), cost, "default")
+					if target == TargetLinux {
+						d, why := nics.DriverFor(in.Model)
+						if d == nil {
+							t.Fatalf("%s: %s", name, why)
+						}
+						in.Driver = d
+					}
+					r, err := Run(in)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					soft, rss := r.p.references()
+					if soft.Less(r.Cost) {
+						t.Errorf("%s: plan %v (tie %g) costs more than software only %v", name, r.Cost, r.Cost.Tie, soft)
+					}
+					if rss.Less(r.Cost) {
+						t.Errorf("%s: plan %v (tie %g) costs more than Linux's default %v (tie %g)", name, r.Cost, r.Cost.Tie, rss, rss.Tie)
+					}
+					if g := r.Greedy(); g.Less(r.Cost) {
+						t.Errorf("%s: plan %v costs more than dragonet-greedy %v", name, r.Cost, g)
+					}
+				}
+			}
+		}
+	}
+}

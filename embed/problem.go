@@ -56,6 +56,7 @@ type qinfo struct {
 // table is a configuration node that can steer single endpoints.
 type table struct {
 	sp       *prg.Space
+	idx      int          // index in problem.tables
 	order    int          // precedence: lower is tried first by the NIC
 	queues   map[int]bool // usable queue indexes reachable from its action port
 	identity bool         // an identity hash (Open-MX endpoint hashing)
@@ -68,9 +69,9 @@ type endpoint struct {
 	match map[*table][]prg.FieldMatch // the entry that matches it, per table
 	shape string                      // fields matched, for global-mask tables
 	prio  int                         // 5-tuple priority: flows above listeners
-	// rssQueue is the queue index RSS sends it to when its hash is known
-	// (connected flows), else -1.
-	rssQueue int
+	// rssQueue is, per RSS mode, the queue index RSS sends it to when its
+	// hash is known (connected flows), else -1.
+	rssQueue []int
 	// over lists endpoints whose packets overlap this one's (a listener
 	// covering a flow on the same port).
 	over []int
@@ -83,7 +84,9 @@ type problem struct {
 	queues []qinfo
 	tables []*table
 	hash   *prg.Space // the RSS hash, if any
-	rssQ   []int      // queue indexes RSS spreads over
+	// modes are the ways the plan may set the RSS table, the first the
+	// preferred one (see rssModes).
+	modes  []rssMode
 	eps    []*endpoint
 	cp     *costmodel.Problem
 	warns  []string
@@ -96,6 +99,11 @@ type problem struct {
 	// hidden holds the silicon's steering nodes the driver does not
 	// expose, with the reason.
 	hidden []hiddenSpace
+	// Caches every search state shares: the box an endpoint's entry
+	// matches per table, and how an entry relates to an endpoint's
+	// packets (0 disjoint, 1 overlapping, 2 covering).
+	entryBx map[entryKey]packetBox
+	cover   map[coverKey]int8
 }
 
 // hiddenSpace is a configuration node of the silicon that the target
@@ -180,19 +188,11 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 		}
 	}
 	sort.SliceStable(p.tables, func(i, j int) bool { return p.tables[i].order < p.tables[j].order })
-	if p.hash != nil && len(p.queues) > 1 {
-		// RSS spreads over the non-default queues, unless the driver fills
-		// the table itself over every queue.
-		first := 1
-		if in.Driver != nil && in.Driver.RSS != nil && !in.Driver.RSS.SetTable {
-			first = 0
-		}
-		for i := first; i < len(p.queues); i++ {
-			if slices.Contains(p.hash.Actions, p.queues[i].node) && len(p.rssQ) < p.hash.MaxTargets {
-				p.rssQ = append(p.rssQ, i)
-			}
-		}
+	for i, t := range p.tables {
+		t.idx = i
 	}
+	p.entryBx, p.cover = map[entryKey]packetBox{}, map[coverKey]int8{}
+	p.modes = p.rssModes()
 	p.lpgOrd = lpgOrder(in.LPG)
 	p.boxes, p.epNode = pathBoxes(in.LPG, p.lpgOrd)
 	for i, e := range in.Stack.Endpoints {
@@ -290,7 +290,7 @@ func fits(sp *prg.Space, ms []prg.FieldMatch) bool {
 }
 
 func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
-	ep := &endpoint{ep: e, index: i, match: map[*table][]prg.FieldMatch{}, rssQueue: -1}
+	ep := &endpoint{ep: e, index: i, match: map[*table][]prg.FieldMatch{}}
 	ms := matchFields(e)
 	var shape []string
 	for _, m := range ms {
@@ -320,8 +320,12 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 		}
 	}
 	// A connected flow hashes to one known bucket.
-	if p.hash != nil && e.Flow && len(p.rssQ) > 0 && !e.AnyAddr {
-		ep.rssQueue = p.rssQ[p.flowSpread(e, len(p.rssQ))]
+	ep.rssQueue = make([]int, len(p.modes))
+	for m, mode := range p.modes {
+		ep.rssQueue[m] = -1
+		if p.hash != nil && e.Flow && len(mode.queues) > 0 && !e.AnyAddr {
+			ep.rssQueue[m] = mode.queues[p.flowSpread(e, len(mode.queues))]
+		}
 	}
 	return ep
 }
@@ -340,14 +344,74 @@ func (p *problem) flowSpread(e *lpg.Endpoint, n int) int {
 	return prg.SpreadIndex(p.hash.Bucket(flowHash(p.hash, e)), n)
 }
 
-// rssTargets names the queues of the plan's RSS table, in the order
-// prg.SpreadEvenly spreads its buckets over them.
-func (p *problem) rssTargets() []string {
+// rssTargets names the queues of an RSS mode's table, in the order
+// prg.SpreadEvenly spreads its buckets over them; a mode without RSS
+// points every bucket at the default queue.
+func (p *problem) rssTargets(mode int) []string {
+	qs := p.modes[mode].queues
+	if len(qs) == 0 {
+		qs = []int{0}
+	}
 	var out []string
-	for _, qi := range p.rssQ {
+	for _, qi := range qs {
 		out = append(out, p.queues[qi].node)
 	}
 	return out
+}
+
+// rssMode is one way to set the RSS table.
+type rssMode struct {
+	name   string
+	queues []int // queue indexes RSS spreads over; none: misses go to queue 0
+}
+
+// RSS modes. Dragonet keeps queue 0 for whatever no filter claims and
+// spreads nothing else (Search.hs, allQueues: "We reserve queue 0 ... as a
+// catch-all queue"); Linux's drivers spread RSS over every queue
+// (ethtool_rxfh_indir_default in include/linux/ethtool.h: bucket i goes
+// to queue i mod n). The search tries each mode the driver can set.
+const (
+	modeRest = "rss-nondefault" // queues 1..n-1: queue 0 keeps misses and non-IP frames
+	modeAll  = "rss-all"        // queues 0..n-1: Linux's default
+	modeNone = "no-rss"         // everything no filter claims lands on queue 0
+)
+
+// rssModes lists the RSS modes this NIC and driver can realise, the
+// preferred first: RSS over the non-default queues, then over all of
+// them, then none. A driver that fills the table itself (myri10ge)
+// spreads over every queue it has: it cannot leave queue 0 out, and it
+// keeps RSS off only when the plan uses queue 0 alone (linux.sh then
+// asks for one channel). A NIC without RSS has no choice.
+func (p *problem) rssModes() []rssMode {
+	n := len(p.queues)
+	if p.hash == nil || n == 1 {
+		return []rssMode{{name: modeNone}}
+	}
+	spread := func(first int) []int {
+		var out []int
+		for i := first; i < n; i++ {
+			if slices.Contains(p.hash.Actions, p.queues[i].node) && len(out) < p.hash.MaxTargets {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	try := []rssMode{{name: modeRest, queues: spread(1)}, {name: modeAll, queues: spread(0)}}
+	if d := p.in.Driver; d != nil && d.RSS != nil && !d.RSS.SetTable {
+		try = try[1:]
+	}
+	var modes []rssMode
+	for _, m := range try {
+		if len(m.queues) > 0 && (len(modes) == 0 || !slices.Equal(modes[0].queues, m.queues)) {
+			modes = append(modes, m)
+		}
+	}
+	return append(modes, rssMode{name: modeNone})
+}
+
+// mode returns the index of the named RSS mode, or -1.
+func (p *problem) mode(name string) int {
+	return slices.IndexFunc(p.modes, func(m rssMode) bool { return m.name == name })
 }
 
 // overlaps records which endpoints receive overlapping packet classes

@@ -104,6 +104,9 @@ func (r *Result) WriteReport(w io.Writer) {
 		fmt.Fprintf(w, "  %-28s %d\n", k, counts[k])
 	}
 	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, formatCost(pl.Cost.Kind, pl.Cost.Value))
+	if pl.Cost.Tie != 0 && pl.Cost.Function != "cycles" {
+		fmt.Fprintf(w, "  then, among equal costs, load served off its application's cores: %.4g\n", pl.Cost.Tie)
+	}
 	fmt.Fprintf(w, "  everything in software: %s\n", formatCost(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
 	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", formatCost(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
 	if pl.Strategy != "dragonet-greedy" {

@@ -81,7 +81,7 @@ func (r *Result) Greedy() costmodel.Cost {
 	if r.greedy == nil {
 		c := r.Cost
 		if r.p.in.Strategy != "dragonet-greedy" {
-			g := r.p.newState()
+			g := r.p.newState(0)
 			r.p.greedy(g)
 			c = g.ev.Cost()
 		}
@@ -105,7 +105,7 @@ func Run(in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.config(s.choice)
+	cfg := p.config(s.choice, s.mode)
 	placement := p.placeTasks(cfg)
 	// Firmware steering that would overload the NIC's cores is left to the
 	// host: search again without those tables.
@@ -126,7 +126,7 @@ func Run(in *Input) (*Result, error) {
 			if s, err = p.search(in.Strategy); err != nil {
 				return nil, err
 			}
-			cfg = p.config(s.choice)
+			cfg = p.config(s.choice, s.mode)
 			placement = p.placeTasks(cfg)
 			p.warns = append(p.warns, fmt.Sprintf("demultiplexing in the NIC's firmware at the declared rates would load a core %.0f%%; the host does it", load))
 		}
@@ -159,33 +159,15 @@ func SearchCost(in *Input) (costmodel.Cost, error) {
 	return s.ev.Cost(), nil
 }
 
-// references computes the two reference costs: everything on queue 0 in
-// software, and RSS over every queue without filters (Linux's default).
+// references computes the two reference costs with the search's own
+// rules: no entry anywhere and no RSS (everything on queue 0, in
+// software), and no entry with RSS over every queue (Linux's default).
 func (p *problem) references() (soft, rss costmodel.Cost) {
-	a := make(costmodel.Assignment, len(p.eps))
-	for i := range a {
-		a[i] = []costmodel.Share{{Queue: 0, Frac: 1}}
+	soft = p.newState(p.mode(modeNone)).ev.Cost()
+	rss = soft
+	if m := p.mode(modeAll); m >= 0 {
+		rss = p.newState(m).ev.Cost()
 	}
-	soft = p.in.Cost.Cost(p.cp, a)
-	all := make([]int, len(p.queues))
-	for i := range all {
-		all[i] = i
-	}
-	for i, e := range p.eps {
-		switch {
-		case e.ep.Proto == lpg.OpenMX || p.hash == nil:
-			a[i] = []costmodel.Share{{Queue: 0, Frac: 1}}
-		case e.ep.Flow && !e.ep.AnyAddr:
-			q := all[p.flowSpread(e.ep, len(all))]
-			a[i] = []costmodel.Share{{Queue: q, Frac: 1}}
-		default:
-			a[i] = nil
-			for _, q := range all {
-				a[i] = append(a[i], costmodel.Share{Queue: q, Frac: 1 / float64(len(all))})
-			}
-		}
-	}
-	rss = p.in.Cost.Cost(p.cp, a)
 	return soft, rss
 }
 
@@ -291,7 +273,7 @@ func (r *Result) plan() *Plan {
 				if t.sp.Capacity == 0 {
 					free = math.MaxInt
 				} else if free < math.MaxInt {
-					free += max(0, t.sp.Capacity-r.state.used[t])
+					free += max(0, t.sp.Capacity-r.state.used[t.idx])
 				}
 			}
 		}
@@ -444,7 +426,7 @@ func (p *problem) incremental() (*state, error) {
 	if prev == nil {
 		return nil, fmt.Errorf("the incremental strategy needs the previous plan (--previous plan.json)")
 	}
-	s := p.newState()
+	s := p.newState(p.previousMode(prev))
 	byNode := map[string]*table{}
 	for _, t := range p.tables {
 		byNode[t.sp.Node] = t
@@ -493,6 +475,27 @@ func (p *problem) incremental() (*state, error) {
 		}
 	}
 	return s, nil
+}
+
+// previousMode is the RSS mode of a previous plan: the mode whose table
+// names the same queues, else the preferred one.
+func (p *problem) previousMode(prev *Plan) int {
+	if p.hash == nil {
+		return 0
+	}
+	for _, pc := range prev.Config {
+		if pc.Node != p.hash.Node {
+			continue
+		}
+		for m := range p.modes {
+			want := p.rssTargets(m)
+			got := slices.Compact(slices.Sorted(slices.Values(pc.Indirection)))
+			if slices.Equal(slices.Sorted(slices.Values(want)), got) {
+				return m
+			}
+		}
+	}
+	return 0
 }
 
 // MoveThreshold is the share of the cost a move of an existing endpoint must
@@ -565,12 +568,14 @@ func (r *Result) changes(pl *Plan) *Changes {
 	}
 	sort.Slice(ch.Remove, less(ch.Remove))
 	sort.Slice(ch.Add, less(ch.Add))
-	removed := map[string]bool{}
-	for _, x := range ch.Remove {
-		removed[x.Endpoint] = true
+	// An endpoint that keeps existing but loses or changes its rule moves:
+	// its packets land elsewhere (another queue, or wherever RSS puts them).
+	exists := map[string]bool{}
+	for _, e := range r.p.eps {
+		exists[e.ep.Name] = true
 	}
-	for _, x := range ch.Add {
-		if removed[x.Endpoint] && x.Endpoint != "" {
+	for _, x := range ch.Remove {
+		if exists[x.Endpoint] && x.Endpoint != "" {
 			ch.Moved = append(ch.Moved, x.Endpoint)
 		}
 	}

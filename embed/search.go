@@ -33,13 +33,13 @@ type choice struct {
 // state is a candidate solution with its evaluator.
 type state struct {
 	p       *problem
+	mode    int // index into p.modes: how the RSS table is set
 	choice  []choice
-	used    map[*table]int
-	shape   map[*table]string // global-mask tables: the shape of their entries
-	shapeN  map[*table]int
+	used    []int    // per table (table.idx): entries in use
+	shape   []string // global-mask tables: the shape of their entries
+	shapeN  []int
 	ev      *costmodel.Evaluator
-	entryBx map[entryKey]packetBox // the box an endpoint's entry matches, per table
-	cover   map[coverKey]int8      // 0 disjoint, 1 overlapping, 2 covering
+	scratch []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
 }
 
 type coverKey struct {
@@ -52,8 +52,9 @@ type entryKey struct {
 	t *table
 }
 
-func (p *problem) newState() *state {
-	s := &state{p: p, choice: make([]choice, len(p.eps)), used: map[*table]int{}, shape: map[*table]string{}, shapeN: map[*table]int{}, entryBx: map[entryKey]packetBox{}, cover: map[coverKey]int8{}}
+func (p *problem) newState(mode int) *state {
+	nt := len(p.tables)
+	s := &state{p: p, mode: mode, choice: make([]choice, len(p.eps)), used: make([]int, nt), shape: make([]string, nt), shapeN: make([]int, nt)}
 	s.ev = costmodel.NewEvaluator(p.cp, p.in.Cost, nil)
 	for i := range p.eps {
 		s.ev.Set(i, s.shares(i))
@@ -81,10 +82,10 @@ func (s *state) canUse(t *table, i int) bool {
 	if s.choice[i].t == t {
 		return true
 	}
-	if t.sp.Capacity > 0 && s.used[t] >= t.sp.Capacity {
+	if t.sp.Capacity > 0 && s.used[t.idx] >= t.sp.Capacity {
 		return false
 	}
-	if t.sp.GlobalMask && s.shapeN[t] > 0 && s.shape[t] != e.shape {
+	if t.sp.GlobalMask && s.shapeN[t.idx] > 0 && s.shape[t.idx] != e.shape {
 		return false
 	}
 	return true
@@ -95,19 +96,19 @@ func (s *state) canUse(t *table, i int) bool {
 func (s *state) set(i int, c choice) {
 	old := s.choice[i]
 	if old.t != nil {
-		s.used[old.t]--
+		s.used[old.t.idx]--
 		if old.t.sp.GlobalMask {
-			s.shapeN[old.t]--
+			s.shapeN[old.t.idx]--
 		}
 	}
 	s.choice[i] = c
 	if c.t != nil {
-		s.used[c.t]++
+		s.used[c.t.idx]++
 		if c.t.sp.GlobalMask {
-			if s.shapeN[c.t] == 0 {
-				s.shape[c.t] = s.p.eps[i].shape
+			if s.shapeN[c.t.idx] == 0 {
+				s.shape[c.t.idx] = s.p.eps[i].shape
 			}
-			s.shapeN[c.t]++
+			s.shapeN[c.t.idx]++
 		}
 	}
 	s.ev.Set(i, s.shares(i))
@@ -116,19 +117,19 @@ func (s *state) set(i int, c choice) {
 	}
 }
 
-func (s *state) entryBox(i int, t *table) packetBox {
+func (p *problem) entryBox(i int, t *table) packetBox {
 	k := entryKey{i, t}
-	if b, ok := s.entryBx[k]; ok {
+	if b, ok := p.entryBx[k]; ok {
 		return b
 	}
-	e := prg.Entry{Match: s.p.eps[i].match[t]}
+	e := prg.Entry{Match: p.eps[i].match[t]}
 	b, _ := solver.Restrict(solver.Universe(), e.Predicate(t.sp))
-	s.entryBx[k] = b
+	p.entryBx[k] = b
 	return b
 }
 
-// shares works out where endpoint i's packets go under the current
-// choices: through the first entry, in the NIC's order, whose match
+// shares works out, into a buffer valid until its next call, where
+// endpoint i's packets go under the current choices: through the first entry, in the NIC's order, whose match
 // covers them (its own, or an overlapping endpoint's), else by RSS or to
 // the default queue. Partial overlaps split the packets evenly, an
 // over-approximation the embedding refines.
@@ -166,7 +167,7 @@ func (s *state) shares(i int) []costmodel.Share {
 	covered := false
 	winner := -1
 	for _, c := range cands {
-		rel := s.relation(i, c.j, s.choice[c.j].t)
+		rel := s.p.relation(i, c.j, s.choice[c.j].t)
 		if rel == 0 {
 			continue
 		}
@@ -176,70 +177,67 @@ func (s *state) shares(i int) []costmodel.Share {
 			break
 		}
 	}
+	out := s.scratch[:0]
 	if covered && len(qs) == 1 {
-		return []costmodel.Share{{Queue: qs[0], Frac: 1, Exact: winner == i}}
+		s.scratch = append(out, costmodel.Share{Queue: qs[0], Frac: 1, Exact: winner == i})
+		return s.scratch
 	}
 	if !covered {
 		qs = append(qs, s.fallback(i)...)
 	}
 	slices.Sort(qs)
 	qs = slices.Compact(qs)
-	out := make([]costmodel.Share, len(qs))
-	for k, q := range qs {
-		out[k] = costmodel.Share{Queue: q, Frac: 1 / float64(len(qs))}
+	for _, q := range qs {
+		out = append(out, costmodel.Share{Queue: q, Frac: 1 / float64(len(qs))})
 	}
+	s.scratch = out
 	return out
 }
 
 // relation says how endpoint j's entry in t relates to endpoint i's
 // packets: 0 disjoint, 1 overlapping, 2 covering. Boxes never change, so
-// the answer is cached.
-func (s *state) relation(i, j int, t *table) int8 {
+// the answer is cached for every state of the problem.
+func (p *problem) relation(i, j int, t *table) int8 {
 	k := coverKey{i, j, t}
-	if r, ok := s.cover[k]; ok {
+	if r, ok := p.cover[k]; ok {
 		return r
 	}
-	eb := s.entryBox(j, t)
+	eb := p.entryBox(j, t)
 	var r int8
 	switch {
-	case solver.Subset(s.p.eps[i].box, eb):
+	case solver.Subset(p.eps[i].box, eb):
 		r = 2
-	case intersects(s.p.eps[i].box, eb):
+	case intersects(p.eps[i].box, eb):
 		r = 1
 	}
-	s.cover[k] = r
+	p.cover[k] = r
 	return r
 }
 
-// fallback is where RSS (or the lack of it) sends an endpoint's packets.
+// fallback is where RSS (or the lack of it) sends an endpoint's packets
+// in the state's mode.
 func (s *state) fallback(i int) []int {
 	e := s.p.eps[i]
+	qs := s.p.modes[s.mode].queues
 	switch {
-	case e.ep.Proto == lpg.OpenMX || len(s.p.rssQ) == 0:
+	case e.ep.Proto == lpg.OpenMX || len(qs) == 0:
 		return []int{0}
-	case e.rssQueue >= 0:
-		return []int{e.rssQueue}
+	case e.rssQueue[s.mode] >= 0:
+		return []int{e.rssQueue[s.mode]}
 	}
-	return s.p.rssQ
+	return qs
 }
 
-// candidates lists the queue indexes endpoint i may be steered to in t,
-// honouring the cores its application runs on when some queue is served
-// by one of them.
+// candidates lists the queue indexes endpoint i may be steered to in t.
+// The cores an endpoint's application runs on are a preference the cost
+// functions weigh (costmodel: the tie of balance and priority, the bounce
+// penalty of cycles), not a restriction of the search.
 func (p *problem) candidates(t *table, i int) []int {
-	var all, pinned []int
-	cores := p.eps[i].ep.Cores
+	var all []int
 	for qi := range p.queues {
-		if !t.queues[qi] {
-			continue
+		if t.queues[qi] {
+			all = append(all, qi)
 		}
-		all = append(all, qi)
-		if cores != nil && slices.Contains(cores, p.queues[qi].core) {
-			pinned = append(pinned, qi)
-		}
-	}
-	if len(pinned) > 0 {
-		return pinned
 	}
 	return all
 }
@@ -263,19 +261,42 @@ func Strategies() []string { return []string{"default", "dragonet-greedy", "incr
 func (p *problem) search(strategy string) (*state, error) {
 	switch strategy {
 	case "dragonet-greedy":
-		s := p.newState()
+		s := p.newState(0)
 		p.greedy(s)
 		return s, nil
 	case "default", "":
-		s := p.newState()
-		p.greedy(s)
-		p.improve(s)
-		p.exact(s)
-		return s, nil
+		return p.searchModes(), nil
 	case "incremental":
 		return p.incremental()
 	}
 	return nil, fmt.Errorf("unknown strategy %q; choose %v", strategy, Strategies())
+}
+
+// searchModes is the default strategy: for every RSS mode the driver can
+// set, start from the cheaper of greedy's solution and the mode with no
+// entry at all (RSS only, or everything on the default queue), improve
+// locally, search small inputs exactly, and keep the cheapest. The plan
+// is therefore never costlier than greedy, than Linux's default (RSS over
+// every queue) or than software only, whenever the driver can express
+// them.
+func (p *problem) searchModes() *state {
+	var best *state
+	var bestCost costmodel.Cost
+	none := make([]choice, len(p.eps))
+	for m := range p.modes {
+		s := p.newState(m)
+		empty := s.ev.Cost()
+		p.greedy(s)
+		if empty.Less(s.ev.Cost()) {
+			s.restore(none)
+		}
+		p.improve(s)
+		p.exact(s)
+		if c := s.ev.Cost(); best == nil || c.Less(bestCost) {
+			best, bestCost = s, c
+		}
+	}
+	return best
 }
 
 // greedy is Dragonet's search: flows in order (gold first); for each, every
@@ -311,35 +332,19 @@ func (p *problem) placeGreedily(s *state, i int) {
 	}
 }
 
-// moves lists every choice endpoint i could take. An endpoint whose
-// application is pinned to cores keeps an entry to one of them when a
-// table can hold it: RSS would spread it over other cores, and the plan
-// honours the cores a stack names.
+// moves lists every choice endpoint i could take: no entry (RSS or the
+// default queue), or an entry in a table with room to each queue.
 func (p *problem) moves(s *state, i int) []choice {
-	var out []choice
-	pinned := false
+	out := []choice{{}}
 	for _, t := range p.tables {
 		if !s.canUse(t, i) {
 			continue
 		}
 		for _, q := range p.candidates(t, i) {
 			out = append(out, choice{t, q})
-			if p.servesCores(q, i) {
-				pinned = true
-			}
 		}
 	}
-	if !pinned {
-		out = append([]choice{{}}, out...)
-	}
 	return out
-}
-
-// servesCores reports whether queue q is served by one of the cores
-// endpoint i's application is pinned to.
-func (p *problem) servesCores(q, i int) bool {
-	cores := p.eps[i].ep.Cores
-	return cores != nil && slices.Contains(cores, p.queues[q].core)
 }
 
 // moveSweep moves each endpoint in turn to its cheapest alternative
@@ -445,7 +450,7 @@ func (p *problem) pairSweep(s *state, cur costmodel.Cost, improved bool) (costmo
 
 // exactLimit bounds the exhaustive search: at most this many complete
 // assignments are enumerated.
-const exactLimit = 200000
+const exactLimit = 600000
 
 // exact searches every assignment of small inputs (a few flows and queues)
 // depth first, keeping the best; it starts from the current solution so
@@ -457,16 +462,22 @@ func (p *problem) exact(s *state) {
 	}
 	total := 1.0
 	for i := range p.eps {
-		total *= float64(len(p.moves(s, i)) + 1)
+		total *= float64(len(p.moves(s, i)))
 		if total > exactLimit {
 			return
 		}
 	}
 	best := s.snapshot()
 	bestCost := s.ev.Cost()
-	// Start from nothing assigned so capacities are counted from zero.
+	// Start from nothing assigned so capacities are counted from zero. Every
+	// endpoint's options are listed once; capacity is checked as the walk
+	// goes.
 	for i := range p.eps {
 		s.set(i, choice{})
+	}
+	opts := make([][]choice, n)
+	for i := range p.eps {
+		opts[i] = p.moves(s, i)
 	}
 	var dfs func(k int)
 	dfs = func(k int) {
@@ -477,7 +488,10 @@ func (p *problem) exact(s *state) {
 			}
 			return
 		}
-		for _, c := range p.moves(s, k) {
+		for _, c := range opts[k] {
+			if c.t != nil && !s.canUse(c.t, k) {
+				continue
+			}
 			s.set(k, c)
 			dfs(k + 1)
 		}

@@ -41,8 +41,9 @@ const testStack = `stack served {
 `
 
 // hwStack is testStack with echo2 a gold class bound to core 1: on the
-// 82599 its plan steers echo and sink with Flow Director rules and
-// spreads echo2 by RSS.
+// 82599, under the priority cost (embedHardware), its plan gives echo2 a
+// Flow Director rule to a queue of its own and leaves echo and sink to
+// the default queue.
 var hwStack = strings.Replace(testStack, `endpoint echo2 udp listen 10.9.0.1:7007 { app "echo" rate 200kpps }`,
 	`endpoint echo2 udp listen 10.9.0.1:7007 { app "echo" class gold rate 1Mpps cores 1 }`, 1)
 
@@ -172,7 +173,7 @@ func embedHardware(t testing.TB, nic, src string) (*dembed.Result, *lpg.Stack) {
 	if d == nil {
 		t.Fatal(why)
 	}
-	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default", Driver: d}
+	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Priority{}, Strategy: "default", Driver: d}
 	if notes := Adapt(in); len(notes) == 0 {
 		t.Fatalf("Adapt fixed nothing on %s", nic)
 	}
