@@ -113,12 +113,18 @@ func ByName(name string) (Function, error) {
 		return Priority{}, nil
 	case "cycles":
 		return Cycles{}, nil
+	case "dragonet-balance":
+		return DragonetBalance{}, nil
+	case "dragonet-priority":
+		return DragonetPriority{GoldPerQueue: 1}, nil
 	}
-	return nil, fmt.Errorf("unknown cost function %q; choose balance, priority or cycles", name)
+	return nil, fmt.Errorf("unknown cost function %q; choose %s", name, strings.Join(Names(), ", "))
 }
 
-// Names lists the cost functions.
-func Names() []string { return []string{"balance", "priority", "cycles"} }
+// Names lists the cost functions: dragonc's own, then Dragonet's.
+func Names() []string {
+	return []string{"balance", "priority", "cycles", "dragonet-balance", "dragonet-priority"}
+}
 
 // weights are the endpoints' loads: each one's rate when every endpoint declares one,
 // else 1 (Dragonet counts flows).

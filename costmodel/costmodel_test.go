@@ -83,7 +83,7 @@ func TestEvaluatorMatches(t *testing.T) {
 	p := problem(true, false, false, true, false)
 	p.Endpoints[1].Rate = 5000
 	p.Endpoints[2].Cores = []int{2}
-	for _, fn := range []Function{Balance{}, Priority{}, Cycles{}} {
+	for _, fn := range []Function{Balance{}, Priority{}, Cycles{}, DragonetBalance{}, DragonetPriority{GoldPerQueue: 1}, DragonetPriority{GoldPerQueue: 2}} {
 		ev := NewEvaluator(p, fn, nil)
 		seed := uint32(7)
 		for step := 0; step < 500; step++ {
@@ -91,7 +91,9 @@ func TestEvaluatorMatches(t *testing.T) {
 			i := int(seed>>8) % len(p.Endpoints)
 			q := int(seed>>16) % len(p.Queues)
 			var shares []Share
-			switch seed % 3 {
+			switch seed % 4 {
+			case 3:
+				shares = nil // not placed yet (Dragonet's greedy search)
 			case 0:
 				shares = []Share{{Queue: q, Frac: 1, Exact: true}}
 			case 1:

@@ -23,8 +23,11 @@ type Evaluator struct {
 	be                     int
 	engines                float64
 	offCore                float64 // load served off its application's cores (the tie of balance and priority)
-	coreOf                 []int   // queue -> index into cores
-	nCores                 int
+	// Dragonet's cost functions count placed flows: per queue and class
+	// (fractions of flows, and flows with a share there), and per class.
+	dl     dragonetLoads
+	coreOf []int // queue -> index into cores
+	nCores int
 }
 
 // NewEvaluator starts from an assignment (nil: nothing assigned).
@@ -42,6 +45,7 @@ func NewEvaluator(p *Problem, fn Function, a Assignment) *Evaluator {
 		ev.coreOf[qi] = cores[q.Core]
 	}
 	ev.nCores = len(cores)
+	ev.dl = dragonetLoads{nq: nq, gold: make([]float64, nq), be: make([]float64, nq), goldAt: ev.goldUsers, beAt: make([]int, nq)}
 	for i, e := range p.Endpoints {
 		if e.Gold {
 			ev.gold = append(ev.gold, i)
@@ -72,6 +76,14 @@ func (ev *Evaluator) Assignment() Assignment {
 
 func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 	e := ev.p.Endpoints[i]
+	if len(shares) > 0 {
+		n := int(sign)
+		if e.Gold {
+			ev.dl.nGold += n
+		} else {
+			ev.dl.nBE += n
+		}
+	}
 	rate := e.Rate
 	if rate <= 0 {
 		rate = DefaultRate
@@ -87,8 +99,11 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 		if e.Gold {
 			ev.loadGold[q] += l
 			ev.goldUsers[q] += n
+			ev.dl.gold[q] += sign * s.Frac
 		} else {
 			ev.loadBE[q] += l
+			ev.dl.beAt[q] += n
+			ev.dl.be[q] += sign * s.Frac
 		}
 		ev.users[q] += n
 		bounce := 0.0
@@ -113,11 +128,15 @@ func (ev *Evaluator) Set(i int, shares []Share) {
 
 // Cost evaluates the current assignment with the evaluator's function.
 func (ev *Evaluator) Cost() Cost {
-	switch ev.fn.(type) {
+	switch f := ev.fn.(type) {
 	case Balance:
 		return Cost{Kind: Value, V: ev.balance(ev.load, nil), Tie: ev.tie()}
 	case Priority:
 		return ev.priority()
+	case DragonetBalance:
+		return Cost{Kind: Value, V: ev.dl.balance(ev.dl.all(), ev.dl.total())}
+	case DragonetPriority:
+		return ev.dl.priority(f.perQueue())
 	case Cycles:
 		loads := make([]float64, ev.nCores)
 		for q := range ev.load {

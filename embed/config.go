@@ -10,7 +10,7 @@ import (
 // endpoint (in declaration order, with its priority), RSS spread evenly
 // over the queues of the solution's mode, checksum offloads on, and the Open-MX
 // endpoint hashing switched on when it steers an endpoint.
-func (p *problem) config(cs []choice, mode int) *prg.Config {
+func (p *problem) config(cs []choice, mode int, dragonetPrio bool) *prg.Config {
 	c := prg.NewConfig()
 	m := p.in.Model
 	identityUsed := map[string]bool{} // by node: spaces may be driver-narrowed copies
@@ -32,7 +32,11 @@ func (p *problem) config(cs []choice, mode int) *prg.Config {
 		}
 		prio := 0
 		if ch.t.sp.PrioHi > ch.t.sp.PrioLo {
-			prio = min(max(e.prio, ch.t.sp.PrioLo), ch.t.sp.PrioHi)
+			want := e.prio
+			if dragonetPrio {
+				want = 1 // Dragonet's five-tuple filters are all priority 1 (E10k.hs, mk5TupleFromFl)
+			}
+			prio = min(max(want, ch.t.sp.PrioLo), ch.t.sp.PrioHi)
 		} else {
 			prio = ch.t.sp.PrioLo
 		}

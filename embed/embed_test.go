@@ -151,17 +151,18 @@ func randomStack(rng *rand.Rand, maxEndpoints, cores int) string {
 	return b.String()
 }
 
-// TestDefaultNeverWorseThanGreedy runs both strategies on 200 random stacks
-// per NIC and cost function.
+// TestDefaultNeverWorseThanGreedy runs both strategies on random stacks
+// per NIC and cost function. Where dragonet-greedy stops (a table full, as
+// Dragonet's search does) there is nothing to compare.
 func TestDefaultNeverWorseThanGreedy(t *testing.T) {
-	stacks := 200
+	stacks := 120
 	if testing.Short() {
-		stacks = 40
+		stacks = 30
 	}
 	for _, nic := range []string{"82576", "82599", "myri10g"} {
 		for _, cost := range costmodel.Names() {
 			rng := rand.New(rand.NewSource(int64(len(nic)*7 + len(cost))))
-			better := 0
+			better, stopped := 0, 0
 			for k := 0; k < stacks; k++ {
 				src := randomStack(rng, 12, 2+rng.Intn(6))
 				d, err := SearchCost(stackInput(t, nic, src, cost, "default"))
@@ -170,7 +171,11 @@ func TestDefaultNeverWorseThanGreedy(t *testing.T) {
 				}
 				g, err := SearchCost(stackInput(t, nic, src, cost, "dragonet-greedy"))
 				if err != nil {
-					t.Fatal(err)
+					if !strings.Contains(err.Error(), "no table can take") {
+						t.Fatal(err)
+					}
+					stopped++
+					continue
 				}
 				if g.Less(d) {
 					t.Fatalf("%s/%s: default %v is worse than dragonet-greedy %v on\n%s", nic, cost, d, g, src)
@@ -179,7 +184,7 @@ func TestDefaultNeverWorseThanGreedy(t *testing.T) {
 					better++
 				}
 			}
-			t.Logf("%s/%s: default strictly better than dragonet-greedy on %d of %d stacks (%.0f%%)", nic, cost, better, stacks, 100*float64(better)/float64(stacks))
+			t.Logf("%s/%s: default strictly better than dragonet-greedy on %d of %d stacks (%.0f%%); dragonet-greedy stopped on %d", nic, cost, better, stacks-stopped, 100*float64(better)/float64(max(1, stacks-stopped)), stopped)
 		}
 	}
 }
@@ -621,7 +626,7 @@ func TestNeverWorseThanReferences(t *testing.T) {
 					if rss.Less(r.Cost) {
 						t.Errorf("%s: plan %v (tie %g) costs more than Linux's default %v (tie %g)", name, r.Cost, r.Cost.Tie, rss, rss.Tie)
 					}
-					if g := r.Greedy(); g.Less(r.Cost) {
+					if g, err := r.Greedy(); err == nil && g.Less(r.Cost) {
 						t.Errorf("%s: plan %v costs more than dragonet-greedy %v", name, r.Cost, g)
 					}
 				}

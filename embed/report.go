@@ -110,7 +110,11 @@ func (r *Result) WriteReport(w io.Writer) {
 	fmt.Fprintf(w, "  everything in software: %s\n", formatCost(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
 	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", formatCost(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
 	if pl.Strategy != "dragonet-greedy" {
-		fmt.Fprintf(w, "  dragonet-greedy: %s\n", r.Greedy())
+		if g, err := r.Greedy(); err != nil {
+			fmt.Fprintf(w, "  dragonet-greedy: stops: %s\n", strings.TrimPrefix(err.Error(), "dragonet-greedy: "))
+		} else {
+			fmt.Fprintf(w, "  dragonet-greedy: %s\n", g)
+		}
 	}
 	if pl.Changes != nil {
 		fmt.Fprintf(w, "\nChanges: %d rules to remove, %d to add, %d endpoints moved\n", len(pl.Changes.Remove), len(pl.Changes.Add), len(pl.Changes.Moved))

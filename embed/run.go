@@ -20,8 +20,10 @@ type Result struct {
 	Cost      costmodel.Cost
 	p         *problem
 	state     *state
-	// greedy caches dragonet-greedy's cost on the same input.
-	greedy *costmodel.Cost
+	// greedy caches dragonet-greedy's cost on the same input, or why it
+	// stopped.
+	greedy    *costmodel.Cost
+	greedyErr error
 	// Tasks is the placement of the NIC's tasks on its engines, if any.
 	Tasks *TaskPlacement
 }
@@ -76,18 +78,26 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 	return &TaskPlacement{Tasks: tasks, Engines: engines, Placement: pl}
 }
 
-// Greedy returns dragonet-greedy's cost on the same input, for comparison.
-func (r *Result) Greedy() costmodel.Cost {
-	if r.greedy == nil {
+// Greedy returns dragonet-greedy's cost on the same input, for
+// comparison, or the error that stopped it (Dragonet's search stops when
+// its tables are full).
+func (r *Result) Greedy() (costmodel.Cost, error) {
+	if r.greedy == nil && r.greedyErr == nil {
 		c := r.Cost
 		if r.p.in.Strategy != "dragonet-greedy" {
-			g := r.p.newState(0)
-			r.p.greedy(g)
+			g, err := r.p.dragonetGreedy()
+			if err != nil {
+				r.greedyErr = err
+				return c, err
+			}
 			c = g.ev.Cost()
 		}
 		r.greedy = &c
 	}
-	return *r.greedy
+	if r.greedyErr != nil {
+		return costmodel.Cost{}, r.greedyErr
+	}
+	return *r.greedy, nil
 }
 
 // Run searches a configuration, embeds the LPG, and builds the plan.
@@ -105,7 +115,7 @@ func Run(in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.config(s.choice, s.mode)
+	cfg := p.config(s.choice, s.mode, s.dragonetPrio)
 	placement := p.placeTasks(cfg)
 	// Firmware steering that would overload the NIC's cores is left to the
 	// host: search again without those tables.
@@ -126,7 +136,7 @@ func Run(in *Input) (*Result, error) {
 			if s, err = p.search(in.Strategy); err != nil {
 				return nil, err
 			}
-			cfg = p.config(s.choice, s.mode)
+			cfg = p.config(s.choice, s.mode, s.dragonetPrio)
 			placement = p.placeTasks(cfg)
 			p.warns = append(p.warns, fmt.Sprintf("demultiplexing in the NIC's firmware at the declared rates would load a core %.0f%%; the host does it", load))
 		}

@@ -32,14 +32,20 @@ type choice struct {
 
 // state is a candidate solution with its evaluator.
 type state struct {
-	p       *problem
-	mode    int // index into p.modes: how the RSS table is set
-	choice  []choice
-	used    []int    // per table (table.idx): entries in use
-	shape   []string // global-mask tables: the shape of their entries
-	shapeN  []int
-	ev      *costmodel.Evaluator
-	scratch []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
+	p      *problem
+	mode   int // index into p.modes: how the RSS table is set
+	choice []choice
+	// placed, when not nil, says which endpoints the cost sees: Dragonet's
+	// greedy search evaluates each step over the flows placed so far.
+	placed []bool
+	// dragonetPrio: every entry at Dragonet's one priority (1), so the
+	// NIC orders overlapping entries by insertion alone.
+	dragonetPrio bool
+	used         []int    // per table (table.idx): entries in use
+	shape        []string // global-mask tables: the shape of their entries
+	shapeN       []int
+	ev           *costmodel.Evaluator
+	scratch      []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
 }
 
 type coverKey struct {
@@ -111,10 +117,25 @@ func (s *state) set(i int, c choice) {
 			s.shapeN[c.t.idx]++
 		}
 	}
-	s.ev.Set(i, s.shares(i))
+	s.ev.Set(i, s.seen(i))
 	for _, j := range s.p.eps[i].over {
-		s.ev.Set(j, s.shares(j))
+		s.ev.Set(j, s.seen(j))
 	}
+}
+
+// seen is endpoint i's shares as the cost sees them: none while it is not
+// placed.
+func (s *state) seen(i int) []costmodel.Share {
+	if s.placed != nil && !s.placed[i] {
+		return nil
+	}
+	return s.shares(i)
+}
+
+// place marks endpoint i as placed (Dragonet's greedy search).
+func (s *state) place(i int) {
+	s.placed[i] = true
+	s.ev.Set(i, s.shares(i))
 }
 
 func (p *problem) entryBox(i int, t *table) packetBox {
@@ -148,7 +169,11 @@ func (s *state) shares(i int) []costmodel.Share {
 			j = e.over[k]
 		}
 		if c := s.choice[j]; c.t != nil {
-			cands = append(cands, cand{j, c.t.order, s.p.eps[j].prio})
+			prio := s.p.eps[j].prio
+			if s.dragonetPrio {
+				prio = 0
+			}
+			cands = append(cands, cand{j, c.t.order, prio})
 		}
 	}
 	if len(cands) > 1 {
@@ -261,9 +286,7 @@ func Strategies() []string { return []string{"default", "dragonet-greedy", "incr
 func (p *problem) search(strategy string) (*state, error) {
 	switch strategy {
 	case "dragonet-greedy":
-		s := p.newState(0)
-		p.greedy(s)
-		return s, nil
+		return p.dragonetGreedy()
 	case "default", "":
 		return p.searchModes(), nil
 	case "incremental":
@@ -283,12 +306,27 @@ func (p *problem) searchModes() *state {
 	var best *state
 	var bestCost costmodel.Cost
 	none := make([]choice, len(p.eps))
+	// Dragonet's own greedy result is a start too, in its mode (no RSS),
+	// so the plan is never worse than it either.
+	var dg []choice
+	if p.dragonetMayFit() {
+		if d, err := p.dragonetGreedy(); err == nil {
+			dg = d.choice
+		}
+	}
 	for m := range p.modes {
 		s := p.newState(m)
 		empty := s.ev.Cost()
 		p.greedy(s)
 		if empty.Less(s.ev.Cost()) {
 			s.restore(none)
+		}
+		if dg != nil && p.modes[m].name == modeNone {
+			g := s.snapshot()
+			cur := s.ev.Cost()
+			if s.restore(dg); !s.ev.Cost().Less(cur) {
+				s.restore(g)
+			}
 		}
 		p.improve(s)
 		p.exact(s)
@@ -299,10 +337,11 @@ func (p *problem) searchModes() *state {
 	return best
 }
 
-// greedy is Dragonet's search: flows in order (gold first); for each, every
-// candidate change the NIC offers is tried (an entry in the first table
-// with room, to each queue) and the cheapest kept. When every table is
-// full the flow is left to RSS or the default queue.
+// greedy is dragonc's first pass: flows in order (gold first); for each,
+// every candidate change the NIC offers is tried (an entry in the first
+// table with room, to each queue), the cost evaluated over every
+// endpoint, and the cheapest kept. When every table is full the flow is
+// left to RSS or the default queue.
 func (p *problem) greedy(s *state) {
 	for _, i := range p.order() {
 		p.placeGreedily(s, i)
@@ -330,6 +369,110 @@ func (p *problem) placeGreedily(s *state, i int) {
 		s.set(i, best)
 		return
 	}
+}
+
+// dragonetGreedy is Dragonet's search, ported from Search.hs
+// (searchGreedyFlows_ with the E10k and SF oracles, e10kFlowConfChanges):
+//
+//   - no RSS: what no filter claims lands on queue 0, Dragonet's
+//     catch-all (its E10k model sends misses to ToDefaultQueue);
+//   - flows in order: gold first for the priority functions
+//     (prioritySort), declaration order otherwise;
+//   - for each flow, the oracle offers an entry in the first table with
+//     room (the five-tuple filters before Flow Director, the NIC's order)
+//     to each queue 1..n-1 (allQueues: queue 0 is never a target);
+//   - each offer is costed over the flows placed so far, this one
+//     included, and the first cheapest is kept (L.minimumBy);
+//   - when no table has room the oracle offers nothing and Dragonet's
+//     search stops ("Oracle did not return any confs, bailing out"):
+//     so does this one, with an error naming the flow.
+//
+// Every entry gets the table's lowest priority: Dragonet writes all its
+// five-tuple filters at priority 1 (E10k.hs, mk5TupleFromFl).
+func (p *problem) dragonetGreedy() (*state, error) {
+	mode := p.mode(modeNone)
+	s := p.newState(mode)
+	s.placed, s.dragonetPrio = make([]bool, len(p.eps)), true
+	for i := range p.eps {
+		s.ev.Set(i, nil)
+	}
+	order := make([]int, len(p.eps))
+	for i := range order {
+		order[i] = i
+	}
+	switch p.in.Cost.(type) {
+	case costmodel.Priority, costmodel.DragonetPriority:
+		order = p.order() // prioritySort: gold first
+	}
+	for _, i := range order {
+		s.place(i)
+		if len(p.eps[i].match) == 0 {
+			// No table of this NIC can hold it at all (a kind of flow
+			// Dragonet's oracles do not know, or a listener that never
+			// receives a packet): it stays on the catch-all queue.
+			continue
+		}
+		var offers []choice
+		for _, t := range p.tables {
+			if !s.canUse(t, i) {
+				continue
+			}
+			for q := 1; q < len(p.queues); q++ {
+				if t.queues[q] {
+					offers = append(offers, choice{t, q})
+				}
+			}
+			if len(offers) > 0 {
+				break
+			}
+		}
+		if len(offers) == 0 {
+			return nil, fmt.Errorf("dragonet-greedy: no table can take endpoint %s (after %d placed: the tables are full, or bound to another mask), and Dragonet's search stops there (Search.hs: \"Oracle did not return any confs, bailing out\"); the default strategy leaves such endpoints to RSS", p.eps[i].ep.Name, countTrue(s.placed)-1)
+		}
+		var best choice
+		var bestCost costmodel.Cost
+		for k, c := range offers {
+			s.set(i, c)
+			if cost := s.ev.Cost(); k == 0 || cost.Less(bestCost) {
+				best, bestCost = c, cost
+			}
+		}
+		s.set(i, best)
+	}
+	s.placed = nil
+	for i := range p.eps {
+		s.ev.Set(i, s.shares(i))
+	}
+	return s, nil
+}
+
+// dragonetMayFit reports whether the tables could hold every endpoint
+// some table takes: when they cannot, dragonet-greedy is sure to stop, and
+// the default strategy does not run it.
+func (p *problem) dragonetMayFit() bool {
+	need, room := 0, 0
+	for _, e := range p.eps {
+		if len(e.match) > 0 {
+			need++
+		}
+	}
+	for _, t := range p.tables {
+		if t.sp.Capacity <= 0 {
+			return true
+		}
+		room += t.sp.Capacity
+	}
+	return need <= room
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // moves lists every choice endpoint i could take: no entry (RSS or the

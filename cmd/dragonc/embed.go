@@ -98,6 +98,7 @@ type embedFlags struct {
 	cost, strategy, previous, copyEngine string
 	target                               string
 	asJSON                               bool
+	goldPerQueue                         int
 	// adapt, if set, adjusts the input before the search (dragonc run's
 	// run.Adapt) and returns notes for stderr.
 	adapt func(*embed.Input) []string
@@ -105,6 +106,7 @@ type embedFlags struct {
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cost, "cost", "balance", "cost function: "+strings.Join(costmodel.Names(), ", "))
+	fs.IntVar(&f.goldPerQueue, "gold-per-queue", 1, "gold flows a queue may hold, for --cost dragonet-priority (Dragonet's goldFlowsPerQ)")
 	fs.StringVar(&f.strategy, "strategy", "default", "search strategy: "+strings.Join(embed.Strategies(), ", "))
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
@@ -123,6 +125,9 @@ func (f *embedFlags) validate() error {
 	if f.target != embed.TargetLinux && f.target != embed.TargetSilicon {
 		return usagef("unknown target %q; choose linux or silicon", f.target)
 	}
+	if f.goldPerQueue < 1 {
+		return usagef("--gold-per-queue must be at least 1, not %d", f.goldPerQueue)
+	}
 	if f.strategy == "incremental" && f.previous == "" {
 		return usagef("--strategy incremental needs --previous plan.json")
 	}
@@ -135,6 +140,9 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return nil, nil, false
+	}
+	if _, ok := fn.(costmodel.DragonetPriority); ok {
+		fn = costmodel.DragonetPriority{GoldPerQueue: f.goldPerQueue}
 	}
 	m, _, ok := loadNIC(e, nicArg)
 	if !ok {
