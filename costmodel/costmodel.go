@@ -180,7 +180,7 @@ func stddev(xs []float64) float64 {
 // deviation of their loads, plus the load left on the default queue (which
 // serves misses and should carry no endpoint a filter or RSS can place).
 // Among equally balanced assignments the one that serves fewer packets
-// away from their applications' cores wins (the tie, OffCore).
+// away from their applications' cores wins (the tie, offCoreLoad).
 type Balance struct{}
 
 // Name implements Function.
@@ -189,14 +189,14 @@ func (Balance) Name() string { return "balance" }
 // Cost implements Function.
 func (Balance) Cost(p *Problem, a Assignment) Cost {
 	w := weights(p)
-	return Cost{Kind: Value, V: balance(p, a, w, nil, nil), Tie: OffCore(p, a, w)}
+	return Cost{Kind: Value, V: balance(p, a, w, nil, nil), Tie: offCoreLoad(p, a, w)}
 }
 
-// OffCore is the load (in the weights balance uses) served on queues
+// offCoreLoad is the load (in the weights balance uses) served on queues
 // whose core is not one its application runs on: the cores a stack names
 // are a preference the balance and priority functions weigh after their
 // own objective.
-func OffCore(p *Problem, a Assignment, w []float64) float64 {
+func offCoreLoad(p *Problem, a Assignment, w []float64) float64 {
 	var off float64
 	for i, shares := range a {
 		for _, s := range shares {
@@ -285,7 +285,7 @@ func (Priority) Cost(p *Problem, a Assignment) Cost {
 	isBE := func(i int) bool { return !p.Endpoints[i].Gold }
 	v := balance(p, a, w, isGold, func(q int) bool { return goldQ[q] }) +
 		balance(p, a, w, isBE, func(q int) bool { return !goldQ[q] })
-	tie := OffCore(p, a, w)
+	tie := offCoreLoad(p, a, w)
 	if shortfall > 0 {
 		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: tie}
 	}

@@ -104,6 +104,14 @@ type problem struct {
 	// packets (0 disjoint, 1 overlapping, 2 covering).
 	entryBx map[entryKey]packetBox
 	cover   map[coverKey]int8
+	// dragonet caches dragonet-greedy's result (or why it stopped): the
+	// default strategy starts from it and the report compares with it.
+	dragonet *dragonetRun
+}
+
+type dragonetRun struct {
+	s   *state
+	err error
 }
 
 // hiddenSpace is a configuration node of the silicon that the target

@@ -390,6 +390,14 @@ func (p *problem) placeGreedily(s *state, i int) {
 // Every entry gets the table's lowest priority: Dragonet writes all its
 // five-tuple filters at priority 1 (E10k.hs, mk5TupleFromFl).
 func (p *problem) dragonetGreedy() (*state, error) {
+	if p.dragonet == nil {
+		s, err := p.runDragonetGreedy()
+		p.dragonet = &dragonetRun{s, err}
+	}
+	return p.dragonet.s, p.dragonet.err
+}
+
+func (p *problem) runDragonetGreedy() (*state, error) {
 	mode := p.mode(modeNone)
 	s := p.newState(mode)
 	s.placed, s.dragonetPrio = make([]bool, len(p.eps)), true
