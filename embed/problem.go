@@ -55,11 +55,15 @@ type qinfo struct {
 
 // table is a configuration node that can steer single endpoints.
 type table struct {
-	sp       *prg.Space
-	idx      int          // index in problem.tables
-	order    int          // precedence: lower is tried first by the NIC
-	queues   map[int]bool // usable queue indexes reachable from its action port
-	identity bool         // an identity hash (Open-MX endpoint hashing)
+	sp     *prg.Space
+	idx    int          // index in problem.tables
+	order  int          // precedence: lower is tried first by the NIC
+	queues map[int]bool // usable queue indexes reachable from its action port
+	// targets lists the same queue indexes in order: the queues an entry
+	// may steer to (an application's cores are a preference the cost
+	// functions weigh, not a restriction of the search).
+	targets  []int
+	identity bool // an identity hash (Open-MX endpoint hashing)
 }
 
 // endpoint is an endpoint with its steering options.
@@ -198,6 +202,11 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	sort.SliceStable(p.tables, func(i, j int) bool { return p.tables[i].order < p.tables[j].order })
 	for i, t := range p.tables {
 		t.idx = i
+		for qi := range p.queues {
+			if t.queues[qi] {
+				t.targets = append(t.targets, qi)
+			}
+		}
 	}
 	p.entryBx, p.cover = map[entryKey]packetBox{}, map[coverKey]int8{}
 	p.modes = p.rssModes()

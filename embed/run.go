@@ -20,10 +20,6 @@ type Result struct {
 	Cost      costmodel.Cost
 	p         *problem
 	state     *state
-	// greedy caches dragonet-greedy's cost on the same input, or why it
-	// stopped.
-	greedy    *costmodel.Cost
-	greedyErr error
 	// Tasks is the placement of the NIC's tasks on its engines, if any.
 	Tasks *TaskPlacement
 }
@@ -80,24 +76,16 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 
 // Greedy returns dragonet-greedy's cost on the same input, for
 // comparison, or the error that stopped it (Dragonet's search stops when
-// its tables are full).
+// its tables are full). The problem runs it once.
 func (r *Result) Greedy() (costmodel.Cost, error) {
-	if r.greedy == nil && r.greedyErr == nil {
-		c := r.Cost
-		if r.p.in.Strategy != "dragonet-greedy" {
-			g, err := r.p.dragonetGreedy()
-			if err != nil {
-				r.greedyErr = err
-				return c, err
-			}
-			c = g.ev.Cost()
-		}
-		r.greedy = &c
+	if r.p.in.Strategy == "dragonet-greedy" {
+		return r.Cost, nil
 	}
-	if r.greedyErr != nil {
-		return costmodel.Cost{}, r.greedyErr
+	g, err := r.p.dragonetGreedy()
+	if err != nil {
+		return costmodel.Cost{}, err
 	}
-	return *r.greedy, nil
+	return g.ev.Cost(), nil
 }
 
 // Run searches a configuration, embeds the LPG, and builds the plan.

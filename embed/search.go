@@ -150,7 +150,8 @@ func (p *problem) entryBox(i int, t *table) packetBox {
 }
 
 // shares works out, into a buffer valid until its next call, where
-// endpoint i's packets go under the current choices: through the first entry, in the NIC's order, whose match
+// endpoint i's packets go under the current choices: through the first
+// entry, in the NIC's order, whose match
 // covers them (its own, or an overlapping endpoint's), else by RSS or to
 // the default queue. Partial overlaps split the packets evenly, an
 // over-approximation the embedding refines.
@@ -253,20 +254,6 @@ func (s *state) fallback(i int) []int {
 	return qs
 }
 
-// candidates lists the queue indexes endpoint i may be steered to in t.
-// The cores an endpoint's application runs on are a preference the cost
-// functions weigh (costmodel: the tie of balance and priority, the bounce
-// penalty of cycles), not a restriction of the search.
-func (p *problem) candidates(t *table, i int) []int {
-	var all []int
-	for qi := range p.queues {
-		if t.queues[qi] {
-			all = append(all, qi)
-		}
-	}
-	return all
-}
-
 // order lists endpoints gold first, then in declaration order.
 func (p *problem) order() []int {
 	idx := make([]int, len(p.eps))
@@ -359,7 +346,7 @@ func (p *problem) placeGreedily(s *state, i int) {
 		var best choice
 		var bestCost costmodel.Cost
 		found := false
-		for _, q := range p.candidates(t, i) {
+		for _, q := range t.targets {
 			c := choice{t, q}
 			s.set(i, c)
 			if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
@@ -387,8 +374,9 @@ func (p *problem) placeGreedily(s *state, i int) {
 //     search stops ("Oracle did not return any confs, bailing out"):
 //     so does this one, with an error naming the flow.
 //
-// Every entry gets the table's lowest priority: Dragonet writes all its
-// five-tuple filters at priority 1 (E10k.hs, mk5TupleFromFl).
+// Every entry gets one priority, Dragonet's 1 where the table has
+// priorities: Dragonet writes all its five-tuple filters at priority 1
+// (E10k.hs, mk5TupleFromFl).
 func (p *problem) dragonetGreedy() (*state, error) {
 	if p.dragonet == nil {
 		s, err := p.runDragonetGreedy()
@@ -412,7 +400,7 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 	case costmodel.Priority, costmodel.DragonetPriority:
 		order = p.order() // prioritySort: gold first
 	}
-	for _, i := range order {
+	for k, i := range order {
 		s.place(i)
 		if len(p.eps[i].match) == 0 {
 			// No table of this NIC can hold it at all (a kind of flow
@@ -435,7 +423,7 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 			}
 		}
 		if len(offers) == 0 {
-			return nil, fmt.Errorf("dragonet-greedy: no table can take endpoint %s (after %d placed: the tables are full, or bound to another mask), and Dragonet's search stops there (Search.hs: \"Oracle did not return any confs, bailing out\"); the default strategy leaves such endpoints to RSS", p.eps[i].ep.Name, countTrue(s.placed)-1)
+			return nil, fmt.Errorf("dragonet-greedy: no table can take endpoint %s (after %d placed: the tables are full, or bound to another mask), and Dragonet's search stops there (Search.hs: \"Oracle did not return any confs, bailing out\"); the default strategy leaves such endpoints to RSS", p.eps[i].ep.Name, k)
 		}
 		var best choice
 		var bestCost costmodel.Cost
@@ -473,16 +461,6 @@ func (p *problem) dragonetMayFit() bool {
 	return need <= room
 }
 
-func countTrue(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
-}
-
 // moves lists every choice endpoint i could take: no entry (RSS or the
 // default queue), or an entry in a table with room to each queue.
 func (p *problem) moves(s *state, i int) []choice {
@@ -491,7 +469,7 @@ func (p *problem) moves(s *state, i int) []choice {
 		if !s.canUse(t, i) {
 			continue
 		}
-		for _, q := range p.candidates(t, i) {
+		for _, q := range t.targets {
 			out = append(out, choice{t, q})
 		}
 	}
