@@ -19,7 +19,7 @@ func (p *problem) config(cs []choice, mode int, dragonetPrio bool) *prg.Config {
 			continue
 		}
 		e := p.eps[i]
-		node := p.queues[ch.q].node
+		node, _ := ch.t.sp.ActionFor(p.queues[ch.q].id)
 		if ch.t.identity {
 			v := c.Values[ch.t.sp.Node]
 			if v == nil {
@@ -47,8 +47,8 @@ func (p *problem) config(cs []choice, mode int, dragonetPrio bool) *prg.Config {
 	for node := range identityUsed {
 		sp := m.Space(node)
 		v := c.Values[node]
-		def := p.queues[0].node
-		if !slices.Contains(sp.Actions, def) {
+		def, ok := sp.ActionFor(p.queues[0].id)
+		if !ok {
 			def = sp.Actions[0]
 		}
 		for b := range v.Indirection {

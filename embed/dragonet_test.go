@@ -3,12 +3,14 @@ package embed
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/graph"
 )
 
 // dragonetAssignment runs --strategy dragonet-greedy and returns each
@@ -165,5 +167,36 @@ func TestDragonetGreedyFlatPriority(t *testing.T) {
 	}
 	if len(prios) != 1 {
 		t.Errorf("entries at priorities %v, want one", prios)
+	}
+}
+
+// TestDragonetLabelsAgreeWithLPG: Dragonet embeds by label, so a node of
+// Dragonet's models that carries the label of an LPG node must mean what
+// that node means (prg/dragonet.go dragonetLabels gives the meaning).
+func TestDragonetLabelsAgreeWithLPG(t *testing.T) {
+	src, _ := os.ReadFile("../examples/web_and_dns.lpg")
+	for _, nic := range []string{"dragonet-e10k", "dragonet-sf"} {
+		in := stackInput(t, nic, string(src), "balance", "default")
+		shared := 0
+		for _, n := range in.Model.G.Nodes {
+			ln, ok := in.LPG.Lookup(n.Name)
+			if !ok || n.Kind.IsGate() || n.Kind == graph.Config {
+				continue
+			}
+			shared++
+			for _, p := range n.Ports {
+				lp := ln.Port(p.Name)
+				if lp == nil {
+					t.Errorf("%s: %s has port %s, the LPG's node has not", nic, n.Name, p.Name)
+					continue
+				}
+				if fmt.Sprint(p.Pred) != fmt.Sprint(lp.Pred) {
+					t.Errorf("%s: %s.%s means %v, the LPG's %v", nic, n.Name, p.Name, p.Pred, lp.Pred)
+				}
+			}
+		}
+		if shared != 3 { // RxL2EtherValidLength, RxL2EtherValidCRC, RxL3IPv4ValidChecksum
+			t.Errorf("%s: %d nodes share a label with the LPG, want 3", nic, shared)
+		}
 	}
 }

@@ -225,7 +225,7 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 	em.hwNode = make([]hwFacts, len(hw.Nodes))
 	for _, n := range hw.Nodes {
 		em.space[n.ID] = m.Space(n.Name)
-		f := hwFacts{source: n.HasAttr("source"), software: n.HasAttr("software"), def: -1}
+		f := hwFacts{source: m.IsQueue(n.ID), software: m.Reported(n.ID), def: -1}
 		for i, p := range n.Ports {
 			if p.Pred == nil {
 				f.def = i
@@ -546,8 +546,24 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 		follow(p, b, p.Name)
 	}
 	if d := em.hwNode[id].def; !captured && d >= 0 {
+		if boxes && len(n.Ports) < indexMin {
+			b = em.besides(b, n)
+		}
 		follow(n.Ports[d], b, n.Ports[d].Name)
 	}
+}
+
+// besides narrows b to the frames that take none of n's ports with a
+// predicate (those that fall to its default port), as far as a box can
+// say it: a port testing one field (eth.type == ipv4) is left out exactly;
+// others leave b as it is.
+func (em *Embedding) besides(b *solver.Box, n *graph.Node) *solver.Box {
+	for _, p := range n.Ports {
+		if c, ok := p.Pred.(pred.Cmp); ok {
+			b, _ = solver.Restrict(b, pred.Not{X: c})
+		}
+	}
+	return b
 }
 
 // toQueues reports whether a port of the configured PRG leads only to
@@ -659,12 +675,38 @@ func pathBoxes(g *graph.Graph, order []int) (map[int]*solver.Box, map[string]int
 			boxes[id] = solver.Universe()
 			continue
 		}
+		parent := box
 		if via := p.Ports[in[id][0].Port]; via.Pred != nil {
 			box, _ = solver.Restrict(box, via.Pred)
 		}
-		boxes[id] = box
+		boxes[id] = takenBy(parent, box, p, in[id][0].Port)
 	}
 	return boxes, eps
+}
+
+// takenBy narrows box, the frames of parent that port i of n admits, to
+// those that no port n tries before it takes: an F-node enables the first
+// port whose predicate holds, and a port without one only when none
+// does. Ports tried earlier are subtracted where a box says it exactly (a
+// listener on one address loses the broadcasts a listener before it on
+// the same port takes); past earlierMax of them the box stays as it is.
+func takenBy(parent, box *solver.Box, n *graph.Node, i int) *solver.Box {
+	const earlierMax = 16
+	var earlier []int
+	for j, p := range n.Ports {
+		if j != i && p.Pred != nil && (j < i || n.Ports[i].Pred == nil) {
+			earlier = append(earlier, j)
+		}
+	}
+	if len(earlier) > earlierMax {
+		return box
+	}
+	for _, j := range earlier {
+		if eb, exact := solver.Restrict(parent, n.Ports[j].Pred); exact {
+			box = solver.Minus(box, eb)
+		}
+	}
+	return box
 }
 
 // queuesOf returns the IDs of the queues the frames of a box reach.
@@ -773,7 +815,7 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 			continue
 		}
 		live[id] = em.livePorts(qe, n, b)
-		em.decide(qe, n, live[id])
+		em.decide(qe, n, b, live[id])
 	}
 	qe.live = live
 	qe.reachable = reachable
@@ -930,7 +972,7 @@ func intersectBoxes(a, b *solver.Box) *solver.Box {
 }
 
 // decide records a reachable node's status on the queue.
-func (em *Embedding) decide(qe *QueueEmbedding, n *graph.Node, live []bool) {
+func (em *Embedding) decide(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
 	hwNode, inPRG := em.HW.Lookup(n.Name)
 	nLive := 0
 	for _, l := range live {
@@ -941,9 +983,9 @@ func (em *Embedding) decide(qe *QueueEmbedding, n *graph.Node, live []bool) {
 	switch {
 	case len(n.Ports) == 0 || n.Kind.IsGate() || n.ID == 0:
 		qe.status[n.ID] = Software
-	case inPRG && hwNode.HasAttr("software") && n.Kind == graph.Boolean && em.reportedOnAll(qe, n.Name):
+	case inPRG && em.hwNode[hwNode.ID].software && n.Kind == graph.Boolean && em.reportedOnAll(qe, n.Name, b):
 		qe.status[n.ID] = HardwareFlag
-	case nLive == 1 && inPRG && !hwNode.HasAttr("software"):
+	case nLive == 1 && inPRG && !em.hwNode[hwNode.ID].software:
 		qe.status[n.ID] = Hardware
 	case nLive == 1:
 		qe.status[n.ID] = Removed
@@ -984,9 +1026,9 @@ func (em *Embedding) Reason(qe *QueueEmbedding, node string) string {
 	return fmt.Sprintf("frames on queue %d may leave by %s", qe.ID, strings.Join(ports, ", "))
 }
 
-func (em *Embedding) reportedOnAll(qe *QueueEmbedding, name string) bool {
+func (em *Embedding) reportedOnAll(qe *QueueEmbedding, name string, b *solver.Box) bool {
 	for _, c := range qe.classes {
-		if !c.reported[name] {
+		if !c.reported[name] && solver.Intersects(c.box, b) {
 			return false
 		}
 	}

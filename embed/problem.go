@@ -161,9 +161,9 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	if len(p.queues) == 0 {
 		return nil, fmt.Errorf("%s has no receive queue", in.NIC)
 	}
-	qidx := map[string]int{}
+	qidx := map[int]int{} // queue ID -> index in p.queues
 	for i, q := range p.queues {
-		qidx[q.node] = i
+		qidx[q.id] = i
 	}
 	order := topoIndex(m.G)
 	for _, sp := range m.Spaces {
@@ -190,8 +190,8 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 			continue
 		}
 		t := &table{sp: sp, order: order[sp.ID], queues: map[int]bool{}, identity: sp.Kind == prg.Hash}
-		for _, a := range sp.Actions {
-			if qi, ok := qidx[a]; ok {
+		for qid, qi := range qidx {
+			if _, ok := sp.ActionFor(qid); ok {
 				t.queues[qi] = true
 			}
 		}
@@ -371,7 +371,8 @@ func (p *problem) rssTargets(mode int) []string {
 	}
 	var out []string
 	for _, qi := range qs {
-		out = append(out, p.queues[qi].node)
+		a, _ := p.hash.ActionFor(p.queues[qi].id)
+		out = append(out, a)
 	}
 	return out
 }
@@ -407,7 +408,7 @@ func (p *problem) rssModes() []rssMode {
 	spread := func(first int) []int {
 		var out []int
 		for i := first; i < n; i++ {
-			if slices.Contains(p.hash.Actions, p.queues[i].node) && len(out) < p.hash.MaxTargets {
+			if _, ok := p.hash.ActionFor(p.queues[i].id); ok && len(out) < p.hash.MaxTargets {
 				out = append(out, i)
 			}
 		}

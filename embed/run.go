@@ -9,6 +9,7 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -291,14 +292,18 @@ func (r *Result) plan() *Plan {
 	// The NIC drops frames at checks of its own; where the LPG has no
 	// check of that name it would have accepted them, and the embedded
 	// stack treats them differently (verify shows the frames).
+	m := r.Embedding.Model
 	for _, n := range r.Embedding.HW.Nodes {
-		if n.HasAttr("software") || n.HasAttr("source") || strings.HasPrefix(n.Name, "Tx") {
+		if m.Reported(n.ID) || m.IsQueue(n.ID) || n.Kind.IsGate() || n.HasAttr("source") || strings.HasPrefix(n.Name, "Tx") {
 			continue
 		}
 		if _, ok := r.Embedding.LPG.Lookup(n.Name); ok {
 			continue
 		}
-		for _, port := range n.Ports {
+		for i, port := range n.Ports {
+			if slices.ContainsFunc(n.Ports[:i], func(p *graph.Port) bool { return p.Pred == pred.Const(true) }) {
+				break // an earlier port takes every frame
+			}
 			if len(port.Succ) == 0 && port.Pred == nil && len(n.Ports) > 1 || len(port.Succ) == 0 && port.Pred != nil {
 				pl.Warnings = append(pl.Warnings, fmt.Sprintf("the NIC drops frames at %s.%s, a check the LPG does not make: those frames are treated differently", n.Name, port.Name))
 				break
@@ -429,9 +434,9 @@ func (p *problem) incremental() (*state, error) {
 	for _, t := range p.tables {
 		byNode[t.sp.Node] = t
 	}
-	qByNode := map[string]int{}
+	qByID := map[int]int{}
 	for i, q := range p.queues {
-		qByNode[q.node] = i
+		qByID[q.id] = i
 	}
 	idx := map[string]int{}
 	for i, e := range p.eps {
@@ -445,7 +450,7 @@ func (p *problem) incremental() (*state, error) {
 		}
 		for _, pe := range pc.Entries {
 			i, ok := idx[pe.Endpoint]
-			q, qok := qByNode[pe.Action]
+			q, qok := qByID[p.in.Model.QueueIndex(pe.Action)]
 			if !ok || !qok || !s.canUse(t, i) || !sameMatch(p.eps[i].match[t], pe.Fields) {
 				continue
 			}

@@ -12,8 +12,15 @@ import (
 	"strings"
 )
 
-//go:embed *.prg
+//go:embed *.prg dragonet/*.unicorn dragonet/LICENCE.Dragonet
 var files embed.FS
+
+// dragonetModels are Dragonet's own models, shipped unchanged under their
+// published file names (nics/dragonet/README.md).
+var dragonetModels = map[string]string{
+	"dragonet-e10k": "dragonet/prgE10kImpl.unicorn",
+	"dragonet-sf":   "dragonet/prgSFImpl.unicorn",
+}
 
 // Builtin is one embedded model.
 type Builtin struct {
@@ -26,8 +33,14 @@ func List() []Builtin {
 	entries, _ := files.ReadDir(".")
 	var out []Builtin
 	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
 		name := strings.TrimSuffix(e.Name(), ".prg")
 		out = append(out, Builtin{Name: name, File: "nics/" + e.Name()})
+	}
+	for name, file := range dragonetModels {
+		out = append(out, Builtin{Name: name, File: "nics/" + file})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -42,9 +55,26 @@ func Names() []string {
 	return out
 }
 
+// IsBuiltin reports whether a NIC argument names a built-in model.
+func IsBuiltin(name string) bool {
+	_, ok := Source(name)
+	return ok
+}
+
+// path is the embedded file of a built-in model.
+func path(name string) string {
+	if f, ok := dragonetModels[name]; ok {
+		return f
+	}
+	return name + ".prg"
+}
+
 // Source returns a built-in model's text.
 func Source(name string) ([]byte, bool) {
-	b, err := files.ReadFile(name + ".prg")
+	if strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
+		return nil, false
+	}
+	b, err := files.ReadFile(path(name))
 	return b, err == nil
 }
 
@@ -55,7 +85,7 @@ const MaxModel = 64 << 20
 // returns the name to show in diagnostics and the text.
 func Resolve(arg string) (file string, src []byte, err error) {
 	if b, ok := Source(arg); ok {
-		return "nics/" + arg + ".prg", b, nil
+		return "nics/" + path(arg), b, nil
 	}
 	if strings.ContainsAny(arg, "/\\") || filepath.Ext(arg) != "" {
 		st, err := os.Stat(arg)

@@ -19,7 +19,7 @@ type Interp struct {
 	frame packet.Frame
 	trace *graph.Trace
 	// software lists the nodes whose outcome the hardware reports in the
-	// receive descriptor (attr "software").
+	// receive descriptor (Model.Reported).
 	software []int
 }
 
@@ -56,7 +56,7 @@ func NewInterp(m *Model, c *Config) (*Interp, error) {
 		}
 	}
 	for _, n := range g.Nodes {
-		if n.HasAttr("software") {
+		if m.Reported(n.ID) {
 			in.software = append(in.software, n.ID)
 		}
 	}
@@ -95,7 +95,7 @@ func (in *Interp) Run(b []byte, crcOK bool) Result {
 func (in *Interp) dropper() (string, string) {
 	g := in.G
 	for _, n := range g.Nodes {
-		if !in.trace.Fired(n.ID) || n.HasAttr("software") {
+		if !in.trace.Fired(n.ID) || in.Model.Reported(n.ID) {
 			continue
 		}
 		p := in.trace.Enabled(g, n.ID)
@@ -117,7 +117,7 @@ func (in *Interp) dropper() (string, string) {
 func (r Result) Atom(a pred.Atom) bool {
 	in := r.in
 	n, ok := in.G.Lookup(a.Name)
-	if !ok || !n.HasAttr("software") {
+	if !ok || !in.Model.Reported(n.ID) {
 		return false
 	}
 	p := in.trace.Enabled(in.G, n.ID)

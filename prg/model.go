@@ -40,12 +40,21 @@ type Model struct {
 	Engine []*Engine              // engines declared with `engine`
 	Tasks  []*Task                // tasks declared with `task`
 	Props  map[string]graph.Value // graph-level `resources` properties by key
-	byNode map[string]*Space
+	// Dragonet is set when the model follows Dragonet's conventions
+	// (prg/dragonet.go) rather than dragonc's.
+	Dragonet bool
+	byNode   map[string]*Space
+	queueOf  []int // by node ID: the receive queue it is, or -1
+	reported []bool
+	// actionQueue maps the nodes a filter action may name to the queue
+	// they lead to: queues, and the OR gates in front of them.
+	actionQueue map[string]int
 }
 
-// Queue is a receive queue: a node marked "source" whose name ends in its
-// number (RxQueue3), as in Dragonet's models. Transmit queues, whose names
-// start with Tx, are sources of the transmit path and not receive queues.
+// Queue is a receive queue: in dragonc's models a node marked "source"
+// whose name ends in its number (RxQueue3), in Dragonet's a node whose
+// label is RxQueue and its number. Transmit queues, whose names start
+// with Tx, are sources of the transmit path and not receive queues.
 type Queue struct {
 	ID   int
 	Node int
@@ -69,6 +78,9 @@ type Space struct {
 	ActionPort string
 	MissPort   string
 	Actions    []string // successor node names of the action port
+	// ActionQueue maps action nodes to the receive queue they lead to
+	// (shared with the model; read only).
+	ActionQueue map[string]int
 	// Enum: the ports to choose from.
 	Choices []string
 	// Table.
@@ -121,14 +133,35 @@ var unicornFields = map[string]string{
 // model itself (an unknown property, a table without an action port) are
 // diagnostics.
 func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
-	m := &Model{G: g, Name: g.Name, byNode: map[string]*Space{}, Props: map[string]graph.Value{}}
 	var diags diag.List
+	g, isDragonet := dragonet(g, file, &diags)
+	m := &Model{G: g, Name: g.Name, Dragonet: isDragonet, byNode: map[string]*Space{}, Props: map[string]graph.Value{},
+		queueOf: make([]int, len(g.Nodes)), reported: make([]bool, len(g.Nodes)), actionQueue: map[string]int{}}
 	at := func(src graph.Source) diag.Range { return diag.Range{File: file, Start: src.Offset, End: src.Offset} }
 	for _, n := range g.Nodes {
-		if n.HasAttr("source") && !strings.HasPrefix(n.Name, "Tx") {
-			if mm := queueName.FindStringSubmatch(n.Name); mm != nil {
-				id, _ := strconv.Atoi(mm[1])
-				m.Queues = append(m.Queues, Queue{ID: id, Node: n.ID, Name: n.Name})
+		m.queueOf[n.ID] = -1
+		id := -1
+		switch {
+		case isDragonet:
+			if mm := dragonetQueue.FindStringSubmatch(n.Name); mm != nil {
+				id, _ = strconv.Atoi(mm[1]) // a bare RxQueue is queue 0
+			}
+		case dragoncQueue(n):
+			id, _ = strconv.Atoi(queueName.FindStringSubmatch(n.Name)[1])
+		}
+		if id >= 0 {
+			m.queueOf[n.ID] = id
+			m.Queues = append(m.Queues, Queue{ID: id, Node: n.ID, Name: n.Name})
+			if _, dup := m.actionQueue[n.Name]; !dup {
+				m.actionQueue[n.Name] = id
+			}
+		}
+	}
+	for _, n := range g.Nodes {
+		m.reported[n.ID] = m.queueOf[n.ID] < 0 && n.HasAttr("software") && (!isDragonet || deadEnd(n))
+		if n.Kind == graph.Or {
+			if q, ok := m.gateQueue(n); ok {
+				m.actionQueue[n.Name] = q
 			}
 		}
 		if n.Kind != graph.Config {
@@ -140,6 +173,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 			continue
 		}
 		sp.resolveActions(g)
+		sp.ActionQueue = m.actionQueue
 		m.Spaces = append(m.Spaces, sp)
 		m.byNode[n.Name] = sp
 	}
@@ -195,14 +229,58 @@ func (m *Model) QueueByNode(id int) (Queue, bool) {
 	return Queue{}, false
 }
 
-// QueueIndex returns the queue number of a node name, or -1.
+// QueueIndex returns the number of the queue a node leads to, or -1: the
+// queue itself, or the OR gate in front of it that a filter entry of a
+// Dragonet model names as its action.
 func (m *Model) QueueIndex(name string) int {
-	for _, q := range m.Queues {
-		if q.Name == name {
-			return q.ID
-		}
+	if id, ok := m.actionQueue[name]; ok {
+		return id
 	}
 	return -1
+}
+
+// IsQueue reports whether node id is a receive queue.
+func (m *Model) IsQueue(id int) bool { return m.queueOf[id] >= 0 }
+
+// Reported reports whether node id is a check whose outcome the NIC
+// writes into the receive descriptor instead of acting on it: software
+// reads the result (attr "software"; in Dragonet's models, where the
+// attribute is a drawing hint, only such a node that leads nowhere).
+func (m *Model) Reported(id int) bool { return m.reported[id] }
+
+// ActionFor returns the action of sp that leads to queue id.
+func (sp *Space) ActionFor(id int) (string, bool) {
+	for _, a := range sp.Actions {
+		if q, ok := sp.ActionQueue[a]; ok && q == id {
+			return a, true
+		}
+	}
+	return "", false
+}
+
+// gateQueue returns the queue an OR gate leads to when its true port
+// leads to exactly that queue and its other ports nowhere.
+func (m *Model) gateQueue(n *graph.Node) (int, bool) {
+	q := -1
+	for _, p := range n.Ports {
+		switch {
+		case p.Name == "true" && len(p.Succ) == 1 && m.queueOf[p.Succ[0]] >= 0:
+			q = m.queueOf[p.Succ[0]]
+		case len(p.Succ) > 0:
+			return 0, false
+		}
+	}
+	return q, q >= 0
+}
+
+// deadEnd reports whether no port of n leads anywhere.
+func deadEnd(n *graph.Node) bool {
+	for _, p := range n.Ports {
+		if len(p.Succ) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func newSpace(n *graph.Node) (*Space, error) {

@@ -30,7 +30,7 @@ import (
 	"github.com/dragonc/dragonc/lpg"
 )
 
-var nicNames = []string{"82576", "82599", "myri10g", "tigon"}
+var nicNames = []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf"}
 
 func plan(t testing.TB, nic, name string, src []byte) (*embed.Result, *lpg.Stack) {
 	t.Helper()

@@ -271,7 +271,7 @@ func Embedding(p Picture) string {
 		c.Attr("label", strings.Join(v.names, ", "))
 		c.Attr("style", "rounded")
 		l := p.LPG
-		ids, more := trimFanout(l, v.ids, v.status)
+		ids, more := trimFanout(l, v.ids, v.status, fanoutOf(len(views)))
 		status := v.status
 		if len(more) > 0 {
 			status = make(map[int]Status, len(ids))
@@ -354,6 +354,17 @@ func Embedding(p Picture) string {
 // open, let alone read.
 const maxFanout = 24
 
+// fanoutOf shares the fan-out a picture draws among its queue views: one
+// or two draw maxFanout successors of a node each, more share maxFanout
+// (at least 2 each), so that eight queues with a demultiplexer each stay
+// about as tall as one.
+func fanoutOf(views int) int {
+	if views <= 2 {
+		return maxFanout
+	}
+	return max(2, maxFanout/views)
+}
+
 // hiddenFanout is what trimFanout left out below one node.
 type hiddenFanout struct {
 	from  int // the node whose successors were cut
@@ -361,10 +372,10 @@ type hiddenFanout struct {
 	nodes int // how many nodes that left out in all
 }
 
-// trimFanout draws, of a node's successors, only the first maxFanout; the
+// trimFanout draws, of a node's successors, only the first limit; the
 // others, and every node reached only through them, are left out and
 // counted.
-func trimFanout(g *graph.Graph, ids []int, status map[int]Status) ([]int, []hiddenFanout) {
+func trimFanout(g *graph.Graph, ids []int, status map[int]Status, limit int) ([]int, []hiddenFanout) {
 	drawn := func(id int) bool { _, ok := status[id]; return ok }
 	succs := map[int][]int{}
 	preds := map[int]int{} // drawn edges into a node, counted once per predecessor
@@ -381,11 +392,11 @@ func trimFanout(g *graph.Graph, ids []int, status map[int]Status) ([]int, []hidd
 				}
 			}
 		}
-		if ss := succs[id]; len(ss) > maxFanout {
-			for _, s := range ss[maxFanout:] {
+		if ss := succs[id]; len(ss) > limit {
+			for _, s := range ss[limit:] {
 				cut[[2]int{id, s}] = true
 			}
-			more = append(more, hiddenFanout{from: id, ports: len(ss) - maxFanout})
+			more = append(more, hiddenFanout{from: id, ports: len(ss) - limit})
 		}
 	}
 	if len(more) == 0 {
@@ -398,7 +409,7 @@ func trimFanout(g *graph.Graph, ids []int, status map[int]Status) ([]int, []hidd
 	by := map[int]int{}   // hidden node -> the fan-out it is counted under
 	var work []int
 	for _, m := range more {
-		for _, s := range succs[m.from][maxFanout:] {
+		for _, s := range succs[m.from][limit:] {
 			gone[s]++
 			if gone[s] == preds[s] && !hidden[s] {
 				hidden[s], by[s] = true, m.from

@@ -36,7 +36,7 @@ func TestTrimFanout(t *testing.T) {
 		ids[i] = i
 		status[i] = Software
 	}
-	kept, more := trimFanout(g, ids, status)
+	kept, more := trimFanout(g, ids, status, maxFanout)
 	if len(more) != 1 || more[0].from != 0 || more[0].ports != 6 || more[0].nodes != 12 {
 		t.Fatalf("hidden %+v, want 6 ports and 12 nodes (6 endpoints, 6 leaves) under Demux", more)
 	}
@@ -58,7 +58,7 @@ func TestTrimFanout(t *testing.T) {
 	// At the limit nothing is cut.
 	g = fanGraph(maxFanout)
 	ids = ids[:len(g.Nodes)]
-	if kept, more := trimFanout(g, ids, status); len(more) != 0 || len(kept) != len(ids) {
+	if kept, more := trimFanout(g, ids, status, maxFanout); len(more) != 0 || len(kept) != len(ids) {
 		t.Errorf("a fan-out of %d is cut: %+v", maxFanout, more)
 	}
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -41,6 +43,12 @@ func loadNIC(e *env, arg string) (*prg.Model, string, bool) {
 		return nil, "", false
 	}
 	m, diags := prg.Load(file, src)
+	if nics.IsBuiltin(arg) {
+		// A built-in model's warnings are known and documented (Dragonet's
+		// E10k and Solarflare files declare TxQueue3 twice); users cannot
+		// act on them.
+		diags = slices.DeleteFunc(diags, func(d diag.Diagnostic) bool { return d.Severity != diag.Error })
+	}
 	printDiags(e, diags, false)
 	if m == nil {
 		return nil, file, false

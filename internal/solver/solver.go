@@ -957,3 +957,35 @@ func (b *Box) normalize() bool {
 	}
 	return !b.Empty()
 }
+
+// Minus returns a box of the frames of a that are not in b, when a box
+// holds exactly those: when a lies within b on every field but one, that
+// field loses b's values (and a within b entirely leaves nothing).
+// Otherwise it returns a, which over-approximates the difference.
+func Minus(a, b *Box) *Box {
+	if a.empty || b.empty || len(b.atoms) > 0 || b.gone&^a.gone != 0 || !Intersects(a, b) {
+		return a
+	}
+	diff := -1
+	for _, id := range fieldsOf(a, b) {
+		ad, bd := a.get(int(id)), b.get(int(id))
+		if subset(ad.Vals, bd.Vals) && (!ad.Absent || bd.Absent) {
+			continue
+		}
+		if diff >= 0 {
+			return a
+		}
+		diff = int(id)
+	}
+	c := a.Clone()
+	if diff < 0 {
+		c.empty = true
+		return c
+	}
+	ad, bd := a.get(diff), b.get(diff)
+	c.put(diff, Domain{Vals: intersect(ad.Vals, complement(bd.Vals, maxOf[diff])), Absent: ad.Absent && !bd.Absent})
+	if !c.normalize() {
+		c.empty = true
+	}
+	return c
+}
