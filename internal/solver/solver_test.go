@@ -2,6 +2,7 @@ package solver
 
 import (
 	"math/rand"
+	"strings"
 	"testing"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
@@ -261,4 +262,70 @@ func mustBox(t *testing.T, src string) *Box {
 	t.Helper()
 	b, _ := Restrict(Universe(), p(src))
 	return b
+}
+
+// TestMinus checks Minus against enumeration over two 8-bit fields: the
+// result holds every frame of a not in b, nothing outside a, and, where a
+// lies within b on all fields but one, nothing of b.
+func TestMinus(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	ttl, proto := pred.FieldID("ip.ttl"), pred.FieldID("ip.proto")
+	span := func(f string) string {
+		lo := rng.Intn(256)
+		hi := lo + rng.Intn(256-lo)
+		return f + " in {" + pred.FormatValue(f, uint64(lo)) + ".." + pred.FormatValue(f, uint64(hi)) + "}"
+	}
+	box := func() *Box {
+		var parts []string
+		for _, f := range []string{"ip.ttl", "ip.proto"} {
+			if rng.Intn(3) > 0 {
+				parts = append(parts, span(f))
+			}
+		}
+		if len(parts) == 0 {
+			return Universe()
+		}
+		b, _ := Restrict(Universe(), p(strings.Join(parts, " && ")))
+		return b
+	}
+	has := func(b *Box, v, w uint64) bool {
+		if b.Empty() {
+			return false
+		}
+		in := func(id int, x uint64) bool {
+			for _, r := range b.Domain(id).Vals {
+				if r.Lo <= x && x <= r.Hi {
+					return true
+				}
+			}
+			return false
+		}
+		return in(ttl, v) && in(proto, w)
+	}
+	exactCases := 0
+	for i := 0; i < 300; i++ {
+		a, b := box(), box()
+		d := Minus(a, b)
+		exact := d != a
+		if exact {
+			exactCases++
+		}
+		for v := uint64(0); v < 256; v++ {
+			for w := uint64(0); w < 256; w++ {
+				inA, inB, inD := has(a, v, w), has(b, v, w), has(d, v, w)
+				if inA && !inB && !inD {
+					t.Fatalf("case %d: (%d,%d) is in a and not in b, but not in a minus b", i, v, w)
+				}
+				if inD && !inA {
+					t.Fatalf("case %d: (%d,%d) is in a minus b but not in a", i, v, w)
+				}
+				if exact && inD && inB {
+					t.Fatalf("case %d: (%d,%d) is in b and in a minus b", i, v, w)
+				}
+			}
+		}
+	}
+	if exactCases < 50 {
+		t.Errorf("only %d of 300 cases were exact; the test checks too little", exactCases)
+	}
 }
