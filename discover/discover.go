@@ -258,9 +258,12 @@ func PRG(f *Facts, known bool, tables []Table) string {
 	if tx.Fixed && !tx.On {
 		w("        // tx-checksumming is fixed off.\n        config CsumInsert {\n            port off[Wire]\n        }\n\n")
 	} else {
-		w("        config CsumInsert {\n            port on[L3IPv4FillChecksum]\n            port off[Wire]\n        }\n\n")
+		w("        config CsumInsert {\n            port on[L4UDPFillChecksum]\n            port off[Wire]\n        }\n\n")
 	}
-	w("        node L3IPv4FillChecksum {\n            port out[L4FillChecksum]\n        }\n\n        node L4FillChecksum {\n            port out[Wire]\n        }\n\n        node Wire {\n            port out[]\n        }\n    }\n}\n")
+	// tx-checksumming is the transport checksum (NETIF_F_IP_CSUM,
+	// NETIF_F_HW_CSUM): Linux fills the IPv4 header checksum itself
+	// (ip_send_check, net/ipv4/ip_output.c).
+	w("        node L4UDPFillChecksum {\n            port out[L4TCPFillChecksum]\n        }\n\n        node L4TCPFillChecksum {\n            port out[Wire]\n        }\n\n        node Wire {\n            port out[]\n        }\n    }\n}\n")
 	return b.String()
 }
 

@@ -385,7 +385,14 @@ func entryKeyOf(node string, ms []prg.FieldMatch) string {
 func (r *Result) placement() map[string]PlanPlace {
 	em := r.Embedding
 	out := map[string]PlanPlace{}
+	tx := TxOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
 	for _, n := range em.LPG.Nodes {
+		if tx[n.Name] {
+			// The NIC fills it in every frame sent; the transmit
+			// descriptor asks for it.
+			out[n.Name] = PlanPlace{Where: "hardware", Descriptor: true}
+			continue
+		}
 		var sw []int
 		hw, flag, removed := false, false, false
 		for _, qe := range em.Queues {

@@ -134,11 +134,18 @@ graph i82576 {
             port off[Wire]
         }
 
+        // Each fills its checksum in frames of its kind and passes the
+        // rest; the names are the LPG's, so each stands for the LPG node of
+        // that name (docs/nics.md: IPv4 header, UDP and TCP insertion).
         node L3IPv4FillChecksum {
-            port out[L4FillChecksum]
+            port out[L4UDPFillChecksum]
         }
 
-        node L4FillChecksum {
+        node L4UDPFillChecksum {
+            port out[L4TCPFillChecksum]
+        }
+
+        node L4TCPFillChecksum {
             port out[Wire]
         }
 

@@ -8,6 +8,10 @@ import (
 	"github.com/dragonc/dragonc/prg"
 )
 
+// ipv4HeaderChecksum is why a Linux driver never has the NIC fill the
+// IPv4 header checksum of a frame it sends.
+const ipv4HeaderChecksum = "Linux fills the IPv4 header checksum itself (ip_send_check, net/ipv4/ip_output.c); the driver's transmit checksum path (ixgbe_tx_csum, igb_tx_csum) acts only on CHECKSUM_PARTIAL, the transport checksum, and sets the IPv4 insertion bit only for TSO"
+
 // The Linux drivers of the built-in NICs: what each exposes of the
 // silicon, read from the driver sources in the Linux tree (paths relative
 // to drivers/net/ethernet/). A model names its driver with the resource
@@ -58,6 +62,7 @@ var drivers = map[string]*prg.Driver{
 			"RxCEtherTypeFilter": "ixgbe keeps the EtherType filters for its own use (FCoE, LLDP); ethtool -N cannot reach them",
 			"RxCSynFilter":       "ixgbe has no ethtool interface to the SYN filter",
 		},
+		TxSoftware: map[string]string{"TxL3IPv4FillChecksum": ipv4HeaderChecksum},
 	},
 	// Intel 82576: igb.
 	"igb": {
@@ -88,6 +93,7 @@ var drivers = map[string]*prg.Driver{
 			"RxCFlexFilter":      "igb has no ethtool interface to the flexible filters",
 			"RxC5TupleFilter":    "igb has no ethtool interface to the five-tuple filters (ethtool -N takes only ETHER_FLOW, and not at all on the 82576)",
 		},
+		TxSoftware: map[string]string{"TxL3IPv4FillChecksum": ipv4HeaderChecksum},
 	},
 	// Myricom Myri-10G: myri10ge.
 	"myri10ge": {

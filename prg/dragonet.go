@@ -62,6 +62,11 @@ var dragonetFunctions = map[string]string{
 // prgSFImpl.unicorn).
 const dragonetQueueCount = 11
 
+// maxQueueNodes bounds the nodes configRxQueues may create: the queues
+// and the copies of what follows them (a numbered range of a file names at
+// most as many, dsl's maxFileRange).
+const maxQueueNodes = 1 << 16
+
 // dragonetLabels gives the predicate-less ports of Dragonet's hardware
 // nodes their meaning, by label and port. Dragonet embeds by label: a PRG
 // node that carries the label of an LPG node does that node's work
@@ -94,6 +99,7 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 			return g, false
 		}
 	}
+	g = g.Clone() // the caller's graph keeps the file's own meaning
 	at := func(src graph.Source) diag.Range { return diag.Range{File: file, Start: src.Offset, End: src.Offset} }
 	for _, n := range g.Nodes {
 		if n.Kind == graph.Config && dragonetFunctions[n.Name] != "" {
@@ -108,6 +114,17 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 					count = int(p.Value.Num)
 				}
 			}
+		}
+		after := 0
+		for _, r := range g.Reachable([]int{n.ID}) {
+			if r {
+				after++
+			}
+		}
+		if nodes := count * (after + 1); nodes > maxQueueNodes {
+			diags.Errorf(at(n.Src), "E403", "configRxQueues would make %d queues of %d nodes each (%d in all); dragonc builds at most %d", count, after+1, nodes, maxQueueNodes).Detail =
+				"give the model fewer queues (resources { rx_queues N }) or fewer nodes after RxQueues"
+			return g, true
 		}
 		g = expandQueues(g, n.ID, count)
 	}

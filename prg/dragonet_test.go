@@ -244,3 +244,38 @@ func nodeSet(g *graph.Graph) []string {
 	sort.Strings(out)
 	return out
 }
+
+// FuzzModel: any source either fails to load with diagnostics or gives a
+// model whose empty configuration runs a frame without a panic (Dragonet's
+// conventions rewrite the graph first: queue creation, labels, atoms).
+func FuzzModel(f *testing.F) {
+	for _, name := range nics.Names() {
+		src, _ := nics.Source(name)
+		f.Add(src)
+	}
+	f.Add([]byte(`graph prg1 {
+    node Foo { port queues[RxQueues] port default[RxQueues] }
+    config RxQueues { attr "software" spawn poll RxQueues port out[After] }
+    node After { port out[After2] port other[] }
+    node After2 { port out[] }
+}`))
+	f.Add([]byte(`graph tap { node RxQueue { attr "source" port out[] } node TxQueue { attr "sink" } }`))
+	frame := udp(us, 7, 53)
+	f.Fuzz(func(t *testing.T, src []byte) {
+		m, diags := prg.Load("fuzz.unicorn", src)
+		if m == nil {
+			if !diags.HasErrors() {
+				t.Fatal("no model and no error")
+			}
+			return
+		}
+		in, err := prg.NewInterp(m, prg.NewConfig())
+		if err != nil {
+			return // e.g. a cycle: reported when the model is used
+		}
+		r := in.Run(frame, true)
+		if r.Queue >= 0 && m.QueueIndex(m.G.Nodes[m.Queues[0].Node].Name) < 0 {
+			t.Fatal("a queue node that QueueIndex does not know")
+		}
+	})
+}

@@ -31,6 +31,10 @@ type Driver struct {
 	// Hidden says, per configuration node of the silicon the driver does
 	// not expose, why not (shown in warnings).
 	Hidden map[string]string
+	// TxSoftware names the transmit nodes of the silicon the driver never
+	// asks the NIC to run, with why: Linux computes them before the
+	// driver sees the frame.
+	TxSoftware map[string]string
 }
 
 // DriverTable is a filter table reachable through ethtool -N.

@@ -49,6 +49,7 @@ type Model struct {
 	// actionQueue maps the nodes a filter action may name to the queue
 	// they lead to: queues, and the OR gates in front of them.
 	actionQueue map[string]int
+	txQueues    []int // transmit queue nodes
 }
 
 // Queue is a receive queue: in dragonc's models a node marked "source"
@@ -149,6 +150,9 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 		case dragoncQueue(n):
 			id, _ = strconv.Atoi(queueName.FindStringSubmatch(n.Name)[1])
 		}
+		if isDragonet && strings.HasPrefix(n.Name, "TxQueue") || !isDragonet && n.HasAttr("source") && strings.HasPrefix(n.Name, "Tx") && queueName.MatchString(n.Name) {
+			m.txQueues = append(m.txQueues, n.ID)
+		}
 		if id >= 0 {
 			m.queueOf[n.ID] = id
 			m.Queues = append(m.Queues, Queue{ID: id, Node: n.ID, Name: n.Name})
@@ -237,6 +241,35 @@ func (m *Model) QueueIndex(name string) int {
 		return id
 	}
 	return -1
+}
+
+// TxPath returns the names of the nodes a frame handed to the first
+// transmit queue passes in a configured PRG (Apply's graph), the queue
+// itself left out, in the order they run: what the NIC does to every
+// frame it sends (checksum insertion when it is switched on).
+func (m *Model) TxPath(hw *graph.Graph) []string {
+	if len(m.txQueues) == 0 {
+		return nil
+	}
+	var out []string
+	seen := map[int]bool{m.txQueues[0]: true}
+	next := []int{m.txQueues[0]}
+	for len(next) > 0 {
+		id := next[0]
+		next = next[1:]
+		if id != m.txQueues[0] {
+			out = append(out, hw.Nodes[id].Name)
+		}
+		for _, p := range hw.Nodes[id].Ports {
+			for _, s := range p.Succ {
+				if !seen[s] {
+					seen[s] = true
+					next = append(next, s)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // IsQueue reports whether node id is a receive queue.

@@ -29,9 +29,9 @@ var dataplaneSrc embed.FS
 
 // Chains are the transmit paths of a stack, read off its LPG: for each
 // reply and each sink that spawns a transmit path, the Tx nodes the
-// spawned frame passes, in order, leaving out nodes the plan runs in
-// hardware (a NIC that fills checksums). Send is the path of a UDP
-// endpoint's datagrams.
+// spawned frame passes, in order, the nodes the plan leaves to the NIC (a
+// NIC that fills checksums) marked dataplane.NICPrefix. Send is the path
+// of a UDP endpoint's datagrams.
 type Chains = dataplane.Chains
 
 // TxChains reads the transmit chains off an LPG.
@@ -49,8 +49,14 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 			if _, ok := dataplane.TxNodes[n.Name]; !ok {
 				return nil, fmt.Errorf("transmit node %s has no implementation in the data plane", n.Name)
 			}
-			if p, ok := pl.Placement[n.Name]; !ok || p.Where == "software" {
+			switch p, ok := pl.Placement[n.Name]; {
+			case !ok || p.Where == "software":
 				out = append(out, n.Name)
+			case p.Where == "hardware":
+				if _, ok := dataplane.NICTxNodes[n.Name]; !ok {
+					return nil, fmt.Errorf("the plan leaves transmit node %s to the NIC, which the data plane cannot stand in for", n.Name)
+				}
+				out = append(out, dataplane.NICPrefix+n.Name)
 			}
 			if len(n.Ports) == 0 || len(n.Ports[0].Succ) == 0 {
 				return out, nil
@@ -63,6 +69,9 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 	}
 	for _, n := range g.Nodes {
 		for _, sp := range n.Spawns {
+			if sp.Name == "send" && !strings.HasPrefix(n.Name, "RxL4UDPSocket_") {
+				continue // TCP endpoints are the kernel's: their frames pass up
+			}
 			chain, err := walk(sp.Target)
 			if err != nil {
 				return nil, err
@@ -74,8 +83,6 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 					return nil, fmt.Errorf("UDP endpoints send through different paths")
 				}
 				c.Send = chain
-			case sp.Name == "send":
-				// TCP endpoints are the kernel's: their frames pass up.
 			case o.Kind == lpg.Reply:
 				c.Replies[o.Reply] = chain
 			case o.Kind == lpg.Sink:

@@ -16,9 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	gomaps "maps"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,6 +166,15 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 		if e.Proto == lpg.TCP {
 			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
 		}
+	}
+	var nic []string
+	for _, n := range slices.Sorted(gomaps.Keys(pl.Placement)) {
+		if p := pl.Placement[n]; p.Where == "hardware" && strings.HasPrefix(n, "Tx") {
+			nic = append(nic, n)
+		}
+	}
+	if len(nic) > 0 {
+		fmt.Fprintf(opt.Stderr, "dragonc run: the plan leaves %s to the NIC; AF_XDP and AF_PACKET cannot put the request in a transmit descriptor, so the data plane fills them last, as the NIC would\n", strings.Join(nic, ", "))
 	}
 	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw}, nil
 }

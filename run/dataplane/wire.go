@@ -32,35 +32,24 @@ func Wire(code Code, ch Chains, handlers []Handler, mac [6]byte) (*Stack, error)
 	if len(handlers) != len(code.Endpoints) {
 		return nil, fmt.Errorf("%d handlers for %d endpoints", len(handlers), len(code.Endpoints))
 	}
-	bind := func(names []string) ([]TxFunc, error) {
-		var out []TxFunc
-		for _, n := range names {
-			f, ok := TxNodes[n]
-			if !ok {
-				return nil, fmt.Errorf("transmit node %s has no implementation in the data plane", n)
-			}
-			out = append(out, f)
-		}
-		return out, nil
-	}
 	st := &Stack{Process: code.Process, Endpoints: code.Endpoints, Handlers: handlers,
 		Replies: code.Replies, Sinks: code.Sinks, DropSites: code.DropSites, MAC: mac}
 	for _, h := range handlers {
 		st.UDP = append(st.UDP, h != nil)
 	}
 	var err error
-	if st.SendChain, err = bind(ch.Send); err != nil {
+	if st.SendChain, err = Bind(ch.Send); err != nil {
 		return nil, err
 	}
 	for _, r := range code.Replies {
-		c, err := bind(ch.Replies[r])
+		c, err := Bind(ch.Replies[r])
 		if err != nil {
 			return nil, err
 		}
 		st.ReplyChains = append(st.ReplyChains, c)
 	}
 	for _, s := range code.Sinks {
-		c, err := bind(ch.Sinks[s])
+		c, err := Bind(ch.Sinks[s])
 		if err != nil {
 			return nil, err
 		}
@@ -95,4 +84,28 @@ func (s *Server) Watch(w io.Writer, every time.Duration, poke <-chan struct{}, d
 	io.WriteString(w, "final:\n")
 	s.Report(w)
 	return err
+}
+
+// Bind looks a chain's nodes up: software nodes in TxNodes, the nodes
+// marked NICPrefix in NICTxNodes, run after the others as the NIC would.
+func Bind(names []string) ([]TxFunc, error) {
+	var out, nic []TxFunc
+	for _, n := range names {
+		name, byNIC := nicNode(n)
+		table := TxNodes
+		if byNIC {
+			table = NICTxNodes
+		}
+		f, ok := table[name]
+		if !ok {
+			return nil, fmt.Errorf("transmit node %s has no implementation in the data plane", n)
+		}
+		if byNIC {
+			nic = append(nic, f)
+			continue
+		}
+		out = append(out, f)
+	}
+	// What the NIC does it does last, to the finished frame.
+	return append(out, nic...), nil
 }
