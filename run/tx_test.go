@@ -51,7 +51,11 @@ func TestTxOffload(t *testing.T) {
 					if strings.Contains(strings.Join(c.plan, " "), dataplane.NICPrefix) {
 						offloaded[nic+"/"+target] = appendNew(offloaded[nic+"/"+target], c.plan...)
 					}
-					got, want := c.build(t, c.plan), c.build(t, c.soft)
+					got, flags := c.build(t, c.plan)
+					want, none := c.build(t, c.soft)
+					if none != 0 || flags != wantFlags(c.plan) {
+						t.Errorf("%s %s: descriptor flags %#x with %v (the LPG's chain: %#x)", name, c.name, flags, c.plan, none)
+					}
 					if !bytes.Equal(got, want) {
 						t.Errorf("%s %s: the frame with %v differs from the LPG's\n got %x\nwant %x", name, c.name, c.plan, got, want)
 					}
@@ -89,7 +93,22 @@ func TestTxOffload(t *testing.T) {
 type txCase struct {
 	name       string
 	plan, soft []string
-	build      func(t *testing.T, chain []string) []byte
+	build      func(t *testing.T, chain []string) ([]byte, uint8)
+}
+
+// wantFlags is what a chain asks of the NIC: IXSM for the IPv4 header
+// checksum, TXSM for a transport checksum.
+func wantFlags(chain []string) uint8 {
+	var f uint8
+	for _, n := range chain {
+		switch n {
+		case dataplane.NICPrefix + "TxL3IPv4FillChecksum":
+			f |= dataplane.TxInsertIPv4Checksum
+		case dataplane.NICPrefix + "TxL4UDPFillChecksum", dataplane.NICPrefix + "TxL4TCPFillChecksum":
+			f |= dataplane.TxInsertL4Checksum
+		}
+	}
+	return f
 }
 
 // txCases lists a request and its chains for every transmit path the
@@ -103,8 +122,8 @@ func txCases(st *lpg.Stack, plan, soft *Chains) []txCase {
 		break
 	}
 	peer := net.IP{us[0], us[1], us[2], us[3] ^ 0x7e}
-	run := func(req []byte, prep func(*dataplane.Tx)) func(t *testing.T, chain []string) []byte {
-		return func(t *testing.T, chain []string) []byte {
+	run := func(req []byte, prep func(*dataplane.Tx)) func(t *testing.T, chain []string) ([]byte, uint8) {
+		return func(t *testing.T, chain []string) ([]byte, uint8) {
 			fs, err := dataplane.Bind(chain)
 			if err != nil {
 				t.Fatal(err)
@@ -119,11 +138,11 @@ func txCases(st *lpg.Stack, plan, soft *Chains) []txCase {
 					t.Fatalf("%v stopped on %x", chain, req)
 				}
 			}
-			return slices.Clone(tx.Buf[:tx.N])
+			return slices.Clone(tx.Buf[:tx.N]), tx.Flags
 		}
 	}
 	var out []txCase
-	add := func(name string, p, s []string, build func(*testing.T, []string) []byte) {
+	add := func(name string, p, s []string, build func(*testing.T, []string) ([]byte, uint8)) {
 		if len(s) > 0 {
 			out = append(out, txCase{name, p, s, build})
 		}

@@ -302,3 +302,33 @@ func TestStreamsCaptures(t *testing.T) {
 	}
 	t.Logf("heap grew by at most %.1f MB for %d frames (fallback run: %v)", float64(int64(peak)-int64(base))/(1<<20), n, haveGo == nil)
 }
+
+// TestDragonetOtherModels: Dragonet's Null and Tap models and the
+// "simple" E10k and Solarflare variants, read as they are, embed every
+// example with no mismatch.
+func TestDragonetOtherModels(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	models, _ := filepath.Glob("../testdata/unicorn/dragonet/*.unicorn")
+	if len(models) != 4 {
+		t.Fatalf("%d Dragonet models in testdata, want 4", len(models))
+	}
+	examples, _ := filepath.Glob("../examples/*.lpg")
+	for _, m := range models {
+		for _, ex := range examples {
+			t.Run(filepath.Base(m)+"/"+filepath.Base(ex), func(t *testing.T) {
+				r, st := planFor(t, m, ex)
+				if len(r.Embedding.Queues) == 0 {
+					t.Fatal("no queue")
+				}
+				rep, err := Run(r, st, Options{Packets: n, Seed: 3, Work: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				noMismatches(t, rep)
+			})
+		}
+	}
+}

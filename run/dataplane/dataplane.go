@@ -329,7 +329,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			frame = pad[:]
 		}
 		v := s.st.Process(l.q.ID, frame)
-		t.Req = frame
+		t.Req, t.Flags = frame, 0
 		var chain []TxFunc
 		switch v.Kind {
 		case Deliver:

@@ -21,6 +21,21 @@ var NICTxNodes = map[string]TxFunc{
 	"TxL4TCPFillChecksum":  func(t *Tx) bool { return nicL4Checksum(t, 6, 16) },
 }
 
+// Transmit descriptor flags, the POPTS bits of Intel's advanced transmit
+// descriptor (ixgbe_type.h, e1000_82575.h): what a frame asks the NIC to
+// insert.
+const (
+	TxInsertIPv4Checksum = 0x01 // IXSM: insert the IPv4 header checksum
+	TxInsertL4Checksum   = 0x02 // TXSM: insert the TCP/UDP checksum
+)
+
+// nicFlags is the descriptor flag each NIC node answers to.
+var nicFlags = map[string]uint8{
+	"TxL3IPv4FillChecksum": TxInsertIPv4Checksum,
+	"TxL4UDPFillChecksum":  TxInsertL4Checksum,
+	"TxL4TCPFillChecksum":  TxInsertL4Checksum,
+}
+
 // nicNode splits a chain entry into the node and whether the NIC runs it.
 func nicNode(name string) (string, bool) {
 	if n, ok := strings.CutPrefix(name, NICPrefix); ok {

@@ -20,6 +20,7 @@ type Tx struct {
 	SPort   uint16
 	DPort   uint16
 	Payload []byte // UDP: what the application sends
+	Flags   uint8  // transmit descriptor flags (TxInsertIPv4Checksum, ...)
 	id      uint16
 }
 

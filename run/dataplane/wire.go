@@ -86,23 +86,27 @@ func (s *Server) Watch(w io.Writer, every time.Duration, poke <-chan struct{}, d
 	return err
 }
 
-// Bind looks a chain's nodes up: software nodes in TxNodes, the nodes
-// marked NICPrefix in NICTxNodes, run after the others as the NIC would.
+// Bind looks a chain's nodes up: software nodes in TxNodes; a node
+// marked NICPrefix sets its transmit descriptor flag where the chain
+// has it, and its stand-in from NICTxNodes runs after the others, on a
+// frame whose flags ask for it, as the NIC would.
 func Bind(names []string) ([]TxFunc, error) {
 	var out, nic []TxFunc
 	for _, n := range names {
 		name, byNIC := nicNode(n)
-		table := TxNodes
 		if byNIC {
-			table = NICTxNodes
+			f, ok := NICTxNodes[name]
+			if !ok {
+				return nil, fmt.Errorf("transmit node %s has no stand-in for the NIC in the data plane", name)
+			}
+			flag := nicFlags[name]
+			out = append(out, func(t *Tx) bool { t.Flags |= flag; return true })
+			nic = append(nic, func(t *Tx) bool { return t.Flags&flag == 0 || f(t) })
+			continue
 		}
-		f, ok := table[name]
+		f, ok := TxNodes[name]
 		if !ok {
 			return nil, fmt.Errorf("transmit node %s has no implementation in the data plane", n)
-		}
-		if byNIC {
-			nic = append(nic, f)
-			continue
 		}
 		out = append(out, f)
 	}
