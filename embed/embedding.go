@@ -689,21 +689,18 @@ func pathBoxes(g *graph.Graph, order []int) (map[int]*solver.Box, map[string]int
 // port whose predicate holds, and a port without one only when none
 // does. Ports tried earlier are subtracted where a box says it exactly (a
 // listener on one address loses the broadcasts a listener before it on
-// the same port takes); past earlierMax of them the box stays as it is.
+// the same port takes); a node with more than earlierMax other ports (a
+// demultiplexer of many endpoints) leaves the box as it is.
 func takenBy(parent, box *solver.Box, n *graph.Node, i int) *solver.Box {
 	const earlierMax = 16
-	var earlier []int
-	for j, p := range n.Ports {
-		if j != i && p.Pred != nil && (j < i || n.Ports[i].Pred == nil) {
-			earlier = append(earlier, j)
-		}
-	}
-	if len(earlier) > earlierMax {
+	if len(n.Ports) > earlierMax+1 {
 		return box
 	}
-	for _, j := range earlier {
-		if eb, exact := solver.Restrict(parent, n.Ports[j].Pred); exact {
-			box = solver.Minus(box, eb)
+	for j, p := range n.Ports {
+		if j != i && p.Pred != nil && (j < i || n.Ports[i].Pred == nil) {
+			if eb, exact := solver.Restrict(parent, p.Pred); exact {
+				box = solver.Minus(box, eb)
+			}
 		}
 	}
 	return box
