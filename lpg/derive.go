@@ -262,7 +262,7 @@ func Derive(st *Stack) (*graph.Graph, error) {
 		b.add("RxOMXUnknownEndpoint", graph.FNode, "field", AttrSink)
 		for _, e := range omxs {
 			ep := b.add("RxOMXEndpoint_"+e.Ident, graph.FNode, "deliver", AttrEndpoint+e.Name)
-			_ = ep
+			b.spawn(ep, "send", "TxOMXStart")
 		}
 	}
 
@@ -287,6 +287,11 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	b.port(ipcs, "out", nil, "TxL2EtherFillHeader")
 	if st.ARP {
 		n := b.add("TxL3ARPInitiateResponse", graph.FNode, "fill")
+		b.port(n, "out", nil, "TxL2EtherFillHeader")
+	}
+	if len(omxs) > 0 {
+		// An Open-MX endpoint answers the endpoint that wrote to it.
+		n := b.add("TxOMXStart", graph.FNode, "fill")
 		b.port(n, "out", nil, "TxL2EtherFillHeader")
 	}
 	eth := b.add("TxL2EtherFillHeader", graph.FNode, "fill")

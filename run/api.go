@@ -17,10 +17,11 @@ import (
 
 // The data plane's types, for Go programs that serve a stack themselves.
 type (
-	// Handler serves a UDP endpoint: it returns the payload to send
-	// back to the datagram's sender, or nil.
+	// Handler serves a UDP or Open-MX endpoint: it returns the payload
+	// to send back to the sender, or nil.
 	Handler = dataplane.Handler
-	// Datagram is a UDP datagram delivered to an endpoint.
+	// Datagram is a UDP datagram or an Open-MX message delivered to an
+	// endpoint.
 	Datagram = dataplane.Datagram
 	// Code is the generated fallback package of a plan, as linked into
 	// the calling program.
@@ -32,7 +33,7 @@ type (
 // ServeCode serves the stack of r on opt.Iface until ctx ends, in this
 // process: code is the fallback package `dragonc embed -o` generated for
 // the same stack and NIC, linked into the calling program, and handlers
-// serve UDP endpoints by name. A UDP endpoint without a handler runs the
+// serve UDP and Open-MX endpoints by name. One without a handler runs the
 // built-in application its app attribute names (echo or discard; others
 // discard). Programs load and sockets open as Serve's do, and everything
 // is detached on return.
@@ -66,7 +67,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 	}
 	hs := make([]Handler, len(st.Endpoints))
 	for i, e := range st.Endpoints {
-		if e.Proto != lpg.UDP {
+		if e.Proto == lpg.TCP {
 			continue
 		}
 		switch h, ok := handlers[e.Name]; {
@@ -83,8 +84,8 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 		if i < 0 {
 			return usage("a handler for %s, which is not an endpoint of stack %s", name, st.Name)
 		}
-		if st.Endpoints[i].Proto != lpg.UDP {
-			return usage("a handler for %s, which is not a UDP endpoint", name)
+		if st.Endpoints[i].Proto == lpg.TCP {
+			return usage("a handler for %s, a TCP endpoint: TCP stays with the kernel", name)
 		}
 	}
 	sv, err := prepare(ctx, r, st, &opt)

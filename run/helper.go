@@ -31,7 +31,7 @@ var dataplaneSrc embed.FS
 // reply and each sink that spawns a transmit path, the Tx nodes the
 // spawned frame passes, in order, the nodes the plan leaves to the NIC (a
 // NIC that fills checksums) marked dataplane.NICPrefix. Send is the path
-// of a UDP endpoint's datagrams.
+// of a UDP endpoint's datagrams, SendOMX an Open-MX endpoint's messages.
 type Chains = dataplane.Chains
 
 // TxChains reads the transmit chains off an LPG.
@@ -69,7 +69,7 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 	}
 	for _, n := range g.Nodes {
 		for _, sp := range n.Spawns {
-			if sp.Name == "send" && !strings.HasPrefix(n.Name, "RxL4UDPSocket_") {
+			if sp.Name == "send" && !strings.HasPrefix(n.Name, "RxL4UDPSocket_") && !strings.HasPrefix(n.Name, "RxOMXEndpoint_") {
 				continue // TCP endpoints are the kernel's: their frames pass up
 			}
 			chain, err := walk(sp.Target)
@@ -83,6 +83,12 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 					return nil, fmt.Errorf("UDP endpoints send through different paths")
 				}
 				c.Send = chain
+			case sp.Name == "send":
+				if c.SendOMX != nil && !slices.Equal(c.SendOMX, chain) {
+					return nil, fmt.Errorf("Open-MX endpoints send through different paths")
+				}
+				c.SendOMX = chain
+				c.OMX = append(c.OMX, o.Endpoint)
 			case o.Kind == lpg.Reply:
 				c.Replies[o.Reply] = chain
 			case o.Kind == lpg.Sink:
@@ -117,7 +123,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, mac uint64) []byte {
 	chainMap(c.Replies)
 	w("\t},\n\tSinks: map[string][]string{\n")
 	chainMap(c.Sinks)
-	w("\t},\n\tSend: []string%s,\n}\n\n", names(c.Send))
+	w("\t},\n\tSend: []string%s,\n\tSendOMX: []string%s,\n\tOMX: []string%s,\n}\n\n", names(c.Send), names(c.SendOMX), names(c.OMX))
 	w("// handlers are the endpoints' applications, in the order of\n// fb.EndpointNames.\nvar handlers = []dataplane.Handler{")
 	for i, h := range handlers {
 		if i > 0 {

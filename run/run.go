@@ -69,8 +69,8 @@ func usage(format string, args ...any) error { return &UsageError{fmt.Sprintf(fo
 
 // Serve serves the stack of r on opt.Iface until ctx ends. It builds the
 // generated code and the data plane into a helper program (with the go
-// command) and runs it; UDP endpoints run the built-in application their
-// app attribute names.
+// command) and runs it; UDP and Open-MX endpoints run the built-in
+// application their app attribute names.
 func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) error {
 	sv, err := prepare(ctx, r, st, &opt)
 	if err != nil {
@@ -79,7 +79,7 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) er
 	handlers := make([]string, len(st.Endpoints))
 	for i, e := range st.Endpoints {
 		switch {
-		case e.Proto != lpg.UDP:
+		case e.Proto == lpg.TCP:
 		case e.App == "echo":
 			handlers[i] = "Echo"
 		case e.App == "discard":

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
 )
@@ -35,6 +37,7 @@ const testStack = `stack served {
     endpoint echo udp listen *:7 { app "echo" rate 200kpps }
     endpoint echo2 udp listen 10.9.0.1:7007 { app "echo" rate 200kpps }
     endpoint sink udp listen *:9 { app "discard" rate 10kpps }
+    endpoint mx openmx 3 { app "echo" }
     service icmp-echo
     service arp
 }
@@ -262,6 +265,18 @@ func testServe(t *testing.T, socket, nic string) {
 				}
 			}
 		}
+		// Open-MX: the echo endpoint returns each message to the
+		// endpoint that sent it.
+		for i := range 10 {
+			msg := []byte(fmt.Sprintf("open-mx message %d, long enough to need no padding", i))
+			got, err := omxExchange("vB", 3, 9, msg)
+			if err != nil {
+				return fmt.Errorf("open-mx: %w", err)
+			}
+			if !bytes.Equal(got, msg) {
+				return fmt.Errorf("open-mx echoed %q, want %q", got, msg)
+			}
+		}
 		// The discard endpoint answers nothing.
 		if got, err := udpExchange(9, []byte("gone")); err == nil {
 			return fmt.Errorf("discard answered %q", got)
@@ -350,6 +365,51 @@ func waitReady(t *testing.T, ready <-chan struct{}, served <-chan error, log *sy
 
 // udpExchange sends msg to 10.9.0.1:port from a connected socket and
 // waits up to a second for an answer.
+// omxExchange sends an Open-MX message from endpoint src to endpoint dst
+// of the stack over a raw socket on ifname and returns the payload of the
+// answer addressed to src (the Open-MX header as internal/packet builds
+// it: type, destination and source endpoint at bytes 2..4).
+func omxExchange(ifname string, dst, src uint8, msg []byte) ([]byte, error) {
+	ifc, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, err
+	}
+	et := uint16(packet.EtherTypeOpenMX)
+	proto := int(et>>8 | et<<8&0xff00) // network order
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, proto)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifc.Index}); err != nil {
+		return nil, err
+	}
+	tv := syscall.NsecToTimeval(int64(time.Second))
+	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+		return nil, err
+	}
+	stack := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	frame := packet.MustBuild(packet.Spec{SrcMAC: ifc.HardwareAddr, DstMAC: stack, EtherType: packet.EtherTypeOpenMX, OMXType: 0x11, OMXDstEP: dst, OMXSrcEP: src, Payload: msg})
+	to := &syscall.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifc.Index, Halen: 6}
+	copy(to.Addr[:], stack)
+	if err := syscall.Sendto(fd, frame, 0, to); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		n, _, err := syscall.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return nil, err
+		}
+		b := buf[:n]
+		if n < 22 || !bytes.Equal(b[0:6], ifc.HardwareAddr) || b[14+3] != src || b[14+4] != dst {
+			continue // our own frame, or someone else's
+		}
+		return slices.Clone(b[22:min(n, 22+len(msg))]), nil
+	}
+	return nil, fmt.Errorf("no answer")
+}
+
 func udpExchange(port int, msg []byte) ([]byte, error) {
 	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: port})
 	if err != nil {

@@ -42,7 +42,7 @@ type Datagram struct {
 	Queue        int    // the plan queue that received it
 	Payload      []byte // valid only during the call
 	Src, Dst     [4]byte
-	SPort, DPort uint16
+	SPort, DPort uint16 // UDP ports; Open-MX: the source and destination endpoints
 }
 
 // A Handler serves an endpoint. It returns the payload of a datagram to
@@ -65,6 +65,7 @@ type Stack struct {
 	Process     func(queue int, frame []byte) Verdict
 	Endpoints   []string
 	UDP         []bool // per endpoint: a UDP endpoint (its handler runs)
+	OMX         []bool // per endpoint: an Open-MX endpoint (its handler runs)
 	Handlers    []Handler
 	Replies     []string
 	ReplyChains [][]TxFunc // per reply
@@ -72,6 +73,7 @@ type Stack struct {
 	SinkChains  [][]TxFunc // per sink; nil: a sink that sends nothing
 	DropSites   []string   // "NODE.PORT", or "" for a drop with no site
 	SendChain   []TxFunc   // what a UDP handler's answer goes through
+	SendOMX     []TxFunc   // what an Open-MX handler's answer goes through
 	MAC         [6]byte
 }
 
@@ -337,6 +339,21 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 				return
 			}
 			l.c.deliver[v.Index].Add(1)
+			if s.st.OMX[v.Index] && s.st.Handlers[v.Index] != nil {
+				// Open-MX frames carry no length: the message is the rest
+				// of the frame, padding included.
+				if len(frame) < ethLen+omxHeader {
+					return
+				}
+				*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID, Payload: frame[ethLen+omxHeader:]}
+				dg.SPort, dg.DPort = uint16(frame[ethLen+4]), uint16(frame[ethLen+3])
+				if t.Payload = s.st.Handlers[v.Index](dg); t.Payload == nil {
+					return
+				}
+				copy(t.DstMAC[:], frame[6:12])
+				chain = s.st.SendOMX
+				break
+			}
 			if !s.st.UDP[v.Index] || s.st.Handlers[v.Index] == nil {
 				return
 			}

@@ -37,6 +37,7 @@ var TxNodes = map[string]TxFunc{
 	"TxL3ICMPInitiateUnreachable": TxL3ICMPInitiateUnreachable,
 	"TxL3ICMPFillChecksum":        TxL3ICMPFillChecksum,
 	"TxL4UDPStart":                TxL4UDPStart,
+	"TxOMXStart":                  TxOMXStart,
 	"TxL4UDPFillChecksum":         TxL4UDPFillChecksum,
 	"TxL3IPv4FillHeader":          TxL3IPv4FillHeader,
 	"TxL3IPv4FillChecksum":        TxL3IPv4FillChecksum,
@@ -165,6 +166,27 @@ func TxL4UDPStart(t *Tx) bool {
 	t.Proto = 17
 	t.EthType = 0x0800
 	t.N = l4At + 8 + n
+	return true
+}
+
+// omxHeader is the length of the Open-MX header as dragonc models it
+// (internal/packet: type, destination and source endpoint at bytes 2..4).
+const omxHeader = 8
+
+// TxOMXStart writes an Open-MX message to the endpoint that sent the
+// request: the request's type, its source endpoint as the destination
+// and its destination endpoint as the source, then the payload.
+func TxOMXStart(t *Tx) bool {
+	r := t.Req
+	if len(r) < ethLen+omxHeader || ethLen+omxHeader+len(t.Payload) > len(t.Buf) {
+		return false
+	}
+	h := t.Buf[ethLen : ethLen+omxHeader]
+	clear(h)
+	h[2], h[3], h[4] = r[ethLen+2], r[ethLen+4], r[ethLen+3]
+	n := copy(t.Buf[ethLen+omxHeader:], t.Payload)
+	t.EthType = 0x86DF
+	t.N = ethLen + omxHeader + n
 	return true
 }
 

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -23,22 +24,29 @@ type Chains struct {
 	Replies map[string][]string
 	Sinks   map[string][]string
 	Send    []string
+	SendOMX []string // what an Open-MX endpoint's answer passes
+	OMX     []string // the Open-MX endpoints
 }
 
 // Wire makes the Stack a data plane serves: code, the transmit chains
 // bound to the functions of TxNodes, and handlers (one per endpoint in
-// the order of code.Endpoints; nil for an endpoint that is not UDP).
+// the order of code.Endpoints; nil for a TCP endpoint, which is the kernel's).
 func Wire(code Code, ch Chains, handlers []Handler, mac [6]byte) (*Stack, error) {
 	if len(handlers) != len(code.Endpoints) {
 		return nil, fmt.Errorf("%d handlers for %d endpoints", len(handlers), len(code.Endpoints))
 	}
 	st := &Stack{Process: code.Process, Endpoints: code.Endpoints, Handlers: handlers,
 		Replies: code.Replies, Sinks: code.Sinks, DropSites: code.DropSites, MAC: mac}
-	for _, h := range handlers {
-		st.UDP = append(st.UDP, h != nil)
+	for i, h := range handlers {
+		omx := slices.Contains(ch.OMX, code.Endpoints[i])
+		st.UDP = append(st.UDP, h != nil && !omx)
+		st.OMX = append(st.OMX, h != nil && omx)
 	}
 	var err error
 	if st.SendChain, err = Bind(ch.Send); err != nil {
+		return nil, err
+	}
+	if st.SendOMX, err = Bind(ch.SendOMX); err != nil {
 		return nil, err
 	}
 	for _, r := range code.Replies {
