@@ -738,21 +738,26 @@ func (em *Embedding) endpointReach() {
 			return
 		}
 		b := em.lpgBox[em.epNode[name]]
-		qs := map[int]bool{}
+		// A walk reaches a few queues by a few steerings, each many times.
+		var nodes []int
 		var steer []string
 		em.walk(0, b, "default", nil, func(q int, c class) {
-			qs[q] = true
-			steer = append(steer, c.steer)
+			if !slices.Contains(nodes, q) {
+				nodes = append(nodes, q)
+			}
+			if !slices.Contains(steer, c.steer) {
+				steer = append(steer, c.steer)
+			}
 		}, false)
-		var ids []int
-		for nodeID := range qs {
+		ids := make([]int, 0, len(nodes))
+		for _, nodeID := range nodes {
 			if q, ok := em.Model.QueueByNode(nodeID); ok {
 				ids = append(ids, q.ID)
 			}
 		}
 		sort.Ints(ids)
 		slices.Sort(steer)
-		out[k] = reach{ids, strings.Join(slices.Compact(steer), "+")}
+		out[k] = reach{ids, strings.Join(steer, "+")}
 	})
 	for k, name := range names {
 		em.Reach[name], em.Steer[name] = out[k].ids, out[k].steer

@@ -191,11 +191,13 @@ func (r *Result) plan() *Plan {
 		pl.Queues = append(pl.Queues, pq)
 	}
 	pl.Config = r.planConfig()
+	pl.Endpoints = make([]PlanEndpoint, 0, len(p.eps))
 	for _, e := range p.eps {
-		pe := PlanEndpoint{Name: e.ep.Name, Queues: em.Reach[e.ep.Name], Steering: em.Steer[e.ep.Name], AppCores: e.ep.Cores, App: e.ep.App, IRQCores: []int{}}
+		pe := PlanEndpoint{Name: e.ep.Name, Queues: em.Reach[e.ep.Name], Steering: em.Steer[e.ep.Name], AppCores: e.ep.Cores, App: e.ep.App}
 		if pe.Queues == nil {
 			pe.Queues = []int{}
 		}
+		pe.IRQCores = make([]int, 0, len(pe.Queues))
 		for _, q := range pe.Queues {
 			pe.IRQCores = append(pe.IRQCores, coreOf[q])
 		}
