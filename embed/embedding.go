@@ -759,6 +759,16 @@ func (em *Embedding) endpointReach() {
 		slices.Sort(steer)
 		out[k] = reach{ids, strings.Join(steer, "+")}
 	})
+	count := map[int]int{}
+	for k := range names {
+		for _, id := range out[k].ids {
+			count[id]++
+		}
+	}
+	for _, qe := range em.Queues {
+		qe.Endpoints = make([]string, 0, count[qe.ID])
+	}
+	em.Reach, em.Steer = make(map[string][]int, len(names)), make(map[string]string, len(names))
 	for k, name := range names {
 		em.Reach[name], em.Steer[name] = out[k].ids, out[k].steer
 		for _, id := range out[k].ids {

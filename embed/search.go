@@ -41,6 +41,7 @@ type state struct {
 	// dragonetPrio: every entry at Dragonet's one priority (1), so the
 	// NIC orders overlapping entries by insertion alone.
 	dragonetPrio bool
+	moveBuf      []choice // moveSweep's list of moves, reused
 	used         []int    // per table (table.idx): entries in use
 	shape        []string // global-mask tables: the shape of their entries
 	shapeN       []int
@@ -464,7 +465,12 @@ func (p *problem) dragonetMayFit() bool {
 // moves lists every choice endpoint i could take: no entry (RSS or the
 // default queue), or an entry in a table with room to each queue.
 func (p *problem) moves(s *state, i int) []choice {
-	out := []choice{{}}
+	return p.appendMoves(nil, s, i)
+}
+
+// appendMoves appends endpoint i's moves to out.
+func (p *problem) appendMoves(out []choice, s *state, i int) []choice {
+	out = append(out, choice{})
 	for _, t := range p.tables {
 		if !s.canUse(t, i) {
 			continue
@@ -485,7 +491,8 @@ func (p *problem) moveSweep(s *state, cur costmodel.Cost, sticky func(i int) boo
 	for _, i := range p.order() {
 		old := s.choice[i]
 		best, bestCost := old, cur
-		for _, c := range p.moves(s, i) {
+		s.moveBuf = p.appendMoves(s.moveBuf[:0], s, i)
+		for _, c := range s.moveBuf {
 			if c == old {
 				continue
 			}

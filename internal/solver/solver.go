@@ -62,9 +62,14 @@ func init() {
 // Universe is the set of all frames.
 func Universe() *Box { return &Box{} }
 
-// Clone copies a box; interval slices are shared and never mutated.
+// Clone copies a box; interval slices are shared and never mutated. The
+// copy has room for two more fields: most clones are narrowed next
+// (Restrict), and put then appends without growing the slices.
 func (b *Box) Clone() *Box {
-	c := &Box{ids: append([]uint8(nil), b.ids...), doms: append([]Domain(nil), b.doms...), empty: b.empty, gone: b.gone}
+	const room = 2
+	c := &Box{ids: make([]uint8, len(b.ids), len(b.ids)+room), doms: make([]Domain, len(b.doms), len(b.doms)+room), empty: b.empty, gone: b.gone}
+	copy(c.ids, b.ids)
+	copy(c.doms, b.doms)
 	if len(b.atoms) > 0 {
 		c.atoms = make(map[string]bool, len(b.atoms))
 		for k, v := range b.atoms {
