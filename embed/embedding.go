@@ -497,7 +497,9 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 	follow := func(p *graph.Port, sub *solver.Box, label string) {
 		rep := reported
 		for _, s := range p.Succ {
-			if em.hwNode[s].software {
+			// Only the walks that build classes (boxes) keep what the
+			// descriptor reports; the others ask where frames go.
+			if boxes && em.hwNode[s].software {
 				if rep == nil || rep[g.Nodes[s].Name] == false {
 					rep = cloneSet(rep)
 					rep[g.Nodes[s].Name] = true
