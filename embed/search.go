@@ -42,6 +42,7 @@ type state struct {
 	// NIC orders overlapping entries by insertion alone.
 	dragonetPrio bool
 	moveBuf      []choice // moveSweep's list of moves, reused
+	qscratch     []int    // shares' list of queues, reused
 	used         []int    // per table (table.idx): entries in use
 	shape        []string // global-mask tables: the shape of their entries
 	shapeN       []int
@@ -189,8 +190,8 @@ func (s *state) shares(i int) []costmodel.Share {
 			return cmp.Compare(a.j, b.j)
 		})
 	}
-	var qbuf [8]int
-	qs := qbuf[:0]
+	qs := s.qscratch[:0]
+	defer func() { s.qscratch = qs[:0] }()
 	covered := false
 	winner := -1
 	for _, c := range cands {
@@ -248,12 +249,15 @@ func (s *state) fallback(i int) []int {
 	qs := s.p.modes[s.mode].queues
 	switch {
 	case e.ep.Proto == lpg.OpenMX || len(qs) == 0:
-		return []int{0}
+		return queueZero
 	case e.rssQueue[s.mode] >= 0:
-		return []int{e.rssQueue[s.mode]}
+		return e.rssQueue[s.mode : s.mode+1]
 	}
 	return qs
 }
+
+// queueZero is the default queue alone; callers only read it.
+var queueZero = []int{0}
 
 // order lists endpoints gold first, then in declaration order.
 func (p *problem) order() []int {
