@@ -41,7 +41,7 @@ func (p *problem) config(cs []choice, mode int, dragonetPrio bool) *prg.Config {
 			prio = ch.t.sp.PrioLo
 		}
 		tv := c.Table(ch.t.sp.Node)
-		tv.Entries = append(tv.Entries, prg.Entry{Match: slices.Clone(e.match[ch.t]), Priority: prio, Action: node})
+		tv.Entries = append(tv.Entries, prg.Entry{Match: slices.Clone(e.match[ch.t.idx]), Priority: prio, Action: node})
 	}
 	// Buckets no endpoint uses go to the default queue.
 	for node := range identityUsed {

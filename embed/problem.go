@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/graph"
@@ -70,9 +71,9 @@ type table struct {
 type endpoint struct {
 	ep    *lpg.Endpoint
 	index int
-	match map[*table][]prg.FieldMatch // the entry that matches it, per table
-	shape string                      // fields matched, for global-mask tables
-	prio  int                         // 5-tuple priority: flows above listeners
+	match [][]prg.FieldMatch // the entry that matches it, by table.idx (nil: none)
+	shape string             // fields matched, for global-mask tables
+	prio  int                // 5-tuple priority: flows above listeners
 	// rssQueue is, per RSS mode, the queue index RSS sends it to when its
 	// hash is known (connected flows), else -1.
 	rssQueue []int
@@ -269,7 +270,7 @@ func topoIndex(g *graph.Graph) map[int]int {
 
 // matchFields is the entry an endpoint needs: the fields it fixes.
 func matchFields(e *lpg.Endpoint) []prg.FieldMatch {
-	var out []prg.FieldMatch
+	out := make([]prg.FieldMatch, 0, 5) // protocol, addresses, ports
 	switch e.Proto {
 	case lpg.OpenMX:
 		return []prg.FieldMatch{{Field: "eth.type", Value: packet.EtherTypeOpenMX}, {Field: "omx.dst_ep", Value: uint64(e.OMXID)}}
@@ -306,14 +307,19 @@ func fits(sp *prg.Space, ms []prg.FieldMatch) bool {
 	return true
 }
 
+// steerable reports whether some table can hold an entry for e.
+func (e *endpoint) steerable() bool {
+	return slices.ContainsFunc(e.match, func(m []prg.FieldMatch) bool { return m != nil })
+}
+
 func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
-	ep := &endpoint{ep: e, index: i, match: map[*table][]prg.FieldMatch{}}
+	ep := &endpoint{ep: e, index: i, match: make([][]prg.FieldMatch, len(p.tables))}
 	ms := matchFields(e)
-	var shape []string
+	shape := make([]string, 0, len(ms))
 	for _, m := range ms {
 		shape = append(shape, m.Field)
 	}
-	ep.shape = fmt.Sprint(shape)
+	ep.shape = "[" + strings.Join(shape, " ") + "]" // as fmt.Sprint prints it
 	switch {
 	case e.Flow:
 		ep.prio = 7
@@ -328,12 +334,12 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 		}
 		if t.identity {
 			if e.Proto == lpg.OpenMX && len(t.sp.Fields) == 1 && t.sp.Fields[0] == "omx.dst_ep" {
-				ep.match[t] = []prg.FieldMatch{{Field: "omx.dst_ep", Value: uint64(e.OMXID)}}
+				ep.match[t.idx] = []prg.FieldMatch{{Field: "omx.dst_ep", Value: uint64(e.OMXID)}}
 			}
 			continue
 		}
 		if fits(t.sp, ms) {
-			ep.match[t] = ms
+			ep.match[t.idx] = ms
 		}
 	}
 	// A connected flow hashes to one known bucket.

@@ -264,12 +264,12 @@ func (r *Result) plan() *Plan {
 	left, free := 0, 0
 	tables := map[*table]bool{}
 	for i, c := range r.state.choice {
-		if c.t != nil || len(p.eps[i].match) == 0 {
+		if c.t != nil || !p.eps[i].steerable() {
 			continue
 		}
 		left++
-		for t := range p.eps[i].match {
-			if !tables[t] {
+		for ti, m := range p.eps[i].match {
+			if t := p.tables[ti]; m != nil && !tables[t] {
 				tables[t] = true
 				if t.sp.Capacity == 0 {
 					free = math.MaxInt
@@ -340,7 +340,7 @@ func (r *Result) planConfig() []PlanConfig {
 	for i, ch := range r.state.choice {
 		if ch.t != nil && !ch.t.identity {
 			e := r.p.eps[i]
-			owner[entryKeyOf(ch.t.sp.Node, e.match[ch.t])] = e.ep.Name
+			owner[entryKeyOf(ch.t.sp.Node, e.match[ch.t.idx])] = e.ep.Name
 		}
 	}
 	for _, sp := range m.Spaces {
@@ -460,7 +460,7 @@ func (p *problem) incremental() (*state, error) {
 		for _, pe := range pc.Entries {
 			i, ok := idx[pe.Endpoint]
 			q, qok := qByID[p.in.Model.QueueIndex(pe.Action)]
-			if !ok || !qok || !s.canUse(t, i) || !sameMatch(p.eps[i].match[t], pe.Fields) {
+			if !ok || !qok || !s.canUse(t, i) || !sameMatch(p.eps[i].match[t.idx], pe.Fields) {
 				continue
 			}
 			s.set(i, choice{t, q})

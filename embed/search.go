@@ -84,7 +84,7 @@ func (s *state) restore(cs []choice) {
 // canUse reports whether t can take one more entry of endpoint i.
 func (s *state) canUse(t *table, i int) bool {
 	e := s.p.eps[i]
-	if _, ok := e.match[t]; !ok {
+	if e.match[t.idx] == nil {
 		return false
 	}
 	if s.choice[i].t == t {
@@ -145,7 +145,7 @@ func (p *problem) entryBox(i int, t *table) packetBox {
 	if b, ok := p.entryBx[k]; ok {
 		return b
 	}
-	e := prg.Entry{Match: p.eps[i].match[t]}
+	e := prg.Entry{Match: p.eps[i].match[t.idx]}
 	b, _ := solver.Restrict(solver.Universe(), e.Predicate(t.sp))
 	p.entryBx[k] = b
 	return b
@@ -407,7 +407,7 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 	}
 	for k, i := range order {
 		s.place(i)
-		if len(p.eps[i].match) == 0 {
+		if !p.eps[i].steerable() {
 			// No table of this NIC can hold it at all (a kind of flow
 			// Dragonet's oracles do not know, or a listener that never
 			// receives a packet): it stays on the catch-all queue.
@@ -453,7 +453,7 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 func (p *problem) dragonetMayFit() bool {
 	need, room := 0, 0
 	for _, e := range p.eps {
-		if len(e.match) > 0 {
+		if e.steerable() {
 			need++
 		}
 	}
