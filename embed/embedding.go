@@ -579,6 +579,18 @@ func (em *Embedding) toQueues(p *graph.Port) bool {
 	return len(p.Succ) > 0
 }
 
+// Field IDs knownBucket reads.
+var (
+	fIPHdrOK  = pred.FieldID("ip.hdr_ok")
+	fIPSrc    = pred.FieldID("ip.src")
+	fIPDst    = pred.FieldID("ip.dst")
+	fIPProto  = pred.FieldID("ip.proto")
+	fTCPSport = pred.FieldID("tcp.sport")
+	fTCPDport = pred.FieldID("tcp.dport")
+	fUDPSport = pred.FieldID("udp.sport")
+	fUDPDport = pred.FieldID("udp.dport")
+)
+
 // knownBucket returns the port of an RSS node that every frame of b takes
 // when b fixes the hashed fields (a connected flow), or nil.
 func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
@@ -590,23 +602,25 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 	if v == nil || v.Indirection == nil {
 		return nil
 	}
-	id := func(f string) int { return pred.Fields[f].ID }
-	if ok, single := b.Single(id("ip.hdr_ok")); !single || ok != 1 {
+	if ok, single := b.Single(fIPHdrOK); !single || ok != 1 {
 		return nil
 	}
-	src, ok1 := b.Single(id("ip.src"))
-	dst, ok2 := b.Single(id("ip.dst"))
-	proto, ok3 := b.Single(id("ip.proto"))
+	src, ok1 := b.Single(fIPSrc)
+	dst, ok2 := b.Single(fIPDst)
+	proto, ok3 := b.Single(fIPProto)
 	if !ok1 || !ok2 || !ok3 {
 		return nil
 	}
 	withPorts := proto == 6 && sp.TCPPorts || proto == 17 && sp.UDPPorts
 	var sport, dport uint64
 	if withPorts {
-		l4 := map[uint64]string{6: "tcp", 17: "udp"}[proto]
+		fs, fd := fTCPSport, fTCPDport
+		if proto == 17 {
+			fs, fd = fUDPSport, fUDPDport
+		}
 		var a, c bool
-		sport, a = b.Single(id(l4 + ".sport"))
-		dport, c = b.Single(id(l4 + ".dport"))
+		sport, a = b.Single(fs)
+		dport, c = b.Single(fd)
 		if !a || !c {
 			return nil
 		}

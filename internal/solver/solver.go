@@ -878,9 +878,11 @@ func JoinAll(boxes []*Box) *Box {
 // exists only when field takes one of vals (internal/packet sets udp.* only
 // for IPv4 datagrams of protocol 17 that are not fragments, and so on).
 type layerRule struct {
-	layer string
-	field int
-	vals  []pred.Range
+	layer  string
+	field  int
+	vals   []pred.Range
+	bit    uint16 // layerBits[layer], looked up once
+	fields []int  // layerFields[layer]
 }
 
 var rules []layerRule
@@ -907,7 +909,7 @@ func init() {
 	}
 	one := func(v uint64) []pred.Range { return []pred.Range{{Lo: v, Hi: v}} }
 	add := func(layer, field string, vals []pred.Range) {
-		rules = append(rules, layerRule{layer, pred.Fields[field].ID, vals})
+		rules = append(rules, layerRule{layer, pred.Fields[field].ID, vals, layerBits[layer], layerFields[layer]})
 	}
 	for _, l := range []string{"ip", "icmp", "udp", "tcp", "l4"} {
 		add(l, "eth.type", one(0x0800))
@@ -930,15 +932,15 @@ func init() {
 func (b *Box) normalize() bool {
 	for changed := true; changed; {
 		changed = false
-		for _, r := range rules {
-			bit := layerBits[r.layer]
+		for i := range rules {
+			r := &rules[i]
 			d := b.get(r.field)
 			if !overlaps(d.Vals, r.vals) {
-				if b.gone&bit == 0 {
-					b.gone |= bit
+				if b.gone&r.bit == 0 {
+					b.gone |= r.bit
 					changed = true
 				}
-				for _, id := range layerFields[r.layer] {
+				for _, id := range r.fields {
 					if k, ok := b.find(id); ok && len(b.doms[k].Vals) > 0 {
 						if !b.doms[k].Absent {
 							return false
@@ -950,7 +952,7 @@ func (b *Box) normalize() bool {
 				continue
 			}
 			if d.Absent || !subset(d.Vals, r.vals) {
-				for _, id := range layerFields[r.layer] {
+				for _, id := range r.fields {
 					if k, ok := b.find(id); ok && !b.doms[k].Absent {
 						b.put(r.field, Domain{Vals: intersect(d.Vals, r.vals)})
 						changed = true
