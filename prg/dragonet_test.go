@@ -203,14 +203,7 @@ func TestDragonetOpaquePorts(t *testing.T) {
 
 func dragonetModel(t *testing.T, name string) *prg.Model {
 	t.Helper()
-	file, src, err := nics.Resolve(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, diags := prg.Load(file, src)
-	if m == nil {
-		t.Fatal(diags)
-	}
+	m, diags := loadModel(t, name)
 	for _, d := range diags {
 		// Dragonet's file declares TxQueue3 twice (W201); nothing else.
 		if d.Code != "W201" || !strings.Contains(d.Summary, "TxQueue3") {

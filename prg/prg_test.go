@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/backends/dot"
+	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
@@ -13,17 +14,28 @@ import (
 	"github.com/dragonc/dragonc/prg"
 )
 
+// model loads a built-in model that must load without a diagnostic.
 func model(t *testing.T, name string) *prg.Model {
+	t.Helper()
+	m, diags := loadModel(t, name)
+	if len(diags) > 0 {
+		t.Fatalf("%s: %v", name, diags)
+	}
+	return m
+}
+
+// loadModel loads a built-in model, stopping the test on an error.
+func loadModel(t *testing.T, name string) (*prg.Model, diag.List) {
 	t.Helper()
 	file, src, err := nics.Resolve(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, diags := prg.Load(file, src)
-	if m == nil || len(diags) > 0 {
+	if m == nil {
 		t.Fatalf("%s: %v", name, diags)
 	}
-	return m
+	return m, diags
 }
 
 // TestModelsCheckClean loads every built-in model without a diagnostic and
