@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"lpg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"embed":                        {"internal/diag", "costmodel", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
 	"sim":                          {"embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
-	"backends/linux":               {"embed", "internal/pred", "prg"},
+	"backends/linux":               {"embed", "internal/graph", "internal/pred", "prg"},
 	"backends/nicconf":             {"embed"},
 	"backends/gofallback":          {"embed", "internal/graph", "internal/pred", "lpg", "sim"},
 	"bench":                        {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},

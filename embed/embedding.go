@@ -814,7 +814,7 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 	}
 	for _, id := range order {
 		n := g.Nodes[id]
-		if strings.HasPrefix(n.Name, "Tx") {
+		if graph.Transmit(n.Name) {
 			continue
 		}
 		b := em.lpgBox[id]

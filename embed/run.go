@@ -296,7 +296,7 @@ func (r *Result) plan() *Plan {
 	// stack treats them differently (verify shows the frames).
 	m := r.Embedding.Model
 	for _, n := range r.Embedding.HW.Nodes {
-		if m.Reported(n.ID) || m.IsQueue(n.ID) || n.Kind.IsGate() || n.HasAttr("source") || strings.HasPrefix(n.Name, "Tx") {
+		if m.Reported(n.ID) || m.IsQueue(n.ID) || n.Kind.IsGate() || n.HasAttr("source") || graph.Transmit(n.Name) {
 			continue
 		}
 		if _, ok := r.Embedding.LPG.Lookup(n.Name); ok {
@@ -420,7 +420,7 @@ func (r *Result) placement() map[string]PlanPlace {
 		case removed:
 			out[n.Name] = PlanPlace{Where: "removed"}
 		default:
-			if len(n.Name) > 2 && n.Name[:2] == "Tx" {
+			if graph.Transmit(n.Name) {
 				out[n.Name] = PlanPlace{Where: "software"}
 				continue
 			}

@@ -71,7 +71,7 @@ func NewInterp(g *graph.Graph) (*Interp, error) {
 	}
 	in := &Interp{G: g, prog: prog, trace: prog.NewTrace()}
 	for _, n := range g.Nodes {
-		if strings.HasPrefix(n.Name, "Tx") {
+		if graph.Transmit(n.Name) {
 			continue // the transmit path is spawned, not run on receive
 		}
 		if o, ok := Terminal(n); ok {

@@ -154,7 +154,7 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 // dragoncQueue is dragonc's own queue rule: a receive node marked
 // "source" whose name ends in its number.
 func dragoncQueue(n *graph.Node) bool {
-	return n.HasAttr("source") && !strings.HasPrefix(n.Name, "Tx") && queueName.MatchString(n.Name)
+	return n.HasAttr("source") && !graph.Transmit(n.Name) && queueName.MatchString(n.Name)
 }
 
 // expandQueues applies configRxQueues to the C-node id: count queues

@@ -150,7 +150,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 		case dragoncQueue(n):
 			id, _ = strconv.Atoi(queueName.FindStringSubmatch(n.Name)[1])
 		}
-		if isDragonet && strings.HasPrefix(n.Name, "TxQueue") || !isDragonet && n.HasAttr("source") && strings.HasPrefix(n.Name, "Tx") && queueName.MatchString(n.Name) {
+		if isDragonet && strings.HasPrefix(n.Name, "TxQueue") || !isDragonet && n.HasAttr("source") && graph.Transmit(n.Name) && queueName.MatchString(n.Name) {
 			m.txQueues = append(m.txQueues, n.ID)
 		}
 		if id >= 0 {

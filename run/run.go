@@ -33,6 +33,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
@@ -169,7 +170,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	}
 	var nic []string
 	for _, n := range slices.Sorted(gomaps.Keys(pl.Placement)) {
-		if p := pl.Placement[n]; p.Where == "hardware" && strings.HasPrefix(n, "Tx") {
+		if p := pl.Placement[n]; p.Where == "hardware" && graph.Transmit(n) {
 			nic = append(nic, n)
 		}
 	}

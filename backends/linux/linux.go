@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -285,7 +286,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 		switch {
 		case c.Kind == "enum" && strings.Contains(c.Node, "Csum"):
 			on := c.Choice == "on"
-			if strings.HasPrefix(c.Node, "Tx") {
+			if graph.Transmit(c.Node) {
 				txcsum = on
 			} else {
 				rxcsum = on

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	gograph "gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/iterator"
@@ -275,6 +276,13 @@ func (n *Node) Port(name string) *Port {
 	}
 	return nil
 }
+
+// Transmit reports whether a node name belongs to the transmit path. As
+// in Dragonet, receive and transmit are told apart by name: the Tx prefix
+// of the transmit cluster and of the transmit queues (Dragonet's
+// lib/Dragonet/Conventions.hs, txQPref = "TxQueue"). This is the one place
+// that rule is written.
+func Transmit(name string) bool { return strings.HasPrefix(name, "Tx") }
 
 // HasAttr reports whether n carries attribute a.
 func (n *Node) HasAttr(a string) bool { return slices.Contains(n.Attrs, a) }
