@@ -52,6 +52,8 @@ var allowed = map[string][]string{
 	// The data plane is shipped into generated modules: the standard
 	// library only.
 	"run/dataplane": {},
+	// The SOVIA layer stands alone: a sockets layer over VIs.
+	"sovia": {},
 }
 
 // libraryHome says which package may import each outside library.
