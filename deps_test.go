@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"internal/golden":              {},
 	"internal/stackgen":            {},
 	"internal/embedtest":           {"costmodel", "embed", "lpg", "nics", "prg"},
+	"internal/netnstest":           {},
 	"internal/pred":                {"internal/diag"},
 	"internal/graph":               {"internal/pred"},
 	"internal/packet":              {"internal/pred"},

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/internal/netnstest"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
@@ -55,54 +55,17 @@ type netns struct{ name string }
 
 func ip(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.IP(t, args...)
 }
 
-// inNS runs f on a thread that has joined namespace name, so that
-// sockets f opens and interfaces it names are that namespace's.
-func inNS(name string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: it ends with the goroutine, so no
-		// other goroutine ever runs in the namespace by accident.
-		runtime.LockOSThread()
-		fd, err := syscall.Open("/run/netns/"+name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer syscall.Close(fd)
-		if _, _, e := syscall.RawSyscall(sysSetns, uintptr(fd), syscall.CLONE_NEWNET, 0); e != 0 {
-			errc <- fmt.Errorf("setns %s: %w", name, e)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+// inNS runs f inside namespace name (netnstest.In).
+func inNS(name string, f func() error) error { return netnstest.In(name, f) }
 
 // pair makes namespaces A (the stack's, interface vA with the stack's
 // address) and B (the peer, vB 10.9.0.2/24), joined by a veth pair.
 func pair(t testing.TB) (a, b string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the namespace suite needs root (ip netns, veth, eBPF)")
-	}
-	for _, tool := range []string{"ip", "ethtool", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the namespace suite needs %s", tool)
-		}
-	}
-	id := fmt.Sprintf("dragonc-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	a, b = id+"-a", id+"-b"
-	ip(t, "netns", "add", a)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", a).Run() })
-	ip(t, "netns", "add", b)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", b).Run() })
+	a, b = netnstest.Two(t, "ethtool", "go")
 	ip(t, "link", "add", "vA", "netns", a, "numrxqueues", "2", "numtxqueues", "2", "type", "veth", "peer", "name", "vB", "netns", b, "numrxqueues", "2", "numtxqueues", "2")
 	ip(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
 	ip(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
@@ -574,9 +537,6 @@ func TestServeNeedsCapabilities(t *testing.T) {
 		t.Fatalf("the child said:\n%s\nwant a line with %q", out, want)
 	}
 }
-
-// sysSetns is setns(2) on amd64 and arm64 (the syscall package lacks it).
-var sysSetns = map[string]uintptr{"amd64": 308, "arm64": 268}[runtime.GOARCH]
 
 // TestServeFallsBack holds the interface's XDP hook with a program of its
 // own: dragonc run on auto must leave that program alone, say why AF_XDP
