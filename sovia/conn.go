@@ -80,10 +80,11 @@ type Stats struct {
 // close is noticed.
 const pollWait = 5 * time.Millisecond
 
-// Conn is one end of a SOVIA connection. It is single-threaded as in the
-// paper (no handler thread): the protocol makes progress inside Read,
-// Write and Close, which poll the VI's completion queue. A timer flushes
-// combined writes, and after Close the library finishes the FIN exchange.
+// Conn is one end of a SOVIA connection. It has no handler thread, as in
+// the paper: the protocol makes progress inside Read, Write and Close,
+// which poll the VI's completion queue. A timer flushes combined writes,
+// and after Close the library finishes the FIN exchange. One goroutine
+// may read while another writes.
 type Conn struct {
 	mu    sync.Mutex
 	vi    VI
@@ -363,7 +364,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 	for c.poll(0) {
 	}
 	for c.rx.Len() == 0 && !c.peerFin && c.err == nil {
-		c.poll(pollWait)
+		if !c.poll(pollWait) {
+			// Nothing came: let a writer on another goroutine in (a
+			// reader and a writer may share a connection, as net.Conn
+			// allows); a mutex waited for hands over on Unlock.
+			c.mu.Unlock()
+			c.mu.Lock()
+		}
 	}
 	if c.rx.Len() > 0 {
 		return c.rx.Read(b)

@@ -1,0 +1,146 @@
+//go:build linux
+
+package sovia
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/dragonc/dragonc/internal/netnstest"
+)
+
+// rawPair opens two software VIs joined by a veth pair between two
+// namespaces the test makes, and a SOVIA connection over them.
+func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI) {
+	t.Helper()
+	nsA, nsB := netnstest.Two(t)
+	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
+	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
+	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
+	open := func(ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi uint16) *RawVI {
+		var v *RawVI
+		if err := netnstest.In(ns, func() (err error) {
+			v, err = OpenRaw(ifc, lvi, peer, rvi)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { v.Close() })
+		return v
+	}
+	va, vb = open(nsA, "vA", 1, macB, 2), open(nsB, "vB", 2, macA, 1)
+	var err error
+	if a, err = NewConn(va, p); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = NewConn(vb, p); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, va, vb
+}
+
+// TestRawEchoAndBulk runs SOVIA over the software VI on a veth pair
+// between two namespaces: an echo of messages of every size the paper
+// measures (4 B to 32 KB), then 64 MiB written in 1 MiB writes while the
+// echo comes back on the same connection, contents checked by SHA-256,
+// no message lost.
+func TestRawEchoAndBulk(t *testing.T) {
+	p := PaperParams()
+	p.CombineDelay = time.Millisecond
+	a, b, va, vb := rawPair(t, p)
+
+	// The echo server: everything back until the client closes.
+	served := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := b.Read(buf)
+			if n > 0 {
+				if _, werr := b.Write(buf[:n]); werr != nil {
+					served <- werr
+					return
+				}
+			}
+			if err == io.EOF {
+				served <- b.Close()
+				return
+			}
+			if err != nil {
+				served <- err
+				return
+			}
+		}
+	}()
+	rng := rand.New(rand.NewPCG(4, 5))
+	for size := 4; size <= 32<<10; size *= 2 {
+		msg := make([]byte, size)
+		for i := range msg {
+			msg[i] = byte(rng.Uint32())
+		}
+		if _, err := a.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 0, size)
+		buf := make([]byte, size)
+		for len(got) < size {
+			n, err := a.Read(buf)
+			if err != nil {
+				t.Fatalf("echo of %d bytes: %v after %d", size, err, len(got))
+			}
+			got = append(got, buf[:n]...)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("echo of %d bytes came back different", size)
+		}
+	}
+
+	// Bulk: 64 MiB one way, in 1 MiB writes.
+	const total = 64 << 20
+	want := sha256.New()
+	sent := make(chan error, 1)
+	go func() {
+		block := make([]byte, 1<<20)
+		r := rand.New(rand.NewPCG(6, 7))
+		for range total / len(block) {
+			for i := range block {
+				block[i] = byte(r.Uint32())
+			}
+			want.Write(block)
+			if _, err := a.Write(block); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	// The echo server returns it all; read it back while writing.
+	got := sha256.New()
+	buf := make([]byte, 256<<10)
+	for n := 0; n < total; {
+		k, err := a.Read(buf)
+		got.Write(buf[:k])
+		n += k
+		if err != nil {
+			t.Fatalf("bulk after %d bytes: %v", n, err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+		t.Fatal("the 64 MiB arrived different")
+	}
+	a.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if va.Lost()+vb.Lost() != 0 {
+		t.Fatalf("%d messages found no descriptor", va.Lost()+vb.Lost())
+	}
+}
