@@ -16,9 +16,9 @@ import (
 
 // rawPair opens two software VIs joined by a veth pair between two
 // namespaces the test makes, and a SOVIA connection over them.
-func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI) {
+func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI, nsA, nsB string) {
 	t.Helper()
-	nsA, nsB := netnstest.Two(t)
+	nsA, nsB = netnstest.Two(t)
 	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
 	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
 	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
@@ -42,7 +42,7 @@ func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI) {
 	if b, err = NewConn(vb, p); err != nil {
 		t.Fatal(err)
 	}
-	return a, b, va, vb
+	return a, b, va, vb, nsA, nsB
 }
 
 // TestRawEchoAndBulk runs SOVIA over the software VI on a veth pair
@@ -53,7 +53,7 @@ func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI) {
 func TestRawEchoAndBulk(t *testing.T) {
 	p := PaperParams()
 	p.CombineDelay = time.Millisecond
-	a, b, va, vb := rawPair(t, p)
+	a, b, va, vb, _, _ := rawPair(t, p)
 
 	// The echo server: everything back until the client closes.
 	served := make(chan error, 1)
