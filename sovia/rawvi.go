@@ -28,6 +28,7 @@ const rawHeader = 20
 // (ErrNoDescriptor), as VIA's unreliable delivery does; a frame missing
 // from a message breaks the VI.
 type RawVI struct {
+	queues
 	fd            int
 	ifindex       int
 	mtu           int
@@ -38,13 +39,7 @@ type RawVI struct {
 	sendBuf []byte
 	seq     uint32
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	posted  []*Region
-	cq      []Completion
-	lost    int
-	err     error
-	closed  bool
+	// The message being received (under queues.mu).
 	cur     *Region // the descriptor being filled
 	curSeq  uint32
 	curLen  int
@@ -84,20 +79,13 @@ func OpenRaw(ifname string, lvi uint16, peer net.HardwareAddr, rvi uint16) (*Raw
 	v := &RawVI{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU, lvi: lvi, rvi: rvi}
 	copy(v.local[:], ifc.HardwareAddr)
 	copy(v.remote[:], peer)
-	v.cond = sync.NewCond(&v.mu)
+	v.init(v)
 	v.sendBuf = make([]byte, 14+v.mtu)
 	go v.receive()
 	return v, nil
 }
 
 func htons(x uint16) uint16 { return x<<8 | x>>8 }
-
-// Lost returns how many messages found no descriptor.
-func (v *RawVI) Lost() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.lost
-}
 
 // Close closes the VI's socket.
 func (v *RawVI) Close() error {
@@ -112,31 +100,9 @@ func (v *RawVI) Close() error {
 	return nil // the receiver closes the socket when it notices
 }
 
-func (v *RawVI) Register(b []byte) (*Region, error) {
-	return &Region{Buf: b, vi: v, live: true}, nil
-}
-
-func (v *RawVI) Deregister(r *Region) error {
-	if r.vi != v || !r.live {
-		return fmt.Errorf("sovia: deregistering a region this VI does not hold")
-	}
-	r.live = false
-	return nil
-}
-
-func (v *RawVI) PostRecv(r *Region) error {
-	if r == nil || r.vi != v || !r.live {
-		return fmt.Errorf("sovia: a descriptor names memory this VI has not registered")
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.posted = append(v.posted, r)
-	return nil
-}
-
 func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
-	if r == nil || r.vi != v || !r.live {
-		return fmt.Errorf("sovia: a descriptor names memory this VI has not registered")
+	if err := v.registered(r); err != nil {
+		return err
 	}
 	if off < 0 || n < 0 || off+n > len(r.Buf) {
 		return fmt.Errorf("sovia: a send descriptor outside its region")
@@ -182,8 +148,7 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 	if err != nil && v.err == nil {
 		v.err = err
 	}
-	v.cq = append(v.cq, Completion{Region: r})
-	v.cond.Broadcast()
+	v.complete(Completion{Region: r})
 	v.mu.Unlock()
 	return err
 }
@@ -232,10 +197,8 @@ func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
 			return
 		}
 		if len(v.posted) == 0 || len(v.posted[0].Buf) < total {
-			v.lost++
-			v.err = ErrNoDescriptor
+			v.lose(ErrNoDescriptor)
 			v.skip, v.skipSeq = true, seq
-			v.cond.Broadcast()
 			return
 		}
 		v.skip = false
@@ -252,9 +215,8 @@ func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
 	copy(v.cur.Buf[at:], data)
 	v.curGot += len(data)
 	if v.curGot == v.curLen {
-		v.cq = append(v.cq, Completion{Recv: true, Region: v.cur, N: v.curLen, Imm: v.curImm})
+		v.complete(Completion{Recv: true, Region: v.cur, N: v.curLen, Imm: v.curImm})
 		v.cur = nil
-		v.cond.Broadcast()
 	}
 }
 
@@ -265,35 +227,6 @@ func (v *RawVI) fail(err error) {
 	}
 	v.cond.Broadcast()
 	v.mu.Unlock()
-}
-
-func (v *RawVI) Wait(d time.Duration) (Completion, bool, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.cq) == 0 && d > 0 && v.err == nil && !v.closed {
-		t := time.AfterFunc(d, func() {
-			v.mu.Lock()
-			v.cond.Broadcast()
-			v.mu.Unlock()
-		})
-		deadline := time.Now().Add(d)
-		for len(v.cq) == 0 && v.err == nil && !v.closed && time.Now().Before(deadline) {
-			v.cond.Wait()
-		}
-		t.Stop()
-	}
-	if len(v.cq) > 0 {
-		c := v.cq[0]
-		v.cq = v.cq[1:]
-		return c, true, nil
-	}
-	if v.err != nil {
-		return Completion{}, false, v.err
-	}
-	if v.closed {
-		return Completion{}, false, errors.New("sovia: the VI is closed")
-	}
-	return Completion{}, false, nil
 }
 
 // NewConn makes a SOVIA connection over a VI, posting its receive

@@ -59,12 +59,12 @@ type Completion struct {
 // pre-posting constraint, SOVIA paper §2).
 var ErrNoDescriptor = errors.New("sovia: a message arrived with no receive descriptor posted")
 
-// MemVI is an in-memory VI, one end of a pair made by NewMemPair. A send
-// is delivered at once into the peer's oldest posted receive descriptor.
-type MemVI struct {
+// queues are a VI's receive queue and completion queue, and the rules
+// both providers share: registration, posting, waiting.
+type queues struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	peer   *MemVI
+	self   VI // the provider these queues belong to (regions name it)
 	posted []*Region
 	cq     []Completion
 	lost   int // messages that found no descriptor
@@ -72,26 +72,112 @@ type MemVI struct {
 	closed bool
 }
 
-// NewMemPair connects two in-memory VIs.
-func NewMemPair() (*MemVI, *MemVI) {
-	a, b := &MemVI{}, &MemVI{}
-	a.cond, b.cond = sync.NewCond(&a.mu), sync.NewCond(&b.mu)
-	a.peer, b.peer = b, a
-	return a, b
+func (q *queues) init(self VI) {
+	q.self = self
+	q.cond = sync.NewCond(&q.mu)
 }
 
-// Lost returns how many messages arrived at this VI with no descriptor.
-func (v *MemVI) Lost() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.lost
+// Lost returns how many messages arrived with no descriptor.
+func (q *queues) Lost() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lost
 }
 
 // Posted returns how many receive descriptors are posted.
-func (v *MemVI) Posted() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.posted)
+func (q *queues) Posted() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.posted)
+}
+
+func (q *queues) Register(b []byte) (*Region, error) {
+	return &Region{Buf: b, vi: q.self, live: true}, nil
+}
+
+func (q *queues) Deregister(r *Region) error {
+	if r.vi != q.self || !r.live {
+		return fmt.Errorf("sovia: deregistering a region this VI does not hold")
+	}
+	r.live = false
+	return nil
+}
+
+// registered checks that a descriptor names this VI's registered memory.
+func (q *queues) registered(r *Region) error {
+	if r == nil || r.vi != q.self || !r.live {
+		return fmt.Errorf("sovia: a descriptor names memory this VI has not registered")
+	}
+	return nil
+}
+
+func (q *queues) PostRecv(r *Region) error {
+	if err := q.registered(r); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.posted = append(q.posted, r)
+	return nil
+}
+
+// complete queues a completion (q.mu held).
+func (q *queues) complete(c Completion) {
+	q.cq = append(q.cq, c)
+	q.cond.Broadcast()
+}
+
+// lose records a message that found no descriptor, or no room in it (q.mu
+// held).
+func (q *queues) lose(err error) {
+	q.lost++
+	q.err = err
+	q.cond.Broadcast()
+}
+
+func (q *queues) Wait(d time.Duration) (Completion, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.cq) == 0 && d > 0 && q.err == nil && !q.closed {
+		t := time.AfterFunc(d, func() {
+			q.mu.Lock()
+			q.cond.Broadcast()
+			q.mu.Unlock()
+		})
+		deadline := time.Now().Add(d)
+		for len(q.cq) == 0 && q.err == nil && !q.closed && time.Now().Before(deadline) {
+			q.cond.Wait()
+		}
+		t.Stop()
+	}
+	if len(q.cq) > 0 {
+		c := q.cq[0]
+		q.cq = q.cq[1:]
+		return c, true, nil
+	}
+	if q.err != nil {
+		return Completion{}, false, q.err
+	}
+	if q.closed {
+		return Completion{}, false, errors.New("sovia: the VI is closed")
+	}
+	return Completion{}, false, nil
+}
+
+// MemVI is an in-memory VI, one end of a pair made by NewMemPair. A send
+// is delivered at once into the peer's oldest posted receive descriptor.
+type MemVI struct {
+	queues
+	peer *MemVI
+}
+
+// NewMemPair connects two in-memory VIs.
+func NewMemPair() (*MemVI, *MemVI) {
+	a, b := &MemVI{}, &MemVI{}
+	a.init(a)
+	b.init(b)
+	a.peer, b.peer = b, a
+	return a, b
 }
 
 // Close breaks the VI: waits on either end return an error.
@@ -104,37 +190,8 @@ func (v *MemVI) Close() {
 	}
 }
 
-func (v *MemVI) Register(b []byte) (*Region, error) {
-	return &Region{Buf: b, vi: v, live: true}, nil
-}
-
-func (v *MemVI) Deregister(r *Region) error {
-	if r.vi != v || !r.live {
-		return fmt.Errorf("sovia: deregistering a region this VI does not hold")
-	}
-	r.live = false
-	return nil
-}
-
-func (v *MemVI) check(r *Region) error {
-	if r == nil || r.vi != v || !r.live {
-		return fmt.Errorf("sovia: a descriptor names memory this VI has not registered")
-	}
-	return nil
-}
-
-func (v *MemVI) PostRecv(r *Region) error {
-	if err := v.check(r); err != nil {
-		return err
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.posted = append(v.posted, r)
-	return nil
-}
-
 func (v *MemVI) PostSend(r *Region, off, n int, imm uint32) error {
-	if err := v.check(r); err != nil {
+	if err := v.registered(r); err != nil {
 		return err
 	}
 	if off < 0 || n < 0 || off+n > len(r.Buf) {
@@ -145,51 +202,18 @@ func (v *MemVI) PostSend(r *Region, off, n int, imm uint32) error {
 	switch {
 	case p.closed:
 	case len(p.posted) == 0:
-		p.lost++
-		p.err = ErrNoDescriptor
+		p.lose(ErrNoDescriptor)
 	case len(p.posted[0].Buf) < n:
-		p.lost++
-		p.err = fmt.Errorf("sovia: a %d-byte message for a %d-byte receive descriptor", n, len(p.posted[0].Buf))
+		p.lose(fmt.Errorf("sovia: a %d-byte message for a %d-byte receive descriptor", n, len(p.posted[0].Buf)))
 	default:
 		d := p.posted[0]
 		p.posted = p.posted[1:]
 		copy(d.Buf, r.Buf[off:off+n])
-		p.cq = append(p.cq, Completion{Recv: true, Region: d, N: n, Imm: imm})
+		p.complete(Completion{Recv: true, Region: d, N: n, Imm: imm})
 	}
-	p.cond.Broadcast()
 	p.mu.Unlock()
 	v.mu.Lock()
-	v.cq = append(v.cq, Completion{Region: r})
-	v.cond.Broadcast()
+	v.complete(Completion{Region: r})
 	v.mu.Unlock()
 	return nil
-}
-
-func (v *MemVI) Wait(d time.Duration) (Completion, bool, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.cq) == 0 && d > 0 && v.err == nil && !v.closed {
-		t := time.AfterFunc(d, func() {
-			v.mu.Lock()
-			v.cond.Broadcast()
-			v.mu.Unlock()
-		})
-		deadline := time.Now().Add(d)
-		for len(v.cq) == 0 && v.err == nil && !v.closed && time.Now().Before(deadline) {
-			v.cond.Wait()
-		}
-		t.Stop()
-	}
-	if len(v.cq) > 0 {
-		c := v.cq[0]
-		v.cq = v.cq[1:]
-		return c, true, nil
-	}
-	if v.err != nil {
-		return Completion{}, false, v.err
-	}
-	if v.closed {
-		return Completion{}, false, errors.New("sovia: the VI is closed")
-	}
-	return Completion{}, false, nil
 }
