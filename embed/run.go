@@ -387,7 +387,7 @@ func entryKeyOf(node string, ms []prg.FieldMatch) string {
 func (r *Result) placement() map[string]PlanPlace {
 	em := r.Embedding
 	out := map[string]PlanPlace{}
-	tx := TxOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
+	tx := txOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
 	for _, n := range em.LPG.Nodes {
 		if tx[n.Name] {
 			// The NIC fills it in every frame sent; the transmit
