@@ -486,14 +486,21 @@ func TestDragonetAtoms(t *testing.T) {
 	}
 }
 
-// TestDragonetModels loads every Unicorn file of a Dragonet checkout
-// (github.com/BarrelfishOS/dragonet; its models are not copied into this
-// repository). Run it with DRAGONC_DRAGONET=/path/to/dragonet.
+// TestDragonetModels loads the Dragonet models this repository ships
+// (nics/dragonet, testdata/unicorn/dragonet) and, with
+// DRAGONC_DRAGONET=/path/to/dragonet, every Unicorn file of a Dragonet
+// checkout (github.com/BarrelfishOS/dragonet).
 func TestDragonetModels(t *testing.T) {
-	dir := os.Getenv("DRAGONC_DRAGONET")
-	if dir == "" {
-		t.Skip("set DRAGONC_DRAGONET to a Dragonet checkout to load its Unicorn models")
+	dirs := []string{"../nics/dragonet", "../testdata/unicorn/dragonet"}
+	if dir := os.Getenv("DRAGONC_DRAGONET"); dir != "" {
+		dirs = append(dirs, dir)
 	}
+	for _, dir := range dirs {
+		loadUnicornTree(t, dir)
+	}
+}
+
+func loadUnicornTree(t *testing.T, dir string) {
 	n := 0
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".unicorn") {
