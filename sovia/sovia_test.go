@@ -319,3 +319,51 @@ func TestCostChosenThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestNetwork: Listen, Dial and Accept; the dialer takes the listener's
+// window, threshold and chunk size; a name no one listens on and a closed
+// listener are errors.
+func TestNetwork(t *testing.T) {
+	n := NewNetwork()
+	l, err := n.Listen("db", PaperParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Listen("db", PaperParams()); err == nil {
+		t.Error("two listeners on one name")
+	}
+	if _, err := n.Dial("nobody", PaperParams()); err == nil {
+		t.Error("a dial to no listener succeeded")
+	}
+	mine := PaperParams()
+	mine.Window, mine.NoDelay = 4, true
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 100)
+		k, _ := c.Read(buf)
+		c.Write(buf[:k])
+		c.Close()
+	}()
+	c, err := n.Dial("db", mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.p.Window != 32 || !c.p.NoDelay {
+		t.Errorf("dialer's settings %+v: want the listener's window and its own NoDelay", c.p)
+	}
+	c.Write([]byte("ping"))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("%q %v", buf, err)
+	}
+	l.Close()
+	if _, err := l.Accept(); !errors.Is(err, ErrClosed) {
+		t.Errorf("accept on a closed listener: %v", err)
+	}
+	if _, err := n.Dial("db", mine); err == nil {
+		t.Error("a dial to a closed listener succeeded")
+	}
+}

@@ -1,0 +1,99 @@
+package sovia
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Network connects SOVIA endpoints in memory by name: Listen, Dial,
+// Accept, as VIA's connection setup (VipConnectWait, VipConnectRequest,
+// VipConnectAccept) does for VIs. Each connection gets a VI pair whose
+// receive descriptors are both posted before Dial returns, so no message
+// can find an empty queue.
+type Network struct {
+	mu        sync.Mutex
+	listeners map[string]*Listener
+}
+
+// NewNetwork returns an empty network.
+func NewNetwork() *Network { return &Network{listeners: map[string]*Listener{}} }
+
+// Listener accepts connections for one name.
+type Listener struct {
+	n      *Network
+	name   string
+	p      Params
+	queue  chan *Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+// ErrClosed is returned by Accept on a closed listener.
+var ErrClosed = errors.New("sovia: the listener is closed")
+
+// Listen takes connections for name with settings p.
+func (n *Network) Listen(name string, p Params) (*Listener, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.listeners[name]; ok {
+		return nil, fmt.Errorf("sovia: %q is already listened on", name)
+	}
+	l := &Listener{n: n, name: name, p: p, queue: make(chan *Conn, 16), done: make(chan struct{})}
+	n.listeners[name] = l
+	return l, nil
+}
+
+// Accept returns the next connection.
+func (l *Listener) Accept() (*Conn, error) {
+	select {
+	case c := <-l.queue:
+		return c, nil
+	case <-l.done:
+		return nil, ErrClosed
+	}
+}
+
+// Close stops listening.
+func (l *Listener) Close() error {
+	l.closed.Do(func() {
+		l.n.mu.Lock()
+		delete(l.n.listeners, l.name)
+		l.n.mu.Unlock()
+		close(l.done)
+	})
+	return nil
+}
+
+// Dial connects to the listener of name. The protocol settings (window,
+// threshold, chunk size) are the listener's, since each end posts
+// descriptors for what the other may send; the sending policy (copy
+// threshold, combining) is the dialer's own.
+func (n *Network) Dial(name string, p Params) (*Conn, error) {
+	n.mu.Lock()
+	l := n.listeners[name]
+	n.mu.Unlock()
+	if l == nil {
+		return nil, fmt.Errorf("sovia: no one listens on %q", name)
+	}
+	p.Window, p.AckThreshold, p.ChunkSize = l.p.Window, l.p.AckThreshold, l.p.ChunkSize
+	p.CombineMax = min(p.CombineMax, p.ChunkSize)
+	va, vb := NewMemPair()
+	client, err := newConn(va, p)
+	if err != nil {
+		return nil, err
+	}
+	server, err := newConn(vb, l.p)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case l.queue <- server:
+		return client, nil
+	case <-l.done:
+		return nil, ErrClosed
+	}
+}
