@@ -381,9 +381,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 	return 0, c.err
 }
 
-// Close flushes, sends a FIN and returns; the library then answers the
-// peer until both FINs are acknowledged (the paper's close exchange),
-// for at most linger.
+// Close flushes, sends a FIN (waiting for a window slot if the peer holds
+// them all) and returns; the library then answers the peer until both
+// FINs are acknowledged (the paper's close exchange), for at most linger.
+// The VI stays open: it is the caller's.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
