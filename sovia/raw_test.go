@@ -144,3 +144,73 @@ func TestRawEchoAndBulk(t *testing.T) {
 		t.Fatalf("%d messages found no descriptor", va.Lost()+vb.Lost())
 	}
 }
+
+// TestRawDialListen: connection setup over the software VI. A dialer
+// reaches a listener by port and both exchange data at once; a port no
+// one listens on and other protocol settings are refused.
+func TestRawDialListen(t *testing.T) {
+	nsA, nsB := netnstest.Two(t)
+	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
+	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
+	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
+	host := func(ns, ifc string) *RawHost {
+		var h *RawHost
+		if err := netnstest.In(ns, func() (err error) {
+			h, err = OpenHost(ifc)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	ha, hb := host(nsA, "vA"), host(nsB, "vB")
+	p := PaperParams()
+	l, err := hb.Listen(7, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		c.Write([]byte("hello from the listener")) // before reading: the dialer's descriptors are posted
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		if err != nil {
+			served <- err
+			return
+		}
+		c.Write(buf[:n])
+		served <- c.Close()
+	}()
+	c, err := ha.Dial(macB, 7, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 23)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello from the listener" {
+		t.Fatalf("%q %v", buf, err)
+	}
+	c.Write([]byte("ping"))
+	buf = buf[:4]
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("%q %v", buf, err)
+	}
+	c.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ha.Dial(macB, 8, p); err == nil {
+		t.Error("a dial to a port no one listens on succeeded")
+	}
+	other := p
+	other.Window = 8
+	if _, err := ha.Dial(macB, 7, other); err == nil {
+		t.Error("a dial with another window succeeded")
+	}
+}

@@ -29,15 +29,10 @@ const rawHeader = 20
 // from a message breaks the VI.
 type RawVI struct {
 	queues
-	fd            int
-	ifindex       int
-	mtu           int
-	local, remote [6]byte
-	lvi, rvi      uint16
-
-	sendMu  sync.Mutex
-	sendBuf []byte
-	seq     uint32
+	host     *RawHost
+	remote   [6]byte
+	lvi, rvi uint16
+	seq      uint32 // messages sent (under host.sendMu)
 
 	// The message being received (under queues.mu).
 	cur     *Region // the descriptor being filled
@@ -49,15 +44,37 @@ type RawVI struct {
 	skip    bool
 }
 
-// OpenRaw opens a software VI on interface ifname between local VI number
-// lvi and the VI rvi of the host whose MAC is peer. It needs CAP_NET_RAW.
-func OpenRaw(ifname string, lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, error) {
+// RawHost is one interface's end of the software VIs: one raw socket,
+// whose frames go to the VI their header names. VI 0 carries connection
+// setup (Listen, Dial).
+type RawHost struct {
+	fd      int
+	ifindex int
+	mtu     int
+	local   [6]byte
+
+	sendMu  sync.Mutex
+	sendBuf []byte
+
+	mu        sync.Mutex
+	vis       map[uint16]*RawVI
+	next      uint16
+	listeners map[uint16]*RawListener
+	dials     map[uint16]chan setup // by the dialing VI
+	accepted  map[[8]byte]uint16    // (peer MAC, peer VI) -> our VI, for repeated requests
+	closed    bool
+	err       error
+}
+
+// OpenHost opens the software VIs of interface ifname. It needs
+// CAP_NET_RAW.
+func OpenHost(ifname string) (*RawHost, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, err
 	}
-	if len(peer) != 6 || len(ifc.HardwareAddr) != 6 {
-		return nil, fmt.Errorf("sovia: %s and the peer need Ethernet addresses", ifname)
+	if len(ifc.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
 	}
 	proto := htons(EtherType)
 	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, int(proto))
@@ -76,28 +93,72 @@ func OpenRaw(ifname string, lvi uint16, peer net.HardwareAddr, rvi uint16) (*Raw
 	}
 	tv := syscall.NsecToTimeval(int64(50 * time.Millisecond))
 	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
-	v := &RawVI{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU, lvi: lvi, rvi: rvi}
-	copy(v.local[:], ifc.HardwareAddr)
+	h := &RawHost{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU, sendBuf: make([]byte, 14+ifc.MTU), vis: map[uint16]*RawVI{}, next: 1,
+		listeners: map[uint16]*RawListener{}, dials: map[uint16]chan setup{}, accepted: map[[8]byte]uint16{}}
+	copy(h.local[:], ifc.HardwareAddr)
+	go h.receive()
+	return h, nil
+}
+
+// Close closes the host's socket; its VIs fail.
+func (h *RawHost) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	return nil // the receiver closes the socket when it notices
+}
+
+// VI opens VI lvi of this host, joined to VI rvi of the host whose MAC
+// is peer (0 for lvi: the next free number).
+func (h *RawHost) VI(lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, error) {
+	if len(peer) != 6 {
+		return nil, fmt.Errorf("sovia: the peer needs an Ethernet address")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if lvi == 0 {
+		for h.vis[h.next] != nil || h.next == 0 {
+			h.next++
+		}
+		lvi = h.next
+	}
+	if h.vis[lvi] != nil {
+		return nil, fmt.Errorf("sovia: VI %d is open", lvi)
+	}
+	v := &RawVI{host: h, lvi: lvi, rvi: rvi}
 	copy(v.remote[:], peer)
 	v.init(v)
-	v.sendBuf = make([]byte, 14+v.mtu)
-	go v.receive()
+	h.vis[lvi] = v
 	return v, nil
+}
+
+// OpenRaw opens a software VI on interface ifname, on a host of its own,
+// between local VI number lvi and the VI rvi of the host whose MAC is
+// peer. It needs CAP_NET_RAW.
+func OpenRaw(ifname string, lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, error) {
+	h, err := OpenHost(ifname)
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.VI(lvi, peer, rvi)
+	if err != nil {
+		h.Close()
+	}
+	return v, err
 }
 
 func htons(x uint16) uint16 { return x<<8 | x>>8 }
 
-// Close closes the VI's socket.
+// Close closes the VI.
 func (v *RawVI) Close() error {
+	v.host.mu.Lock()
+	delete(v.host.vis, v.lvi)
+	v.host.mu.Unlock()
 	v.mu.Lock()
-	if v.closed {
-		v.mu.Unlock()
-		return nil
-	}
 	v.closed = true
 	v.cond.Broadcast()
 	v.mu.Unlock()
-	return nil // the receiver closes the socket when it notices
+	return nil
 }
 
 func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
@@ -107,43 +168,19 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 	if off < 0 || n < 0 || off+n > len(r.Buf) {
 		return fmt.Errorf("sovia: a send descriptor outside its region")
 	}
-	v.sendMu.Lock()
+	h := v.host
+	h.sendMu.Lock()
 	v.seq++
-	seq := v.seq
-	per := v.mtu - rawHeader
-	to := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: v.ifindex, Halen: 6}
-	copy(to.Addr[:], v.remote[:])
 	var err error
 	for at := 0; at < n || at == 0; {
-		k := min(per, n-at)
-		f := v.sendBuf[:14+rawHeader+k]
-		copy(f[0:6], v.remote[:])
-		copy(f[6:12], v.local[:])
-		binary.BigEndian.PutUint16(f[12:], EtherType)
-		h := f[14:]
-		binary.BigEndian.PutUint16(h[0:], v.rvi)
-		binary.BigEndian.PutUint16(h[2:], v.lvi)
-		binary.BigEndian.PutUint32(h[4:], seq)
-		binary.BigEndian.PutUint32(h[8:], uint32(n))
-		binary.BigEndian.PutUint32(h[12:], uint32(at))
-		binary.BigEndian.PutUint32(h[16:], imm)
-		copy(h[rawHeader:], r.Buf[off+at:off+at+k])
-		for {
-			err = syscall.Sendto(v.fd, f, 0, to)
-			if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
-				break
-			}
-			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
-		}
-		if err != nil {
+		k := min(h.mtu-rawHeader, n-at)
+		err = h.send(v.remote, v.rvi, v.lvi, v.seq, n, at, imm, r.Buf[off+at:off+at+k])
+		if err != nil || n == 0 {
 			break
 		}
 		at += k
-		if n == 0 {
-			break
-		}
 	}
-	v.sendMu.Unlock()
+	h.sendMu.Unlock()
 	v.mu.Lock()
 	if err != nil && v.err == nil {
 		v.err = err
@@ -153,33 +190,83 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 	return err
 }
 
-func (v *RawVI) receive() {
-	buf := make([]byte, 65536)
-	defer syscall.Close(v.fd)
+// send writes one frame (h.sendMu held).
+func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, imm uint32, data []byte) error {
+	f := h.sendBuf[:14+rawHeader+len(data)]
+	copy(f[0:6], to[:])
+	copy(f[6:12], h.local[:])
+	binary.BigEndian.PutUint16(f[12:], EtherType)
+	hd := f[14:]
+	binary.BigEndian.PutUint16(hd[0:], dvi)
+	binary.BigEndian.PutUint16(hd[2:], svi)
+	binary.BigEndian.PutUint32(hd[4:], seq)
+	binary.BigEndian.PutUint32(hd[8:], uint32(total))
+	binary.BigEndian.PutUint32(hd[12:], uint32(at))
+	binary.BigEndian.PutUint32(hd[16:], imm)
+	copy(hd[rawHeader:], data)
+	sa := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: h.ifindex, Halen: 6}
+	copy(sa.Addr[:], to[:])
 	for {
-		v.mu.Lock()
-		closed := v.closed
-		v.mu.Unlock()
+		err := syscall.Sendto(h.fd, f, 0, sa)
+		if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
+			return err
+		}
+		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+	}
+}
+
+func (h *RawHost) receive() {
+	buf := make([]byte, 65536)
+	defer syscall.Close(h.fd)
+	for {
+		h.mu.Lock()
+		closed := h.closed
+		h.mu.Unlock()
 		if closed {
+			h.failAll(errors.New("sovia: the host is closed"))
 			return
 		}
-		n, _, err := syscall.Recvfrom(v.fd, buf, 0)
+		n, _, err := syscall.Recvfrom(h.fd, buf, 0)
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			v.fail(err)
+			h.failAll(err)
 			return
 		}
 		f := buf[:n]
 		if n < 14+rawHeader || binary.BigEndian.Uint16(f[12:]) != EtherType {
 			continue
 		}
-		h := f[14:]
-		if binary.BigEndian.Uint16(h[0:]) != v.lvi || binary.BigEndian.Uint16(h[2:]) != v.rvi {
-			continue // another VI's
+		hd := f[14:]
+		dvi, svi := binary.BigEndian.Uint16(hd[0:]), binary.BigEndian.Uint16(hd[2:])
+		if dvi == 0 {
+			var from [6]byte
+			copy(from[:], f[6:12])
+			h.setupFrame(from, svi, hd[rawHeader:])
+			continue
 		}
-		v.fragment(binary.BigEndian.Uint32(h[4:]), int(binary.BigEndian.Uint32(h[8:])), int(binary.BigEndian.Uint32(h[12:])), binary.BigEndian.Uint32(h[16:]), h[rawHeader:])
+		h.mu.Lock()
+		v := h.vis[dvi]
+		ours := v != nil && svi == v.rvi
+		h.mu.Unlock()
+		if !ours {
+			continue // no such VI, or another VI's
+		}
+		v.fragment(binary.BigEndian.Uint32(hd[4:]), int(binary.BigEndian.Uint32(hd[8:])), int(binary.BigEndian.Uint32(hd[12:])), binary.BigEndian.Uint32(hd[16:]), hd[rawHeader:])
+	}
+}
+
+func (h *RawHost) failAll(err error) {
+	h.mu.Lock()
+	vis := make([]*RawVI, 0, len(h.vis))
+	for _, v := range h.vis {
+		vis = append(vis, v)
+	}
+	h.err = err
+	h.mu.Unlock()
+	for _, v := range vis {
+		v.fail(err)
 	}
 }
 
