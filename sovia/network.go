@@ -19,14 +19,39 @@ type Network struct {
 // NewNetwork returns an empty network.
 func NewNetwork() *Network { return &Network{listeners: map[string]*Listener{}} }
 
-// Listener accepts connections for one name.
-type Listener struct {
-	n      *Network
-	name   string
-	p      Params
+// backlog is a listener's queue of connections not yet accepted.
+type backlog struct {
 	queue  chan *Conn
 	done   chan struct{}
 	closed sync.Once
+}
+
+func newBacklog() backlog { return backlog{queue: make(chan *Conn, 64), done: make(chan struct{})} }
+
+// Accept returns the next connection.
+func (b *backlog) Accept() (*Conn, error) {
+	select {
+	case c := <-b.queue:
+		return c, nil
+	case <-b.done:
+		return nil, ErrClosed
+	}
+}
+
+// shut runs forget once and ends the backlog.
+func (b *backlog) shut(forget func()) {
+	b.closed.Do(func() {
+		forget()
+		close(b.done)
+	})
+}
+
+// Listener accepts connections for one name.
+type Listener struct {
+	backlog
+	n    *Network
+	name string
+	p    Params
 }
 
 // ErrClosed is returned by Accept on a closed listener.
@@ -42,28 +67,17 @@ func (n *Network) Listen(name string, p Params) (*Listener, error) {
 	if _, ok := n.listeners[name]; ok {
 		return nil, fmt.Errorf("sovia: %q is already listened on", name)
 	}
-	l := &Listener{n: n, name: name, p: p, queue: make(chan *Conn, 16), done: make(chan struct{})}
+	l := &Listener{backlog: newBacklog(), n: n, name: name, p: p}
 	n.listeners[name] = l
 	return l, nil
 }
 
-// Accept returns the next connection.
-func (l *Listener) Accept() (*Conn, error) {
-	select {
-	case c := <-l.queue:
-		return c, nil
-	case <-l.done:
-		return nil, ErrClosed
-	}
-}
-
 // Close stops listening.
 func (l *Listener) Close() error {
-	l.closed.Do(func() {
+	l.shut(func() {
 		l.n.mu.Lock()
 		delete(l.n.listeners, l.name)
 		l.n.mu.Unlock()
-		close(l.done)
 	})
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -43,12 +42,10 @@ func setupFrame(kind byte, port, dialer, listener uint16, p Params) []byte {
 
 // RawListener accepts software-VI connections on one port of a host.
 type RawListener struct {
-	h      *RawHost
-	port   uint16
-	p      Params
-	queue  chan *Conn
-	done   chan struct{}
-	closed sync.Once
+	backlog
+	h    *RawHost
+	port uint16
+	p    Params
 }
 
 // Listen takes connections for port with settings p; a dialer must use
@@ -62,28 +59,17 @@ func (h *RawHost) Listen(port uint16, p Params) (*RawListener, error) {
 	if h.listeners[port] != nil {
 		return nil, fmt.Errorf("sovia: port %d is listened on", port)
 	}
-	l := &RawListener{h: h, port: port, p: p, queue: make(chan *Conn, 64), done: make(chan struct{})}
+	l := &RawListener{backlog: newBacklog(), h: h, port: port, p: p}
 	h.listeners[port] = l
 	return l, nil
 }
 
-// Accept returns the next connection.
-func (l *RawListener) Accept() (*Conn, error) {
-	select {
-	case c := <-l.queue:
-		return c, nil
-	case <-l.done:
-		return nil, ErrClosed
-	}
-}
-
 // Close stops listening.
 func (l *RawListener) Close() error {
-	l.closed.Do(func() {
+	l.shut(func() {
 		l.h.mu.Lock()
 		delete(l.h.listeners, l.port)
 		l.h.mu.Unlock()
-		close(l.done)
 	})
 	return nil
 }
