@@ -115,8 +115,9 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 				}
 			}
 		}
+		reach := g.Reachable([]int{n.ID}) // the C-node and the nodes after it
 		after := 0
-		for _, r := range g.Reachable([]int{n.ID}) {
+		for _, r := range reach {
 			if r {
 				after++
 			}
@@ -126,7 +127,7 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 				"give the model fewer queues (resources { rx_queues N }) or fewer nodes after RxQueues"
 			return g, true
 		}
-		g = expandQueues(g, n.ID, count)
+		g = expandQueues(g, n.ID, count, reach)
 	}
 	for _, n := range g.Nodes {
 		if n.Kind != graph.FNode && n.Kind != graph.Boolean || dragonetQueue.MatchString(n.Name) || len(n.Ports) < 2 {
@@ -163,10 +164,10 @@ func dragoncQueue(n *graph.Node) bool {
 // queue; queue 0 continues to the C-node's successors and every other
 // queue to a copy of the nodes after it (Graphs/E10k.hs configRxQueues
 // and duplicateDFS). The C-node itself goes.
-func expandQueues(g *graph.Graph, id, count int) *graph.Graph {
+func expandQueues(g *graph.Graph, id, count int, reach []bool) *graph.Graph {
 	c := g.Nodes[id]
 	// The nodes after the C-node, in declaration order.
-	after := g.Reachable([]int{id})
+	after := slices.Clone(reach)
 	after[id] = false
 	out := graph.New(g.Name)
 	out.Helpers, out.Resources = g.Helpers, g.Resources

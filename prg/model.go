@@ -225,12 +225,10 @@ func (m *Model) Space(node string) *Space { return m.byNode[node] }
 
 // QueueByNode returns the queue whose node is id.
 func (m *Model) QueueByNode(id int) (Queue, bool) {
-	for _, q := range m.Queues {
-		if q.Node == id {
-			return q, true
-		}
+	if id < 0 || id >= len(m.queueOf) || m.queueOf[id] < 0 {
+		return Queue{}, false
 	}
-	return Queue{}, false
+	return Queue{ID: m.queueOf[id], Node: id, Name: m.G.Nodes[id].Name}, true
 }
 
 // QueueIndex returns the number of the queue a node leads to, or -1: the

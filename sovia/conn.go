@@ -93,10 +93,10 @@ type Conn struct {
 	free  []*Region // registered copy buffers not in flight
 	recvs []*Region
 
-	credits int             // DATA the peer can still take
-	pending int             // d: DATA received and not yet acknowledged
-	done    map[*Region]int // in-flight sends: 1 copy buffer, 2 registered chunk
-	rx      bytes.Buffer    // received bytes not yet read
+	credits int                  // DATA the peer can still take
+	pending int                  // d: DATA received and not yet acknowledged
+	done    map[*Region]sendKind // in-flight sends
+	rx      bytes.Buffer         // received bytes not yet read
 
 	comb    *Region // the message small writes are combined into
 	combN   int
@@ -108,11 +108,20 @@ type Conn struct {
 	stats   Stats
 }
 
+// sendKind says what to do with a region when its send completes.
+type sendKind int
+
+const (
+	none       sendKind = iota
+	copyBuffer          // back to the pool of registered copy buffers
+	userChunk           // the caller's memory: deregister it
+)
+
 func newConn(vi VI, p Params) (*Conn, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	c := &Conn{vi: vi, p: p, credits: p.Window, done: map[*Region]int{}}
+	c := &Conn{vi: vi, p: p, credits: p.Window, done: map[*Region]sendKind{}}
 	var err error
 	if c.ctl, err = vi.Register(make([]byte, 1)); err != nil {
 		return nil, err
@@ -205,17 +214,17 @@ func (c *Conn) sendChunk(chunk []byte) error {
 		}
 		n := copy(r.Buf, chunk)
 		c.stats.Copied++
-		return c.sendData(r, n, 1)
+		return c.sendData(r, n, copyBuffer)
 	}
 	r, err := c.vi.Register(chunk)
 	if err != nil {
 		return err
 	}
 	c.stats.Registered++
-	if err := c.sendData(r, len(chunk), 2); err != nil {
+	if err := c.sendData(r, len(chunk), userChunk); err != nil {
 		return err
 	}
-	for c.done[r] != 0 && c.err == nil {
+	for c.done[r] != none && c.err == nil {
 		c.poll(pollWait)
 	}
 	return c.err
@@ -245,7 +254,7 @@ func (c *Conn) takeBuffer() *Region {
 
 // sendData sends a DATA message once the window allows, piggybacking the
 // pending acknowledgements.
-func (c *Conn) sendData(r *Region, n, kind int) error {
+func (c *Conn) sendData(r *Region, n int, kind sendKind) error {
 	for c.credits == 0 && c.err == nil {
 		c.poll(pollWait)
 	}
@@ -276,7 +285,7 @@ func (c *Conn) flush() {
 	c.comb, c.combN = nil, 0
 	c.timer.Stop()
 	c.stats.Copied++
-	c.sendData(r, n, 1)
+	c.sendData(r, n, copyBuffer)
 }
 
 // sendControl sends an ACK, FIN or FINACK carrying the pending
@@ -315,9 +324,9 @@ func (c *Conn) poll(d time.Duration) bool {
 	}
 	if !comp.Recv {
 		switch c.done[comp.Region] {
-		case 1:
+		case copyBuffer:
 			c.free = append(c.free, comp.Region)
-		case 2:
+		case userChunk:
 			c.vi.Deregister(comp.Region)
 		}
 		delete(c.done, comp.Region)
