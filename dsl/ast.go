@@ -324,15 +324,32 @@ type Flow struct {
 	RPort *Num  `parser:"@@"`
 }
 
-// EpAttr is one endpoint attribute: app, core, cores, class, rate, message.
+// EpAttr is one endpoint attribute: app, core, cores, class, rate,
+// message, or the bare flag nodelay (Flag set, Key nil).
 type EpAttr struct {
 	Pos    lexer.Position
-	Key    *Ident     `parser:"@@"`
-	Str    *Str       `parser:"(  @@"`
-	Range  *RangeList `parser:" | @@"`
-	Unit   string     `parser:"   @('pps' | 'kpps' | 'Mpps' | 'B' | 'KiB' | 'MiB')?"`
-	Word   *Ident     `parser:" | @@ )"`
+	Flag   *Flag      `parser:"(  @@"`
+	Key    *Ident     `parser:" | @@"`
+	Str    *Str       `parser:"   (  @@"`
+	Range  *RangeList `parser:"    | @@"`
+	Unit   string     `parser:"      @('pps' | 'kpps' | 'Mpps' | 'B' | 'KiB' | 'MiB')?"`
+	Word   *Ident     `parser:"    | @@ ) )"`
 	EndPos lexer.Position
+}
+
+// Flag is an endpoint attribute without a value: `nodelay`.
+type Flag struct {
+	Pos    lexer.Position
+	Text   string `parser:"@'nodelay'"`
+	EndPos lexer.Position
+}
+
+// Name is the attribute's name: the flag's or the key's.
+func (a *EpAttr) Name() *Ident {
+	if a.Flag != nil {
+		return &Ident{Pos: a.Flag.Pos, Text: a.Flag.Text, EndPos: a.Flag.EndPos}
+	}
+	return a.Key
 }
 
 // Position is a position in the syntax tree, for packages that lower it.

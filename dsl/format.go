@@ -366,6 +366,10 @@ func stackItemText(it *StackItem) string {
 	if len(ep.Attrs) > 0 {
 		t += " {"
 		for _, a := range ep.Attrs {
+			if a.Flag != nil {
+				t += " " + a.Flag.Text
+				continue
+			}
 			t += " " + a.Key.Text + " "
 			switch {
 			case a.Str != nil:

@@ -176,6 +176,8 @@ func FuzzStackParser(f *testing.F) {
 		}
 	}
 	f.Add(string(stackgen.Mixed(40, true)))
+	f.Add("stack s { endpoint a tcp flow 1.2.3.4:1 -> 1.2.3.5:2 { nodelay message 4KiB nodelay } }")
+	f.Add("stack s { endpoint a tcp flow 1.2.3.4:1 -> 1.2.3.5:2 { nodelay 3 } }")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !utf8.ValidString(src) || len(src) > 1<<16 {
 			return

@@ -22,7 +22,7 @@ package dsl
 //	Listen    = Addr ":" Num ( ".." Num )? .
 //	Flow      = Addr ":" Num "->" Addr ":" Num .
 //	Addr      = "*" | Tok .
-//	EpAttr    = Ident ( Str | RangeList Unit? | Ident ) .
+//	EpAttr    = "nodelay" | Ident ( Str | RangeList Unit? | Ident ) .
 //	Ident     = <Ident> | <Ref> .   Tok = <MAC> | <IP> | <Number> | <Ident> .
 //	Num       = "-"? <Number> .     Str = <String> .
 //
@@ -298,6 +298,13 @@ var attrUnits = map[string]bool{"pps": true, "kpps": true, "Mpps": true, "B": tr
 func (p *stackParser) epAttr() *EpAttr {
 	a := p.attrs.new()
 	a.Pos = p.pos()
+	if p.is("nodelay") {
+		a.Flag = &Flag{Pos: a.Pos}
+		a.Flag.Text = p.take()
+		a.Flag.EndPos = p.end()
+		a.EndPos = a.Flag.EndPos
+		return a
+	}
 	a.Key = p.ident()
 	switch k := p.kind(); {
 	case k == kString:

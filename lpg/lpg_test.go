@@ -453,6 +453,17 @@ func TestStackValidation(t *testing.T) {
 			t.Errorf("%s: want %s, got %v", c.item, c.code, diags)
 		}
 	}
+	// nodelay and message on a stream, in either order.
+	for _, item := range []string{"{ message 4KiB nodelay }", "{ nodelay message 4KiB }"} {
+		src := "stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n    endpoint db tcp flow 10.0.0.1:5000 -> 10.0.0.2:6000 " + item + "\n}\n"
+		st, diags := lpg.LoadStack("s.lpg", []byte(src))
+		if st == nil || len(st.Endpoints) != 1 {
+			t.Fatalf("%s: %v", item, diags)
+		}
+		if e := st.Endpoints[0]; !e.NoDelay || e.Message != 4096 {
+			t.Errorf("%s: NoDelay %v, Message %d; want true, 4096", item, e.NoDelay, e.Message)
+		}
+	}
 	// A /31 has no broadcast (RFC 3021): both its addresses are hosts.
 	if st, diags := lpg.LoadStack("s.lpg", []byte("stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/31 }\n}\n")); st == nil {
 		t.Errorf("a /31 address: %v", diags)
@@ -507,6 +518,8 @@ func stackFrom(b []byte) string {
 			fmt.Fprintf(&sb, " { class gold rate %dkpps }", next())
 		case 1:
 			fmt.Fprintf(&sb, " { cores %d..%d }", next()%8, next()%8)
+		case 2:
+			fmt.Fprintf(&sb, " { nodelay message %dKiB }", next()%64)
 		}
 		sb.WriteString("\n")
 	}

@@ -108,6 +108,9 @@ type Endpoint struct {
 	Class   Class
 	Rate    float64 // packets per second; 0 when not declared
 	Message int     // bytes; 0 when not declared
+	// NoDelay asks that small writes of a stream endpoint go out at once,
+	// not combined (TCP_NODELAY; SOVIA's combining off).
+	NoDelay bool
 	Pos     diag.Range
 	// Bcast lists the broadcast addresses an address-specific UDP listener
 	// receives besides its own address (RFC 1122 §3.3.6).
@@ -437,7 +440,8 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 	seen := map[string]bool{}
 	for _, a := range attrs {
 		at := l.rng(a.Pos, a.EndPos)
-		key := a.Key.Text
+		name := a.Name()
+		key := name.Text
 		if seen[key] {
 			l.diags.Errorf(at, CodeBadAttr, "attribute %s is given twice", key)
 			continue
@@ -461,6 +465,12 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 			return a.Range.Items[0].Lo, true
 		}
 		switch key {
+		case "nodelay":
+			if e.Proto != TCP {
+				l.diags.Errorf(at, CodeBadAttr, "nodelay applies to tcp endpoints").Detail = "it turns off the combining of small writes on a stream, as TCP_NODELAY does"
+				continue
+			}
+			e.NoDelay = true
 		case "app":
 			if want("string") {
 				s, err := dsl.Unquote(a.Str.Raw)
@@ -530,7 +540,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				e.Message = v * mult
 			}
 		default:
-			l.diags.Errorf(l.rng(a.Key.Pos, a.Key.EndPos), CodeBadAttr, "unknown endpoint attribute %q", key).Detail = "attributes are app, core, cores, class, rate and message"
+			l.diags.Errorf(l.rng(name.Pos, name.EndPos), CodeBadAttr, "unknown endpoint attribute %q", key).Detail = "attributes are app, core, cores, class, rate, message and nodelay"
 		}
 	}
 }
