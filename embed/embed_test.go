@@ -24,7 +24,7 @@ import (
 	"github.com/dragonc/dragonc/prg"
 )
 
-var nicNames = []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf"}
+var nicNames = []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf", "clan1000", "mvia"}
 
 func loadModel(t testing.TB, nic string) *prg.Model {
 	t.Helper()
@@ -556,8 +556,8 @@ func TestTablesFullWarning(t *testing.T) {
 // byte for byte json.MarshalIndent's, for every NIC and example, an
 // incremental plan, and plans with empty, nil and hostile fields.
 func TestWriteJSONIsMarshalIndent(t *testing.T) {
-	if n := reflect.TypeFor[Plan]().NumField(); n != 16 {
-		t.Fatalf("Plan has %d fields; WriteJSON lists 16: add the new one there", n)
+	if n := reflect.TypeFor[Plan]().NumField(); n != 17 {
+		t.Fatalf("Plan has %d fields; WriteJSON lists 17: add the new one there", n)
 	}
 	var plans []*Plan
 	examples, _ := filepath.Glob("../examples/*.lpg")
@@ -575,7 +575,8 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 		Queues:    []PlanQueue{{ID: -1, Core: 7, Software: []string{}}, {ID: 3, Endpoints: []string{"a\"b", "c\\d", "é", "\xff"}, Software: []string{"x\u2029y", "\t"}}},
 		Endpoints: []PlanEndpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large"}},
 		Placement: map[string]PlanPlace{"b\"<": {}, "a": {Where: "hardware", Queues: []int{0, 15}, Engine: "tigon0", Descriptor: true}, "": {Queues: []int{}}},
-		Engines:   []PlanEngine{{}}, Warnings: []string{"</script>", "\x00\x1b"}}
+		Engines:   []PlanEngine{{}}, Warnings: []string{"</script>", "\x00\x1b"},
+		VIA:       &PlanVIA{Streams: []PlanStream{{Endpoint: "<s>", Reason: "\u2028", CombineDelayMS: 0.5}}}}
 	plans = append(plans, &Plan{}, hostile)
 	for i, p := range plans {
 		want, err := json.MarshalIndent(p, "", "  ")

@@ -35,8 +35,11 @@ type Plan struct {
 	Endpoints []PlanEndpoint       `json:"endpoints"`
 	Placement map[string]PlanPlace `json:"placement"`
 	Engines   []PlanEngine         `json:"engines,omitempty"`
-	Changes   *Changes             `json:"changes,omitempty"`
-	Warnings  []string             `json:"warnings"`
+	// VIA is set on a NIC with Virtual Interfaces: how each stream
+	// endpoint travels and how SOVIA sends (docs/sovia.md).
+	VIA      *PlanVIA `json:"via,omitempty"`
+	Changes  *Changes `json:"changes,omitempty"`
+	Warnings []string `json:"warnings"`
 }
 
 // PlanCost is the predicted cost next to its references.
@@ -119,6 +122,51 @@ type PlanEngine struct {
 	Memory  float64  `json:"memory_bytes,omitempty"`
 }
 
+// PlanVIA is the VI decision of a plan: the provider, the copy threshold
+// chosen from its latency table with the predicted latency per size beside
+// the paper's SOVIA_HYBRID, and each stream endpoint's transport.
+type PlanVIA struct {
+	Engine   string        `json:"engine"`
+	Provider string        `json:"provider,omitempty"`
+	VIs      int           `json:"vis"`
+	VIsUsed  int           `json:"vis_used"`
+	CopyMax  int           `json:"copy_max"`
+	Sizes    []PlanVIASize `json:"sizes"`
+	Streams  []PlanStream  `json:"streams"`
+}
+
+// PlanVIASize is one message size of the provider's table, in µs.
+type PlanVIASize struct {
+	Size      int     `json:"size"`
+	Policy    string  `json:"policy"` // copy or register
+	Predicted float64 `json:"predicted_us"`
+	Hybrid    float64 `json:"hybrid_us"` // measured, the paper's fixed 2 KB threshold
+	Native    float64 `json:"native_us"`
+	TCP       float64 `json:"tcp_us"` // estimated
+}
+
+// PlanStream is how one TCP endpoint travels: over a VI with SOVIA's
+// settings, or kernel TCP.
+type PlanStream struct {
+	Endpoint       string  `json:"endpoint"`
+	Transport      string  `json:"transport"` // vi or tcp
+	Reason         string  `json:"reason"`
+	Local          string  `json:"local"`
+	Remote         string  `json:"remote,omitempty"`
+	Message        int     `json:"message_bytes"`
+	SOVIA          float64 `json:"sovia_latency_us"`
+	TCP            float64 `json:"tcp_latency_us"`
+	VI             int     `json:"vi,omitempty"`
+	Window         int     `json:"window,omitempty"`
+	AckThreshold   int     `json:"ack_threshold,omitempty"`
+	Descriptors    int     `json:"descriptors,omitempty"`
+	Chunk          int     `json:"chunk_bytes,omitempty"`
+	CopyMax        int     `json:"copy_max,omitempty"`
+	CombineMax     int     `json:"combine_max,omitempty"`
+	CombineDelayMS float64 `json:"combine_delay_ms,omitempty"`
+	NoDelay        bool    `json:"nodelay,omitempty"`
+}
+
 // Changes is what the incremental strategy changed against the previous
 // plan: rules to remove and to add.
 type Changes struct {
@@ -160,6 +208,7 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 		{"endpoints", p.Endpoints, false},
 		{"placement", p.Placement, false},
 		{"engines", p.Engines, len(p.Engines) == 0},
+		{"via", p.VIA, p.VIA == nil},
 		{"changes", p.Changes, p.Changes == nil},
 		{"warnings", p.Warnings, false},
 	}

@@ -85,6 +85,9 @@ func (r *Result) WriteReport(w io.Writer) {
 			fmt.Fprintf(w, "  %-14s %-5s %s\n", e.Name, e.Copy, e.Why)
 		}
 	}
+	if v := pl.VIA; v != nil {
+		reportVIA(w, v)
+	}
 	if strings.Contains(pl.NIC, "myri") {
 		fmt.Fprintln(w, "\nOpen-MX on the Myri-10G (Goglin, Table 1, IMB ping-pong):")
 		fmt.Fprintln(w, "  0-byte latency: multiqueue with the process on its queue's core 11.71 us (round-robin single IRQ ~11.4 us,")
@@ -182,4 +185,34 @@ func suggest(name string, cands []string) string {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	return ""
+}
+
+// reportVIA prints the VI decision: each stream endpoint's transport, and
+// the predicted latency per message size beside the paper's HYBRID.
+func reportVIA(w io.Writer, v *PlanVIA) {
+	fmt.Fprintf(w, "\nStreams over Virtual Interfaces (%s, %d of %d VIs):\n", v.Provider, v.VIsUsed, v.VIs)
+	if len(v.Streams) == 0 {
+		fmt.Fprintln(w, "  no tcp endpoints")
+	}
+	for _, s := range v.Streams {
+		where := "tcp"
+		if s.Transport == "vi" {
+			where = fmt.Sprintf("VI %d", s.VI)
+		}
+		fmt.Fprintf(w, "  %-14s %-7s %s\n", s.Endpoint, where, s.Reason)
+		if s.Transport == "vi" {
+			combine := fmt.Sprintf("writes under %d B combined for %g ms", s.CombineMax, s.CombineDelayMS)
+			if s.NoDelay {
+				combine = "nodelay: no combining"
+			}
+			fmt.Fprintf(w, "  %-14s         window %d, acks after %d, %d receive descriptors, %d B chunks, copy up to %d B, %s\n",
+				"", s.Window, s.AckThreshold, s.Descriptors, s.Chunk, s.CopyMax, combine)
+		}
+	}
+	fmt.Fprintf(w, "  one-way latency (us) by message size: copy up to %d B, chosen from the provider's table,\n", v.CopyMax)
+	fmt.Fprintln(w, "  beside the paper's SOVIA_HYBRID (copy up to 2 KB, measured) and TCP (estimated):")
+	fmt.Fprintf(w, "  %8s  %-8s %9s %9s %9s %9s\n", "size", "policy", "predicted", "hybrid", "native", "tcp")
+	for _, r := range v.Sizes {
+		fmt.Fprintf(w, "  %8d  %-8s %9.1f %9.1f %9.1f %9.1f\n", r.Size, r.Policy, r.Predicted, r.Hybrid, r.Native, r.TCP)
+	}
 }

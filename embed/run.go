@@ -6,12 +6,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
+	"github.com/dragonc/dragonc/streams"
 )
 
 // Result is a finished plan with the embedding behind it.
@@ -23,6 +25,8 @@ type Result struct {
 	state     *state
 	// Tasks is the placement of the NIC's tasks on its engines, if any.
 	Tasks *TaskPlacement
+	// VIA is the NIC's VIA provider, if it has Virtual Interfaces.
+	VIA *streams.Provider
 }
 
 // TaskPlacement is the partition of a NIC's tasks over its engines.
@@ -96,6 +100,10 @@ func Run(in *Input) (*Result, error) {
 			return nil, fmt.Errorf("%s is not an LPG: node %s is a configuration node (LPGs describe protocol work; configuration belongs to PRGs)", in.LPG.Name, n.Name)
 		}
 	}
+	via, err := streams.ProviderOf(in.Model)
+	if err != nil {
+		return nil, err
+	}
 	p, err := newProblem(in)
 	if err != nil {
 		return nil, err
@@ -137,7 +145,7 @@ func Run(in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement}
+	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement, VIA: via}
 	r.Plan = r.plan()
 	em.dropCaches()
 	p.boxes = nil // the endpoints keep their own
@@ -257,6 +265,9 @@ func (r *Result) plan() *Plan {
 			c := Copies(p.in.CopyEngine, string(e.Proto), e.Message)
 			pl.Endpoints[i].Copy, pl.Endpoints[i].Why = c.Engine, c.Reason
 		}
+	}
+	if r.VIA != nil {
+		pl.VIA = planVIA(r.VIA, p.in.Stack)
 	}
 	// Endpoints left to RSS that a table could hold: when the tables that
 	// could hold them have less room left than that, the tables are full
@@ -609,4 +620,33 @@ func (r *Result) Model() *prg.Model { return r.p.in.Model }
 func (r *Result) SoftwareStage() bool {
 	m := r.p.in.Model
 	return m != nil && m.Props["stage"].Str == "ebpf"
+}
+
+// planVIA records the VI decision: the provider's predicted latencies and
+// how each stream endpoint travels.
+func planVIA(prov *streams.Provider, st *lpg.Stack) *PlanVIA {
+	copyMax, rows := prov.Table()
+	v := &PlanVIA{Engine: prov.Engine, Provider: prov.Name, VIs: prov.VIs, CopyMax: copyMax, Sizes: []PlanVIASize{}, Streams: []PlanStream{}}
+	for _, r := range rows {
+		policy := "register"
+		if r.Copy {
+			policy = "copy"
+		}
+		v.Sizes = append(v.Sizes, PlanVIASize{Size: r.Size, Policy: policy, Predicted: r.Predicted, Hybrid: r.Hybrid, Native: r.Native, TCP: r.TCP})
+	}
+	for _, c := range streams.Decide(prov, st) {
+		ps := PlanStream{Endpoint: c.Endpoint, Transport: c.Transport, Reason: c.Reason, Local: c.Local.String(), Message: c.Size, SOVIA: c.SOVIAus, TCP: c.TCPus}
+		if c.Remote.IsValid() {
+			ps.Remote = c.Remote.String()
+		}
+		if c.Transport == "vi" {
+			v.VIsUsed++
+			pr := c.Params
+			ps.VI, ps.Window, ps.AckThreshold, ps.Descriptors = c.VI, pr.Window, pr.AckThreshold, pr.Descriptors()
+			ps.Chunk, ps.CopyMax, ps.CombineMax, ps.NoDelay = pr.ChunkSize, pr.CopyMax, pr.CombineMax, pr.NoDelay
+			ps.CombineDelayMS = float64(pr.CombineDelay) / float64(time.Millisecond)
+		}
+		v.Streams = append(v.Streams, ps)
+	}
+	return v
 }

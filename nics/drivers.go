@@ -119,6 +119,27 @@ var drivers = map[string]*prg.Driver{
 		},
 	},
 	// Alteon Tigon: acenic.
+	// Intel EtherExpress 10/100 (the M-VIA model): e100.
+	"e100": {
+		Name:   "e100",
+		Source: "intel/e100.c",
+		// e100_ethtool_ops: link, ring sizes, EEPROM, self test and
+		// statistics; no set_channels, set_rxnfc or set_rxfh. One receive
+		// ring (nic->rxs); hw_features adds only NETIF_F_RXFCS and
+		// NETIF_F_RXALL, so no checksum offload either.
+		MaxChannels: 1,
+		Channels:    "fixed",
+	},
+	// Giganet cLAN1000 (the clan1000 model): Giganet's own driver, not in
+	// the Linux tree. IP runs through its LANE driver, which emulates one
+	// Ethernet interface over VIA (SOVIA paper, section 2.4); VIs are
+	// reached through the VI Provider Library, not ethtool.
+	"clan": {
+		Name:        "clan",
+		Source:      "the SOVIA paper, sections 2.4 and 3.1 (Giganet's driver is out of tree)",
+		MaxChannels: 1,
+		Channels:    "fixed",
+	},
 	"acenic": {
 		Name:   "acenic",
 		Source: "alteon/acenic.c",

@@ -33,7 +33,7 @@ func TestEmbeddingsPreserveMeaning(t *testing.T) {
 	if testing.Short() {
 		n = 500
 	}
-	for _, nic := range []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf"} {
+	for _, nic := range []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf", "clan1000", "mvia"} {
 		for _, ex := range examples {
 			for _, cost := range costmodel.Names() {
 				name := nic + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg") + "/" + cost

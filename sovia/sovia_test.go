@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,42 +280,6 @@ func TestParams(t *testing.T) {
 	bad.AckThreshold = 33
 	if bad.check() == nil {
 		t.Error("t > w accepted")
-	}
-}
-
-// TestCostChosenThreshold: on the paper's own tables the threshold chosen
-// from the costs is at least as good as SOVIA_HYBRID's 2 KB at every
-// size, and better where the tables say so: on M-VIA copying still wins
-// at 4 KB (526.3 µs against 539.3 registered), on cLAN registering wins
-// from 1 KB (26.4 against 26.5) and at 2 KB (39.5 against 40.7).
-func TestCostChosenThreshold(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		rows   []Latency
-		want   int
-		better []int // sizes where the chosen threshold beats HYBRID's
-	}{
-		{"M-VIA", MVIA, 4 << 10, []int{4 << 10}},
-		{"cLAN", CLAN, 512, []int{1 << 10, 2 << 10}},
-	} {
-		got := CopyThreshold(c.rows)
-		if got != c.want {
-			t.Errorf("%s: threshold %d, want %d", c.name, got, c.want)
-		}
-		chosen, hybrid := Predict(c.rows, got), Predict(c.rows, HybridCopyMax)
-		for i, r := range c.rows {
-			if chosen[i] > hybrid[i] {
-				t.Errorf("%s %d B: %.1f µs, HYBRID %.1f", c.name, r.Size, chosen[i], hybrid[i])
-			}
-			if slices.Contains(c.better, r.Size) != (chosen[i] < hybrid[i]) {
-				t.Errorf("%s %d B: %.1f µs against HYBRID's %.1f", c.name, r.Size, chosen[i], hybrid[i])
-			}
-			// The paper measured HYBRID too: the prediction stays within
-			// its measurement error (0.5 µs) of it or below.
-			if chosen[i] > r.Hybrid+0.5 {
-				t.Errorf("%s %d B: predicted %.1f µs, the paper measured HYBRID at %.1f", c.name, r.Size, chosen[i], r.Hybrid)
-			}
-		}
 	}
 }
 

@@ -42,7 +42,7 @@ func TestEveryNICAndExample(t *testing.T) {
 	}
 	_, haveGo := exec.LookPath("go")
 	examples, _ := filepath.Glob("../examples/*.lpg")
-	for _, nic := range []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf"} {
+	for _, nic := range []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf", "clan1000", "mvia"} {
 		for _, ex := range examples {
 			name := nic + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg")
 			t.Run(name, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/stackgen"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/sovia"
 )
 
 var nicNames = []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "dragonet-sf"}
@@ -225,5 +226,50 @@ func TestHostileNames(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Errorf("the fallback of a hostile stack does not build and pass: %v\n%s", err, out)
 		}
+	}
+}
+
+// TestSoviaConf: on both VIA models the cluster example's sovia.conf is a
+// golden file, package sovia reads it back, and what it reads is the
+// plan's decision: the VI endpoints with their settings, the rest on TCP.
+func TestSoviaConf(t *testing.T) {
+	src, err := os.ReadFile("../../examples/cluster_db.lpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nic := range []string{"clan1000", "mvia"} {
+		r, _ := plan(t, nic, "examples/cluster_db.lpg", src)
+		conf := nicconf.Files(r, "examples/cluster_db.lpg")["sovia.conf"]
+		golden.Check(t, filepath.Join("../../testdata/backends", nic, "cluster_db", "sovia.conf.golden"), conf)
+		got, err := sovia.ReadConf(bytes.NewReader(conf))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", nic, err, conf)
+		}
+		want := r.Plan.VIA.Streams
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d streams, the plan has %d", nic, len(got), len(want))
+		}
+		vis := 0
+		for i, s := range got {
+			w := want[i]
+			if s.Name != w.Endpoint || s.Transport != w.Transport || s.VI != w.VI || s.Local.String() != w.Local {
+				t.Errorf("%s: stream %d %+v; the plan says %+v", nic, i, s, w)
+			}
+			if s.Transport == "vi" {
+				vis++
+				p := s.Params
+				if p.Window != w.Window || p.AckThreshold != w.AckThreshold || p.Descriptors() != w.Descriptors || p.ChunkSize != w.Chunk || p.CopyMax != w.CopyMax || p.NoDelay != w.NoDelay {
+					t.Errorf("%s %s: %+v; the plan says %+v", nic, s.Name, p, w)
+				}
+			}
+		}
+		if vis != 3 || vis != r.Plan.VIA.VIsUsed {
+			t.Errorf("%s: %d VI streams, plan %d; want 3", nic, vis, r.Plan.VIA.VIsUsed)
+		}
+	}
+	// A NIC without VIs writes no sovia.conf.
+	r, _ := plan(t, "82599", "examples/cluster_db.lpg", src)
+	if _, ok := nicconf.Files(r, "x")["sovia.conf"]; ok || r.Plan.VIA != nil {
+		t.Error("the 82599 has no VIs, but the plan has a VIA decision")
 	}
 }

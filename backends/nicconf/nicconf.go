@@ -1,14 +1,18 @@
 // Package nicconf writes the NIC-specific configuration files of a plan:
 // the Myri-10G firmware hashing mode with the Open-MX endpoint to slice to
-// core map, and the Tigon handler partition.
+// core map, the Tigon handler partition, the copy engine's use and, on a
+// NIC with Virtual Interfaces, the SOVIA layer's sovia.conf.
 package nicconf
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/sovia"
 )
 
 // Files returns the NIC-specific files of a plan, by name.
@@ -80,7 +84,34 @@ func Files(r *embed.Result, source string) map[string][]byte {
 	if copies.Len() > 0 {
 		out["copies.conf"] = []byte(copies.String())
 	}
+	if pl.VIA != nil {
+		out["sovia.conf"] = soviaConf(pl.VIA, header)
+	}
 	return out
+}
+
+// soviaConf is the SOVIA layer's settings for each stream endpoint, in the
+// format package sovia reads (sovia.ReadConf).
+func soviaConf(v *embed.PlanVIA, header string) []byte {
+	var b strings.Builder
+	b.WriteString(header)
+	fmt.Fprintf(&b, "# How each stream endpoint travels on %s: over a VI with the SOVIA protocol,\n", oneLine(v.Provider))
+	fmt.Fprintf(&b, "# or kernel TCP. Copy threshold %d B, chosen from the provider's latency table.\n\n", v.CopyMax)
+	var streams []sovia.Stream
+	for _, s := range v.Streams {
+		st := sovia.Stream{Name: s.Endpoint, Transport: s.Transport, VI: s.VI, Reason: oneLine(s.Reason)}
+		st.Local, _ = netip.ParseAddrPort(s.Local)
+		st.Remote, _ = netip.ParseAddrPort(s.Remote)
+		if s.Transport == "vi" {
+			st.Params = sovia.Params{Window: s.Window, AckThreshold: s.AckThreshold, ChunkSize: s.Chunk, CopyMax: s.CopyMax,
+				CombineMax: s.CombineMax, CombineDelay: time.Duration(s.CombineDelayMS * float64(time.Millisecond)), NoDelay: s.NoDelay}
+		}
+		streams = append(streams, st)
+	}
+	if err := sovia.WriteConf(&b, streams); err != nil {
+		fmt.Fprintf(&b, "# not written: %s\n", oneLine(err.Error()))
+	}
+	return []byte(b.String())
 }
 
 func endpointOf(r *embed.Result, name string) int {

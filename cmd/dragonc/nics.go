@@ -71,7 +71,11 @@ func runNics(e *env, asJSON bool) int {
 		return exitOK
 	}
 	for _, s := range all {
-		fmt.Fprintf(e.stdout, "%s (%s): %d receive queues\n", s.Name, s.File, s.Queues)
+		plural := "s"
+		if s.Queues == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(e.stdout, "%s (%s): %d receive queue%s\n", s.Name, s.File, s.Queues, plural)
 		for _, t := range s.Tables {
 			fmt.Fprintf(e.stdout, "    %-18s %-5s", t.Node, t.Kind)
 			if t.Capacity > 0 {
