@@ -576,7 +576,7 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 		Endpoints: []PlanEndpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large"}},
 		Placement: map[string]PlanPlace{"b\"<": {}, "a": {Where: "hardware", Queues: []int{0, 15}, Engine: "tigon0", Descriptor: true}, "": {Queues: []int{}}},
 		Engines:   []PlanEngine{{}}, Warnings: []string{"</script>", "\x00\x1b"},
-		VIA:       &PlanVIA{Streams: []PlanStream{{Endpoint: "<s>", Reason: "\u2028", CombineDelayMS: 0.5}}}}
+		VIA: &PlanVIA{Streams: []PlanStream{{Endpoint: "<s>", Reason: "\u2028", CombineDelayMS: 0.5}}}}
 	plans = append(plans, &Plan{}, hostile)
 	for i, p := range plans {
 		want, err := json.MarshalIndent(p, "", "  ")

@@ -49,16 +49,16 @@ func TestConfErrors(t *testing.T) {
 		t.Fatalf("%v %v", s, err)
 	}
 	for _, c := range []struct{ edit, want string }{
-		{"descriptors 35", "descriptors 34"},           // w + ceil(w/t) + 1 = 35
-		{"ack_threshold 16", "ack_threshold 33"},       // t > w
-		{"combine_max 2048", "combine_max 65536"},      // longer than a chunk
-		{"window 32", "window x"},                      // not a number
-		{"remote 10.0.0.2:2\n", ""},                    // a VI connects two ends
-		{"vi 1", "vi 1\n    vi 2"},                     // twice
-		{"}\n", ""},                                    // unclosed
-		{"transport vi", "transport udp"},              // unknown transport
+		{"descriptors 35", "descriptors 34"},            // w + ceil(w/t) + 1 = 35
+		{"ack_threshold 16", "ack_threshold 33"},        // t > w
+		{"combine_max 2048", "combine_max 65536"},       // longer than a chunk
+		{"window 32", "window x"},                       // not a number
+		{"remote 10.0.0.2:2\n", ""},                     // a VI connects two ends
+		{"vi 1", "vi 1\n    vi 2"},                      // twice
+		{"}\n", ""},                                     // unclosed
+		{"transport vi", "transport udp"},               // unknown transport
 		{"copy_max 4096", "copy_max 4096\n    nodelay"}, // nodelay with combining settings
-		{"stream a {", "stream a"},                     // no brace
+		{"stream a {", "stream a"},                      // no brace
 		{"chunk 32768", "chunk 32768\n    colour blue"},
 	} {
 		src := strings.Replace(good, c.edit, c.want, 1)

@@ -307,4 +307,3 @@ func addr(a uint32) netip.Addr {
 }
 
 func round(x float64) float64 { return math.Round(x*10) / 10 }
-
