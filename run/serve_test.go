@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ import (
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/sovia"
 )
 
 // The stack the namespace suite serves: two UDP applications on their
@@ -199,6 +201,7 @@ func testServe(t *testing.T, socket, nic string) {
 		})
 	}()
 	waitReady(t, ready, served, &log)
+	vi := soviaEchoServer(t, a)
 
 	err := inNS(b, func() error {
 		// ICMP: five echo requests, five replies (RFC 792).
@@ -239,6 +242,12 @@ func testServe(t *testing.T, socket, nic string) {
 			if !bytes.Equal(got, msg) {
 				return fmt.Errorf("open-mx echoed %q, want %q", got, msg)
 			}
+		}
+		// The software VI of package sovia (EtherType 0x88B5) runs beside
+		// the stack on the same interface: the stage passes its frames up
+		// to the VI's socket, and a SOVIA connection echoes.
+		if err := vi(); err != nil {
+			return fmt.Errorf("sovia beside run: %w", err)
 		}
 		// The discard endpoint answers nothing.
 		if got, err := udpExchange(9, []byte("gone")); err == nil {
@@ -311,6 +320,60 @@ func testServe(t *testing.T, socket, nic string) {
 		t.Errorf("run does not say it serves on %s:\n%s", kind, log.String())
 	}
 	t.Logf("run said:\n%s%s", log.String(), final[i:])
+}
+
+// soviaEchoServer opens the software VIs of vA in namespace ns with a
+// SOVIA echo listener on port 5000, and returns the client's check, to
+// run in the peer's namespace: messages of 4 B to 32 KB and back.
+func soviaEchoServer(t *testing.T, ns string) func() error {
+	var host *sovia.RawHost
+	if err := inNS(ns, func() (err error) {
+		host, err = sovia.OpenHost("vA")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	p := sovia.PaperParams()
+	p.NoDelay, p.CombineMax, p.CombineDelay = true, 0, 0
+	l, err := host.Listen(5000, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	return func() error {
+		peer, err := sovia.OpenHost("vB")
+		if err != nil {
+			return err
+		}
+		defer peer.Close()
+		c, err := peer.Dial(net.HardwareAddr{2, 0, 0, 0, 0, 1}, 5000, p)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for size := 4; size <= 32<<10; size *= 2 {
+			msg := bytes.Repeat([]byte{byte(size)}, size)
+			if _, err := c.Write(msg); err != nil {
+				return err
+			}
+			got := make([]byte, size)
+			if _, err := io.ReadFull(c, got); err != nil {
+				return fmt.Errorf("%d B: %w", size, err)
+			}
+			if !bytes.Equal(got, msg) {
+				return fmt.Errorf("%d B came back changed", size)
+			}
+		}
+		return nil
+	}
 }
 
 // waitReady waits for Serve to be ready, or fails the test when it stops
