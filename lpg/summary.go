@@ -50,6 +50,9 @@ func Summary(st *Stack, g *graph.Graph) string {
 		if e.Message > 0 {
 			fmt.Fprintf(&b, "  message %dB", e.Message)
 		}
+		if e.NoDelay {
+			b.WriteString("  nodelay")
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -129,6 +132,7 @@ type EndpointSummary struct {
 	Rate     float64 `json:"rate_pps,omitempty"`
 	Cores    []int   `json:"cores,omitempty"`
 	Message  int     `json:"message_bytes,omitempty"`
+	NoDelay  bool    `json:"nodelay,omitempty"`
 	Shadowed bool    `json:"shadowed,omitempty"`
 }
 
@@ -154,7 +158,7 @@ func SummaryOf(st *Stack, g *graph.Graph) StackSummary {
 	}
 	for _, e := range st.Endpoints {
 		s.Endpoints = append(s.Endpoints, EndpointSummary{Name: e.Name, Receives: e.Describe(), App: e.App, Class: string(e.Class),
-			Rate: e.Rate, Cores: e.Cores, Message: e.Message, Shadowed: e.Shadowed})
+			Rate: e.Rate, Cores: e.Cores, Message: e.Message, NoDelay: e.NoDelay, Shadowed: e.Shadowed})
 	}
 	return s
 }
