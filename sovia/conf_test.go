@@ -71,3 +71,32 @@ func TestConfErrors(t *testing.T) {
 		t.Errorf("a stream twice: %v", err)
 	}
 }
+
+// FuzzReadConf: any input is read or refused without a panic, and what is
+// read writes back to a file that reads the same.
+func FuzzReadConf(f *testing.F) {
+	var b bytes.Buffer
+	WriteConf(&b, []Stream{
+		{Name: "a", Local: netip.MustParseAddrPort("10.0.0.1:1"), Remote: netip.MustParseAddrPort("10.0.0.2:2"), Transport: "vi", VI: 1, Params: PaperParams()},
+		{Name: "b", Local: netip.MustParseAddrPort("0.0.0.0:80"), Transport: "tcp", Reason: "listener"},
+	})
+	f.Add(b.String())
+	f.Add("stream x {\n local 1.2.3.4:5\n transport tcp\n}\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		s, err := ReadConf(strings.NewReader(src))
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := WriteConf(&out, s); err != nil {
+			t.Fatalf("read %+v but cannot write it: %v", s, err)
+		}
+		again, err := ReadConf(&out)
+		if err != nil {
+			t.Fatalf("rewritten file refused: %v\n%s", err, out.String())
+		}
+		if d := cmp.Diff(s, again, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
+			t.Fatalf("round trip:\n%s", d)
+		}
+	})
+}
