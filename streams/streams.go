@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/sovia"
@@ -60,13 +61,7 @@ func ProviderOf(m *prg.Model) (*Provider, error) {
 		if !ok {
 			return 0, fmt.Errorf("property %s is missing", key)
 		}
-		n := v.Num
-		switch v.Unit {
-		case "KiB":
-			n *= 1 << 10
-		case "MiB":
-			n *= 1 << 20
-		}
+		n := scaled(v)
 		if len(v.List) > 0 || v.Str != "" || math.IsNaN(n) || n < lo || n > hi {
 			return 0, fmt.Errorf("property %s must be a number in %g..%g", key, lo, hi)
 		}
@@ -98,13 +93,7 @@ func ProviderOf(m *prg.Model) (*Provider, error) {
 		if len(r.List) != 5 {
 			return bad("latency row %d has %d values; want [SIZE native reg copy hybrid]", i+1, len(r.List))
 		}
-		size := r.List[0].Num
-		switch r.List[0].Unit {
-		case "KiB":
-			size *= 1 << 10
-		case "MiB":
-			size *= 1 << 20
-		}
+		size := scaled(r.List[0])
 		var us [4]float64
 		for j := range us {
 			us[j] = r.List[j+1].Num
@@ -121,6 +110,17 @@ func ProviderOf(m *prg.Model) (*Provider, error) {
 		p.Rows = append(p.Rows, Latency{Size: int(size), Native: us[0], Reg: us[1], Copy: us[2], Hybrid: us[3]})
 	}
 	return p, nil
+}
+
+// scaled is a number with its byte unit applied (KiB, MiB).
+func scaled(v graph.Value) float64 {
+	switch v.Unit {
+	case "KiB":
+		return v.Num * (1 << 10)
+	case "MiB":
+		return v.Num * (1 << 20)
+	}
+	return v.Num
 }
 
 // at interpolates a column of the table at size bytes: linearly between
@@ -205,7 +205,11 @@ type Choice struct {
 // then in the stack's order.
 func Decide(p *Provider, st *lpg.Stack) []Choice {
 	var out []Choice
-	var cands []int
+	type cand struct {
+		i int // in out
+		e *lpg.Endpoint
+	}
+	var cands []cand
 	for _, e := range st.Endpoints {
 		if e.Proto != lpg.TCP {
 			continue
@@ -229,26 +233,22 @@ func Decide(p *Provider, st *lpg.Stack) []Choice {
 			c.Reason = fmt.Sprintf("%d B messages: SOVIA %.1f us is not below TCP's %.1f us", c.Size, c.SOVIAus, c.TCPus)
 		default:
 			c.Params = params
-			cands = append(cands, len(out))
+			cands = append(cands, cand{len(out), e})
 		}
 		if e.Flow {
 			c.Remote = netip.AddrPortFrom(addr(e.Remote), e.RPort)
 		}
 		out = append(out, c)
 	}
-	byEp := map[string]*lpg.Endpoint{}
-	for _, e := range st.Endpoints {
-		byEp[e.Name] = e
-	}
 	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := byEp[out[cands[i]].Endpoint], byEp[out[cands[j]].Endpoint]
+		a, b := cands[i].e, cands[j].e
 		if (a.Class == lpg.Gold) != (b.Class == lpg.Gold) {
 			return a.Class == lpg.Gold
 		}
 		return a.Rate > b.Rate
 	})
-	for n, i := range cands {
-		c := &out[i]
+	for n, cd := range cands {
+		c := &out[cd.i]
 		if n >= p.VIs {
 			c.Params = sovia.Params{}
 			c.Reason = fmt.Sprintf("no VI left: %s has %d, taken by endpoints ahead of it (gold first, then rate)", p.label(), p.VIs)
