@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"backends/dot":                 {"embed", "internal/graph"},
 	"lpg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"embed":                        {"internal/diag", "costmodel", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg", "streams"},
-	"streams":                      {"internal/graph", "lpg", "prg", "sovia"},
+	"streams":                      {"internal/graph", "internal/pred", "lpg", "prg", "sovia"},
 	"sim":                          {"embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
 	"backends/linux":               {"embed", "internal/graph", "internal/pred", "prg"},
 	"backends/nicconf":             {"embed", "sovia"},

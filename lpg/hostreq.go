@@ -24,6 +24,15 @@ func (p Prefix) Broadcast() (uint32, bool) {
 	return p.Addr | (1<<uint(32-p.Len) - 1), true
 }
 
+// Contains reports whether address a lies in the prefix's subnet.
+func (p Prefix) Contains(a uint32) bool {
+	if p.Len <= 0 {
+		return true
+	}
+	mask := ^uint32(0) << uint(32-p.Len)
+	return a&mask == p.Addr&mask
+}
+
 // Unicast returns the host's own addresses, sorted.
 func (st *Stack) Unicast() []uint32 {
 	var out []uint32

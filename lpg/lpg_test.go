@@ -593,3 +593,25 @@ func TestIPv4Addresses(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixContains: subnet membership at the edges of prefix lengths.
+func TestPrefixContains(t *testing.T) {
+	ip := func(a, b, c, d uint32) uint32 { return a<<24 | b<<16 | c<<8 | d }
+	for _, c := range []struct {
+		p    lpg.Prefix
+		a    uint32
+		want bool
+	}{
+		{lpg.Prefix{Addr: ip(10, 0, 0, 1), Len: 24}, ip(10, 0, 0, 255), true},
+		{lpg.Prefix{Addr: ip(10, 0, 0, 1), Len: 24}, ip(10, 0, 1, 1), false},
+		{lpg.Prefix{Addr: ip(10, 0, 0, 1), Len: 32}, ip(10, 0, 0, 1), true},
+		{lpg.Prefix{Addr: ip(10, 0, 0, 1), Len: 32}, ip(10, 0, 0, 2), false},
+		{lpg.Prefix{Addr: ip(10, 0, 0, 0), Len: 31}, ip(10, 0, 0, 1), true},
+		{lpg.Prefix{Addr: ip(10, 0, 0, 1), Len: 0}, ip(192, 168, 7, 1), true},
+		{lpg.Prefix{Addr: ip(10, 0, 0, 1), Len: 8}, ip(11, 0, 0, 1), false},
+	} {
+		if got := c.p.Contains(c.a); got != c.want {
+			t.Errorf("%+v contains %08x: %v, want %v", c.p, c.a, got, c.want)
+		}
+	}
+}

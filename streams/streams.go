@@ -17,6 +17,7 @@ import (
 	"sort"
 
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/sovia"
@@ -36,6 +37,8 @@ type Provider struct {
 	TCPLatency       float64
 	VIAMbps, TCPMbps float64
 	Rows             []Latency // by size, ascending
+	// CopyMax is the copy threshold chosen from Rows (CopyThreshold).
+	CopyMax int
 }
 
 // ProviderOf reads the VIA provider of a model: nil when the model has no
@@ -109,6 +112,7 @@ func ProviderOf(m *prg.Model) (*Provider, error) {
 		}
 		p.Rows = append(p.Rows, Latency{Size: int(size), Native: us[0], Reg: us[1], Copy: us[2], Hybrid: us[3]})
 	}
+	p.CopyMax = CopyThreshold(p.Rows)
 	return p, nil
 }
 
@@ -173,7 +177,7 @@ func (p *Provider) Params(noDelay bool) sovia.Params {
 	s := sovia.PaperParams()
 	s.ChunkSize = min(s.ChunkSize, p.MaxTransfer)
 	s.CombineMax = min(s.CombineMax, s.ChunkSize)
-	s.CopyMax = CopyThreshold(p.Rows)
+	s.CopyMax = p.CopyMax
 	if noDelay {
 		s.NoDelay, s.CombineMax, s.CombineDelay = true, 0, 0
 	}
@@ -218,7 +222,7 @@ func Decide(p *Provider, st *lpg.Stack) []Choice {
 		if c.Size <= 0 {
 			c.Size = 4
 		}
-		c.Local = netip.AddrPortFrom(addr(e.Addr), e.Port)
+		c.Local = netip.AddrPortFrom(pred.Addr(e.Addr), e.Port)
 		if e.AnyAddr {
 			c.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), e.Port)
 		}
@@ -228,7 +232,7 @@ func Decide(p *Provider, st *lpg.Stack) []Choice {
 		case !e.Flow:
 			c.Reason = "a listener: hosts beyond the VI network reach it only by TCP"
 		case !onLink(st, e.Remote):
-			c.Reason = fmt.Sprintf("the peer %s is not on a subnet of the stack's interfaces: VIA does not route", addr(e.Remote))
+			c.Reason = fmt.Sprintf("the peer %s is not on a subnet of the stack's interfaces: VIA does not route", pred.Addr(e.Remote))
 		case c.SOVIAus >= c.TCPus:
 			c.Reason = fmt.Sprintf("%d B messages: SOVIA %.1f us is not below TCP's %.1f us", c.Size, c.SOVIAus, c.TCPus)
 		default:
@@ -236,7 +240,7 @@ func Decide(p *Provider, st *lpg.Stack) []Choice {
 			cands = append(cands, cand{len(out), e})
 		}
 		if e.Flow {
-			c.Remote = netip.AddrPortFrom(addr(e.Remote), e.RPort)
+			c.Remote = netip.AddrPortFrom(pred.Addr(e.Remote), e.RPort)
 		}
 		out = append(out, c)
 	}
@@ -279,31 +283,21 @@ type Row struct {
 // Table predicts SOVIA's latency at every size of the provider's table
 // under the chosen copy threshold, beside the measured HYBRID column.
 func (p *Provider) Table() (copyMax int, rows []Row) {
-	copyMax = CopyThreshold(p.Rows)
-	pred := Predict(p.Rows, copyMax)
+	copyMax = p.CopyMax
+	predicted := Predict(p.Rows, copyMax)
 	for i, r := range p.Rows {
-		rows = append(rows, Row{Size: r.Size, Native: r.Native, Predicted: pred[i], Hybrid: r.Hybrid, TCP: round(p.TCPLatencyAt(r.Size)), Copy: r.Size <= copyMax})
+		rows = append(rows, Row{Size: r.Size, Native: r.Native, Predicted: predicted[i], Hybrid: r.Hybrid, TCP: round(p.TCPLatencyAt(r.Size)), Copy: r.Size <= copyMax})
 	}
 	return copyMax, rows
 }
 
 func onLink(st *lpg.Stack, a uint32) bool {
 	for _, ifc := range st.Interfaces {
-		if slices.ContainsFunc(ifc.IPs, func(p lpg.Prefix) bool {
-			mask := uint32(0)
-			if p.Len > 0 {
-				mask = ^uint32(0) << (32 - p.Len)
-			}
-			return a&mask == p.Addr&mask
-		}) {
+		if slices.ContainsFunc(ifc.IPs, func(p lpg.Prefix) bool { return p.Contains(a) }) {
 			return true
 		}
 	}
 	return false
-}
-
-func addr(a uint32) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)})
 }
 
 func round(x float64) float64 { return math.Round(x*10) / 10 }
