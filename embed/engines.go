@@ -276,8 +276,8 @@ func modelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
 	}
 	var engines []Engine
 	for _, e := range m.Engine {
-		if e.Kind == "copy" {
-			continue
+		if e.Kind != "nic-core" {
+			continue // copy engines and VIA providers run no tasks
 		}
 		en := Engine{Name: e.Name, Capacity: 100}
 		if v, ok := e.Props["scratchpad"]; ok {
