@@ -373,11 +373,14 @@ func (c *Conn) Read(b []byte) (int, error) {
 	for c.poll(0) {
 	}
 	for c.rx.Len() == 0 && !c.peerFin && c.err == nil {
-		if !c.poll(pollWait) {
-			// Nothing came: let a writer on another goroutine in (a
-			// reader and a writer may share a connection, as net.Conn
-			// allows); a mutex waited for hands over on Unlock.
+		if !c.poll(0) {
+			// Nothing is queued: wait for a completion without the
+			// connection's lock, so that a writer on another goroutine
+			// goes on meanwhile (a reader and a writer may share a
+			// connection, as net.Conn allows). Completions are taken
+			// under the lock only, so they are handled in order.
 			c.mu.Unlock()
+			c.vi.CQWait(pollWait)
 			c.mu.Lock()
 		}
 	}

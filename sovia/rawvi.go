@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -42,16 +43,16 @@ type RawVI struct {
 	curImm  uint32
 	skipSeq uint32 // a message that found no descriptor: its fragments go
 	skip    bool
+	lastSeq uint32 // the last message that began
 }
 
-// RawHost is one interface's end of the software VIs: one raw socket,
-// whose frames go to the VI their header names. VI 0 carries connection
-// setup (Listen, Dial).
+// RawHost is one interface's end of the software VIs: a link that
+// carries its frames (a raw socket of its own, or the data plane of
+// `dragonc run`), whose frames go to the VI their header names. VI 0
+// carries connection setup (Listen, Dial).
 type RawHost struct {
-	fd      int
-	ifindex int
-	mtu     int
-	local   [6]byte
+	link  Link
+	local [6]byte
 
 	sendMu  sync.Mutex
 	sendBuf []byte
@@ -63,11 +64,43 @@ type RawHost struct {
 	dials     map[uint16]chan setup // by the dialing VI
 	accepted  map[[8]byte]uint16    // (peer MAC, peer VI) -> our VI, for repeated requests
 	closed    bool
-	err       error
 }
 
-// OpenHost opens the software VIs of interface ifname. It needs
-// CAP_NET_RAW.
+// Link carries a host's VI frames: whole Ethernet frames of EtherType
+// EtherType, sent as given. Whoever receives the link's frames hands
+// them to the host's Input.
+type Link interface {
+	// SendFrame sends one frame; it may wait while the link's queue is
+	// full, and must not keep the frame.
+	SendFrame(frame []byte) error
+	// MTU is the largest frame the link sends, without the Ethernet
+	// header.
+	MTU() int
+	// Close stops the link; the host closes it.
+	Close() error
+}
+
+// NewHost makes the software VIs of a host whose Ethernet address is mac
+// on link. Frames the link receives go to Input.
+func NewHost(link Link, mac net.HardwareAddr) (*RawHost, error) {
+	if len(mac) != 6 {
+		return nil, fmt.Errorf("sovia: a host needs an Ethernet address, not %q", mac)
+	}
+	h := &RawHost{link: link, vis: map[uint16]*RawVI{}, next: 1,
+		listeners: map[uint16]*RawListener{}, dials: map[uint16]chan setup{}, accepted: map[[8]byte]uint16{}}
+	copy(h.local[:], mac)
+	return h, nil
+}
+
+// packetLink is a raw packet socket of the host's own, bound to the VI
+// EtherType on one interface.
+type packetLink struct {
+	fd, ifindex, mtu int
+	closed           atomic.Bool
+}
+
+// OpenHost opens the software VIs of interface ifname on a raw socket of
+// their own. It needs CAP_NET_RAW.
 func OpenHost(ifname string) (*RawHost, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -93,19 +126,63 @@ func OpenHost(ifname string) (*RawHost, error) {
 	}
 	tv := syscall.NsecToTimeval(int64(50 * time.Millisecond))
 	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
-	h := &RawHost{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU, sendBuf: make([]byte, 14+ifc.MTU), vis: map[uint16]*RawVI{}, next: 1,
-		listeners: map[uint16]*RawListener{}, dials: map[uint16]chan setup{}, accepted: map[[8]byte]uint16{}}
-	copy(h.local[:], ifc.HardwareAddr)
-	go h.receive()
+	l := &packetLink{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU}
+	h, err := NewHost(l, ifc.HardwareAddr)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	go l.receive(h)
 	return h, nil
 }
 
-// Close closes the host's socket; its VIs fail.
+func (l *packetLink) MTU() int { return l.mtu }
+
+// Close stops the receiver, which closes the socket when it notices.
+func (l *packetLink) Close() error {
+	l.closed.Store(true)
+	return nil
+}
+
+func (l *packetLink) SendFrame(f []byte) error {
+	sa := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: l.ifindex, Halen: 6}
+	copy(sa.Addr[:], f[0:6])
+	for {
+		err := syscall.Sendto(l.fd, f, 0, sa)
+		if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
+			return err
+		}
+		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+	}
+}
+
+func (l *packetLink) receive(h *RawHost) {
+	buf := make([]byte, 65536)
+	defer syscall.Close(l.fd)
+	for !l.closed.Load() {
+		n, _, err := syscall.Recvfrom(l.fd, buf, 0)
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			h.failAll(err)
+			return
+		}
+		h.Input(buf[:n])
+	}
+}
+
+// Close closes the host and its link; its VIs fail.
 func (h *RawHost) Close() error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
 	h.closed = true
-	return nil // the receiver closes the socket when it notices
+	h.mu.Unlock()
+	h.failAll(errors.New("sovia: the host is closed"))
+	return h.link.Close()
 }
 
 // VI opens VI lvi of this host, joined to VI rvi of the host whose MAC
@@ -173,7 +250,7 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 	v.seq++
 	var err error
 	for at := 0; at < n || at == 0; {
-		k := min(h.mtu-rawHeader, n-at)
+		k := min(h.link.MTU()-rawHeader, n-at)
 		err = h.send(v.remote, v.rvi, v.lvi, v.seq, n, at, imm, r.Buf[off+at:off+at+k])
 		if err != nil || n == 0 {
 			break
@@ -192,7 +269,11 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 
 // send writes one frame (h.sendMu held).
 func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, imm uint32, data []byte) error {
-	f := h.sendBuf[:14+rawHeader+len(data)]
+	n := 14 + rawHeader + len(data)
+	if cap(h.sendBuf) < n {
+		h.sendBuf = make([]byte, n)
+	}
+	f := h.sendBuf[:n]
 	copy(f[0:6], to[:])
 	copy(f[6:12], h.local[:])
 	binary.BigEndian.PutUint16(f[12:], EtherType)
@@ -204,57 +285,36 @@ func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, i
 	binary.BigEndian.PutUint32(hd[12:], uint32(at))
 	binary.BigEndian.PutUint32(hd[16:], imm)
 	copy(hd[rawHeader:], data)
-	sa := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: h.ifindex, Halen: 6}
-	copy(sa.Addr[:], to[:])
-	for {
-		err := syscall.Sendto(h.fd, f, 0, sa)
-		if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
-			return err
-		}
-		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
-	}
+	return h.link.SendFrame(f)
 }
 
-func (h *RawHost) receive() {
-	buf := make([]byte, 65536)
-	defer syscall.Close(h.fd)
-	for {
-		h.mu.Lock()
-		closed := h.closed
-		h.mu.Unlock()
-		if closed {
-			h.failAll(errors.New("sovia: the host is closed"))
-			return
-		}
-		n, _, err := syscall.Recvfrom(h.fd, buf, 0)
-		if err != nil {
-			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			h.failAll(err)
-			return
-		}
-		f := buf[:n]
-		if n < 14+rawHeader || binary.BigEndian.Uint16(f[12:]) != EtherType {
-			continue
-		}
-		hd := f[14:]
-		dvi, svi := binary.BigEndian.Uint16(hd[0:]), binary.BigEndian.Uint16(hd[2:])
-		if dvi == 0 {
-			var from [6]byte
-			copy(from[:], f[6:12])
-			h.setupFrame(from, svi, hd[rawHeader:])
-			continue
-		}
-		h.mu.Lock()
-		v := h.vis[dvi]
-		ours := v != nil && svi == v.rvi
-		h.mu.Unlock()
-		if !ours {
-			continue // no such VI, or another VI's
-		}
-		v.fragment(binary.BigEndian.Uint32(hd[4:]), int(binary.BigEndian.Uint32(hd[8:])), int(binary.BigEndian.Uint32(hd[12:])), binary.BigEndian.Uint32(hd[16:]), hd[rawHeader:])
+// Input takes one frame the link received: a fragment of a message for
+// one of the host's VIs, or connection setup. Other frames, short ones
+// and ones for VIs that are not open are ignored. Input does not keep f.
+func (h *RawHost) Input(f []byte) {
+	if len(f) < 14+rawHeader || binary.BigEndian.Uint16(f[12:]) != EtherType {
+		return
 	}
+	hd := f[14:]
+	dvi, svi := binary.BigEndian.Uint16(hd[0:]), binary.BigEndian.Uint16(hd[2:])
+	if dvi == 0 {
+		var from [6]byte
+		copy(from[:], f[6:12])
+		h.setupFrame(from, svi, hd[rawHeader:])
+		return
+	}
+	h.mu.Lock()
+	v := h.vis[dvi]
+	ours := v != nil && svi == v.rvi
+	h.mu.Unlock()
+	if !ours {
+		return // no such VI, or another VI's
+	}
+	total, at := binary.BigEndian.Uint32(hd[8:]), binary.BigEndian.Uint32(hd[12:])
+	if total > 1<<30 || at > total {
+		return // no descriptor is this long
+	}
+	v.fragment(binary.BigEndian.Uint32(hd[4:]), int(total), int(at), binary.BigEndian.Uint32(hd[16:]), hd[rawHeader:])
 }
 
 func (h *RawHost) failAll(err error) {
@@ -263,7 +323,6 @@ func (h *RawHost) failAll(err error) {
 	for _, v := range h.vis {
 		vis = append(vis, v)
 	}
-	h.err = err
 	h.mu.Unlock()
 	for _, v := range vis {
 		v.fail(err)
@@ -278,6 +337,15 @@ func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
 		return
 	}
 	if at == 0 {
+		// Messages are numbered from 1 on each VI: a gap is a message
+		// the link lost whole, which would otherwise leave both ends
+		// waiting for a window credit that never comes.
+		if seq != v.lastSeq+1 && v.err == nil {
+			v.err = fmt.Errorf("sovia: message %d arrived after message %d: %d message(s) lost on the link", seq, v.lastSeq, seq-v.lastSeq-1)
+			v.cond.Broadcast()
+			return
+		}
+		v.lastSeq = seq
 		if v.cur != nil {
 			v.err = fmt.Errorf("sovia: message %d began before message %d ended: a frame was lost", seq, v.curSeq)
 			v.cond.Broadcast()

@@ -37,6 +37,10 @@ type VI interface {
 	// Wait returns the next completion, waiting at most d; ok is false
 	// when none came.
 	Wait(d time.Duration) (c Completion, ok bool, err error)
+	// CQWait waits at most d for a completion, an error or the VI's
+	// close, and takes nothing off the completion queue (VipCQWait); it
+	// reports whether one of them is there.
+	CQWait(d time.Duration) bool
 }
 
 // Region is registered memory.
@@ -138,18 +142,7 @@ func (q *queues) lose(err error) {
 func (q *queues) Wait(d time.Duration) (Completion, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.cq) == 0 && d > 0 && q.err == nil && !q.closed {
-		t := time.AfterFunc(d, func() {
-			q.mu.Lock()
-			q.cond.Broadcast()
-			q.mu.Unlock()
-		})
-		deadline := time.Now().Add(d)
-		for len(q.cq) == 0 && q.err == nil && !q.closed && time.Now().Before(deadline) {
-			q.cond.Wait()
-		}
-		t.Stop()
-	}
+	q.wait(d)
 	if len(q.cq) > 0 {
 		c := q.cq[0]
 		q.cq = q.cq[1:]
@@ -162,6 +155,30 @@ func (q *queues) Wait(d time.Duration) (Completion, bool, error) {
 		return Completion{}, false, errors.New("sovia: the VI is closed")
 	}
 	return Completion{}, false, nil
+}
+
+func (q *queues) CQWait(d time.Duration) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wait(d)
+	return len(q.cq) > 0 || q.err != nil || q.closed
+}
+
+// wait waits at most d for a completion, an error or the close (q.mu
+// held).
+func (q *queues) wait(d time.Duration) {
+	if len(q.cq) == 0 && d > 0 && q.err == nil && !q.closed {
+		t := time.AfterFunc(d, func() {
+			q.mu.Lock()
+			q.cond.Broadcast()
+			q.mu.Unlock()
+		})
+		deadline := time.Now().Add(d)
+		for len(q.cq) == 0 && q.err == nil && !q.closed && time.Now().Before(deadline) {
+			q.cond.Wait()
+		}
+		t.Stop()
+	}
 }
 
 // MemVI is an in-memory VI, one end of a pair made by NewMemPair. A send
