@@ -50,7 +50,7 @@ var allowed = map[string][]string{
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
 	"cmd/dragonc":                  {"run", "bench", "discover", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
 	"internal/outdir":              {},
-	"run":                          {"backends/gofallback", "backends/linux", "costmodel", "embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "nics", "prg", "run/dataplane"},
+	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "nics", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard
 	// library only.
 	"run/dataplane": {},

@@ -13,6 +13,7 @@ import (
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/run/dataplane"
+	"github.com/dragonc/dragonc/sovia"
 )
 
 // The data plane's types, for Go programs that serve a stack themselves.
@@ -92,9 +93,32 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 	if err != nil {
 		return err
 	}
+	for _, name := range slices.Sorted(gomaps.Keys(opt.Streams)) {
+		if _, ok := sv.via.stream(name); !ok {
+			return usage("a stream handler for %s, which the plan does not put on a VI", name)
+		}
+	}
 	dst, err := dataplane.Wire(code, *sv.chains, hs, macBytes(st.Interfaces[0].MAC))
 	if err != nil {
 		return err
+	}
+	if sv.via != nil {
+		dst.VIA = &dataplane.Link{}
+		host, err := sovia.NewHost(dst.VIA, dst.MAC[:])
+		if err != nil {
+			return err
+		}
+		defer host.Close()
+		dst.VIA.Input = host.Input
+		app := func(name string) func(*sovia.Conn) {
+			if f := opt.Streams[name]; f != nil {
+				return f
+			}
+			return sovia.Apps[sv.via.apps[name]]
+		}
+		if _, _, err := sovia.ServeStreams(host, sv.via.streams, app); err != nil {
+			return err
+		}
 	}
 	sv.run = func(kind, how string, cfg dataplane.Config) error {
 		srv, err := dataplane.Start(dst, cfg)

@@ -58,6 +58,7 @@ type Stage struct {
 	ARP       bool         // the stack answers ARP
 	ICMP      bool         // the stack answers echo requests
 	OpenMX    bool         // the stack has Open-MX endpoints
+	VIA       bool         // stream endpoints travel over the data plane's software VIs
 	Groups    []Group      // rules, tried in order
 	Miss      int          // MissQueue, MissDevice or MissRSS
 	MissQueue uint32
@@ -229,6 +230,7 @@ const (
 	ethARP  = 0x0608 // 0x0806 read as a little-endian half word
 	ethIPv4 = 0x0008
 	ethOMX  = 0xdf86 // Open-MX's EtherType 0x86DF, read little-endian
+	ethVIA  = 0xb588 // the software VI's EtherType 0x88B5 (package sovia), read little-endian
 )
 
 // hasDrops reports whether a rule of s drops.
@@ -286,6 +288,9 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	}
 	if s.OpenMX {
 		add(asm.JEq.Imm(asm.R0, ethOMX, l2))
+	}
+	if s.VIA {
+		add(asm.JEq.Imm(asm.R0, ethVIA, l2))
 	}
 	add(asm.JNE.Imm(asm.R0, ethIPv4, "pass"))
 

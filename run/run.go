@@ -32,10 +32,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/dragonc/dragonc/backends/nicconf"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/run/dataplane"
+	"github.com/dragonc/dragonc/sovia"
 )
 
 // Model is the built-in model whose tables this package fills.
@@ -57,6 +59,11 @@ type Options struct {
 	// Socket is the socket kind: "xdp", "packet", or "auto" (or empty):
 	// AF_XDP, and AF_PACKET when AF_XDP cannot be set up.
 	Socket string
+	// Streams serve, by endpoint name, the stream endpoints the plan puts
+	// on VIs (a NIC model with Virtual Interfaces): each connection runs
+	// in a goroutine of its own and is closed when the function returns
+	// (ServeCode only; without one, the endpoint's app: echo or discard).
+	Streams map[string]func(c *sovia.Conn)
 }
 
 // UsageError is an error in what the user asked for (a missing or down
@@ -95,7 +102,7 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) er
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin, err := buildHelper(work, r, st, sv.chains, handlers, st.Interfaces[0].MAC)
+	bin, err := buildHelper(work, r, st, sv.chains, handlers, st.Interfaces[0].MAC, sv.via)
 	if err != nil {
 		return err
 	}
@@ -163,10 +170,23 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if err != nil {
 		return nil, err
 	}
+	vs, err := viaOf(pl, st)
+	if err != nil {
+		return nil, err
+	}
 	for _, e := range st.Endpoints {
-		if e.Proto == lpg.TCP {
-			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
+		if e.Proto != lpg.TCP {
+			continue
 		}
+		if s, ok := vs.stream(e.Name); ok {
+			app := vs.apps[e.Name]
+			if app != e.App {
+				app = fmt.Sprintf("%s: app %q is not built in (echo, discard)", app, e.App)
+			}
+			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: over VI %d with SOVIA on the data plane's sockets (port %d, %s); TCP frames for it pass up\n", e.Name, s.VI, s.Local.Port(), app)
+			continue
+		}
+		fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
 	}
 	var nic []string
 	for _, n := range slices.Sorted(gomaps.Keys(pl.Placement)) {
@@ -177,7 +197,55 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if len(nic) > 0 {
 		fmt.Fprintf(opt.Stderr, "dragonc run: the plan leaves %s to the NIC; AF_XDP and AF_PACKET cannot put the request in a transmit descriptor, so the data plane fills them last, as the NIC would\n", strings.Join(nic, ", "))
 	}
-	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw}, nil
+	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}, nil
+}
+
+// viaStreams are the stream endpoints a plan puts on VIs, which the data
+// plane serves with package sovia's software VI.
+type viaStreams struct {
+	streams []sovia.Stream    // transport vi, in the plan's order
+	conf    []byte            // the same as sovia.conf (sovia.WriteConf)
+	apps    map[string]string // endpoint → a name of sovia.Apps
+}
+
+// viaOf reads the VI streams off a plan; nil when there are none.
+func viaOf(pl *dembed.Plan, st *lpg.Stack) (*viaStreams, error) {
+	if pl.VIA == nil || pl.VIA.VIsUsed == 0 {
+		return nil, nil
+	}
+	vs := &viaStreams{apps: map[string]string{}}
+	for _, s := range nicconf.Streams(pl.VIA) {
+		if s.Transport == "vi" {
+			vs.streams = append(vs.streams, s)
+		}
+	}
+	var b strings.Builder
+	if err := sovia.WriteConf(&b, vs.streams); err != nil {
+		return nil, err
+	}
+	vs.conf = []byte(b.String())
+	for _, s := range vs.streams {
+		app := "discard"
+		for _, e := range st.Endpoints {
+			if e.Name == s.Name && sovia.Apps[e.App] != nil {
+				app = e.App
+			}
+		}
+		vs.apps[s.Name] = app
+	}
+	return vs, nil
+}
+
+// stream is the VI stream of endpoint name.
+func (vs *viaStreams) stream(name string) (sovia.Stream, bool) {
+	if vs != nil {
+		for _, s := range vs.streams {
+			if s.Name == name {
+				return s, true
+			}
+		}
+	}
+	return sovia.Stream{}, false
 }
 
 // serveAll serves on the socket kind asked for, or on AF_XDP and then on
@@ -249,6 +317,7 @@ type serving struct {
 	r      *dembed.Result
 	st     *lpg.Stack
 	hw     bool // a hardware plan: linux.sh first, then the stage
+	via    *viaStreams
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error

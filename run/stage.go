@@ -39,6 +39,7 @@ func baseStage(pl *dembed.Plan, st *lpg.Stack) *Stage {
 	for _, q := range pl.Queues {
 		s.Queues = append(s.Queues, uint32(q.ID))
 	}
+	s.VIA = pl.VIA != nil && pl.VIA.VIsUsed > 0
 	return s
 }
 

@@ -97,6 +97,16 @@ func soviaConf(v *embed.PlanVIA, header string) []byte {
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# How each stream endpoint travels on %s: over a VI with the SOVIA protocol,\n", oneLine(v.Provider))
 	fmt.Fprintf(&b, "# or kernel TCP. Copy threshold %d B, chosen from the provider's latency table.\n\n", v.CopyMax)
+	streams := Streams(v)
+	if err := sovia.WriteConf(&b, streams); err != nil {
+		fmt.Fprintf(&b, "# not written: %s\n", oneLine(err.Error()))
+	}
+	return []byte(b.String())
+}
+
+// Streams are a plan's stream endpoints as package sovia reads them from
+// sovia.conf.
+func Streams(v *embed.PlanVIA) []sovia.Stream {
 	var streams []sovia.Stream
 	for _, s := range v.Streams {
 		st := sovia.Stream{Name: s.Endpoint, Transport: s.Transport, VI: s.VI, Reason: oneLine(s.Reason)}
@@ -108,10 +118,7 @@ func soviaConf(v *embed.PlanVIA, header string) []byte {
 		}
 		streams = append(streams, st)
 	}
-	if err := sovia.WriteConf(&b, streams); err != nil {
-		fmt.Fprintf(&b, "# not written: %s\n", oneLine(err.Error()))
-	}
-	return []byte(b.String())
+	return streams
 }
 
 func endpointOf(r *embed.Result, name string) int {

@@ -49,6 +49,10 @@ driver refuses (a filter rule, RSS, the queue count) is done by the
 eBPF stage instead and reported, and everything is restored at exit.
 The stack checks and fills checksums itself (the sockets carry no
 checksum verdicts), so the interface's offload switches are left alone.
+On a model with Virtual Interfaces (mvia, clan1000), the TCP endpoints
+the plan puts on VIs are served with SOVIA over the software VI on the
+same sockets (EtherType 0x88B5), each on its local port with its
+sovia.conf settings and its app (echo or discard).
 IFACE's hardware address must be the stack interface's. IFACE must not
 carry the host's default route, and a hardware plan's driver must be
 IFACE's (--force overrides both). Needs CAP_NET_ADMIN, CAP_NET_RAW and
@@ -56,7 +60,8 @@ CAP_BPF (root has them); the error names the missing ones.
 Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
   dragonc run linux-xdp examples/dns_ntp.lpg veth0
-  dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first`,
+  dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first
+  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 3 {
 				return usagef("want NIC, STACK.lpg and IFACE, got %d argument(s)", len(args))

@@ -75,6 +75,9 @@ type Stack struct {
 	SendChain   []TxFunc   // what a UDP handler's answer goes through
 	SendOMX     []TxFunc   // what an Open-MX handler's answer goes through
 	MAC         [6]byte
+	// VIA, if set, takes the software VIs' frames (EtherType 0x88B5)
+	// before the generated code sees them, and sends theirs.
+	VIA *Link
 }
 
 // Queue is one receive loop.
@@ -123,6 +126,7 @@ type Server struct {
 	err    error
 	xsks   []*xsk
 	boxes  []*inbox
+	link   linkTx // Stack.VIA's sends
 	// Notes say how the server runs (pinning refused, and so on).
 	Notes []string
 }
@@ -137,6 +141,7 @@ type queueLoop struct {
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
 	in, sent, txErr, short, moved atomic.Uint64
+	via                           atomic.Uint64 // frames to Stack.VIA
 	deliver, reply, sink          []atomic.Uint64
 	drop                          []atomic.Uint64
 }
@@ -179,6 +184,9 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		}
 	}
 	sort.Strings(s.Notes)
+	if st.VIA != nil {
+		st.VIA.attach(s, cfg.Ifindex)
+	}
 	return s, nil
 }
 
@@ -272,6 +280,9 @@ func (s *Server) closeAll() {
 // Stop ends every loop, closes the sockets and reports the first error a
 // loop met.
 func (s *Server) Stop() error {
+	if s.st.VIA != nil {
+		s.st.VIA.srv.CompareAndSwap(s, nil)
+	}
 	s.stop.Store(true)
 	s.wg.Wait()
 	s.closeAll()
@@ -319,8 +330,16 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		l.c.sent.Add(uint64(n))
 		l.c.txErr.Add(uint64(want - n))
 	}
+	via := s.st.VIA
 	handle := func(frame []byte) {
 		l.c.in.Add(1)
+		if via != nil && len(frame) >= ethLen && binary.BigEndian.Uint16(frame[12:]) == EtherTypeVIA {
+			l.c.via.Add(1)
+			if via.Input != nil {
+				via.Input(frame)
+			}
+			return
+		}
 		if len(frame) < 60 {
 			// A software link carries frames unpadded; the wire would pad
 			// them to the 60-byte minimum (IEEE 802.3 §4.2.8), which the
@@ -448,6 +467,9 @@ func (s *Server) Report(w io.Writer) {
 				fmt.Fprintf(&b, ", %s %d", site, n)
 			}
 		}
+		if n := l.c.via.Load(); n > 0 {
+			fmt.Fprintf(&b, ", via %d", n)
+		}
 		if n := l.c.moved.Load(); n > 0 {
 			fmt.Fprintf(&b, ", handed on %d", n)
 		}
@@ -459,6 +481,13 @@ func (s *Server) Report(w io.Writer) {
 		fmt.Fprintf(&b, ", sent %d", l.c.sent.Load())
 		if n := l.c.txErr.Load(); n > 0 {
 			fmt.Fprintf(&b, ", send errors %d", n)
+		}
+		if l == s.queues[0] && s.st.VIA != nil {
+			// The VIs send through the first queue's socket.
+			fmt.Fprintf(&b, ", via sent %d", s.link.sent.Load())
+			if n := s.link.fail.Load(); n > 0 {
+				fmt.Fprintf(&b, ", via send errors %d", n)
+			}
 		}
 		b.WriteString("\n")
 	}
