@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"discover":                     {"prg"},
 	"prg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":                          {"internal/diag", "internal/graph", "internal/pred"},
+	"backends":                     {"backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "embed", "lpg"},
 	"backends/dot":                 {"embed", "internal/graph"},
 	"lpg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"embed":                        {"internal/diag", "costmodel", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg", "streams"},
@@ -48,7 +49,7 @@ var allowed = map[string][]string{
 	"backends/gofallback/fallback": {},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
-	"cmd/dragonc":                  {"run", "bench", "discover", "backends/dot", "backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
+	"cmd/dragonc":                  {"run", "bench", "discover", "backends", "backends/dot", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
 	"internal/outdir":              {},
 	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "nics", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard

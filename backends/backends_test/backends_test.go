@@ -18,9 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/dragonc/dragonc/backends/dot"
+	"github.com/dragonc/dragonc/backends"
 	"github.com/dragonc/dragonc/backends/gofallback"
-	"github.com/dragonc/dragonc/backends/linux"
 	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
@@ -38,19 +37,16 @@ func plan(t testing.TB, nic, name string, src []byte) (*embed.Result, *lpg.Stack
 	return embedtest.Plan(t, nic, name, src, costmodel.Balance{})
 }
 
-// outputs renders what embed -o writes (plan.json is tested in embed).
+// outputs renders what embed -o writes, and checks that the generated Go
+// is gofmt-clean (plan.json is tested in embed).
 func outputs(t testing.TB, r *embed.Result, st *lpg.Stack, source string) map[string][]byte {
-	files := map[string][]byte{"linux.sh": []byte(linux.Script(r, source)), "embedding.dot": []byte(dot.Plan(r))}
-	for k, v := range nicconf.Files(r, source) {
-		files[k] = v
-	}
-	fb, err := gofallback.Generate(r, st, gofallback.Options{Source: source, Seed: 1})
+	files, err := backends.Files(r, st, source)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range fb {
-		files["fallback/"+k] = v
-		if strings.HasSuffix(k, ".go") {
+	delete(files, "plan.json")
+	for k, v := range files {
+		if strings.HasPrefix(k, "fallback/") && strings.HasSuffix(k, ".go") {
 			gofmtClean(t, k, v)
 		}
 	}

@@ -12,10 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/dragonc/dragonc/backends"
 	"github.com/dragonc/dragonc/backends/dot"
-	"github.com/dragonc/dragonc/backends/gofallback"
-	"github.com/dragonc/dragonc/backends/linux"
-	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/outdir"
@@ -218,45 +216,6 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	return r, st, true
 }
 
-// outputs renders every file of embed -o.
-func outputs(r *embed.Result, st *lpg.Stack, source string) (map[string][]byte, error) {
-	// The Go fallback, the longest to make, is generated while the other
-	// files are written: they only read the result.
-	var fb map[string][]byte
-	var fbErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if p := recover(); p != nil {
-				fbErr = fmt.Errorf("internal error: %v", p)
-			}
-		}()
-		fb, fbErr = gofallback.Generate(r, st, gofallback.Options{Source: source, Seed: 1})
-	}()
-	files := map[string][]byte{}
-	files["linux.sh"] = []byte(linux.Script(r, source))
-	for name, data := range nicconf.Files(r, source) {
-		files[name] = data
-	}
-	files["embedding.dot"] = []byte(dot.Plan(r))
-	<-done
-	if fbErr != nil {
-		return nil, fbErr
-	}
-	// plan.json (100 MB at 100,000 endpoints) is written once the
-	// generator's working memory is free.
-	var b bytes.Buffer
-	if err := r.Plan.WriteJSON(&b); err != nil {
-		return nil, err
-	}
-	files["plan.json"] = b.Bytes()
-	for name, data := range fb {
-		files["fallback/"+name] = data
-	}
-	return files, nil
-}
-
 func runEmbed(e *env, f *embedFlags, o *embedOpts, nicArg, stackPath string) int {
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
@@ -283,7 +242,7 @@ func runEmbed(e *env, f *embedFlags, o *embedOpts, nicArg, stackPath string) int
 		}
 		fmt.Fprint(e.stdout, text)
 	case o.out != "":
-		files, err := outputs(r, st, stackPath)
+		files, err := backends.Files(r, st, stackPath)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 			return exitInput
