@@ -275,10 +275,7 @@ func modelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
 		tasks = append(tasks, tk)
 	}
 	var engines []Engine
-	for _, e := range m.Engine {
-		if e.Kind != "nic-core" {
-			continue // copy engines and VIA providers run no tasks
-		}
+	for _, e := range m.Engines(prg.EngineNICCore) { // copy engines and VIA providers run no tasks
 		en := Engine{Name: e.Name, Capacity: 100}
 		if v, ok := e.Props["scratchpad"]; ok {
 			en.Memory = bytesOf(v)

@@ -115,6 +115,24 @@ type Engine struct {
 	Props map[string]graph.Value
 }
 
+// Engine kinds dragonc acts on (docs/language.md).
+const (
+	EngineNICCore = "nic-core" // a programmable NIC's processor: tasks are placed on it
+	EngineCopy    = "copy"     // a copy engine (I/OAT): payload copies may move to it
+	EngineVIA     = "via"      // a Virtual Interface provider for stream endpoints
+)
+
+// Engines returns the model's engines of one kind, in declaration order.
+func (m *Model) Engines(kind string) []*Engine {
+	var out []*Engine
+	for _, e := range m.Engine {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Task is a unit of work an engine can run (a firmware event handler).
 type Task struct {
 	Name  string

@@ -44,18 +44,14 @@ type Provider struct {
 // ProviderOf reads the VIA provider of a model: nil when the model has no
 // engine of kind "via".
 func ProviderOf(m *prg.Model) (*Provider, error) {
-	var eng *prg.Engine
-	for _, e := range m.Engine {
-		if e.Kind == "via" {
-			if eng != nil {
-				return nil, fmt.Errorf("model %s has two VIA engines, %s and %s", m.Name, eng.Name, e.Name)
-			}
-			eng = e
-		}
-	}
-	if eng == nil {
+	engs := m.Engines(prg.EngineVIA)
+	switch {
+	case len(engs) == 0:
 		return nil, nil
+	case len(engs) > 1:
+		return nil, fmt.Errorf("model %s has two VIA engines, %s and %s", m.Name, engs[0].Name, engs[1].Name)
 	}
+	eng := engs[0]
 	bad := func(format string, args ...any) (*Provider, error) {
 		return nil, fmt.Errorf("model %s, engine %s: %s", m.Name, eng.Name, fmt.Sprintf(format, args...))
 	}

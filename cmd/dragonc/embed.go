@@ -19,6 +19,7 @@ import (
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
 )
 
 func init() {
@@ -181,15 +182,12 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		if !ok {
 			return nil, nil, false
 		}
-		for _, eng := range cm.Engine {
-			if eng.Kind == "copy" {
-				in.CopyEngine = eng
-			}
-		}
-		if in.CopyEngine == nil {
-			fmt.Fprintf(e.stderr, "dragonc: %s has no copy engine\n", f.copyEngine)
+		engs := cm.Engines(prg.EngineCopy)
+		if len(engs) != 1 {
+			fmt.Fprintf(e.stderr, "dragonc: %s has %d copy engines; --copy-engine takes a model with one\n", f.copyEngine, len(engs))
 			return nil, nil, false
 		}
+		in.CopyEngine = engs[0]
 	}
 	if f.previous != "" {
 		b, ok := readFile(e, f.previous)

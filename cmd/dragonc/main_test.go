@@ -97,6 +97,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"embed", "--json", "-o", "x", "82599", "examples/dns_ntp.lpg"}, 2, "[json output] were all set"},
 		{[]string{"verify", "--packets", "-1", "82599", "examples/dns_ntp.lpg"}, 2, "--packets -1 is not in 0..10000000"},
 		{[]string{"bench", "--frames", "0", "82599", "examples/dns_ntp.lpg"}, 2, "--frames 0 is not in 1..1000000"},
+		{[]string{"embed", "--json", "--copy-engine", "82599", "82599", "examples/dns_ntp.lpg"}, 1, "dragonc: 82599 has 0 copy engines; --copy-engine takes a model with one"},
 	}
 	for _, c := range cases {
 		code, _, errs := dragonc(t, c.args...)
