@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/engines"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
@@ -31,9 +32,9 @@ type Result struct {
 
 // TaskPlacement is the partition of a NIC's tasks over its engines.
 type TaskPlacement struct {
-	Tasks   []Task
-	Engines []Engine
-	Placement
+	Tasks   []engines.Task
+	Engines []engines.Engine
+	engines.Placement
 }
 
 // placeTasks partitions the NIC's tasks (firmware handlers) over its
@@ -57,8 +58,8 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 			}
 		}
 	}
-	tasks, engines := modelTasks(m, rate)
-	if sp == nil || len(tasks) == 0 || len(engines) == 0 {
+	tasks, engs := engines.ModelTasks(m, rate)
+	if sp == nil || len(tasks) == 0 || len(engs) == 0 {
 		return nil
 	}
 	if p.in.Driver != nil {
@@ -70,13 +71,13 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 			return nil
 		}
 	}
-	pl := Place(tasks, engines)
+	pl := engines.Place(tasks, engs)
 	v := &prg.Value{Kind: prg.Place, Placement: map[string]string{}}
 	for i, t := range tasks {
-		v.Placement[t.Name] = engines[pl.Engine[i]].Name
+		v.Placement[t.Name] = engs[pl.Engine[i]].Name
 	}
 	cfg.Values[sp.Node] = v
-	return &TaskPlacement{Tasks: tasks, Engines: engines, Placement: pl}
+	return &TaskPlacement{Tasks: tasks, Engines: engs, Placement: pl}
 }
 
 // Greedy returns dragonet-greedy's cost on the same input, for
@@ -116,7 +117,7 @@ func Run(in *Input) (*Result, error) {
 	placement := p.placeTasks(cfg)
 	// Firmware steering that would overload the NIC's cores is left to the
 	// host: search again without those tables.
-	if placement != nil && maxOf(placement.Loads) > 100 {
+	if placement != nil && placement.MaxLoad() > 100 {
 		exclude := map[string]bool{}
 		for _, sp := range in.Model.Spaces {
 			if sp.Kind == prg.Table && strings.HasPrefix(sp.Node, "RxFirmware") {
@@ -126,7 +127,7 @@ func Run(in *Input) (*Result, error) {
 			}
 		}
 		if len(exclude) > 0 {
-			load := maxOf(placement.Loads)
+			load := placement.MaxLoad()
 			if p, err = newProblemExcluding(in, exclude); err != nil {
 				return nil, err
 			}
@@ -262,7 +263,7 @@ func (r *Result) plan() *Plan {
 	for i := range pl.Endpoints {
 		e := p.in.Stack.Endpoints[i]
 		if e.Message > 0 {
-			c := Copies(p.in.CopyEngine, string(e.Proto), e.Message)
+			c := engines.Copies(p.in.CopyEngine, string(e.Proto), e.Message)
 			pl.Endpoints[i].Copy, pl.Endpoints[i].Why = c.Engine, c.Reason
 		}
 	}

@@ -1,4 +1,9 @@
-package embed
+// Package engines places work on a NIC's or host's engines: the tasks of
+// a programmable NIC (firmware event handlers) partitioned over its cores,
+// minimising the busiest core's load plus the cost of sharing data across
+// cores within memory budgets, and the choice of a copy engine per
+// endpoint's message size.
+package engines
 
 import (
 	"fmt"
@@ -112,6 +117,9 @@ func Evaluate(tasks []Task, engines []Engine, assign []int) Placement {
 	p.Cost += maxOf(p.Loads)
 	return p
 }
+
+// MaxLoad is the busiest engine's load, in percent of its capacity.
+func (p Placement) MaxLoad() float64 { return maxOf(p.Loads) }
 
 func maxOf(xs []float64) float64 {
 	m := 0.0
@@ -245,10 +253,10 @@ func subsetAssign(assign []int, keep []bool) []int {
 	return out
 }
 
-// modelTasks reads the tasks and engines of a model. A task with a cost
+// ModelTasks reads the tasks and engines of a model. A task with a cost
 // per packet loads its engine in proportion to rate (packets per second):
 // cycles per packet times rate over the engine's clock.
-func modelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
+func ModelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
 	clock := 0.0
 	for _, e := range m.Engine {
 		if v, ok := e.Props["clock"]; ok && v.Unit == "MHz" {

@@ -1,19 +1,35 @@
-package embed
+package engines
 
 import (
 	"math/rand"
-	"strings"
 	"testing"
 
+	_ "github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
 )
+
+// loadModel loads a built-in model.
+func loadModel(t testing.TB, nic string) *prg.Model {
+	t.Helper()
+	file, src, err := nics.Resolve(nic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, diags := prg.Load(file, src)
+	if m == nil {
+		t.Fatal(diags)
+	}
+	return m
+}
 
 // TestTigonPartition compares the placement of the Tigon's handlers with
 // the partition the paper published (CPU A: Mailbox, DMA Write Complete,
 // Receive Complete, Update Receive Return Producer; the rest on CPU B).
 func TestTigonPartition(t *testing.T) {
 	m := loadModel(t, "tigon")
-	tasks, engines := modelTasks(m, 0)
+	tasks, engines := ModelTasks(m, 0)
 	if len(tasks) != 9 || len(engines) != 2 {
 		t.Fatalf("%d tasks, %d engines", len(tasks), len(engines))
 	}
@@ -134,68 +150,5 @@ func TestCopyDecisions(t *testing.T) {
 	}
 	if got := Copies(&one, "udp", 256<<10); got.Engine != "IOAT" {
 		t.Errorf("1 channel, 256 KiB: %s", got.Engine)
-	}
-}
-
-// TestFirmwareDemux: when the Tigon's firmware steers endpoints into host
-// rings, its demultiplexing task is placed on a core with the handlers,
-// and its load follows the declared rate.
-func TestFirmwareDemux(t *testing.T) {
-	src := `stack fw {
-    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
-    cores 0..3
-    endpoint a udp listen *:1000 { rate 20kpps core 1 }
-    endpoint b udp listen *:1001 { rate 20kpps core 2 }
-}`
-	r, err := Run(stackInput(t, "tigon", src, "balance", "default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pp, ok := r.Plan.Placement["FirmwareDemux"]
-	if !ok || pp.Where != "engine" || (pp.Engine != "CpuA" && pp.Engine != "CpuB") {
-		t.Fatalf("FirmwareDemux placement %+v", pp)
-	}
-	if r.Plan.Placement["RxL4UDPDemux"].Where == "software" && len(r.Plan.Placement["RxL4UDPDemux"].Queues) == len(r.Plan.Queues) {
-		t.Errorf("the firmware steers each endpoint to its ring, so software demultiplexing should not run on every queue: %+v", r.Plan.Placement["RxL4UDPDemux"])
-	}
-	// 40 kpps x 150 cycles / 88 MHz = 6.8 % of a core.
-	var total float64
-	for _, e := range r.Plan.Engines {
-		total += e.Percent
-	}
-	if total < 100+6 || total > 100+8 {
-		t.Errorf("engine loads add up to %.1f%%, want 100%% of the handlers plus about 6.8%%", total)
-	}
-}
-
-// TestFirmwareOverload: firmware steering that the cores cannot carry at
-// the declared rates is left to the host, with a warning.
-func TestFirmwareOverload(t *testing.T) {
-	src := `stack hot {
-    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
-    cores 0..3
-    endpoint a udp listen *:1000 { rate 500kpps core 1 }
-    endpoint b udp listen *:1001 { rate 20kpps core 2 }
-}`
-	r, err := Run(stackInput(t, "tigon", src, "balance", "default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := r.Plan.Placement["FirmwareDemux"]; ok {
-		t.Errorf("firmware demultiplexing placed at 520 kpps: %+v", r.Plan.Engines)
-	}
-	for _, e := range r.Plan.Engines {
-		if e.Percent > 100 {
-			t.Errorf("engine %s at %.0f%%", e.Name, e.Percent)
-		}
-	}
-	found := false
-	for _, w := range r.Plan.Warnings {
-		if strings.Contains(w, "the host does it") {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("no warning: %v", r.Plan.Warnings)
 	}
 }
