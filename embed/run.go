@@ -37,6 +37,12 @@ type TaskPlacement struct {
 	engines.Placement
 }
 
+// steers reports whether table holds entries in cfg.
+func steers(cfg *prg.Config, table string) bool {
+	v := cfg.Values[table]
+	return v != nil && len(v.Entries) > 0
+}
+
 // placeTasks partitions the NIC's tasks (firmware handlers) over its
 // engines and records it as the value of its place node.
 func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
@@ -47,18 +53,13 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 			sp = s
 		}
 	}
-	// Firmware steering runs per packet only when it holds entries.
+	// A task serving a table (firmware steering) runs per packet, at the
+	// stack's rate, only while the table holds entries.
 	rate := 0.0
-	for _, s := range m.Spaces {
-		if s.Kind == prg.Table && strings.HasPrefix(s.Node, "RxFirmware") {
-			if v := cfg.Values[s.Node]; v != nil && len(v.Entries) > 0 {
-				for _, e := range p.in.Stack.Endpoints {
-					rate += e.Rate
-				}
-			}
-		}
+	for _, e := range p.in.Stack.Endpoints {
+		rate += e.Rate
 	}
-	tasks, engs := engines.ModelTasks(m, rate)
+	tasks, engs := engines.ModelTasks(m, rate, func(table string) bool { return steers(cfg, table) })
 	if sp == nil || len(tasks) == 0 || len(engs) == 0 {
 		return nil
 	}
@@ -119,11 +120,9 @@ func Run(in *Input) (*Result, error) {
 	// host: search again without those tables.
 	if placement != nil && placement.MaxLoad() > 100 {
 		exclude := map[string]bool{}
-		for _, sp := range in.Model.Spaces {
-			if sp.Kind == prg.Table && strings.HasPrefix(sp.Node, "RxFirmware") {
-				if v := cfg.Values[sp.Node]; v != nil && len(v.Entries) > 0 {
-					exclude[sp.Node] = true
-				}
+		for _, n := range in.Model.TaskTables() {
+			if steers(cfg, n) {
+				exclude[n] = true
 			}
 		}
 		if len(exclude) > 0 {

@@ -8,6 +8,7 @@ package engines
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/dragonc/dragonc/internal/graph"
@@ -255,8 +256,10 @@ func subsetAssign(assign []int, keep []bool) []int {
 
 // ModelTasks reads the tasks and engines of a model. A task with a cost
 // per packet loads its engine in proportion to rate (packets per second):
-// cycles per packet times rate over the engine's clock.
-func ModelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
+// cycles per packet times rate over the engine's clock. Such a task that
+// serves tables (prg.Task.Tables) runs only while one of them steers
+// (steers reports whether a table holds entries; nil: none does).
+func ModelTasks(m *prg.Model, rate float64, steers func(table string) bool) ([]Task, []Engine) {
 	clock := 0.0
 	for _, e := range m.Engine {
 		if v, ok := e.Props["clock"]; ok && v.Unit == "MHz" {
@@ -270,7 +273,8 @@ func ModelTasks(m *prg.Model, rate float64) ([]Task, []Engine) {
 			tk.Load = v.Num
 		}
 		if v, ok := t.Props["cycles_per_packet"]; ok {
-			if rate <= 0 || clock <= 0 {
+			inUse := len(t.Tables) == 0 || steers != nil && slices.ContainsFunc(t.Tables, steers)
+			if rate <= 0 || clock <= 0 || !inUse {
 				continue // not in use
 			}
 			tk.Load = v.Num * rate / clock * 100

@@ -29,7 +29,7 @@ func loadModel(t testing.TB, nic string) *prg.Model {
 // Receive Complete, Update Receive Return Producer; the rest on CPU B).
 func TestTigonPartition(t *testing.T) {
 	m := loadModel(t, "tigon")
-	tasks, engines := ModelTasks(m, 0)
+	tasks, engines := ModelTasks(m, 0, nil)
 	if len(tasks) != 9 || len(engines) != 2 {
 		t.Fatalf("%d tasks, %d engines", len(tasks), len(engines))
 	}

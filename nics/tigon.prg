@@ -118,6 +118,7 @@ graph tigon {
         cycles_per_packet 150
         code 1.0KiB
         data [FirmwareReturnProducer]
+        tables [RxFirmwareSteer] // it runs while this table steers
     }
 
     cluster Rx {

@@ -122,6 +122,20 @@ const (
 	EngineVIA     = "via"      // a Virtual Interface provider for stream endpoints
 )
 
+// TaskTables returns the table nodes some task serves (Task.Tables), in
+// the order of the tasks.
+func (m *Model) TaskTables() []string {
+	var out []string
+	for _, t := range m.Tasks {
+		for _, n := range t.Tables {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
 // Engines returns the model's engines of one kind, in declaration order.
 func (m *Model) Engines(kind string) []*Engine {
 	var out []*Engine
@@ -137,6 +151,11 @@ func (m *Model) Engines(kind string) []*Engine {
 type Task struct {
 	Name  string
 	Props map[string]graph.Value
+	// Tables are the table nodes whose entries the task serves (its
+	// `tables` property): a task with a cost per packet runs only while
+	// one of them has entries, and the embedder may leave those tables
+	// empty when the task would overload the engines.
+	Tables []string
 }
 
 var queueName = regexp.MustCompile(`Queue(\d+)$`)
@@ -218,7 +237,15 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 			}
 			m.Engine = append(m.Engine, &Engine{Name: r.Name, Kind: kind, Props: props})
 		case "task":
-			m.Tasks = append(m.Tasks, &Task{Name: r.Name, Props: props})
+			t := &Task{Name: r.Name, Props: props}
+			for _, v := range props["tables"].List {
+				if sp := m.byNode[v.Str]; sp == nil || sp.Kind != Table {
+					diags.Errorf(at(r.Src), "E404", "task %s serves %q, which is not a table of the model", r.Name, v.Str)
+					continue
+				}
+				t.Tables = append(t.Tables, v.Str)
+			}
+			m.Tasks = append(m.Tasks, t)
 		case "resources":
 			for k, v := range props {
 				m.Props[k] = v

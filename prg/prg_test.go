@@ -408,3 +408,29 @@ func TestRSSKeyLength(t *testing.T) {
 		t.Errorf("short key: %v", diags)
 	}
 }
+
+// TestTaskTables: a task's tables are read from the model (the Tigon's
+// firmware demultiplexer serves its steering table), and a task naming a
+// node that is no table is an error at its declaration.
+func TestTaskTables(t *testing.T) {
+	m := model(t, "tigon")
+	if got := m.TaskTables(); len(got) != 1 || got[0] != "RxFirmwareSteer" {
+		t.Errorf("tigon's task tables: %v, want [RxFirmwareSteer]", got)
+	}
+	file, src, err := nics.Resolve("tigon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(src), "tables [RxFirmwareSteer]", "tables [RxFirmware RxNoSuch]", 1)
+	_, diags := prg.Load(file, []byte(bad))
+	var msgs []string
+	for _, d := range diags {
+		msgs = append(msgs, d.String())
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{`E404`, `task FirmwareDemux serves "RxFirmware", which is not a table of the model`, `serves "RxNoSuch"`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("diagnostics %q lack %q", all, want)
+		}
+	}
+}
