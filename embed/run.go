@@ -614,6 +614,10 @@ func (r *Result) Driver() *prg.Driver { return r.p.in.Driver }
 // Model is the NIC model the plan configures.
 func (r *Result) Model() *prg.Model { return r.p.in.Model }
 
+// Stack is the stack that was embedded (a stack of no endpoints for an
+// explicit LPG).
+func (r *Result) Stack() *lpg.Stack { return r.p.in.Stack }
+
 // SoftwareStage reports whether the model is a steering stage that dragonc
 // run builds in software (resources { stage "ebpf" }), not silicon a
 // driver configures: nothing of its plan is for ethtool.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sovia"
 )
 
@@ -121,24 +122,13 @@ func Streams(v *embed.PlanVIA) []sovia.Stream {
 	return streams
 }
 
+// endpointOf is the Open-MX endpoint id of endpoint name, or -1 when it
+// is no Open-MX endpoint.
 func endpointOf(r *embed.Result, name string) int {
-	for _, e := range r.Embedding.LPG.Nodes {
-		for _, a := range e.Attrs {
-			if a == "endpoint="+name && strings.HasPrefix(e.Name, "RxOMXEndpoint_") {
-				for _, p := range r.Embedding.LPG.Nodes {
-					if p.Name == "RxOMXDemux" {
-						for _, port := range p.Ports {
-							for _, s := range port.Succ {
-								if s == e.ID && port.Pred != nil {
-									var id int
-									if _, err := fmt.Sscanf(port.Pred.String(), "omx.dst_ep == %d", &id); err == nil {
-										return id
-									}
-								}
-							}
-						}
-					}
-				}
+	if st := r.Stack(); st != nil {
+		for _, e := range st.Endpoints {
+			if e.Name == name && e.Proto == lpg.OpenMX {
+				return int(e.OMXID)
 			}
 		}
 	}
