@@ -35,8 +35,8 @@ var dataplaneSrc embed.FS
 // of a UDP endpoint's datagrams, SendOMX an Open-MX endpoint's messages.
 type Chains = dataplane.Chains
 
-// TxChains reads the transmit chains off an LPG.
-func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
+// TxChains reads the transmit chains off the LPG of stack st.
+func TxChains(g *graph.Graph, pl *dembed.Plan, st *lpg.Stack) (*Chains, error) {
 	c := &Chains{Replies: map[string][]string{}, Sinks: map[string][]string{}}
 	walk := func(start int) ([]string, error) {
 		var out []string
@@ -68,23 +68,28 @@ func TxChains(g *graph.Graph, pl *dembed.Plan) (*Chains, error) {
 			id = n.Ports[0].Succ[0]
 		}
 	}
+	proto := map[string]lpg.Proto{}
+	for _, e := range st.Endpoints {
+		proto[e.Name] = e.Proto
+	}
 	for _, n := range g.Nodes {
+		o, _ := lpg.Terminal(n)
 		for _, sp := range n.Spawns {
-			if sp.Name == "send" && !strings.HasPrefix(n.Name, "RxL4UDPSocket_") && !strings.HasPrefix(n.Name, "RxOMXEndpoint_") {
+			send := sp.Name == "send"
+			if send && (o.Kind != lpg.Deliver || proto[o.Endpoint] != lpg.UDP && proto[o.Endpoint] != lpg.OpenMX) {
 				continue // TCP endpoints are the kernel's: their frames pass up
 			}
 			chain, err := walk(sp.Target)
 			if err != nil {
 				return nil, err
 			}
-			o, _ := lpg.Terminal(n)
 			switch {
-			case sp.Name == "send" && strings.HasPrefix(n.Name, "RxL4UDPSocket_"):
+			case send && proto[o.Endpoint] == lpg.UDP:
 				if c.Send != nil && !slices.Equal(c.Send, chain) {
 					return nil, fmt.Errorf("UDP endpoints send through different paths")
 				}
 				c.Send = chain
-			case sp.Name == "send":
+			case send:
 				if c.SendOMX != nil && !slices.Equal(c.SendOMX, chain) {
 					return nil, fmt.Errorf("Open-MX endpoints send through different paths")
 				}

@@ -166,7 +166,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if err != nil {
 		return nil, err
 	}
-	chains, err := TxChains(g, pl)
+	chains, err := TxChains(g, pl, st)
 	if err != nil {
 		return nil, err
 	}

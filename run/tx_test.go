@@ -39,11 +39,11 @@ func TestTxOffload(t *testing.T) {
 			for _, ex := range examples {
 				name := nic + "/" + target + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg")
 				r, st := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, target)
-				plan, err := TxChains(r.Embedding.LPG, r.Plan)
+				plan, err := TxChains(r.Embedding.LPG, r.Plan, st)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				soft, err := TxChains(r.Embedding.LPG, &dembed.Plan{})
+				soft, err := TxChains(r.Embedding.LPG, &dembed.Plan{}, st)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
