@@ -50,7 +50,8 @@ var allowed = map[string][]string{
 	"backends/gofallback/fallback": {},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
-	"cmd/dragonc":                  {"run", "bench", "discover", "backends", "backends/dot", "costmodel", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
+	"internal/load":                {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
+	"cmd/dragonc":                  {"run", "bench", "discover", "backends", "backends/dot", "costmodel", "internal/load", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "lpg", "nics", "prg", "verify"},
 	"internal/outdir":              {},
 	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "nics", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard

@@ -16,6 +16,7 @@ import (
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
@@ -151,20 +152,20 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	if !ok {
 		return nil, nil, false
 	}
-	l := load(stackPath, src)
-	printDiags(e, l.diags, false)
-	if l.diags.HasErrors() {
+	l := load.Parse(stackPath, src)
+	printDiags(e, l.Diags, false)
+	if l.Diags.HasErrors() {
 		return nil, nil, false
 	}
-	st := l.stack
+	st := l.Stack
 	if st == nil {
-		if l.graph == nil {
+		if l.Graph == nil {
 			fmt.Fprintf(e.stderr, "dragonc: %s holds neither a stack nor an LPG\n", stackPath)
 			return nil, nil, false
 		}
-		st = &lpg.Stack{Name: l.graph.Name} // an explicit LPG: no endpoints to steer
+		st = &lpg.Stack{Name: l.Graph.Name} // an explicit LPG: no endpoints to steer
 	}
-	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.graph, Cost: fn, Strategy: f.strategy}
+	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.Graph, Cost: fn, Strategy: f.strategy}
 	if f.target == embed.TargetLinux && m.Props["stage"].Str != "ebpf" {
 		d, why := nics.DriverFor(m)
 		if d == nil {

@@ -17,10 +17,8 @@ import (
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
-	"github.com/dragonc/dragonc/internal/graph"
-	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 )
 
 func init() {
@@ -109,15 +107,6 @@ Exit: 0, 1 on errors in the input or when rendering is impossible, 2 usage.`,
 	return c
 }
 
-// loaded is a parsed and validated file: a graph, or a stack with its
-// derived LPG.
-type loaded struct {
-	src   *dsl.Source
-	graph *graph.Graph
-	stack *lpg.Stack
-	diags diag.List
-}
-
 // stdinName is how standard input is named in diagnostics.
 const stdinName = "<stdin>"
 
@@ -189,48 +178,6 @@ func describeIOError(err error) string {
 	return err.Error()
 }
 
-func hasConfig(g *graph.Graph) bool {
-	for _, n := range g.Nodes {
-		if n.Kind == graph.Config {
-			return true
-		}
-	}
-	return false
-}
-
-// load parses and validates any dragonc file.
-func load(name string, src []byte) *loaded {
-	s, diags := dsl.Parse(name, src)
-	l := &loaded{src: s}
-	switch {
-	case diags.HasErrors():
-		// A syntax error: the partial tree is not lowered.
-	case s.AST.Graph != nil:
-		g, more := dsl.Lower(s)
-		l.graph = g
-		diags = append(diags, more...)
-		if g != nil && !more.HasErrors() && hasConfig(g) {
-			// A PRG: its configuration nodes are checked as embed will.
-			_, more := prg.NewModel(g, s.File)
-			diags = append(diags, more...)
-		}
-	case s.AST.Stack != nil:
-		st, more := lpg.Lower(s)
-		diags = append(diags, more...)
-		if !more.HasErrors() {
-			l.stack = st
-			g, err := lpg.Derive(st)
-			if err != nil {
-				diags.Errorf(diag.Range{File: s.File}, "E599", "%v", err)
-			}
-			l.graph = g
-		}
-	}
-	diags.Sort()
-	l.diags = diags
-	return l
-}
-
 func printDiags(e *env, diags diag.List, long bool) {
 	for _, d := range diags.Shown() {
 		if long {
@@ -259,28 +206,28 @@ func runCheck(e *env, paths []string, verbose, long, asJSON bool) int {
 			continue
 		}
 		name := displayName(path)
-		l := load(name, src)
+		l := load.Parse(name, src)
 		if asJSON {
-			rep.Diagnostics = append(rep.Diagnostics, toJSONDiags(l.diags)...)
+			rep.Diagnostics = append(rep.Diagnostics, toJSONDiags(l.Diags)...)
 		} else {
-			printDiags(e, l.diags, long)
+			printDiags(e, l.Diags, long)
 		}
-		if l.diags.HasErrors() {
+		if l.Diags.HasErrors() {
 			code = exitInput
 			continue
 		}
 		f := checkFile{File: name}
 		switch {
-		case l.stack != nil:
-			g := l.graph
-			f.Kind, f.Name, f.Endpoints = "stack", l.stack.Name, len(l.stack.Endpoints)
+		case l.Stack != nil:
+			g := l.Graph
+			f.Kind, f.Name, f.Endpoints = "stack", l.Stack.Name, len(l.Stack.Endpoints)
 			f.Nodes, f.Edges, f.SpawnEdges = len(g.Nodes), len(g.Edges()), g.SpawnEdges()
 			if verbose && !asJSON {
 				fmt.Fprintf(e.stdout, "%s: stack %s: %d endpoints; LPG %d nodes, %d edges, %d spawn edges\n",
-					name, l.stack.Name, len(l.stack.Endpoints), len(g.Nodes), len(g.Edges()), g.SpawnEdges())
+					name, l.Stack.Name, len(l.Stack.Endpoints), len(g.Nodes), len(g.Edges()), g.SpawnEdges())
 			}
-		case l.graph != nil:
-			g := l.graph
+		case l.Graph != nil:
+			g := l.Graph
 			f.Kind, f.Name = "graph", g.Name
 			f.Nodes, f.Edges, f.SpawnEdges = len(g.Nodes), len(g.Edges()), g.SpawnEdges()
 			if verbose && !asJSON {
@@ -433,16 +380,16 @@ func runDot(e *env, path string, svg, png bool) int {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
 	}
-	l := load(path, src)
-	printDiags(e, l.diags, false)
-	if l.diags.HasErrors() {
+	l := load.Parse(path, src)
+	printDiags(e, l.Diags, false)
+	if l.Diags.HasErrors() {
 		return exitInput
 	}
-	if l.graph == nil {
+	if l.Graph == nil {
 		fmt.Fprintf(e.stderr, "dragonc: %s holds no graph to draw\n", path)
 		return exitInput
 	}
-	text := dot.Graph(l.graph)
+	text := dot.Graph(l.Graph)
 	format := ""
 	switch {
 	case svg:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -38,19 +39,19 @@ func runLPG(e *env, path string, asJSON bool) int {
 	if !ok {
 		return exitInput
 	}
-	l := load(displayName(path), src)
-	printDiags(e, l.diags, false)
-	if l.diags.HasErrors() {
+	l := load.Parse(displayName(path), src)
+	printDiags(e, l.Diags, false)
+	if l.Diags.HasErrors() {
 		return exitInput
 	}
-	if l.stack == nil {
+	if l.Stack == nil {
 		fmt.Fprintf(e.stderr, "dragonc: %s is a graph, not a stack of endpoints; use 'dragonc check -v' for its counts\n", displayName(path))
 		return exitInput
 	}
 	if asJSON {
-		writeJSON(e, lpg.SummaryOf(l.stack, l.graph))
+		writeJSON(e, lpg.SummaryOf(l.Stack, l.Graph))
 		return exitOK
 	}
-	fmt.Fprint(e.stdout, lpg.Summary(l.stack, l.graph))
+	fmt.Fprint(e.stdout, lpg.Summary(l.Stack, l.Graph))
 	return exitOK
 }
