@@ -7,7 +7,6 @@ package costmodel
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -368,13 +367,4 @@ func CoreLoads(p *Problem, a Assignment) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// FormatLoads prints core loads in a stable order.
-func FormatLoads(m map[string]float64) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %.3g", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
 }

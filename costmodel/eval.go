@@ -62,18 +62,6 @@ func NewEvaluator(p *Problem, fn Function, a Assignment) *Evaluator {
 	return ev
 }
 
-// Shares returns an endpoint's current shares, valid until its next Set.
-func (ev *Evaluator) Shares(i int) []Share { return ev.shares[i] }
-
-// Assignment returns a copy of the current assignment.
-func (ev *Evaluator) Assignment() Assignment {
-	out := make(Assignment, len(ev.shares))
-	for i, s := range ev.shares {
-		out[i] = append([]Share(nil), s...)
-	}
-	return out
-}
-
 func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 	e := ev.p.Endpoints[i]
 	if len(shares) > 0 {

@@ -189,11 +189,6 @@ func (qe *QueueEmbedding) StatusOf(node string) Status {
 // Queue returns a queue's embedding.
 func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
-// Embed applies a configuration and works out every queue's software.
-func Embed(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph) (*Embedding, error) {
-	return embedWith(m, c, lpgGraph, nil, nil, nil)
-}
-
 // embedWith is Embed with the LPG's path boxes already computed.
 func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int]*solver.Box, epNode map[string]int, order []int) (*Embedding, error) {
 	hw, err := m.Apply(c)
@@ -850,8 +845,6 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 	em.keepNodes(qe)
 }
 
-func isEndpoint(n *graph.Node) bool { return endpointName(n) != "" }
-
 func endpointName(n *graph.Node) string {
 	for _, a := range n.Attrs {
 		if strings.HasPrefix(a, lpg.AttrEndpoint) {
@@ -859,16 +852,6 @@ func endpointName(n *graph.Node) string {
 		}
 	}
 	return ""
-}
-
-// anyClass reports whether some class of the queue meets the box.
-func (em *Embedding) anyClass(qe *QueueEmbedding, b *solver.Box) bool {
-	for _, c := range qe.classes {
-		if solver.Intersects(c.box, b) {
-			return true
-		}
-	}
-	return false
 }
 
 // livePorts works out which ports of a node some frame on the queue takes.

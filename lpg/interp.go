@@ -112,9 +112,6 @@ func (in *Interp) RunEnv(env pred.Env) Outcome {
 	return in.outcome()
 }
 
-// Trace returns the trace of the last run.
-func (in *Interp) Trace() *graph.Trace { return in.trace }
-
 func (in *Interp) outcome() Outcome {
 	for _, t := range in.term {
 		if in.trace.Fired(t.id) {

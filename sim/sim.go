@@ -118,14 +118,6 @@ func (s *Sim) RunNIC(frame []byte, crcOK bool) (int, lpg.Outcome) {
 	return s.last.Queue, ref
 }
 
-// SoftwareGraph returns a queue's software graph.
-func (s *Sim) SoftwareGraph(q int) *graph.Graph {
-	if qe := s.Em.Queue(q); qe != nil {
-		return qe.SW()
-	}
-	return nil
-}
-
 // Reported returns what the NIC reports in the descriptor for a frame:
 // node and port of every descriptor-reported check that ran.
 func (s *Sim) Reported(frame []byte, crcOK bool) [][2]string {

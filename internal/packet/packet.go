@@ -312,12 +312,3 @@ func checksum(b []byte, sum uint32) uint16 {
 	}
 	return uint16(sum)
 }
-
-// Checksum returns the Internet checksum to store in a header whose
-// checksum field is zero, given an initial (pseudo-header) sum.
-func Checksum(b []byte, initial uint32) uint16 { return ^checksum(b, initial) }
-
-// PseudoSum is the pseudo-header sum for UDP and TCP checksums.
-func PseudoSum(src, dst []byte, proto byte, length int) uint32 {
-	return pseudo(src, dst, proto, length)
-}

@@ -137,13 +137,6 @@ var unicornKeyValues = map[string][]string{
 	"IPProt":  {"UDP", "TCP", "ICMP"},
 }
 
-// IsUnicornKey reports whether name is the key of a Unicorn pred() term
-// that dragonc maps onto a field (EthType, IpProt, UDPDst, ...).
-func IsUnicornKey(name string) bool {
-	_, ok := unicornFields[name]
-	return ok
-}
-
 // opaqueValue is pred(KEY, VALUE) for a value dragonc does not know, such
 // as pred(EthType, Invalid) in Dragonet's lpgConfImpl-offload model. In
 // Dragonet an atom is uninterpreted, and two values of one key exclude
@@ -171,28 +164,4 @@ func opaqueValue(key, field, val string) Expr {
 		rs = append(rs, Range{lo, maxV})
 	}
 	return And{X: []Expr{Cmp{Field: field, ID: info.ID, Op: In, Ranges: rs}, Atom{Name: key, Value: val}}}
-}
-
-// Atoms returns the atoms of e in the order they appear.
-func Atoms(e Expr) []Atom {
-	var out []Atom
-	var walk func(Expr)
-	walk = func(e Expr) {
-		switch e := e.(type) {
-		case And:
-			for _, x := range e.X {
-				walk(x)
-			}
-		case Or:
-			for _, x := range e.X {
-				walk(x)
-			}
-		case Not:
-			walk(e.X)
-		case Atom:
-			out = append(out, e)
-		}
-	}
-	walk(e)
-	return out
 }

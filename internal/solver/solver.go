@@ -658,22 +658,6 @@ func (b *Box) Singles(fn func(id int, v uint64)) {
 	}
 }
 
-// Present reports whether the box requires a field to be present.
-func (b *Box) Present(id int) bool { return !b.get(id).Absent }
-
-// Size returns how many values a field may take (saturating).
-func (b *Box) Size(id int) uint64 {
-	var n uint64
-	for _, r := range b.get(id).Vals {
-		w := r.Hi - r.Lo + 1
-		if w == 0 || n+w < n {
-			return ^uint64(0)
-		}
-		n += w
-	}
-	return n
-}
-
 // Subset reports whether every frame of a is in b (atoms must agree).
 func Subset(a, b *Box) bool {
 	if a.empty {
