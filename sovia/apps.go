@@ -32,9 +32,11 @@ func (b *backlog) Serve(app func(c *Conn)) error {
 
 // ServeStreams listens on h for the connection of every stream that
 // travels over a VI, on the stream's local port with its settings, and
-// serves each with the application app returns for the stream's name. It
-// returns the listeners (close them to stop) and a line per stream saying
-// what it serves.
+// serves each with the application app returns for the stream's name. A
+// stream is one connection on one VI (the plan gave it one): it serves one
+// connection at a time, holds one more that waits, and refuses the rest.
+// It returns the listeners (close them to stop) and a line per stream
+// saying what it serves.
 func ServeStreams(h *RawHost, streams []Stream, app func(name string) func(*Conn)) ([]*RawListener, []string, error) {
 	var ls []*RawListener
 	var notes []string
@@ -49,7 +51,7 @@ func ServeStreams(h *RawHost, streams []Stream, app func(name string) func(*Conn
 			}
 			return nil, nil, fmt.Errorf("sovia: stream %s has no application", s.Name)
 		}
-		l, err := h.Listen(s.Local.Port(), s.Params)
+		l, err := h.listen(s.Local.Port(), s.Params, 1)
 		if err != nil {
 			for _, l := range ls {
 				l.Close()
@@ -57,7 +59,16 @@ func ServeStreams(h *RawHost, streams []Stream, app func(name string) func(*Conn
 			return nil, nil, fmt.Errorf("sovia: stream %s: %w", s.Name, err)
 		}
 		ls = append(ls, l)
-		go l.Serve(a)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				a(c)
+				c.Close()
+			}
+		}()
 		notes = append(notes, fmt.Sprintf("stream %s: SOVIA on the software VI, port %d (window %d, ack threshold %d, copy up to %d B)",
 			s.Name, s.Local.Port(), s.Params.Window, s.Params.AckThreshold, s.Params.CopyMax))
 	}

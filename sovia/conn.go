@@ -102,6 +102,7 @@ type Conn struct {
 	combN   int
 	timer   *time.Timer
 	closed  bool
+	ownVI   bool // the connection's setup opened its VI: closed after the close exchange
 	finAck  bool // our FIN was acknowledged
 	peerFin bool // the peer closed
 	err     error
@@ -396,7 +397,8 @@ func (c *Conn) Read(b []byte) (int, error) {
 // Close flushes, sends a FIN (waiting for a window slot if the peer holds
 // them all) and returns; the library then answers the peer until both
 // FINs are acknowledged (the paper's close exchange), for at most linger.
-// The VI stays open: it is the caller's.
+// A connection made by a host's Dial or a listener's Accept then closes
+// its VI; one made by NewConn leaves the VI to the caller.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -415,6 +417,11 @@ func (c *Conn) Close() error {
 const linger = 5 * time.Second
 
 func (c *Conn) linger() {
+	defer func() {
+		if v, ok := c.vi.(io.Closer); ok && c.ownVI {
+			v.Close()
+		}
+	}()
 	deadline := time.Now().Add(linger)
 	for time.Now().Before(deadline) {
 		c.mu.Lock()

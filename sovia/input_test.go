@@ -4,8 +4,12 @@ package sovia
 
 import (
 	"encoding/binary"
+	"io"
 	"net"
+	"net/netip"
+	"strings"
 	"testing"
+	"time"
 )
 
 // recordLink is a Link that keeps what the host sends.
@@ -91,4 +95,112 @@ func FuzzHostInput(f *testing.F) {
 			}
 		}
 	})
+}
+
+// pipeLink delivers a host's frames to another host's Input at once, as
+// a wire would.
+type pipeLink struct{ to *RawHost }
+
+func (l *pipeLink) SendFrame(f []byte) error {
+	l.to.Input(append([]byte(nil), f...))
+	return nil
+}
+func (l *pipeLink) MTU() int     { return 1500 }
+func (l *pipeLink) Close() error { return nil }
+
+// pipeHosts are two hosts joined by pipe links.
+func pipeHosts(t *testing.T) (a, b *RawHost) {
+	la, lb := &pipeLink{}, &pipeLink{}
+	a, err := NewHost(la, net.HardwareAddr{2, 0, 0, 0, 0, 0xa})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = NewHost(lb, net.HardwareAddr{2, 0, 0, 0, 0, 0xb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	la.to, lb.to = b, a
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// TestServeStreamsOneAtATime: a stream served by ServeStreams takes one
+// connection at a time and holds one more; a third is refused. When a
+// connection's close exchange ends, its VI is closed and its number free.
+func TestServeStreamsOneAtATime(t *testing.T) {
+	a, b := pipeHosts(t)
+	p := PaperParams()
+	p.NoDelay, p.CombineMax = true, 0
+	st := Stream{Name: "repl", Local: netip.MustParseAddrPort("10.0.0.2:5000"), Remote: netip.MustParseAddrPort("10.0.0.1:6000"), Transport: "vi", VI: 1, Params: p}
+	ls, notes, err := ServeStreams(b, []Stream{st}, func(string) func(*Conn) { return Apps["echo"] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls[0].Close()
+	if len(notes) != 1 || !strings.Contains(notes[0], "stream repl: SOVIA on the software VI, port 5000") {
+		t.Errorf("notes %q", notes)
+	}
+	peer := net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	first, err := a.Dial(peer, 5000, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(first, got); err != nil || string(got) != "ping" {
+		t.Fatalf("echo %q, %v", got, err)
+	}
+	second, err := a.Dial(peer, 5000, p) // waits in the backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Dial(peer, 5000, p); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("a third connection to a stream: %v, want refused", err)
+	}
+	first.Close()
+	if _, err := second.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(second, got); err != nil || string(got) != "pong" {
+		t.Fatalf("the waiting connection's echo %q, %v", got, err)
+	}
+	second.Close()
+	// Both ends' VIs close once the close exchanges end (a few round
+	// trips; the linger bound is 5 s).
+	open := func(h *RawHost) int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.vis) + len(h.accepted)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for open(a)+open(b) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, m := open(a), open(b); n+m > 0 {
+		t.Errorf("after both closes: %d VIs and accepted requests open on the dialer, %d on the listener", n, m)
+	}
+}
+
+// TestVINumbersRunOut: a host whose every VI number is taken refuses
+// another VI instead of looking for one forever.
+func TestVINumbersRunOut(t *testing.T) {
+	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := net.HardwareAddr{2, 0, 0, 0, 0, 2}
+	for n := 1; n < 1<<16; n++ {
+		if _, err := h.VI(uint16(n), peer, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.VI(0, peer, 1); err == nil || !strings.Contains(err.Error(), "every VI number") {
+		t.Fatalf("a VI on a full host: %v", err)
+	}
+	h.vis[77].Close()
+	if v, err := h.VI(0, peer, 1); err != nil || v.lvi != 77 {
+		t.Fatalf("after VI 77 closed: %v, %v", v, err)
+	}
 }

@@ -26,7 +26,10 @@ type backlog struct {
 	closed sync.Once
 }
 
-func newBacklog() backlog { return backlog{queue: make(chan *Conn, 64), done: make(chan struct{})} }
+func newBacklog() backlog { return newBacklogOf(64) }
+
+// newBacklogOf holds up to n connections not yet accepted.
+func newBacklogOf(n int) backlog { return backlog{queue: make(chan *Conn, n), done: make(chan struct{})} }
 
 // Accept returns the next connection.
 func (b *backlog) Accept() (*Conn, error) {

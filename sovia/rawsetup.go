@@ -51,6 +51,11 @@ type RawListener struct {
 // Listen takes connections for port with settings p; a dialer must use
 // the same window, threshold and chunk size.
 func (h *RawHost) Listen(port uint16, p Params) (*RawListener, error) {
+	return h.listen(port, p, 64)
+}
+
+// listen is Listen with a backlog of n connections not yet accepted.
+func (h *RawHost) listen(port uint16, p Params, n int) (*RawListener, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -59,7 +64,7 @@ func (h *RawHost) Listen(port uint16, p Params) (*RawListener, error) {
 	if h.listeners[port] != nil {
 		return nil, fmt.Errorf("sovia: port %d is listened on", port)
 	}
-	l := &RawListener{backlog: newBacklog(), h: h, port: port, p: p}
+	l := &RawListener{backlog: newBacklogOf(n), h: h, port: port, p: p}
 	h.listeners[port] = l
 	return l, nil
 }
@@ -86,6 +91,7 @@ func (h *RawHost) Dial(peer net.HardwareAddr, port uint16, p Params) (*Conn, err
 		v.Close()
 		return nil, err
 	}
+	c.ownVI = true
 	answer := make(chan setup, 1)
 	h.mu.Lock()
 	h.dials[v.lvi] = answer
@@ -172,6 +178,7 @@ func (h *RawHost) setupFrame(from [6]byte, svi uint16, b []byte) {
 				reply(setupRefuse, 0, want)
 				return
 			}
+			c.ownVI = true
 			select {
 			case l.queue <- c:
 			default:

@@ -194,10 +194,18 @@ func (h *RawHost) VI(lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, err
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if lvi == 0 {
-		for h.vis[h.next] != nil || h.next == 0 {
+		// The next free number; at most every number once, so a host
+		// whose 65,535 VIs are all open says so instead of spinning.
+		for range 1 << 16 {
+			if h.next != 0 && h.vis[h.next] == nil {
+				lvi = h.next
+				break
+			}
 			h.next++
 		}
-		lvi = h.next
+		if lvi == 0 {
+			return nil, errors.New("sovia: every VI number of the host is in use")
+		}
 	}
 	if h.vis[lvi] != nil {
 		return nil, fmt.Errorf("sovia: VI %d is open", lvi)
@@ -228,9 +236,17 @@ func htons(x uint16) uint16 { return x<<8 | x>>8 }
 
 // Close closes the VI.
 func (v *RawVI) Close() error {
-	v.host.mu.Lock()
-	delete(v.host.vis, v.lvi)
-	v.host.mu.Unlock()
+	h := v.host
+	h.mu.Lock()
+	if h.vis[v.lvi] == v {
+		delete(h.vis, v.lvi)
+	}
+	for k, lvi := range h.accepted {
+		if lvi == v.lvi {
+			delete(h.accepted, k) // the request it answered is over
+		}
+	}
+	h.mu.Unlock()
 	v.mu.Lock()
 	v.closed = true
 	v.cond.Broadcast()
