@@ -29,7 +29,9 @@ type backlog struct {
 func newBacklog() backlog { return newBacklogOf(64) }
 
 // newBacklogOf holds up to n connections not yet accepted.
-func newBacklogOf(n int) backlog { return backlog{queue: make(chan *Conn, n), done: make(chan struct{})} }
+func newBacklogOf(n int) backlog {
+	return backlog{queue: make(chan *Conn, n), done: make(chan struct{})}
+}
 
 // Accept returns the next connection.
 func (b *backlog) Accept() (*Conn, error) {
