@@ -1,45 +1,31 @@
-package engines
+package engines_test
 
 import (
 	"math/rand"
 	"testing"
 
+	"github.com/dragonc/dragonc/engines"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
-	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 )
-
-// loadModel loads a built-in model.
-func loadModel(t testing.TB, nic string) *prg.Model {
-	t.Helper()
-	file, src, err := nics.Resolve(nic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, diags := prg.Load(file, src)
-	if m == nil {
-		t.Fatal(diags)
-	}
-	return m
-}
 
 // TestTigonPartition compares the placement of the Tigon's handlers with
 // the partition the paper published (CPU A: Mailbox, DMA Write Complete,
 // Receive Complete, Update Receive Return Producer; the rest on CPU B).
 func TestTigonPartition(t *testing.T) {
-	m := loadModel(t, "tigon")
-	tasks, engines := ModelTasks(m, 0, nil)
-	if len(tasks) != 9 || len(engines) != 2 {
-		t.Fatalf("%d tasks, %d engines", len(tasks), len(engines))
+	m := embedtest.Model(t, "tigon")
+	tasks, engs := engines.ModelTasks(m, 0, nil)
+	if len(tasks) != 9 || len(engs) != 2 {
+		t.Fatalf("%d tasks, %d engines", len(tasks), len(engs))
 	}
-	p := Place(tasks, engines)
+	p := engines.Place(tasks, engs)
 	if !p.Exact || !p.MemoryOK {
 		t.Fatalf("placement %+v", p)
 	}
 	onA := map[string]bool{}
 	for i, tk := range tasks {
-		if engines[p.Engine[i]].Name == "CpuA" {
+		if engs[p.Engine[i]].Name == "CpuA" {
 			onA[tk.Name] = true
 		}
 	}
@@ -50,7 +36,7 @@ func TestTigonPartition(t *testing.T) {
 		}
 	}
 	a, b := p.Loads[0], p.Loads[1]
-	if engines[0].Name != "CpuA" {
+	if engs[0].Name != "CpuA" {
 		a, b = b, a
 	}
 	t.Logf("load split CPU A %.1f%% / CPU B %.1f%%, shared: %v", a, b, p.Shared)
@@ -68,9 +54,9 @@ func TestPlaceOptimal(t *testing.T) {
 	rng := rand.New(rand.NewSource(9))
 	for k := 0; k < 150; k++ {
 		n, ne := 1+rng.Intn(8), 1+rng.Intn(3)
-		tasks := make([]Task, n)
+		tasks := make([]engines.Task, n)
 		for i := range tasks {
-			tasks[i] = Task{Name: string(rune('a' + i)), Load: float64(1 + rng.Intn(40)), Memory: float64(rng.Intn(4) * 1024)}
+			tasks[i] = engines.Task{Name: string(rune('a' + i)), Load: float64(1 + rng.Intn(40)), Memory: float64(rng.Intn(4) * 1024)}
 			for _, d := range []string{"x", "y", "z"} {
 				if rng.Intn(3) == 0 {
 					tasks[i].Data = append(tasks[i].Data, d)
@@ -80,22 +66,22 @@ func TestPlaceOptimal(t *testing.T) {
 				tasks[i].Channels = []string{"dma"}
 			}
 		}
-		engines := make([]Engine, ne)
-		for e := range engines {
-			engines[e] = Engine{Name: string(rune('A' + e)), Capacity: 100, Memory: float64((2 + rng.Intn(6)) * 1024)}
+		engs := make([]engines.Engine, ne)
+		for e := range engs {
+			engs[e] = engines.Engine{Name: string(rune('A' + e)), Capacity: 100, Memory: float64((2 + rng.Intn(6)) * 1024)}
 		}
-		got := Place(tasks, engines)
+		got := engines.Place(tasks, engs)
 		best := -1.0
 		assign := make([]int, n)
 		var rec func(i int)
 		rec = func(i int) {
 			if i == n {
-				if p := Evaluate(tasks, engines, assign); p.MemoryOK == got.MemoryOK && (best < 0 || p.Cost < best) {
+				if p := engines.Evaluate(tasks, engs, assign); p.MemoryOK == got.MemoryOK && (best < 0 || p.Cost < best) {
 					best = p.Cost
 				}
 				return
 			}
-			for e := range engines {
+			for e := range engs {
 				assign[i] = e
 				rec(i + 1)
 			}
@@ -106,11 +92,11 @@ func TestPlaceOptimal(t *testing.T) {
 		}
 	}
 	// Beyond the exact limit: the heuristic reports its lower bound.
-	var many []Task
+	var many []engines.Task
 	for i := 0; i < 30; i++ {
-		many = append(many, Task{Name: string(rune('a' + i%26)), Load: float64(1 + rng.Intn(10))})
+		many = append(many, engines.Task{Name: string(rune('a' + i%26)), Load: float64(1 + rng.Intn(10))})
 	}
-	p := Place(many, []Engine{{Name: "A", Capacity: 100}, {Name: "B", Capacity: 100}})
+	p := engines.Place(many, []engines.Engine{{Name: "A", Capacity: 100}, {Name: "B", Capacity: 100}})
 	if p.Exact || p.LowerBound <= 0 || p.Cost < p.LowerBound-1e-9 {
 		t.Errorf("heuristic: %+v", p)
 	}
@@ -118,7 +104,7 @@ func TestPlaceOptimal(t *testing.T) {
 }
 
 func TestCopyDecisions(t *testing.T) {
-	m := loadModel(t, "ioat")
+	m := embedtest.Model(t, "ioat")
 	eng := m.Engine[0]
 	cases := []struct {
 		proto   string
@@ -133,7 +119,7 @@ func TestCopyDecisions(t *testing.T) {
 		{"tcp", 0, "cpu"},
 	}
 	for _, c := range cases {
-		if got := Copies(eng, c.proto, c.message); got.Engine != c.want {
+		if got := engines.Copies(eng, c.proto, c.message); got.Engine != c.want {
 			t.Errorf("%s %d B: %s (%s), want %s", c.proto, c.message, got.Engine, got.Reason, c.want)
 		}
 	}
@@ -145,10 +131,10 @@ func TestCopyDecisions(t *testing.T) {
 	ch := one.Props["channels"]
 	ch.Num = 1
 	one.Props["channels"] = ch
-	if got := Copies(&one, "udp", 100<<10); got.Engine != "cpu" {
+	if got := engines.Copies(&one, "udp", 100<<10); got.Engine != "cpu" {
 		t.Errorf("1 channel, 100 KiB: %s; the crossover is 256 KiB", got.Engine)
 	}
-	if got := Copies(&one, "udp", 256<<10); got.Engine != "IOAT" {
+	if got := engines.Copies(&one, "udp", 256<<10); got.Engine != "IOAT" {
 		t.Errorf("1 channel, 256 KiB: %s", got.Engine)
 	}
 }

@@ -60,16 +60,9 @@ func testServeVIA(t *testing.T, socket string) {
 	}
 
 	var out, log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	served := make(chan error, 1)
-	go func() {
-		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Force: true, Ready: func() { close(ready) }})
-		})
-	}()
-	waitReady(t, ready, served, &log)
+	stop := serveInNS(t, a, &log, func(ctx context.Context, ready func()) error {
+		return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Force: true, Ready: ready})
+	})
 
 	err := inNS(b, func() error {
 		peer, err := sovia.OpenHost("vB")
@@ -144,8 +137,7 @@ func testServeVIA(t *testing.T, socket string) {
 	if err != nil {
 		t.Fatalf("%v\nrun said:\n%s%s", err, log.String(), out.String())
 	}
-	cancel()
-	if err := <-served; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	final := out.String()
@@ -212,17 +204,10 @@ func TestServeCodeStreams(t *testing.T) {
 	}
 
 	var log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	served := make(chan error, 1)
-	go func() {
-		served <- inNS(a, func() error {
-			return ServeCode(ctx, r, st, code, nil, Options{Iface: "vA", Force: true, Stdout: &log, Stderr: &log,
-				Streams: map[string]func(*sovia.Conn){"repl": upper}, Ready: func() { close(ready) }})
-		})
-	}()
-	waitReady(t, ready, served, &log)
+	stop := serveInNS(t, a, &log, func(ctx context.Context, ready func()) error {
+		return ServeCode(ctx, r, st, code, nil, Options{Iface: "vA", Force: true, Stdout: &log, Stderr: &log,
+			Streams: map[string]func(*sovia.Conn){"repl": upper}, Ready: ready})
+	})
 	params := map[string]sovia.Params{}
 	for _, s := range nicconf.Streams(r.Plan.VIA) {
 		params[s.Name] = s.Params
@@ -258,8 +243,25 @@ func TestServeCodeStreams(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	cancel()
-	if err := <-served; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
+	}
+}
+
+// serveInNS runs serve in namespace ns until the returned stop is called,
+// and waits for it to be ready (waitReady, with log for its failure).
+// stop ends it and returns its error.
+func serveInNS(t *testing.T, ns string, log *syncBuffer, serve func(ctx context.Context, ready func()) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		served <- inNS(ns, func() error { return serve(ctx, func() { close(ready) }) })
+	}()
+	waitReady(t, ready, served, log)
+	return func() error {
+		cancel()
+		return <-served
 	}
 }
