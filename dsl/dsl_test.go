@@ -617,3 +617,23 @@ func TestPartialTree(t *testing.T) {
 		t.Errorf("a file with no whole declaration: tree %v, %v", s.AST, diags)
 	}
 }
+
+// TestOneErrorLimit: syntax recovery reports errors up to the limit every
+// diagnostic list keeps (diag.MaxErrors), one per broken declaration.
+func TestOneErrorLimit(t *testing.T) {
+	broken := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("graph g {\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  node N%d { port ]] }\n", i)
+		}
+		b.WriteString("  node OK { port o[] }\n}\n")
+		return []byte(b.String())
+	}
+	for _, c := range []struct{ nodes, want int }{{3, 3}, {30, 30}, {diag.MaxErrors + 10, diag.MaxErrors}} {
+		_, diags := dsl.Parse("many.unicorn", broken(c.nodes))
+		if len(diags) != c.want {
+			t.Errorf("%d broken nodes: %d diagnostics, want %d: %v", c.nodes, len(diags), c.want, diags)
+		}
+	}
+}

@@ -187,8 +187,11 @@ func (s *Source) spanOf(t token) diag.Range {
 	return diag.Range{File: s.File, Start: int(t.off), End: int(t.end)}
 }
 
-// maxSyntaxErrors bounds how many syntax errors one file reports.
-const maxSyntaxErrors = 10
+// recoverBudget bounds the text that recovery parses again in all (each
+// try parses the whole file), so that a large, badly broken file costs
+// about a second more at most (a 500 KB stack file: 8 tries); a file of up
+// to 80 KiB reports every error diag.MaxErrors allows.
+const recoverBudget = 4 << 20
 
 // startKeywords begin a declaration at graph, cluster or stack level.
 var startKeywords = map[string]bool{"node": true, "boolean": true, "and": true, "or": true, "nand": true, "nor": true,
@@ -206,7 +209,7 @@ func (s *Source) recover(src []byte, first diag.Diagnostic) (diag.List, *File) {
 	var partial *File
 	buf := append([]byte(nil), src...)
 	at := first.Range.Start
-	for len(out)+1 < maxSyntaxErrors {
+	for parsed := 0; len(out)+1 < diag.MaxErrors && parsed+len(buf) <= recoverBudget; parsed += len(buf) {
 		start, end, ok := s.enclosingDecl(at)
 		if !ok {
 			break
