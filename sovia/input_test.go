@@ -204,3 +204,38 @@ func TestVINumbersRunOut(t *testing.T) {
 		t.Fatalf("after VI 77 closed: %v, %v", v, err)
 	}
 }
+
+// TestPaddedFrames: frames padded to Ethernet's 60-byte minimum, as a
+// wire delivers them, carry their messages whole: an acknowledgement (no
+// payload) and a short message complete with their own lengths.
+func TestPaddedFrames(t *testing.T) {
+	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		r, err := v.Register(make([]byte, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.PostRecv(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pad := func(f []byte) []byte { return append(f, make([]byte, 60-len(f))...) }
+	h.Input(pad(viFrame(1, 7, 1, 0, 0, 0x0201, nil)))
+	h.Input(pad(viFrame(1, 7, 2, 3, 0, 0x01, []byte("abc"))))
+	for i, want := range []string{"", "abc"} {
+		c, ok, err := v.Wait(0)
+		if err != nil || !ok {
+			t.Fatalf("message %d: %v, %v", i, ok, err)
+		}
+		if got := string(c.Region.Buf[:c.N]); got != want {
+			t.Errorf("message %d: %q, want %q", i, got, want)
+		}
+	}
+}

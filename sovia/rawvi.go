@@ -330,7 +330,14 @@ func (h *RawHost) Input(f []byte) {
 	if total > 1<<30 || at > total {
 		return // no descriptor is this long
 	}
-	v.fragment(binary.BigEndian.Uint32(hd[4:]), int(total), int(at), binary.BigEndian.Uint32(hd[16:]), hd[rawHeader:])
+	data := hd[rawHeader:]
+	if rest := int(total - at); len(data) > rest {
+		// Padding: a frame shorter than Ethernet's 60 bytes (an
+		// acknowledgement: 34) arrives padded from a wire (IEEE 802.3
+		// §4.2.8); the header says where the message ends.
+		data = data[:rest]
+	}
+	v.fragment(binary.BigEndian.Uint32(hd[4:]), int(total), int(at), binary.BigEndian.Uint32(hd[16:]), data)
 }
 
 func (h *RawHost) failAll(err error) {
