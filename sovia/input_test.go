@@ -239,3 +239,28 @@ func TestPaddedFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestOthersFrames: a frame to another host's address (seen on a
+// promiscuous link) reaches none of this host's VIs.
+func TestOthersFrames(t *testing.T) {
+	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Register(make([]byte, 64))
+	v.PostRecv(r)
+	h.Input(viFrame(1, 7, 1, 3, 0, 0, []byte("abc"))) // to 02:00:00:00:00:01
+	if _, ok, _ := v.Wait(0); ok {
+		t.Error("a frame to another address completed a receive")
+	}
+	f := viFrame(1, 7, 1, 3, 0, 0, []byte("abc"))
+	copy(f[0:6], []byte{2, 0, 0, 0, 0, 9})
+	h.Input(f)
+	if _, ok, _ := v.Wait(0); !ok {
+		t.Error("a frame to this host completed no receive")
+	}
+}

@@ -305,11 +305,12 @@ func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, i
 }
 
 // Input takes one frame the link received: a fragment of a message for
-// one of the host's VIs, or connection setup. Other frames, short ones
-// and ones for VIs that are not open are ignored. Input does not keep f.
+// one of the host's VIs, or connection setup. Other frames, short ones,
+// ones to another Ethernet address and ones for VIs that are not open are
+// ignored. Input does not keep f.
 func (h *RawHost) Input(f []byte) {
-	if len(f) < 14+rawHeader || binary.BigEndian.Uint16(f[12:]) != EtherType {
-		return
+	if len(f) < 14+rawHeader || binary.BigEndian.Uint16(f[12:]) != EtherType || [6]byte(f[0:6]) != h.local {
+		return // not a VI frame for this host (a promiscuous link shows others')
 	}
 	hd := f[14:]
 	dvi, svi := binary.BigEndian.Uint16(hd[0:]), binary.BigEndian.Uint16(hd[2:])
