@@ -283,6 +283,7 @@ func (s *Server) Stop() error {
 	if s.st.VIA != nil {
 		s.st.VIA.srv.CompareAndSwap(s, nil)
 	}
+	s.link.stop() // a VI send in progress ends before the sockets close
 	s.stop.Store(true)
 	s.wg.Wait()
 	s.closeAll()

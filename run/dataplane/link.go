@@ -77,10 +77,19 @@ func (l *Link) attach(s *Server, ifindex int) {
 // linkTx is what SendFrame needs of a server: one frame at a time onto
 // the first loop's socket.
 type linkTx struct {
-	mu    sync.Mutex
-	batch *txBatch
-	sent  atomic.Uint64
-	fail  atomic.Uint64
+	mu      sync.Mutex // held by each send, and by Stop before it closes the sockets
+	stopped bool
+	batch   *txBatch
+	sent    atomic.Uint64
+	fail    atomic.Uint64
+}
+
+// stop waits for a send in progress and refuses the next: the sockets
+// are about to close.
+func (t *linkTx) stop() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 }
 
 // sendFrame sends f through the first queue's socket: a packet socket
@@ -93,25 +102,7 @@ func (s *Server) sendFrame(f []byte) error {
 	}
 	deadline := time.Now().Add(time.Second)
 	for {
-		var err error
-		switch sock := s.queues[0].sock.(type) {
-		case *packetSocket:
-			err = sock.send(f)
-		case *xdpPort:
-			s.link.mu.Lock()
-			if s.link.batch == nil {
-				s.link.batch = newTxBatch()
-			}
-			s.link.batch.add(f)
-			var n int
-			n, err = sock.tx.send(s.link.batch)
-			if err == nil && n == 0 {
-				err = syscall.ENOBUFS // no free chunk: the ring is full
-			}
-			s.link.mu.Unlock()
-		default:
-			err = errNotServing
-		}
+		err := s.sendOnce(f)
 		if err == nil {
 			s.link.sent.Add(1)
 			return nil
@@ -122,4 +113,28 @@ func (s *Server) sendFrame(f []byte) error {
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
+}
+
+// sendOnce tries to send f once, under the link's lock.
+func (s *Server) sendOnce(f []byte) error {
+	s.link.mu.Lock()
+	defer s.link.mu.Unlock()
+	if s.link.stopped {
+		return errNotServing
+	}
+	switch sock := s.queues[0].sock.(type) {
+	case *packetSocket:
+		return sock.send(f)
+	case *xdpPort:
+		if s.link.batch == nil {
+			s.link.batch = newTxBatch()
+		}
+		s.link.batch.add(f)
+		n, err := sock.tx.send(s.link.batch)
+		if err == nil && n == 0 {
+			err = syscall.ENOBUFS // no free chunk: the ring is full
+		}
+		return err
+	}
+	return errNotServing
 }
