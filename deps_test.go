@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"internal/packet":              {"internal/pred"},
 	"internal/solver":              {"internal/pred"},
 	"costmodel":                    {},
-	"nics":                         {"prg"},
+	"nics":                         {"internal/diag", "prg"},
 	"discover":                     {"prg"},
 	"prg":                          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	"dsl":                          {"internal/diag", "internal/graph", "internal/pred"},

@@ -28,11 +28,10 @@ var nicNames = []string{"82576", "82599", "myri10g", "tigon", "dragonet-e10k", "
 
 func loadModel(t testing.TB, nic string) *prg.Model {
 	t.Helper()
-	file, src, err := nics.Resolve(nic)
+	m, diags, err := nics.Load(nic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, diags := prg.Load(file, src)
 	if m == nil {
 		t.Fatal(diags)
 	}

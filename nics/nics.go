@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/prg"
 )
 
 //go:embed *.prg dragonet/*.unicorn dragonet/LICENCE.Dragonet
@@ -76,6 +80,23 @@ func Source(name string) ([]byte, bool) {
 	}
 	b, err := files.ReadFile(path(name))
 	return b, err == nil
+}
+
+// Load resolves a NIC argument (Resolve) and builds its model. The
+// diagnostics of a built-in model are its errors only: its warnings are
+// known and documented (Dragonet's E10k and Solarflare files declare
+// TxQueue3 twice), and users cannot act on them. The model is nil when
+// there are errors; err is a NIC that cannot be read.
+func Load(arg string) (*prg.Model, diag.List, error) {
+	file, src, err := Resolve(arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, diags := prg.Load(file, src)
+	if IsBuiltin(arg) {
+		diags = slices.DeleteFunc(diags, func(d diag.Diagnostic) bool { return d.Severity != diag.Error })
+	}
+	return m, diags, nil
 }
 
 // MaxModel bounds a model file (the same limit as the language's).

@@ -11,7 +11,6 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 )
@@ -158,11 +157,10 @@ func Plan(name string, src []byte) (*dembed.Result, *lpg.Stack, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	file, msrc, err := nics.Resolve(Model)
+	m, mdiags, err := nics.Load(Model)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, mdiags := prg.Load(file, msrc)
 	if m == nil {
 		return nil, nil, mdiags
 	}

@@ -144,7 +144,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	if _, ok := fn.(costmodel.DragonetPriority); ok {
 		fn = costmodel.DragonetPriority{GoldPerQueue: f.goldPerQueue}
 	}
-	m, _, ok := loadNIC(e, nicArg)
+	m, ok := loadNIC(e, nicArg)
 	if !ok {
 		return nil, nil, false
 	}
@@ -179,7 +179,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		}
 	}
 	if f.copyEngine != "" && f.copyEngine != "none" {
-		cm, _, ok := loadNIC(e, f.copyEngine)
+		cm, ok := loadNIC(e, f.copyEngine)
 		if !ok {
 			return nil, nil, false
 		}

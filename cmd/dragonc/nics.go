@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -36,30 +34,20 @@ of any command is one of these names or a path to a .prg/.unicorn file.`,
 
 // loadNIC resolves a NIC argument and builds its model, printing
 // diagnostics.
-func loadNIC(e *env, arg string) (*prg.Model, string, bool) {
-	file, src, err := nics.Resolve(arg)
+func loadNIC(e *env, arg string) (*prg.Model, bool) {
+	m, diags, err := nics.Load(arg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-		return nil, "", false
-	}
-	m, diags := prg.Load(file, src)
-	if nics.IsBuiltin(arg) {
-		// A built-in model's warnings are known and documented (Dragonet's
-		// E10k and Solarflare files declare TxQueue3 twice); users cannot
-		// act on them.
-		diags = slices.DeleteFunc(diags, func(d diag.Diagnostic) bool { return d.Severity != diag.Error })
+		return nil, false
 	}
 	printDiags(e, diags, false)
-	if m == nil {
-		return nil, file, false
-	}
-	return m, file, true
+	return m, m != nil
 }
 
 func runNics(e *env, asJSON bool) int {
 	var all []prg.Summary
 	for _, b := range nics.List() {
-		m, _, ok := loadNIC(e, b.Name)
+		m, ok := loadNIC(e, b.Name)
 		if !ok {
 			return exitInput
 		}

@@ -18,11 +18,10 @@ import (
 // Model loads a built-in NIC model (or a model file) by name.
 func Model(t testing.TB, nic string) *prg.Model {
 	t.Helper()
-	file, src, err := nics.Resolve(nic)
+	m, diags, err := nics.Load(nic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, diags := prg.Load(file, src)
 	if m == nil {
 		t.Fatal(diags)
 	}
