@@ -60,9 +60,10 @@ type Options struct {
 	// AF_XDP, and AF_PACKET when AF_XDP cannot be set up.
 	Socket string
 	// Streams serve, by endpoint name, the stream endpoints the plan puts
-	// on VIs (a NIC model with Virtual Interfaces): each connection runs
-	// in a goroutine of its own and is closed when the function returns
-	// (ServeCode only; without one, the endpoint's app: echo or discard).
+	// on VIs (a NIC model with Virtual Interfaces): a stream's
+	// connections are served one at a time, on a goroutine of the
+	// stream's own, each closed when the function returns (ServeCode
+	// only; without one, the endpoint's app: echo or discard).
 	Streams map[string]func(c *sovia.Conn)
 }
 
