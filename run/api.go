@@ -115,7 +115,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			}
 			return sovia.Apps[sv.via.apps[name]]
 		}
-		if _, _, err := sovia.ServeStreams(host, sv.via.streams, app); err != nil {
+		if err := sovia.ServeStreams(host, sv.via.streams, app); err != nil {
 			return err
 		}
 	}

@@ -205,7 +205,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 // plane serves with package sovia's software VI.
 type viaStreams struct {
 	streams []sovia.Stream    // transport vi, in the plan's order
-	conf    []byte            // the same as sovia.conf (sovia.WriteConf)
+	conf    []byte            // sovia.conf of these streams (sovia.WriteConf)
 	apps    map[string]string // endpoint → a name of sovia.Apps
 }
 

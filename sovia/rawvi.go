@@ -172,7 +172,7 @@ func (l *packetLink) receive(h *RawHost) {
 	}
 }
 
-// Close closes the host and its link; its VIs fail.
+// Close closes the host, its listeners and its link; its VIs fail.
 func (h *RawHost) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -180,7 +180,14 @@ func (h *RawHost) Close() error {
 		return nil
 	}
 	h.closed = true
+	ls := make([]*RawListener, 0, len(h.listeners))
+	for _, l := range h.listeners {
+		ls = append(ls, l)
+	}
 	h.mu.Unlock()
+	for _, l := range ls {
+		l.Close() // Accept returns ErrClosed
+	}
 	h.failAll(errors.New("sovia: the host is closed"))
 	return h.link.Close()
 }
