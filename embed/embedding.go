@@ -81,7 +81,13 @@ func (qe *QueueEmbedding) BuildSW() *graph.Graph {
 
 // Software lists the nodes of the queue's software graph in order.
 func (qe *QueueEmbedding) Software() []string {
-	out := []string{}
+	n := 0
+	for _, k := range qe.keep {
+		if k {
+			n++
+		}
+	}
+	out := make([]string, 0, n)
 	for _, n := range qe.lpg.Nodes {
 		if qe.keep[n.ID] {
 			out = append(out, n.Name)

@@ -397,7 +397,7 @@ func entryKeyOf(node string, ms []prg.FieldMatch) string {
 // placement summarises every LPG node over the queues.
 func (r *Result) placement() map[string]PlanPlace {
 	em := r.Embedding
-	out := map[string]PlanPlace{}
+	out := make(map[string]PlanPlace, len(em.LPG.Nodes))
 	tx := txOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
 	for _, n := range em.LPG.Nodes {
 		if tx[n.Name] {
