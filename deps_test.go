@@ -43,7 +43,7 @@ var allowed = map[string][]string{
 	"streams":                      {"internal/graph", "internal/pred", "lpg", "prg", "sovia"},
 	"sim":                          {"embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
 	"backends/linux":               {"embed", "internal/graph", "internal/pred", "prg"},
-	"backends/nicconf":             {"embed", "lpg", "sovia"},
+	"backends/nicconf":             {"embed", "lpg", "prg", "sovia"},
 	"backends/gofallback":          {"embed", "internal/graph", "internal/pred", "lpg", "sim"},
 	"bench":                        {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
 	"bench/baseline":               {"internal/packet", "lpg"},

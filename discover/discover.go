@@ -206,9 +206,9 @@ func PRG(f *Facts, known bool, tables []Table) string {
 	if first == "CsumOffload" {
 		if rx.Fixed {
 			w("        // rx-checksumming is fixed on.\n")
-			w("        config CsumOffload {\n            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum %s]\n        }\n\n", next)
+			w("        config CsumOffload {\n            enum { feature rx_checksum }\n            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum %s]\n        }\n\n", next)
 		} else {
-			w("        config CsumOffload {\n            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum %s]\n            port off[%s]\n        }\n\n", next, next)
+			w("        config CsumOffload {\n            enum { feature rx_checksum }\n            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum %s]\n            port off[%s]\n        }\n\n", next, next)
 		}
 		for _, c := range []struct{ n, p string }{{"L3IPv4ValidChecksum", "ip.csum_ok"}, {"L4UDPValidChecksum", "udp.csum_ok"}, {"L4TCPValidChecksum", "tcp.csum_ok"}} {
 			w("        boolean %s {\n            attr \"software\"\n            port true false[]\n            predicate true %q\n        }\n\n", c.n, c.p)
@@ -256,9 +256,9 @@ func PRG(f *Facts, known bool, tables []Table) string {
 	tx := f.Features["tx-checksumming"]
 	w("    cluster Tx {\n        node Queue0..%d {\n            attr \"source\"\n            port out[CsumInsert]\n        }\n\n", queues-1)
 	if tx.Fixed && !tx.On {
-		w("        // tx-checksumming is fixed off.\n        config CsumInsert {\n            port off[Wire]\n        }\n\n")
+		w("        // tx-checksumming is fixed off.\n        config CsumInsert {\n            enum { feature tx_checksum }\n            port off[Wire]\n        }\n\n")
 	} else {
-		w("        config CsumInsert {\n            port on[L4UDPFillChecksum]\n            port off[Wire]\n        }\n\n")
+		w("        config CsumInsert {\n            enum { feature tx_checksum }\n            port on[L4UDPFillChecksum]\n            port off[Wire]\n        }\n\n")
 	}
 	// tx-checksumming is the transport checksum (NETIF_F_IP_CSUM,
 	// NETIF_F_HW_CSUM): Linux fills the IPv4 header checksum itself

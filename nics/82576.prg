@@ -31,6 +31,7 @@ graph i82576 {
         // Receive checksum offload: IPv4 header, TCP and UDP; the verdict is
         // a flag in the receive descriptor that software reads (docs/nics.md).
         config CsumOffload {
+            enum { feature rx_checksum }
             port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum CEtherTypeFilter]
             port off[CEtherTypeFilter]
         }
@@ -130,6 +131,7 @@ graph i82576 {
         }
 
         config CsumInsert {
+            enum { feature tx_checksum }
             port on[L3IPv4FillChecksum]
             port off[Wire]
         }

@@ -41,6 +41,7 @@ graph i82599 {
         // below are side branches marked "software" because software reads
         // their result instead of recomputing it.
         config CsumOffload {
+            enum { feature rx_checksum }
             port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum CEtherTypeFilter]
             port off[CEtherTypeFilter]
         }
@@ -150,6 +151,7 @@ graph i82599 {
         }
 
         config CsumInsert {
+            enum { feature tx_checksum }
             port on[L3IPv4FillChecksum]
             port off[Wire]
         }

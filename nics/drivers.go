@@ -199,11 +199,13 @@ func generic(m *prg.Model, name string) *prg.Driver {
 	if n, ok := m.Number("rx_queues"); ok {
 		d.MaxChannels = int(n)
 	}
-	if m.Space("RxCsumOffload") != nil {
-		d.Enums["RxCsumOffload"] = "rx"
-	}
-	if m.Space("TxCsumInsert") != nil {
-		d.Enums["TxCsumInsert"] = "tx"
+	for _, sp := range m.Spaces {
+		switch sp.Feature {
+		case prg.FeatureRxChecksum:
+			d.Enums[sp.Node] = "rx"
+		case prg.FeatureTxChecksum:
+			d.Enums[sp.Node] = "tx"
+		}
 	}
 	if sp := m.Space("RxCRSS"); sp != nil {
 		d.RSS = &prg.DriverRSS{Node: "RxCRSS", SetTable: true, UDPPorts: sp.UDPPorts}

@@ -36,6 +36,7 @@ graph myri10g {
         // The Open-MX endpoint hashing of the paper is a firmware switch.
         // Off, Open-MX frames are not IP and fall to slice 0.
         config OMXHashMode {
+            enum { feature openmx_hash }
             port off[CIPHash]
             port on[COMXHash]
         }

@@ -104,9 +104,19 @@ type Space struct {
 	// (the Open-MX firmware mode hashes the destination endpoint byte);
 	// the default is the Toeplitz hash of RSS.
 	Identity bool
+	// Enum: the NIC feature the switch's "on" port turns on, if it is one
+	// a driver exposes (property feature; FeatureRxChecksum, ...).
+	Feature string
 	// Place.
 	TaskKind string
 }
+
+// Features an enum switch may control (its feature property).
+const (
+	FeatureRxChecksum = "rx_checksum" // receive checksum verification (ethtool -K rx)
+	FeatureTxChecksum = "tx_checksum" // transmit checksum insertion (ethtool -K tx)
+	FeatureOpenMXHash = "openmx_hash" // Myri-10G firmware hashing of Open-MX endpoints
+)
 
 // Engine is a processing engine: a NIC core, a host core, a copy engine.
 type Engine struct {
@@ -576,6 +586,15 @@ func (sp *Space) set(p graph.Prop) error {
 		}
 	case "tasks":
 		sp.TaskKind, err = name()
+	case "feature":
+		sp.Feature, err = name()
+		switch sp.Feature {
+		case FeatureRxChecksum, FeatureTxChecksum, FeatureOpenMXHash:
+		default:
+			if err == nil {
+				err = fmt.Errorf("features are %s, %s and %s, not %q", FeatureRxChecksum, FeatureTxChecksum, FeatureOpenMXHash, sp.Feature)
+			}
+		}
 	case "algorithm":
 		var alg string
 		alg, err = name()

@@ -434,3 +434,22 @@ func TestTaskTables(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumFeature: an enum's feature is read from the model, and an
+// unknown one is an error.
+func TestEnumFeature(t *testing.T) {
+	m := model(t, "82599")
+	for node, want := range map[string]string{"RxCsumOffload": prg.FeatureRxChecksum, "TxCsumInsert": prg.FeatureTxChecksum} {
+		if got := m.Space(node).Feature; got != want {
+			t.Errorf("%s: feature %q, want %q", node, got, want)
+		}
+	}
+	file, src, err := nics.Resolve("82599")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(src), "feature rx_checksum", "feature rx_sums", 1)
+	if _, diags := prg.Load(file, []byte(bad)); !strings.Contains(diags.Error(), `features are rx_checksum, tx_checksum and openmx_hash, not "rx_sums"`) {
+		t.Errorf("an unknown feature: %v", diags)
+	}
+}

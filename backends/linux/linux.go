@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -275,6 +274,20 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 		})
 	}
 
+	m := r.Model()
+	// switchOf is what an enum switches on (the model's feature
+	// property); identity, whether a hash is the Open-MX endpoint hash
+	// rather than RSS, which ethtool -X sets.
+	switchOf := func(node string) string {
+		if sp := m.Space(node); sp != nil {
+			return sp.Feature
+		}
+		return ""
+	}
+	identity := func(node string) bool {
+		sp := m.Space(node)
+		return sp != nil && sp.Identity
+	}
 	rxcsum, txcsum := false, false
 	var ruleOf []struct {
 		node  string
@@ -284,13 +297,10 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	rssNode := ""
 	for _, c := range pl.Config {
 		switch {
-		case c.Kind == "enum" && strings.Contains(c.Node, "Csum"):
-			on := c.Choice == "on"
-			if graph.Transmit(c.Node) {
-				txcsum = on
-			} else {
-				rxcsum = on
-			}
+		case c.Kind == "enum" && switchOf(c.Node) == prg.FeatureRxChecksum:
+			rxcsum = c.Choice == "on"
+		case c.Kind == "enum" && switchOf(c.Node) == prg.FeatureTxChecksum:
+			txcsum = c.Choice == "on"
 		case c.Kind == "table" && len(c.Entries) > 0:
 			if d != nil {
 				if _, ok := d.Tables[c.Node]; !ok {
@@ -312,7 +322,7 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 					entry embed.PlanEntry
 				}{c.Node, e})
 			}
-		case c.Kind == "hash" && len(c.Indirection) > 0 && (d == nil && !strings.Contains(c.Node, "OMX") || d != nil && d.RSS != nil && d.RSS.Node == c.Node):
+		case c.Kind == "hash" && len(c.Indirection) > 0 && (d == nil && !identity(c.Node) || d != nil && d.RSS != nil && d.RSS.Node == c.Node):
 			rss, rssNode = c.Indirection, c.Node
 		}
 	}

@@ -404,3 +404,33 @@ func TestScriptKeepGoing(t *testing.T) {
 		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
+
+// TestChecksumSwitchesByFeature: the script finds a model's checksum
+// switches by their feature property, not their names: the 82599 with
+// its switches renamed gets the same ethtool -K steps.
+func TestChecksumSwitchesByFeature(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(root, "nics", "82599.prg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := strings.NewReplacer("CsumOffload", "VerifySums", "CsumInsert", "FillSums").Replace(string(src))
+	path := filepath.Join(t.TempDir(), "renamed.prg")
+	if err := os.WriteFile(path, []byte(renamed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	features := regexp.MustCompile(`(?m)^# (rx|tx) \S+ \(ethtool -K\)$`)
+	ex := filepath.Join(root, "examples", "dns_ntp.lpg")
+	var got [2][]string
+	for i, nic := range []string{"82599", path} {
+		r, _ := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, embed.TargetSilicon)
+		for _, m := range features.FindAllString(linux.Script(r, "dns_ntp.lpg"), -1) {
+			got[i] = append(got[i], m)
+		}
+	}
+	if len(got[0]) != 2 || !slices.Equal(got[0], got[1]) {
+		t.Errorf("checksum steps: the 82599 %q, renamed %q", got[0], got[1])
+	}
+	if !slices.Contains(got[0], "# rx on (ethtool -K)") {
+		t.Errorf("the 82599 does not verify receive checksums: %q", got[0])
+	}
+}
