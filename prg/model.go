@@ -132,6 +132,15 @@ const (
 	EngineVIA     = "via"      // a Virtual Interface provider for stream endpoints
 )
 
+// Feature returns the driver feature the enum switch node turns on
+// (Space.Feature), or "" when node is no such switch.
+func (m *Model) Feature(node string) string {
+	if sp := m.Space(node); sp != nil {
+		return sp.Feature
+	}
+	return ""
+}
+
 // TaskTables returns the table nodes some task serves (Task.Tables), in
 // the order of the tasks.
 func (m *Model) TaskTables() []string {

@@ -275,15 +275,8 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	}
 
 	m := r.Model()
-	// switchOf is what an enum switches on (the model's feature
-	// property); identity, whether a hash is the Open-MX endpoint hash
-	// rather than RSS, which ethtool -X sets.
-	switchOf := func(node string) string {
-		if sp := m.Space(node); sp != nil {
-			return sp.Feature
-		}
-		return ""
-	}
+	// identity: whether a hash is the Open-MX endpoint hash rather than
+	// RSS, which ethtool -X sets.
 	identity := func(node string) bool {
 		sp := m.Space(node)
 		return sp != nil && sp.Identity
@@ -297,9 +290,9 @@ func plan(r *embed.Result) (steps []step, rules []string, unsupported []string) 
 	rssNode := ""
 	for _, c := range pl.Config {
 		switch {
-		case c.Kind == "enum" && switchOf(c.Node) == prg.FeatureRxChecksum:
+		case c.Kind == "enum" && m.Feature(c.Node) == prg.FeatureRxChecksum:
 			rxcsum = c.Choice == "on"
-		case c.Kind == "enum" && switchOf(c.Node) == prg.FeatureTxChecksum:
+		case c.Kind == "enum" && m.Feature(c.Node) == prg.FeatureTxChecksum:
 			txcsum = c.Choice == "on"
 		case c.Kind == "table" && len(c.Entries) > 0:
 			if d != nil {
