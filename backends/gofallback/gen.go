@@ -6,14 +6,14 @@
 // software graphs are the same share one function, so the module stays
 // small at any number of endpoints. The module needs nothing but the
 // standard library; its output is gofmt-clean and allocation-free per
-// frame. The decoder and the tables are real Go files of this repository
-// (package fallback below this one), compiled and tested here and shipped
-// into every generated module unchanged.
+// frame. The decoder, the tables and the verdict type are real Go files
+// of this repository (internal/fallback, whose decoder dragonc's own tools
+// use too), compiled and tested there and shipped into every generated
+// module unchanged.
 package gofallback
 
 import (
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"fmt"
 	"go/format"
@@ -26,16 +26,12 @@ import (
 	"strings"
 
 	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/fallback"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sim"
 )
-
-// runtime holds the files every generated module carries verbatim.
-//
-//go:embed fallback/decode.go fallback/table.go fallback/verdict.go
-var runtime embed.FS
 
 // Options controls generation.
 type Options struct {
@@ -91,7 +87,7 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		files["tables.go"] = []byte(g.header() + "\npackage fallback\n\n" + strings.TrimSuffix(g.tables.String(), "\n"))
 	}
 	for _, name := range []string{"decode.go", "table.go", "verdict.go"} {
-		b, err := runtime.ReadFile("fallback/" + name)
+		b, err := fallback.Source.ReadFile(name)
 		if err != nil {
 			return nil, err
 		}

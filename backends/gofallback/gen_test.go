@@ -1,7 +1,9 @@
 package gofallback
 
 import (
+	"fmt"
 	"go/format"
+	"strings"
 	"testing"
 
 	"github.com/dragonc/dragonc/internal/golden"
@@ -30,10 +32,22 @@ var (
 	Sinks         = [...]string{"RxL3IPv4Fragment"}
 	DropSites     = [...]DropSite{{"", ""}, {"RxL2EtherValidDest", "false"}}
 )
-`
+` + slots()
 	b, err := format.Source([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden.Check(t, "fallback/zz_all.go", b)
+	golden.Check(t, "../../internal/fallback/zz_all.go", b)
+}
+
+// slots names the field of each slot and its presence bit, for
+// internal/packet, which decodes every field with the shipped decoder.
+func slots() string {
+	var names, bits strings.Builder
+	for _, f := range pred.FieldNames() {
+		fmt.Fprintf(&names, "\t%q,\n", f)
+		fmt.Fprintf(&bits, "\t%s, // %s\n", PresenceBit(f), f)
+	}
+	return "\n// The field in each slot, and its header's presence bit.\nvar slotNames = [...]string{\n" + names.String() +
+		"}\n\nvar slotBits = [...]uint64{\n" + bits.String() + "}\n"
 }

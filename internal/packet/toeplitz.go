@@ -1,6 +1,10 @@
 package packet
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/dragonc/dragonc/internal/pred"
+)
 
 // DefaultRSSKey is the 40-byte key of Microsoft's RSS specification
 // ("Verifying the RSS Hash Calculation"), which Intel's datasheets and the
@@ -47,14 +51,14 @@ func Toeplitz(key, input []byte) uint32 {
 func RSSHash(f *Frame, key []byte, tcpPorts, udpPorts bool) (hash uint32, ok bool) {
 	src, hasSrc := f.Get(fIPSrc)
 	dst, _ := f.Get(fIPDst)
-	if !hasSrc || !f.Has(fIPHdrOk) || f.vals[fIPHdrOk] == 0 {
+	if hdrOK, _ := f.Get(fIPHdrOk); !hasSrc || hdrOK == 0 {
 		return 0, false
 	}
 	var in [12]byte
 	binary.BigEndian.PutUint32(in[0:4], uint32(src))
 	binary.BigEndian.PutUint32(in[4:8], uint32(dst))
 	n := 8
-	proto := f.vals[fIPProto]
+	proto, _ := f.Get(fIPProto)
 	if sp, ok := f.Get(fL4Sport); ok && (proto == ProtoTCP && tcpPorts || proto == ProtoUDP && udpPorts) {
 		dp, _ := f.Get(fL4Dport)
 		binary.BigEndian.PutUint16(in[8:10], uint16(sp))
@@ -63,6 +67,15 @@ func RSSHash(f *Frame, key []byte, tcpPorts, udpPorts bool) (hash uint32, ok boo
 	}
 	return Toeplitz(key, in[:n]), true
 }
+
+var (
+	fIPSrc   = pred.FieldID("ip.src")
+	fIPDst   = pred.FieldID("ip.dst")
+	fIPHdrOk = pred.FieldID("ip.hdr_ok")
+	fIPProto = pred.FieldID("ip.proto")
+	fL4Sport = pred.FieldID("l4.sport")
+	fL4Dport = pred.FieldID("l4.dport")
+)
 
 // HashTuple is RSSHash for known field values: the addresses, and the ports
 // when withPorts.

@@ -119,3 +119,92 @@ var (
 	Sinks         = [...]string{"RxL3IPv4Fragment"}
 	DropSites     = [...]DropSite{{"", ""}, {"RxL2EtherValidDest", "false"}}
 )
+
+// The field in each slot, and its header's presence bit.
+var slotNames = [...]string{
+	"arp.op",
+	"arp.tpa",
+	"arp.valid",
+	"eth.dst",
+	"eth.len_ok",
+	"eth.src",
+	"eth.type",
+	"frame.crc_ok",
+	"frame.len",
+	"icmp.code",
+	"icmp.csum_ok",
+	"icmp.type",
+	"ip.csum_ok",
+	"ip.dst",
+	"ip.frag",
+	"ip.hdr_ok",
+	"ip.ihl",
+	"ip.len",
+	"ip.len_ok",
+	"ip.options",
+	"ip.proto",
+	"ip.src",
+	"ip.ttl",
+	"ip.version",
+	"l4.dport",
+	"l4.sport",
+	"omx.dst_ep",
+	"omx.src_ep",
+	"omx.type",
+	"rss.hash",
+	"tcp.csum_ok",
+	"tcp.dport",
+	"tcp.flags",
+	"tcp.hdr_ok",
+	"tcp.sport",
+	"udp.csum_ok",
+	"udp.dport",
+	"udp.len",
+	"udp.len_ok",
+	"udp.sport",
+	"vlan.id",
+}
+
+var slotBits = [...]uint64{
+	hasArp,     // arp.op
+	hasArp,     // arp.tpa
+	hasArp,     // arp.valid
+	hasEth,     // eth.dst
+	hasEth,     // eth.len_ok
+	hasEth,     // eth.src
+	hasEthType, // eth.type
+	hasFrame,   // frame.crc_ok
+	hasFrame,   // frame.len
+	hasIcmp,    // icmp.code
+	hasIcmp,    // icmp.csum_ok
+	hasIcmp,    // icmp.type
+	hasIp,      // ip.csum_ok
+	hasIp,      // ip.dst
+	hasIp,      // ip.frag
+	hasIp,      // ip.hdr_ok
+	hasIp,      // ip.ihl
+	hasIp,      // ip.len
+	hasIp,      // ip.len_ok
+	hasIp,      // ip.options
+	hasIp,      // ip.proto
+	hasIp,      // ip.src
+	hasIp,      // ip.ttl
+	hasIp,      // ip.version
+	hasL4,      // l4.dport
+	hasL4,      // l4.sport
+	hasOmx,     // omx.dst_ep
+	hasOmx,     // omx.src_ep
+	hasOmx,     // omx.type
+	hasMeta,    // rss.hash
+	hasTcp,     // tcp.csum_ok
+	hasTcp,     // tcp.dport
+	hasTcp,     // tcp.flags
+	hasTcp,     // tcp.hdr_ok
+	hasTcp,     // tcp.sport
+	hasUdp,     // udp.csum_ok
+	hasUdp,     // udp.dport
+	hasUdp,     // udp.len
+	hasUdp,     // udp.len_ok
+	hasUdp,     // udp.sport
+	hasVlan,    // vlan.id
+}
