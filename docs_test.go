@@ -131,6 +131,20 @@ func TestLanguageReference(t *testing.T) {
 			t.Errorf("docs/language.md does not document the field %s", name)
 		}
 	}
+	for _, l := range pred.Layers {
+		row := "| `" + l.Name + "` | "
+		i := strings.Index(text, row)
+		if i < 0 {
+			t.Errorf("docs/language.md has no row for the header %s", l.Name)
+			continue
+		}
+		line, _, _ := strings.Cut(text[i:], "\n")
+		for _, c := range l.When {
+			if !strings.Contains(line, "`"+c.Field) {
+				t.Errorf("docs/language.md: the row of %s does not name %s", l.Name, c.Field)
+			}
+		}
+	}
 	blocks := regexp.MustCompile("(?s)```\n(.*?)```").FindAllStringSubmatch(text, -1)
 	n := 0
 	decl := regexp.MustCompile(`^(graph|stack) \w+ \{`)

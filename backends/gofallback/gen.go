@@ -244,18 +244,42 @@ func fieldSuffix(name string) string {
 }
 
 // layerNeeds are the switches of the decoder that skip whole headers, and
-// the layers of the fields each one serves.
+// the layers (pred.Layers) whose fields each one serves.
 var layerNeeds = []struct {
 	name   string
-	layers []string
+	serves func(layer string) bool
 }{
-	{"Arp", []string{"arp"}},
-	{"Omx", []string{"omx"}},
-	{"Ip", []string{"ip", "icmp", "udp", "tcp", "l4"}},
-	{"L4", []string{"icmp", "udp", "tcp", "l4"}},
-	{"Icmp", []string{"icmp"}},
-	{"Udp", []string{"udp", "l4"}},
-	{"Tcp", []string{"tcp", "l4"}},
+	{"Arp", sharing("arp")},
+	{"Omx", sharing("omx")},
+	{"Ip", func(l string) bool { return pred.Within(l, "ip") }},
+	{"L4", func(l string) bool { return l != "ip" && pred.Within(l, "ip") }}, // a transport header
+	{"Icmp", sharing("icmp")},
+	{"Udp", sharing("udp")},
+	{"Tcp", sharing("tcp")},
+}
+
+// sharing returns whether a layer is decoded from the same bytes as
+// layer x: x itself or a sibling whose conditions x's can meet (l4 is
+// decoded from the UDP and from the TCP header).
+func sharing(x string) func(string) bool {
+	lx, _ := pred.Layer(x)
+	return func(l string) bool {
+		ll, _ := pred.Layer(l)
+		if l == x {
+			return true
+		}
+		if ll.Parent != lx.Parent || len(ll.When) == 0 {
+			return false
+		}
+		for _, a := range ll.When {
+			for _, b := range lx.When {
+				if a.Field == b.Field && !slices.ContainsFunc(a.Vals, func(v uint64) bool { return slices.Contains(b.Vals, v) }) {
+					return false
+				}
+			}
+		}
+		return true
+	}
 }
 
 // FieldDecls declares, for the shipped decoder, the slot of each field the
@@ -281,10 +305,8 @@ func FieldDecls(used map[string]bool) string {
 	for _, l := range layerNeeds {
 		need := false
 		for name := range used {
-			for _, layer := range l.layers {
-				if pred.Fields[name].Layer == layer {
-					need = true
-				}
+			if used[name] && l.serves(pred.Fields[name].Layer) {
+				need = true
 			}
 		}
 		fmt.Fprintf(&b, "\tneed%s = %v\n", l.name, need)

@@ -3,6 +3,7 @@ package gofallback
 import (
 	"fmt"
 	"go/format"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,4 +51,24 @@ func slots() string {
 	}
 	return "\n// The field in each slot, and its header's presence bit.\nvar slotNames = [...]string{\n" + names.String() +
 		"}\n\nvar slotBits = [...]uint64{\n" + bits.String() + "}\n"
+}
+
+// The decoder's switches for whole headers serve the layers they read.
+func TestLayerNeeds(t *testing.T) {
+	want := map[string][]string{
+		"Arp": {"arp"}, "Omx": {"omx"}, "Ip": {"icmp", "ip", "l4", "tcp", "udp"}, "L4": {"icmp", "l4", "tcp", "udp"},
+		"Icmp": {"icmp"}, "Udp": {"l4", "udp"}, "Tcp": {"l4", "tcp"},
+	}
+	for _, n := range layerNeeds {
+		var got []string
+		for _, l := range pred.Layers {
+			if n.serves(l.Name) {
+				got = append(got, l.Name)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want[n.name]) {
+			t.Errorf("need%s serves %v, want %v", n.name, got, want[n.name])
+		}
+	}
 }

@@ -3,6 +3,7 @@ package packet_test
 import (
 	"encoding/binary"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/sim"
 )
 
@@ -146,4 +148,43 @@ func TestDecodeAgreesWithGopacket(t *testing.T) {
 		t.Fatalf("only %d of %d frames decoded cleanly by gopacket", clean, checked)
 	}
 	t.Logf("%d frames, %d decoded cleanly by gopacket: same fields, same values", checked, clean)
+}
+
+// The decoder reads a layer only where pred.Layers says it exists: under
+// its parent and when its conditions hold.
+func TestDecodeFollowsLayers(t *testing.T) {
+	var f packet.Frame
+	seen := map[string]int{}
+	for _, b := range oracleFrames(t) {
+		f.Decode(b)
+		for _, name := range pred.FieldNames() {
+			if _, ok := f.Field(name); !ok {
+				continue
+			}
+			layer := pred.Fields[name].Layer
+			seen[layer]++
+			for _, c := range pred.LayerConds(layer) {
+				v, ok := f.Field(c.Field)
+				if !ok || !slices.Contains(c.Vals, v) {
+					t.Fatalf("frame %x: %s present, but %s = %#x (present %v), not one of %#x", b, name, c.Field, v, ok, c.Vals)
+				}
+			}
+			if l, _ := pred.Layer(layer); l.Parent != "" {
+				parent := false
+				for _, other := range pred.FieldNames() {
+					if _, ok := f.Field(other); ok && pred.Fields[other].Layer == l.Parent {
+						parent = true
+					}
+				}
+				if !parent {
+					t.Fatalf("frame %x: %s present without any field of %s", b, name, l.Parent)
+				}
+			}
+		}
+	}
+	for _, l := range pred.Layers {
+		if l.Name != "meta" && seen[l.Name] == 0 {
+			t.Errorf("no frame has a field of layer %s", l.Name)
+		}
+	}
 }

@@ -61,6 +61,77 @@ var Fields = map[string]FieldInfo{
 	"omx.src_ep":   {Bits: 8, Doc: "Open-MX source endpoint (byte 18)", Layer: "omx"},
 }
 
+// LayerInfo is a header of the vocabulary (the Layer of its fields). A
+// decoder reads a layer's fields only from a frame that has the parent
+// layer and whose field When.Field takes one of When.Vals; layers without
+// a condition depend on the frame's length alone.
+type LayerInfo struct {
+	Name   string
+	Parent string // "" for the frame and the NIC's metadata
+	When   []Cond
+}
+
+// Cond says that a field takes one of a set of values.
+type Cond struct {
+	Field string
+	Vals  []uint64
+}
+
+// Layers are the headers a frame may carry and when a decoder reads them:
+// the one statement of these facts, which internal/fallback's decoder
+// follows (its tests check that), the solver reasons with, and the
+// generator's switches for whole headers are derived from.
+var Layers = []LayerInfo{
+	{Name: "frame"},
+	{Name: "meta"},
+	{Name: "eth", Parent: "frame"},
+	{Name: "vlan", Parent: "eth"},
+	{Name: "arp", Parent: "eth", When: []Cond{{"eth.type", []uint64{0x0806}}}},         // RFC 826
+	{Name: "omx", Parent: "eth", When: []Cond{{"eth.type", []uint64{0x86DF}}}},         // Open-MX
+	{Name: "ip", Parent: "eth", When: []Cond{{"eth.type", []uint64{0x0800}}}},          // RFC 894
+	{Name: "icmp", Parent: "ip", When: []Cond{{"ip.proto", []uint64{1}}, notFragment}}, // RFC 792
+	{Name: "udp", Parent: "ip", When: []Cond{{"ip.proto", []uint64{17}}, notFragment}}, // RFC 768
+	{Name: "tcp", Parent: "ip", When: []Cond{{"ip.proto", []uint64{6}}, notFragment}},  // RFC 9293
+	// The ports of UDP or TCP, whichever the datagram carries.
+	{Name: "l4", Parent: "ip", When: []Cond{{"ip.proto", []uint64{6, 17}}, notFragment}},
+}
+
+// A fragment carries no transport header dragonc may rely on (RFC 791
+// section 3.2: only the first fragment has it, and not necessarily whole).
+var notFragment = Cond{"ip.frag", []uint64{0}}
+
+// Layer returns a layer by name.
+func Layer(name string) (LayerInfo, bool) {
+	for _, l := range Layers {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return LayerInfo{}, false
+}
+
+// LayerConds returns every condition under which a layer's fields exist:
+// its own and its ancestors', outermost first.
+func LayerConds(name string) []Cond {
+	l, ok := Layer(name)
+	if !ok {
+		return nil
+	}
+	return append(LayerConds(l.Parent), l.When...)
+}
+
+// Within reports whether layer name is layer outer or lies inside it.
+func Within(name, outer string) bool {
+	for name != "" {
+		if name == outer {
+			return true
+		}
+		l, _ := Layer(name)
+		name = l.Parent
+	}
+	return false
+}
+
 // NumFields is the size of the vocabulary.
 var NumFields int
 

@@ -858,9 +858,9 @@ func JoinAll(boxes []*Box) *Box {
 	return c
 }
 
-// layerRule is a fact about how frames are decoded: a field of the layer
-// exists only when field takes one of vals (internal/packet sets udp.* only
-// for IPv4 datagrams of protocol 17 that are not fragments, and so on).
+// layerRule is a fact about how frames are decoded (pred.Layers): a field
+// of the layer exists only when field takes one of vals (udp.* only for
+// IPv4 datagrams of protocol 17 that are not fragments, and so on).
 type layerRule struct {
 	layer  string
 	field  int
@@ -885,27 +885,24 @@ func init() {
 		f := pred.Fields[name]
 		layerFields[f.Layer] = append(layerFields[f.Layer], f.ID)
 	}
-	for _, l := range []string{"ip", "icmp", "udp", "tcp", "l4", "arp", "omx"} {
-		layerBits[l] = 1 << uint(len(layerBits))
-		for _, id := range layerFields[l] {
-			layerBit[id] = layerBits[l]
+	// Every layer that exists only under a condition on other fields
+	// (pred.Layers) gets a bit and a rule per condition.
+	for _, l := range pred.Layers {
+		conds := pred.LayerConds(l.Name)
+		if len(conds) == 0 {
+			continue
 		}
-	}
-	one := func(v uint64) []pred.Range { return []pred.Range{{Lo: v, Hi: v}} }
-	add := func(layer, field string, vals []pred.Range) {
-		rules = append(rules, layerRule{layer, pred.Fields[field].ID, vals, layerBits[layer], layerFields[layer]})
-	}
-	for _, l := range []string{"ip", "icmp", "udp", "tcp", "l4"} {
-		add(l, "eth.type", one(0x0800))
-	}
-	add("arp", "eth.type", one(0x0806))
-	add("omx", "eth.type", one(0x86DF))
-	add("udp", "ip.proto", one(17))
-	add("tcp", "ip.proto", one(6))
-	add("icmp", "ip.proto", one(1))
-	add("l4", "ip.proto", []pred.Range{{Lo: 6, Hi: 6}, {Lo: 17, Hi: 17}})
-	for _, l := range []string{"icmp", "udp", "tcp", "l4"} {
-		add(l, "ip.frag", one(0))
+		layerBits[l.Name] = 1 << uint(len(layerBits))
+		for _, id := range layerFields[l.Name] {
+			layerBit[id] = layerBits[l.Name]
+		}
+		for _, c := range conds {
+			var vals []pred.Range
+			for _, v := range c.Vals {
+				vals = append(vals, pred.Range{Lo: v, Hi: v})
+			}
+			rules = append(rules, layerRule{l.Name, pred.Fields[c.Field].ID, vals, layerBits[l.Name], layerFields[l.Name]})
+		}
 	}
 }
 

@@ -22,6 +22,9 @@ func TestSatAndImplies(t *testing.T) {
 		"tcp.flags & 0x12 == 0x02",
 		"pred(A,true) || pred(A,false)",
 		"eth.dst & ff:ff:ff:00:00:00 == 00:1b:21:00:00:00 && eth.dst == 00:1b:21:3a:4b:5c",
+		"l4.dport == 80 && ip.proto == 6", // the header rules of pred.Layers
+		"l4.dport == 80 && udp.sport == 9",
+		"ip.frag == 1 && ip.proto == 17",
 	}
 	unsat := []string{
 		"udp.dport == 53 && udp.dport == 54",
@@ -32,6 +35,12 @@ func TestSatAndImplies(t *testing.T) {
 		"pred(A,true) && !pred(A,true)",
 		"ip.dst in 10.0.0.0/24 && ip.dst == 10.0.1.1",
 		"eth.dst & ff:ff:ff:00:00:00 == 00:1b:21:00:00:00 && eth.dst == 00:1b:22:3a:4b:5c",
+		"udp.dport == 53 && ip.proto == 6", // the header rules of pred.Layers
+		"arp.op == 1 && eth.type == 0x0800",
+		"l4.dport == 80 && ip.proto == 1",
+		"tcp.dport == 80 && ip.frag == 1",
+		"icmp.type == 8 && tcp.flags == 2",
+		"omx.type == 1 && ip.ttl == 3",
 	}
 	for _, s := range sat {
 		if s == "udp.dport != 53 && !(udp.dport != 53)" {
