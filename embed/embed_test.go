@@ -2,17 +2,13 @@ package embed
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/dsl"
@@ -21,6 +17,7 @@ import (
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -360,7 +357,7 @@ func TestIncremental(t *testing.T) {
 	}
 	var prev bytes.Buffer
 	r.Plan.WriteJSON(&prev)
-	plan, err := ReadPlan(&prev)
+	plan, err := plan.Read(&prev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,16 +513,6 @@ func hasDst(ms []prg.FieldMatch) bool {
 	return false
 }
 
-func TestPlanSchemaVersion(t *testing.T) {
-	if _, err := ReadPlan(strings.NewReader(`{"generated_by": "dragonc", "schema_version": 2}`)); err == nil || !strings.Contains(err.Error(), "newer") {
-		t.Errorf("a newer schema was read: %v", err)
-	}
-	p, err := ReadPlan(strings.NewReader(`{"generated_by": "dragonc", "schema_version": 1}`))
-	if err != nil || p.SchemaVersion != PlanSchemaVersion {
-		t.Errorf("schema 1: %v, %v", p, err)
-	}
-}
-
 // TestTablesFullWarning: when more endpoints than the tables that could
 // hold them have room for are left to RSS, the plan says so (the
 // EtherType and SYN tables, which hold no endpoint, do not count).
@@ -547,47 +534,6 @@ func TestTablesFullWarning(t *testing.T) {
 		}
 		if found != (nic == "82576") {
 			t.Errorf("%s: full warning %v; warnings %q", nic, found, r.Plan.Warnings)
-		}
-	}
-}
-
-// TestWriteJSONIsMarshalIndent: the plan written one element at a time is
-// byte for byte json.MarshalIndent's, for every NIC and example, an
-// incremental plan, and plans with empty, nil and hostile fields.
-func TestWriteJSONIsMarshalIndent(t *testing.T) {
-	if n := reflect.TypeFor[Plan]().NumField(); n != 17 {
-		t.Fatalf("Plan has %d fields; WriteJSON lists 17: add the new one there", n)
-	}
-	var plans []*Plan
-	examples, _ := filepath.Glob("../examples/*.lpg")
-	for _, nic := range nicNames {
-		for _, ex := range examples {
-			src, _ := os.ReadFile(ex)
-			r, err := Run(stackInput(t, nic, string(src), "balance", "default"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			plans = append(plans, r.Plan)
-		}
-	}
-	hostile := &Plan{GeneratedBy: "dragonc", DragoncVersion: "v<1>&\u2028", Driver: "ixgbe", Changes: &Changes{},
-		Queues:    []PlanQueue{{ID: -1, Core: 7, Software: []string{}}, {ID: 3, Endpoints: []string{"a\"b", "c\\d", "é", "\xff"}, Software: []string{"x\u2029y", "\t"}}},
-		Endpoints: []PlanEndpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large"}},
-		Placement: map[string]PlanPlace{"b\"<": {}, "a": {Where: "hardware", Queues: []int{0, 15}, Engine: "tigon0", Descriptor: true}, "": {Queues: []int{}}},
-		Engines:   []PlanEngine{{}}, Warnings: []string{"</script>", "\x00\x1b"},
-		VIA: &PlanVIA{Streams: []PlanStream{{Endpoint: "<s>", Reason: "\u2028", CombineDelayMS: 0.5}}}}
-	plans = append(plans, &Plan{}, hostile)
-	for i, p := range plans {
-		want, err := json.MarshalIndent(p, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got bytes.Buffer
-		if err := p.WriteJSON(&got); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), append(want, '\n')) {
-			t.Errorf("plan %d (%s on %s):\n%s", i, p.Stack, p.NIC, cmp.Diff(string(want)+"\n", got.String()))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -28,7 +29,7 @@ type Input struct {
 	LPG      *graph.Graph
 	Cost     costmodel.Function
 	Strategy string
-	Previous *Plan // for the incremental strategy
+	Previous *plan.Plan // for the incremental strategy
 	// CopyEngine is a host copy engine (I/OAT) that bulk copies may use.
 	CopyEngine *prg.Engine
 	// Driver restricts the search to what a Linux driver exposes of the

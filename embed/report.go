@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/plan"
 )
 
 // WriteReport prints the plan for people: the configuration chosen, queues
@@ -189,7 +190,7 @@ func suggest(name string, cands []string) string {
 
 // reportVIA prints the VI decision: each stream endpoint's transport, and
 // the predicted latency per message size beside the paper's HYBRID.
-func reportVIA(w io.Writer, v *PlanVIA) {
+func reportVIA(w io.Writer, v *plan.VIA) {
 	fmt.Fprintf(w, "\nStreams over Virtual Interfaces (%s, %d of %d VIs):\n", v.Provider, v.VIsUsed, v.VIs)
 	if len(v.Streams) == 0 {
 		fmt.Fprintln(w, "  no tcp endpoints")

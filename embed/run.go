@@ -13,13 +13,14 @@ import (
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/streams"
 )
 
 // Result is a finished plan with the embedding behind it.
 type Result struct {
-	Plan      *Plan
+	Plan      *plan.Plan
 	Embedding *Embedding
 	Cost      costmodel.Cost
 	p         *problem
@@ -179,29 +180,29 @@ func (p *problem) references() (soft, rss costmodel.Cost) {
 }
 
 // plan assembles plan.json.
-func (r *Result) plan() *Plan {
+func (r *Result) plan() *plan.Plan {
 	p, em := r.p, r.Embedding
-	pl := &Plan{GeneratedBy: "dragonc", SchemaVersion: PlanSchemaVersion, NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy), Target: TargetSilicon,
-		Placement: map[string]PlanPlace{}, Warnings: []string{}}
+	pl := &plan.Plan{GeneratedBy: "dragonc", SchemaVersion: plan.SchemaVersion, NIC: p.in.NIC, Stack: p.in.Stack.Name, Strategy: strategyName(p.in.Strategy), Target: TargetSilicon,
+		Placement: map[string]plan.Place{}, Warnings: []string{}}
 	if p.in.Driver != nil {
 		pl.Target, pl.Driver = TargetLinux, p.in.Driver.Name
 	}
 	soft, rss := p.references()
-	pl.Cost = PlanCost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: kindName(int(r.Cost.Kind)), Tie: round(r.Cost.Tie),
-		SoftwareOnly: PlanRef{round(soft.V), kindName(int(soft.Kind))}, RSSOnly: PlanRef{round(rss.V), kindName(int(rss.Kind))}}
+	pl.Cost = plan.Cost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: kindName(int(r.Cost.Kind)), Tie: round(r.Cost.Tie),
+		SoftwareOnly: plan.Ref{Value: round(soft.V), Kind: kindName(int(soft.Kind))}, RSSOnly: plan.Ref{Value: round(rss.V), Kind: kindName(int(rss.Kind))}}
 	coreOf := map[int]int{}
 	for _, q := range p.queues {
 		coreOf[q.id] = q.core
 	}
 	for _, qe := range em.Queues {
 		qe.Core = coreOf[qe.ID]
-		pq := PlanQueue{ID: qe.ID, Core: qe.Core, Endpoints: append([]string{}, qe.Endpoints...), Software: qe.Software()}
+		pq := plan.Queue{ID: qe.ID, Core: qe.Core, Endpoints: append([]string{}, qe.Endpoints...), Software: qe.Software()}
 		pl.Queues = append(pl.Queues, pq)
 	}
 	pl.Config = r.planConfig()
-	pl.Endpoints = make([]PlanEndpoint, 0, len(p.eps))
+	pl.Endpoints = make([]plan.Endpoint, 0, len(p.eps))
 	for _, e := range p.eps {
-		pe := PlanEndpoint{Name: e.ep.Name, Queues: em.Reach[e.ep.Name], Steering: em.Steer[e.ep.Name], AppCores: e.ep.Cores, App: e.ep.App}
+		pe := plan.Endpoint{Name: e.ep.Name, Queues: em.Reach[e.ep.Name], Steering: em.Steer[e.ep.Name], AppCores: e.ep.Cores, App: e.ep.App}
 		if pe.Queues == nil {
 			pe.Queues = []int{}
 		}
@@ -237,11 +238,11 @@ func (r *Result) plan() *Plan {
 		mem := make([]float64, len(tp.Engines))
 		for i, t := range tp.Tasks {
 			e := tp.Engine[i]
-			pl.Placement[t.Name] = PlanPlace{Where: "engine", Engine: tp.Engines[e].Name}
+			pl.Placement[t.Name] = plan.Place{Where: "engine", Engine: tp.Engines[e].Name}
 			mem[e] += t.Memory
 		}
 		for e, en := range tp.Engines {
-			pe := PlanEngine{Name: en.Name, Percent: round(tp.Loads[e]), Memory: mem[e], Tasks: []string{}}
+			pe := plan.Engine{Name: en.Name, Percent: round(tp.Loads[e]), Memory: mem[e], Tasks: []string{}}
 			for i, t := range tp.Tasks {
 				if tp.Engine[i] == e {
 					pe.Tasks = append(pe.Tasks, t.Name)
@@ -343,10 +344,10 @@ func round(v float64) float64 {
 	return float64(int64(v*scale+0.5)) / scale
 }
 
-func (r *Result) planConfig() []PlanConfig {
+func (r *Result) planConfig() []plan.Config {
 	m := r.p.in.Model
 	c := r.Embedding.Config
-	var out []PlanConfig
+	var out []plan.Config
 	owner := map[string]string{} // entry key -> endpoint
 	for i, ch := range r.state.choice {
 		if ch.t != nil && !ch.t.identity {
@@ -356,7 +357,7 @@ func (r *Result) planConfig() []PlanConfig {
 	}
 	for _, sp := range m.Spaces {
 		v := c.Values[sp.Node]
-		pc := PlanConfig{Node: sp.Node, Kind: string(sp.Kind)}
+		pc := plan.Config{Node: sp.Node, Kind: string(sp.Kind)}
 		switch sp.Kind {
 		case prg.Enum:
 			pc.Choice = sp.Choices[0]
@@ -368,9 +369,9 @@ func (r *Result) planConfig() []PlanConfig {
 				continue
 			}
 			for _, e := range v.Entries {
-				pe := PlanEntry{Match: e.Predicate(sp).String(), Action: e.Action, Priority: e.Priority, Endpoint: owner[entryKeyOf(sp.Node, e.Match)]}
+				pe := plan.Entry{Match: e.Predicate(sp).String(), Action: e.Action, Priority: e.Priority, Endpoint: owner[entryKeyOf(sp.Node, e.Match)]}
 				for _, f := range e.Match {
-					pe.Fields = append(pe.Fields, PlanField{f.Field, f.Value, f.Mask})
+					pe.Fields = append(pe.Fields, plan.Field{Field: f.Field, Value: f.Value, Mask: f.Mask})
 				}
 				pc.Entries = append(pc.Entries, pe)
 			}
@@ -395,15 +396,15 @@ func entryKeyOf(node string, ms []prg.FieldMatch) string {
 }
 
 // placement summarises every LPG node over the queues.
-func (r *Result) placement() map[string]PlanPlace {
+func (r *Result) placement() map[string]plan.Place {
 	em := r.Embedding
-	out := make(map[string]PlanPlace, len(em.LPG.Nodes))
+	out := make(map[string]plan.Place, len(em.LPG.Nodes))
 	tx := txOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
 	for _, n := range em.LPG.Nodes {
 		if tx[n.Name] {
 			// The NIC fills it in every frame sent; the transmit
 			// descriptor asks for it.
-			out[n.Name] = PlanPlace{Where: "hardware", Descriptor: true}
+			out[n.Name] = plan.Place{Where: "hardware", Descriptor: true}
 			continue
 		}
 		var sw []int
@@ -423,19 +424,19 @@ func (r *Result) placement() map[string]PlanPlace {
 		}
 		switch {
 		case flag && len(sw) > 0:
-			out[n.Name] = PlanPlace{Where: "hardware", Descriptor: true, Queues: sw}
+			out[n.Name] = plan.Place{Where: "hardware", Descriptor: true, Queues: sw}
 		case len(sw) > 0:
-			out[n.Name] = PlanPlace{Where: "software", Queues: sw}
+			out[n.Name] = plan.Place{Where: "software", Queues: sw}
 		case hw:
-			out[n.Name] = PlanPlace{Where: "hardware"}
+			out[n.Name] = plan.Place{Where: "hardware"}
 		case removed:
-			out[n.Name] = PlanPlace{Where: "removed"}
+			out[n.Name] = plan.Place{Where: "removed"}
 		default:
 			if graph.Transmit(n.Name) {
-				out[n.Name] = PlanPlace{Where: "software"}
+				out[n.Name] = plan.Place{Where: "software"}
 				continue
 			}
-			out[n.Name] = PlanPlace{Where: "removed"}
+			out[n.Name] = plan.Place{Where: "removed"}
 		}
 	}
 	return out
@@ -502,7 +503,7 @@ func (p *problem) incremental() (*state, error) {
 
 // previousMode is the RSS mode of a previous plan: the mode whose table
 // names the same queues, else the preferred one.
-func (p *problem) previousMode(prev *Plan) int {
+func (p *problem) previousMode(prev *plan.Plan) int {
 	if p.hash == nil {
 		return 0
 	}
@@ -539,7 +540,7 @@ func abs(x float64) float64 {
 	return x
 }
 
-func sameMatch(ms []prg.FieldMatch, fs []PlanField) bool {
+func sameMatch(ms []prg.FieldMatch, fs []plan.Field) bool {
 	if len(ms) != len(fs) {
 		return false
 	}
@@ -552,7 +553,7 @@ func sameMatch(ms []prg.FieldMatch, fs []PlanField) bool {
 }
 
 // changes lists the rules to remove and add against the previous plan.
-func (r *Result) changes(pl *Plan) *Changes {
+func (r *Result) changes(pl *plan.Plan) *plan.Changes {
 	prev := r.p.in.Previous
 	type key struct{ node, endpoint, match, action string }
 	old := map[key]bool{}
@@ -567,18 +568,18 @@ func (r *Result) changes(pl *Plan) *Changes {
 			cur[key{pc.Node, e.Endpoint, e.Match, e.Action}] = true
 		}
 	}
-	ch := &Changes{Remove: []PlanRule{}, Add: []PlanRule{}, Moved: []string{}}
+	ch := &plan.Changes{Remove: []plan.Rule{}, Add: []plan.Rule{}, Moved: []string{}}
 	for k := range old {
 		if !cur[k] {
-			ch.Remove = append(ch.Remove, PlanRule{k.node, k.endpoint, k.match, k.action})
+			ch.Remove = append(ch.Remove, plan.Rule{Node: k.node, Endpoint: k.endpoint, Match: k.match, Action: k.action})
 		}
 	}
 	for k := range cur {
 		if !old[k] {
-			ch.Add = append(ch.Add, PlanRule{k.node, k.endpoint, k.match, k.action})
+			ch.Add = append(ch.Add, plan.Rule{Node: k.node, Endpoint: k.endpoint, Match: k.match, Action: k.action})
 		}
 	}
-	less := func(rs []PlanRule) func(i, j int) bool {
+	less := func(rs []plan.Rule) func(i, j int) bool {
 		return func(i, j int) bool {
 			if rs[i].Node != rs[j].Node {
 				return rs[i].Node < rs[j].Node
@@ -628,18 +629,18 @@ func (r *Result) SoftwareStage() bool {
 
 // planVIA records the VI decision: the provider's predicted latencies and
 // how each stream endpoint travels.
-func planVIA(prov *streams.Provider, st *lpg.Stack) *PlanVIA {
+func planVIA(prov *streams.Provider, st *lpg.Stack) *plan.VIA {
 	copyMax, rows := prov.Table()
-	v := &PlanVIA{Engine: prov.Engine, Provider: prov.Name, VIs: prov.VIs, CopyMax: copyMax, Sizes: []PlanVIASize{}, Streams: []PlanStream{}}
+	v := &plan.VIA{Engine: prov.Engine, Provider: prov.Name, VIs: prov.VIs, CopyMax: copyMax, Sizes: []plan.VIASize{}, Streams: []plan.Stream{}}
 	for _, r := range rows {
 		policy := "register"
 		if r.Copy {
 			policy = "copy"
 		}
-		v.Sizes = append(v.Sizes, PlanVIASize{Size: r.Size, Policy: policy, Predicted: r.Predicted, Hybrid: r.Hybrid, Native: r.Native, TCP: r.TCP})
+		v.Sizes = append(v.Sizes, plan.VIASize{Size: r.Size, Policy: policy, Predicted: r.Predicted, Hybrid: r.Hybrid, Native: r.Native, TCP: r.TCP})
 	}
 	for _, c := range streams.Decide(prov, st) {
-		ps := PlanStream{Endpoint: c.Endpoint, Transport: c.Transport, Reason: c.Reason, Local: c.Local.String(), Message: c.Size, SOVIA: c.SOVIAus, TCP: c.TCPus}
+		ps := plan.Stream{Endpoint: c.Endpoint, Transport: c.Transport, Reason: c.Reason, Local: c.Local.String(), Message: c.Size, SOVIA: c.SOVIAus, TCP: c.TCPus}
 		if c.Remote.IsValid() {
 			ps.Remote = c.Remote.String()
 		}
@@ -653,4 +654,16 @@ func planVIA(prov *streams.Provider, st *lpg.Stack) *PlanVIA {
 		v.Streams = append(v.Streams, ps)
 	}
 	return v
+}
+
+func kindName(k int) string {
+	return [...]string{"ok", "value", "reject"}[k]
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ",")
 }

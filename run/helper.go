@@ -18,6 +18,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 )
@@ -36,7 +37,7 @@ var dataplaneSrc embed.FS
 type Chains = dataplane.Chains
 
 // TxChains reads the transmit chains off the LPG of stack st.
-func TxChains(g *graph.Graph, pl *dembed.Plan, st *lpg.Stack) (*Chains, error) {
+func TxChains(g *graph.Graph, pl *plan.Plan, st *lpg.Stack) (*Chains, error) {
 	c := &Chains{Replies: map[string][]string{}, Sinks: map[string][]string{}}
 	walk := func(start int) ([]string, error) {
 		var out []string

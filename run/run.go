@@ -36,6 +36,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 )
@@ -210,7 +211,7 @@ type viaStreams struct {
 }
 
 // viaOf reads the VI streams off a plan; nil when there are none.
-func viaOf(pl *dembed.Plan, st *lpg.Stack) (*viaStreams, error) {
+func viaOf(pl *plan.Plan, st *lpg.Stack) (*viaStreams, error) {
 	if pl.VIA == nil || pl.VIA.VIsUsed == 0 {
 		return nil, nil
 	}
@@ -314,7 +315,7 @@ type serving struct {
 	stage  *Stage
 	chains *Chains
 	name   string
-	queues []dembed.PlanQueue
+	queues []plan.Queue
 	r      *dembed.Result
 	st     *lpg.Stack
 	hw     bool // a hardware plan: linux.sh first, then the stage

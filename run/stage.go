@@ -12,6 +12,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 )
 
 // Capacities of the linux-xdp stage's tables: the max_entries of its hash
@@ -23,7 +24,7 @@ const (
 
 // baseStage is what every stage knows of the stack: its addresses and
 // which frames are its.
-func baseStage(pl *dembed.Plan, st *lpg.Stack) *Stage {
+func baseStage(pl *plan.Plan, st *lpg.Stack) *Stage {
 	s := &Stage{ARP: st.ARP, ICMP: st.ICMPEcho}
 	for _, a := range st.Unicast() {
 		s.Addrs = append(s.Addrs, pred.Addr(a))
@@ -45,7 +46,7 @@ func baseStage(pl *dembed.Plan, st *lpg.Stack) *Stage {
 
 // StageOf reads the eBPF stage's tables off a linux-xdp plan: the flow
 // table, then the port table, then queue 0 (the model's order).
-func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
+func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
 	s := baseStage(pl, st)
 	for _, c := range pl.Config {
 		if c.Kind != "table" {
@@ -78,7 +79,7 @@ func StageOf(pl *dembed.Plan, st *lpg.Stack) (*Stage, error) {
 // order of the entries). keep, if set, chooses the entries. Within the
 // table a group is tried after the ones before it, so two rules of
 // different groups that both match a frame must already be in that order.
-func groups(c dembed.PlanConfig, keep func(i int) bool, queue func(action string) (uint32, error)) ([]Group, error) {
+func groups(c plan.Config, keep func(i int) bool, queue func(action string) (uint32, error)) ([]Group, error) {
 	type rule struct {
 		prio      int
 		mask, key [16]byte
@@ -167,7 +168,7 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 			if refusedRule[step.Node] == nil {
 				refusedRule[step.Node] = map[int]bool{}
 			}
-			i := slices.IndexFunc(configOf(pl, step.Node).Entries, func(e dembed.PlanEntry) bool { return e.Match == step.Entry.Match && e.Action == step.Entry.Action })
+			i := slices.IndexFunc(configOf(pl, step.Node).Entries, func(e plan.Entry) bool { return e.Match == step.Entry.Match && e.Action == step.Entry.Action })
 			if i < 0 {
 				return nil, nil, fmt.Errorf("%s: a refused rule (%s) is not in the plan", step.Node, step.Entry.Match)
 			}
@@ -274,17 +275,17 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 	return s, notes, nil
 }
 
-func configOf(pl *dembed.Plan, node string) dembed.PlanConfig {
+func configOf(pl *plan.Plan, node string) plan.Config {
 	for _, c := range pl.Config {
 		if c.Node == node {
 			return c
 		}
 	}
-	return dembed.PlanConfig{Node: node}
+	return plan.Config{Node: node}
 }
 
 // entryBefore reports whether the NIC tries entry i of a table before j.
-func entryBefore(es []dembed.PlanEntry, i, j int) bool {
+func entryBefore(es []plan.Entry, i, j int) bool {
 	if es[i].Priority != es[j].Priority {
 		return es[i].Priority > es[j].Priority
 	}
@@ -293,7 +294,7 @@ func entryBefore(es []dembed.PlanEntry, i, j int) bool {
 
 // entryKey is a table entry as a masked key: the key bytes it compares,
 // their values, and whether it compares a port.
-func entryKey(e dembed.PlanEntry) (key, mask [16]byte, ports bool, err error) {
+func entryKey(e plan.Entry) (key, mask [16]byte, ports bool, err error) {
 	for _, f := range e.Fields {
 		kb, ok := keyBytes[f.Field]
 		if !ok {

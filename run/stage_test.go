@@ -21,6 +21,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -339,22 +340,22 @@ func TestLinuxXDPStageMatchesModel(t *testing.T) {
 // otherwise dragonc run says it cannot take the table over.
 func TestGroupsKeepPrecedence(t *testing.T) {
 	q := func(string) (uint32, error) { return 1, nil }
-	flow := dembed.PlanEntry{Action: "q", Fields: []dembed.PlanField{{Field: "ip.proto", Value: 17}, {Field: "ip.src", Value: 0x0a000009}, {Field: "l4.dport", Value: 53}}}
-	port := dembed.PlanEntry{Action: "q", Fields: []dembed.PlanField{{Field: "ip.proto", Value: 17}, {Field: "l4.dport", Value: 53}}}
-	other := dembed.PlanEntry{Action: "q", Fields: []dembed.PlanField{{Field: "ip.proto", Value: 17}, {Field: "l4.dport", Value: 54}}}
+	flow := plan.Entry{Action: "q", Fields: []plan.Field{{Field: "ip.proto", Value: 17}, {Field: "ip.src", Value: 0x0a000009}, {Field: "l4.dport", Value: 53}}}
+	port := plan.Entry{Action: "q", Fields: []plan.Field{{Field: "ip.proto", Value: 17}, {Field: "l4.dport", Value: 53}}}
+	other := plan.Entry{Action: "q", Fields: []plan.Field{{Field: "ip.proto", Value: 17}, {Field: "l4.dport", Value: 54}}}
 	for _, c := range []struct {
 		name    string
-		entries []dembed.PlanEntry
+		entries []plan.Entry
 		ok      bool
 	}{
-		{"specific first", []dembed.PlanEntry{flow, port}, true},
-		{"general first (it wins either way)", []dembed.PlanEntry{port, flow}, true},
-		{"shapes out of order, no frame in common", []dembed.PlanEntry{other, flow}, true},
+		{"specific first", []plan.Entry{flow, port}, true},
+		{"general first (it wins either way)", []plan.Entry{port, flow}, true},
+		{"shapes out of order, no frame in common", []plan.Entry{other, flow}, true},
 		// other makes the port shape's map go first, so port would win
 		// the frames flow wins on the NIC.
-		{"shapes out of order, frames in common", []dembed.PlanEntry{other, flow, port}, false},
+		{"shapes out of order, frames in common", []plan.Entry{other, flow, port}, false},
 	} {
-		gs, err := groups(dembed.PlanConfig{Node: "T", Entries: c.entries}, nil, q)
+		gs, err := groups(plan.Config{Node: "T", Entries: c.entries}, nil, q)
 		if (err == nil) != c.ok {
 			t.Errorf("%s: %d groups, error %v; want ok=%v", c.name, len(gs), err, c.ok)
 		}
@@ -378,7 +379,7 @@ func TestHardwareStageRefusesEndpointHash(t *testing.T) {
 	// The built-in myri10ge driver does not expose the endpoint hash; a
 	// driver that did would put it in the plan like this.
 	pl := *r.Plan
-	pl.Config = append(slices.Clone(pl.Config), dembed.PlanConfig{Node: "RxCOMXHash", Kind: "hash", Indirection: []string{"RxQueue1"}})
+	pl.Config = append(slices.Clone(pl.Config), plan.Config{Node: "RxCOMXHash", Kind: "hash", Indirection: []string{"RxQueue1"}})
 	r2 := *r
 	r2.Plan = &pl
 	_, _, err := HardwareStage(&r2, st, channels)

@@ -17,6 +17,7 @@ import (
 	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
@@ -39,15 +40,15 @@ func TestTxOffload(t *testing.T) {
 			for _, ex := range examples {
 				name := nic + "/" + target + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg")
 				r, st := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, target)
-				plan, err := TxChains(r.Embedding.LPG, r.Plan, st)
+				planned, err := TxChains(r.Embedding.LPG, r.Plan, st)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				soft, err := TxChains(r.Embedding.LPG, &dembed.Plan{}, st)
+				soft, err := TxChains(r.Embedding.LPG, &plan.Plan{}, st)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				for _, c := range txCases(st, plan, soft) {
+				for _, c := range txCases(st, planned, soft) {
 					if strings.Contains(strings.Join(c.plan, " "), dataplane.NICPrefix) {
 						offloaded[nic+"/"+target] = appendNew(offloaded[nic+"/"+target], c.plan...)
 					}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/sovia"
 )
@@ -94,7 +95,7 @@ func Files(r *embed.Result, source string) map[string][]byte {
 
 // soviaConf is the SOVIA layer's settings for each stream endpoint, in the
 // format package sovia reads (sovia.ReadConf).
-func soviaConf(v *embed.PlanVIA, header string) []byte {
+func soviaConf(v *plan.VIA, header string) []byte {
 	var b strings.Builder
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# How each stream endpoint travels on %s: over a VI with the SOVIA protocol,\n", oneLine(v.Provider))
@@ -108,7 +109,7 @@ func soviaConf(v *embed.PlanVIA, header string) []byte {
 
 // Streams are a plan's stream endpoints as package sovia reads them from
 // sovia.conf.
-func Streams(v *embed.PlanVIA) []sovia.Stream {
+func Streams(v *plan.VIA) []sovia.Stream {
 	var streams []sovia.Stream
 	for _, s := range v.Streams {
 		st := sovia.Stream{Name: s.Endpoint, Transport: s.Transport, VI: s.VI, Reason: oneLine(s.Reason)}

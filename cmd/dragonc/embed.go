@@ -20,6 +20,7 @@ import (
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -195,7 +196,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		if !ok {
 			return nil, nil, false
 		}
-		prev, err := embed.ReadPlan(bytes.NewReader(b))
+		prev, err := plan.Read(bytes.NewReader(b))
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dragonc: %s: %v\n", f.previous, err)
 			return nil, nil, false

@@ -1,4 +1,7 @@
-package embed
+// Package plan is the schema of plan.json, the machine-readable result of
+// `dragonc embed`, with its writer and reader. docs/cli.md documents the
+// schema; package embed fills a Plan in.
+package plan
 
 import (
 	"bufio"
@@ -8,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Plan is the machine-readable result of `dragonc embed` (plan.json). The
@@ -16,8 +18,8 @@ import (
 // incremental strategy.
 type Plan struct {
 	GeneratedBy string `json:"generated_by"`
-	// SchemaVersion is PlanSchemaVersion when written; readers refuse a
-	// plan from a newer schema.
+	// SchemaVersion is the package's SchemaVersion when written;
+	// readers refuse a plan from a newer schema.
 	SchemaVersion int `json:"schema_version"`
 	// DragoncVersion is the version of the dragonc that wrote the plan
 	// (set by the command line; empty in library use).
@@ -27,75 +29,75 @@ type Plan struct {
 	Strategy       string `json:"strategy"`
 	// Target is "linux" when the search used only what the Linux driver
 	// exposes (Driver names it), "silicon" when it used the whole PRG.
-	Target    string               `json:"target"`
-	Driver    string               `json:"driver,omitempty"`
-	Cost      PlanCost             `json:"cost"`
-	Queues    []PlanQueue          `json:"queues"`
-	Config    []PlanConfig         `json:"config"`
-	Endpoints []PlanEndpoint       `json:"endpoints"`
-	Placement map[string]PlanPlace `json:"placement"`
-	Engines   []PlanEngine         `json:"engines,omitempty"`
+	Target    string           `json:"target"`
+	Driver    string           `json:"driver,omitempty"`
+	Cost      Cost             `json:"cost"`
+	Queues    []Queue          `json:"queues"`
+	Config    []Config         `json:"config"`
+	Endpoints []Endpoint       `json:"endpoints"`
+	Placement map[string]Place `json:"placement"`
+	Engines   []Engine         `json:"engines,omitempty"`
 	// VIA is set on a NIC with Virtual Interfaces: how each stream
 	// endpoint travels and how SOVIA sends (docs/sovia.md).
-	VIA      *PlanVIA `json:"via,omitempty"`
+	VIA      *VIA     `json:"via,omitempty"`
 	Changes  *Changes `json:"changes,omitempty"`
 	Warnings []string `json:"warnings"`
 }
 
-// PlanCost is the predicted cost next to its references.
-type PlanCost struct {
+// Cost is the predicted cost next to its references.
+type Cost struct {
 	Function string  `json:"function"`
 	Value    float64 `json:"value"`
 	Kind     string  `json:"kind"`
 	Tie      float64 `json:"tie,omitempty"`
 	// References: everything in software on one queue, and Linux's default
 	// of RSS over every queue with no filters.
-	SoftwareOnly PlanRef `json:"software_only"`
-	RSSOnly      PlanRef `json:"rss_only"`
+	SoftwareOnly Ref `json:"software_only"`
+	RSSOnly      Ref `json:"rss_only"`
 }
 
-// PlanRef is a reference cost.
-type PlanRef struct {
+// Ref is a reference cost.
+type Ref struct {
 	Value float64 `json:"value"`
 	Kind  string  `json:"kind"`
 }
 
-// PlanQueue is one receive queue in use.
-type PlanQueue struct {
+// Queue is one receive queue in use.
+type Queue struct {
 	ID        int      `json:"id"`
 	Core      int      `json:"core"`
 	Endpoints []string `json:"endpoints"`
 	Software  []string `json:"software"`
 }
 
-// PlanConfig is the value of one configuration node.
-type PlanConfig struct {
+// Config is the value of one configuration node.
+type Config struct {
 	Node        string            `json:"node"`
 	Kind        string            `json:"kind"`
-	Entries     []PlanEntry       `json:"entries,omitempty"`
+	Entries     []Entry           `json:"entries,omitempty"`
 	Choice      string            `json:"choice,omitempty"`
 	Indirection []string          `json:"indirection,omitempty"`
 	Placement   map[string]string `json:"placement,omitempty"`
 }
 
-// PlanEntry is one table entry.
-type PlanEntry struct {
-	Match    string      `json:"match"`
-	Action   string      `json:"action"`
-	Priority int         `json:"priority"`
-	Endpoint string      `json:"endpoint,omitempty"`
-	Fields   []PlanField `json:"fields"`
+// Entry is one table entry.
+type Entry struct {
+	Match    string  `json:"match"`
+	Action   string  `json:"action"`
+	Priority int     `json:"priority"`
+	Endpoint string  `json:"endpoint,omitempty"`
+	Fields   []Field `json:"fields"`
 }
 
-// PlanField is one field an entry matches.
-type PlanField struct {
+// Field is one field an entry matches.
+type Field struct {
 	Field string `json:"field"`
 	Value uint64 `json:"value"`
 	Mask  uint64 `json:"mask,omitempty"`
 }
 
-// PlanEndpoint says where an endpoint's packets go and who serves them.
-type PlanEndpoint struct {
+// Endpoint says where an endpoint's packets go and who serves them.
+type Endpoint struct {
 	Name     string `json:"name"`
 	Queues   []int  `json:"queues"`
 	Steering string `json:"steering"`
@@ -106,37 +108,37 @@ type PlanEndpoint struct {
 	Why      string `json:"copy_reason,omitempty"`
 }
 
-// PlanPlace is where an LPG node runs.
-type PlanPlace struct {
+// Place is where an LPG node runs.
+type Place struct {
 	Where      string `json:"where"`
 	Queues     []int  `json:"queues,omitempty"`
 	Engine     string `json:"engine,omitempty"`
 	Descriptor bool   `json:"descriptor,omitempty"`
 }
 
-// PlanEngine reports an engine's load.
-type PlanEngine struct {
+// Engine reports an engine's load.
+type Engine struct {
 	Name    string   `json:"name"`
 	Tasks   []string `json:"tasks"`
 	Percent float64  `json:"percent"`
 	Memory  float64  `json:"memory_bytes,omitempty"`
 }
 
-// PlanVIA is the VI decision of a plan: the provider, the copy threshold
+// VIA is the VI decision of a plan: the provider, the copy threshold
 // chosen from its latency table with the predicted latency per size beside
 // the paper's SOVIA_HYBRID, and each stream endpoint's transport.
-type PlanVIA struct {
-	Engine   string        `json:"engine"`
-	Provider string        `json:"provider,omitempty"`
-	VIs      int           `json:"vis"`
-	VIsUsed  int           `json:"vis_used"`
-	CopyMax  int           `json:"copy_max"`
-	Sizes    []PlanVIASize `json:"sizes"`
-	Streams  []PlanStream  `json:"streams"`
+type VIA struct {
+	Engine   string    `json:"engine"`
+	Provider string    `json:"provider,omitempty"`
+	VIs      int       `json:"vis"`
+	VIsUsed  int       `json:"vis_used"`
+	CopyMax  int       `json:"copy_max"`
+	Sizes    []VIASize `json:"sizes"`
+	Streams  []Stream  `json:"streams"`
 }
 
-// PlanVIASize is one message size of the provider's table, in µs.
-type PlanVIASize struct {
+// VIASize is one message size of the provider's table, in µs.
+type VIASize struct {
 	Size      int     `json:"size"`
 	Policy    string  `json:"policy"` // copy or register
 	Predicted float64 `json:"predicted_us"`
@@ -145,9 +147,9 @@ type PlanVIASize struct {
 	TCP       float64 `json:"tcp_us"` // estimated
 }
 
-// PlanStream is how one TCP endpoint travels: over a VI with SOVIA's
+// Stream is how one TCP endpoint travels: over a VI with SOVIA's
 // settings, or kernel TCP.
-type PlanStream struct {
+type Stream struct {
 	Endpoint       string  `json:"endpoint"`
 	Transport      string  `json:"transport"` // vi or tcp
 	Reason         string  `json:"reason"`
@@ -170,13 +172,13 @@ type PlanStream struct {
 // Changes is what the incremental strategy changed against the previous
 // plan: rules to remove and to add.
 type Changes struct {
-	Remove []PlanRule `json:"remove"`
-	Add    []PlanRule `json:"add"`
-	Moved  []string   `json:"moved"`
+	Remove []Rule   `json:"remove"`
+	Add    []Rule   `json:"add"`
+	Moved  []string `json:"moved"`
 }
 
-// PlanRule names one entry of one table.
-type PlanRule struct {
+// Rule names one entry of one table.
+type Rule struct {
 	Node     string `json:"node"`
 	Endpoint string `json:"endpoint"`
 	Match    string `json:"match"`
@@ -295,7 +297,7 @@ const (
 	elemItem  = "\n        " // an item of a list in a field
 )
 
-func (q PlanQueue) appendJSON(b []byte) []byte {
+func (q Queue) appendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = appendKey(b, "id", true)
 	b = strconv.AppendInt(b, int64(q.ID), 10)
@@ -308,7 +310,7 @@ func (q PlanQueue) appendJSON(b []byte) []byte {
 	return append(b, elemEnd...)
 }
 
-func (e PlanEndpoint) appendJSON(b []byte) []byte {
+func (e Endpoint) appendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = appendKey(b, "name", true)
 	b = appendString(b, e.Name)
@@ -331,7 +333,7 @@ func (e PlanEndpoint) appendJSON(b []byte) []byte {
 	return append(b, elemEnd...)
 }
 
-func (p PlanPlace) appendJSON(b []byte) []byte {
+func (p Place) appendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = appendKey(b, "where", true)
 	b = appendString(b, p.Where)
@@ -399,12 +401,12 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// PlanSchemaVersion is the version of plan.json's schema. It changes when
+// SchemaVersion is the version of plan.json's schema. It changes when
 // a field changes meaning or goes away; new fields do not change it.
-const PlanSchemaVersion = 1
+const SchemaVersion = 1
 
-// ReadPlan reads a plan.json written by dragonc.
-func ReadPlan(r io.Reader) (*Plan, error) {
+// Read reads a plan.json written by dragonc.
+func Read(r io.Reader) (*Plan, error) {
 	var p Plan
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(&p); err != nil {
@@ -413,20 +415,8 @@ func ReadPlan(r io.Reader) (*Plan, error) {
 	if p.GeneratedBy != "dragonc" {
 		return nil, fmt.Errorf("not a dragonc plan (generated_by is %q)", p.GeneratedBy)
 	}
-	if p.SchemaVersion > PlanSchemaVersion {
-		return nil, fmt.Errorf("plan schema version %d is newer than this dragonc reads (%d); use a newer dragonc", p.SchemaVersion, PlanSchemaVersion)
+	if p.SchemaVersion > SchemaVersion {
+		return nil, fmt.Errorf("plan schema version %d is newer than this dragonc reads (%d); use a newer dragonc", p.SchemaVersion, SchemaVersion)
 	}
 	return &p, nil
-}
-
-func kindName(k int) string {
-	return [...]string{"ok", "value", "reject"}[k]
-}
-
-func joinInts(xs []int) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprint(x)
-	}
-	return strings.Join(parts, ",")
 }
