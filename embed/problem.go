@@ -1,8 +1,8 @@
 // Package embed is the heart of dragonc: it chooses a configuration of the
-// NIC under a cost model (the search strategies), then works out, for every
-// receive queue, what is known about the frames that reach it and where
-// each LPG node runs: in hardware, removed because the path already decides
-// it, or in that queue's software pipeline.
+// NIC under a cost model (the search strategies), has package embedding
+// work out, for every receive queue, where each LPG node runs (in
+// hardware, removed because the path already decides it, or in that
+// queue's software pipeline), and assembles the plan and its report.
 package embed
 
 import (
@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
@@ -97,7 +98,7 @@ type problem struct {
 	cp     *costmodel.Problem
 	warns  []string
 	boxes  map[int]*solver.Box // LPG path boxes, shared with the embedding
-	lpgOrd []int               // a topological order of the LPG, shared with the embedding
+	paths  *embedding.Paths    // the LPG's order and path boxes, shared with the embedding
 	epNode map[string]int
 	// exclude names tables the search may not use (firmware steering that
 	// would overload the NIC's cores).
@@ -212,8 +213,8 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	}
 	p.entryBx, p.cover = map[entryKey]packetBox{}, map[coverKey]int8{}
 	p.modes = p.rssModes()
-	p.lpgOrd = lpgOrder(in.LPG)
-	p.boxes, p.epNode = pathBoxes(in.LPG, p.lpgOrd)
+	p.paths = embedding.LPGPaths(in.LPG)
+	p.boxes, p.epNode = p.paths.Boxes, p.paths.Endpoints
 	for i, e := range in.Stack.Endpoints {
 		ep := p.newEndpoint(i, e)
 		if id, ok := p.epNode[e.Name]; ok {

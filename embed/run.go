@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/engines"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
@@ -21,7 +22,7 @@ import (
 // Result is a finished plan with the embedding behind it.
 type Result struct {
 	Plan      *plan.Plan
-	Embedding *Embedding
+	Embedding *embedding.Embedding
 	Cost      costmodel.Cost
 	p         *problem
 	state     *state
@@ -142,13 +143,13 @@ func Run(in *Input) (*Result, error) {
 	if errs := in.Model.Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
 	}
-	em, err := embedWith(in.Model, cfg, in.LPG, p.boxes, p.epNode, p.lpgOrd)
+	em, err := embedding.New(in.Model, cfg, in.LPG, p.paths)
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement, VIA: via}
 	r.Plan = r.plan()
-	em.dropCaches()
+	em.DropCaches()
 	p.boxes = nil // the endpoints keep their own
 	return r, nil
 }
@@ -218,7 +219,7 @@ func (r *Result) plan() *plan.Plan {
 			served := pe.IRQCores
 			if len(e.ep.Bcast) > 0 {
 				served = nil
-				for _, q := range em.queuesOf(e.box) {
+				for _, q := range em.QueuesOf(e.box) {
 					served = append(served, coreOf[q])
 				}
 				slices.Sort(served)
@@ -399,7 +400,7 @@ func entryKeyOf(node string, ms []prg.FieldMatch) string {
 func (r *Result) placement() map[string]plan.Place {
 	em := r.Embedding
 	out := make(map[string]plan.Place, len(em.LPG.Nodes))
-	tx := txOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
+	tx := embedding.TxOffloaded(em.Model, em.HW, em.LPG, r.p.in.Driver)
 	for _, n := range em.LPG.Nodes {
 		if tx[n.Name] {
 			// The NIC fills it in every frame sent; the transmit
@@ -410,15 +411,15 @@ func (r *Result) placement() map[string]plan.Place {
 		var sw []int
 		hw, flag, removed := false, false, false
 		for _, qe := range em.Queues {
-			switch qe.status[n.ID] {
-			case Software:
+			switch qe.StatusAt(n.ID) {
+			case embedding.Software:
 				sw = append(sw, qe.ID)
-			case HardwareFlag:
+			case embedding.HardwareFlag:
 				flag = true
 				sw = append(sw, qe.ID)
-			case Hardware:
+			case embedding.Hardware:
 				hw = true
-			case Removed:
+			case embedding.Removed:
 				removed = true
 			}
 		}

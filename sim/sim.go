@@ -8,7 +8,7 @@ package sim
 import (
 	"fmt"
 
-	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
@@ -18,7 +18,7 @@ import (
 
 // Sim holds the interpreters of one embedding. Not safe for concurrent use.
 type Sim struct {
-	Em    *embed.Embedding
+	Em    *embedding.Embedding
 	hw    *prg.Interp
 	ref   *lpg.Interp
 	queue map[int]*lpg.Interp // compiled on a queue's first frame
@@ -29,7 +29,7 @@ type Sim struct {
 
 // New prepares the interpreters of the NIC and of the LPG; a queue's
 // software graph is compiled when the first frame reaches it.
-func New(em *embed.Embedding) (*Sim, error) {
+func New(em *embedding.Embedding) (*Sim, error) {
 	hw, err := prg.NewInterp(em.Model, em.Config)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/internal/graph"
 )
 
@@ -18,11 +19,11 @@ func Plan(r *embed.Result) string {
 			Name: fmt.Sprintf("queue %d (core %d)", qe.ID, qe.Core),
 			Status: func(node string) Status {
 				switch qe.StatusOf(node) {
-				case embed.Software:
+				case embedding.Software:
 					return Software
-				case embed.Hardware, embed.HardwareFlag:
+				case embedding.Hardware, embedding.HardwareFlag:
 					return Hardware
-				case embed.Removed:
+				case embedding.Removed:
 					return Removed
 				}
 				return Omit

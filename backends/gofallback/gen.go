@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/internal/fallback"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
@@ -477,7 +478,7 @@ func (g *gen) dropCode(node, port string) string {
 
 // queueFunc returns one queue's entry point, its helpers and its tables,
 // with qPrefix standing for its name.
-func (g *gen) queueFunc(q *dembed.QueueEmbedding) (string, error) {
+func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	sw := q.BuildSW() // one queue's graph at a time: at 100,000 endpoints each is tens of MB
 	g.readFields(sw)
 	g.flagOrd = appendFlags(g.flagOrd, g.flags, sw)

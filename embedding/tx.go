@@ -1,4 +1,4 @@
-package embed
+package embedding
 
 import (
 	"slices"
@@ -16,12 +16,12 @@ import (
 // and checks the checksums with gopacket.
 var txLate = []string{"TxL3IPv4FillChecksum", "TxL4UDPFillChecksum", "TxL4TCPFillChecksum"}
 
-// txOffloaded returns the LPG's transmit nodes the NIC runs: a node of
+// TxOffloaded returns the LPG's transmit nodes the NIC runs: a node of
 // the configured PRG's transmit path (hw) carrying the LPG node's name,
 // as Dragonet embeds by label (lib/Dragonet/Embedding/Offload.hs), that
 // the driver asks the NIC for (d nil: the whole silicon), and whose work
 // can move to the end of the path (txLate).
-func txOffloaded(m *prg.Model, hw, lpg *graph.Graph, d *prg.Driver) map[string]bool {
+func TxOffloaded(m *prg.Model, hw, lpg *graph.Graph, d *prg.Driver) map[string]bool {
 	out := map[string]bool{}
 	for _, name := range m.TxPath(hw) {
 		if !slices.Contains(txLate, name) {

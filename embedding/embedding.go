@@ -1,4 +1,10 @@
-package embed
+// Package embedding embeds a Logical Protocol Graph into a configured
+// Physical Resource Graph, queue by queue: for the frames that reach each
+// receive queue it works out what the configured NIC has already decided
+// or reported, and so where each LPG node runs (in hardware, removed, or
+// in the queue's software pipeline); and for each endpoint, the queues
+// its frames reach and how they are steered.
+package embedding
 
 import (
 	"fmt"
@@ -192,11 +198,37 @@ func (qe *QueueEmbedding) StatusOf(node string) Status {
 	return qe.status[n.ID]
 }
 
+// StatusAt is StatusOf for the LPG node with the given ID.
+func (qe *QueueEmbedding) StatusAt(id int) Status {
+	if id < 0 || id >= len(qe.status) {
+		return Unreachable
+	}
+	return qe.status[id]
+}
+
 // Queue returns a queue's embedding.
 func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
-// embedWith is Embed with the LPG's path boxes already computed.
-func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int]*solver.Box, epNode map[string]int, order []int) (*Embedding, error) {
+// Paths are the facts about an LPG that every embedding of it shares.
+type Paths struct {
+	Order     []int               // a topological order of the nodes
+	Boxes     map[int]*solver.Box // per node, a box holding every frame that reaches it
+	Endpoints map[string]int      // the delivery node of each endpoint
+}
+
+// LPGPaths works out an LPG's Paths: the boxes are exact along chains of
+// conjunctive checks and the universe where paths merge.
+func LPGPaths(g *graph.Graph) *Paths {
+	order := lpgOrder(g)
+	boxes, eps := pathBoxes(g, order)
+	return &Paths{Order: order, Boxes: boxes, Endpoints: eps}
+}
+
+// New embeds the LPG lpgGraph, queue by queue, into the model m
+// configured by c: which LPG nodes the configured hardware does for the
+// frames each queue receives, which stay in software and which no frame
+// of the queue reaches. paths are lpgGraph's (nil: worked out here).
+func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Embedding, error) {
 	hw, err := m.Apply(c)
 	if err != nil {
 		return nil, err
@@ -204,11 +236,10 @@ func embedWith(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, boxes map[int
 	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
 		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{},
 		hwPortBox: make([][]portBox, len(hw.Nodes)), lpgPortBox: make([][]portBox, len(lpgGraph.Nodes))}
-	if boxes != nil {
-		em.lpgBox, em.epNode, em.order = boxes, epNode, order
-	} else {
-		em.lpgBoxes()
+	if paths == nil {
+		paths = LPGPaths(lpgGraph)
 	}
+	em.lpgBox, em.epNode, em.order = paths.Boxes, paths.Endpoints, paths.Order
 	em.epNum = map[string]int{}
 	em.epOf = make([]int, len(lpgGraph.Nodes))
 	for _, n := range lpgGraph.Nodes {
@@ -334,11 +365,11 @@ func parallel(n int, f func(i int)) {
 	}
 }
 
-// dropCaches lets go of what only the construction reads: the port
+// DropCaches lets go of what only the construction reads: the port
 // indexes and port boxes its walks filled, which a later walk builds
 // again, and the path box of every LPG node (at 100,000 endpoints, about
 // 200 MB in all).
-func (em *Embedding) dropCaches() {
+func (em *Embedding) DropCaches() {
 	em.frozen = false
 	em.index = map[int]*portIndex{}
 	em.hwPortBox = make([][]portBox, len(em.HW.Nodes))
@@ -648,18 +679,6 @@ func cloneSet(m map[string]bool) map[string]bool {
 	return out
 }
 
-// lpgBoxes computes the path box of every LPG node.
-func (em *Embedding) lpgBoxes() {
-	em.lpgBox, em.epNode = PathBoxes(em.LPG)
-}
-
-// PathBoxes computes, for every LPG node, a box holding every frame that
-// reaches it (exact along chains of conjunctive checks, the universe where
-// paths merge), and the delivery node of every endpoint.
-func PathBoxes(g *graph.Graph) (map[int]*solver.Box, map[string]int) {
-	return pathBoxes(g, lpgOrder(g))
-}
-
 // lpgOrder is a topological order of the LPG's nodes (their declaration
 // order if it has a cycle).
 func lpgOrder(g *graph.Graph) []int {
@@ -723,8 +742,9 @@ func takenBy(parent, box *solver.Box, n *graph.Node, i int) *solver.Box {
 	return box
 }
 
-// queuesOf returns the IDs of the queues the frames of a box reach.
-func (em *Embedding) queuesOf(b *solver.Box) []int {
+// QueuesOf returns the IDs of the queues the frames of a box reach in the
+// configured PRG.
+func (em *Embedding) QueuesOf(b *solver.Box) []int {
 	var ids []int
 	em.walk(0, b, "default", nil, func(q int, c class) {
 		if qq, ok := em.Model.QueueByNode(q); ok && !slices.Contains(ids, qq.ID) {
