@@ -37,6 +37,14 @@ type builder struct {
 	g       *graph.Graph
 	pending []pendingEdge
 	spawns  []pendingSpawn
+	sockets []socket
+}
+
+// socket is an endpoint's delivery node and its protocol's first
+// transmit node.
+type socket struct {
+	node *graph.Node
+	tx   string
 }
 
 type pendingEdge struct {
@@ -300,14 +308,8 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	b.port(sel, "out", nil, "TxQueue")
 	b.add("TxQueue", graph.FNode, "txqueue", "sink")
 
-	// Endpoints send through their protocol's transmit path.
-	for _, n := range b.g.Nodes {
-		switch {
-		case strings.HasPrefix(n.Name, "RxL4UDPSocket_"):
-			b.spawn(n, "send", "TxL4UDPStart")
-		case strings.HasPrefix(n.Name, "RxL4TCPSocket_"):
-			b.spawn(n, "send", "TxL4TCPStart")
-		}
+	for _, s := range b.sockets {
+		b.spawn(s.node, "send", s.tx)
 	}
 	return b.finish()
 }
@@ -344,6 +346,8 @@ func (b *builder) demux(name, proto string, eps []*Endpoint, sink string) {
 		if e.Shadowed {
 			n.Attrs = append(n.Attrs, AttrShadowed)
 		}
+		// The endpoint sends through its protocol's transmit path.
+		b.sockets = append(b.sockets, socket{n, map[string]string{"udp": "TxL4UDPStart", "tcp": "TxL4TCPStart"}[proto]})
 	}
 }
 

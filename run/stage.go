@@ -5,21 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/dragonc/dragonc/backends/linux"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/plan"
-)
-
-// Capacities of the linux-xdp stage's tables: the max_entries of its hash
-// maps, which the model declares (nics/linux-xdp.prg).
-const (
-	FlowCapacity = 65536
-	PortCapacity = 65536
 )
 
 // baseStage is what every stage knows of the stack: its addresses and
@@ -47,18 +39,23 @@ func baseStage(pl *plan.Plan, st *lpg.Stack) *Stage {
 // StageOf reads the eBPF stage's tables off a linux-xdp plan: the flow
 // table, then the port table, then queue 0 (the model's order).
 func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
+	m, _, err := nics.Load(Model)
+	if err != nil {
+		return nil, err
+	}
 	s := baseStage(pl, st)
 	for _, c := range pl.Config {
 		if c.Kind != "table" {
 			continue
 		}
-		capacity := map[string]int{"RxCFlow": FlowCapacity, "RxCPort": PortCapacity}[c.Node]
-		if capacity == 0 {
+		// The max_entries of the table's hash map: the model's capacity.
+		sp := m.Space(c.Node)
+		if sp == nil || sp.Capacity == 0 {
 			return nil, fmt.Errorf("the eBPF stage has no table %s", c.Node)
 		}
 		gs, err := groups(c, nil, func(a string) (uint32, error) {
-			q, err := strconv.Atoi(strings.TrimPrefix(a, "RxQueue"))
-			if err != nil || !strings.HasPrefix(a, "RxQueue") {
+			q := m.QueueIndex(a)
+			if q < 0 {
 				return 0, fmt.Errorf("%s: action %s is not a queue", c.Node, a)
 			}
 			return uint32(q), nil
@@ -67,7 +64,7 @@ func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
 			return nil, err
 		}
 		for i := range gs {
-			gs[i].Capacity = capacity
+			gs[i].Capacity = sp.Capacity
 		}
 		s.Groups = append(s.Groups, gs...)
 	}

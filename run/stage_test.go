@@ -314,6 +314,11 @@ func TestLinuxXDPStageMatchesModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, g := range s.Groups {
+		if sp := r.Model().Space(g.Table); sp == nil || g.Capacity != sp.Capacity {
+			t.Errorf("group of %s: capacity %d, the model's table %v", g.Table, g.Capacity, sp)
+		}
+	}
 	sr := loadStage(t, s)
 	compared, queues := 0, map[int]int{}
 	for i, f := range nicFrames(t, 3000) {

@@ -35,8 +35,18 @@ func Files(r *embed.Result, source string) map[string][]byte {
 			}
 			fmt.Fprintf(&b, "hashing %s\n", mode)
 			fmt.Fprintf(&b, "# endpoint  open-mx-id  slice  irq-core  app-cores\n")
+			// The endpoints the switch's hashing steers (its "on" port
+			// leads to the hash node), or the default path.
+			steered := map[string]bool{"default": true}
+			if n, ok := r.Model().G.Lookup(c.Node); ok {
+				if on := n.Port("on"); on != nil {
+					for _, s := range on.Succ {
+						steered[r.Model().G.Nodes[s].Name] = true
+					}
+				}
+			}
 			for _, e := range pl.Endpoints {
-				if !strings.HasPrefix(e.Steering, "RxCOMXHash") && !strings.HasPrefix(e.Steering, "default") {
+				if !steered[e.Steering] {
 					continue
 				}
 				ep := endpointOf(r, e.Name)
