@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/spf13/cobra"
 
@@ -70,21 +69,12 @@ func runTrace(e *env, f *embedFlags, pcaps, hexes []string, fallback bool, nicAr
 	if !ok {
 		return exitInput
 	}
-	if opt.Fallback {
-		if _, err := exec.LookPath("go"); err != nil {
-			fmt.Fprintln(e.stderr, "dragonc: note: the go command is not installed; the generated code's verdict is not shown")
-			opt.Fallback = false
-		}
+	work, ok := fallbackWork(e, &opt.Fallback, "the generated code's verdict is not shown", "dragonc-trace")
+	if !ok {
+		return exitInput
 	}
-	if opt.Fallback {
-		work, err := os.MkdirTemp("", "dragonc-trace")
-		if err != nil {
-			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-			return exitInput
-		}
-		defer os.RemoveAll(work)
-		opt.Work = work
-	}
+	defer os.RemoveAll(work)
+	opt.Work = work
 	// Each frame's trace is printed as soon as it is known.
 	bw := bufio.NewWriter(e.stdout)
 	matched, n := true, 0

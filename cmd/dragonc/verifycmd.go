@@ -67,21 +67,12 @@ func runVerify(e *env, f *embedFlags, opt verify.Options, quiet bool, nicArg, st
 	if !ok {
 		return exitInput
 	}
-	if opt.Fallback {
-		if _, err := exec.LookPath("go"); err != nil {
-			fmt.Fprintln(e.stderr, "dragonc: note: the go command is not installed; only the software graphs are verified, not the generated code")
-			opt.Fallback = false
-		}
+	work, ok := fallbackWork(e, &opt.Fallback, "only the software graphs are verified, not the generated code", "dragonc-verify")
+	if !ok {
+		return exitInput
 	}
-	if opt.Fallback {
-		work, err := os.MkdirTemp("", "dragonc-verify")
-		if err != nil {
-			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-			return exitInput
-		}
-		defer os.RemoveAll(work)
-		opt.Work = work
-	}
+	defer os.RemoveAll(work)
+	opt.Work = work
 	bar := newProgress(e, quiet, 100, "verifying")
 	stage := ""
 	opt.Progress = func(what string, done float64) {
@@ -130,4 +121,25 @@ func capturePaths(e *env, paths []string, stackPath string) bool {
 		}
 	}
 	return true
+}
+
+// fallbackWork makes the directory the generated code is built in when
+// *fallback asks for it. Without the go command it turns *fallback off
+// and says what is left out (skipped). The directory is "" when there is
+// none; ok is false when it could not be made (said on stderr).
+func fallbackWork(e *env, fallback *bool, skipped, prefix string) (dir string, ok bool) {
+	if !*fallback {
+		return "", true
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		fmt.Fprintln(e.stderr, "dragonc: note: the go command is not installed; "+skipped)
+		*fallback = false
+		return "", true
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		return "", false
+	}
+	return dir, true
 }
