@@ -871,11 +871,10 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 	em.keepNodes(qe)
 }
 
+// endpointName names the endpoint an LPG node delivers to ("" if none).
 func endpointName(n *graph.Node) string {
-	for _, a := range n.Attrs {
-		if strings.HasPrefix(a, lpg.AttrEndpoint) {
-			return a[len(lpg.AttrEndpoint):]
-		}
+	if o, ok := lpg.Terminal(n); ok && o.Kind == lpg.Deliver {
+		return o.Endpoint
 	}
 	return ""
 }
