@@ -200,7 +200,9 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 		}
 	}
 	if xskQueues > 0 {
-		if m.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(xskQueues)}); err != nil {
+		// A socket per device queue and loop: key queue × loops + loop.
+		n := xskQueues * max(len(s.Queues), 1)
+		if m.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(n)}); err != nil {
 			return fail("XSK", err)
 		}
 	}
@@ -347,8 +349,12 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	switch kind {
 	case progXDP:
 		// The queue goes in four bytes of metadata before the frame; the
-		// frame to the AF_XDP socket of the queue it arrived on, or to the
-		// kernel when there is none (the low bits of the flags).
+		// frame to the AF_XDP socket of its queue's loop on the device
+		// queue it arrived on (key: device queue × loops + the loop's
+		// index in s.Queues; a queue no loop serves goes to the first),
+		// or to the kernel when there is none (the low bits of the
+		// flags).
+		loops := int32(max(len(s.Queues), 1))
 		add(asm.JEq.Imm32(asm.R7, -1, "drop").WithSymbol("ours"),
 			asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, -4), asm.FnXdpAdjustMeta.Call(),
 			asm.JNE.Imm(asm.R0, 0, "pass"),
@@ -357,7 +363,21 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 			asm.Mov.Reg(asm.R1, asm.R2), asm.Add.Imm(asm.R1, 4),
 			asm.JGT.Reg(asm.R1, asm.R3, "pass"),
 			asm.StoreMem(asm.R2, 0, asm.R7, asm.Word),
-			asm.LoadMem(asm.R2, asm.R6, 16, asm.Word), // rx_queue_index
+			asm.Mov.Imm(asm.R4, 0)) // the loop's index
+		identity := true
+		for i, q := range s.Queues {
+			identity = identity && q == uint32(i)
+		}
+		if identity {
+			add(asm.JGE.Imm(asm.R7, loops, "key"), asm.Mov.Reg(asm.R4, asm.R7))
+		} else {
+			for i, q := range s.Queues {
+				add(asm.JNE.Imm32(asm.R7, int32(q), fmt.Sprintf("notloop%d", i)), asm.Mov.Imm(asm.R4, int32(i)), asm.Ja.Label("key"),
+					asm.Mov.Imm(asm.R0, 0).WithSymbol(fmt.Sprintf("notloop%d", i)))
+			}
+		}
+		add(asm.LoadMem(asm.R2, asm.R6, 16, asm.Word).WithSymbol("key"), // rx_queue_index
+			asm.Mul.Imm(asm.R2, loops), asm.Add.Reg(asm.R2, asm.R4),
 			asm.LoadMapPtr(asm.R1, m.xsks.FD()), asm.Mov.Imm(asm.R3, 2), asm.FnRedirectMap.Call(),
 			asm.Return(),
 			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return(), // XDP_DROP

@@ -23,6 +23,7 @@ const (
 	xdpUmemCompletionRing = 6
 	xdpOptions            = 8
 	xdpOptionsZerocopy    = 1
+	xdpSharedUmem         = 1 << 0
 	xdpCopy               = 1 << 1
 	xdpZerocopy           = 1 << 2
 	pgoffRxRing           = 0
@@ -104,12 +105,21 @@ func (r *ring) xdesc(i uint32) *xdpDesc {
 }
 
 // xsk is one AF_XDP socket bound to one receive queue of the device.
+// The first socket of a queue owns the UMEM, its fill and completion
+// rings and a transmit ring; the others (one per further receive loop)
+// share them (XDP_SHARED_UMEM) and have a receive ring of their own, so
+// the XDP program can give each frame straight to its loop's socket.
 type xsk struct {
 	fd               int
 	queue            int // the device's queue
 	umem             []byte
 	rx, tx, fill, cr *ring
 	zeroCopy         bool
+	owner            bool // owns umem, fill and cr (unmaps them)
+	// fillMu guards the fill ring when sockets share it (nil when one
+	// socket reads the queue).
+	fillMu *sync.Mutex
+	ret    []uint64 // chunks of one receive batch, to lend back
 	// The transmit side is shared by the loops that send through this
 	// socket; mu guards tx, cr and free.
 	mu   sync.Mutex
@@ -124,7 +134,7 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
 	}
-	x := &xsk{fd: fd, queue: queue}
+	x := &xsk{fd: fd, queue: queue, owner: true}
 	fail := func(what string, err error) (*xsk, error) {
 		x.close()
 		return nil, fmt.Errorf("AF_XDP queue %d: %s: %w", queue, what, err)
@@ -182,6 +192,43 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 	return x, nil
 }
 
+// openSharedXSK opens a further socket on the queue of p, sharing p's
+// UMEM and its fill and completion rings (XDP_SHARED_UMEM on the same
+// queue: the kernel refuses rings of its own for them and flags such as
+// XDP_COPY; the mode is p's). It has a receive ring only. From then on
+// the sockets lend chunks back to the one fill ring under a lock.
+func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
+	fd, err := syscall.Socket(afXDP, syscall.SOCK_RAW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
+	}
+	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy}
+	fail := func(what string, err error) (*xsk, error) {
+		x.close()
+		return nil, fmt.Errorf("AF_XDP queue %d, shared socket: %s: %w", p.queue, what, err)
+	}
+	if err := syscall.SetsockoptInt(fd, solXDP, xdpRxRing, xskRing); err != nil {
+		return fail("setting the ring size", err)
+	}
+	var off mmapOffsets
+	n := uint32(unsafe.Sizeof(off))
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpMmapOffsets, uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
+		return fail("XDP_MMAP_OFFSETS", e)
+	}
+	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
+		return fail("mapping the rx ring", err)
+	}
+	sa := sockaddrXDP{family: afXDP, flags: xdpSharedUmem, ifindex: uint32(ifindex), queueID: uint32(p.queue), shared: uint32(p.fd)}
+	if _, _, e := syscall.Syscall(syscall.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa)); e != 0 {
+		return fail("binding", e)
+	}
+	if p.fillMu == nil {
+		p.fillMu = new(sync.Mutex)
+	}
+	x.fillMu = p.fillMu
+	return x, nil
+}
+
 func setsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
 	if _, _, e := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), solXDP, uintptr(opt), uintptr(p), n, 0); e != 0 {
 		return e
@@ -190,6 +237,9 @@ func setsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
 }
 
 func (x *xsk) close() {
+	if !x.owner {
+		x.fill, x.umem = nil, nil // the owner's
+	}
 	for _, r := range []*ring{x.rx, x.tx, x.fill, x.cr} {
 		if r != nil {
 			syscall.Munmap(r.mem)
@@ -206,10 +256,11 @@ func (x *xsk) close() {
 	}
 }
 
-// putInMap makes the socket the XSKMAP's entry for its queue, which is
-// where the XDP program redirects the stack's frames arriving there.
-func (x *xsk) putInMap(mapFD int) error {
-	key, val := uint32(x.queue), uint32(x.fd)
+// putInMap makes the socket the XSKMAP's entry key, where the XDP
+// program redirects the frames arriving on its queue for its loop
+// (key: device queue × loops + the loop's index).
+func (x *xsk) putInMap(mapFD int, key uint32) error {
+	val := uint32(x.fd)
 	// union bpf_attr for BPF_MAP_*_ELEM: map_fd, pad, key, value, flags.
 	var attr [32]byte
 	binary.NativeEndian.PutUint32(attr[0:], uint32(mapFD))
@@ -227,25 +278,38 @@ func (x *xsk) putInMap(mapFD int) error {
 func (x *xsk) receive(fn func(frame []byte, meta uint32)) int {
 	prod := atomic.LoadUint32(x.rx.prod)
 	cons := x.rx.cached
-	n := 0
+	if cons == prod {
+		return 0
+	}
+	if x.ret == nil {
+		x.ret = make([]uint64, 0, xskRing)
+	}
+	ret := x.ret[:0]
 	for ; cons != prod; cons++ {
 		d := x.rx.xdesc(cons)
 		a, l := d.addr, uint64(d.len)
 		if a >= 4 && a+l <= uint64(len(x.umem)) {
 			fn(x.umem[a:a+l], binary.NativeEndian.Uint32(x.umem[a-4:]))
 		}
-		// The fill ring is as long as the chunks it lends, so there is
-		// always room to lend this one back.
-		*x.fill.addr(x.fill.cached) = a &^ (xskChunk - 1)
+		ret = append(ret, a&^(xskChunk-1))
+	}
+	atomic.StoreUint32(x.rx.cons, cons)
+	x.rx.cached = cons
+	// The fill ring is as long as the chunks the queue's sockets lend,
+	// so there is always room to lend these back.
+	if x.fillMu != nil {
+		x.fillMu.Lock()
+	}
+	for _, a := range ret {
+		*x.fill.addr(x.fill.cached) = a
 		x.fill.cached++
-		n++
 	}
-	if n > 0 {
-		atomic.StoreUint32(x.rx.cons, cons)
-		x.rx.cached = cons
-		atomic.StoreUint32(x.fill.prod, x.fill.cached)
+	atomic.StoreUint32(x.fill.prod, x.fill.cached)
+	if x.fillMu != nil {
+		x.fillMu.Unlock()
 	}
-	return n
+	x.ret = ret
+	return len(ret)
 }
 
 // send puts the batch's frames on the transmit ring and wakes the kernel
@@ -294,101 +358,14 @@ func (x *xsk) reclaim() {
 	}
 }
 
-// inbox takes frames another loop received for this loop's queue (the
-// XDP program can only redirect a frame to the socket of the device queue
-// it arrived on; the plan's queue travels in its metadata). Two buffers:
-// other loops fill one while the owner drains the other. An eventfd wakes
-// the owner from poll.
-type inbox struct {
-	mu      sync.Mutex
-	bufs    [2][]byte
-	lens    [2][]int
-	cur     int
-	efd     int
-	pending atomic.Int64 // frames put and not yet drained
-	dropped atomic.Uint64
-}
-
-const inboxFrames = 1024
-
-func newInbox() (*inbox, error) {
-	fd, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if e != 0 {
-		return nil, fmt.Errorf("eventfd: %w", e)
-	}
-	b := &inbox{efd: int(fd)}
-	for i := range b.bufs {
-		b.bufs[i] = make([]byte, inboxFrames*frameSize)
-		b.lens[i] = make([]int, 0, inboxFrames)
-	}
-	return b, nil
-}
-
-var one = [8]byte{1}
-
-// put copies a frame in; it drops it when the inbox is full.
-func (b *inbox) put(frame []byte) {
-	if len(frame) > frameSize {
-		b.dropped.Add(1)
-		return
-	}
-	b.mu.Lock()
-	i := len(b.lens[b.cur])
-	if i == inboxFrames {
-		b.mu.Unlock()
-		b.dropped.Add(1)
-		return
-	}
-	copy(b.bufs[b.cur][i*frameSize:], frame)
-	b.lens[b.cur] = append(b.lens[b.cur], len(frame))
-	b.pending.Add(1)
-	b.mu.Unlock()
-	if i == 0 {
-		syscall.Write(b.efd, one[:])
-	}
-}
-
-// drain hands the frames put so far to fn. It costs nothing when none
-// is pending and the eventfd did not wake the loop (woken), so a busy
-// loop makes no system call for an empty inbox.
-func (b *inbox) drain(fn func(frame []byte), woken bool) int {
-	if !woken && b.pending.Load() == 0 {
-		return 0
-	}
-	var buf [8]byte
-	syscall.Read(b.efd, buf[:])
-	b.mu.Lock()
-	k := b.cur
-	b.cur ^= 1
-	b.mu.Unlock()
-	for i, l := range b.lens[k] {
-		fn(b.bufs[k][i*frameSize : i*frameSize+l])
-	}
-	n := len(b.lens[k])
-	b.lens[k] = b.lens[k][:0]
-	b.pending.Add(-int64(n))
-	return n
-}
-
-func (b *inbox) close() {
-	if b.efd >= 0 {
-		syscall.Close(b.efd)
-		b.efd = -1
-	}
-}
-
-// xdpPort is one loop's view of the AF_XDP sockets: the device queues it
-// reads, the socket it transmits through, its inbox and the other loops'.
+// xdpPort is one loop's view of the AF_XDP sockets: its socket on each
+// device queue, and the socket it transmits through.
 type xdpPort struct {
-	own   int
 	socks []*xsk
 	tx    *xsk
-	in    *inbox
-	route map[int]*inbox // plan queue → the inbox of its loop
 	pfd   []pollFd
-	moved *atomic.Uint64 // frames handed to another loop
 	fn    func(frame []byte)
-	sort  func(frame []byte, q uint32)
+	give  func(frame []byte, q uint32)
 }
 
 func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
@@ -396,9 +373,8 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 		for _, x := range p.socks {
 			p.pfd = append(p.pfd, pollFd{fd: int32(x.fd), events: pollIn})
 		}
-		p.pfd = append(p.pfd, pollFd{fd: int32(p.in.efd), events: pollIn})
 	}
-	ready, woken := false, false
+	ready := false
 	for _, x := range p.socks {
 		if atomic.LoadUint32(x.rx.prod) != x.rx.cached {
 			ready = true
@@ -411,32 +387,21 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 		if err := poll(p.pfd, timeoutMs); err != nil {
 			return 0, err
 		}
-		woken = p.pfd[len(p.pfd)-1].revents&pollIn != 0
 	}
-	if p.sort == nil {
-		p.sort = p.sortFrame // one method value, not a closure per call
+	if p.give == nil {
+		p.give = p.giveFrame // one method value, not a closure per call
 	}
 	p.fn = fn
 	n := 0
 	for _, x := range p.socks {
-		n += x.receive(p.sort)
+		n += x.receive(p.give)
 	}
-	return n + p.in.drain(fn, woken), nil
+	return n, nil
 }
 
-// sortFrame gives a frame to this loop or hands it to its queue's.
-func (p *xdpPort) sortFrame(frame []byte, q uint32) {
-	if int(q) == p.own {
-		p.fn(frame)
-		return
-	}
-	if b, ok := p.route[int(q)]; ok {
-		p.moved.Add(1)
-		b.put(frame)
-		return
-	}
-	p.fn(frame) // a queue no loop serves: this loop's
-}
+// giveFrame hands a frame to the loop. The XDP program sent it to this
+// loop's socket because its plan queue (the metadata) is this loop's.
+func (p *xdpPort) giveFrame(frame []byte, q uint32) { p.fn(frame) }
 
 func (p *xdpPort) flushBatch(b *txBatch) (int, error) { return p.tx.send(b) }
 

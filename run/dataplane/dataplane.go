@@ -125,7 +125,6 @@ type Server struct {
 	errMu  sync.Mutex
 	err    error
 	xsks   []*xsk
-	boxes  []*inbox
 	link   linkTx // Stack.VIA's sends
 	// Notes say how the server runs (pinning refused, and so on).
 	Notes []string
@@ -134,13 +133,12 @@ type Server struct {
 type queueLoop struct {
 	q    Queue
 	sock port
-	box  *inbox // AF_XDP: frames other loops hand to this one
 	c    counters
 }
 
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
-	in, sent, txErr, short, moved atomic.Uint64
+	in, sent, txErr, short atomic.Uint64
 	via                           atomic.Uint64 // frames to Stack.VIA
 	deliver, reply, sink          []atomic.Uint64
 	drop                          []atomic.Uint64
@@ -215,51 +213,56 @@ func (s *Server) openPacket(cfg Config) error {
 	return nil
 }
 
-// openXDP opens an AF_XDP socket on every receive queue of the device and
-// puts it in the XSKMAP. Loop i reads the device queues i, i+n, ... (n
-// loops) and transmits through socket i mod the device's queues; a frame
-// whose plan queue (the XDP program's metadata) is another loop's is
-// handed to that loop's inbox.
+// openXDP opens, on every receive queue of the device, one AF_XDP socket
+// per loop, the first owning the queue's UMEM and the others sharing it,
+// and puts socket (device queue d, loop i) in the XSKMAP under key
+// d × loops + i: the XDP program redirects each frame to the socket of
+// its plan queue's loop on the queue it arrived on, so no frame passes
+// from loop to loop. Loop i transmits through the first socket of device
+// queue i mod the device's queues.
 func (s *Server) openXDP(cfg Config) error {
 	if cfg.DevQueues < 1 {
 		return fmt.Errorf("AF_XDP: the device has no receive queue")
 	}
-	for d := 0; d < cfg.DevQueues; d++ {
+	loops := len(s.queues)
+	socks := make([][]*xsk, cfg.DevQueues) // by device queue, then loop
+	for d := range socks {
 		x, err := openXSK(cfg.Ifindex, d, cfg.CopyMode)
 		if err != nil {
 			return err
 		}
 		s.xsks = append(s.xsks, x)
-	}
-	route := map[int]*inbox{}
-	for _, l := range s.queues {
-		b, err := newInbox()
-		if err != nil {
-			return err
+		socks[d] = append(socks[d], x)
+		for i := 1; i < loops; i++ {
+			y, err := openSharedXSK(cfg.Ifindex, x)
+			if err != nil {
+				return err
+			}
+			s.xsks = append(s.xsks, y)
+			socks[d] = append(socks[d], y)
 		}
-		s.boxes = append(s.boxes, b)
-		route[l.q.ID] = b
-		l.box = b
 	}
 	for i, l := range s.queues {
-		p := &xdpPort{own: l.q.ID, in: s.boxes[i], route: route, tx: s.xsks[i%len(s.xsks)], moved: &l.c.moved}
-		for d := i; d < len(s.xsks); d += len(s.queues) {
-			p.socks = append(p.socks, s.xsks[d])
+		p := &xdpPort{tx: socks[i%len(socks)][0]}
+		for d := range socks {
+			p.socks = append(p.socks, socks[d][i])
 		}
 		l.sock = p
 	}
 	// Last, so that no frame is redirected to a socket before every loop
 	// can take it (until then the program passes them to the kernel).
-	for _, x := range s.xsks {
-		if err := x.putInMap(cfg.XSKMapFD); err != nil {
-			return err
+	for d := range socks {
+		for i, x := range socks[d] {
+			if err := x.putInMap(cfg.XSKMapFD, uint32(d*loops+i)); err != nil {
+				return err
+			}
 		}
 	}
 	mode := "copy mode"
-	if len(s.xsks) > 0 && s.xsks[0].zeroCopy {
+	if socks[0][0].zeroCopy {
 		mode = "zero-copy mode"
 	}
-	s.Notes = append(s.Notes, fmt.Sprintf("AF_XDP in %s, %d device queue(s) for %d loop(s)", mode, len(s.xsks), len(s.queues)))
+	s.Notes = append(s.Notes, fmt.Sprintf("AF_XDP in %s, %d device queue(s) for %d loop(s), a socket for each pair", mode, cfg.DevQueues, loops))
 	return nil
 }
 
@@ -269,11 +272,9 @@ func (s *Server) closeAll() {
 			l.sock.close()
 		}
 	}
-	for _, x := range s.xsks {
-		x.close()
-	}
-	for _, b := range s.boxes {
-		b.close()
+	// The sockets that share a queue's UMEM close before its owner.
+	for i := len(s.xsks) - 1; i >= 0; i-- {
+		s.xsks[i].close()
 	}
 }
 
@@ -470,14 +471,6 @@ func (s *Server) Report(w io.Writer) {
 		}
 		if n := l.c.via.Load(); n > 0 {
 			fmt.Fprintf(&b, ", via %d", n)
-		}
-		if n := l.c.moved.Load(); n > 0 {
-			fmt.Fprintf(&b, ", handed on %d", n)
-		}
-		if l.box != nil {
-			if n := l.box.dropped.Load(); n > 0 {
-				fmt.Fprintf(&b, ", inbox full %d", n)
-			}
 		}
 		fmt.Fprintf(&b, ", sent %d", l.c.sent.Load())
 		if n := l.c.txErr.Load(); n > 0 {
