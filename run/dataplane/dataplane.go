@@ -139,9 +139,9 @@ type queueLoop struct {
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
 	in, sent, txErr, short atomic.Uint64
-	via                           atomic.Uint64 // frames to Stack.VIA
-	deliver, reply, sink          []atomic.Uint64
-	drop                          []atomic.Uint64
+	via                    atomic.Uint64 // frames to Stack.VIA
+	deliver, reply, sink   []atomic.Uint64
+	drop                   []atomic.Uint64
 }
 
 // Start opens the sockets of every queue and starts their loops.
