@@ -187,3 +187,44 @@ func TestImports(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestArchitectureTable: the README's architecture table lists the
+// packages so that imports only go down it, as it says: no package may
+// import one whose row stands above its own.
+func TestArchitectureTable(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "| folder | responsibility |")
+	if i < 0 {
+		t.Fatal("README.md has no architecture table")
+	}
+	row := map[string]int{}
+	for k, line := range strings.Split(text[i:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cell := strings.Split(line, "|")[1]
+		for _, part := range strings.Split(cell, "`") {
+			if _, ok := allowed[part]; ok {
+				row[part] = k
+			}
+		}
+	}
+	for pkg, deps := range allowed {
+		r, listed := row[pkg]
+		if !listed {
+			continue
+		}
+		for _, dep := range deps {
+			if d, ok := row[dep]; ok && d < r {
+				t.Errorf("README.md: %s may import %s, whose row is above its own", pkg, dep)
+			}
+		}
+	}
+	if len(row) < 20 {
+		t.Errorf("only %d packages found in the architecture table", len(row))
+	}
+}
