@@ -464,7 +464,7 @@ func (p *problem) overlaps() {
 
 // costProblem describes the endpoints and queues to the cost model.
 func (p *problem) costProblem() *costmodel.Problem {
-	cp := &costmodel.Problem{}
+	cp := &costmodel.Problem{Queues: make([]costmodel.Queue, 0, len(p.queues)), Endpoints: make([]costmodel.Endpoint, 0, len(p.eps))}
 	for _, q := range p.queues {
 		cp.Queues = append(cp.Queues, costmodel.Queue{ID: q.id, Core: q.core})
 	}
