@@ -151,10 +151,9 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 			return fail("setting the ring sizes", err)
 		}
 	}
-	var off mmapOffsets
-	n := uint32(unsafe.Sizeof(off))
-	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpMmapOffsets, uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
-		return fail("XDP_MMAP_OFFSETS", e)
+	off, err := mmapOffsetsOf(fd)
+	if err != nil {
+		return fail("XDP_MMAP_OFFSETS", err)
 	}
 	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
 		return fail("mapping the rx ring", err)
@@ -185,7 +184,7 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 		return fail("binding", e)
 	}
 	var opt uint32
-	n = 4
+	n := uint32(4)
 	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpOptions, uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
 		x.zeroCopy = opt&xdpOptionsZerocopy != 0
 	}
@@ -210,10 +209,9 @@ func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
 	if err := syscall.SetsockoptInt(fd, solXDP, xdpRxRing, xskRing); err != nil {
 		return fail("setting the ring size", err)
 	}
-	var off mmapOffsets
-	n := uint32(unsafe.Sizeof(off))
-	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpMmapOffsets, uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
-		return fail("XDP_MMAP_OFFSETS", e)
+	off, err := mmapOffsetsOf(fd)
+	if err != nil {
+		return fail("XDP_MMAP_OFFSETS", err)
 	}
 	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
 		return fail("mapping the rx ring", err)
@@ -227,6 +225,16 @@ func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
 	}
 	x.fillMu = p.fillMu
 	return x, nil
+}
+
+// mmapOffsetsOf asks where the socket's rings lie in their mappings.
+func mmapOffsetsOf(fd int) (mmapOffsets, error) {
+	var off mmapOffsets
+	n := uint32(unsafe.Sizeof(off))
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpMmapOffsets, uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
+		return off, e
+	}
+	return off, nil
 }
 
 func setsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
