@@ -192,10 +192,12 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 }
 
 // openSharedXSK opens a further socket on the queue of p, sharing p's
-// UMEM and its fill and completion rings (XDP_SHARED_UMEM on the same
-// queue: the kernel refuses rings of its own for them and flags such as
-// XDP_COPY; the mode is p's). It has a receive ring only. From then on
-// the sockets lend chunks back to the one fill ring under a lock.
+// UMEM and its fill and completion rings: XDP_SHARED_UMEM on the same
+// device and queue, where the kernel shares p's buffer pool and refuses
+// rings of the socket's own and mode flags such as XDP_COPY (xsk_bind,
+// net/xdp/xsk.c: "Cannot specify flags for shared sockets"); the mode is
+// p's. It has a receive ring only. From then on the sockets lend chunks
+// back to the one fill ring under a lock.
 func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
 	fd, err := syscall.Socket(afXDP, syscall.SOCK_RAW, 0)
 	if err != nil {
