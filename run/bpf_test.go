@@ -221,3 +221,61 @@ func TestClassifierWithoutVIs(t *testing.T) {
 		t.Errorf("the filter kept %d bytes of a VI frame (err %v); want 0: the kernel's", keep, err)
 	}
 }
+
+// TestXDPSocketKey checks the XSKMAP key the XDP program computes: a
+// frame of plan queue q goes to the socket of q's loop (its index in the
+// stage's queues) on the device queue it arrived on. A test run cannot
+// redirect to AF_XDP sockets, so the program is loaded against a DEVMAP
+// of the same size holding one entry: it redirects (XDP_REDIRECT) only
+// when its key is that entry's, and passes the frame otherwise.
+func TestXDPSocketKey(t *testing.T) {
+	needBPF(t)
+	us := netip.MustParseAddr("10.9.0.1")
+	port := [16]byte{}
+	port[10], port[11], port[12] = 0xff, 0xff, 0xff
+	for _, queues := range [][]uint32{{0, 1, 2, 3}, {2, 7, 9}, {5}} {
+		for i, q := range queues {
+			s := &Stage{Addrs: []netip.Addr{us}, ARP: true, Queues: queues, Groups: []Group{
+				{Table: "RxCPort", Mask: port, Ports: true, Capacity: 16, Rules: []Rule{{Key: Key(17, netip.IPv4Unspecified(), netip.IPv4Unspecified(), 0, 7), Queue: q}}},
+			}}
+			m, err := newMaps(s, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.xsks.Close()
+			if m.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.DevMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(len(queues))}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.xsks.Put(uint32(i), uint32(1)); err != nil { // lo's ifindex
+				t.Fatal(err)
+			}
+			xdp, err := loadProgram(progXDP, s, m)
+			if err != nil {
+				t.Fatalf("queues %v: %v", queues, err)
+			}
+			in := udp(t, net.IP{10, 9, 0, 1}, 5001, 7, false)
+			in = append(in, make([]byte, max(0, 60-len(in)))...)
+			act, err := xdp.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+64)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if act != 4 {
+				t.Errorf("queues %v, a frame of queue %d: XDP said %d; want XDP_REDIRECT to key %d", queues, q, act, i)
+			}
+			// With the entry under another key, the frame passes.
+			if len(queues) > 1 {
+				if err := m.xsks.Delete(uint32(i)); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.xsks.Put(uint32((i+1)%len(queues)), uint32(1)); err != nil {
+					t.Fatal(err)
+				}
+				if act, err := xdp.Run(&ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+64)}); err != nil || act != 2 {
+					t.Errorf("queues %v, a frame of queue %d with no socket at key %d: XDP said %d (%v); want XDP_PASS", queues, q, i, act, err)
+				}
+			}
+			xdp.Close()
+			m.Close()
+		}
+	}
+}
