@@ -57,7 +57,7 @@ type QueueEmbedding struct {
 	join      *solver.Box // every class in one box (over-approximate)
 	epOn      []bool      // per endpoint number: its packets may arrive here
 	status    []Status    // per LPG node ID
-	live      [][]bool    // per LPG node ID, per port: taken by some frame here
+	live      []bool      // per LPG port (Embedding.portOff): taken by some frame here
 	lpg       *graph.Graph
 	em        *Embedding
 	reachable []bool // per LPG node ID: some frame here gets there
@@ -120,6 +120,7 @@ type Embedding struct {
 	hwPortBox  [][]portBox // configured PRG node -> its ports' boxes (nil: none made yet)
 	lpgPortBox [][]portBox // LPG node -> its ports' boxes
 	inPorts    [][]graph.InPort
+	portOff    []int // per LPG node ID, where its ports start in a queue's live
 	order      []int
 	space      []*prg.Space // configured PRG node -> its configuration space
 	hwNode     []hwFacts    // configured PRG node -> what the walks ask of it
@@ -271,7 +272,7 @@ func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Emb
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
 			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epOn: make([]bool, len(em.epNum)), lpg: lpgGraph,
-				status: make([]Status, len(lpgGraph.Nodes)), live: make([][]bool, len(lpgGraph.Nodes)), em: em}
+				status: make([]Status, len(lpgGraph.Nodes)), em: em}
 			boxes := make([]*solver.Box, len(cs))
 			for i, c := range cs {
 				boxes[i] = c.box
@@ -324,7 +325,23 @@ func (em *Embedding) warm() {
 	if em.inPorts == nil {
 		em.inPorts = em.LPG.InPorts()
 	}
+	if em.portOff == nil {
+		em.portOff = make([]int, len(em.LPG.Nodes)+1)
+		for i, n := range em.LPG.Nodes {
+			em.portOff[i+1] = em.portOff[i] + len(n.Ports)
+		}
+	}
 	em.frozen = true
+}
+
+// liveOf returns which ports of LPG node id some frame on the queue takes
+// (nil when no frame reaches the node).
+func (qe *QueueEmbedding) liveOf(id int) []bool {
+	if qe.live == nil || !qe.reachable[id] {
+		return nil
+	}
+	off := qe.em.portOff
+	return qe.live[off[id]:off[id+1]:off[id+1]]
 }
 
 // parallel calls f(0) ... f(n-1), on as many goroutines as Go may run at
@@ -824,7 +841,8 @@ func (em *Embedding) endpointReach() {
 // software graph.
 func (em *Embedding) place(qe *QueueEmbedding) {
 	g := em.LPG
-	live := make([][]bool, len(g.Nodes)) // per node, per port
+	off := em.portOff
+	live := make([]bool, off[len(g.Nodes)]) // per node, per port
 	if em.order == nil {
 		em.order = lpgOrder(g)
 	}
@@ -845,7 +863,7 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 			r = true
 		default:
 			for _, ip := range em.inPorts[id] {
-				if reachable[ip.From] && live[ip.From] != nil && live[ip.From][ip.Port] {
+				if reachable[ip.From] && live[off[ip.From]+ip.Port] {
 					r = true
 					break
 				}
@@ -863,8 +881,9 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 			qe.status[id] = Unreachable
 			continue
 		}
-		live[id] = em.livePorts(qe, n, b)
-		em.decide(qe, n, b, live[id])
+		ports := live[off[id]:off[id+1]:off[id+1]]
+		em.livePorts(qe, n, b, ports)
+		em.decide(qe, n, b, ports)
 	}
 	qe.live = live
 	qe.reachable = reachable
@@ -879,20 +898,21 @@ func endpointName(n *graph.Node) string {
 	return ""
 }
 
-// livePorts works out which ports of a node some frame on the queue takes.
-func (em *Embedding) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box) []bool {
-	live := make([]bool, len(n.Ports))
+// livePorts works out which ports of a node some frame on the queue
+// takes, into live (one per port, all false).
+func (em *Embedding) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
 	if len(n.Ports) == 0 {
-		return live
+		return
 	}
 	if n.Kind.IsGate() {
 		for i := range live {
 			live[i] = true
 		}
-		return live
+		return
 	}
 	if len(n.Ports) >= indexMin {
-		return em.liveMany(qe, n, b)
+		em.liveMany(qe, n, b, live)
+		return
 	}
 	var preds []pred.Expr
 	for i, p := range n.Ports {
@@ -921,7 +941,6 @@ func (em *Embedding) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box)
 			preds = append(preds, p.Pred)
 		}
 	}
-	return live
 }
 
 func hasDefaultBefore(n *graph.Node, i int) bool {
@@ -951,8 +970,7 @@ func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
 // live when that endpoint's packets reach the queue; the default port is
 // dead only when every class fixes the index field and some port
 // predicate covers the class.
-func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) []bool {
-	live := make([]bool, len(n.Ports))
+func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
 	defaultLive := false
 	for i, p := range n.Ports {
 		if p.Pred == nil {
@@ -995,7 +1013,6 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box) 
 			break
 		}
 	}
-	return live
 }
 
 func (em *Embedding) portsForLPG(n *graph.Node, b *solver.Box) []int {
@@ -1036,7 +1053,7 @@ func (em *Embedding) Reason(qe *QueueEmbedding, node string) string {
 	if !ok {
 		return ""
 	}
-	live := qe.live[n.ID]
+	live := qe.liveOf(n.ID)
 	var ports []string
 	for i, l := range live {
 		if l {
@@ -1095,7 +1112,7 @@ func (em *Embedding) steeringSummary(qe *QueueEmbedding) []string {
 // stub, so the drop is reported by the same node as in the LPG.
 func (em *Embedding) keepNodes(qe *QueueEmbedding) {
 	g := em.LPG
-	live, reachable := qe.live, qe.reachable
+	reachable := qe.reachable
 	keep := make([]bool, len(g.Nodes))
 	fixed := make([]int, len(g.Nodes)) // the live port of bypassed nodes
 	for _, n := range g.Nodes {
@@ -1105,7 +1122,7 @@ func (em *Embedding) keepNodes(qe *QueueEmbedding) {
 		st := qe.status[n.ID]
 		keep[n.ID] = st == Software || st == HardwareFlag
 		if st == Hardware || st == Removed {
-			for i, l := range live[n.ID] {
+			for i, l := range qe.liveOf(n.ID) {
 				if l {
 					fixed[n.ID] = i
 				}
@@ -1121,7 +1138,7 @@ func (em *Embedding) keepNodes(qe *QueueEmbedding) {
 // software builds the queue's software graph from the kept nodes.
 func (em *Embedding) software(qe *QueueEmbedding) *graph.Graph {
 	g := em.LPG
-	live, reachable, keep, fixed := qe.live, qe.reachable, qe.keep, qe.fixed
+	reachable, keep, fixed := qe.reachable, qe.keep, qe.fixed
 	sw := graph.New(fmt.Sprintf("%s_queue%d", g.Name, qe.ID))
 	newID := make([]int, len(g.Nodes))
 	for _, n := range g.Nodes {
@@ -1164,8 +1181,9 @@ func (em *Embedding) software(qe *QueueEmbedding) *graph.Graph {
 			c.Costs = nil
 			continue
 		}
+		live := qe.liveOf(n.ID)
 		for i, p := range n.Ports {
-			if live[n.ID] != nil && !live[n.ID][i] {
+			if live != nil && !live[i] {
 				continue
 			}
 			np := &graph.Port{Name: p.Name, Pred: p.Pred, Semantics: p.Semantics}
