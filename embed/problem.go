@@ -111,6 +111,9 @@ type problem struct {
 	// packets (0 disjoint, 1 overlapping, 2 covering).
 	entryBx map[entryKey]packetBox
 	cover   map[coverKey]int8
+	// emptyCost is, per RSS mode, the cost with no entry anywhere: the
+	// reference costs of the plan, known once a state of the mode was made.
+	emptyCost map[int]costmodel.Cost
 	// dragonet caches dragonet-greedy's result (or why it stopped): the
 	// default strategy starts from it and the report compares with it.
 	dragonet *dragonetRun

@@ -172,10 +172,10 @@ func SearchCost(in *Input) (costmodel.Cost, error) {
 // rules: no entry anywhere and no RSS (everything on queue 0, in
 // software), and no entry with RSS over every queue (Linux's default).
 func (p *problem) references() (soft, rss costmodel.Cost) {
-	soft = p.newState(p.mode(modeNone)).ev.Cost()
+	soft = p.costWithoutEntries(p.mode(modeNone))
 	rss = soft
 	if m := p.mode(modeAll); m >= 0 {
-		rss = p.newState(m).ev.Cost()
+		rss = p.costWithoutEntries(m)
 	}
 	return soft, rss
 }

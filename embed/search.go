@@ -67,7 +67,21 @@ func (p *problem) newState(mode int) *state {
 	for i := range p.eps {
 		s.ev.Set(i, s.shares(i))
 	}
+	if _, ok := p.emptyCost[mode]; !ok {
+		if p.emptyCost == nil {
+			p.emptyCost = map[int]costmodel.Cost{}
+		}
+		p.emptyCost[mode] = s.ev.Cost()
+	}
 	return s
+}
+
+// costWithoutEntries is the cost of mode with no entry anywhere.
+func (p *problem) costWithoutEntries(mode int) costmodel.Cost {
+	if c, ok := p.emptyCost[mode]; ok {
+		return c
+	}
+	return p.newState(mode).ev.Cost()
 }
 
 // snapshot copies the choices (not the evaluator), to restore them later.
