@@ -71,11 +71,12 @@ type table struct {
 
 // endpoint is an endpoint with its steering options.
 type endpoint struct {
-	ep    *lpg.Endpoint
-	index int
-	match [][]prg.FieldMatch // the entry that matches it, by table.idx (nil: none)
-	shape string             // fields matched, for global-mask tables
-	prio  int                // 5-tuple priority: flows above listeners
+	ep     *lpg.Endpoint
+	index  int
+	fields []prg.FieldMatch   // the fields an entry for it matches (matchFields)
+	match  [][]prg.FieldMatch // the entry that matches it, by table.idx (nil: none)
+	shape  string             // fields matched, for global-mask tables
+	prio   int                // 5-tuple priority: flows above listeners
 	// rssQueue is, per RSS mode, the queue index RSS sends it to when its
 	// hash is known (connected flows), else -1.
 	rssQueue []int
@@ -246,7 +247,7 @@ func (p *problem) warnHidden() {
 	for _, h := range p.hidden {
 		n := 0
 		for _, e := range p.eps {
-			if h.sp.Kind == prg.Table && h.sp.When == nil && fits(h.sp, matchFields(e.ep)) ||
+			if h.sp.Kind == prg.Table && h.sp.When == nil && fits(h.sp, e.fields) ||
 				h.sp.Kind == prg.Hash && h.sp.Identity && e.ep.Proto == lpg.OpenMX {
 				n++
 			}
@@ -297,15 +298,14 @@ func matchFields(e *lpg.Endpoint) []prg.FieldMatch {
 // fits reports whether a table can hold the entry: every matched field is
 // one of its fields, and every field left out may be wildcarded or masked.
 func fits(sp *prg.Space, ms []prg.FieldMatch) bool {
-	have := map[string]bool{}
 	for _, m := range ms {
 		if !slices.Contains(sp.Fields, m.Field) {
 			return false
 		}
-		have[m.Field] = true
 	}
 	for _, f := range sp.Fields {
-		if !have[f] && !slices.Contains(sp.Wildcard, f) && !slices.Contains(sp.Masked, f) {
+		matched := slices.ContainsFunc(ms, func(m prg.FieldMatch) bool { return m.Field == f })
+		if !matched && !slices.Contains(sp.Wildcard, f) && !slices.Contains(sp.Masked, f) {
 			return false
 		}
 	}
@@ -318,8 +318,8 @@ func (e *endpoint) steerable() bool {
 }
 
 func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
-	ep := &endpoint{ep: e, index: i, match: make([][]prg.FieldMatch, len(p.tables))}
 	ms := matchFields(e)
+	ep := &endpoint{ep: e, index: i, match: make([][]prg.FieldMatch, len(p.tables)), fields: ms}
 	shape := make([]string, 0, len(ms))
 	for _, m := range ms {
 		shape = append(shape, m.Field)
