@@ -94,13 +94,11 @@ type problem struct {
 	hash   *prg.Space // the RSS hash, if any
 	// modes are the ways the plan may set the RSS table, the first the
 	// preferred one (see rssModes).
-	modes  []rssMode
-	eps    []*endpoint
-	cp     *costmodel.Problem
-	warns  []string
-	boxes  map[int]*solver.Box // LPG path boxes, shared with the embedding
-	paths  *embedding.Paths    // the LPG's order and path boxes, shared with the embedding
-	epNode map[string]int
+	modes []rssMode
+	eps   []*endpoint
+	cp    *costmodel.Problem
+	warns []string
+	paths *embedding.Paths // the LPG's order and path boxes, shared with the embedding
 	// exclude names tables the search may not use (firmware steering that
 	// would overload the NIC's cores).
 	exclude map[string]bool
@@ -218,11 +216,10 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	p.entryBx, p.cover = map[entryKey]packetBox{}, map[coverKey]int8{}
 	p.modes = p.rssModes()
 	p.paths = embedding.LPGPaths(in.LPG)
-	p.boxes, p.epNode = p.paths.Boxes, p.paths.Endpoints
 	for i, e := range in.Stack.Endpoints {
 		ep := p.newEndpoint(i, e)
-		if id, ok := p.epNode[e.Name]; ok {
-			ep.box = p.boxes[id]
+		if id, ok := p.paths.Endpoints[e.Name]; ok {
+			ep.box = p.paths.Boxes[id]
 		} else {
 			ep.box = endpointBox(e)
 		}

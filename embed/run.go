@@ -150,7 +150,7 @@ func Run(in *Input) (*Result, error) {
 	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement, VIA: via}
 	r.Plan = r.plan()
 	em.DropCaches()
-	p.boxes, p.paths = nil, nil // the endpoints keep their own boxes
+	p.paths = nil // the endpoints keep their own boxes
 	return r, nil
 }
 

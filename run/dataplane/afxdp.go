@@ -282,10 +282,11 @@ func (x *xsk) putInMap(mapFD int, key uint32) error {
 	return nil
 }
 
-// receive hands each received frame, with the four bytes of metadata the
-// XDP program put before it, to fn, and lends the chunks back to the
-// kernel. It reports how many frames it handed over.
-func (x *xsk) receive(fn func(frame []byte, meta uint32)) int {
+// receive hands each received frame to fn and lends the chunks back to
+// the kernel. The XDP program sent every frame here because its plan
+// queue (the metadata before it) is this socket's loop's. It reports how
+// many frames it handed over.
+func (x *xsk) receive(fn func(frame []byte)) int {
 	prod := atomic.LoadUint32(x.rx.prod)
 	cons := x.rx.cached
 	if cons == prod {
@@ -298,8 +299,8 @@ func (x *xsk) receive(fn func(frame []byte, meta uint32)) int {
 	for ; cons != prod; cons++ {
 		d := x.rx.xdesc(cons)
 		a, l := d.addr, uint64(d.len)
-		if a >= 4 && a+l <= uint64(len(x.umem)) {
-			fn(x.umem[a:a+l], binary.NativeEndian.Uint32(x.umem[a-4:]))
+		if a+l <= uint64(len(x.umem)) {
+			fn(x.umem[a : a+l])
 		}
 		ret = append(ret, a&^(xskChunk-1))
 	}
@@ -374,8 +375,6 @@ type xdpPort struct {
 	socks []*xsk
 	tx    *xsk
 	pfd   []pollFd
-	fn    func(frame []byte)
-	give  func(frame []byte, q uint32)
 }
 
 func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
@@ -398,20 +397,12 @@ func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
 			return 0, err
 		}
 	}
-	if p.give == nil {
-		p.give = p.giveFrame // one method value, not a closure per call
-	}
-	p.fn = fn
 	n := 0
 	for _, x := range p.socks {
-		n += x.receive(p.give)
+		n += x.receive(fn)
 	}
 	return n, nil
 }
-
-// giveFrame hands a frame to the loop. The XDP program sent it to this
-// loop's socket because its plan queue (the metadata) is this loop's.
-func (p *xdpPort) giveFrame(frame []byte, q uint32) { p.fn(frame) }
 
 func (p *xdpPort) flushBatch(b *txBatch) (int, error) { return p.tx.send(b) }
 
