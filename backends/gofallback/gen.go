@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"go/format"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -87,12 +88,16 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		// on a hundred thousand entries; a test checks the layout.
 		files["tables.go"] = []byte(g.header() + "\npackage fallback\n\n" + strings.TrimSuffix(g.tables.String(), "\n"))
 	}
-	for _, name := range []string{"decode.go", "table.go", "verdict.go"} {
-		b, err := fallback.Source.ReadFile(name)
+	runtime, err := fs.ReadDir(fallback.Source, ".")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range runtime {
+		b, err := fallback.Source.ReadFile(e.Name())
 		if err != nil {
 			return nil, err
 		}
-		files[name] = append([]byte(g.header()+"\n"), b...)
+		files[e.Name()] = append([]byte(g.header()+"\n"), b...)
 	}
 	test, err := g.testFile(cases)
 	if err != nil {
@@ -154,7 +159,38 @@ type gen struct {
 	tableNames map[string]string // entries -> table
 	curSW      *graph.Graph
 	used       map[string]bool // the fields the queues' software reads
-	err        error
+	// fast: the code being written is a queue's fixed-layout copy, which
+	// reads fields with the methods of fast (internal/fallback/fast.go)
+	// instead of from the decoded fields f.
+	fast     bool
+	fastUsed bool // the fixed-layout code read x
+	err      error
+}
+
+// appendRead appends the read of a field's value.
+func (g *gen) appendRead(buf []byte, field string) []byte {
+	if g.fast {
+		g.fastUsed = true
+		buf = append(buf, "x."...)
+		buf = append(buf, fieldSuffix(field)...)
+		return append(buf, "()"...)
+	}
+	buf = append(buf, "f.v["...)
+	buf = append(buf, fieldConst(field)...)
+	return append(buf, ']')
+}
+
+// appendHas appends the test of a field's presence.
+func (g *gen) appendHas(buf []byte, field string) []byte {
+	if g.fast {
+		g.fastUsed = true
+		buf = append(buf, "x."...)
+		buf = append(buf, PresenceBit(field)...)
+		return append(buf, "()"...)
+	}
+	buf = append(buf, "f.has&"...)
+	buf = append(buf, PresenceBit(field)...)
+	return append(buf, " != 0"...)
 }
 
 func (g *gen) header() string {
@@ -482,38 +518,85 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	sw := q.BuildSW() // one queue's graph at a time: at 100,000 endpoints each is tens of MB
 	g.readFields(sw)
 	g.flagOrd = appendFlags(g.flagOrd, g.flags, sw)
-	preds := sw.Preds()
-	var helpers []int
 	g.curSW = sw
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
-	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta) Verdict {\n\tvar f fields\n\tf.decode(frame, m)\n", qPrefix)
+	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta) Verdict {\n", qPrefix)
 	if len(sw.Nodes) == 0 {
 		b.WriteString("\treturn Verdict{Kind: Drop}\n}\n\n")
 		return b.String(), nil
 	}
-	// The decoder always sets the frame's own fields.
-	if err := g.emitAt(&b, sw, 0, preds, &helpers, 1, false, map[string]bool{"frame": true}); err != nil {
+	// The checks twice: for frames of the fixed layout, reading fields
+	// where that layout puts them, then for any frame, from the decoder.
+	// The decoded copy is written first, so that verdict indexes are
+	// numbered as the whole graph meets them.
+	preds := sw.Preds()
+	var helpers [2]strings.Builder
+	var decoded, fast strings.Builder
+	if err := g.emitQueue(&decoded, &helpers[0], sw, preds); err != nil {
 		return "", err
 	}
+	g.fast, g.fastUsed = true, false
+	err := g.emitQueue(&fast, &helpers[1], sw, preds)
+	used := g.fastUsed
+	g.fast = false
+	if err != nil {
+		return "", err
+	}
+	b.WriteString("\tif isFast(frame) {\n\t\tx := fast{frame, m}\n")
+	if !used {
+		b.WriteString("\t\t_ = x\n")
+	}
+	b.WriteString(fast.String())
+	b.WriteString("\t}\n\tvar f fields\n\tf.decode(frame, m)\n")
+	b.WriteString(decoded.String())
 	b.WriteString("}\n\n")
+	b.WriteString(helpers[0].String())
+	b.WriteString(helpers[1].String())
+	return b.String(), nil
+}
+
+// helperName is the function name of a node with several predecessors,
+// before its number.
+func (g *gen) helperName() string {
+	if g.fast {
+		return qPrefix + "FastNode"
+	}
+	return qPrefix + "Node"
+}
+
+// emitQueue writes the checks of a queue's software graph from its
+// source node into b, and the functions of the nodes that several
+// predecessors reach into helpers.
+func (g *gen) emitQueue(b, helpers *strings.Builder, sw *graph.Graph, preds [][]int) error {
+	var todo []int
+	depth := 1
+	if g.fast {
+		depth = 2
+	}
+	// The decoder always sets the frame's own fields.
+	if err := g.emitAt(b, sw, 0, preds, &todo, depth, false, map[string]bool{"frame": true}); err != nil {
+		return err
+	}
 	done := map[int]bool{}
-	for len(helpers) > 0 {
-		id := helpers[0]
-		helpers = helpers[1:]
+	for len(todo) > 0 {
+		id := todo[0]
+		todo = todo[1:]
 		if done[id] {
 			continue
 		}
 		done[id] = true
-		fmt.Fprintf(&b, "func %sNode%d(f *fields, m *Meta) Verdict {\n\t_ = m\n", qPrefix, id)
-		var hb strings.Builder
-		if err := g.emitAt(&hb, sw, id, preds, &helpers, 1, true, map[string]bool{"frame": true}); err != nil {
-			return "", err
+		if g.fast {
+			fmt.Fprintf(helpers, "func %s%d(x fast, m *Meta) Verdict {\n\t_ = m\n", g.helperName(), id)
+		} else {
+			fmt.Fprintf(helpers, "func %s%d(f *fields, m *Meta) Verdict {\n\t_ = m\n", g.helperName(), id)
 		}
-		b.WriteString(hb.String())
-		b.WriteString("}\n\n")
+		if err := g.emitAt(helpers, sw, id, preds, &todo, 1, true, map[string]bool{"frame": true}); err != nil {
+			return err
+		}
+		helpers.WriteString("}\n\n")
 	}
-	return b.String(), nil
+	return nil
 }
 
 // group is the presence group of a field: the decoder stores a header's
@@ -580,10 +663,14 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			if len(preds[s]) > 1 {
 				*helpers = append(*helpers, s)
 				arg := "&f"
-				if inHelper {
+				switch {
+				case g.fast:
+					arg = "x"
+					g.fastUsed = true
+				case inHelper:
 					arg = "f"
 				}
-				fmt.Fprintf(bb, "%sreturn %sNode%d(%s, m)\n", ind, qPrefix, s, arg)
+				fmt.Fprintf(bb, "%sreturn %s%d(%s, m)\n", ind, g.helperName(), s, arg)
 				return nil
 			}
 			return g.emitAt(bb, sw, s, preds, helpers, d, inHelper, known)
@@ -606,11 +693,9 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 				continue
 			}
 			for _, i := range run.ports {
-				fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(n.Ports[i].Pred, known))
-				if err := next(b, n.Ports[i], depth+1, present(known, n.Ports[i].Pred)); err != nil {
+				if done, err := g.emitPort(b, n.Ports[i], depth, known, next); done || err != nil {
 					return err
 				}
-				fmt.Fprintf(b, "%s}\n", ind)
 			}
 		}
 	} else if key, ok := switchKey(n, predicated); ok {
@@ -619,11 +704,9 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 		}
 	} else {
 		for _, i := range predicated {
-			fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(n.Ports[i].Pred, known))
-			if err := next(b, n.Ports[i], depth+1, present(known, n.Ports[i].Pred)); err != nil {
+			if done, err := g.emitPort(b, n.Ports[i], depth, known, next); done || err != nil {
 				return err
 			}
-			fmt.Fprintf(b, "%s}\n", ind)
 		}
 	}
 	if def >= 0 {
@@ -631,6 +714,26 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 	}
 	fmt.Fprintf(b, "%s%s\n", ind, g.dropCode(n.Name, "(none)"))
 	return nil
+}
+
+// emitPort writes the test of a predicated port and what follows it.
+// When the port's predicate is settled true, what follows is written
+// without a test and done reports that the ports after it are never
+// reached; a port settled false is left out.
+func (g *gen) emitPort(b *strings.Builder, p *graph.Port, depth int, known map[string]bool, next func(*strings.Builder, *graph.Port, int, map[string]bool) error) (done bool, err error) {
+	if v, ok := g.settled(p.Pred); ok {
+		if !v {
+			return false, nil
+		}
+		return true, next(b, p, depth, present(known, p.Pred))
+	}
+	ind := strings.Repeat("\t", depth)
+	fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(p.Pred, known))
+	if err := next(b, p, depth+1, present(known, p.Pred)); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(b, "%s}\n", ind)
+	return false, nil
 }
 
 // Table demultiplexing. A run is a stretch of consecutive predicated
@@ -938,7 +1041,7 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	inKeys := known
 	for _, k := range r.keys {
 		if !known[group(k)] {
-			guard = append(guard, fmt.Sprintf("f.has&%s != 0", PresenceBit(k)))
+			guard = append(guard, string(g.appendHas(nil, k)))
 		}
 		inKeys = present(inKeys, pred.Cmp{Field: k})
 	}
@@ -948,7 +1051,7 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	}
 	word := [2][]string{}
 	for _, s := range slots {
-		x := fmt.Sprintf("f.v[%s]", fieldConst(s.field))
+		x := string(g.appendRead(nil, s.field))
 		if s.shift > 0 {
 			x = fmt.Sprintf("%s<<%d", x, s.shift)
 		}
@@ -1056,8 +1159,7 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 			free = append(free, i)
 		}
 	}
-	fc := fieldConst(key)
-	fmt.Fprintf(b, "%sif f.has&%s != 0 {\n%s\tswitch f.v[%s] {\n", ind, PresenceBit(key), ind, fc)
+	fmt.Fprintf(b, "%sif %s {\n%s\tswitch %s {\n", ind, g.appendHas(nil, key), ind, g.appendRead(nil, key))
 	for _, v := range vals {
 		fmt.Fprintf(b, "%s\tcase %d:\n", ind, v)
 		cand := append(append([]int(nil), byVal[v]...), free...)
@@ -1114,19 +1216,82 @@ func (g *gen) verdictParts(o lpg.Outcome) (string, string) {
 // decoded fields f and the metadata m; the presence tests of the groups
 // in known (already proven present) are left out.
 func (g *gen) condKnown(e pred.Expr, known map[string]bool) string {
+	if g.fast {
+		e = foldFast(e)
+	}
 	return string(g.appendCond(nil, e, known))
+}
+
+// foldFast settles what the fixed layout decides in a predicate (the
+// presence of the headers it always or never has, the fields it fixes:
+// fallback.FastHas and FastValues) and simplifies the rest. A comparison
+// of a field of a missing header is false, as the decoded code's
+// presence test makes it.
+func foldFast(e pred.Expr) pred.Expr {
+	switch e := e.(type) {
+	case pred.Cmp:
+		has, settled := fallback.FastHas[PresenceBit(e.Field)]
+		switch {
+		case settled && !has:
+			return pred.Const(false)
+		case settled:
+			if v, ok := fallback.FastValues[e.Field]; ok {
+				return pred.Const(e.Holds(v))
+			}
+		}
+		return e
+	case pred.Not:
+		x := foldFast(e.X)
+		if c, ok := x.(pred.Const); ok {
+			return !c
+		}
+		return pred.Not{X: x}
+	case pred.And, pred.Or:
+		xs, and := []pred.Expr(nil), true
+		if a, ok := e.(pred.And); ok {
+			xs = a.X
+		} else {
+			xs, and = e.(pred.Or).X, false
+		}
+		// In an And, true conjuncts drop out and a false one decides;
+		// in an Or the other way round.
+		var out []pred.Expr
+		for _, x := range xs {
+			x = foldFast(x)
+			if c, ok := x.(pred.Const); ok {
+				if bool(c) != and {
+					return c
+				}
+				continue
+			}
+			out = append(out, x)
+		}
+		switch {
+		case len(out) == 0:
+			return pred.Const(and)
+		case len(out) == 1:
+			return out[0]
+		case and:
+			return pred.And{X: out}
+		}
+		return pred.Or{X: out}
+	}
+	return e
+}
+
+// settled is the value a port's predicate always has in the code being
+// written (only the fixed-layout copy settles any).
+func (g *gen) settled(e pred.Expr) (value, ok bool) {
+	if !g.fast {
+		return false, false
+	}
+	c, ok := foldFast(e).(pred.Const)
+	return bool(c), ok
 }
 
 // appendHex appends x as %#x does.
 func appendHex(buf []byte, x uint64) []byte {
 	return strconv.AppendUint(append(buf, "0x"...), x, 16)
-}
-
-// appendHas appends the test of a field's presence bit.
-func appendHas(buf []byte, field string) []byte {
-	buf = append(buf, "f.has&"...)
-	buf = append(buf, PresenceBit(field)...)
-	return append(buf, " != 0"...)
 }
 
 // appendCond appends condKnown's rendering of e to buf.
@@ -1169,27 +1334,25 @@ func (g *gen) appendCond(buf []byte, e pred.Expr, known map[string]bool) []byte 
 		buf = append(buf, goIdent(g.flagOrd[bit])...)
 		return append(buf, " != 0"...)
 	case pred.Cmp:
-		isKnown := known[group(e.Field)]
+		isKnown := known[group(e.Field)] || g.fast && fallback.FastHas[PresenceBit(e.Field)]
 		if e.Op == pred.In && e.Mask == 0 && len(e.Ranges) == 1 && e.Ranges[0].Lo == 0 && e.Ranges[0].Hi >= 1<<uint(pred.Fields[e.Field].Bits)-1 {
 			// Every value of the field: only its presence is tested.
 			if isKnown {
 				return append(buf, "true"...)
 			}
-			return appendHas(buf, e.Field)
+			return g.appendHas(buf, e.Field)
 		}
 		if e.Op == pred.In && len(e.Ranges) == 0 {
 			return append(buf, "false"...)
 		}
 		if !isKnown {
-			buf = append(appendHas(buf, e.Field), " && "...)
+			buf = append(g.appendHas(buf, e.Field), " && "...)
 		}
 		v := func(buf []byte) []byte {
 			if e.Mask != 0 {
 				buf = append(buf, '(')
 			}
-			buf = append(buf, "f.v["...)
-			buf = append(buf, fieldConst(e.Field)...)
-			buf = append(buf, ']')
+			buf = g.appendRead(buf, e.Field)
 			if e.Mask != 0 {
 				buf = append(buf, " & "...)
 				buf = append(appendHex(buf, e.Mask), ')')

@@ -44,13 +44,17 @@ var (
 // slots names the field of each slot and its presence bit, for
 // internal/packet, which decodes every field with the shipped decoder.
 func slots() string {
-	var names, bits strings.Builder
+	var names, bits, reads, has strings.Builder
 	for _, f := range pred.FieldNames() {
 		fmt.Fprintf(&names, "\t%q,\n", f)
 		fmt.Fprintf(&bits, "\t%s, // %s\n", PresenceBit(f), f)
+		fmt.Fprintf(&reads, "\tfast.%s,\n", fieldSuffix(f))
+		fmt.Fprintf(&has, "\tfast.%s,\n", PresenceBit(f))
 	}
 	return "\n// The field in each slot, and its header's presence bit.\nvar slotNames = [...]string{\n" + names.String() +
-		"}\n\nvar slotBits = [...]uint64{\n" + bits.String() + "}\n"
+		"}\n\nvar slotBits = [...]uint64{\n" + bits.String() + "}\n" +
+		"\n// The fixed-layout read of each slot, and of its header's presence,\n// as the generated code calls them.\nvar fastReads = [...]func(fast) uint64{\n" + reads.String() +
+		"}\n\nvar fastHas = [...]func(fast) bool{\n" + has.String() + "}\n"
 }
 
 // The decoder's switches for whole headers serve the layers they read.

@@ -9,7 +9,7 @@ import "embed"
 // file lets dragonc's own tools (internal/packet) decode frames with the
 // same code the generated modules run.
 //
-//go:embed decode.go table.go verdict.go
+//go:embed decode.go fast.go table.go verdict.go
 var Source embed.FS
 
 // Fields is every field of the vocabulary decoded from one frame. Slot i
@@ -39,3 +39,17 @@ func (x *Fields) Set(slot int, v uint64) {
 	x.f.v[slot] = v
 	x.f.has |= slotBits[slot]
 }
+
+// What the fixed layout (fast.go) settles before a frame arrives, for
+// the generator, which leaves out the checks it decides: the headers
+// such a frame always or never has (by presence bit), and the fields
+// whose values it fixes. The tests hold the fast methods to both.
+var (
+	FastHas = map[string]bool{
+		"hasFrame": true, "hasEth": true, "hasEthType": true, "hasIp": true,
+		"hasVlan": false, "hasArp": false, "hasOmx": false,
+	}
+	FastValues = map[string]uint64{
+		"eth.type": 0x0800, "ip.version": 4, "ip.ihl": 5, "ip.options": 0, "ip.hdr_ok": 1,
+	}
+)

@@ -64,6 +64,39 @@ func pseudo(src, dst []byte, proto byte, length int) uint32 {
 		uint32(proto) + uint32(length)
 }
 
+// The transport checks the decoder and the fixed-layout reads share.
+
+// icmpCsumOK: the ICMP checksum covers the whole message (RFC 792).
+func icmpCsumOK(l4 []byte) bool { return checksum(l4, 0) == 0xffff }
+
+// udpLenOK: the UDP length covers the header and fits in the datagram
+// (RFC 768).
+func udpLenOK(ulen, segLen int) bool { return ulen >= 8 && ulen <= segLen }
+
+// udpCsumOK: a zero checksum means none was sent (RFC 768); otherwise
+// the sum over the pseudo-header and the UDP length's bytes must fold
+// to 0xffff, and a length that does not fit fails.
+func udpCsumOK(l4, src, dst []byte) bool {
+	if binary.BigEndian.Uint16(l4[6:8]) == 0 {
+		return true
+	}
+	ulen := int(binary.BigEndian.Uint16(l4[4:6]))
+	return udpLenOK(ulen, len(l4)) && checksum(l4[:ulen], pseudo(src, dst, 17, ulen)) == 0xffff
+}
+
+// tcpHdrOK: the data offset (in 32-bit words) covers the fixed header
+// and fits in the segment (RFC 9293 section 3.1).
+func tcpHdrOK(offByte byte, segLen int) bool {
+	doff := int(offByte>>4) * 4
+	return doff >= 20 && doff <= segLen
+}
+
+// tcpCsumOK: the sum over the pseudo-header and the whole segment folds
+// to 0xffff (RFC 9293 section 3.1).
+func tcpCsumOK(l4, src, dst []byte) bool {
+	return checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff
+}
+
 // decode reads the fields the checks need.
 func (f *fields) decode(b []byte, m *Meta) {
 	f.has = hasFrame
@@ -219,7 +252,7 @@ func (f *fields) decode(b []byte, m *Meta) {
 				f.v[fIcmpCode] = uint64(l4[1])
 			}
 			if needIcmpCsumOk {
-				f.v[fIcmpCsumOk] = b2u(checksum(l4, 0) == 0xffff)
+				f.v[fIcmpCsumOk] = b2u(icmpCsumOK(l4))
 			}
 		case 17: // UDP, RFC 768
 			if !needUdp || len(l4) < 8 {
@@ -244,19 +277,11 @@ func (f *fields) decode(b []byte, m *Meta) {
 			if needUdpLen {
 				f.v[fUdpLen] = uint64(ulen)
 			}
-			lenOK := ulen >= 8 && ulen <= len(l4)
 			if needUdpLenOk {
-				f.v[fUdpLenOk] = b2u(lenOK)
+				f.v[fUdpLenOk] = b2u(udpLenOK(ulen, len(l4)))
 			}
 			if needUdpCsumOk {
-				ok := false
-				switch {
-				case binary.BigEndian.Uint16(l4[6:8]) == 0: // no checksum (RFC 768)
-					ok = true
-				case lenOK:
-					ok = checksum(l4[:ulen], pseudo(src, dst, 17, ulen)) == 0xffff
-				}
-				f.v[fUdpCsumOk] = b2u(ok)
+				f.v[fUdpCsumOk] = b2u(udpCsumOK(l4, src, dst))
 			}
 		case 6: // TCP, RFC 9293 section 3.1
 			if !needTcp || len(l4) < 20 {
@@ -265,7 +290,6 @@ func (f *fields) decode(b []byte, m *Meta) {
 			f.has |= hasTcp | hasL4
 			sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
 			dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
-			doff := int(l4[12]>>4) * 4
 			if needTcpSport {
 				f.v[fTcpSport] = sport
 			}
@@ -282,10 +306,10 @@ func (f *fields) decode(b []byte, m *Meta) {
 				f.v[fTcpFlags] = uint64(l4[13])
 			}
 			if needTcpHdrOk {
-				f.v[fTcpHdrOk] = b2u(doff >= 20 && doff <= len(l4))
+				f.v[fTcpHdrOk] = b2u(tcpHdrOK(l4[12], len(l4)))
 			}
 			if needTcpCsumOk {
-				f.v[fTcpCsumOk] = b2u(checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff)
+				f.v[fTcpCsumOk] = b2u(tcpCsumOK(l4, src, dst))
 			}
 		}
 	}

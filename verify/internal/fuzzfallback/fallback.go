@@ -299,6 +299,23 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 
 // queue0 runs the software graph of a queue (15 nodes).
 func queue0(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL2EtherClassifyL3
+				// RxL3IPv4ValidVersion
+				// RxL3IPv4ValidHeaderLength
+				return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+			}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+	}
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
@@ -357,6 +374,115 @@ func queue0(frame []byte, m *Meta) Verdict {
 
 // queue1 runs the software graph of a queue (131 nodes).
 func queue1(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL3IPv4ValidVersion
+				// RxL3IPv4ValidHeaderLength
+				// RxL3IPv4ValidLength
+				if x.IpLenOk() != 0x0 {
+					// RxL3IPv4ValidChecksum
+					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+						// RxL3IPv4ValidSource
+						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+							// RxL3IPv4ValidLocalIP
+							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+								// RxL3IPv4ValidReassembly
+								if x.IpFrag() == 0x0 {
+									// RxL3IPv4Classify
+									if x.IpProto() == 0x11 {
+										// RxL4UDPValidHeaderLength
+										if x.hasUdp() {
+											// RxL4UDPValidLength
+											if x.UdpLenOk() != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													// 101 ports by table table0
+													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+															return v
+														}
+													}
+													// RxL4UDPValidUnicastDest
+													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+														// RxL4UDPPortUnreachable
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+													}
+													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
+										}
+										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
+									}
+									if x.IpProto() == 0x6 {
+										// RxL4TCPValidUnicastDest
+										if x.IpDst() == 0xa000001 {
+											// RxL4TCPValidHeaderLength
+											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPValidNotReset
+													if (x.TcpFlags() & 0x4) == 0x0 {
+														// RxL4TCPListenDiscard
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														}
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
+									}
+									if x.IpProto() == 0x1 {
+										// RxL3ICMPValidHeaderLength
+										if x.hasIcmp() {
+											// RxL3ICMPValidChecksum
+											if x.IcmpCsumOk() != 0x0 {
+												// RxL3ICMPIsTypeRequest
+												if x.IcmpType() == 0x8 {
+													// RxL3ICMPValidUnicastDest
+													if x.IpDst() == 0xa000001 {
+														// RxL3ICMPNeedsResponse
+														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+										}
+										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+									}
+									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+								}
+								// RxL3IPv4Fragments
+								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+							}
+							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+						}
+						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+					}
+					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+			}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+	}
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
@@ -478,6 +604,119 @@ func queue1(frame []byte, m *Meta) Verdict {
 
 // queue2 runs the software graph of a queue (132 nodes).
 func queue2(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL3IPv4ValidVersion
+				// RxL3IPv4ValidHeaderLength
+				// RxL3IPv4ValidLength
+				if x.IpLenOk() != 0x0 {
+					// RxL3IPv4ValidChecksum
+					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+						// RxL3IPv4ValidSource
+						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+							// RxL3IPv4ValidLocalIP
+							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+								// RxL3IPv4ValidReassembly
+								if x.IpFrag() == 0x0 {
+									// RxL3IPv4Classify
+									if x.IpProto() == 0x11 {
+										// RxL4UDPValidHeaderLength
+										if x.hasUdp() {
+											// RxL4UDPValidLength
+											if x.UdpLenOk() != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													if (x.IpSrc() == 0xa000009) && (x.UdpSport() == 0x1b59) && (x.IpDst() == 0xa000001) && (x.UdpDport() == 0x1b58) {
+														// RxL4UDPSocket_repl
+														return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
+													}
+													// 101 ports by table table0
+													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+															return v
+														}
+													}
+													// RxL4UDPValidUnicastDest
+													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+														// RxL4UDPPortUnreachable
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+													}
+													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
+										}
+										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
+									}
+									if x.IpProto() == 0x6 {
+										// RxL4TCPValidUnicastDest
+										if x.IpDst() == 0xa000001 {
+											// RxL4TCPValidHeaderLength
+											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPValidNotReset
+													if (x.TcpFlags() & 0x4) == 0x0 {
+														// RxL4TCPListenDiscard
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														}
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
+									}
+									if x.IpProto() == 0x1 {
+										// RxL3ICMPValidHeaderLength
+										if x.hasIcmp() {
+											// RxL3ICMPValidChecksum
+											if x.IcmpCsumOk() != 0x0 {
+												// RxL3ICMPIsTypeRequest
+												if x.IcmpType() == 0x8 {
+													// RxL3ICMPValidUnicastDest
+													if x.IpDst() == 0xa000001 {
+														// RxL3ICMPNeedsResponse
+														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+										}
+										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+									}
+									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+								}
+								// RxL3IPv4Fragments
+								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+							}
+							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+						}
+						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+					}
+					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+			}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+	}
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
@@ -603,6 +842,119 @@ func queue2(frame []byte, m *Meta) Verdict {
 
 // queue3 runs the software graph of a queue (132 nodes).
 func queue3(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL3IPv4ValidVersion
+				// RxL3IPv4ValidHeaderLength
+				// RxL3IPv4ValidLength
+				if x.IpLenOk() != 0x0 {
+					// RxL3IPv4ValidChecksum
+					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+						// RxL3IPv4ValidSource
+						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+							// RxL3IPv4ValidLocalIP
+							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+								// RxL3IPv4ValidReassembly
+								if x.IpFrag() == 0x0 {
+									// RxL3IPv4Classify
+									if x.IpProto() == 0x11 {
+										// RxL4UDPValidHeaderLength
+										if x.hasUdp() {
+											// RxL4UDPValidLength
+											if x.UdpLenOk() != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													// 101 ports by table table0
+													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+															return v
+														}
+													}
+													if x.UdpDport() == 0x35 {
+														// RxL4UDPSocket_dns
+														return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
+													}
+													// RxL4UDPValidUnicastDest
+													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+														// RxL4UDPPortUnreachable
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+													}
+													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
+										}
+										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
+									}
+									if x.IpProto() == 0x6 {
+										// RxL4TCPValidUnicastDest
+										if x.IpDst() == 0xa000001 {
+											// RxL4TCPValidHeaderLength
+											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPValidNotReset
+													if (x.TcpFlags() & 0x4) == 0x0 {
+														// RxL4TCPListenDiscard
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														}
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
+									}
+									if x.IpProto() == 0x1 {
+										// RxL3ICMPValidHeaderLength
+										if x.hasIcmp() {
+											// RxL3ICMPValidChecksum
+											if x.IcmpCsumOk() != 0x0 {
+												// RxL3ICMPIsTypeRequest
+												if x.IcmpType() == 0x8 {
+													// RxL3ICMPValidUnicastDest
+													if x.IpDst() == 0xa000001 {
+														// RxL3ICMPNeedsResponse
+														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+										}
+										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+									}
+									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+								}
+								// RxL3IPv4Fragments
+								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+							}
+							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+						}
+						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+					}
+					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+			}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+	}
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
@@ -728,6 +1080,120 @@ func queue3(frame []byte, m *Meta) Verdict {
 
 // queue4 runs the software graph of a queue (133 nodes).
 func queue4(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL3IPv4ValidVersion
+				// RxL3IPv4ValidHeaderLength
+				// RxL3IPv4ValidLength
+				if x.IpLenOk() != 0x0 {
+					// RxL3IPv4ValidChecksum
+					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+						// RxL3IPv4ValidSource
+						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+							// RxL3IPv4ValidLocalIP
+							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+								// RxL3IPv4ValidReassembly
+								if x.IpFrag() == 0x0 {
+									// RxL3IPv4Classify
+									if x.IpProto() == 0x11 {
+										// RxL4UDPValidHeaderLength
+										if x.hasUdp() {
+											// RxL4UDPValidLength
+											if x.UdpLenOk() != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													// 101 ports by table table0
+													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+															return v
+														}
+													}
+													// RxL4UDPValidUnicastDest
+													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+														// RxL4UDPPortUnreachable
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+													}
+													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
+										}
+										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
+									}
+									if x.IpProto() == 0x6 {
+										// RxL4TCPValidUnicastDest
+										if x.IpDst() == 0xa000001 {
+											// RxL4TCPValidHeaderLength
+											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPDemux
+													if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x17) == 0x2) {
+														// RxL4TCPSocket_web
+														return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
+													}
+													// RxL4TCPValidNotReset
+													if (x.TcpFlags() & 0x4) == 0x0 {
+														// RxL4TCPListenDiscard
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														}
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
+									}
+									if x.IpProto() == 0x1 {
+										// RxL3ICMPValidHeaderLength
+										if x.hasIcmp() {
+											// RxL3ICMPValidChecksum
+											if x.IcmpCsumOk() != 0x0 {
+												// RxL3ICMPIsTypeRequest
+												if x.IcmpType() == 0x8 {
+													// RxL3ICMPValidUnicastDest
+													if x.IpDst() == 0xa000001 {
+														// RxL3ICMPNeedsResponse
+														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+										}
+										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+									}
+									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+								}
+								// RxL3IPv4Fragments
+								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+							}
+							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+						}
+						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+					}
+					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+			}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+	}
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
@@ -854,6 +1320,120 @@ func queue4(frame []byte, m *Meta) Verdict {
 
 // queue5 runs the software graph of a queue (133 nodes).
 func queue5(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL3IPv4ValidVersion
+				// RxL3IPv4ValidHeaderLength
+				// RxL3IPv4ValidLength
+				if x.IpLenOk() != 0x0 {
+					// RxL3IPv4ValidChecksum
+					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+						// RxL3IPv4ValidSource
+						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+							// RxL3IPv4ValidLocalIP
+							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+								// RxL3IPv4ValidReassembly
+								if x.IpFrag() == 0x0 {
+									// RxL3IPv4Classify
+									if x.IpProto() == 0x11 {
+										// RxL4UDPValidHeaderLength
+										if x.hasUdp() {
+											// RxL4UDPValidLength
+											if x.UdpLenOk() != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													// 101 ports by table table0
+													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+															return v
+														}
+													}
+													// RxL4UDPValidUnicastDest
+													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+														// RxL4UDPPortUnreachable
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+													}
+													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
+										}
+										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
+									}
+									if x.IpProto() == 0x6 {
+										// RxL4TCPValidUnicastDest
+										if x.IpDst() == 0xa000001 {
+											// RxL4TCPValidHeaderLength
+											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPDemux
+													if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
+														// RxL4TCPSocket_ssh
+														return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+													}
+													// RxL4TCPValidNotReset
+													if (x.TcpFlags() & 0x4) == 0x0 {
+														// RxL4TCPListenDiscard
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														}
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
+									}
+									if x.IpProto() == 0x1 {
+										// RxL3ICMPValidHeaderLength
+										if x.hasIcmp() {
+											// RxL3ICMPValidChecksum
+											if x.IcmpCsumOk() != 0x0 {
+												// RxL3ICMPIsTypeRequest
+												if x.IcmpType() == 0x8 {
+													// RxL3ICMPValidUnicastDest
+													if x.IpDst() == 0xa000001 {
+														// RxL3ICMPNeedsResponse
+														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+										}
+										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+									}
+									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+								}
+								// RxL3IPv4Fragments
+								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+							}
+							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+						}
+						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+					}
+					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+			}
+			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+	}
 	var f fields
 	f.decode(frame, m)
 	// RxQueue
