@@ -31,10 +31,10 @@ type Domain struct {
 // frames. Only fields whose domain differs from the universe are stored,
 // so boxes stay small and cheap to copy. The zero Box is the universe.
 type Box struct {
-	ids   []uint8  // sorted IDs of the restricted fields
-	doms  []Domain // their domains
-	empty bool     // known to hold no frame
-	gone  uint16   // layers known absent: their unrestricted fields are absent
+	ids   []uint8   // sorted IDs of the restricted fields
+	doms  []*Domain // their domains, never changed once stored: clones share them
+	empty bool      // known to hold no frame
+	gone  uint16    // layers known absent: their unrestricted fields are absent
 	atoms map[string]bool
 }
 
@@ -67,7 +67,7 @@ func Universe() *Box { return &Box{} }
 // (Restrict), and put then appends without growing the slices.
 func (b *Box) Clone() *Box {
 	const room = 2
-	c := &Box{ids: make([]uint8, len(b.ids), len(b.ids)+room), doms: make([]Domain, len(b.doms), len(b.doms)+room), empty: b.empty, gone: b.gone}
+	c := &Box{ids: make([]uint8, len(b.ids), len(b.ids)+room), doms: make([]*Domain, len(b.doms), len(b.doms)+room), empty: b.empty, gone: b.gone}
 	copy(c.ids, b.ids)
 	copy(c.doms, b.doms)
 	if len(b.atoms) > 0 {
@@ -92,15 +92,15 @@ func (b *Box) find(id int) (int, bool) {
 	return lo, lo < len(b.ids) && int(b.ids[lo]) == id
 }
 
-var absentOnly = Domain{Absent: true}
+var absentOnly = &Domain{Absent: true}
 
 // get returns a field's domain.
 func (b *Box) get(id int) Domain {
 	if i, ok := b.find(id); ok {
-		return b.doms[i]
+		return *b.doms[i]
 	}
 	if b.gone&layerBit[id] != 0 {
-		return absentOnly
+		return *absentOnly
 	}
 	return universe[id]
 }
@@ -118,15 +118,19 @@ func (b *Box) put(id int, d Domain) {
 		}
 		return
 	}
+	if ok && b.doms[i].Absent == d.Absent && slices.Equal(b.doms[i].Vals, d.Vals) {
+		return // no change: keep the shared domain
+	}
+	nd := &d
 	if ok {
-		b.doms[i] = d
+		b.doms[i] = nd
 		return
 	}
 	b.ids = append(b.ids, 0)
-	b.doms = append(b.doms, Domain{})
+	b.doms = append(b.doms, nil)
 	copy(b.ids[i+1:], b.ids[i:])
 	copy(b.doms[i+1:], b.doms[i:])
-	b.ids[i], b.doms[i] = uint8(id), d
+	b.ids[i], b.doms[i] = uint8(id), nd
 }
 
 // Domain returns a field's domain.
@@ -664,7 +668,7 @@ func Subset(a, b *Box) bool {
 		return true
 	}
 	for k, id := range b.ids {
-		ad, bd := a.get(int(id)), b.doms[k]
+		ad, bd := a.get(int(id)), *b.doms[k]
 		if ad.Absent && !bd.Absent || !subset(ad.Vals, bd.Vals) {
 			return false
 		}
@@ -698,7 +702,7 @@ func Intersects(a, b *Box) bool {
 	// Absent layers never conflict (absence meets absence); restricted
 	// fields are checked against the other box's domain.
 	for k, id := range a.ids {
-		x, y := a.doms[k], b.get(int(id))
+		x, y := *a.doms[k], b.get(int(id))
 		if !(x.Absent && y.Absent) && !overlaps(x.Vals, y.Vals) {
 			return false
 		}
@@ -707,7 +711,7 @@ func Intersects(a, b *Box) bool {
 		if _, ok := a.find(int(id)); ok {
 			continue
 		}
-		x, y := a.get(int(id)), b.doms[k]
+		x, y := a.get(int(id)), *b.doms[k]
 		if !(x.Absent && y.Absent) && !overlaps(x.Vals, y.Vals) {
 			return false
 		}
@@ -725,7 +729,7 @@ func Meet(a, b *Box) *Box {
 	c := a.Clone()
 	c.empty = a.empty || b.empty
 	for k, id := range b.ids {
-		ad, bd := a.get(int(id)), b.doms[k]
+		ad, bd := a.get(int(id)), *b.doms[k]
 		c.put(int(id), Domain{Vals: intersect(ad.Vals, bd.Vals), Absent: ad.Absent && bd.Absent})
 	}
 	if extra := b.gone &^ a.gone; extra != 0 {
