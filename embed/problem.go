@@ -84,6 +84,11 @@ type endpoint struct {
 	// covering a flow on the same port).
 	over []int
 	box  packetBox
+	// Kept for every search state: the box its entry matches, per table
+	// index (entryBox), and relation's answers, 1 + the relation per
+	// (k+1, table index), 0 while not worked out.
+	entry []packetBox
+	rel   []int8
 }
 
 // problem is the fixed part of a search.
@@ -105,11 +110,6 @@ type problem struct {
 	// hidden holds the silicon's steering nodes the driver does not
 	// expose, with the reason.
 	hidden []hiddenSpace
-	// Caches every search state shares: the box an endpoint's entry
-	// matches per table, and how an entry relates to an endpoint's
-	// packets (0 disjoint, 1 overlapping, 2 covering).
-	entryBx map[entryKey]packetBox
-	cover   map[coverKey]int8
 	// emptyCost is, per RSS mode, the cost with no entry anywhere: the
 	// reference costs of the plan, known once a state of the mode was made.
 	emptyCost map[int]costmodel.Cost
@@ -213,7 +213,6 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 			}
 		}
 	}
-	p.entryBx, p.cover = map[entryKey]packetBox{}, map[coverKey]int8{}
 	p.modes = p.rssModes()
 	p.paths = embedding.LPGPaths(in.LPG)
 	for i, e := range in.Stack.Endpoints {

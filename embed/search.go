@@ -50,16 +50,6 @@ type state struct {
 	scratch      []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
 }
 
-type coverKey struct {
-	i, j int
-	t    *table
-}
-
-type entryKey struct {
-	i int
-	t *table
-}
-
 func (p *problem) newState(mode int) *state {
 	nt := len(p.tables)
 	s := &state{p: p, mode: mode, choice: make([]choice, len(p.eps)), used: make([]int, nt), shape: make([]string, nt), shapeN: make([]int, nt)}
@@ -154,14 +144,18 @@ func (s *state) place(i int) {
 	s.ev.Set(i, s.shares(i))
 }
 
+// entryBox is the box endpoint i's entry in t matches, kept with i.
 func (p *problem) entryBox(i int, t *table) packetBox {
-	k := entryKey{i, t}
-	if b, ok := p.entryBx[k]; ok {
+	ep := p.eps[i]
+	if ep.entry == nil {
+		ep.entry = make([]packetBox, len(p.tables))
+	}
+	if b := ep.entry[t.idx]; b != nil {
 		return b
 	}
-	e := prg.Entry{Match: p.eps[i].match[t.idx]}
+	e := prg.Entry{Match: ep.match[t.idx]}
 	b, _ := solver.Restrict(solver.Universe(), e.Predicate(t.sp))
-	p.entryBx[k] = b
+	ep.entry[t.idx] = b
 	return b
 }
 
@@ -174,7 +168,7 @@ func (p *problem) entryBox(i int, t *table) packetBox {
 func (s *state) shares(i int) []costmodel.Share {
 	e := s.p.eps[i]
 	type cand struct {
-		j     int
+		k, j  int // j is e.over[k], or i itself (k = -1)
 		order int
 		prio  int
 	}
@@ -190,7 +184,7 @@ func (s *state) shares(i int) []costmodel.Share {
 			if s.dragonetPrio {
 				prio = 0
 			}
-			cands = append(cands, cand{j, c.t.order, prio})
+			cands = append(cands, cand{k, j, c.t.order, prio})
 		}
 	}
 	if len(cands) > 1 {
@@ -209,7 +203,7 @@ func (s *state) shares(i int) []costmodel.Share {
 	covered := false
 	winner := -1
 	for _, c := range cands {
-		rel := s.p.relation(i, c.j, s.choice[c.j].t)
+		rel := s.p.relation(i, c.k, c.j, s.choice[c.j].t)
 		if rel == 0 {
 			continue
 		}
@@ -237,12 +231,17 @@ func (s *state) shares(i int) []costmodel.Share {
 }
 
 // relation says how endpoint j's entry in t relates to endpoint i's
-// packets: 0 disjoint, 1 overlapping, 2 covering. Boxes never change, so
-// the answer is cached for every state of the problem.
-func (p *problem) relation(i, j int, t *table) int8 {
-	k := coverKey{i, j, t}
-	if r, ok := p.cover[k]; ok {
-		return r
+// packets: 0 disjoint, 1 overlapping, 2 covering. j is i itself (k = -1)
+// or i's k-th overlapping endpoint (over[k]). Boxes never change, so the
+// answer is kept, with i, for every state of the problem.
+func (p *problem) relation(i, k, j int, t *table) int8 {
+	e := p.eps[i]
+	if n := (len(e.over) + 1) * len(p.tables); len(e.rel) != n {
+		e.rel = make([]int8, n) // over is complete before any search
+	}
+	slot := (k+1)*len(p.tables) + t.idx
+	if r := e.rel[slot]; r != 0 {
+		return r - 1
 	}
 	eb := p.entryBox(j, t)
 	var r int8
@@ -252,7 +251,7 @@ func (p *problem) relation(i, j int, t *table) int8 {
 	case intersects(p.eps[i].box, eb):
 		r = 1
 	}
-	p.cover[k] = r
+	e.rel[slot] = r + 1
 	return r
 }
 

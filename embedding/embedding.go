@@ -108,14 +108,14 @@ type Embedding struct {
 	Config     *prg.Config
 	HW         *graph.Graph // the configured PRG
 	LPG        *graph.Graph
-	Queues     []*QueueEmbedding   // every queue some frame can reach, by ID
-	Reach      map[string][]int    // endpoint -> queue IDs its packets reach
-	Steer      map[string]string   // endpoint -> steering (table node, rss, default)
-	lpgBox     map[int]*solver.Box // LPG node -> path box
-	index      map[int]*portIndex  // configured PRG node -> index of many ports
-	epNode     map[string]int      // endpoint -> its LPG delivery node
-	epNum      map[string]int      // endpoint -> its number
-	epOf       []int               // LPG node -> the number of the endpoint it delivers to, or -1
+	Queues     []*QueueEmbedding  // every queue some frame can reach, by ID
+	Reach      map[string][]int   // endpoint -> queue IDs its packets reach
+	Steer      map[string]string  // endpoint -> steering (table node, rss, default)
+	lpgBox     []*solver.Box      // LPG node -> path box
+	index      map[int]*portIndex // configured PRG node -> index of many ports
+	epNode     map[string]int     // endpoint -> its LPG delivery node
+	epNum      map[string]int     // endpoint -> its number
+	epOf       []int              // LPG node -> the number of the endpoint it delivers to, or -1
 	qByID      map[int]*QueueEmbedding
 	hwPortBox  [][]portBox // configured PRG node -> its ports' boxes (nil: none made yet)
 	lpgPortBox [][]portBox // LPG node -> its ports' boxes
@@ -212,9 +212,9 @@ func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
 // Paths are the facts about an LPG that every embedding of it shares.
 type Paths struct {
-	Order     []int               // a topological order of the nodes
-	Boxes     map[int]*solver.Box // per node, a box holding every frame that reaches it
-	Endpoints map[string]int      // the delivery node of each endpoint
+	Order     []int          // a topological order of the nodes
+	Boxes     []*solver.Box  // per node ID, a box holding every frame that reaches it
+	Endpoints map[string]int // the delivery node of each endpoint
 }
 
 // LPGPaths works out an LPG's Paths: the boxes are exact along chains of
@@ -709,8 +709,8 @@ func lpgOrder(g *graph.Graph) []int {
 	return order
 }
 
-func pathBoxes(g *graph.Graph, order []int) (map[int]*solver.Box, map[string]int) {
-	boxes := map[int]*solver.Box{}
+func pathBoxes(g *graph.Graph, order []int) ([]*solver.Box, map[string]int) {
+	boxes := make([]*solver.Box, len(g.Nodes))
 	eps := map[string]int{}
 	in := g.InPorts()
 	for _, id := range order {
