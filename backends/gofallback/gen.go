@@ -158,7 +158,11 @@ type gen struct {
 	tables     strings.Builder
 	tableNames map[string]string // entries -> table
 	curSW      *graph.Graph
-	used       map[string]bool // the fields the queues' software reads
+	// Per queue, for both copies of its checks: each node's runs and
+	// each table run's declared table (by node and first port).
+	runs    map[int][]run
+	tableOf map[[2]int]tableDecl
+	used    map[string]bool // the fields the queues' software reads
 	// fast: the code being written is a queue's fixed-layout copy, which
 	// reads fields with the methods of fast (internal/fallback/fast.go)
 	// instead of from the decoded fields f.
@@ -519,6 +523,7 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	g.readFields(sw)
 	g.flagOrd = appendFlags(g.flagOrd, g.flags, sw)
 	g.curSW = sw
+	g.runs, g.tableOf = map[int][]run{}, map[[2]int]tableDecl{}
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
 	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta) Verdict {\n", qPrefix)
@@ -686,10 +691,17 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			def = i
 		}
 	}
-	if runs := g.tableRuns(sw, n, predicated, known); runs != nil {
+	// Both copies of a queue's checks meet a node with the same known
+	// headers, so its runs (and their tables) are worked out once.
+	runs, ok := g.runs[id]
+	if !ok {
+		runs = g.tableRuns(sw, n, predicated, known)
+		g.runs[id] = runs
+	}
+	if runs != nil {
 		for _, run := range runs {
 			if run.table {
-				g.emitTable(b, n, run, depth, known)
+				g.emitTable(b, n, id, run, depth, known)
 				continue
 			}
 			for _, i := range run.ports {
@@ -959,8 +971,28 @@ type keySlot struct {
 }
 
 // emitTable writes the lookup of a table run and declares its table.
-func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, known map[string]bool) {
-	ind := strings.Repeat("\t", depth)
+func (g *gen) emitTable(b *strings.Builder, n *graph.Node, id int, r run, depth int, known map[string]bool) {
+	key := [2]int{id, r.ports[0]}
+	t, ok := g.tableOf[key]
+	if !ok {
+		t = g.declareTable(n, r)
+		g.tableOf[key] = t
+	}
+	g.emitLookup(b, n, r, t, depth, known)
+}
+
+// tableDecl is a declared table: its name, its kind and how its key is
+// packed.
+type tableDecl struct {
+	name  string
+	dense bool
+	words int
+	slots []keySlot
+}
+
+// declareTable writes the table of a run to g.tables, unless a table
+// with the same entries is declared already, and returns it.
+func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 	slots := packKey(r.keys)
 	words := 1
 	for _, s := range slots {
@@ -1035,8 +1067,12 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 		g.tables.Write(body)
 		g.tables.WriteString("})\n\n")
 	}
+	return tableDecl{name: name, dense: denseOK, words: words, slots: slots}
+}
 
-	// The lookup.
+// emitLookup writes the lookup of a run in its table.
+func (g *gen) emitLookup(b *strings.Builder, n *graph.Node, r run, t tableDecl, depth int, known map[string]bool) {
+	ind := strings.Repeat("\t", depth)
 	var guard []string
 	inKeys := known
 	for _, k := range r.keys {
@@ -1050,14 +1086,14 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 		inKeys = present(inKeys, c)
 	}
 	word := [2][]string{}
-	for _, s := range slots {
+	for _, s := range t.slots {
 		x := string(g.appendRead(nil, s.field))
 		if s.shift > 0 {
 			x = fmt.Sprintf("%s<<%d", x, s.shift)
 		}
 		word[s.word] = append(word[s.word], x)
 	}
-	fmt.Fprintf(b, "%s// %d ports by table %s\n", ind, len(r.ports), name)
+	fmt.Fprintf(b, "%s// %d ports by table %s\n", ind, len(r.ports), t.name)
 	if len(guard) > 0 {
 		fmt.Fprintf(b, "%sif %s {\n", ind, strings.Join(guard, " && "))
 	} else {
@@ -1065,12 +1101,12 @@ func (g *gen) emitTable(b *strings.Builder, n *graph.Node, r run, depth int, kno
 	}
 	var lookup string
 	switch {
-	case denseOK:
-		lookup = fmt.Sprintf("%s.find(%s)", name, strings.Join(word[0], " | "))
-	case words == 1:
-		lookup = fmt.Sprintf("%s.find(%s, 0)", name, strings.Join(word[0], " | "))
+	case t.dense:
+		lookup = fmt.Sprintf("%s.find(%s)", t.name, strings.Join(word[0], " | "))
+	case t.words == 1:
+		lookup = fmt.Sprintf("%s.find(%s, 0)", t.name, strings.Join(word[0], " | "))
 	default:
-		lookup = fmt.Sprintf("%s.find(%s, %s)", name, strings.Join(word[0], " | "), strings.Join(word[1], " | "))
+		lookup = fmt.Sprintf("%s.find(%s, %s)", t.name, strings.Join(word[0], " | "), strings.Join(word[1], " | "))
 	}
 	cond := "v.Kind != missing"
 	if r.rest != nil {
