@@ -728,19 +728,24 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 	return nil
 }
 
-// emitPort writes the test of a predicated port and what follows it.
-// When the port's predicate is settled true, what follows is written
-// without a test and done reports that the ports after it are never
-// reached; a port settled false is left out.
+// emitPort writes the test of a predicated port and what follows it. In
+// the fixed-layout copy the predicate is folded first (foldFast): when
+// the layout settles it true, what follows is written without a test
+// and done reports that the ports after it are never reached; a port it
+// settles false is left out.
 func (g *gen) emitPort(b *strings.Builder, p *graph.Port, depth int, known map[string]bool, next func(*strings.Builder, *graph.Port, int, map[string]bool) error) (done bool, err error) {
-	if v, ok := g.settled(p.Pred); ok {
-		if !v {
-			return false, nil
+	e := p.Pred
+	if g.fast {
+		e = foldFast(e)
+		if c, ok := e.(pred.Const); ok {
+			if !c {
+				return false, nil
+			}
+			return true, next(b, p, depth, present(known, p.Pred))
 		}
-		return true, next(b, p, depth, present(known, p.Pred))
 	}
 	ind := strings.Repeat("\t", depth)
-	fmt.Fprintf(b, "%sif %s {\n", ind, g.condKnown(p.Pred, known))
+	fmt.Fprintf(b, "%sif %s {\n", ind, g.appendCond(nil, e, known))
 	if err := next(b, p, depth+1, present(known, p.Pred)); err != nil {
 		return false, err
 	}
@@ -1313,16 +1318,6 @@ func foldFast(e pred.Expr) pred.Expr {
 		return pred.Or{X: out}
 	}
 	return e
-}
-
-// settled is the value a port's predicate always has in the code being
-// written (only the fixed-layout copy settles any).
-func (g *gen) settled(e pred.Expr) (value, ok bool) {
-	if !g.fast {
-		return false, false
-	}
-	c, ok := foldFast(e).(pred.Const)
-	return bool(c), ok
 }
 
 // appendHex appends x as %#x does.
