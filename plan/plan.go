@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -286,8 +287,9 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 }
 
 // The elements of the plan's big lists (a queue's software, an endpoint, a
-// placement) are written by hand in json.MarshalIndent's layout at the
-// depth WriteJSON puts them (prefix "    ", indent "  "): reflection and
+// placement, a table and its entries) are written by hand in
+// json.MarshalIndent's layout at the depth WriteJSON puts them (prefix
+// "    ", indent "  "): reflection and
 // the indentation pass were most of the time of writing a plan of 10,000
 // endpoints. TestWriteJSONIsMarshalIndent holds them to MarshalIndent's
 // bytes.
@@ -348,6 +350,86 @@ func (p Place) appendJSON(b []byte) []byte {
 	if p.Descriptor {
 		b = appendKey(b, "descriptor", false)
 		b = append(b, "true"...)
+	}
+	return append(b, elemEnd...)
+}
+
+func (c Config) appendJSON(b []byte) []byte {
+	const (
+		entry      = elemItem + "{"
+		entryField = "\n          "
+		entryEnd   = "\n        }"
+		field      = "\n            {"
+		fieldField = "\n              "
+		fieldEnd   = "\n            }"
+	)
+	key := func(b []byte, indent, k string, first bool) []byte {
+		if !first {
+			b = append(b, ',')
+		}
+		b = append(b, indent...)
+		return append(appendString(b, k), ": "...)
+	}
+	b = append(b, '{')
+	b = appendKey(b, "node", true)
+	b = appendString(b, c.Node)
+	b = appendKey(b, "kind", false)
+	b = appendString(b, c.Kind)
+	if len(c.Entries) > 0 {
+		b = appendKey(b, "entries", false)
+		b = append(b, '[')
+		for i, e := range c.Entries {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, entry...)
+			b = appendString(key(b, entryField, "match", true), e.Match)
+			b = appendString(key(b, entryField, "action", false), e.Action)
+			b = strconv.AppendInt(key(b, entryField, "priority", false), int64(e.Priority), 10)
+			if e.Endpoint != "" {
+				b = appendString(key(b, entryField, "endpoint", false), e.Endpoint)
+			}
+			b = key(b, entryField, "fields", false)
+			switch {
+			case e.Fields == nil:
+				b = append(b, "null"...)
+			case len(e.Fields) == 0:
+				b = append(b, "[]"...)
+			default:
+				b = append(b, '[')
+				for j, f := range e.Fields {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, field...)
+					b = appendString(key(b, fieldField, "field", true), f.Field)
+					b = strconv.AppendUint(key(b, fieldField, "value", false), f.Value, 10)
+					if f.Mask != 0 {
+						b = strconv.AppendUint(key(b, fieldField, "mask", false), f.Mask, 10)
+					}
+					b = append(b, fieldEnd...)
+				}
+				b = append(b, "\n          ]"...)
+			}
+			b = append(b, entryEnd...)
+		}
+		b = append(b, "\n      ]"...)
+	}
+	if c.Choice != "" {
+		b = appendKey(b, "choice", false)
+		b = appendString(b, c.Choice)
+	}
+	if len(c.Indirection) > 0 {
+		b = appendKey(b, "indirection", false)
+		b = appendStrings(b, c.Indirection)
+	}
+	if len(c.Placement) > 0 {
+		b = appendKey(b, "placement", false)
+		b = append(b, '{')
+		for i, k := range slices.Sorted(maps.Keys(c.Placement)) {
+			b = appendString(key(b, elemItem, k, i == 0), c.Placement[k])
+		}
+		b = append(b, "\n      }"...)
 	}
 	return append(b, elemEnd...)
 }

@@ -61,7 +61,11 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 		Queues:    []plan.Queue{{ID: -1, Core: 7, Software: []string{}}, {ID: 3, Endpoints: []string{"a\"b", "c\\d", "é", "\xff"}, Software: []string{"x\u2029y", "\t"}}},
 		Endpoints: []plan.Endpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large"}},
 		Placement: map[string]plan.Place{"b\"<": {}, "a": {Where: "hardware", Queues: []int{0, 15}, Engine: "tigon0", Descriptor: true}, "": {Queues: []int{}}},
-		Engines:   []plan.Engine{{}}, Warnings: []string{"</script>", "\x00\x1b"},
+		Config: []plan.Config{{}, {Node: "n<1>", Kind: "table", Entries: []plan.Entry{
+			{Match: "a & b", Action: "q\"1", Priority: -2, Endpoint: "é", Fields: []plan.Field{{Field: "ip.dst", Value: 1 << 40, Mask: 0xff}, {Field: "", Value: 0}}},
+			{Fields: []plan.Field{}}, {}}, Choice: "c\u2028", Indirection: []string{"0", "<1>"},
+			Placement: map[string]string{"b": "x", "a\"": "\xff", "": ""}}, {Kind: "rss", Entries: []plan.Entry{}, Indirection: []string{}, Placement: map[string]string{}}},
+		Engines: []plan.Engine{{}}, Warnings: []string{"</script>", "\x00\x1b"},
 		VIA: &plan.VIA{Streams: []plan.Stream{{Endpoint: "<s>", Reason: "\u2028", CombineDelayMS: 0.5}}}}
 	plans = append(plans, &plan.Plan{}, hostile)
 	for i, p := range plans {
