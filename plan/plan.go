@@ -355,14 +355,9 @@ func (p Place) appendJSON(b []byte) []byte {
 }
 
 func (c Config) appendJSON(b []byte) []byte {
-	const (
-		entry      = elemItem + "{"
-		entryField = "\n          "
-		entryEnd   = "\n        }"
-		field      = "\n            {"
-		fieldField = "\n              "
-		fieldEnd   = "\n            }"
-	)
+	// An entry is an item of a list field; its fields list is one level
+	// deeper.
+	const entryField, fieldField = "\n          ", "\n              "
 	key := func(b []byte, indent, k string, first bool) []byte {
 		if !first {
 			b = append(b, ',')
@@ -370,50 +365,31 @@ func (c Config) appendJSON(b []byte) []byte {
 		b = append(b, indent...)
 		return append(appendString(b, k), ": "...)
 	}
+	field := func(b []byte, f Field) []byte {
+		b = appendString(key(append(b, '{'), fieldField, "field", true), f.Field)
+		b = strconv.AppendUint(key(b, fieldField, "value", false), f.Value, 10)
+		if f.Mask != 0 {
+			b = strconv.AppendUint(key(b, fieldField, "mask", false), f.Mask, 10)
+		}
+		return append(b, "\n            }"...)
+	}
+	entry := func(b []byte, e Entry) []byte {
+		b = appendString(key(append(b, '{'), entryField, "match", true), e.Match)
+		b = appendString(key(b, entryField, "action", false), e.Action)
+		b = strconv.AppendInt(key(b, entryField, "priority", false), int64(e.Priority), 10)
+		if e.Endpoint != "" {
+			b = appendString(key(b, entryField, "endpoint", false), e.Endpoint)
+		}
+		b = appendListAt(key(b, entryField, "fields", false), e.Fields, "\n            ", "\n          ]", field)
+		return append(b, "\n        }"...)
+	}
 	b = append(b, '{')
 	b = appendKey(b, "node", true)
 	b = appendString(b, c.Node)
 	b = appendKey(b, "kind", false)
 	b = appendString(b, c.Kind)
 	if len(c.Entries) > 0 {
-		b = appendKey(b, "entries", false)
-		b = append(b, '[')
-		for i, e := range c.Entries {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, entry...)
-			b = appendString(key(b, entryField, "match", true), e.Match)
-			b = appendString(key(b, entryField, "action", false), e.Action)
-			b = strconv.AppendInt(key(b, entryField, "priority", false), int64(e.Priority), 10)
-			if e.Endpoint != "" {
-				b = appendString(key(b, entryField, "endpoint", false), e.Endpoint)
-			}
-			b = key(b, entryField, "fields", false)
-			switch {
-			case e.Fields == nil:
-				b = append(b, "null"...)
-			case len(e.Fields) == 0:
-				b = append(b, "[]"...)
-			default:
-				b = append(b, '[')
-				for j, f := range e.Fields {
-					if j > 0 {
-						b = append(b, ',')
-					}
-					b = append(b, field...)
-					b = appendString(key(b, fieldField, "field", true), f.Field)
-					b = strconv.AppendUint(key(b, fieldField, "value", false), f.Value, 10)
-					if f.Mask != 0 {
-						b = strconv.AppendUint(key(b, fieldField, "mask", false), f.Mask, 10)
-					}
-					b = append(b, fieldEnd...)
-				}
-				b = append(b, "\n          ]"...)
-			}
-			b = append(b, entryEnd...)
-		}
-		b = append(b, "\n      ]"...)
+		b = appendList(appendKey(b, "entries", false), c.Entries, entry)
 	}
 	if c.Choice != "" {
 		b = appendKey(b, "choice", false)
@@ -452,6 +428,12 @@ func appendInts(b []byte, xs []int) []byte {
 
 // appendList appends a list field's value, one item per line.
 func appendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
+	return appendListAt(b, xs, elemItem, "\n      ]", item)
+}
+
+// appendListAt is appendList for a list whose items start with indent
+// and which closes with end.
+func appendListAt[T any](b []byte, xs []T, indent, end string, item func([]byte, T) []byte) []byte {
 	if xs == nil {
 		return append(b, "null"...)
 	}
@@ -463,9 +445,9 @@ func appendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = item(append(b, elemItem...), x)
+		b = item(append(b, indent...), x)
 	}
-	return append(b, "\n      ]"...)
+	return append(b, end...)
 }
 
 // appendString appends s as encoding/json writes it: plain printable ASCII
