@@ -95,6 +95,21 @@ func tcpCsumOK(l4, src, dst []byte) bool {
 	return checksum(l4, pseudo(src, dst, 6, len(l4))) == 0xffff
 }
 
+// ports reads the ports UDP and TCP share at the head of their headers,
+// and stores them as l4.sport and l4.dport.
+func (f *fields) ports(l4 []byte) (sport, dport uint64) {
+	sport = uint64(binary.BigEndian.Uint16(l4[0:2]))
+	dport = uint64(binary.BigEndian.Uint16(l4[2:4]))
+	f.has |= hasL4
+	if needL4Sport {
+		f.v[fL4Sport] = sport
+	}
+	if needL4Dport {
+		f.v[fL4Dport] = dport
+	}
+	return sport, dport
+}
+
 // decode reads the fields the checks need.
 func (f *fields) decode(b []byte, m *Meta) {
 	f.has = hasFrame
@@ -256,21 +271,14 @@ func (f *fields) decode(b []byte, m *Meta) {
 			if !needUdp || len(l4) < 8 {
 				return
 			}
-			f.has |= hasUdp | hasL4
-			sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
-			dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
+			f.has |= hasUdp
+			sport, dport := f.ports(l4)
 			ulen := int(binary.BigEndian.Uint16(l4[4:6]))
 			if needUdpSport {
 				f.v[fUdpSport] = sport
 			}
 			if needUdpDport {
 				f.v[fUdpDport] = dport
-			}
-			if needL4Sport {
-				f.v[fL4Sport] = sport
-			}
-			if needL4Dport {
-				f.v[fL4Dport] = dport
 			}
 			if needUdpLen {
 				f.v[fUdpLen] = uint64(ulen)
@@ -285,20 +293,13 @@ func (f *fields) decode(b []byte, m *Meta) {
 			if !needTcp || len(l4) < 20 {
 				return
 			}
-			f.has |= hasTcp | hasL4
-			sport := uint64(binary.BigEndian.Uint16(l4[0:2]))
-			dport := uint64(binary.BigEndian.Uint16(l4[2:4]))
+			f.has |= hasTcp
+			sport, dport := f.ports(l4)
 			if needTcpSport {
 				f.v[fTcpSport] = sport
 			}
 			if needTcpDport {
 				f.v[fTcpDport] = dport
-			}
-			if needL4Sport {
-				f.v[fL4Sport] = sport
-			}
-			if needL4Dport {
-				f.v[fL4Dport] = dport
 			}
 			if needTcpFlags {
 				f.v[fTcpFlags] = uint64(l4[13])
