@@ -22,8 +22,9 @@ import (
 // for one of the stack's addresses, an IPv4 datagram to one of its
 // addresses carrying UDP (any port: the LPG answers a closed one) or an
 // ICMP echo request, or any Open-MX frame. Everything else (TCP, other
-// ICMP types, IPv6, VLAN-tagged frames, other hosts' traffic) belongs to
-// the kernel and is passed up untouched, so the host keeps working.
+// ICMP types, IPv6, frames of a VLAN, other hosts' traffic) belongs to
+// the kernel and is passed up untouched, so the host keeps working. A
+// priority tag (802.1Q with VID 0) is no tag, as in the LPG.
 //
 // The queue of one of ours is found as a NIC's steering finds it: the
 // groups of rules in order (the first hit decides; a rule may drop), then
@@ -229,9 +230,11 @@ const (
 	stICMP  = -96    // the ICMP type byte
 	stLen   = -104   // the bytes from the IPv4 header on
 	stHdr   = -112   // 1 when the IPv4 header fits the frame (ip.hdr_ok)
+	stL3    = -120   // where the IPv4 header or ARP body starts: 14, or 18 after a priority tag
 	ethARP  = 0x0608 // 0x0806 read as a little-endian half word
 	ethIPv4 = 0x0008
 	ethOMX  = 0xdf86 // Open-MX's EtherType 0x86DF, read little-endian
+	ethVLAN = 0x0081 // 802.1Q's 0x8100, read little-endian
 	ethVIA  = 0xb588 // the software VI's EtherType 0x88B5 (package sovia), read little-endian
 )
 
@@ -250,7 +253,13 @@ func (s *Stage) hasDrops() bool {
 // classifier returns the program of the given kind for stage s over m.
 func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	var in asm.Instructions
-	add := func(x ...asm.Instruction) { in = append(in, x...) }
+	var next string // the label of the next instruction
+	add := func(x ...asm.Instruction) {
+		if next != "" && len(x) > 0 {
+			x[0], next = x[0].WithSymbol(next), ""
+		}
+		in = append(in, x...)
+	}
 	// load copies n bytes at offset off (register or constant) of the frame
 	// to the stack at dst, or jumps to fail when the frame is too short.
 	load := func(offReg asm.Register, off int32, dst int16, n int32, fail string) {
@@ -283,8 +292,24 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	}
 
 	add(asm.Mov.Reg(asm.R6, asm.R1), asm.Mov.Imm(asm.R7, 0))
+	if kind != progXDP {
+		// A socket program sees a frame after the kernel took its
+		// 802.1Q tag off into the skb (__netif_receive_skb_core,
+		// skb_vlan_untag). A frame of a VLAN is the kernel's (the LPG
+		// drops it: no interface declares a VLAN); a priority tag (VID
+		// 0) is no tag (IEEE 802.1Q).
+		add(asm.LoadMem(asm.R0, asm.R6, 20, asm.Word), // __sk_buff.vlan_present
+			asm.JEq.Imm(asm.R0, 0, "eth"),
+			asm.LoadMem(asm.R0, asm.R6, 24, asm.Word), // __sk_buff.vlan_tci
+			asm.And.Imm(asm.R0, 0x0fff),
+			asm.JNE.Imm(asm.R0, 0, "pass"))
+		next = "eth"
+	}
 	load(asm.R0, 0, stEth, 14, "pass")
-	add(asm.LoadMem(asm.R0, asm.R10, stEth+12, asm.Half))
+	add(asm.StoreImm(asm.R10, stL3, 14, asm.Word),
+		asm.LoadMem(asm.R0, asm.R10, stEth+12, asm.Half),
+		asm.JEq.Imm(asm.R0, ethVLAN, "tagged"))
+	next = "ethtype"
 	if s.ARP {
 		add(asm.JEq.Imm(asm.R0, ethARP, "arp"))
 	}
@@ -297,14 +322,15 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	add(asm.JNE.Imm(asm.R0, ethIPv4, "pass"))
 
 	// IPv4 (RFC 791 §3.1): version and IHL, then the destination.
-	load(asm.R0, 14, stIP, 20, "pass")
+	add(asm.LoadMem(asm.R8, asm.R10, stL3, asm.Word))
+	load(asm.R8, 0, stIP, 20, "pass")
 	add(
 		asm.LoadMem(asm.R0, asm.R10, stIP, asm.Byte),
 		asm.Mov.Reg(asm.R1, asm.R0), asm.RSh.Imm(asm.R1, 4),
 		asm.JNE.Imm(asm.R1, 4, "pass"),
 		asm.And.Imm(asm.R0, 0xf),
 		asm.JLT.Imm(asm.R0, 5, "pass"),
-		asm.LSh.Imm(asm.R0, 2), asm.Add.Imm(asm.R0, 14), asm.Mov.Reg(asm.R8, asm.R0), // the L4 offset
+		asm.LSh.Imm(asm.R0, 2), asm.Add.Reg(asm.R0, asm.R8), asm.Mov.Reg(asm.R8, asm.R0), // the L4 offset
 		asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stAddr, asm.R0, asm.Word),
 	)
 	lookup(m.addrs.FD(), stAddr)
@@ -332,8 +358,8 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 
 	if s.ARP {
 		// ARP (RFC 826): a request (opcode 1) for one of our addresses.
-		add(asm.Mov.Imm(asm.R0, 0).WithSymbol("arp"))
-		load(asm.R0, 14, stIP, 28, "pass")
+		add(asm.LoadMem(asm.R8, asm.R10, stL3, asm.Word).WithSymbol("arp"))
+		load(asm.R8, 0, stIP, 28, "pass")
 		add(asm.LoadMem(asm.R0, asm.R10, stIP+6, asm.Half), asm.JNE.Imm(asm.R0, 0x0100, "pass"),
 			asm.LoadMem(asm.R0, asm.R10, stIP+24, asm.Word), asm.StoreMem(asm.R10, stAddr, asm.R0, asm.Word))
 		lookup(m.addrs.FD(), stAddr)
@@ -341,6 +367,18 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// §3.3.6: a host does not take a broadcast address as its own).
 		add(asm.JEq.Imm(asm.R0, 0, "pass"), asm.LoadMem(asm.R0, asm.R0, 0, asm.Byte), asm.JNE.Imm(asm.R0, 1, "pass"), asm.Ja.Label(l2))
 	}
+
+	// An 802.1Q tag in the frame (XDP sees it before the kernel takes
+	// it off): a priority tag is no tag, the EtherType after it decides;
+	// a frame of a VLAN is the kernel's. One tag: a second one is not an
+	// EtherType of ours.
+	add(asm.Mov.Imm(asm.R0, 0).WithSymbol("tagged"))
+	load(asm.R0, 14, stTmp, 4, "pass")
+	add(asm.LoadMem(asm.R0, asm.R10, stTmp, asm.Half), asm.And.Imm(asm.R0, 0xff0f), // the VID, read little-endian
+		asm.JNE.Imm(asm.R0, 0, "pass"),
+		asm.StoreImm(asm.R10, stL3, 18, asm.Word),
+		asm.LoadMem(asm.R0, asm.R10, stTmp+2, asm.Half),
+		asm.Ja.Label("ethtype"))
 
 	if steer {
 		steering(kind, s, m, add, load)
@@ -451,19 +489,24 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 
 	// IPv4: the length from the IPv4 header on (internal/packet's
 	// len(ip)): XDP's whole buffer, or the skb's, which starts at the
-	// network header when a fanout program runs. The receive loops pad a
+	// network header when a fanout program runs (after a tag the kernel
+	// left in the frame, as a test run does). The receive loops pad a
 	// short frame to Ethernet's 60 bytes before the generated code sees
-	// it (a software link does not), so the length is at least 46, and
-	// bytes past the frame's end read as the padding's zeros.
+	// it (a software link does not), so the length is at least 60 less
+	// the headers before IPv4, and bytes past the frame's end read as the
+	// padding's zeros.
 	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("ipours"))
 	if kind == progXDP {
-		add(asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(), asm.Sub.Imm(asm.R0, 14))
+		add(asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(),
+			asm.LoadMem(asm.R1, asm.R10, stL3, asm.Word), asm.Sub.Reg(asm.R0, asm.R1))
 	} else {
-		add(asm.LoadMem(asm.R0, asm.R6, 0, asm.Word)) // __sk_buff.len
+		add(asm.LoadMem(asm.R0, asm.R6, 0, asm.Word), // __sk_buff.len
+			asm.LoadMem(asm.R1, asm.R10, stL3, asm.Word), asm.Sub.Imm(asm.R1, 14), asm.Sub.Reg(asm.R0, asm.R1))
 	}
 	add(
-		asm.JGE.Imm(asm.R0, 46, "padded"),
-		asm.Mov.Imm(asm.R0, 46),
+		asm.Mov.Imm(asm.R2, 60), asm.LoadMem(asm.R1, asm.R10, stL3, asm.Word), asm.Sub.Reg(asm.R2, asm.R1),
+		asm.JGE.Reg(asm.R0, asm.R2, "padded"),
+		asm.Mov.Reg(asm.R0, asm.R2),
 		asm.StoreMem(asm.R10, stLen, asm.R0, asm.DWord).WithSymbol("padded"),
 		// The key without ports.
 		asm.LoadMem(asm.R0, asm.R10, stIP+12, asm.Word), asm.StoreMem(asm.R10, stKey, asm.R0, asm.Word),
@@ -471,7 +514,7 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word),
 		asm.StoreMem(asm.R10, stKey+12, asm.R9, asm.Word),
 		// ip.hdr_ok: the header (IHL words) fits.
-		asm.Mov.Reg(asm.R1, asm.R8), asm.Sub.Imm(asm.R1, 14),
+		asm.LoadMem(asm.R2, asm.R10, stL3, asm.Word), asm.Mov.Reg(asm.R1, asm.R8), asm.Sub.Reg(asm.R1, asm.R2),
 		asm.LoadMem(asm.R2, asm.R10, stLen, asm.DWord),
 		asm.Mov.Imm(asm.R3, 0),
 		asm.JGT.Reg(asm.R1, asm.R2, "nohdr"),

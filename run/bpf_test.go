@@ -118,6 +118,19 @@ func TestClassifier(t *testing.T) {
 		tc.SetNetworkLayerForChecksum(ip)
 		return frame(t, eth(layers.EthernetTypeIPv4), ip, tc)
 	}
+	// 802.1Q: a priority tag (VID 0) is no tag; a frame of a VLAN is
+	// the kernel's (the LPG drops it).
+	tagged := func(vid uint16, typ layers.EthernetType, ls ...gopacket.SerializableLayer) []byte {
+		return frame(t, append([]gopacket.SerializableLayer{eth(layers.EthernetTypeDot1Q), &layers.Dot1Q{Priority: 5, VLANIdentifier: vid, Type: typ}}, ls...)...)
+	}
+	taggedUDP := func(vid uint16, dport uint16) []byte {
+		ip := ip4(ourIP, layers.IPProtocolUDP)
+		u := &layers.UDP{SrcPort: 5001, DstPort: layers.UDPPort(dport)}
+		u.SetNetworkLayerForChecksum(ip)
+		return tagged(vid, layers.EthernetTypeIPv4, ip, u, gopacket.Payload("hi"))
+	}
+	taggedARP := tagged(0, layers.EthernetTypeARP, &layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,
+		Operation: 1, SourceHwAddress: peerMAC, SourceProtAddress: peerIP, DstHwAddress: make([]byte, 6), DstProtAddress: ourIP})
 	// A frame of the software VI (package sovia): EtherType 0x88B5,
 	// then the VI header.
 	vi := frame(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: ourMAC, EthernetType: layers.EthernetType(0x88B5)}, gopacket.Payload(make([]byte, 40)))
@@ -142,6 +155,10 @@ func TestClassifier(t *testing.T) {
 		{"udp broadcast", udp(t, net.IP{10, 9, 0, 255}, 5001, 9, false), true, 2},
 		{"udp to another host", udp(t, net.IP{10, 9, 0, 7}, 5001, 7, false), false, 0},
 		{"udp fragment", udp(t, ourIP, 5000, 7, true), true, 0},
+		{"udp port rule, priority tag", taggedUDP(0, 9), true, 2},
+		{"udp closed port, priority tag", taggedUDP(0, 10), true, 0},
+		{"udp of VLAN 5", taggedUDP(5, 9), false, 0},
+		{"arp request for us, priority tag", taggedARP, true, 0},
 		{"tcp", tcp(), false, 0},
 		{"ipv6", frame(t, eth(layers.EthernetTypeIPv6), &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolNoNextHeader, HopLimit: 1, SrcIP: net.IPv6loopback, DstIP: net.IPv6loopback}), false, 0},
 		{"runt", []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, false, 0},
