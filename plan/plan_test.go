@@ -3,6 +3,7 @@ package plan_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -29,6 +30,50 @@ func TestSchemaVersion(t *testing.T) {
 	for _, bad := range []string{``, `[]`, `{"generated_by": "other"}`, `{"generated_by": "dragonc", "schema_version": "1"}`} {
 		if _, err := plan.Read(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q was read as a plan", bad)
+		}
+	}
+}
+
+// TestReadRefuses: a plan.json that dragonc did not write as it is, of
+// another schema version, with data after it or not JSON at all, is
+// refused, and a JSON error says where.
+func TestReadRefuses(t *testing.T) {
+	const ok = `{"generated_by": "dragonc", "schema_version": 1}`
+	for _, c := range []struct {
+		in, want string
+		syntax   bool // a *plan.SyntaxError
+	}{
+		{`{"generated_by": "dragonc", "schema_version": -1}`, "plan schema version -1 is not one dragonc writes; this dragonc reads schema version 1", false},
+		{`{"generated_by": "dragonc", "schema_version": 0}`, "plan schema version 0 is not one dragonc writes; this dragonc reads schema version 1", false},
+		{`{"generated_by": "dragonc", "schema_version": 2}`, "plan schema version 2 is newer than this dragonc reads (1)", false},
+		{`{"generated_by": "dragonc"}`, "no schema_version; this dragonc reads schema version 1", false},
+		{ok + "\n{}", "2:1: data after the plan's JSON object", true},
+		{ok + " garbage", "1:50: data after the plan's JSON object", true},
+		{ok + "\n]", "2:1: data after", true},
+		{"", "1:1: not a dragonc plan: no JSON in it", true},
+		{"{\n  \"generated_by\": \"dragonc\",\n  \"schema_version\": 1,\n}", "4:1: not a dragonc plan: invalid character '}'", true},
+		{`{"generated_by": "dragonc", "schema_version": 1`, "1:48: not a dragonc plan: the JSON text ends early", true},
+		{"{\n\"schema_version\": \"1\"}", "2:19: not a dragonc plan: schema_version is a JSON string, want an integer", true},
+		{`{"queues": [{"id": "x\\\"y"}]}`, "1:20: not a dragonc plan: queues.id is a JSON string, want an integer", true},
+		{`{"cost": {"value": true}}`, "1:20: not a dragonc plan: cost.value is a JSON bool, want a number", true},
+		{`{"queues": [{"endpoints": {}}]}`, "1:27: not a dragonc plan: queues.endpoints is a JSON object, want an array", true},
+		{`[]`, "1:1: not a dragonc plan: the plan is a JSON array, want an object", true},
+	} {
+		_, err := plan.Read(strings.NewReader(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v; want %q", c.in, err, c.want)
+			continue
+		}
+		var se *plan.SyntaxError
+		if errors.As(err, &se) != c.syntax {
+			t.Errorf("%q: %T, a *plan.SyntaxError is %v", c.in, err, c.syntax)
+		}
+	}
+	// White space after the object is fine, and so are fields this dragonc
+	// does not know: a newer dragonc of the same schema version adds them.
+	for _, in := range []string{ok + "\n\n \t", `{"generated_by": "dragonc", "schema_version": 1, "future": {"x": [1]}}`} {
+		if _, err := plan.Read(strings.NewReader(in)); err != nil {
+			t.Errorf("%q: %v", in, err)
 		}
 	}
 }

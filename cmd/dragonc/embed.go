@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -196,13 +197,30 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		if !ok {
 			return nil, nil, false
 		}
+		name := displayName(f.previous)
 		prev, err := plan.Read(bytes.NewReader(b))
 		if err != nil {
-			fmt.Fprintf(e.stderr, "dragonc: %s: %v\n", f.previous, err)
+			sep := ": "
+			var se *plan.SyntaxError
+			if errors.As(err, &se) {
+				sep = ":" // the error starts with LINE:COL
+			}
+			fmt.Fprintf(e.stderr, "dragonc: %s%s%v\n", name, sep, err)
 			return nil, nil, false
 		}
 		if prev.NIC != nicArg || prev.Stack != st.Name {
-			fmt.Fprintf(e.stderr, "dragonc: %s is the plan of stack %q on %s; this run embeds stack %q on %s\n", f.previous, prev.Stack, prev.NIC, st.Name, nicArg)
+			fmt.Fprintf(e.stderr, "dragonc: %s is the plan of stack %q on %s; this run embeds stack %q on %s\n", name, prev.Stack, prev.NIC, st.Name, nicArg)
+			return nil, nil, false
+		}
+		if probs := embed.CheckPrevious(prev, m); len(probs) > 0 {
+			const shown = 10 // a plan of another model can name thousands
+			for _, p := range probs[:min(len(probs), shown)] {
+				fmt.Fprintf(e.stderr, "dragonc: %s: %s\n", name, p)
+			}
+			if len(probs) > shown {
+				fmt.Fprintf(e.stderr, "dragonc: %s: and %d more\n", name, len(probs)-shown)
+			}
+			fmt.Fprintf(e.stderr, "dragonc: %s was made for another model of %s; plan afresh without --strategy incremental\n", name, nicArg)
 			return nil, nil, false
 		}
 		in.Previous = prev

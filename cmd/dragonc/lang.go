@@ -330,11 +330,15 @@ func runFmt(e *env, paths []string, write, list bool) int {
 }
 
 // writeFileAtomic replaces the contents of path. A symbolic link is
-// written through (the link stays a link); the mode is kept; a file with
-// several hard links is rewritten in place so the links keep sharing it;
-// any other file is replaced by a temporary file beside it, renamed, so a
-// failure never leaves it half-written.
-func writeFileAtomic(path string, data []byte) error {
+// written through: the link stays a link and the file it names is
+// rewritten. The file keeps its owner, group and mode, setuid, setgid and
+// sticky bits included. A file with several hard links is rewritten in
+// place so the links keep sharing it, and so is a file whose owner or
+// group this process cannot give a new file (someone else's, when not
+// root). Any other file is replaced by a temporary file beside it, renamed
+// over it, so a failure never leaves it half-written, and the temporary
+// file is removed on failure.
+func writeFileAtomic(path string, data []byte) (err error) {
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return err
@@ -343,35 +347,61 @@ func writeFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	mode := st.Mode().Perm()
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
-		f, err := os.OpenFile(target, os.O_WRONLY|os.O_TRUNC, 0)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+	// chmod takes these bits; Perm alone would drop setuid, setgid and sticky.
+	mode := st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: cannot read the file's owner on this system", path)
+	}
+	if sys.Nlink > 1 {
+		return rewriteInPlace(target, data)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() {
+		if err != nil {
+			tmp.Close() // perhaps closed already
+			os.Remove(tmp.Name())
+		}
+	}()
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(mode); err != nil {
+	// Owner first: chown clears setuid and setgid, chmod sets them again.
+	if err := chownFile(tmp, int(sys.Uid), int(sys.Gid)); err != nil {
+		if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EINVAL) {
+			return err
+		}
 		tmp.Close()
+		os.Remove(tmp.Name())
+		return rewriteInPlace(target, data)
+	}
+	if err := tmp.Chmod(mode); err != nil {
 		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), target)
+}
+
+// chownFile is (*os.File).Chown; tests make it fail.
+var chownFile = (*os.File).Chown
+
+// rewriteInPlace truncates and rewrites a file, which keeps its inode and
+// with it the owner, mode and links.
+func rewriteInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func runDot(e *env, path string, svg, png bool) int {

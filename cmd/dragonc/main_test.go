@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dragonc/dragonc/internal/golden"
@@ -322,11 +323,48 @@ func TestEmbedReportAndErrors(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "RxL2EtherValidCRC: hardware") {
 		t.Errorf("--explain: exit %d, %q", code, out)
 	}
+	// A previous plan of dns_ntp on the 82599, spoilt one way each.
+	const good = `{
+  "generated_by": "dragonc",
+  "schema_version": 1,
+  "nic": "82599",
+  "stack": "dns_ntp",
+  "queues": [{"id": 1, "core": 1, "endpoints": ["dns"], "software": []}],
+  "config": [
+    {"node": "RxCsumOffload", "kind": "enum", "choice": "on"},
+    {"node": "RxC5TupleFilter", "kind": "table", "entries": [{"match": "ip.proto == 17 && udp.dport == 53",
+      "action": "RxQueue1", "priority": 1, "endpoint": "dns", "fields": [{"field": "ip.proto", "value": 17}, {"field": "l4.dport", "value": 53}]}]}
+  ],
+  "endpoints": [{"name": "dns", "queues": [1], "steering": "RxC5TupleFilter", "irq_cores": [1]}]
+}
+`
+	prevDir := t.TempDir()
+	previous := func(name, old, new string) []string {
+		path := filepath.Join(prevDir, name)
+		b := strings.Replace(good, old, new, 1)
+		if old != new && b == good {
+			t.Fatalf("%s: the plan has no %q", name, old)
+		}
+		if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"embed", "--strategy", "incremental", "--previous", path, "82599", "examples/dns_ntp.lpg"}
+	}
 	cases := []struct {
 		args []string
 		code int
 		msg  string
 	}{
+		{previous("good.json", "", ""), 0, ""},
+		{previous("minus.json", `"schema_version": 1`, `"schema_version": -1`), 1, "minus.json: plan schema version -1 is not one dragonc writes; this dragonc reads schema version 1"},
+		{previous("newer.json", `"schema_version": 1`, `"schema_version": 7`), 1, "newer.json: plan schema version 7 is newer than this dragonc reads (1)"},
+		{previous("garbage.json", "]}]\n}\n", "]}]\n}\ngarbage\n"), 1, "garbage.json:14:1: data after the plan's JSON object"},
+		{previous("comma.json", `"stack": "dns_ntp",`, `"stack": "dns_ntp"`), 1, "comma.json:6:3: not a dragonc plan: invalid character '\"' after object key:value pair"},
+		{previous("type.json", `"core": 1,`, `"core": "1",`), 1, "type.json:6:32: not a dragonc plan: queues.core is a JSON string, want an integer"},
+		{previous("node.json", `"node": "RxC5TupleFilter"`, `"node": "RxC5TupleFiltr"`), 1, `node.json: config[1] names configuration node "RxC5TupleFiltr", which NIC model i82599 does not have (did you mean "RxC5TupleFilter"?)`},
+		{previous("queue.json", `"id": 1,`, `"id": 200,`), 1, "queue.json: queues[0] names receive queue 200, which NIC model i82599 does not have (it has 128)"},
+		{previous("many.json", `"queues": [1], "steering"`, `"queues": [200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211], "steering"`), 1, "many.json: and 2 more\n"},
+		{previous("gone.json", `"endpoints": [{`, `"endpoints": [{"name": "gone", "queues": [1], "steering": "rss", "irq_cores": [1]}, {`), 0, ""},
 		{[]string{"embed", "82599"}, 2, "dragonc embed: want NIC and STACK.lpg, got 1 argument(s)"},
 		{[]string{"embed", "8259", "examples/dns_ntp.lpg"}, 1, `did you mean "82599"?`},
 		{[]string{"embed", "--cost", "speed", "82599", "examples/dns_ntp.lpg"}, 2, `unknown cost function "speed"; choose balance, priority, cycles`},
@@ -601,5 +639,96 @@ func TestFmtWriteKeepsLinks(t *testing.T) {
 	}
 	if st, _ := os.Stat(real); st.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want 0640", st.Mode().Perm())
+	}
+}
+
+// TestFmtWriteKeepsOwner: fmt -w run by root on another user's file
+// leaves its owner, group and whole mode, setuid, setgid and sticky bits
+// included. Other users can only check the mode.
+func TestFmtWriteKeepsOwner(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "theirs.unicorn")
+	const mode = 0o754 | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+	if err := os.WriteFile(path, []byte("graph g {node A {port out[]}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := os.Geteuid() == 0
+	if root {
+		if err := os.Chown(path, 1234, 5678); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil { // after chown, which clears setuid and setgid
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(path)
+	if code, _, errs := dragonc(t, "fmt", "-w", path); code != 0 {
+		t.Fatalf("fmt -w: exit %d: %s", code, errs)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "graph g {\n    node A {\n        port out[]\n    }\n}\n" {
+		t.Errorf("fmt -w wrote %q", got)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode() &^ os.ModeType; got != mode {
+		t.Errorf("mode %v, want %v", got, mode)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("fmt -w left temporary files behind: %v", entries)
+	}
+	was, now := before.Sys().(*syscall.Stat_t), st.Sys().(*syscall.Stat_t)
+	if was.Uid != now.Uid || was.Gid != now.Gid {
+		t.Errorf("owner %d:%d, want %d:%d", now.Uid, now.Gid, was.Uid, was.Gid)
+	}
+	if !root {
+		t.Skip("not root: the file is the test's own, so another user's ownership is not checked")
+	}
+	if now.Uid != 1234 || now.Gid != 5678 {
+		t.Errorf("owner %d:%d, want 1234:5678", now.Uid, now.Gid)
+	}
+}
+
+// TestFmtWriteOwnerUnkept: when the owner cannot be given to a new file
+// (someone else's file, not root), fmt -w rewrites the file in place; any
+// other failure leaves the file and no temporary file.
+func TestFmtWriteOwnerUnkept(t *testing.T) {
+	defer func(f func(*os.File, int, int) error) { chownFile = f }(chownFile)
+	const src = "graph g {node A {port out[]}}"
+	for _, c := range []struct {
+		err  error
+		code int
+	}{
+		{syscall.EPERM, 0},
+		{syscall.EIO, 1},
+	} {
+		chownFile = func(f *os.File, uid, gid int) error {
+			return &os.PathError{Op: "chown", Path: f.Name(), Err: c.err}
+		}
+		dir := t.TempDir()
+		path := filepath.Join(dir, "a.unicorn")
+		if err := os.WriteFile(path, []byte(src), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.Stat(path)
+		code, _, errs := dragonc(t, "fmt", "-w", path)
+		if code != c.code {
+			t.Errorf("%v: exit %d: %s", c.err, code, errs)
+		}
+		got, _ := os.ReadFile(path)
+		st, _ := os.Stat(path)
+		switch {
+		case c.code != 0 && (string(got) != src || !strings.Contains(errs, "input/output error")):
+			t.Errorf("%v: the file holds %q; stderr %q", c.err, got, errs)
+		case c.code == 0 && (!strings.Contains(string(got), "\n") || !os.SameFile(before, st)):
+			t.Errorf("%v: not rewritten in place: %q", c.err, got)
+		}
+		if st.Mode() != 0o640 {
+			t.Errorf("%v: mode %v", c.err, st.Mode())
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("%v: temporary files left behind: %v", c.err, entries)
+		}
 	}
 }
