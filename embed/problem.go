@@ -15,8 +15,6 @@ import (
 	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
-	"github.com/dragonc/dragonc/internal/pred"
-	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
@@ -221,13 +219,6 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 			ep.box = p.paths.Boxes[id]
 		} else {
 			ep.box = endpointBox(e)
-		}
-		if len(e.Bcast) > 0 {
-			// The cost model counts an address-specific listener's unicast
-			// traffic: the broadcasts it also receives (RFC 1122 §3.3.6) are
-			// rare, and land wherever RSS puts them. The embedding still
-			// gives every queue they may reach the listener's software.
-			ep.box, _ = solver.Restrict(ep.box, pred.Cmp{Field: "ip.dst", ID: pred.FieldID("ip.dst"), Op: pred.Eq, Value: uint64(e.Addr)})
 		}
 		p.eps = append(p.eps, ep)
 	}

@@ -214,18 +214,7 @@ func (r *Result) plan() *plan.Plan {
 		slices.Sort(pe.IRQCores)
 		pe.IRQCores = slices.Compact(pe.IRQCores)
 		if e.ep.Cores != nil {
-			// The cores that serve its main traffic: an address-specific
-			// listener's broadcasts may land anywhere RSS puts them.
-			served := pe.IRQCores
-			if len(e.ep.Bcast) > 0 {
-				served = nil
-				for _, q := range em.QueuesOf(e.box) {
-					served = append(served, coreOf[q])
-				}
-				slices.Sort(served)
-				served = slices.Compact(served)
-			}
-			for _, c := range served {
+			for _, c := range pe.IRQCores {
 				if !slices.Contains(e.ep.Cores, c) {
 					pl.Warnings = append(pl.Warnings, fmt.Sprintf("endpoint %s runs on cores %s but some of its packets are served on core %d", e.ep.Name, lpg.FormatCores(e.ep.Cores), c))
 					break

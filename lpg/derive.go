@@ -153,7 +153,12 @@ func Derive(st *Stack) (*graph.Graph, error) {
 		macs = append(macs, pred.FormatValue("eth.dst", in.MAC))
 	}
 	macs = append(macs, "ff:ff:ff:ff:ff:ff")
-	b.check("RxL2EtherValidDest", "eth.dst in {"+strings.Join(dedup(macs), ", ")+"}", "mac", "RxL2EtherClassifyL3")
+	b.check("RxL2EtherValidDest", "eth.dst in {"+strings.Join(dedup(macs), ", ")+"}", "mac", "RxL2EtherValidSource")
+	// IEEE 802.3 §3.2.3 (b): a source address is an individual address.
+	// A frame from a group address (the I/G bit, the first octet's least
+	// significant bit) is forged, and every answer to it would go to the
+	// whole segment (RFC 1122 §3.3.6, RFC 1812 §4.3.2.7).
+	b.check("RxL2EtherValidSource", "eth.src & "+groupBit+" == 0", "field", "RxL2EtherClassifyL3")
 
 	cl := b.add("RxL2EtherClassifyL3", graph.FNode, "classify")
 	b.port(cl, "ipv4", pred.MustParse("eth.type == ipv4"), "RxL3IPv4ValidVersion")
@@ -174,7 +179,15 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	if st.ARP {
 		b.check("RxL3ARPValidHeader", "arp.valid", "field", "RxL3ARPIsRequest")
 		b.check("RxL3ARPIsRequest", "arp.op == 1", "field", "RxL3ARPLocalIPDest")
-		b.check("RxL3ARPLocalIPDest", "arp.tpa in {"+uni+"}", "field", "RxL3ARPNeedsResponse")
+		b.check("RxL3ARPLocalIPDest", "arp.tpa in {"+uni+"}", "field", "RxL3ARPValidSender")
+		// The reply goes to the sender's hardware address, so it must be
+		// an individual one (IEEE 802.3 §3.2.3); and the sender's protocol
+		// address must be one a host may have, as for an IPv4 source:
+		// Linux answers a request only when the route lookup from the
+		// sender's address succeeds (arp_process, ip_route_input_noref),
+		// which refuses multicast, broadcast, loopback and our own
+		// addresses. 0.0.0.0 is a probe (RFC 5227 §2.1.1), answered.
+		b.check("RxL3ARPValidSender", "arp.sha & "+groupBit+" == 0 && !(arp.spa in {"+strings.Join(martians(st), ", ")+"})", "field", "RxL3ARPNeedsResponse")
 		n := b.add("RxL3ARPNeedsResponse", graph.FNode, "reply", AttrReply+"arp")
 		b.spawn(n, "response", "TxL3ARPInitiateResponse")
 	}
@@ -224,7 +237,12 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	// RFC 1122 §3.2.2: no ICMP error for a datagram sent to an IP broadcast
 	// or as a link-layer broadcast; such a datagram no one wants is
 	// dropped silently.
-	b.check("RxL4UDPValidUnicastDest", unicastDest+" && eth.dst != ff:ff:ff:ff:ff:ff", "field", "RxL4UDPPortUnreachable")
+	b.check("RxL4UDPValidUnicastDest", unicastDest+" && eth.dst != ff:ff:ff:ff:ff:ff", "field", "RxL4UDPValidErrorSource")
+	// RFC 1122 §3.2.2: nor for a datagram whose source does not define a
+	// single host. Zero, loopback, broadcast and multicast sources were
+	// dropped as martians; a class E source (240/4, RFC 1112 §4) is still
+	// accepted, as Linux accepts it, but draws no error.
+	b.check("RxL4UDPValidErrorSource", "!(ip.src in {240.0.0.0..255.255.255.255})", "field", "RxL4UDPPortUnreachable")
 	// RFC 1122 §4.1.3.1: a host SHOULD answer a datagram to a port no one
 	// listens to with an ICMP port unreachable; the transmit path builds it.
 	pu := b.add("RxL4UDPPortUnreachable", graph.FNode, "reply", AttrSink)

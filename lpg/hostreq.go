@@ -61,22 +61,6 @@ func (st *Stack) Broadcasts() []uint32 {
 	return slices.Compact(out)
 }
 
-// broadcastsOf returns the broadcasts an address-specific listener on addr
-// receives besides addr itself: the directed broadcast of each subnet addr
-// is configured on, and the limited broadcast.
-func (st *Stack) broadcastsOf(addr uint32) []uint32 {
-	out := []uint32{LimitedBroadcast}
-	for _, in := range st.Interfaces {
-		for _, p := range in.IPs {
-			if b, ok := p.Broadcast(); ok && p.Addr == addr {
-				out = append(out, b)
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // MaxFrame returns the largest frame (without FCS) an interface accepts:
 // its MTU plus the 14-byte Ethernet header, and 4 more for an 802.1Q tag
 // (IEEE 802.3 clause 3.2.7 and 802.1Q: 1518 and 1522 bytes with FCS at the
@@ -150,12 +134,23 @@ func itoa(n int) string {
 // addresses as its source did not come from us over this wire: Linux's
 // fib_validate_source rejects it as a martian too.
 func martianPredicate(st *Stack) string {
+	return "!(ip.src in {" + strings.Join(martians(st), ", ") + "}) && (!(ip.src in {0.0.0.0..0.255.255.255}) || ip.dst == 255.255.255.255)"
+}
+
+// martians are the addresses no host on the wire may claim as its own
+// (martianPredicate): multicast, loopback, our broadcasts and our own
+// addresses.
+func martians(st *Stack) []string {
 	bad := []string{"224.0.0.0..239.255.255.255", "127.0.0.0..127.255.255.255"}
 	for _, a := range append(st.Broadcasts(), st.Unicast()...) {
 		bad = append(bad, FormatIP(a))
 	}
-	return "!(ip.src in {" + strings.Join(bad, ", ") + "}) && (!(ip.src in {0.0.0.0..0.255.255.255}) || ip.dst == 255.255.255.255)"
+	return bad
 }
+
+// groupBit is the I/G bit of a MAC address (IEEE 802 §8.2): set, the
+// address names a group (multicast or broadcast), never one station.
+const groupBit = "01:00:00:00:00:00"
 
 // Shadowed returns the listeners that can never receive a packet: every
 // destination they could match is taken by more specific endpoints (the
@@ -215,11 +210,15 @@ func (st *Stack) Shadowed() []*Endpoint {
 }
 
 // Dsts returns the destination addresses an address-specific endpoint
-// receives: its address and, for a UDP listener, the broadcasts of its
-// subnet (RFC 1122 §3.3.6). Nil for wildcard and Open-MX endpoints.
+// receives: its address alone. A broadcast goes to the listeners on every
+// address only, as Linux delivers it (net/ipv4/udp.c,
+// __udp_is_mcast_sock: a socket bound to an address takes datagrams to
+// that address) and BSD does (in_pcblookup for INADDR_BROADCAST); RFC
+// 1122 §3.3.6 requires that a host take broadcasts, not that every
+// socket see them. Nil for wildcard and Open-MX endpoints.
 func (e *Endpoint) Dsts() []uint32 {
 	if e.AnyAddr || e.Proto == OpenMX {
 		return nil
 	}
-	return append([]uint32{e.Addr}, e.Bcast...)
+	return []uint32{e.Addr}
 }

@@ -2,6 +2,7 @@ package lpg_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -151,8 +152,26 @@ func TestHostRequirements(t *testing.T) {
 		// RFC 1122 §3.3.6: broadcasts are ours for UDP.
 		{"3.3.6: limited broadcast to a wildcard listener", with(udp, func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255}; s.DstMAC = bcastMAC }), "deliver dns"},
 		{"3.3.6: directed broadcast to a wildcard listener", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver dns"},
-		{"3.3.6: directed broadcast to a listener on that subnet", with(spec(packet.ProtoUDP, 5000, 11211), func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver mc"},
-		{"3.3.6: limited broadcast to an address-specific listener", with(spec(packet.ProtoUDP, 5000, 11211), func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255} }), "deliver mc"},
+		// A listener bound to one address takes datagrams to that address
+		// only, as Linux's __udp_is_mcast_sock decides: a broadcast to its
+		// port, with no wildcard listener, is no one's.
+		{"udp.c: directed broadcast to a listener on that subnet", with(spec(packet.ProtoUDP, 5000, 11211), func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "drop RxL4UDPValidUnicastDest.false"},
+		{"udp.c: limited broadcast to an address-specific listener", with(spec(packet.ProtoUDP, 5000, 11211), func(s *packet.Spec) { s.Dst = net.IP{255, 255, 255, 255} }), "drop RxL4UDPValidUnicastDest.false"},
+		// IEEE 802.3 §3.2.3: a source MAC is an individual address.
+		{"802.3: a group source MAC", with(udp, func(s *packet.Spec) { s.SrcMAC = net.HardwareAddr{0x01, 0, 0x5e, 0, 0, 1} }), "drop RxL2EtherValidSource.false"},
+		{"802.3: the broadcast as source MAC", with(udp, func(s *packet.Spec) { s.SrcMAC = bcastMAC }), "drop RxL2EtherValidSource.false"},
+		// RFC 1122 §3.2.2: no ICMP error to a source that is no single host.
+		{"3.2.2: class E source to a closed UDP port", with(spec(packet.ProtoUDP, 5000, 54), func(s *packet.Spec) { s.Src = net.IP{240, 0, 0, 1} }), "drop RxL4UDPValidErrorSource.false"},
+		{"3.2.2: a class E source is still delivered", with(udp, func(s *packet.Spec) { s.Src = net.IP{240, 0, 0, 1} }), "deliver dns"},
+		// ARP (RFC 826) from senders no host may be; 0.0.0.0 is a probe
+		// (RFC 5227 §2.1.1) and is answered.
+		{"arp: a request", packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us}, "reply arp"},
+		{"arp: a probe from 0.0.0.0", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{0, 0, 0, 0}, ARPTarget: us}, "reply arp"},
+		{"arp: from our own address", packet.Spec{EtherType: packet.EtherTypeARP, Src: us, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
+		{"arp: from the limited broadcast", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{255, 255, 255, 255}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
+		{"arp: from our directed broadcast", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{10, 0, 0, 255}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
+		{"arp: from a multicast address", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{224, 0, 0, 1}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
+		{"arp: from a group hardware address", packet.Spec{EtherType: packet.EtherTypeARP, SrcMAC: net.HardwareAddr{0x03, 0, 0, 0, 0, 1}, Src: peer, ARPTarget: us}, "drop RxL2EtherValidSource.false"},
 		{"3.3.6: another subnet's broadcast is not ours", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 1, 255} }), "drop RxL3IPv4ValidLocalIP.false"},
 		{"a connected flow is unicast", with(spec(packet.ProtoUDP, 7001, 7000), func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver any7000"},
 		// RFC 1122 §3.2.2: no ICMP error for a broadcast datagram.
@@ -183,6 +202,13 @@ func TestHostRequirements(t *testing.T) {
 		if got := in.Run(frame, true).String(); got != c.want {
 			t.Errorf("%s: %s, want %s", c.rule, got, c.want)
 		}
+	}
+	// The ARP reply goes to the sender hardware address of the request,
+	// not to the frame's source: a group address there is refused too.
+	arp := packet.MustBuild(packet.Spec{EtherType: packet.EtherTypeARP, Src: peer, ARPTarget: us})
+	arp[14+8] |= 1
+	if got := in.Run(arp, true).String(); got != "drop RxL3ARPValidSender.false" {
+		t.Errorf("arp: a group sender hardware address: %s", got)
 	}
 }
 
@@ -235,21 +261,18 @@ func TestShadowed(t *testing.T) {
 			got = append(got, d.Summary)
 		}
 	}
+	// b still takes the broadcasts to port 53, which a is not bound to.
 	want := []string{
-		`endpoint "b" can never receive a packet: "a" take every address it listens on`,
 		`endpoint "d" can never receive a packet: "c" take every address it listens on`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings %q, want %q", got, want)
 	}
 	for _, e := range st.Endpoints {
-		if e.Shadowed != (e.Name == "b" || e.Name == "d") {
+		if e.Shadowed != (e.Name == "d") {
 			t.Errorf("%s: shadowed %v", e.Name, e.Shadowed)
 		}
 	}
-	// A /32 has no directed broadcast, but the limited broadcast still
-	// reaches the wildcard listener unless the specific one takes it: it
-	// does (RFC 1122 §3.3.6), so a UDP wildcard is shadowed there too.
 	// With two addresses and one specific listener, it is not.
 	st, _ = lpg.LoadStack("s.lpg", []byte(`stack s {
     interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 ip 10.0.1.1/24 }
@@ -261,8 +284,11 @@ func TestShadowed(t *testing.T) {
 	}
 }
 
-// TestTruncation cuts valid frames at every length from 0 to 60 bytes: no
-// panic, and each is a drop (or, once whole, a delivery) with a reason.
+// TestTruncation cuts valid frames at every length: no panic, each cut
+// frame is a drop with a reason until it holds what its headers say it
+// carries (an IPv4 datagram's total length, RFC 791 §3.1; the ARP
+// packet; the Open-MX header), and from there on it is treated as the
+// whole frame. Nothing short is padded into a datagram.
 func TestTruncation(t *testing.T) {
 	_, _, in := load(t, testStack)
 	frames := [][]byte{
@@ -273,10 +299,23 @@ func TestTruncation(t *testing.T) {
 		packet.MustBuild(packet.Spec{DstMAC: ourMAC, EtherType: packet.EtherTypeOpenMX, OMXDstEP: 3}),
 	}
 	for _, f := range frames {
-		for n := 0; n <= 60 && n <= len(f); n++ {
+		whole := in.Run(f, true)
+		need := len(f)
+		switch binary.BigEndian.Uint16(f[12:]) {
+		case packet.EtherTypeIPv4:
+			need = 14 + int(binary.BigEndian.Uint16(f[16:]))
+		case packet.EtherTypeARP:
+			need = 14 + 28
+		case packet.EtherTypeOpenMX:
+			need = 14 + 5
+		}
+		for n := 0; n <= len(f); n++ {
 			o := in.Run(f[:n], true)
-			if n < 60 && o.Kind != lpg.Drop {
-				t.Errorf("len %d: %s; a runt is dropped", n, o)
+			switch {
+			case n < need && o.Kind != lpg.Drop:
+				t.Errorf("%x cut to %d of %d bytes: %s; a cut datagram is dropped", f, n, need, o)
+			case n >= need && o.String() != whole.String():
+				t.Errorf("%x cut to %d bytes, all it needs: %s, whole %s", f, n, o, whole)
 			}
 			if o.Kind == lpg.Drop && o.Node == "" {
 				t.Errorf("len %d: drop without a reason", n)

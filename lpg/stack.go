@@ -112,9 +112,6 @@ type Endpoint struct {
 	// not combined (TCP_NODELAY; SOVIA's combining off).
 	NoDelay bool
 	Pos     diag.Range
-	// Bcast lists the broadcast addresses an address-specific UDP listener
-	// receives besides its own address (RFC 1122 §3.3.6).
-	Bcast []uint32
 	// Shadowed is set for a listener that can never receive a packet
 	// (Stack.Shadowed); it gets no NIC filter.
 	Shadowed bool
@@ -188,11 +185,6 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 	}
 	l.checkNames()
 	l.checkConflicts()
-	for _, e := range l.st.Endpoints {
-		if e.Proto == UDP && !e.Flow && !e.AnyAddr {
-			e.Bcast = slices.DeleteFunc(l.st.broadcastsOf(e.Addr), func(a uint32) bool { return a == e.Addr })
-		}
-	}
 	l.checkShadowed()
 	return l.st, l.diags
 }

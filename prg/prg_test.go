@@ -137,7 +137,7 @@ func TestSteering82599(t *testing.T) {
 		{"no filter, RSS off: default queue", udp(us, 1000, 54), true, 0, ""},
 		{"ARP: default queue", arp, true, 0, ""},
 		{"bad CRC: dropped by the MAC", udp(us, 1000, 53), false, -1, "RxL2EtherValidCRC"},
-		{"runt: dropped", udp(us, 1000, 53)[:40], true, -1, "RxL2EtherValidLength"},
+		{"no whole Ethernet header: dropped", udp(us, 1000, 53)[:13], true, -1, "RxL2EtherValidLength"},
 	}
 	for _, tc := range cases {
 		r := in.Run(tc.frame, tc.crc)

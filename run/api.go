@@ -97,7 +97,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			return usage("a stream handler for %s, which the plan does not put on a VI", name)
 		}
 	}
-	dst, err := dataplane.Wire(code, *sv.chains, hs, macBytes(st.Interfaces[0].MAC))
+	dst, err := dataplane.Wire(code, *sv.chains, hs, hostOf(st))
 	if err != nil {
 		return err
 	}

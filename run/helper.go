@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"go/format"
 	"io/fs"
 	gomaps "maps"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/dragonc/dragonc/backends/gofallback"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/run/dataplane"
@@ -108,7 +110,7 @@ func TxChains(g *graph.Graph, pl *plan.Plan, st *lpg.Stack) (*Chains, error) {
 
 // mainFile is the helper program: the generated code wired to the data
 // plane.
-func mainFile(st *lpg.Stack, c *Chains, handlers []string, mac uint64, vs *viaStreams) []byte {
+func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byte {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	names := func(list []string) string {
@@ -156,14 +158,8 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, mac uint64, vs *viaSt
 	w("\t\tProcess: func(q int, f []byte) dataplane.Verdict {\n\t\t\tv := fb.Process(q, f, fb.Meta{CRCOK: true})\n\t\t\treturn dataplane.Verdict{Kind: uint8(v.Kind), Index: v.Index}\n\t\t},\n")
 	w("\t\tEndpoints: fb.EndpointNames[:],\n\t\tReplies:   fb.Replies[:],\n\t\tSinks:     fb.Sinks[:],\n\t}\n")
 	w("\tfor _, d := range fb.DropSites {\n\t\tsite := \"\"\n\t\tif d.Node != \"\" {\n\t\t\tsite = d.Node + \".\" + d.Port\n\t\t}\n\t\tcode.DropSites = append(code.DropSites, site)\n\t}\n")
-	w("\tst, err := dataplane.Wire(code, chains, handlers, [6]byte{")
-	for i, b := range macBytes(mac) {
-		if i > 0 {
-			w(", ")
-		}
-		w("0x%02x", b)
-	}
-	w("})\n\tif err != nil {\n\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n")
+	w("\tst, err := dataplane.Wire(code, chains, handlers, %s)\n", hostLiteral(hostOf(st)))
+	w("\tif err != nil {\n\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n")
 	if vs != nil {
 		w(`	streams, err := sovia.ReadConf(strings.NewReader(soviaConf))
 	if err != nil {
@@ -184,7 +180,43 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, mac uint64, vs *viaSt
 `)
 	}
 	w("\tos.Exit(dataplane.Main(st, os.Args[1:]))\n}\n")
-	return []byte(b.String())
+	out, err := format.Source([]byte(b.String()))
+	if err != nil {
+		panic("dragonc: internal error: the helper's main.go does not parse: " + err.Error())
+	}
+	return out
+}
+
+// hostOf is what the data plane knows of the host serving stack st: the
+// first interface's MAC address (run serves one interface), every
+// interface's addresses, and the stack's ICMP error limits.
+func hostOf(st *lpg.Stack) dataplane.Host {
+	h := dataplane.Host{MAC: macBytes(st.Interfaces[0].MAC), ICMPErrors: icmpLimit(st)}
+	for _, in := range st.Interfaces {
+		for _, p := range in.IPs {
+			h.Addrs = append(h.Addrs, dataplane.Prefix{Addr: [4]byte(pred.Addr(p.Addr).AsSlice()), Bits: p.Len})
+		}
+	}
+	return h
+}
+
+// hostLiteral spells h as Go, for the helper program.
+func hostLiteral(h dataplane.Host) string {
+	var b strings.Builder
+	b.WriteString("dataplane.Host{\n\t\tMAC: [6]byte{")
+	for i, x := range h.MAC {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "0x%02x", x)
+	}
+	b.WriteString("},\n\t\tAddrs: []dataplane.Prefix{\n")
+	for _, p := range h.Addrs {
+		fmt.Fprintf(&b, "\t\t\t{Addr: [4]byte{%d, %d, %d, %d}, Bits: %d},\n", p.Addr[0], p.Addr[1], p.Addr[2], p.Addr[3], p.Bits)
+	}
+	l := h.ICMPErrors
+	fmt.Fprintf(&b, "\t\t},\n\t\tICMPErrors: dataplane.ICMPLimit{PerSec: %d, Burst: %d, PeerInterval: %d, PeerBurst: %d},\n\t}", l.PerSec, l.Burst, int64(l.PeerInterval), l.PeerBurst)
+	return b.String()
 }
 
 func sanitizeComment(s string) string {
@@ -198,13 +230,13 @@ func sanitizeComment(s string) string {
 
 // buildHelper writes the helper module into work and builds it; it
 // returns the binary's path.
-func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, mac uint64, vs *viaStreams) (string, error) {
+func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) (string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return "", fmt.Errorf("dragonc run builds the generated code and needs the go command on PATH")
 	}
 	files := map[string][]byte{
 		"go.mod":  []byte("module dragoncrun\n\ngo 1.22\n"), // sovia ranges over integers
-		"main.go": mainFile(st, c, handlers, mac, vs),
+		"main.go": mainFile(st, c, handlers, vs),
 	}
 	if vs != nil {
 		// Package sovia for the software VIs, as it is compiled here.
@@ -277,4 +309,10 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 		}
 	}
 	return bin, nil
+}
+
+// icmpLimit is the stack's limit on ICMP errors: Linux's defaults, or
+// what the stack file's `service icmp-errors` line sets.
+func icmpLimit(st *lpg.Stack) dataplane.ICMPLimit {
+	return dataplane.DefaultICMPLimit
 }

@@ -104,7 +104,7 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) er
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin, err := buildHelper(work, r, st, sv.chains, handlers, st.Interfaces[0].MAC, sv.via)
+	bin, err := buildHelper(work, r, st, sv.chains, handlers, sv.via)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func NewGopacket(c Config) *Gopacket {
 // Process is Hand.Process, decoding with gopacket.
 func (g *Gopacket) Process(b []byte, crcOK, ipOK, l4OK bool) int32 {
 	t := g.t
-	if !crcOK || len(b) < 60 {
+	if !crcOK || len(b) < 18 || b[6]&1 != 0 {
 		return -1
 	}
 	err := g.parser.DecodeLayers(b, &g.decoded)

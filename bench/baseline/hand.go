@@ -14,7 +14,7 @@ func NewHand(c Config) *Hand { return &Hand{newTables(c)} }
 // and UDP/TCP checksums.
 func (h *Hand) Process(b []byte, crcOK, ipOK, l4OK bool) int32 {
 	t := h.t
-	if !crcOK || len(b) < 60 { // IEEE 802.3 minimum frame, without FCS
+	if !crcOK || len(b) < 18 || b[6]&1 != 0 { // a whole header (VLAN room); an individual source (IEEE 802.3 §3.2.3)
 		return -1
 	}
 	etype := binary.BigEndian.Uint16(b[12:14])

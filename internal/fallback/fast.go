@@ -80,10 +80,12 @@ func (x fast) FrameCrcOk() uint64 { return b2u(x.m.CRCOK) }
 func (x fast) RssHash() uint64    { return uint64(x.m.RSSHash) }
 func (x fast) EthDst() uint64     { return mac(x.b[0:6]) }
 func (x fast) EthSrc() uint64     { return mac(x.b[6:12]) }
-func (x fast) EthLenOk() uint64   { return b2u(len(x.b) >= 60) }
+func (x fast) EthLenOk() uint64   { return 1 }
 func (x fast) EthType() uint64    { return 0x0800 }
 func (x fast) VlanId() uint64     { return 0 }
 func (x fast) ArpOp() uint64      { return 0 }
+func (x fast) ArpSha() uint64     { return 0 }
+func (x fast) ArpSpa() uint64     { return 0 }
 func (x fast) ArpTpa() uint64     { return 0 }
 func (x fast) ArpValid() uint64   { return 0 }
 func (x fast) OmxType() uint64    { return 0 }

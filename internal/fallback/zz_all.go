@@ -7,52 +7,56 @@ package fallback
 // Slots of the decoded fields in fields.v.
 const (
 	fArpOp      = 0  // arp.op
-	fArpTpa     = 1  // arp.tpa
-	fArpValid   = 2  // arp.valid
-	fEthDst     = 3  // eth.dst
-	fEthLenOk   = 4  // eth.len_ok
-	fEthSrc     = 5  // eth.src
-	fEthType    = 6  // eth.type
-	fFrameCrcOk = 7  // frame.crc_ok
-	fFrameLen   = 8  // frame.len
-	fIcmpCode   = 9  // icmp.code
-	fIcmpCsumOk = 10 // icmp.csum_ok
-	fIcmpType   = 11 // icmp.type
-	fIpCsumOk   = 12 // ip.csum_ok
-	fIpDst      = 13 // ip.dst
-	fIpFrag     = 14 // ip.frag
-	fIpHdrOk    = 15 // ip.hdr_ok
-	fIpIhl      = 16 // ip.ihl
-	fIpLen      = 17 // ip.len
-	fIpLenOk    = 18 // ip.len_ok
-	fIpOptions  = 19 // ip.options
-	fIpProto    = 20 // ip.proto
-	fIpSrc      = 21 // ip.src
-	fIpTtl      = 22 // ip.ttl
-	fIpVersion  = 23 // ip.version
-	fL4Dport    = 24 // l4.dport
-	fL4Sport    = 25 // l4.sport
-	fOmxDstEp   = 26 // omx.dst_ep
-	fOmxSrcEp   = 27 // omx.src_ep
-	fOmxType    = 28 // omx.type
-	fRssHash    = 29 // rss.hash
-	fTcpCsumOk  = 30 // tcp.csum_ok
-	fTcpDport   = 31 // tcp.dport
-	fTcpFlags   = 32 // tcp.flags
-	fTcpHdrOk   = 33 // tcp.hdr_ok
-	fTcpSport   = 34 // tcp.sport
-	fUdpCsumOk  = 35 // udp.csum_ok
-	fUdpDport   = 36 // udp.dport
-	fUdpLen     = 37 // udp.len
-	fUdpLenOk   = 38 // udp.len_ok
-	fUdpSport   = 39 // udp.sport
-	fVlanId     = 40 // vlan.id
+	fArpSha     = 1  // arp.sha
+	fArpSpa     = 2  // arp.spa
+	fArpTpa     = 3  // arp.tpa
+	fArpValid   = 4  // arp.valid
+	fEthDst     = 5  // eth.dst
+	fEthLenOk   = 6  // eth.len_ok
+	fEthSrc     = 7  // eth.src
+	fEthType    = 8  // eth.type
+	fFrameCrcOk = 9  // frame.crc_ok
+	fFrameLen   = 10 // frame.len
+	fIcmpCode   = 11 // icmp.code
+	fIcmpCsumOk = 12 // icmp.csum_ok
+	fIcmpType   = 13 // icmp.type
+	fIpCsumOk   = 14 // ip.csum_ok
+	fIpDst      = 15 // ip.dst
+	fIpFrag     = 16 // ip.frag
+	fIpHdrOk    = 17 // ip.hdr_ok
+	fIpIhl      = 18 // ip.ihl
+	fIpLen      = 19 // ip.len
+	fIpLenOk    = 20 // ip.len_ok
+	fIpOptions  = 21 // ip.options
+	fIpProto    = 22 // ip.proto
+	fIpSrc      = 23 // ip.src
+	fIpTtl      = 24 // ip.ttl
+	fIpVersion  = 25 // ip.version
+	fL4Dport    = 26 // l4.dport
+	fL4Sport    = 27 // l4.sport
+	fOmxDstEp   = 28 // omx.dst_ep
+	fOmxSrcEp   = 29 // omx.src_ep
+	fOmxType    = 30 // omx.type
+	fRssHash    = 31 // rss.hash
+	fTcpCsumOk  = 32 // tcp.csum_ok
+	fTcpDport   = 33 // tcp.dport
+	fTcpFlags   = 34 // tcp.flags
+	fTcpHdrOk   = 35 // tcp.hdr_ok
+	fTcpSport   = 36 // tcp.sport
+	fUdpCsumOk  = 37 // udp.csum_ok
+	fUdpDport   = 38 // udp.dport
+	fUdpLen     = 39 // udp.len
+	fUdpLenOk   = 40 // udp.len_ok
+	fUdpSport   = 41 // udp.sport
+	fVlanId     = 42 // vlan.id
 )
 
 // Which fields and headers the checks read; the compiler drops the
 // decoding of the others.
 const (
 	needArpOp      = true
+	needArpSha     = true
+	needArpSpa     = true
 	needArpTpa     = true
 	needArpValid   = true
 	needEthDst     = true
@@ -106,7 +110,7 @@ const (
 // the bit of its slot is set in has.
 type fields struct {
 	has uint64
-	v   [41]uint64
+	v   [43]uint64
 }
 
 // Endpoint identifies a declared endpoint.
@@ -123,6 +127,8 @@ var (
 // The field in each slot, and its header's presence bit.
 var slotNames = [...]string{
 	"arp.op",
+	"arp.sha",
+	"arp.spa",
 	"arp.tpa",
 	"arp.valid",
 	"eth.dst",
@@ -167,6 +173,8 @@ var slotNames = [...]string{
 
 var slotBits = [...]uint64{
 	hasArp,     // arp.op
+	hasArp,     // arp.sha
+	hasArp,     // arp.spa
 	hasArp,     // arp.tpa
 	hasArp,     // arp.valid
 	hasEth,     // eth.dst
@@ -213,6 +221,8 @@ var slotBits = [...]uint64{
 // as the generated code calls them.
 var fastReads = [...]func(fast) uint64{
 	fast.ArpOp,
+	fast.ArpSha,
+	fast.ArpSpa,
 	fast.ArpTpa,
 	fast.ArpValid,
 	fast.EthDst,
@@ -256,6 +266,8 @@ var fastReads = [...]func(fast) uint64{
 }
 
 var fastHas = [...]func(fast) bool{
+	fast.hasArp,
+	fast.hasArp,
 	fast.hasArp,
 	fast.hasArp,
 	fast.hasArp,

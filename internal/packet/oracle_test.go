@@ -49,6 +49,10 @@ func gopacketFields(b []byte) (want map[string]uint64, clean bool) {
 	if a, ok := p.Layer(layers.LayerTypeARP).(*layers.ARP); ok && len(a.DstProtAddress) == 4 {
 		want["arp.op"] = uint64(a.Operation)
 		want["arp.tpa"] = uint64(binary.BigEndian.Uint32(a.DstProtAddress))
+		if len(a.SourceHwAddress) == 6 && len(a.SourceProtAddress) == 4 {
+			want["arp.sha"] = mac(a.SourceHwAddress)
+			want["arp.spa"] = uint64(binary.BigEndian.Uint32(a.SourceProtAddress))
+		}
 		valid := a.AddrType == layers.LinkTypeEthernet && a.Protocol == layers.EthernetTypeIPv4 && a.HwAddressSize == 6 && a.ProtAddressSize == 4
 		want["arp.valid"] = map[bool]uint64{false: 0, true: 1}[valid]
 	}

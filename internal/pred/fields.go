@@ -24,6 +24,8 @@ var Fields = map[string]FieldInfo{
 	"vlan.id":      {Bits: 12, Doc: "VLAN identifier of an 802.1Q tag", Layer: "vlan"},
 	"arp.op":       {Bits: 16, Doc: "ARP operation (1 request, 2 reply)", Layer: "arp"},
 	"arp.tpa":      {Bits: 32, Doc: "ARP target protocol (IPv4) address", Layer: "arp"},
+	"arp.sha":      {Bits: 48, Doc: "ARP sender hardware (MAC) address", Layer: "arp"},
+	"arp.spa":      {Bits: 32, Doc: "ARP sender protocol (IPv4) address", Layer: "arp"},
 	"ip.version":   {Bits: 4, Doc: "IP version nibble", Layer: "ip"},
 	"ip.ihl":       {Bits: 4, Doc: "IPv4 header length in 32-bit words", Layer: "ip"},
 	"ip.len":       {Bits: 16, Doc: "IPv4 total length", Layer: "ip"},
@@ -49,7 +51,7 @@ var Fields = map[string]FieldInfo{
 	"rss.hash":     {Bits: 32, Doc: "the NIC's RSS hash (NIC metadata; opaque to the solver)", Layer: "meta"},
 	// Derived validity checks: comparisons the header bytes alone cannot
 	// express without arithmetic.
-	"eth.len_ok":   {Bits: 1, Doc: "1 when the frame is at least 60 bytes (64 with FCS), the Ethernet minimum", Layer: "eth"},
+	"eth.len_ok":   {Bits: 1, Doc: "1 when the frame holds a whole Ethernet header (14 bytes); the 60-byte minimum is the sender's padding, which a software link omits", Layer: "eth"},
 	"arp.valid":    {Bits: 1, Doc: "1 when the ARP header is Ethernet/IPv4 (htype 1, ptype 0x0800, hlen 6, plen 4)", Layer: "arp"},
 	"ip.hdr_ok":    {Bits: 1, Doc: "1 when IHL >= 5 and the whole IPv4 header is present", Layer: "ip"},
 	"ip.len_ok":    {Bits: 1, Doc: "1 when IPv4 total length covers the header and fits in the frame", Layer: "ip"},

@@ -171,7 +171,7 @@ func paren(x Expr) string {
 	return x.String()
 }
 
-// Addr is an IPv4 address held as a field value (ip.src, ip.dst, arp.tpa)
+// Addr is an IPv4 address held as a field value (ip.src, ip.dst, arp.tpa, arp.spa)
 // or a stack's address.
 func Addr(v uint32) netip.Addr {
 	var b [4]byte
@@ -190,11 +190,11 @@ func AddrValue(a netip.Addr) uint32 {
 // hexadecimal for EtherTypes and masks wider than a byte.
 func FormatValue(field string, v uint64) string {
 	switch field {
-	case "ip.src", "ip.dst", "arp.tpa":
+	case "ip.src", "ip.dst", "arp.tpa", "arp.spa":
 		if v <= 0xFFFFFFFF {
 			return Addr(uint32(v)).String()
 		}
-	case "eth.dst", "eth.src":
+	case "eth.dst", "eth.src", "arp.sha":
 		if v <= 0xFFFFFFFFFFFF {
 			return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", v>>40, v>>32&0xFF, v>>24&0xFF, v>>16&0xFF, v>>8&0xFF, v&0xFF)
 		}

@@ -21,6 +21,8 @@ const (
 	packetIgnoreOutgoing = 23
 	soAttachBPF          = 50
 	tpStatusUser         = 1
+	tpStatusVLANValid    = 0x10 // tp_vlan_tci holds the tag the kernel took off
+	tpStatusVLANTPID     = 0x40 // tp_vlan_tpid holds its TPID
 	ethPAll              = 0x0003
 )
 
@@ -38,6 +40,7 @@ type packetSocket struct {
 	next   int
 	to     syscall.SockaddrLinklayer
 	pfd    [1]pollFd // poll's argument, kept so that waiting does not allocate
+	tagged []byte    // a frame with its 802.1Q tag put back (see receive)
 }
 
 // tpacketReq is struct tpacket_req.
@@ -143,7 +146,7 @@ func (s *packetSocket) receive(timeoutMs int, fn func(frame []byte)) (int, error
 		snap := int(le32(h[8:]))
 		mac := int(uint16(h[12]) | uint16(h[13])<<8)
 		if mac+snap <= len(h) {
-			fn(h[mac : mac+snap])
+			fn(s.retag(h, h[mac:mac+snap]))
 		}
 		atomic.StoreUint32(st, 0) // TP_STATUS_KERNEL
 		s.next = (s.next + 1) % s.frames
@@ -240,3 +243,34 @@ func poll(fds []pollFd, timeoutMs int) error {
 }
 
 func (s *packetSocket) flushBatch(b *txBatch) (int, error) { return b.flush(s.fd) }
+
+// retag returns the frame as it was on the wire. The kernel takes an
+// 802.1Q tag off before a packet socket sees the frame
+// (__netif_receive_skb_core, skb_vlan_untag) and reports it in the
+// TPACKET_V2 header (tp_vlan_tci, tp_vlan_tpid at bytes 24 and 26); the
+// generated code must see the tag to decide as the LPG does (a frame of
+// another VLAN is not ours; a priority tag is). AF_XDP sees frames before
+// that and needs no such step.
+func (s *packetSocket) retag(h, frame []byte) []byte {
+	status := le32(h[0:])
+	if status&tpStatusVLANValid == 0 || len(frame) < 12 {
+		return frame
+	}
+	tpid := uint16(0x8100)
+	if status&tpStatusVLANTPID != 0 {
+		tpid = uint16(h[26]) | uint16(h[27])<<8
+	}
+	if s.tagged == nil {
+		s.tagged = make([]byte, frameSize+4)
+	}
+	n := len(frame) + 4
+	if n > len(s.tagged) {
+		return frame[:0] // cannot happen: a slot holds at most frameSize bytes
+	}
+	b := s.tagged[:n]
+	copy(b, frame[:12])
+	b[12], b[13] = byte(tpid>>8), byte(tpid)
+	b[14], b[15] = h[25], h[24] // tp_vlan_tci, little-endian in the header
+	copy(b[16:], frame[12:])
+	return b
+}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -43,6 +44,10 @@ type Datagram struct {
 	Payload      []byte // valid only during the call
 	Src, Dst     [4]byte
 	SPort, DPort uint16 // UDP ports; Open-MX: the source and destination endpoints
+	// Broadcast is set for a datagram sent to a broadcast address or as a
+	// link-layer broadcast. An answer to it goes out from the host's own
+	// address, never from the broadcast (RFC 1122 §3.2.1.3).
+	Broadcast bool
 }
 
 // A Handler serves an endpoint. It returns the payload of a datagram to
@@ -50,8 +55,17 @@ type Datagram struct {
 // nil. It runs on the queue's receive loop and must not keep Payload.
 type Handler func(d *Datagram) []byte
 
-// Echo returns every datagram to its sender (RFC 862 over UDP).
-func Echo(d *Datagram) []byte { return d.Payload }
+// Echo returns every datagram to its sender (RFC 862 over UDP), except a
+// broadcast one, which would make the stack an amplifier for whoever
+// forged its source (the "fraggle" attack; Linux's icmp_echo_ignore_
+// broadcasts is the same rule for ping), and one from a port that itself
+// answers everything (loopPorts).
+func Echo(d *Datagram) []byte {
+	if d.Broadcast || loopPort(d.SPort) {
+		return nil
+	}
+	return d.Payload
+}
 
 // Discard takes every datagram and answers none (RFC 863).
 func Discard(*Datagram) []byte { return nil }
@@ -74,7 +88,10 @@ type Stack struct {
 	DropSites   []string   // "NODE.PORT", or "" for a drop with no site
 	SendChain   []TxFunc   // what a UDP handler's answer goes through
 	SendOMX     []TxFunc   // what an Open-MX handler's answer goes through
-	MAC         [6]byte
+	// ReplyErr and SinkErr mark the replies and sinks whose answer is an
+	// ICMP error (Host.ICMPErrors limits them).
+	ReplyErr, SinkErr []bool
+	Host
 	// VIA, if set, takes the software VIs' frames (EtherType 0x88B5)
 	// before the generated code sees them, and sends theirs.
 	VIA *Link
@@ -126,6 +143,7 @@ type Server struct {
 	err    error
 	xsks   []*xsk
 	link   linkTx // Stack.VIA's sends
+	limit  *limiter
 	// Notes say how the server runs (pinning refused, and so on).
 	Notes []string
 }
@@ -138,10 +156,12 @@ type queueLoop struct {
 
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
-	in, sent, txErr, short atomic.Uint64
-	via                    atomic.Uint64 // frames to Stack.VIA
-	deliver, reply, sink   []atomic.Uint64
-	drop                   []atomic.Uint64
+	in, sent, txErr      atomic.Uint64
+	limited              atomic.Uint64 // ICMP errors held back by Host.ICMPErrors
+	refused              atomic.Uint64 // answers the data plane would not send (see send)
+	via                  atomic.Uint64 // frames to Stack.VIA
+	deliver, reply, sink []atomic.Uint64
+	drop                 []atomic.Uint64
 }
 
 // Start opens the sockets of every queue and starts their loops.
@@ -150,6 +170,12 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("no queue to serve")
 	}
 	s := &Server{st: st}
+	now := st.Now
+	if now == nil {
+		start := time.Now()
+		now = func() time.Duration { return time.Since(start) }
+	}
+	s.limit = newLimiter(st.ICMPErrors, now)
 	for _, q := range cfg.Queues {
 		l := &queueLoop{q: q}
 		l.c.deliver = make([]atomic.Uint64, len(st.Endpoints))
@@ -320,7 +346,6 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 	}
 	ready <- note
 	t := &Tx{Buf: make([]byte, ethLen+maxIPv4), MAC: s.st.MAC}
-	var pad [60]byte
 	dg := &Datagram{Queue: l.q.ID}
 	batch := newTxBatch()
 	flush := func() {
@@ -342,15 +367,8 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			}
 			return
 		}
-		if len(frame) < 60 {
-			// A software link carries frames unpadded; the wire would pad
-			// them to the 60-byte minimum (IEEE 802.3 §4.2.8), which the
-			// LPG's length check expects.
-			l.c.short.Add(1)
-			n := copy(pad[:], frame)
-			clear(pad[n:])
-			frame = pad[:]
-		}
+		// The frame goes to the generated code as it arrived: nothing is
+		// padded or stripped, so that what verify checks is what runs.
 		v := s.st.Process(l.q.ID, frame)
 		t.Req, t.Flags = frame, 0
 		var chain []TxFunc
@@ -363,11 +381,13 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			if s.st.OMX[v.Index] && s.st.Handlers[v.Index] != nil {
 				// Open-MX frames carry no length: the message is the rest
 				// of the frame, padding included.
-				if len(frame) < ethLen+omxHeader {
+				at, _, ok := l2(frame)
+				if !ok || len(frame) < at+omxHeader {
 					return
 				}
-				*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID, Payload: frame[ethLen+omxHeader:]}
-				dg.SPort, dg.DPort = uint16(frame[ethLen+4]), uint16(frame[ethLen+3])
+				*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID, Payload: frame[at+omxHeader:]}
+				dg.SPort, dg.DPort = uint16(frame[at+4]), uint16(frame[at+3])
+				dg.Broadcast = isBroadcastMAC(frame)
 				if t.Payload = s.st.Handlers[v.Index](dg); t.Payload == nil {
 					return
 				}
@@ -387,12 +407,26 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			copy(dg.Dst[:], frame[l3+16:l3+20])
 			dg.SPort = binary.BigEndian.Uint16(frame[l4:])
 			dg.DPort = binary.BigEndian.Uint16(frame[l4+2:])
-			dg.Payload = frame[l4+8 : end]
+			// The datagram is as long as its header says (RFC 768); the
+			// LPG checked that the frame holds it.
+			ulen := int(binary.BigEndian.Uint16(frame[l4+4:]))
+			if ulen < 8 || l4+ulen > end {
+				return
+			}
+			dg.Payload = frame[l4+8 : l4+ulen]
+			dg.Broadcast = isBroadcastMAC(frame) || !s.st.local(dg.Dst)
 			out := s.st.Handlers[v.Index](dg)
 			if out == nil {
 				return
 			}
-			t.Payload, t.Src, t.Dst, t.SPort, t.DPort = out, dg.Dst, dg.Src, dg.DPort, dg.SPort
+			src, ok := s.st.source(dg.Dst, dg.Src)
+			if !ok || dg.SPort == 0 {
+				// No address to answer from, or a sender that expects
+				// no answer (RFC 768: source port 0 is "not used").
+				l.c.refused.Add(1)
+				return
+			}
+			t.Payload, t.Src, t.Dst, t.SPort, t.DPort = out, src, dg.Src, dg.DPort, dg.SPort
 			copy(t.DstMAC[:], frame[6:12])
 			chain = s.st.SendChain
 		case Reply:
@@ -401,12 +435,20 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			}
 			l.c.reply[v.Index].Add(1)
 			chain = s.st.ReplyChains[v.Index]
+			if s.st.ReplyErr[v.Index] && !s.allowError(frame) {
+				l.c.limited.Add(1)
+				return
+			}
 		case Sink:
 			if int(v.Index) >= len(l.c.sink) {
 				return
 			}
 			l.c.sink[v.Index].Add(1)
 			chain = s.st.SinkChains[v.Index]
+			if s.st.SinkErr[v.Index] && !s.allowError(frame) {
+				l.c.limited.Add(1)
+				return
+			}
 		default:
 			l.c.drop[min(int(v.Index), len(l.c.drop)-1)].Add(1)
 			return
@@ -437,6 +479,20 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		}
 	}
 }
+
+// allowError asks the ICMP error limiter whether the received frame's
+// sender may have one more error now.
+func (s *Server) allowError(frame []byte) bool {
+	l3, _, _, ok := ipv4(frame)
+	if !ok {
+		return false
+	}
+	return s.limit.allow([4]byte(frame[l3+12 : l3+16]))
+}
+
+// isBroadcastMAC reports whether the frame was sent to a group address
+// (broadcast or multicast: the I/G bit, IEEE 802 §8.2).
+func isBroadcastMAC(frame []byte) bool { return len(frame) > 0 && frame[0]&1 != 0 }
 
 // Report writes one line per queue: frames in, then every outcome seen
 // with its count, in the names `dragonc verify` uses ("deliver NAME",
@@ -471,6 +527,12 @@ func (s *Server) Report(w io.Writer) {
 		}
 		if n := l.c.via.Load(); n > 0 {
 			fmt.Fprintf(&b, ", via %d", n)
+		}
+		if n := l.c.limited.Load(); n > 0 {
+			fmt.Fprintf(&b, ", icmp errors rate-limited %d", n)
+		}
+		if n := l.c.refused.Load(); n > 0 {
+			fmt.Fprintf(&b, ", answers refused %d", n)
 		}
 		fmt.Fprintf(&b, ", sent %d", l.c.sent.Load())
 		if n := l.c.txErr.Load(); n > 0 {

@@ -8,7 +8,7 @@ import "encoding/binary"
 // writes its part at a fixed place: Ethernet at 0, IPv4 at 14, the
 // transport header at 34 (replies carry no IPv4 options).
 type Tx struct {
-	Req     []byte // the received frame (untagged: tagged frames are the kernel's)
+	Req     []byte // the received frame (untagged or priority-tagged, see l2)
 	Buf     []byte // the frame being built
 	N       int    // its length so far
 	MAC     [6]byte
@@ -46,6 +46,10 @@ var TxNodes = map[string]TxFunc{
 	"TxQueue":                     TxQueue,
 }
 
+// ICMPErrorNodes are the transmit nodes that start an ICMP error message
+// (RFC 792's error types), which Host.ICMPErrors limits.
+var ICMPErrorNodes = map[string]bool{"TxL3ICMPInitiateUnreachable": true}
+
 // TxQueueSelect picks the transmit queue: the receive loop's own socket.
 func TxQueueSelect(*Tx) bool { return true }
 
@@ -60,29 +64,51 @@ const (
 	maxIPv4 = 1500 // the largest datagram built (IEEE 802.3 basic frame)
 )
 
+// l2 returns the length of the received frame's Ethernet header and its
+// EtherType: 14 bytes, or 18 with an 802.1Q tag. The LPG lets through only
+// untagged frames and priority-tagged ones (VID 0, IEEE 802.1Q §9.6),
+// which are answered untagged as Linux answers them; ok is false for a
+// frame too short to hold the header.
+func l2(req []byte) (n int, etype uint16, ok bool) {
+	if len(req) < ethLen {
+		return 0, 0, false
+	}
+	etype = binary.BigEndian.Uint16(req[12:])
+	if etype != 0x8100 {
+		return ethLen, etype, true
+	}
+	if len(req) < ethLen+4 {
+		return 0, 0, false
+	}
+	return ethLen + 4, binary.BigEndian.Uint16(req[16:]), true
+}
+
 // ipv4 returns the offsets of the received frame's IPv4 header and
-// transport header and the datagram's end, or ok false.
+// transport header and the datagram's end, or ok false. The datagram ends
+// where its total length says (RFC 791 §3.1); bytes after it are the
+// link's padding.
 func ipv4(req []byte) (l3, l4, end int, ok bool) {
-	if len(req) < ethLen+ipLen || binary.BigEndian.Uint16(req[12:]) != 0x0800 {
+	l3, etype, ok := l2(req)
+	if !ok || etype != 0x0800 || len(req) < l3+ipLen {
 		return 0, 0, 0, false
 	}
-	ihl := int(req[ethLen]&0xf) * 4
-	total := int(binary.BigEndian.Uint16(req[ethLen+2:]))
-	if ihl < ipLen || total < ihl || ethLen+total > len(req) {
+	ihl := int(req[l3]&0xf) * 4
+	total := int(binary.BigEndian.Uint16(req[l3+2:]))
+	if ihl < ipLen || total < ihl || l3+total > len(req) {
 		return 0, 0, 0, false
 	}
-	return ethLen, ethLen + ihl, ethLen + total, true
+	return l3, l3 + ihl, l3 + total, true
 }
 
 // TxL3ARPInitiateResponse answers an ARP request (RFC 826, "Packet
 // Reception"): opcode reply, our hardware address for the asked protocol
 // address, sent to the asker.
 func TxL3ARPInitiateResponse(t *Tx) bool {
-	r := t.Req
-	if len(r) < ethLen+28 {
+	at, etype, ok := l2(t.Req)
+	if !ok || etype != 0x0806 || len(t.Req) < at+28 {
 		return false
 	}
-	a := r[ethLen:]
+	a := t.Req[at:]
 	b := t.Buf[ethLen : ethLen+28]
 	binary.BigEndian.PutUint16(b[0:], 1)      // Ethernet
 	binary.BigEndian.PutUint16(b[2:], 0x0800) // IPv4
@@ -177,13 +203,14 @@ const omxHeader = 8
 // request: the request's type, its source endpoint as the destination
 // and its destination endpoint as the source, then the payload.
 func TxOMXStart(t *Tx) bool {
-	r := t.Req
-	if len(r) < ethLen+omxHeader || ethLen+omxHeader+len(t.Payload) > len(t.Buf) {
+	at, _, ok := l2(t.Req)
+	if !ok || len(t.Req) < at+omxHeader || ethLen+omxHeader+len(t.Payload) > len(t.Buf) {
 		return false
 	}
+	r := t.Req[at:]
 	h := t.Buf[ethLen : ethLen+omxHeader]
 	clear(h)
-	h[2], h[3], h[4] = r[ethLen+2], r[ethLen+4], r[ethLen+3]
+	h[2], h[3], h[4] = r[2], r[4], r[3]
 	n := copy(t.Buf[ethLen+omxHeader:], t.Payload)
 	t.EthType = 0x86DF
 	t.N = ethLen + omxHeader + n

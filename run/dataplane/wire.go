@@ -31,12 +31,12 @@ type Chains struct {
 // Wire makes the Stack a data plane serves: code, the transmit chains
 // bound to the functions of TxNodes, and handlers (one per endpoint in
 // the order of code.Endpoints; nil for a TCP endpoint, which is the kernel's).
-func Wire(code Code, ch Chains, handlers []Handler, mac [6]byte) (*Stack, error) {
+func Wire(code Code, ch Chains, handlers []Handler, host Host) (*Stack, error) {
 	if len(handlers) != len(code.Endpoints) {
 		return nil, fmt.Errorf("%d handlers for %d endpoints", len(handlers), len(code.Endpoints))
 	}
 	st := &Stack{Process: code.Process, Endpoints: code.Endpoints, Handlers: handlers,
-		Replies: code.Replies, Sinks: code.Sinks, DropSites: code.DropSites, MAC: mac}
+		Replies: code.Replies, Sinks: code.Sinks, DropSites: code.DropSites, Host: host}
 	for i, h := range handlers {
 		omx := slices.Contains(ch.OMX, code.Endpoints[i])
 		st.UDP = append(st.UDP, h != nil && !omx)
@@ -55,6 +55,7 @@ func Wire(code Code, ch Chains, handlers []Handler, mac [6]byte) (*Stack, error)
 			return nil, err
 		}
 		st.ReplyChains = append(st.ReplyChains, c)
+		st.ReplyErr = append(st.ReplyErr, icmpError(ch.Replies[r]))
 	}
 	for _, s := range code.Sinks {
 		c, err := Bind(ch.Sinks[s])
@@ -62,6 +63,7 @@ func Wire(code Code, ch Chains, handlers []Handler, mac [6]byte) (*Stack, error)
 			return nil, err
 		}
 		st.SinkChains = append(st.SinkChains, c)
+		st.SinkErr = append(st.SinkErr, icmpError(ch.Sinks[s]))
 	}
 	return st, nil
 }
@@ -120,4 +122,10 @@ func Bind(names []string) ([]TxFunc, error) {
 	}
 	// What the NIC does it does last, to the finished frame.
 	return append(out, nic...), nil
+}
+
+// icmpError reports whether a transmit chain builds an ICMP error: one
+// whose first node is an ICMPErrorNodes entry.
+func icmpError(chain []string) bool {
+	return len(chain) > 0 && ICMPErrorNodes[chain[0]]
 }

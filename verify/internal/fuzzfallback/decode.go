@@ -136,7 +136,7 @@ func (f *fields) decode(b []byte, m *Meta) {
 		f.v[fEthSrc] = mac(b[6:12])
 	}
 	if needEthLenOk {
-		f.v[fEthLenOk] = b2u(len(b) >= 60)
+		f.v[fEthLenOk] = 1 // the frame holds its header (above)
 	}
 	etype := binary.BigEndian.Uint16(b[12:14])
 	off := 14
@@ -167,6 +167,12 @@ func (f *fields) decode(b []byte, m *Meta) {
 		f.has |= hasArp
 		if needArpOp {
 			f.v[fArpOp] = uint64(binary.BigEndian.Uint16(a[6:8]))
+		}
+		if needArpSha {
+			f.v[fArpSha] = mac(a[8:14])
+		}
+		if needArpSpa {
+			f.v[fArpSpa] = uint64(binary.BigEndian.Uint32(a[14:18]))
 		}
 		if needArpTpa {
 			f.v[fArpTpa] = uint64(binary.BigEndian.Uint32(a[24:28]))

@@ -239,14 +239,17 @@ var DropSites = [...]DropSite{
 	{"", ""},
 	{"RxL3IPv4ValidHeaderLength", "false"},
 	{"RxL3IPv4ValidVersion", "false"},
+	{"RxL3ARPValidSender", "false"},
 	{"RxL3ARPLocalIPDest", "false"},
 	{"RxL3ARPIsRequest", "false"},
 	{"RxL3ARPValidHeader", "false"},
 	{"RxOMXValidHeader", "false"},
 	{"RxL2EtherClassifyL3", "other"},
+	{"RxL2EtherValidSource", "false"},
 	{"RxL2EtherValidDest", "false"},
 	{"RxL2EtherValidMTU", "false"},
 	{"RxL2EtherValidUntagged", "false"},
+	{"RxL4UDPValidErrorSource", "false"},
 	{"RxL4UDPValidUnicastDest", "false"},
 	{"RxL4UDPValidChecksum", "false"},
 	{"RxL4UDPValidLength", "false"},
@@ -283,7 +286,7 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 	switch queue {
 	case 0:
 		return queue0(frame, &meta)
-	case 1, 6, 7:
+	case 1:
 		return queue1(frame, &meta)
 	case 2:
 		return queue2(frame, &meta)
@@ -293,11 +296,15 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 		return queue4(frame, &meta)
 	case 5:
 		return queue5(frame, &meta)
+	case 6:
+		return queue6(frame, &meta)
+	case 7:
+		return queue7(frame, &meta)
 	}
-	return Verdict{Kind: Drop, Index: 29} // no such queue
+	return Verdict{Kind: Drop, Index: 32} // no such queue
 }
 
-// queue0 runs the software graph of a queue (15 nodes).
+// queue0 runs the software graph of a queue (17 nodes).
 func queue0(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -307,14 +314,18 @@ func queue0(frame []byte, m *Meta) Verdict {
 		if x.FrameLen() <= 0x5ea {
 			// RxL2EtherValidDest
 			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL2EtherClassifyL3
-				// RxL3IPv4ValidVersion
-				// RxL3IPv4ValidHeaderLength
-				return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL2EtherClassifyL3
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+				}
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -325,54 +336,62 @@ func queue0(frame []byte, m *Meta) Verdict {
 		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
 			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL2EtherClassifyL3
-				if f.has&hasEthType != 0 && f.v[fEthType] == 0x800 {
-					// RxL3IPv4ValidVersion
-					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-						// RxL3IPv4ValidHeaderLength
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL2EtherClassifyL3
+					if f.has&hasEthType != 0 && f.v[fEthType] == 0x800 {
+						// RxL3IPv4ValidVersion
+						if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+							// RxL3IPv4ValidHeaderLength
+							return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						}
+						return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
-				}
-				if f.has&hasEthType != 0 && f.v[fEthType] == 0x806 {
-					// RxL3ARPValidHeader
-					if f.has&hasArp != 0 && f.v[fArpValid] != 0x0 {
-						// RxL3ARPIsRequest
-						if f.v[fArpOp] == 0x1 {
-							// RxL3ARPLocalIPDest
-							if f.v[fArpTpa] == 0xa000001 {
-								// RxL3ARPNeedsResponse
-								return Verdict{Kind: Reply, Index: 0} // reply arp
+					if f.has&hasEthType != 0 && f.v[fEthType] == 0x806 {
+						// RxL3ARPValidHeader
+						if f.has&hasArp != 0 && f.v[fArpValid] != 0x0 {
+							// RxL3ARPIsRequest
+							if f.v[fArpOp] == 0x1 {
+								// RxL3ARPLocalIPDest
+								if f.v[fArpTpa] == 0xa000001 {
+									// RxL3ARPValidSender
+									if ((f.v[fArpSha] & 0x10000000000) == 0x0) && (!(f.v[fArpSpa] == 0xa000001 || f.v[fArpSpa] == 0xa0000ff || f.v[fArpSpa] >= 0x7f000000 && f.v[fArpSpa] <= 0x7fffffff || f.v[fArpSpa] >= 0xe0000000 && f.v[fArpSpa] <= 0xefffffff || f.v[fArpSpa] == 0xffffffff)) {
+										// RxL3ARPNeedsResponse
+										return Verdict{Kind: Reply, Index: 0} // reply arp
+									}
+									return Verdict{Kind: Drop, Index: 3} // RxL3ARPValidSender.false
+								}
+								return Verdict{Kind: Drop, Index: 4} // RxL3ARPLocalIPDest.false
 							}
-							return Verdict{Kind: Drop, Index: 3} // RxL3ARPLocalIPDest.false
+							return Verdict{Kind: Drop, Index: 5} // RxL3ARPIsRequest.false
 						}
-						return Verdict{Kind: Drop, Index: 4} // RxL3ARPIsRequest.false
+						return Verdict{Kind: Drop, Index: 6} // RxL3ARPValidHeader.false
 					}
-					return Verdict{Kind: Drop, Index: 5} // RxL3ARPValidHeader.false
-				}
-				if f.has&hasEthType != 0 && f.v[fEthType] == 0x86df {
-					// RxOMXValidHeader
-					if f.has&hasOmx != 0 {
-						// RxOMXDemux
-						if f.v[fOmxDstEp] == 0x0 {
-							// RxOMXEndpoint_r0
-							return Verdict{Kind: Deliver, Index: uint32(EndpointR0)} // deliver r0
+					if f.has&hasEthType != 0 && f.v[fEthType] == 0x86df {
+						// RxOMXValidHeader
+						if f.has&hasOmx != 0 {
+							// RxOMXDemux
+							if f.v[fOmxDstEp] == 0x0 {
+								// RxOMXEndpoint_r0
+								return Verdict{Kind: Deliver, Index: uint32(EndpointR0)} // deliver r0
+							}
+							// RxOMXUnknownEndpoint
+							return Verdict{Kind: Sink, Index: 0} // sink RxOMXUnknownEndpoint
 						}
-						// RxOMXUnknownEndpoint
-						return Verdict{Kind: Sink, Index: 0} // sink RxOMXUnknownEndpoint
+						return Verdict{Kind: Drop, Index: 7} // RxOMXValidHeader.false
 					}
-					return Verdict{Kind: Drop, Index: 6} // RxOMXValidHeader.false
+					return Verdict{Kind: Drop, Index: 8} // RxL2EtherClassifyL3.other
 				}
-				return Verdict{Kind: Drop, Index: 7} // RxL2EtherClassifyL3.other
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
 }
 
-// queue1 runs the software graph of a queue (131 nodes).
+// queue1 runs the software graph of a queue (47 nodes).
 func queue1(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -382,106 +401,114 @@ func queue1(frame []byte, m *Meta) Verdict {
 		if x.FrameLen() <= 0x5ea {
 			// RxL2EtherValidDest
 			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL3IPv4ValidVersion
-				// RxL3IPv4ValidHeaderLength
-				// RxL3IPv4ValidLength
-				if x.IpLenOk() != 0x0 {
-					// RxL3IPv4ValidChecksum
-					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-						// RxL3IPv4ValidSource
-						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-							// RxL3IPv4ValidLocalIP
-							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-								// RxL3IPv4ValidReassembly
-								if x.IpFrag() == 0x0 {
-									// RxL3IPv4Classify
-									if x.IpProto() == 0x11 {
-										// RxL4UDPValidHeaderLength
-										if x.hasUdp() {
-											// RxL4UDPValidLength
-											if x.UdpLenOk() != 0x0 {
-												// RxL4UDPValidChecksum
-												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-													// RxL4UDPDemux
-													// 101 ports by table table0
-													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
-															return v
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 15 ports by table table0
+														if x.IpDst() == 0xa000001 {
+															if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+																return v
+															}
 														}
-													}
-													// RxL4UDPValidUnicastDest
-													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-														// RxL4UDPPortUnreachable
-														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-													}
-													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-												}
-												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-										}
-										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-									}
-									if x.IpProto() == 0x6 {
-										// RxL4TCPValidUnicastDest
-										if x.IpDst() == 0xa000001 {
-											// RxL4TCPValidHeaderLength
-											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-												// RxL4TCPValidChecksum
-												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-													// RxL4TCPValidNotReset
-													if (x.TcpFlags() & 0x4) == 0x0 {
-														// RxL4TCPListenDiscard
-														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
 														}
-														// RxL4TCPReset
-														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-									}
-									if x.IpProto() == 0x1 {
-										// RxL3ICMPValidHeaderLength
-										if x.hasIcmp() {
-											// RxL3ICMPValidChecksum
-											if x.IcmpCsumOk() != 0x0 {
-												// RxL3ICMPIsTypeRequest
-												if x.IcmpType() == 0x8 {
-													// RxL3ICMPValidUnicastDest
-													if x.IpDst() == 0xa000001 {
-														// RxL3ICMPNeedsResponse
-														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 										}
-										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 									}
-									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 								}
-								// RxL3IPv4Fragments
-								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -492,117 +519,125 @@ func queue1(frame []byte, m *Meta) Verdict {
 		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
 			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&hasUdp != 0 {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															// 101 ports by table table0
-															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-																if v := table0.find(f.v[fUdpDport], 0); v.Kind != missing {
-																	return v
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																// 15 ports by table table0
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table0.find(f.v[fUdpDport], 0); v.Kind != missing {
+																		return v
+																	}
 																}
-															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-														}
-														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-												}
-												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
 																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&hasIcmp != 0 {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 												}
-												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 											}
-											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
 }
 
-// queue2 runs the software graph of a queue (132 nodes).
+// queue2 runs the software graph of a queue (47 nodes).
 func queue2(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -612,110 +647,118 @@ func queue2(frame []byte, m *Meta) Verdict {
 		if x.FrameLen() <= 0x5ea {
 			// RxL2EtherValidDest
 			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL3IPv4ValidVersion
-				// RxL3IPv4ValidHeaderLength
-				// RxL3IPv4ValidLength
-				if x.IpLenOk() != 0x0 {
-					// RxL3IPv4ValidChecksum
-					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-						// RxL3IPv4ValidSource
-						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-							// RxL3IPv4ValidLocalIP
-							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-								// RxL3IPv4ValidReassembly
-								if x.IpFrag() == 0x0 {
-									// RxL3IPv4Classify
-									if x.IpProto() == 0x11 {
-										// RxL4UDPValidHeaderLength
-										if x.hasUdp() {
-											// RxL4UDPValidLength
-											if x.UdpLenOk() != 0x0 {
-												// RxL4UDPValidChecksum
-												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-													// RxL4UDPDemux
-													if (x.IpSrc() == 0xa000009) && (x.UdpSport() == 0x1b59) && (x.IpDst() == 0xa000001) && (x.UdpDport() == 0x1b58) {
-														// RxL4UDPSocket_repl
-														return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
-													}
-													// 101 ports by table table0
-													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
-															return v
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														if (x.IpSrc() == 0xa000009) && (x.UdpSport() == 0x1b59) && (x.IpDst() == 0xa000001) && (x.UdpDport() == 0x1b58) {
+															// RxL4UDPSocket_repl
+															return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
 														}
-													}
-													// RxL4UDPValidUnicastDest
-													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-														// RxL4UDPPortUnreachable
-														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-													}
-													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-												}
-												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-										}
-										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-									}
-									if x.IpProto() == 0x6 {
-										// RxL4TCPValidUnicastDest
-										if x.IpDst() == 0xa000001 {
-											// RxL4TCPValidHeaderLength
-											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-												// RxL4TCPValidChecksum
-												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-													// RxL4TCPValidNotReset
-													if (x.TcpFlags() & 0x4) == 0x0 {
-														// RxL4TCPListenDiscard
-														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														// 14 ports by table table1
+														if x.IpDst() == 0xa000001 {
+															if v := table1.find(x.UdpDport()); v.Kind != missing {
+																return v
+															}
 														}
-														// RxL4TCPReset
-														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+														}
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-									}
-									if x.IpProto() == 0x1 {
-										// RxL3ICMPValidHeaderLength
-										if x.hasIcmp() {
-											// RxL3ICMPValidChecksum
-											if x.IcmpCsumOk() != 0x0 {
-												// RxL3ICMPIsTypeRequest
-												if x.IcmpType() == 0x8 {
-													// RxL3ICMPValidUnicastDest
-													if x.IpDst() == 0xa000001 {
-														// RxL3ICMPNeedsResponse
-														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 										}
-										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 									}
-									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 								}
-								// RxL3IPv4Fragments
-								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -726,121 +769,129 @@ func queue2(frame []byte, m *Meta) Verdict {
 		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
 			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&hasUdp != 0 {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
-																// RxL4UDPSocket_repl
-																return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
-															}
-															// 101 ports by table table0
-															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-																if v := table0.find(f.v[fUdpDport], 0); v.Kind != missing {
-																	return v
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
+																	// RxL4UDPSocket_repl
+																	return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
 																}
-															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-														}
-														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-												}
-												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+																// 14 ports by table table1
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table1.find(f.v[fUdpDport]); v.Kind != missing {
+																		return v
+																	}
 																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																}
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&hasIcmp != 0 {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 												}
-												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 											}
-											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
 }
 
-// queue3 runs the software graph of a queue (132 nodes).
+// queue3 runs the software graph of a queue (47 nodes).
 func queue3(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -850,110 +901,118 @@ func queue3(frame []byte, m *Meta) Verdict {
 		if x.FrameLen() <= 0x5ea {
 			// RxL2EtherValidDest
 			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL3IPv4ValidVersion
-				// RxL3IPv4ValidHeaderLength
-				// RxL3IPv4ValidLength
-				if x.IpLenOk() != 0x0 {
-					// RxL3IPv4ValidChecksum
-					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-						// RxL3IPv4ValidSource
-						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-							// RxL3IPv4ValidLocalIP
-							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-								// RxL3IPv4ValidReassembly
-								if x.IpFrag() == 0x0 {
-									// RxL3IPv4Classify
-									if x.IpProto() == 0x11 {
-										// RxL4UDPValidHeaderLength
-										if x.hasUdp() {
-											// RxL4UDPValidLength
-											if x.UdpLenOk() != 0x0 {
-												// RxL4UDPValidChecksum
-												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-													// RxL4UDPDemux
-													// 101 ports by table table0
-													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
-															return v
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 14 ports by table table2
+														if x.IpDst() == 0xa000001 {
+															if v := table2.find(x.UdpDport()); v.Kind != missing {
+																return v
+															}
 														}
-													}
-													if x.UdpDport() == 0x35 {
-														// RxL4UDPSocket_dns
-														return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
-													}
-													// RxL4UDPValidUnicastDest
-													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-														// RxL4UDPPortUnreachable
-														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-													}
-													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-												}
-												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-										}
-										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-									}
-									if x.IpProto() == 0x6 {
-										// RxL4TCPValidUnicastDest
-										if x.IpDst() == 0xa000001 {
-											// RxL4TCPValidHeaderLength
-											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-												// RxL4TCPValidChecksum
-												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-													// RxL4TCPValidNotReset
-													if (x.TcpFlags() & 0x4) == 0x0 {
-														// RxL4TCPListenDiscard
-														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														if x.UdpDport() == 0x35 {
+															// RxL4UDPSocket_dns
+															return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 														}
-														// RxL4TCPReset
-														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+														}
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-									}
-									if x.IpProto() == 0x1 {
-										// RxL3ICMPValidHeaderLength
-										if x.hasIcmp() {
-											// RxL3ICMPValidChecksum
-											if x.IcmpCsumOk() != 0x0 {
-												// RxL3ICMPIsTypeRequest
-												if x.IcmpType() == 0x8 {
-													// RxL3ICMPValidUnicastDest
-													if x.IpDst() == 0xa000001 {
-														// RxL3ICMPNeedsResponse
-														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 										}
-										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 									}
-									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 								}
-								// RxL3IPv4Fragments
-								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -964,121 +1023,129 @@ func queue3(frame []byte, m *Meta) Verdict {
 		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
 			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&hasUdp != 0 {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															// 101 ports by table table0
-															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-																if v := table0.find(f.v[fUdpDport], 0); v.Kind != missing {
-																	return v
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																// 14 ports by table table2
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table2.find(f.v[fUdpDport]); v.Kind != missing {
+																		return v
+																	}
 																}
-															}
-															if f.v[fUdpDport] == 0x35 {
-																// RxL4UDPSocket_dns
-																return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
-															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-														}
-														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-												}
-												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+																if f.v[fUdpDport] == 0x35 {
+																	// RxL4UDPSocket_dns
+																	return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																}
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&hasIcmp != 0 {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 												}
-												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 											}
-											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
 }
 
-// queue4 runs the software graph of a queue (133 nodes).
+// queue4 runs the software graph of a queue (48 nodes).
 func queue4(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -1088,111 +1155,119 @@ func queue4(frame []byte, m *Meta) Verdict {
 		if x.FrameLen() <= 0x5ea {
 			// RxL2EtherValidDest
 			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL3IPv4ValidVersion
-				// RxL3IPv4ValidHeaderLength
-				// RxL3IPv4ValidLength
-				if x.IpLenOk() != 0x0 {
-					// RxL3IPv4ValidChecksum
-					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-						// RxL3IPv4ValidSource
-						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-							// RxL3IPv4ValidLocalIP
-							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-								// RxL3IPv4ValidReassembly
-								if x.IpFrag() == 0x0 {
-									// RxL3IPv4Classify
-									if x.IpProto() == 0x11 {
-										// RxL4UDPValidHeaderLength
-										if x.hasUdp() {
-											// RxL4UDPValidLength
-											if x.UdpLenOk() != 0x0 {
-												// RxL4UDPValidChecksum
-												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-													// RxL4UDPDemux
-													// 101 ports by table table0
-													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
-															return v
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 14 ports by table table3
+														if x.IpDst() == 0xa000001 {
+															if v := table3.find(x.UdpDport()); v.Kind != missing {
+																return v
+															}
 														}
-													}
-													// RxL4UDPValidUnicastDest
-													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-														// RxL4UDPPortUnreachable
-														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-													}
-													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-												}
-												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-										}
-										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-									}
-									if x.IpProto() == 0x6 {
-										// RxL4TCPValidUnicastDest
-										if x.IpDst() == 0xa000001 {
-											// RxL4TCPValidHeaderLength
-											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-												// RxL4TCPValidChecksum
-												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-													// RxL4TCPDemux
-													if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x17) == 0x2) {
-														// RxL4TCPSocket_web
-														return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
-													}
-													// RxL4TCPValidNotReset
-													if (x.TcpFlags() & 0x4) == 0x0 {
-														// RxL4TCPListenDiscard
-														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
 														}
-														// RxL4TCPReset
-														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-									}
-									if x.IpProto() == 0x1 {
-										// RxL3ICMPValidHeaderLength
-										if x.hasIcmp() {
-											// RxL3ICMPValidChecksum
-											if x.IcmpCsumOk() != 0x0 {
-												// RxL3ICMPIsTypeRequest
-												if x.IcmpType() == 0x8 {
-													// RxL3ICMPValidUnicastDest
-													if x.IpDst() == 0xa000001 {
-														// RxL3ICMPNeedsResponse
-														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPDemux
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x17) == 0x2) {
+															// RxL4TCPSocket_web
+															return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
+														}
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 										}
-										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 									}
-									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 								}
-								// RxL3IPv4Fragments
-								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -1203,122 +1278,130 @@ func queue4(frame []byte, m *Meta) Verdict {
 		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
 			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&hasUdp != 0 {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															// 101 ports by table table0
-															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-																if v := table0.find(f.v[fUdpDport], 0); v.Kind != missing {
-																	return v
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																// 14 ports by table table3
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
+																		return v
+																	}
 																}
-															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-														}
-														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-												}
-												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPDemux
-															if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
-																// RxL4TCPSocket_web
-																return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
-															}
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
 																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&hasIcmp != 0 {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPDemux
+																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
+																	// RxL4TCPSocket_web
+																	return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
+																}
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 												}
-												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 											}
-											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
 }
 
-// queue5 runs the software graph of a queue (133 nodes).
+// queue5 runs the software graph of a queue (48 nodes).
 func queue5(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -1328,111 +1411,119 @@ func queue5(frame []byte, m *Meta) Verdict {
 		if x.FrameLen() <= 0x5ea {
 			// RxL2EtherValidDest
 			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL3IPv4ValidVersion
-				// RxL3IPv4ValidHeaderLength
-				// RxL3IPv4ValidLength
-				if x.IpLenOk() != 0x0 {
-					// RxL3IPv4ValidChecksum
-					if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-						// RxL3IPv4ValidSource
-						if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-							// RxL3IPv4ValidLocalIP
-							if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-								// RxL3IPv4ValidReassembly
-								if x.IpFrag() == 0x0 {
-									// RxL3IPv4Classify
-									if x.IpProto() == 0x11 {
-										// RxL4UDPValidHeaderLength
-										if x.hasUdp() {
-											// RxL4UDPValidLength
-											if x.UdpLenOk() != 0x0 {
-												// RxL4UDPValidChecksum
-												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-													// RxL4UDPDemux
-													// 101 ports by table table0
-													if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-														if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
-															return v
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 14 ports by table table4
+														if x.IpDst() == 0xa000001 {
+															if v := table4.find(x.UdpDport()); v.Kind != missing {
+																return v
+															}
 														}
-													}
-													// RxL4UDPValidUnicastDest
-													if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-														// RxL4UDPPortUnreachable
-														return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-													}
-													return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
-												}
-												return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
-										}
-										return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
-									}
-									if x.IpProto() == 0x6 {
-										// RxL4TCPValidUnicastDest
-										if x.IpDst() == 0xa000001 {
-											// RxL4TCPValidHeaderLength
-											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-												// RxL4TCPValidChecksum
-												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-													// RxL4TCPDemux
-													if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
-														// RxL4TCPSocket_ssh
-														return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-													}
-													// RxL4TCPValidNotReset
-													if (x.TcpFlags() & 0x4) == 0x0 {
-														// RxL4TCPListenDiscard
-														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-															return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
 														}
-														// RxL4TCPReset
-														return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-									}
-									if x.IpProto() == 0x1 {
-										// RxL3ICMPValidHeaderLength
-										if x.hasIcmp() {
-											// RxL3ICMPValidChecksum
-											if x.IcmpCsumOk() != 0x0 {
-												// RxL3ICMPIsTypeRequest
-												if x.IcmpType() == 0x8 {
-													// RxL3ICMPValidUnicastDest
-													if x.IpDst() == 0xa000001 {
-														// RxL3ICMPNeedsResponse
-														return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPDemux
+														if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
+															// RxL4TCPSocket_ssh
+															return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+														}
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 										}
-										return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 									}
-									return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 								}
-								// RxL3IPv4Fragments
-								return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -1443,117 +1534,617 @@ func queue5(frame []byte, m *Meta) Verdict {
 		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
 			// RxL2EtherValidDest
 			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL3IPv4ValidVersion
-				if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-					// RxL3IPv4ValidHeaderLength
-					if f.v[fIpHdrOk] != 0x0 {
-						// RxL3IPv4ValidLength
-						if f.v[fIpLenOk] != 0x0 {
-							// RxL3IPv4ValidChecksum
-							if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-								// RxL3IPv4ValidSource
-								if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-									// RxL3IPv4ValidLocalIP
-									if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-										// RxL3IPv4ValidReassembly
-										if f.v[fIpFrag] == 0x0 {
-											// RxL3IPv4Classify
-											if f.v[fIpProto] == 0x11 {
-												// RxL4UDPValidHeaderLength
-												if f.has&hasUdp != 0 {
-													// RxL4UDPValidLength
-													if f.v[fUdpLenOk] != 0x0 {
-														// RxL4UDPValidChecksum
-														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-															// RxL4UDPDemux
-															// 101 ports by table table0
-															if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-																if v := table0.find(f.v[fUdpDport], 0); v.Kind != missing {
-																	return v
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																// 14 ports by table table4
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
+																		return v
+																	}
 																}
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																}
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 															}
-															// RxL4UDPValidUnicastDest
-															if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+													}
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+												}
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPDemux
+																if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
+																	// RxL4TCPSocket_ssh
+																	return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+																}
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+															}
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+													}
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+												}
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+											}
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										}
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+									}
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+								}
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+							}
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+						}
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					}
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				}
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+			}
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+	}
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+}
+
+// queue6 runs the software graph of a queue (47 nodes).
+func queue6(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 15 ports by table table5
+														if x.IpDst() == 0xa000001 {
+															if v := table5.find(x.UdpDport()); v.Kind != missing {
+																return v
+															}
+														}
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
 																// RxL4UDPPortUnreachable
 																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Index: 11} // RxL4UDPValidUnicastDest.false
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
 														}
-														return Verdict{Kind: Drop, Index: 12} // RxL4UDPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidLength.false
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidHeaderLength.false
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
 											}
-											if f.v[fIpProto] == 0x6 {
-												// RxL4TCPValidUnicastDest
-												if f.v[fIpDst] == 0xa000001 {
-													// RxL4TCPValidHeaderLength
-													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-														// RxL4TCPValidChecksum
-														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-															// RxL4TCPDemux
-															if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
-																// RxL4TCPSocket_ssh
-																return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-															}
-															// RxL4TCPValidNotReset
-															if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																// RxL4TCPListenDiscard
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																	return Verdict{Kind: Drop, Index: 15} // RxL4TCPListenDiscard.web
-																}
-																// RxL4TCPReset
-																return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-															}
-															return Verdict{Kind: Drop, Index: 16} // RxL4TCPValidNotReset.false
-														}
-														return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
-												}
-												return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidUnicastDest.false
-											}
-											if f.v[fIpProto] == 0x1 {
-												// RxL3ICMPValidHeaderLength
-												if f.has&hasIcmp != 0 {
-													// RxL3ICMPValidChecksum
-													if f.v[fIcmpCsumOk] != 0x0 {
-														// RxL3ICMPIsTypeRequest
-														if f.v[fIcmpType] == 0x8 {
-															// RxL3ICMPValidUnicastDest
-															if f.v[fIpDst] == 0xa000001 {
-																// RxL3ICMPNeedsResponse
-																return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-															}
-															return Verdict{Kind: Drop, Index: 20} // RxL3ICMPValidUnicastDest.false
-														}
-														return Verdict{Kind: Drop, Index: 21} // RxL3ICMPIsTypeRequest.false
-													}
-													return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidChecksum.false
-												}
-												return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidHeaderLength.false
-											}
-											return Verdict{Kind: Drop, Index: 24} // RxL3IPv4Classify.other
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 										}
-										// RxL3IPv4Fragments
-										return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+										}
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
 									}
-									return Verdict{Kind: Drop, Index: 25} // RxL3IPv4ValidLocalIP.false
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
 								}
-								return Verdict{Kind: Drop, Index: 26} // RxL3IPv4ValidSource.false
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 27} // RxL3IPv4ValidChecksum.false
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLength.false
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 8} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidUntagged.false
+	var f fields
+	f.decode(frame, m)
+	// RxQueue
+	// RxL2EtherValidUntagged
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+		// RxL2EtherValidMTU
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
+			// RxL2EtherValidDest
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																// 15 ports by table table5
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table5.find(f.v[fUdpDport]); v.Kind != missing {
+																		return v
+																	}
+																}
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																}
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+													}
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+												}
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+															}
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+													}
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+												}
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+											}
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										}
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+									}
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+								}
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+							}
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+						}
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					}
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				}
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+			}
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+	}
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+}
+
+// queue7 runs the software graph of a queue (47 nodes).
+func queue7(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 15 ports by table table6
+														if x.IpDst() == 0xa000001 {
+															if v := table6.find(x.UdpDport()); v.Kind != missing {
+																return v
+															}
+														}
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+														}
+														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+												}
+												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+											}
+											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+										}
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+													}
+													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+												}
+												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+											}
+											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+										}
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+									}
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+								}
+								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+							}
+							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+						}
+						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+					}
+					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+				}
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+			}
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+	}
+	var f fields
+	f.decode(frame, m)
+	// RxQueue
+	// RxL2EtherValidUntagged
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+		// RxL2EtherValidMTU
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
+			// RxL2EtherValidDest
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4ValidLocalIP
+										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+											// RxL3IPv4ValidReassembly
+											if f.v[fIpFrag] == 0x0 {
+												// RxL3IPv4Classify
+												if f.v[fIpProto] == 0x11 {
+													// RxL4UDPValidHeaderLength
+													if f.has&hasUdp != 0 {
+														// RxL4UDPValidLength
+														if f.v[fUdpLenOk] != 0x0 {
+															// RxL4UDPValidChecksum
+															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																// RxL4UDPDemux
+																// 15 ports by table table6
+																if f.v[fIpDst] == 0xa000001 {
+																	if v := table6.find(f.v[fUdpDport]); v.Kind != missing {
+																		return v
+																	}
+																}
+																// RxL4UDPValidUnicastDest
+																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																	// RxL4UDPValidErrorSource
+																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																		// RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																	}
+																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																}
+																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+													}
+													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+												}
+												if f.v[fIpProto] == 0x6 {
+													// RxL4TCPValidUnicastDest
+													if f.v[fIpDst] == 0xa000001 {
+														// RxL4TCPValidHeaderLength
+														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+															// RxL4TCPValidChecksum
+															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																// RxL4TCPValidNotReset
+																if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																	// RxL4TCPListenDiscard
+																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																	}
+																	// RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																}
+																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+															}
+															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+													}
+													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+												}
+												if f.v[fIpProto] == 0x1 {
+													// RxL3ICMPValidHeaderLength
+													if f.has&hasIcmp != 0 {
+														// RxL3ICMPValidChecksum
+														if f.v[fIcmpCsumOk] != 0x0 {
+															// RxL3ICMPIsTypeRequest
+															if f.v[fIcmpType] == 0x8 {
+																// RxL3ICMPValidUnicastDest
+																if f.v[fIpDst] == 0xa000001 {
+																	// RxL3ICMPNeedsResponse
+																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																}
+																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+															}
+															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+														}
+														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+											}
+											// RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+										}
+										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+									}
+									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+								}
+								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+							}
+							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+						}
+						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					}
+					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+				}
+				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+			}
+			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+	}
+	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
 }

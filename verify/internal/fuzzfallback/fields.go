@@ -5,57 +5,61 @@ package fuzzfallback
 // Slots of the decoded fields in fields.v.
 const (
 	fArpOp      = 0  // arp.op
-	fArpTpa     = 1  // arp.tpa
-	fArpValid   = 2  // arp.valid
-	fEthDst     = 3  // eth.dst
+	fArpSha     = 1  // arp.sha
+	fArpSpa     = 2  // arp.spa
+	fArpTpa     = 3  // arp.tpa
+	fArpValid   = 4  // arp.valid
+	fEthDst     = 5  // eth.dst
 	fEthLenOk   = 0  // eth.len_ok: not read
-	fEthSrc     = 0  // eth.src: not read
-	fEthType    = 4  // eth.type
+	fEthSrc     = 6  // eth.src
+	fEthType    = 7  // eth.type
 	fFrameCrcOk = 0  // frame.crc_ok: not read
-	fFrameLen   = 5  // frame.len
+	fFrameLen   = 8  // frame.len
 	fIcmpCode   = 0  // icmp.code: not read
-	fIcmpCsumOk = 6  // icmp.csum_ok
-	fIcmpType   = 7  // icmp.type
+	fIcmpCsumOk = 9  // icmp.csum_ok
+	fIcmpType   = 10 // icmp.type
 	fIpCsumOk   = 0  // ip.csum_ok: not read
-	fIpDst      = 8  // ip.dst
-	fIpFrag     = 9  // ip.frag
-	fIpHdrOk    = 10 // ip.hdr_ok
+	fIpDst      = 11 // ip.dst
+	fIpFrag     = 12 // ip.frag
+	fIpHdrOk    = 13 // ip.hdr_ok
 	fIpIhl      = 0  // ip.ihl: not read
 	fIpLen      = 0  // ip.len: not read
-	fIpLenOk    = 11 // ip.len_ok
+	fIpLenOk    = 14 // ip.len_ok
 	fIpOptions  = 0  // ip.options: not read
-	fIpProto    = 12 // ip.proto
-	fIpSrc      = 13 // ip.src
+	fIpProto    = 15 // ip.proto
+	fIpSrc      = 16 // ip.src
 	fIpTtl      = 0  // ip.ttl: not read
-	fIpVersion  = 14 // ip.version
+	fIpVersion  = 17 // ip.version
 	fL4Dport    = 0  // l4.dport: not read
 	fL4Sport    = 0  // l4.sport: not read
-	fOmxDstEp   = 15 // omx.dst_ep
+	fOmxDstEp   = 18 // omx.dst_ep
 	fOmxSrcEp   = 0  // omx.src_ep: not read
 	fOmxType    = 0  // omx.type: not read
 	fRssHash    = 0  // rss.hash: not read
 	fTcpCsumOk  = 0  // tcp.csum_ok: not read
-	fTcpDport   = 16 // tcp.dport
-	fTcpFlags   = 17 // tcp.flags
-	fTcpHdrOk   = 18 // tcp.hdr_ok
-	fTcpSport   = 19 // tcp.sport
+	fTcpDport   = 19 // tcp.dport
+	fTcpFlags   = 20 // tcp.flags
+	fTcpHdrOk   = 21 // tcp.hdr_ok
+	fTcpSport   = 22 // tcp.sport
 	fUdpCsumOk  = 0  // udp.csum_ok: not read
-	fUdpDport   = 20 // udp.dport
-	fUdpLen     = 21 // udp.len
-	fUdpLenOk   = 22 // udp.len_ok
-	fUdpSport   = 23 // udp.sport
-	fVlanId     = 24 // vlan.id
+	fUdpDport   = 23 // udp.dport
+	fUdpLen     = 24 // udp.len
+	fUdpLenOk   = 25 // udp.len_ok
+	fUdpSport   = 26 // udp.sport
+	fVlanId     = 27 // vlan.id
 )
 
 // Which fields and headers the checks read; the compiler drops the
 // decoding of the others.
 const (
 	needArpOp      = true
+	needArpSha     = true
+	needArpSpa     = true
 	needArpTpa     = true
 	needArpValid   = true
 	needEthDst     = true
 	needEthLenOk   = false
-	needEthSrc     = false
+	needEthSrc     = true
 	needEthType    = true
 	needFrameCrcOk = false
 	needFrameLen   = true
@@ -104,5 +108,5 @@ const (
 // the bit of its slot is set in has.
 type fields struct {
 	has uint64
-	v   [25]uint64
+	v   [28]uint64
 }

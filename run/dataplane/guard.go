@@ -1,0 +1,183 @@
+package dataplane
+
+import (
+	"sync"
+	"time"
+)
+
+// What the data plane does to stay a good citizen of a segment shared with
+// hostile peers, beyond what the LPG decides frame by frame: whom an
+// answer may come from, which answers the applications refuse, and how
+// often ICMP errors go out. Each rule cites its source.
+
+// Prefix is one IPv4 address of the host with its prefix length.
+type Prefix struct {
+	Addr [4]byte
+	Bits int
+}
+
+// Contains reports whether a lies in the prefix's subnet.
+func (p Prefix) Contains(a [4]byte) bool {
+	if p.Bits <= 0 {
+		return true
+	}
+	mask := ^uint32(0) << uint(32-min(p.Bits, 32))
+	return be32(a)&mask == be32(p.Addr)&mask
+}
+
+func be32(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
+
+// Host is what the data plane knows of the host it serves.
+type Host struct {
+	MAC [6]byte
+	// Addrs are the host's unicast addresses, in the stack's order. A
+	// datagram to any other address the LPG delivered was a broadcast.
+	Addrs []Prefix
+	// ICMPErrors limits the ICMP errors sent (zero: Linux's defaults).
+	ICMPErrors ICMPLimit
+	// Now reads a monotonic clock (nil: the time since the data plane
+	// started); tests give a fake one.
+	Now func() time.Duration
+}
+
+// local reports whether a is one of the host's unicast addresses.
+func (h *Host) local(a [4]byte) bool {
+	for _, p := range h.Addrs {
+		if p.Addr == a {
+			return true
+		}
+	}
+	return false
+}
+
+// source is the address an answer to a datagram from peer to dst goes out
+// from: dst itself when it is ours, or else (dst was a broadcast) our
+// address on the peer's subnet, or our first address. RFC 1122 §3.2.1.3:
+// a broadcast address is never a source; §4.1.3.5 for UDP: a reply to a
+// broadcast must carry a specific address.
+func (h *Host) source(dst, peer [4]byte) ([4]byte, bool) {
+	if h.local(dst) {
+		return dst, true
+	}
+	for _, p := range h.Addrs {
+		if p.Contains(peer) {
+			return p.Addr, true
+		}
+	}
+	if len(h.Addrs) > 0 {
+		return h.Addrs[0].Addr, true
+	}
+	return [4]byte{}, false
+}
+
+// loopPorts are the source ports an echo-like service never answers: the
+// UDP ports of the services that answer every datagram (echo 7, daytime
+// 13, chargen 19, time 37), so that one forged datagram cannot start an
+// endless exchange between two of them (the "UDP port loop" that
+// FreeBSD's inetd refuses in check_loop), and port 0, which means the
+// sender expects no answer (RFC 768: "If not used, a value of zero is
+// inserted").
+var loopPorts = [...]uint16{0, 7, 13, 19, 37}
+
+// loopPort reports whether p is one of loopPorts.
+func loopPort(p uint16) bool {
+	for _, q := range loopPorts {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// ICMPLimit bounds the ICMP errors a stack sends, as Linux does
+// (Documentation/networking/ip-sysctl.rst; net/ipv4/icmp.c,
+// icmp_global_allow and icmpv4_xrlim_allow): a token bucket for the host
+// and one for each peer. RFC 1812 §4.3.2.8 asks that a router limit
+// them; RFC 1122 §3.2.2 leaves a host free to.
+type ICMPLimit struct {
+	PerSec int // errors a second for the host: icmp_msgs_per_sec, 1000
+	Burst  int // the host's bucket: icmp_msgs_burst, 50
+	// PeerInterval is the time one peer earns an error in: icmp_ratelimit,
+	// 1000 ms; PeerBurst the errors a peer may have in a row:
+	// XRLIM_BURST_FACTOR, 6 (net/ipv4/inetpeer.c).
+	PeerInterval time.Duration
+	PeerBurst    int
+}
+
+// DefaultICMPLimit is Linux's.
+var DefaultICMPLimit = ICMPLimit{PerSec: 1000, Burst: 50, PeerInterval: time.Second, PeerBurst: 6}
+
+// peerSlots bounds the per-peer state: a table of this many peers, a new
+// peer taking the slot its address hashes to. A flood from forged
+// addresses costs no memory; each forged address gets at most one burst,
+// and the host's bucket bounds them all.
+const peerSlots = 4096
+
+type peerBucket struct {
+	addr   uint32
+	used   bool
+	tokens time.Duration
+	last   time.Duration
+}
+
+// limiter is an ICMPLimit at work; the queues' loops share it.
+type limiter struct {
+	mu     sync.Mutex
+	lim    ICMPLimit
+	now    func() time.Duration
+	tokens time.Duration // the host's bucket, in time earned
+	last   time.Duration
+	peers  []peerBucket
+}
+
+func newLimiter(lim ICMPLimit, now func() time.Duration) *limiter {
+	if lim == (ICMPLimit{}) {
+		lim = DefaultICMPLimit
+	}
+	l := &limiter{lim: lim, now: now, peers: make([]peerBucket, peerSlots)}
+	l.last = now()
+	l.tokens = l.hostCost() * time.Duration(max(lim.Burst, 1))
+	return l
+}
+
+// hostCost is the time the host earns one error in.
+func (l *limiter) hostCost() time.Duration {
+	if l.lim.PerSec <= 0 {
+		return 0
+	}
+	return time.Second / time.Duration(l.lim.PerSec)
+}
+
+// allow reports whether an ICMP error to peer may go out now, and if so
+// takes it from both buckets.
+func (l *limiter) allow(peer [4]byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if cost := l.hostCost(); cost > 0 {
+		l.tokens = min(l.tokens+now-l.last, cost*time.Duration(max(l.lim.Burst, 1)))
+		l.last = now
+		if l.tokens < cost {
+			return false
+		}
+	}
+	if iv := l.lim.PeerInterval; iv > 0 {
+		a := be32(peer)
+		b := &l.peers[(a*2654435761)>>20%peerSlots]
+		if !b.used || b.addr != a {
+			// A new peer starts with a full bucket, as an inetpeer entry
+			// whose rate_last is long past.
+			*b = peerBucket{addr: a, used: true, tokens: iv * time.Duration(max(l.lim.PeerBurst, 1)), last: now}
+		}
+		b.tokens = min(b.tokens+now-b.last, iv*time.Duration(max(l.lim.PeerBurst, 1)))
+		b.last = now
+		if b.tokens < iv {
+			return false
+		}
+		b.tokens -= iv
+	}
+	l.tokens -= l.hostCost()
+	return true
+}

@@ -1,0 +1,161 @@
+package dataplane
+
+import (
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct{ t time.Duration }
+
+func (c *fakeClock) now() time.Duration { return c.t }
+
+// count asks the limiter n times for peer and returns how many it allowed.
+func count(l *limiter, peer [4]byte, n int) int {
+	ok := 0
+	for range n {
+		if l.allow(peer) {
+			ok++
+		}
+	}
+	return ok
+}
+
+// TestLimiterPerPeer: with Linux's defaults one peer gets a burst of 6
+// (XRLIM_BURST_FACTOR), then one error a second (icmp_ratelimit 1000 ms),
+// and its silence earns back at most the burst.
+func TestLimiterPerPeer(t *testing.T) {
+	c := &fakeClock{}
+	l := newLimiter(DefaultICMPLimit, c.now)
+	p := [4]byte{10, 9, 0, 2}
+	if got := count(l, p, 100); got != 6 {
+		t.Fatalf("burst: %d errors, want 6", got)
+	}
+	c.t += 999 * time.Millisecond
+	if got := count(l, p, 10); got != 0 {
+		t.Fatalf("after 999 ms: %d errors, want 0", got)
+	}
+	c.t += time.Millisecond
+	if got := count(l, p, 10); got != 1 {
+		t.Fatalf("after 1 s: %d errors, want 1", got)
+	}
+	c.t += time.Hour
+	if got := count(l, p, 100); got != 6 {
+		t.Fatalf("after an hour: %d errors, want the burst of 6", got)
+	}
+	// Another peer has a bucket of its own.
+	if got := count(l, [4]byte{10, 9, 0, 3}, 100); got != 6 {
+		t.Fatalf("a second peer: %d errors, want 6", got)
+	}
+}
+
+// TestLimiterHost: many peers share the host's bucket of 50
+// (icmp_msgs_burst), refilled at 1000 a second (icmp_msgs_per_sec).
+func TestLimiterHost(t *testing.T) {
+	c := &fakeClock{}
+	l := newLimiter(DefaultICMPLimit, c.now)
+	sent := 0
+	for i := range 1000 {
+		if l.allow([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) {
+			sent++
+		}
+	}
+	if sent != 50 {
+		t.Fatalf("1,000 peers at once: %d errors, want the host's burst of 50", sent)
+	}
+	// One second of forged sources, a new one every 10 µs: the host's
+	// rate bounds them all.
+	sent = 0
+	for i := range 100000 {
+		c.t += 10 * time.Microsecond
+		if l.allow([4]byte{172, byte(i >> 16), byte(i >> 8), byte(i)}) {
+			sent++
+		}
+	}
+	if sent < 990 || sent > 1050 {
+		t.Fatalf("a second of 100,000 forged sources: %d errors, want about 1,000", sent)
+	}
+	if len(l.peers) != peerSlots {
+		t.Fatalf("the peer table grew to %d slots", len(l.peers))
+	}
+}
+
+// TestLimiterSettings: a stack's own limits are used as given.
+func TestLimiterSettings(t *testing.T) {
+	c := &fakeClock{}
+	l := newLimiter(ICMPLimit{PerSec: 10, Burst: 2, PeerInterval: 0}, c.now)
+	if got := count(l, [4]byte{1, 2, 3, 4}, 10); got != 2 {
+		t.Fatalf("burst 2: %d errors", got)
+	}
+	c.t += 100 * time.Millisecond
+	if got := count(l, [4]byte{1, 2, 3, 4}, 10); got != 1 {
+		t.Fatalf("10/s after 100 ms: %d errors, want 1", got)
+	}
+}
+
+// TestEchoRefuses: echo answers a unicast datagram, and neither a
+// broadcast one (fraggle) nor one from a port that answers everything.
+func TestEchoRefuses(t *testing.T) {
+	msg := []byte("hello")
+	for _, c := range []struct {
+		d    Datagram
+		want bool
+	}{
+		{Datagram{SPort: 40000, Payload: msg}, true},
+		{Datagram{SPort: 40000, Payload: msg, Broadcast: true}, false},
+		{Datagram{SPort: 0, Payload: msg}, false},
+		{Datagram{SPort: 7, Payload: msg}, false},
+		{Datagram{SPort: 13, Payload: msg}, false},
+		{Datagram{SPort: 19, Payload: msg}, false},
+		{Datagram{SPort: 37, Payload: msg}, false},
+		{Datagram{SPort: 9, Payload: msg}, true},
+	} {
+		if got := Echo(&c.d) != nil; got != c.want {
+			t.Errorf("%+v: answered %v, want %v", c.d, got, c.want)
+		}
+	}
+}
+
+// TestSource: an answer comes from the address the datagram was sent to,
+// or, for a broadcast, from our address on the sender's subnet.
+func TestSource(t *testing.T) {
+	h := &Host{Addrs: []Prefix{{[4]byte{10, 9, 0, 1}, 24}, {[4]byte{192, 0, 2, 1}, 24}}}
+	for _, c := range []struct{ dst, peer, want [4]byte }{
+		{[4]byte{192, 0, 2, 1}, [4]byte{10, 9, 0, 2}, [4]byte{192, 0, 2, 1}},
+		{[4]byte{255, 255, 255, 255}, [4]byte{192, 0, 2, 7}, [4]byte{192, 0, 2, 1}},
+		{[4]byte{10, 9, 0, 255}, [4]byte{10, 9, 0, 2}, [4]byte{10, 9, 0, 1}},
+		{[4]byte{255, 255, 255, 255}, [4]byte{172, 16, 0, 1}, [4]byte{10, 9, 0, 1}},
+	} {
+		got, ok := h.source(c.dst, c.peer)
+		if !ok || got != c.want {
+			t.Errorf("to %v from %v: source %v, want %v", c.dst, c.peer, got, c.want)
+		}
+	}
+	if _, ok := (&Host{}).source([4]byte{255, 255, 255, 255}, [4]byte{1, 2, 3, 4}); ok {
+		t.Errorf("a host without addresses found a source")
+	}
+}
+
+// TestL2: the request's headers are found behind a priority tag.
+func TestL2(t *testing.T) {
+	untagged := make([]byte, 60)
+	untagged[12], untagged[13] = 0x08, 0x00
+	tagged := make([]byte, 64)
+	tagged[12], tagged[13], tagged[16], tagged[17] = 0x81, 0x00, 0x08, 0x00
+	for _, c := range []struct {
+		b    []byte
+		n    int
+		ok   bool
+		name string
+	}{
+		{untagged, 14, true, "untagged"},
+		{tagged, 18, true, "tagged"},
+		{tagged[:16], 0, false, "a cut tag"},
+		{untagged[:13], 0, false, "a cut header"},
+	} {
+		n, etype, ok := l2(c.b)
+		if n != c.n || ok != c.ok || ok && etype != 0x0800 {
+			t.Errorf("%s: %d %#x %v", c.name, n, etype, ok)
+		}
+	}
+}
