@@ -250,7 +250,14 @@ func (s *Stage) hasDrops() bool {
 	return false
 }
 
+// takesL2 reports whether a frame other than IPv4 can be one of ours
+// (ARP, Open-MX, the software VI's).
+func (s *Stage) takesL2() bool { return s.ARP || s.OpenMX || s.VIA }
+
 // classifier returns the program of the given kind for stage s over m.
+// The kernel's verifier refuses a program with an instruction no jump
+// reaches ("unreachable insn"), so a block is emitted only when a jump
+// leads to it.
 func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	var in asm.Instructions
 	var next string // the label of the next instruction
@@ -476,16 +483,18 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 	constant := func(q uint32) { add(asm.Mov.Imm32(asm.R7, int32(q))) }
 
 	// Not IPv4: no rule matches; the miss rule's queue for such frames.
-	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("l2ours"))
-	switch s.Miss {
-	case MissDevice:
-		device()
-	case MissRSS:
-		constant(s.RSS.Miss)
-	default:
-		constant(s.MissQueue)
+	if s.takesL2() {
+		add(asm.Mov.Imm(asm.R7, 0).WithSymbol("l2ours"))
+		switch s.Miss {
+		case MissDevice:
+			device()
+		case MissRSS:
+			constant(s.RSS.Miss)
+		default:
+			constant(s.MissQueue)
+		}
+		add(asm.Ja.Label("ours"))
 	}
-	add(asm.Ja.Label("ours"))
 
 	// IPv4: the length from the IPv4 header on (internal/packet's
 	// len(ip)): XDP's whole buffer, or the skb's, which starts at the
@@ -593,19 +602,19 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 			hashByte(i)
 		}
 		// The ports where they exist and RSS hashes them for the
-		// protocol (internal/packet.RSSHash).
-		add(asm.JEq.Imm(asm.R8, 0, "hashed"))
-		switch {
-		case r.TCPPorts && r.UDPPorts:
-		case r.TCPPorts:
-			add(asm.JNE.Imm(asm.R9, 6, "hashed"))
-		case r.UDPPorts:
-			add(asm.JNE.Imm(asm.R9, 17, "hashed"))
-		default:
-			add(asm.Ja.Label("hashed"))
-		}
-		for i := 8; i < 12; i++ {
-			hashByte(i)
+		// protocol (internal/packet.RSSHash); none for an RSS that
+		// hashes addresses only.
+		if r.TCPPorts || r.UDPPorts {
+			add(asm.JEq.Imm(asm.R8, 0, "hashed"))
+			switch {
+			case !r.UDPPorts:
+				add(asm.JNE.Imm(asm.R9, 6, "hashed"))
+			case !r.TCPPorts:
+				add(asm.JNE.Imm(asm.R9, 17, "hashed"))
+			}
+			for i := 8; i < 12; i++ {
+				hashByte(i)
+			}
 		}
 		add(asm.And.Imm(asm.R3, int32(len(r.Indirection)-1)).WithSymbol("hashed"), asm.LSh.Imm(asm.R3, 2), asm.Add.Reg(asm.R3, asm.R2),
 			asm.LoadMem(asm.R7, asm.R3, rssTable, asm.Word))
