@@ -440,6 +440,9 @@ func (p *problem) incremental() (*state, error) {
 	if prev == nil {
 		return nil, fmt.Errorf("the incremental strategy needs the previous plan (--previous plan.json)")
 	}
+	if probs := CheckPrevious(prev, p.in.Model); len(probs) > 0 {
+		return nil, fmt.Errorf("the previous plan was not made for this NIC model: %s", strings.Join(probs, "; "))
+	}
 	s := p.newState(p.previousMode(prev))
 	byNode := map[string]*table{}
 	for _, t := range p.tables {
