@@ -3,6 +3,8 @@ package dataplane
 import (
 	"testing"
 	"time"
+
+	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 )
 
 // fakeClock is a clock the test moves by hand.
