@@ -499,11 +499,9 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 	// IPv4: the length from the IPv4 header on (internal/packet's
 	// len(ip)): XDP's whole buffer, or the skb's, which starts at the
 	// network header when a fanout program runs (after a tag the kernel
-	// left in the frame, as a test run does). The receive loops pad a
-	// short frame to Ethernet's 60 bytes before the generated code sees
-	// it (a software link does not), so the length is at least 60 less
-	// the headers before IPv4, and bytes past the frame's end read as the
-	// padding's zeros.
+	// left in the frame, as a test run does). Nothing is padded: the
+	// generated code sees a frame as it came, and a software link's may
+	// be shorter than Ethernet's 60 bytes.
 	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("ipours"))
 	if kind == progXDP {
 		add(asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(),
@@ -513,10 +511,7 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 			asm.LoadMem(asm.R1, asm.R10, stL3, asm.Word), asm.Sub.Imm(asm.R1, 14), asm.Sub.Reg(asm.R0, asm.R1))
 	}
 	add(
-		asm.Mov.Imm(asm.R2, 60), asm.LoadMem(asm.R1, asm.R10, stL3, asm.Word), asm.Sub.Reg(asm.R2, asm.R1),
-		asm.JGE.Reg(asm.R0, asm.R2, "padded"),
-		asm.Mov.Reg(asm.R0, asm.R2),
-		asm.StoreMem(asm.R10, stLen, asm.R0, asm.DWord).WithSymbol("padded"),
+		asm.StoreMem(asm.R10, stLen, asm.R0, asm.DWord),
 		// The key without ports.
 		asm.LoadMem(asm.R0, asm.R10, stIP+12, asm.Word), asm.StoreMem(asm.R10, stKey, asm.R0, asm.Word),
 		asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stKey+4, asm.R0, asm.Word),
@@ -545,17 +540,11 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 		asm.JLT.Imm(asm.R0, 8, "noports").WithSymbol("udpports"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("getports"),
 	)
-	load(asm.R8, 0, stKey+8, 4, "padports")
+	// The datagram fits the frame, so its ports do; were the load to
+	// fail, the frame would have none.
+	load(asm.R8, 0, stKey+8, 4, "noports")
 	add(
 		asm.Mov.Imm(asm.R8, 1), asm.Ja.Label("keyed"),
-		// Ports that run into the padding: the bytes there are zeros.
-		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word).WithSymbol("padports"),
-	)
-	for j := int32(0); j < 4; j++ {
-		load(asm.R8, j, int16(stKey+8+j), 1, "padded4")
-	}
-	add(
-		asm.Mov.Imm(asm.R8, 1).WithSymbol("padded4"), asm.Ja.Label("keyed"),
 		asm.StoreImm(asm.R10, stKey+8, 0, asm.Word).WithSymbol("noports"),
 		asm.Mov.Imm(asm.R8, 0),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("keyed"),

@@ -240,10 +240,6 @@ func TestStageOverStacks(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", sc.name, diags, sc.src)
 		}
 		frames := spaceFrames(st, perStack)
-		padded := make([][]byte, len(frames))
-		for i, f := range frames {
-			padded[i] = pad60(f)
-		}
 		nFrames += len(frames)
 		loaded := map[string][]decision{} // a stage's programs, by the stage
 		for _, tg := range targets {
@@ -290,14 +286,14 @@ func TestStageOverStacks(t *testing.T) {
 				}
 				for i, d := range ds {
 					nChecked++
-					queue, ref := sm.RunNIC(padded[i], true)
+					queue, ref := sm.RunNIC(frames[i], true)
 					if d.skb {
 						if d.tc != d.ours || d.filter != (d.ours && !d.dropped) {
 							fail(i, "XDP: ours %v (dropped %v); the filter kept it: %v, tc took it: %v", d.ours, d.dropped, d.filter, d.tc)
 						}
 					}
 					switch {
-					case kernels(padded[i]):
+					case kernels(frames[i]):
 						nKernel++
 						if d.ours {
 							fail(i, "the stage took a frame it leaves to the kernel (LPG: %s)", ref)

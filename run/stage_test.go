@@ -97,8 +97,8 @@ func nicFrames(t testing.TB, n int) [][]byte {
 	return out
 }
 
-// pad60 is a frame as the receive loops hand it to the generated code:
-// padded to Ethernet's 60-byte minimum.
+// pad60 is a frame as a wire carries it: padded by the sender to
+// Ethernet's 60-byte minimum (a software link carries it unpadded).
 func pad60(f []byte) []byte {
 	if len(f) >= 60 {
 		return f
@@ -185,7 +185,7 @@ func TestHardwareStageMatchesNIC(t *testing.T) {
 	sr := loadStage(t, s)
 	compared, queues, unowned := 0, map[int]int{}, 0
 	for i, f := range frames {
-		want := interp.Run(pad60(f), true)
+		want := interp.Run(f, true)
 		xq, ours, dropped, fq := sr.run(t, f)
 		if !ours {
 			continue
@@ -235,7 +235,7 @@ func TestHardwareStageMatchesNIC(t *testing.T) {
 	sr = loadStage(t, s)
 	taken := 0
 	for i, f := range frames {
-		want := interp.Run(pad60(f), true)
+		want := interp.Run(f, true)
 		byRefused := false
 		for _, step := range interp.Path() {
 			if step.Node.Name == "RxCFDir" && step.Port != nil {
@@ -287,9 +287,7 @@ func FuzzHardwareStage(f *testing.F) {
 		if len(fr) < 14 || len(fr) > 1514 {
 			t.Skip("the kernel's test runs take 14 to 1514 bytes")
 		}
-		// The loops pad a short frame before the generated code sees it;
-		// the programs see it as it came.
-		want := interp.Run(pad60(fr), true)
+		want := interp.Run(fr, true)
 		xq, ours, dropped, fq := sr.run(t, fr)
 		if !ours || want.Queue < 0 {
 			return
@@ -322,7 +320,7 @@ func TestLinuxXDPStageMatchesModel(t *testing.T) {
 	sr := loadStage(t, s)
 	compared, queues := 0, map[int]int{}
 	for i, f := range nicFrames(t, 3000) {
-		want := interp.Run(pad60(f), true)
+		want := interp.Run(f, true)
 		xq, ours, dropped, fq := sr.run(t, f)
 		if !ours || want.Queue < 0 {
 			continue
