@@ -1,7 +1,6 @@
 package run
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"regexp"
@@ -97,17 +96,7 @@ func TestRunAgreesWithVerify(t *testing.T) {
 	}
 	for _, socket := range []string{"xdp", "packet"} {
 		t.Run(socket, func(t *testing.T) {
-			var out, log syncBuffer
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ready := make(chan struct{})
-			served := make(chan error, 1)
-			go func() {
-				served <- inNS(a, func() error {
-					return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
-				})
-			}()
-			waitReady(t, ready, served, &log)
+			sv := serveIn(t, a, r, st, socket)
 			err := inNS(b, func() error {
 				w, err := openWire("vB")
 				if err != nil {
@@ -126,15 +115,13 @@ func TestRunAgreesWithVerify(t *testing.T) {
 			})
 			// The last frames are served before the counters are read.
 			time.Sleep(500 * time.Millisecond)
-			cancel()
-			if serr := <-served; serr != nil && err == nil {
+			if serr := sv.stop(); serr != nil && err == nil {
 				err = serr
 			}
 			if err != nil {
-				t.Fatalf("%v\n%s", err, log.String())
+				t.Fatalf("%v\n%s", err, sv.log.String())
 			}
-			final := out.String()
-			final = final[max(0, strings.LastIndex(final, "final:")):]
+			final := sv.final()
 			got := outcomes(final)
 			var diffs []string
 			kernel := 0

@@ -2,7 +2,6 @@ package run
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -209,24 +208,7 @@ func TestHostilePeers(t *testing.T) {
 func testHostile(t *testing.T, socket string) {
 	a, b := pair(t)
 	r, st := embedTest(t, testStack)
-	var out, log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	served := make(chan error, 1)
-	go func() {
-		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
-		})
-	}()
-	waitReady(t, ready, served, &log)
-	stopped := false
-	defer func() {
-		if !stopped {
-			cancel()
-			<-served
-		}
-	}()
+	sv := serveIn(t, a, r, st, socket)
 
 	err := inNS(b, func() error {
 		w, err := openWire("vB")
@@ -369,16 +351,13 @@ func testHostile(t *testing.T, socket string) {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("%v\nrun said:\n%s%s", err, log.String(), out.String())
+		t.Fatalf("%v\nrun said:\n%s%s", err, sv.log.String(), sv.out.String())
 	}
-	cancel()
-	stopped = true
-	if err := <-served; err != nil {
-		t.Fatalf("run: %v\n%s", err, log.String())
+	if err := sv.stop(); err != nil {
+		t.Fatalf("run: %v\n%s", err, sv.log.String())
 	}
-	final := out.String()
-	if !strings.Contains(final, "icmp errors rate-limited") {
-		t.Errorf("the counters do not show the rate-limited ICMP errors:\n%s", final)
+	if !strings.Contains(sv.final(), "icmp errors rate-limited") {
+		t.Errorf("the counters do not show the rate-limited ICMP errors:\n%s", sv.final())
 	}
-	t.Logf("run said:\n%s", final[max(0, strings.LastIndex(final, "final:")):])
+	t.Logf("run said:\n%s", sv.final())
 }

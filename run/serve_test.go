@@ -687,3 +687,47 @@ func TestServeFallsBack(t *testing.T) {
 	}
 	t.Logf("run said:\n%s", log.String())
 }
+
+// liveRun is a stack served by Serve in a namespace for a test.
+type liveRun struct {
+	out, log syncBuffer // what run printed: counters, and notes
+	cancel   context.CancelFunc
+	served   chan error
+	stopped  bool
+}
+
+// serveIn serves stack st with plan r on vA in namespace ns on the given
+// socket kind, waits until it is ready, and stops it when the test ends
+// (stop does it earlier).
+func serveIn(t *testing.T, ns string, r *dembed.Result, st *lpg.Stack, socket string) *liveRun {
+	t.Helper()
+	sv := &liveRun{served: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	sv.cancel = cancel
+	ready := make(chan struct{})
+	go func() {
+		sv.served <- inNS(ns, func() error {
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &sv.out, Stderr: &sv.log, Ready: func() { close(ready) }})
+		})
+	}()
+	t.Cleanup(func() { sv.stop() })
+	waitReady(t, ready, sv.served, &sv.log)
+	return sv
+}
+
+// stop ends the run and returns its error; the final counters are then in
+// out.
+func (sv *liveRun) stop() error {
+	if sv.stopped {
+		return nil
+	}
+	sv.stopped = true
+	sv.cancel()
+	return <-sv.served
+}
+
+// final returns the run's last counters (from "final:" on).
+func (sv *liveRun) final() string {
+	s := sv.out.String()
+	return s[max(0, strings.LastIndex(s, "final:")):]
+}

@@ -2,7 +2,6 @@ package run
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -206,16 +205,7 @@ func TestFloodSoak(t *testing.T) {
 
 	r, st := embedTest(t, testStack)
 	for _, socket := range []string{"xdp", "packet"} {
-		var out, log syncBuffer
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan struct{})
-		served := make(chan error, 1)
-		go func() {
-			served <- inNS(a, func() error {
-				return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Ready: func() { close(ready) }})
-			})
-		}()
-		waitReady(t, ready, served, &log)
+		sv := serveIn(t, a, r, st, socket)
 		pids := children()
 		var sent, answered, flooded int
 		before, after := 0, 0
@@ -239,12 +229,11 @@ func TestFloodSoak(t *testing.T) {
 			}
 			return err
 		})
-		cancel()
-		if serr := <-served; serr != nil && err == nil {
+		if serr := sv.stop(); serr != nil && err == nil {
 			err = serr
 		}
 		if err != nil {
-			t.Fatalf("%s: %v\n%s", socket, err, log.String())
+			t.Fatalf("%s: %v\n%s", socket, err, sv.log.String())
 		}
 		share := float64(answered) / float64(sent)
 		report = append(report, fmt.Sprintf("dragonc run --socket %s: %d of %d answered (%.2f %%) during %d junk frames; helper RSS %d -> %d KiB", socket, answered, sent, 100*share, flooded, before, after))
@@ -256,8 +245,7 @@ func TestFloodSoak(t *testing.T) {
 		} else if after-before > 20<<10 {
 			t.Errorf("%s: the helper grew by %d KiB during the flood", socket, after-before)
 		}
-		final := out.String()
-		t.Logf("%s final counters:\n%s", socket, final[max(0, strings.LastIndex(final, "final:")):])
+		t.Logf("%s final counters:\n%s", socket, sv.final())
 	}
 	t.Log("flood soak, " + d.String() + " each:\n" + strings.Join(report, "\n"))
 }
