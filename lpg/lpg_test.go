@@ -3,7 +3,6 @@ package lpg_test
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/internal/stackgen"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -509,69 +509,6 @@ func TestStackValidation(t *testing.T) {
 	}
 }
 
-// stackFrom builds a stack file from fuzz bytes: each byte chooses the
-// next item, so the fuzzer explores stacks rather than syntax.
-func stackFrom(b []byte) string {
-	next := func() int {
-		if len(b) == 0 {
-			return 0
-		}
-		v := int(b[0])
-		b = b[1:]
-		return v
-	}
-	var sb strings.Builder
-	sb.WriteString("stack f {\n")
-	nif := 1 + next()%3
-	for i := 0; i < nif; i++ {
-		fmt.Fprintf(&sb, "    interface eth%d { mac 00:1b:21:00:00:%02x ip 10.%d.0.%d/%d", i, next()%256, i, 1+next()%250, []int{24, 16, 31, 32, 8}[next()%5])
-		if next()%3 == 0 {
-			fmt.Fprintf(&sb, " mtu %d", 68+next()*40)
-		}
-		sb.WriteString(" }\n")
-	}
-	if next()%2 == 0 {
-		fmt.Fprintf(&sb, "    cores 0..%d\n", next()%16)
-	}
-	n := next() % 24
-	for i := 0; i < n; i++ {
-		addr := "*"
-		if next()%2 == 0 {
-			addr = fmt.Sprintf("10.%d.0.%d", next()%nif, 1+next()%250)
-		}
-		port := 1 + next()*7%65535
-		switch next() % 5 {
-		case 0:
-			fmt.Fprintf(&sb, "    endpoint e%d udp listen %s:%d", i, addr, port)
-		case 1:
-			fmt.Fprintf(&sb, "    endpoint e%d tcp listen %s:%d", i, addr, port)
-		case 2:
-			fmt.Fprintf(&sb, "    endpoint e%d udp flow %s:%d -> 192.0.2.%d:%d", i, addr, port, next(), 1+next())
-		case 3:
-			fmt.Fprintf(&sb, "    endpoint e%d tcp listen %s:%d..%d", i, addr, port, port+next()%4)
-		default:
-			fmt.Fprintf(&sb, "    endpoint e%d openmx %d", i, next())
-		}
-		switch next() % 4 {
-		case 0:
-			fmt.Fprintf(&sb, " { class gold rate %dkpps }", next())
-		case 1:
-			fmt.Fprintf(&sb, " { cores %d..%d }", next()%8, next()%8)
-		case 2:
-			fmt.Fprintf(&sb, " { nodelay message %dKiB }", next()%64)
-		}
-		sb.WriteString("\n")
-	}
-	if next()%2 == 0 {
-		sb.WriteString("    service icmp-echo\n")
-	}
-	if next()%2 == 0 {
-		sb.WriteString("    service arp\n")
-	}
-	sb.WriteString("}\n")
-	return sb.String()
-}
-
 // FuzzStack builds stacks from fuzz input: a stack either gets
 // diagnostics with positions or derives an LPG the reference interpreter
 // runs on frames aimed at it without a panic, every outcome named.
@@ -580,7 +517,7 @@ func FuzzStack(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		src := stackFrom(b)
+		src := string(stackgen.Random(b))
 		st, diags := lpg.LoadStack("f.lpg", []byte(src))
 		if st == nil {
 			for _, d := range diags {
