@@ -48,6 +48,7 @@ type Datagram struct {
 	// link-layer broadcast. An answer to it goes out from the host's own
 	// address, never from the broadcast (RFC 1122 §3.2.1.3).
 	Broadcast bool
+	OpenMX    bool // an Open-MX message, not a UDP datagram
 }
 
 // A Handler serves an endpoint. It returns the payload of a datagram to
@@ -61,7 +62,7 @@ type Handler func(d *Datagram) []byte
 // broadcasts is the same rule for ping), and one from a port that itself
 // answers everything (loopPorts).
 func Echo(d *Datagram) []byte {
-	if d.Broadcast || loopPort(d.SPort) {
+	if d.Broadcast || !d.OpenMX && loopPort(d.SPort) {
 		return nil
 	}
 	return d.Payload
@@ -385,7 +386,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 				if !ok || len(frame) < at+omxHeader {
 					return
 				}
-				*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID, Payload: frame[at+omxHeader:]}
+				*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID, Payload: frame[at+omxHeader:], OpenMX: true}
 				dg.SPort, dg.DPort = uint16(frame[at+4]), uint16(frame[at+3])
 				dg.Broadcast = isBroadcastMAC(frame)
 				if t.Payload = s.st.Handlers[v.Index](dg); t.Payload == nil {
@@ -402,7 +403,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			if !ok || end-l4 < 8 {
 				return
 			}
-			dg.Endpoint = int(v.Index)
+			*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID}
 			copy(dg.Src[:], frame[l3+12:l3+16])
 			copy(dg.Dst[:], frame[l3+16:l3+20])
 			dg.SPort = binary.BigEndian.Uint16(frame[l4:])

@@ -111,6 +111,10 @@ func TestEchoRefuses(t *testing.T) {
 		{Datagram{SPort: 19, Payload: msg}, false},
 		{Datagram{SPort: 37, Payload: msg}, false},
 		{Datagram{SPort: 9, Payload: msg}, true},
+		// Open-MX numbers endpoints, not ports: endpoint 7 is no echo.
+		{Datagram{SPort: 7, Payload: msg, OpenMX: true}, true},
+		{Datagram{SPort: 0, Payload: msg, OpenMX: true}, true},
+		{Datagram{SPort: 0, Payload: msg, OpenMX: true, Broadcast: true}, false},
 	} {
 		if got := Echo(&c.d) != nil; got != c.want {
 			t.Errorf("%+v: answered %v, want %v", c.d, got, c.want)
