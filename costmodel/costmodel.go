@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -49,14 +50,60 @@ func (c Cost) Less(d Cost) bool {
 // Equal reports whether neither cost is less than the other.
 func (c Cost) Equal(d Cost) bool { return !c.Less(d) && !d.Less(c) }
 
+// String names the kind as plan.json does: ok, value or reject.
+func (k Kind) String() string {
+	if k < OK || k > Reject {
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
+
+var kindNames = [...]string{OK: "ok", Value: "value", Reject: "reject"}
+
+// KindNamed is the kind of a name Kind.String returns.
+func KindNamed(name string) (Kind, bool) {
+	for k, n := range kindNames {
+		if n == name {
+			return Kind(k), true
+		}
+	}
+	return 0, false
+}
+
+// String is how dragonc prints a cost for people, everywhere: ok, a
+// number, or reject(number), the number as FormatNumber writes it.
 func (c Cost) String() string {
 	switch c.Kind {
 	case OK:
 		return "ok"
 	case Reject:
-		return fmt.Sprintf("reject(%.4g)", c.V)
+		return "reject(" + FormatNumber(c.V) + ")"
 	}
-	return fmt.Sprintf("%.4g", c.V)
+	return FormatNumber(c.V)
+}
+
+// Format prints a cost given as plan.json holds it, a kind name and a
+// value, as Cost.String does.
+func Format(kind string, v float64) string {
+	k, ok := KindNamed(kind)
+	if !ok {
+		return kind + "(" + FormatNumber(v) + ")"
+	}
+	return Cost{Kind: k, V: v}.String()
+}
+
+// FormatNumber prints a cost figure for people: four significant digits,
+// never in exponent form (346700, not 3.467e+05), and decimals only for
+// the fractional part the four digits keep (0.5, 12.25, 0.0001234).
+func FormatNumber(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 4, 64), 64)
+	if r == 0 {
+		return "0" // and not -0
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
 // Endpoint is what a cost function knows of an endpoint.

@@ -21,6 +21,41 @@ func TestOrder(t *testing.T) {
 	}
 }
 
+// TestFormat: costs print as plain numbers of four significant digits,
+// with decimals only where the value has a fractional part.
+func TestFormat(t *testing.T) {
+	for _, c := range []struct {
+		c    Cost
+		want string
+	}{
+		{Cost{Kind: OK}, "ok"},
+		{Cost{Kind: Value, V: 346712}, "346700"},
+		{Cost{Kind: Reject, V: 251000}, "reject(251000)"},
+		{Cost{Kind: Value, V: 1e7}, "10000000"},
+		{Cost{Kind: Value, V: 2.21e6}, "2210000"},
+		{Cost{Kind: Value, V: 0}, "0"},
+		{Cost{Kind: Value, V: -0.0}, "0"},
+		{Cost{Kind: Value, V: 0.5}, "0.5"},
+		{Cost{Kind: Value, V: 12.25}, "12.25"},
+		{Cost{Kind: Value, V: 1234.5678}, "1235"},
+		{Cost{Kind: Value, V: 0.000123456}, "0.0001235"},
+		{Cost{Kind: Value, V: -42.5}, "-42.5"},
+		{Cost{Kind: Reject, V: 2.5}, "reject(2.5)"},
+	} {
+		if got := c.c.String(); got != c.want {
+			t.Errorf("%#v: %q, want %q", c.c, got, c.want)
+		}
+		if got := Format(c.c.Kind.String(), c.c.V); got != c.want {
+			t.Errorf("Format(%q, %v): %q, want %q", c.c.Kind, c.c.V, got, c.want)
+		}
+	}
+	for _, k := range []Kind{OK, Value, Reject} {
+		if got, ok := KindNamed(k.String()); !ok || got != k {
+			t.Errorf("KindNamed(%q) = %v, %v", k, got, ok)
+		}
+	}
+}
+
 func problem(gold ...bool) *Problem {
 	p := &Problem{Queues: []Queue{{ID: 0, Core: 0, Default: true}, {ID: 1, Core: 1}, {ID: 2, Core: 2}}}
 	for i, g := range gold {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/plan"
 )
@@ -107,12 +108,12 @@ func (r *Result) WriteReport(w io.Writer) {
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, "  %-28s %d\n", k, counts[k])
 	}
-	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, formatCost(pl.Cost.Kind, pl.Cost.Value))
+	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, costmodel.Format(pl.Cost.Kind, pl.Cost.Value))
 	if pl.Cost.Tie != 0 && pl.Cost.Function != "cycles" {
-		fmt.Fprintf(w, "  then, among equal costs, load served off its application's cores: %.4g\n", pl.Cost.Tie)
+		fmt.Fprintf(w, "  then, among equal costs, load served off its application's cores: %s\n", costmodel.FormatNumber(pl.Cost.Tie))
 	}
-	fmt.Fprintf(w, "  everything in software: %s\n", formatCost(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
-	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", formatCost(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
+	fmt.Fprintf(w, "  everything in software: %s\n", costmodel.Format(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
+	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", costmodel.Format(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
 	if pl.Strategy != "dragonet-greedy" {
 		if g, err := r.Greedy(); err != nil {
 			fmt.Fprintf(w, "  dragonet-greedy: stops: %s\n", strings.TrimPrefix(err.Error(), "dragonet-greedy: "))
@@ -135,16 +136,6 @@ func (r *Result) WriteReport(w io.Writer) {
 			fmt.Fprintf(w, "  %s\n", x)
 		}
 	}
-}
-
-func formatCost(kind string, v float64) string {
-	switch kind {
-	case "ok":
-		return "ok"
-	case "reject":
-		return fmt.Sprintf("reject(%.4g)", v)
-	}
-	return fmt.Sprintf("%.4g", v)
 }
 
 // distinct returns the different strings of xs, sorted.

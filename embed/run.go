@@ -189,8 +189,8 @@ func (r *Result) plan() *plan.Plan {
 		pl.Target, pl.Driver = TargetLinux, p.in.Driver.Name
 	}
 	soft, rss := p.references()
-	pl.Cost = plan.Cost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: kindName(int(r.Cost.Kind)), Tie: round(r.Cost.Tie),
-		SoftwareOnly: plan.Ref{Value: round(soft.V), Kind: kindName(int(soft.Kind))}, RSSOnly: plan.Ref{Value: round(rss.V), Kind: kindName(int(rss.Kind))}}
+	pl.Cost = plan.Cost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: r.Cost.Kind.String(), Tie: round(r.Cost.Tie),
+		SoftwareOnly: plan.Ref{Value: round(soft.V), Kind: soft.Kind.String()}, RSSOnly: plan.Ref{Value: round(rss.V), Kind: rss.Kind.String()}}
 	coreOf := map[int]int{}
 	for _, q := range p.queues {
 		coreOf[q.id] = q.core
@@ -647,10 +647,6 @@ func planVIA(prov *streams.Provider, st *lpg.Stack) *plan.VIA {
 		v.Streams = append(v.Streams, ps)
 	}
 	return v
-}
-
-func kindName(k int) string {
-	return [...]string{"ok", "value", "reject"}[k]
 }
 
 func joinInts(xs []int) string {

@@ -282,24 +282,14 @@ func runEmbed(e *env, f *embedFlags, o *embedOpts, nicArg, stackPath string) int
 			entries += len(c.Entries)
 		}
 		fmt.Fprintf(e.stdout, "dragonc: wrote %s: %d queues, %d filter entries, cost %s %s (software only %s, RSS only %s)\n",
-			o.out, len(r.Plan.Queues), entries, r.Plan.Cost.Function, fmtCost(r.Plan.Cost.Kind, r.Plan.Cost.Value),
-			fmtCost(r.Plan.Cost.SoftwareOnly.Kind, r.Plan.Cost.SoftwareOnly.Value), fmtCost(r.Plan.Cost.RSSOnly.Kind, r.Plan.Cost.RSSOnly.Value))
+			o.out, len(r.Plan.Queues), entries, r.Plan.Cost.Function, costmodel.Format(r.Plan.Cost.Kind, r.Plan.Cost.Value),
+			costmodel.Format(r.Plan.Cost.SoftwareOnly.Kind, r.Plan.Cost.SoftwareOnly.Value), costmodel.Format(r.Plan.Cost.RSSOnly.Kind, r.Plan.Cost.RSSOnly.Value))
 	case f.asJSON:
 		r.Plan.WriteJSON(e.stdout)
 	default:
 		r.WriteReport(e.stdout)
 	}
 	return exitOK
-}
-
-func fmtCost(kind string, v float64) string {
-	if kind == "reject" {
-		return fmt.Sprintf("reject(%.4g)", v)
-	}
-	if kind == "ok" {
-		return "ok"
-	}
-	return fmt.Sprintf("%.4g", v)
 }
 
 // writeDir writes the outputs into dir (internal/outdir: per-file atomic
