@@ -89,6 +89,7 @@ func TraceEach(r *embed.Result, st *lpg.Stack, opt TraceOptions, emit func(Frame
 			return nil, err
 		}
 	}
+	rss := rssNodes(r)
 	var emitErr error
 	o := newInOrder(fb, func(t *FrameTrace, generated string) {
 		if generated != "" {
@@ -110,7 +111,7 @@ func TraceEach(r *embed.Result, st *lpg.Stack, opt TraceOptions, emit func(Frame
 		t := &FrameTrace{Frame: n, Source: it.source, Length: len(it.frame), Queue: res.Queue,
 			Hardware: steps(hw), Software: steps(sw), Flags: []string{},
 			Embedded: res.Embedded.String(), Reference: res.Ref.String()}
-		if h, ok := s.Hash(); ok {
+		if h, ok := s.Hash(); ok && (res.Queue >= 0 || passes(hw, rss)) {
 			t.RSSHash = fmt.Sprintf("0x%08x", h)
 		}
 		var reported [][2]string
@@ -137,6 +138,35 @@ func TraceEach(r *embed.Result, st *lpg.Stack, opt TraceOptions, emit func(Frame
 		return nil, err
 	}
 	return notes, emitErr
+}
+
+// rssNodes are the names of the model's RSS nodes: its configuration
+// nodes of kind hash that hash the frame (an identity hash, such as the
+// Open-MX endpoint hashing, indexes by a field and computes nothing).
+func rssNodes(r *embed.Result) map[string]bool {
+	out := map[string]bool{}
+	if m := r.Model(); m != nil {
+		for _, sp := range m.Spaces {
+			if sp.Kind == "hash" && !sp.Identity {
+				out[sp.Node] = true
+			}
+		}
+	}
+	return out
+}
+
+// passes reports whether a hardware path went through one of nodes. The
+// simulated NIC hashes every frame as it enters, but a frame it drops
+// before its RSS node was never hashed by the NIC: its trace has no hash.
+// A frame that reaches a queue keeps the hash even when a filter steered
+// it, as the descriptor of a NIC that hashes beside its filters reports.
+func passes(path []graph.Step, nodes map[string]bool) bool {
+	for _, st := range path {
+		if nodes[st.Node.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 func steps(path []graph.Step) []Step {

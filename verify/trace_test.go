@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -175,6 +176,73 @@ func TestTraceFrames(t *testing.T) {
 			t.Errorf("text trace lacks %q:\n%s", s, buf.String())
 		}
 	}
+}
+
+// rssAfterSource is a NIC that drops frames from a group source MAC
+// before its RSS node.
+const rssAfterSource = `graph rss_after_source {
+    resources Device { rx_queues 4 }
+    cluster Rx {
+        boolean L2EtherValidSource {
+            port true[CRSS]
+            port false[]
+            predicate true "eth.src & 01:00:00:00:00:00 == 00:00:00:00:00:00"
+        }
+        config CRSS {
+            hash { fields [ip.src ip.dst l4.sport l4.dport] buckets 128 ports [tcp udp] }
+            port queues[Queue0..3]
+            port default[Queue0]
+        }
+        node Queue0..3 { attr "source" port out[] }
+    }
+}
+`
+
+// TestTraceNoHashBeforeRSS: a frame the NIC drops before its RSS node has
+// no rss_hash (docs/trace.md), while the same datagram from a unicast
+// source, which RSS steers, has one.
+func TestTraceNoHashBeforeRSS(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "rss_after_source.prg")
+	if err := os.WriteFile(model, []byte(rssAfterSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, st := planFor(t, model, "../examples/dns_ntp.lpg")
+	udp := func(src net.HardwareAddr) TraceInput {
+		return TraceInput{Data: packet.MustBuild(packet.Spec{SrcMAC: src, DstMAC: net.HardwareAddr{0x00, 0x1b, 0x21, 0x00, 0x00, 0x01},
+			Src: net.IP{198, 51, 100, 7}, Dst: net.IP{192, 0, 2, 10}, Proto: packet.ProtoUDP, SrcPort: 4000, DstPort: 53}), Source: src.String()}
+	}
+	ts, _, err := Trace(r, st, TraceOptions{Frames: []TraceInput{
+		udp(net.HardwareAddr{0x02, 0, 0, 0, 0, 0x07}),
+		udp(net.HardwareAddr{0x03, 0, 0, 0, 0, 0x07}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts {
+		checkTrace(t, tr)
+	}
+	if ok := ts[0]; ok.Queue < 0 || ok.RSSHash == "" || !hasStep(ok.Hardware, "RxCRSS") {
+		t.Errorf("a unicast source: queue %d, rss_hash %q, path %v; want a queue and a hash through RxCRSS", ok.Queue, ok.RSSHash, ok.Hardware)
+	}
+	if bad := ts[1]; bad.Queue != -1 || bad.Reason != "RxL2EtherValidSource.false" || bad.RSSHash != "" {
+		t.Errorf("a group source: queue %d, reason %q, rss_hash %q; want a drop at RxL2EtherValidSource and no hash", bad.Queue, bad.Reason, bad.RSSHash)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, ts[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "rss_hash") {
+		t.Errorf("trace --json of a frame dropped before RSS: %s", buf.String())
+	}
+}
+
+func hasStep(path []Step, node string) bool {
+	for _, s := range path {
+		if s.Node == node {
+			return true
+		}
+	}
+	return false
 }
 
 func TestParseHexFrame(t *testing.T) {
