@@ -14,7 +14,8 @@ import (
 
 // WriteReport prints the plan for people: the configuration chosen, queues
 // with their endpoints and cores, where the LPG's work happens, and the
-// predicted cost next to its references.
+// predicted cost next to its references. The plan's warnings are not in
+// it: dragonc prints them on standard error, once, whatever the output.
 func (r *Result) WriteReport(w io.Writer) {
 	pl := r.Plan
 	fmt.Fprintf(w, "dragonc plan: stack %s on %s (strategy %s, cost %s)\n\n", pl.Stack, pl.NIC, pl.Strategy, pl.Cost.Function)
@@ -128,12 +129,6 @@ func (r *Result) WriteReport(w io.Writer) {
 		}
 		for _, x := range pl.Changes.Add {
 			fmt.Fprintf(w, "  + %s: %s -> %s [%s]\n", x.Node, x.Match, x.Action, x.Endpoint)
-		}
-	}
-	if len(pl.Warnings) > 0 {
-		fmt.Fprintln(w, "\nWarnings:")
-		for _, x := range pl.Warnings {
-			fmt.Fprintf(w, "  %s\n", x)
 		}
 	}
 }

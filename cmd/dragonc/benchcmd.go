@@ -44,12 +44,13 @@ Exit: 0, 1 on errors, 2 usage.`,
 			if n < 1 || n > 1_000_000 {
 				return usagef("--frames %d is not in 1..1000000", n)
 			}
+			e.quiet = quiet
 			return exitStatus(runBench(e, &f, n, quiet, args[0], args[1]))
 		},
 	}
 	f.register(c.Flags())
 	c.Flags().IntVar(&n, "frames", 1000, "frames in the rotation")
-	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar, warnings or notes: only the result and errors")
 	return c
 }
 

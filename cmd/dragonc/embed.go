@@ -32,6 +32,7 @@ func init() {
 func newEmbedCmd(e *env) *cobra.Command {
 	var f embedFlags
 	var o embedOpts
+	var quiet bool
 	c := &cobra.Command{
 		Use:   "embed [flags] NIC STACK.lpg",
 		Short: "configure a NIC for a stack and embed its LPG",
@@ -42,7 +43,8 @@ NIC is a built-in model (dragonc nics) or a path to a .prg/.unicorn file.
 
 With -o DIR it writes plan.json, linux.sh, NIC-specific files, fallback/
 (a Go module for the software part) and embedding.dot into DIR and prints
-a one-line summary.
+a one-line summary. Warnings go to standard error, each once (plan.json
+lists them too); --quiet leaves them out.
 
 Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.`,
 		Example: `  dragonc embed 82599 examples/web_and_dns.lpg
@@ -57,6 +59,7 @@ Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.`
 			if strings.HasPrefix(o.out, "-") {
 				return usagef("-o needs a directory, got %q", o.out)
 			}
+			e.quiet = quiet
 			return exitStatus(runEmbed(e, &f, &o, args[0], args[1]))
 		},
 	}
@@ -65,6 +68,7 @@ Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.`
 	c.Flags().StringVar(&o.explain, "explain", "", "say, queue by queue, why an LPG node is where it is")
 	c.Flags().BoolVar(&o.svg, "svg", false, "render the embedding picture as SVG with Graphviz (into DIR with -o)")
 	c.Flags().BoolVar(&o.png, "png", false, "render the embedding picture as PNG with Graphviz (into DIR with -o)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no warnings or notes: only the result and errors")
 	c.MarkFlagsMutuallyExclusive("svg", "png")
 	c.MarkFlagsMutuallyExclusive("explain", "output")
 	c.MarkFlagsMutuallyExclusive("explain", "json")
@@ -171,7 +175,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	if f.target == embed.TargetLinux && m.Props["stage"].Str != "ebpf" {
 		d, why := nics.DriverFor(m)
 		if d == nil {
-			fmt.Fprintf(e.stderr, "dragonc: warning: %s; embedding on the whole NIC as --target silicon does\n", why)
+			e.warnf("%s; embedding on the whole NIC as --target silicon does", why)
 		}
 		in.Driver = d
 	}
@@ -239,8 +243,11 @@ func runEmbed(e *env, f *embedFlags, o *embedOpts, nicArg, stackPath string) int
 	if !ok {
 		return exitInput
 	}
+	// Warnings go to standard error, once, whatever is printed on
+	// standard output (the report does not repeat them; plan.json keeps
+	// them as data).
 	for _, w := range r.Plan.Warnings {
-		fmt.Fprintf(e.stderr, "dragonc: warning: %s\n", w)
+		e.warnf("%s", w)
 	}
 	format := ""
 	switch {

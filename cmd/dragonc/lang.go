@@ -178,7 +178,12 @@ func describeIOError(err error) string {
 	return err.Error()
 }
 
+// printDiags prints diagnostics on standard error; with --quiet, errors
+// only.
 func printDiags(e *env, diags diag.List, long bool) {
+	if e.quiet {
+		diags = slices.DeleteFunc(slices.Clone(diags), func(d diag.Diagnostic) bool { return d.Severity != diag.Error })
+	}
 	for _, d := range diags.Shown() {
 		if long {
 			fmt.Fprintln(e.stderr, d.Long())

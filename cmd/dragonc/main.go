@@ -27,6 +27,23 @@ const (
 type env struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
+	// quiet drops warnings and notes (--quiet): standard error then holds
+	// errors only.
+	quiet bool
+}
+
+// warnf prints a warning on standard error, unless --quiet.
+func (e *env) warnf(format string, args ...any) {
+	if !e.quiet {
+		fmt.Fprintf(e.stderr, "dragonc: warning: "+format+"\n", args...)
+	}
+}
+
+// notef prints a note on standard error, unless --quiet.
+func (e *env) notef(format string, args ...any) {
+	if !e.quiet {
+		fmt.Fprintf(e.stderr, "dragonc: note: "+format+"\n", args...)
+	}
 }
 
 // exitStatus is returned by a command that has already said what went

@@ -45,6 +45,7 @@ Exit: 0 no mismatch, 1 mismatches or errors, 2 usage.`,
 			if opt.Packets < 0 || opt.Packets > maxPackets {
 				return usagef("--packets %d is not in 0..%d", opt.Packets, maxPackets)
 			}
+			e.quiet = quiet
 			return exitStatus(runVerify(e, &f, opt, quiet, args[0], args[1]))
 		},
 	}
@@ -54,7 +55,7 @@ Exit: 0 no mismatch, 1 mismatches or errors, 2 usage.`,
 	c.Flags().Int64Var(&opt.Seed, "seed", 1, "generator seed")
 	c.Flags().BoolVar(&opt.Fallback, "fallback", true, "also run the generated Go code (needs the go command)")
 	c.Flags().IntVar(&opt.Show, "show", 5, "mismatches shown in full")
-	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar, warnings or notes: only the result and errors")
 	return c
 }
 
@@ -132,7 +133,7 @@ func fallbackWork(e *env, fallback *bool, skipped, prefix string) (dir string, o
 		return "", true
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		fmt.Fprintln(e.stderr, "dragonc: note: the go command is not installed; "+skipped)
+		e.notef("the go command is not installed; %s", skipped)
 		*fallback = false
 		return "", true
 	}
