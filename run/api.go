@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"fmt"
 	gomaps "maps"
 	"slices"
 	"strings"
@@ -128,12 +127,14 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			return err
 		}
 		for _, n := range srv.Notes {
-			fmt.Fprintf(opt.Stderr, "dragonc run: %s\n", n)
+			sv.out.note("note", "%s", n)
 		}
-		sv.ready(how)
-		return srv.Watch(opt.Stdout, opt.Every, nil, ctx.Done())
+		sv.ready(kind, how)
+		return srv.Watch(sv.out.report, opt.Every, nil, ctx.Done())
 	}
-	return sv.serveAll()
+	err = sv.serveAll()
+	sv.stopped(err)
+	return err
 }
 
 // DropSite spells a generated package's drop site as Code.DropSites

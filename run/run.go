@@ -13,6 +13,7 @@ package run
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +49,12 @@ const Model = "linux-xdp"
 type Options struct {
 	Iface  string
 	Every  time.Duration // counter report interval; 0: only on SIGUSR1 and at the end
-	Stdout io.Writer     // where the counters go
+	Stdout io.Writer     // where the counters go (text, or with JSON events)
 	Stderr io.Writer     // notes and the helper's errors
+	// JSON makes Stdout NDJSON: an Event per note and per report.
+	JSON bool
+	// OnReport, if set, receives every reading of the counters.
+	OnReport func(dataplane.Report)
 	// Ready, if set, is called once every queue is receiving.
 	Ready func()
 	// Signal, if set, receives the helper's process so that a caller can
@@ -81,11 +86,12 @@ func usage(format string, args ...any) error { return &UsageError{fmt.Sprintf(fo
 // generated code and the data plane into a helper program (with the go
 // command) and runs it; UDP and Open-MX endpoints run the built-in
 // application their app attribute names.
-func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) error {
+func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (err error) {
 	sv, err := prepare(ctx, r, st, &opt)
 	if err != nil {
 		return err
 	}
+	defer func() { sv.stopped(err) }()
 	handlers := make([]string, len(st.Endpoints))
 	for i, e := range st.Endpoints {
 		switch {
@@ -96,7 +102,7 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) er
 			handlers[i] = "Discard"
 		default:
 			handlers[i] = "Discard"
-			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: app %q is not built in (echo, discard); its datagrams are counted and discarded\n", e.Name, e.App)
+			sv.out.note("note", "endpoint %s: app %q is not built in (echo, discard); its datagrams are counted and discarded", e.Name, e.App)
 		}
 	}
 	work, err := os.MkdirTemp("", "dragonc-run-")
@@ -121,6 +127,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if opt.Stderr == nil {
 		opt.Stderr = io.Discard
 	}
+	out := newOutput(opt)
 	pl := r.Plan
 	hw := !r.SoftwareStage()
 	if hw {
@@ -185,10 +192,10 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 			if app != e.App {
 				app = fmt.Sprintf("%s: app %q is not built in (echo, discard)", app, e.App)
 			}
-			fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: over VI %d with SOVIA on the data plane's sockets (port %d, %s); TCP frames for it pass up\n", e.Name, s.VI, s.Local.Port(), app)
+			out.note("note", "endpoint %s: over VI %d with SOVIA on the data plane's sockets (port %d, %s); TCP frames for it pass up", e.Name, s.VI, s.Local.Port(), app)
 			continue
 		}
-		fmt.Fprintf(opt.Stderr, "dragonc run: endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up\n", e.Name)
+		out.note("note", "endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up", e.Name)
 	}
 	var nic []string
 	for _, n := range slices.Sorted(gomaps.Keys(pl.Placement)) {
@@ -197,9 +204,9 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 		}
 	}
 	if len(nic) > 0 {
-		fmt.Fprintf(opt.Stderr, "dragonc run: the plan leaves %s to the NIC; AF_XDP and AF_PACKET cannot put the request in a transmit descriptor, so the data plane fills them last, as the NIC would\n", strings.Join(nic, ", "))
+		out.note("note", "the plan leaves %s to the NIC; AF_XDP and AF_PACKET cannot put the request in a transmit descriptor, so the data plane fills them last, as the NIC would", strings.Join(nic, ", "))
 	}
-	return &serving{ctx: ctx, opt: *opt, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}, nil
+	return &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}, nil
 }
 
 // viaStreams are the stream endpoints a plan puts on VIs, which the data
@@ -266,14 +273,18 @@ func (sv *serving) serveAll() (err error) {
 			}
 		}()
 		for _, l := range h.report() {
-			fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", l)
+			kind := "note"
+			if strings.HasPrefix(l, "refused: ") {
+				kind = "refused"
+			}
+			sv.out.note(kind, "%s", l)
 		}
 		stage, notes, err := HardwareStage(sv.r, sv.st, h.refused)
 		if err != nil {
 			return err
 		}
 		for _, l := range notes {
-			fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", l)
+			sv.out.note("note", "%s", l)
 		}
 		sv.stage = stage
 	}
@@ -285,7 +296,7 @@ func (sv *serving) serveAll() (err error) {
 		err := sv.serve(kind)
 		var se *startError
 		if errors.As(err, &se) && i+1 < len(kinds) {
-			fmt.Fprintf(sv.opt.Stderr, "dragonc run: AF_XDP could not be used on %s (%v); falling back to AF_PACKET\n", sv.opt.Iface, se.err)
+			sv.out.note("fallback", "AF_XDP could not be used on %s (%v); falling back to AF_PACKET", sv.opt.Iface, se.err)
 			continue
 		}
 		return err
@@ -294,11 +305,25 @@ func (sv *serving) serveAll() (err error) {
 }
 
 // ready says the stack is served, and how, and tells opt.Ready.
-func (sv *serving) ready(how string) {
-	fmt.Fprintf(sv.opt.Stderr, "dragonc run: serving %s on %s: %d queue(s), %s\n", sv.name, sv.opt.Iface, len(sv.queues), how)
+func (sv *serving) ready(kind, how string) {
+	msg := fmt.Sprintf("serving %s on %s: %d queue(s), %s", sv.name, sv.opt.Iface, len(sv.queues), how)
+	sv.out.mu.Lock()
+	fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", msg)
+	sv.out.mu.Unlock()
+	sv.out.emit(Event{Event: "serving", Message: msg, Stack: sv.name, Iface: sv.opt.Iface, Socket: kind, PlanQueues: len(sv.queues)})
 	if sv.opt.Ready != nil {
 		sv.opt.Ready()
 	}
+}
+
+// stopped says the run is over (an event; the error is the caller's to
+// print).
+func (sv *serving) stopped(err error) {
+	e := Event{Event: "stopped", Stack: sv.name, Iface: sv.opt.Iface}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	sv.out.emit(e)
 }
 
 // startError is a socket kind that could not be set up: the next kind is
@@ -311,6 +336,7 @@ func (e *startError) Error() string { return e.err.Error() }
 type serving struct {
 	ctx    context.Context
 	opt    Options
+	out    *output
 	ifc    *net.Interface
 	stage  *Stage
 	chains *Chains
@@ -471,11 +497,18 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			switch {
 			case strings.HasPrefix(line, "ready: "):
 				ready.Store(true)
-				sv.ready(how)
+				sv.ready(kind, how)
 			case strings.HasPrefix(line, "note: "):
-				fmt.Fprintf(opt.Stderr, "dragonc run: %s\n", strings.TrimPrefix(line, "note: "))
+				sv.out.note("note", "%s", strings.TrimPrefix(line, "note: "))
+			case strings.HasPrefix(line, "report "):
+				var r dataplane.Report
+				if err := json.Unmarshal([]byte(line[len("report "):]), &r); err != nil {
+					sv.out.note("note", "the generated stack's report does not read: %v", err)
+					continue
+				}
+				sv.out.report(r)
 			default:
-				fmt.Fprintln(opt.Stdout, line)
+				sv.out.note("note", "the generated stack says: %s", line)
 			}
 		}
 	}()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 )
 
@@ -699,7 +701,7 @@ type liveRun struct {
 // serveIn serves stack st with plan r on vA in namespace ns on the given
 // socket kind, waits until it is ready, and stops it when the test ends
 // (stop does it earlier).
-func serveIn(t *testing.T, ns string, r *dembed.Result, st *lpg.Stack, socket string) *liveRun {
+func serveIn(t *testing.T, ns string, r *dembed.Result, st *lpg.Stack, socket string, opts ...func(*Options)) *liveRun {
 	t.Helper()
 	sv := &liveRun{served: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -707,7 +709,11 @@ func serveIn(t *testing.T, ns string, r *dembed.Result, st *lpg.Stack, socket st
 	ready := make(chan struct{})
 	go func() {
 		sv.served <- inNS(ns, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &sv.out, Stderr: &sv.log, Ready: func() { close(ready) }})
+			opt := Options{Iface: "vA", Socket: socket, Stdout: &sv.out, Stderr: &sv.log, Ready: func() { close(ready) }}
+			for _, f := range opts {
+				f(&opt)
+			}
+			return Serve(ctx, r, st, opt)
 		})
 	}()
 	t.Cleanup(func() { sv.stop() })
@@ -730,4 +736,77 @@ func (sv *liveRun) stop() error {
 func (sv *liveRun) final() string {
 	s := sv.out.String()
 	return s[max(0, strings.LastIndex(s, "final:")):]
+}
+
+// TestServeJSON: with Options.JSON, standard output is NDJSON and nothing
+// else: the serving event names the socket kind, reports carry the
+// counters (the last one final, with the echo delivered), and a stopped
+// event ends it; OnReport sees the same reports.
+func TestServeJSON(t *testing.T) {
+	a, b := pair(t)
+	r, st := embedTest(t, testStack)
+	var mu sync.Mutex
+	var seen []dataplane.Report
+	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+		o.JSON, o.Every = true, 100*time.Millisecond
+		o.OnReport = func(r dataplane.Report) { mu.Lock(); seen = append(seen, r); mu.Unlock() }
+	})
+	if err := inNS(b, func() error {
+		_, err := udpExchange(7, []byte("json"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	dec := json.NewDecoder(strings.NewReader(sv.out.String()))
+	dec.DisallowUnknownFields()
+	for {
+		var e Event
+		err := dec.Decode(&e)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("standard output is not NDJSON of events: %v\n%s", err, sv.out.String())
+		}
+		events = append(events, e)
+	}
+	kinds := map[string]int{}
+	for _, e := range events {
+		kinds[e.Event]++
+	}
+	if kinds["serving"] != 1 || kinds["stopped"] != 1 || kinds["report"] < 1 {
+		t.Fatalf("events %v:\n%s", kinds, sv.out.String())
+	}
+	for _, e := range events {
+		if e.Event == "serving" && (e.Socket != "xdp" || e.PlanQueues != len(r.Plan.Queues) || e.Iface != "vA") {
+			t.Errorf("serving event %+v", e)
+		}
+	}
+	last := events[len(events)-2]
+	if last.Event != "report" || !last.Final {
+		t.Fatalf("the event before stopped is %+v, want the final report", last)
+	}
+	delivered := uint64(0)
+	for _, q := range last.Queues {
+		for _, o := range q.Outcomes {
+			if o.Name == "deliver echo" {
+				delivered += o.Count
+			}
+		}
+	}
+	if delivered == 0 {
+		t.Errorf("the final report counts no echo delivered: %+v", last.Report)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != kinds["report"] || !seen[len(seen)-1].Final {
+		t.Errorf("OnReport saw %d reports, the output %d", len(seen), kinds["report"])
+	}
+	if !strings.Contains(sv.log.String(), "dragonc run: serving served on vA") {
+		t.Errorf("the notes are not on standard error:\n%s", sv.log.String())
+	}
 }

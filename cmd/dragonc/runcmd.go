@@ -39,7 +39,11 @@ to the kernel. UDP endpoints run the application named by their app
 attribute: "echo" or "discard" (others are counted and discarded).
 
 Every --every, on SIGUSR1 and at exit, one line per queue counts the
-frames in, each outcome by the names verify uses, and the frames sent.
+frames in, each outcome by the names verify uses, the frames sent and
+the kernel's drops on the sockets. With --json, standard output is
+NDJSON: one object per event (note, refused, fallback, serving,
+stopped) and per report of the counters; the notes still go to
+standard error as text.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 
 The NIC is linux-xdp, the software steering model, or a hardware
@@ -101,7 +105,7 @@ func runRun(e *env, f *embedFlags, every time.Duration, socket string, force boo
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Force: force, Stdout: e.stdout, Stderr: e.stderr,
+	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Force: force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {

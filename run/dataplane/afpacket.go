@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -41,6 +42,10 @@ type packetSocket struct {
 	to     syscall.SockaddrLinklayer
 	pfd    [1]pollFd // poll's argument, kept so that waiting does not allocate
 	tagged []byte    // a frame with its 802.1Q tag put back (see receive)
+	// kernel adds up PACKET_STATISTICS, which the kernel clears on each
+	// read.
+	statsMu sync.Mutex
+	kernel  KernelCounts
 }
 
 // tpacketReq is struct tpacket_req.

@@ -15,7 +15,6 @@ import (
 	"io"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -131,6 +130,8 @@ type port interface {
 	// receive waits up to timeoutMs for frames and hands each to fn.
 	receive(timeoutMs int, fn func(frame []byte)) (int, error)
 	flushBatch(b *txBatch) (int, error)
+	// stats reads the kernel's counters of the port's sockets.
+	stats() KernelCounts
 	close()
 }
 
@@ -495,58 +496,47 @@ func (s *Server) allowError(frame []byte) bool {
 // (broadcast or multicast: the I/G bit, IEEE 802 §8.2).
 func isBroadcastMAC(frame []byte) bool { return len(frame) > 0 && frame[0]&1 != 0 }
 
-// Report writes one line per queue: frames in, then every outcome seen
-// with its count, in the names `dragonc verify` uses ("deliver NAME",
-// "reply arp", "sink NODE", "drop NODE.PORT"), then frames sent.
-func (s *Server) Report(w io.Writer) {
-	var b strings.Builder
+// Snapshot reads the counters: one entry per queue, the outcomes in the
+// names `dragonc verify` uses ("deliver NAME", "reply arp", "sink NODE",
+// "drop NODE.PORT"), and the kernel's counters of the sockets.
+func (s *Server) Snapshot(final bool) Report {
+	r := Report{Final: final}
 	for _, l := range s.queues {
-		fmt.Fprintf(&b, "queue %d: in %d", l.q.ID, l.c.in.Load())
-		for i := range l.c.deliver {
-			if n := l.c.deliver[i].Load(); n > 0 {
-				fmt.Fprintf(&b, ", deliver %s %d", s.st.Endpoints[i], n)
+		q := QueueCounts{Queue: l.q.ID, In: l.c.in.Load(), Outcomes: []Outcome{}}
+		add := func(name string, n uint64) {
+			if n > 0 {
+				q.Outcomes = append(q.Outcomes, Outcome{name, n})
 			}
+		}
+		for i := range l.c.deliver {
+			add("deliver "+s.st.Endpoints[i], l.c.deliver[i].Load())
 		}
 		for i := range l.c.reply {
-			if n := l.c.reply[i].Load(); n > 0 {
-				fmt.Fprintf(&b, ", reply %s %d", s.st.Replies[i], n)
-			}
+			add("reply "+s.st.Replies[i], l.c.reply[i].Load())
 		}
 		for i := range l.c.sink {
-			if n := l.c.sink[i].Load(); n > 0 {
-				fmt.Fprintf(&b, ", sink %s %d", s.st.Sinks[i], n)
-			}
+			add("sink "+s.st.Sinks[i], l.c.sink[i].Load())
 		}
 		for i := range l.c.drop {
-			if n := l.c.drop[i].Load(); n > 0 {
-				site := "drop"
-				if i < len(s.st.DropSites) && s.st.DropSites[i] != "" {
-					site = "drop " + s.st.DropSites[i]
-				}
-				fmt.Fprintf(&b, ", %s %d", site, n)
+			site := "drop"
+			if i < len(s.st.DropSites) && s.st.DropSites[i] != "" {
+				site = "drop " + s.st.DropSites[i]
 			}
+			add(site, l.c.drop[i].Load())
 		}
-		if n := l.c.via.Load(); n > 0 {
-			fmt.Fprintf(&b, ", via %d", n)
-		}
-		if n := l.c.limited.Load(); n > 0 {
-			fmt.Fprintf(&b, ", icmp errors rate-limited %d", n)
-		}
-		if n := l.c.refused.Load(); n > 0 {
-			fmt.Fprintf(&b, ", answers refused %d", n)
-		}
-		fmt.Fprintf(&b, ", sent %d", l.c.sent.Load())
-		if n := l.c.txErr.Load(); n > 0 {
-			fmt.Fprintf(&b, ", send errors %d", n)
-		}
+		q.Via, q.ICMPRateLimited, q.AnswersRefused = l.c.via.Load(), l.c.limited.Load(), l.c.refused.Load()
+		q.Sent, q.SendErrors = l.c.sent.Load(), l.c.txErr.Load()
 		if l == s.queues[0] && s.st.VIA != nil {
 			// The VIs send through the first queue's socket.
-			fmt.Fprintf(&b, ", via sent %d", s.link.sent.Load())
-			if n := s.link.fail.Load(); n > 0 {
-				fmt.Fprintf(&b, ", via send errors %d", n)
-			}
+			q.VIASent, q.VIASendErrors = s.link.sent.Load(), s.link.fail.Load()
 		}
-		b.WriteString("\n")
+		if l.sock != nil {
+			q.Kernel = l.sock.stats()
+		}
+		r.Queues = append(r.Queues, q)
 	}
-	io.WriteString(w, b.String())
+	return r
 }
+
+// Report writes the counters as text (Report.WriteText).
+func (s *Server) Report(w io.Writer) { s.Snapshot(false).WriteText(w) }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -80,7 +81,13 @@ func Main(st *Stack, args []string) int {
 			}
 		}
 	}()
-	if err := srv.Watch(os.Stdout, *every, poke, done); err != nil {
+	// The parent reads the counters as JSON, a line each.
+	enc := json.NewEncoder(os.Stdout)
+	emit := func(r Report) {
+		os.Stdout.WriteString("report ")
+		enc.Encode(r)
+	}
+	if err := srv.Watch(emit, *every, poke, done); err != nil {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		return 1
 	}

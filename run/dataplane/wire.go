@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"time"
 )
@@ -68,10 +67,10 @@ func Wire(code Code, ch Chains, handlers []Handler, host Host) (*Stack, error) {
 	return st, nil
 }
 
-// Watch reports the counters to w every interval (0: never) and on each
-// poke, until done closes; then it stops the server and writes "final:"
-// and the last report. It returns Stop's error.
-func (s *Server) Watch(w io.Writer, every time.Duration, poke <-chan struct{}, done <-chan struct{}) error {
+// Watch hands the counters to emit every interval (0: never) and on
+// each poke, until done closes; then it stops the server and hands over
+// the final counters. It returns Stop's error.
+func (s *Server) Watch(emit func(Report), every time.Duration, poke <-chan struct{}, done <-chan struct{}) error {
 	var tick <-chan time.Time
 	if every > 0 {
 		t := time.NewTicker(every)
@@ -81,18 +80,17 @@ func (s *Server) Watch(w io.Writer, every time.Duration, poke <-chan struct{}, d
 	for {
 		select {
 		case <-poke:
-			s.Report(w)
+			emit(s.Snapshot(false))
 			continue
 		case <-tick:
-			s.Report(w)
+			emit(s.Snapshot(false))
 			continue
 		case <-done:
 		}
 		break
 	}
 	err := s.Stop()
-	io.WriteString(w, "final:\n")
-	s.Report(w)
+	emit(s.Snapshot(true))
 	return err
 }
 

@@ -1,0 +1,170 @@
+package dataplane
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"unsafe"
+)
+
+// Report is one reading of a server's counters: what `dragonc run`
+// prints every interval, `dragonc status` shows and the metrics export.
+// It is JSON as the helper program hands it to its parent and as
+// `run --json` prints it (docs/cli.md).
+type Report struct {
+	Final  bool          `json:"final"` // the last reading, after the loops stopped
+	Queues []QueueCounts `json:"queues"`
+}
+
+// QueueCounts are one receive loop's counters.
+type QueueCounts struct {
+	Queue int    `json:"queue"`
+	In    uint64 `json:"in"`
+	// Outcomes count the frames by the outcome the generated code gave
+	// them, named as verify names them ("deliver echo", "reply arp",
+	// "sink RxL4UDPPortUnreachable", "drop RxL2EtherValidSource.false").
+	Outcomes []Outcome `json:"outcomes"`
+	Via      uint64    `json:"via,omitempty"` // frames to the software VIs
+	// ICMPRateLimited are ICMP errors the limits held back;
+	// AnswersRefused answers the data plane would not send (no source
+	// address, a sender's port 0).
+	ICMPRateLimited uint64 `json:"icmp_rate_limited,omitempty"`
+	AnswersRefused  uint64 `json:"answers_refused,omitempty"`
+	Sent            uint64 `json:"sent"`
+	SendErrors      uint64 `json:"send_errors,omitempty"`
+	VIASent         uint64 `json:"via_sent,omitempty"`
+	VIASendErrors   uint64 `json:"via_send_errors,omitempty"`
+	// Kernel are the kernel's own counters of the loop's sockets: frames
+	// it dropped before the loop could see them.
+	Kernel KernelCounts `json:"kernel"`
+}
+
+// Outcome is a count of one outcome.
+type Outcome struct {
+	Name  string `json:"name"`
+	Count uint64 `json:"count"`
+}
+
+// KernelCounts are the socket statistics the kernel keeps: for AF_XDP
+// sockets XDP_STATISTICS (struct xdp_statistics, include/uapi/linux/
+// if_xdp.h), for AF_PACKET sockets PACKET_STATISTICS (struct
+// tpacket_stats: the drops), summed over the loop's sockets.
+type KernelCounts struct {
+	RxDropped         uint64 `json:"rx_dropped"`          // no room: ring full or no buffer
+	RxInvalidDescs    uint64 `json:"rx_invalid_descs"`    // AF_XDP
+	TxInvalidDescs    uint64 `json:"tx_invalid_descs"`    // AF_XDP
+	RxRingFull        uint64 `json:"rx_ring_full"`        // AF_XDP
+	RxFillRingEmpty   uint64 `json:"rx_fill_ring_empty"`  // AF_XDP
+	TxRingEmptyDescs  uint64 `json:"tx_ring_empty_descs"` // AF_XDP
+	PacketSocketDrops uint64 `json:"packet_drops"`        // AF_PACKET
+}
+
+func (k *KernelCounts) add(o KernelCounts) {
+	k.RxDropped += o.RxDropped
+	k.RxInvalidDescs += o.RxInvalidDescs
+	k.TxInvalidDescs += o.TxInvalidDescs
+	k.RxRingFull += o.RxRingFull
+	k.RxFillRingEmpty += o.RxFillRingEmpty
+	k.TxRingEmptyDescs += o.TxRingEmptyDescs
+	k.PacketSocketDrops += o.PacketSocketDrops
+}
+
+// any reports whether the kernel dropped or refused anything.
+func (k KernelCounts) any() bool { return k != KernelCounts{} }
+
+// xdpStatistics reads XDP_STATISTICS of an AF_XDP socket (Linux 4.18;
+// the last three fields since 5.9, zero before).
+func xdpStatistics(fd int) (KernelCounts, error) {
+	var st [6]uint64
+	n := uint32(unsafe.Sizeof(st))
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpStatisticsOpt, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
+		return KernelCounts{}, e
+	}
+	return KernelCounts{RxDropped: st[0], RxInvalidDescs: st[1], TxInvalidDescs: st[2], RxRingFull: st[3], RxFillRingEmpty: st[4], TxRingEmptyDescs: st[5]}, nil
+}
+
+// packetStatistics reads PACKET_STATISTICS of a packet socket. The
+// kernel clears them on each read (packet_getsockopt), so the caller adds
+// them up.
+func packetStatistics(fd int) (KernelCounts, error) {
+	var st struct{ packets, drops uint32 }
+	n := uint32(unsafe.Sizeof(st))
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solPacket, packetStatisticsOpt, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
+		return KernelCounts{}, e
+	}
+	return KernelCounts{RxDropped: uint64(st.drops), PacketSocketDrops: uint64(st.drops)}, nil
+}
+
+const (
+	xdpStatisticsOpt    = 7 // XDP_STATISTICS
+	packetStatisticsOpt = 6 // PACKET_STATISTICS
+)
+
+// WriteText writes the report as `dragonc run` prints it: one line per
+// queue, frames in, then every outcome seen with its count, then frames
+// sent, and the kernel's drops where there are any.
+func (r Report) WriteText(w io.Writer) {
+	var b strings.Builder
+	if r.Final {
+		b.WriteString("final:\n")
+	}
+	for _, q := range r.Queues {
+		fmt.Fprintf(&b, "queue %d: in %d", q.Queue, q.In)
+		for _, o := range q.Outcomes {
+			fmt.Fprintf(&b, ", %s %d", o.Name, o.Count)
+		}
+		for _, c := range []struct {
+			name string
+			n    uint64
+		}{{"via", q.Via}, {"icmp errors rate-limited", q.ICMPRateLimited}, {"answers refused", q.AnswersRefused}} {
+			if c.n > 0 {
+				fmt.Fprintf(&b, ", %s %d", c.name, c.n)
+			}
+		}
+		fmt.Fprintf(&b, ", sent %d", q.Sent)
+		if q.SendErrors > 0 {
+			fmt.Fprintf(&b, ", send errors %d", q.SendErrors)
+		}
+		if q.VIASent > 0 || q.VIASendErrors > 0 {
+			fmt.Fprintf(&b, ", via sent %d", q.VIASent)
+			if q.VIASendErrors > 0 {
+				fmt.Fprintf(&b, ", via send errors %d", q.VIASendErrors)
+			}
+		}
+		if k := q.Kernel; k.any() {
+			fmt.Fprintf(&b, "; kernel: rx dropped %d", k.RxDropped)
+			for _, c := range []struct {
+				name string
+				n    uint64
+			}{{"rx ring full", k.RxRingFull}, {"fill ring empty", k.RxFillRingEmpty}, {"rx invalid", k.RxInvalidDescs}, {"tx invalid", k.TxInvalidDescs}, {"tx ring empty", k.TxRingEmptyDescs}} {
+				if c.n > 0 {
+					fmt.Fprintf(&b, ", %s %d", c.name, c.n)
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	io.WriteString(w, b.String())
+}
+
+func (s *packetSocket) stats() KernelCounts {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if s.fd >= 0 {
+		if k, err := packetStatistics(s.fd); err == nil {
+			s.kernel.add(k)
+		}
+	}
+	return s.kernel
+}
+
+func (p *xdpPort) stats() KernelCounts {
+	var sum KernelCounts
+	for _, x := range p.socks {
+		if k, err := xdpStatistics(x.fd); err == nil {
+			sum.add(k)
+		}
+	}
+	return sum
+}

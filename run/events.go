@@ -1,0 +1,78 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// Event is one line of `dragonc run --json` (Options.JSON): NDJSON on
+// Stdout, an object per event and per counter report (docs/cli.md).
+type Event struct {
+	// Event is the kind: "note" (what run found or decided), "refused"
+	// (a step of a hardware plan the driver refused, done by the eBPF
+	// stage instead), "fallback" (AF_XDP could not be used), "serving"
+	// (every queue receives), "report" (the counters), "stopped".
+	Event      string `json:"event"`
+	Message    string `json:"message,omitempty"`
+	Stack      string `json:"stack,omitempty"`
+	Iface      string `json:"iface,omitempty"`
+	Socket     string `json:"socket,omitempty"`      // "xdp" or "packet"
+	PlanQueues int    `json:"plan_queues,omitempty"` // serving: the receive loops, one per plan queue
+	Error      string `json:"error,omitempty"`       // stopped: why, if not by a signal
+	*dataplane.Report
+}
+
+// output is where a run says what it does: notes on Stderr as
+// "dragonc run: ..." lines, counters on Stdout as text; or, with
+// Options.JSON, every note and report also an Event on Stdout.
+type output struct {
+	mu  sync.Mutex
+	opt *Options
+	enc *json.Encoder
+}
+
+func newOutput(opt *Options) *output {
+	o := &output{opt: opt}
+	if opt.JSON {
+		o.enc = json.NewEncoder(opt.Stdout)
+	}
+	return o
+}
+
+// emit writes one event (JSON mode only).
+func (o *output) emit(e Event) {
+	if o.enc == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.enc.Encode(e)
+}
+
+// note says something of kind ("note", "refused", "fallback") on
+// Stderr, and as an event.
+func (o *output) note(kind, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	o.mu.Lock()
+	fmt.Fprintf(o.opt.Stderr, "dragonc run: %s\n", msg)
+	o.mu.Unlock()
+	o.emit(Event{Event: kind, Message: msg})
+}
+
+// report hands a reading of the counters on: text or an event on Stdout,
+// and to Options.OnReport.
+func (o *output) report(r dataplane.Report) {
+	if o.opt.OnReport != nil {
+		o.opt.OnReport(r)
+	}
+	if o.enc != nil {
+		o.emit(Event{Event: "report", Report: &r})
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r.WriteText(o.opt.Stdout)
+}
