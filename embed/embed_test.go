@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -429,6 +430,45 @@ func TestExplain(t *testing.T) {
 	}
 	if _, err := r.Explain("RxL2EtherValidCRc"); err == nil || !strings.Contains(err.Error(), `did you mean "RxL2EtherValidCRC"?`) {
 		t.Errorf("%v", err)
+	}
+	// An endpoint: its delivery node, then each decision on the way with
+	// the port that leads there, on its queues only.
+	text, err = r.Explain("dns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"endpoint dns (udp listen *:53): delivered by LPG node RxL4UDPSocket_dns\n",
+		"\nRxL4UDPSocket_dns: software\n  queues 1,2,3: software: runs in software\n",
+		"\nRxL4UDPDemux [dns]: software\n  queues 1,2,3: software: frames on each queue may leave by ntp, dns, unmatched\n",
+		"\nRxL3IPv4Classify [udp]: software\n",
+		"\nRxL2EtherValidCRC [true]: hardware\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explain dns lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "queue 0") || strings.Contains(text, "RxL4UDPSocket_ntp") || strings.Contains(text, "TCP") {
+		t.Errorf("explain dns strays from the endpoint's queues and path:\n%s", text)
+	}
+	// On the silicon a filter entry steers it, and the explanation shows it.
+	sr, err := Run(stackInput(t, "82599", string(src), "cycles", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err := sr.Explain("ntp"); err != nil || !regexp.MustCompile(`\n  Rx\w+ entry: .*udp.dport == 123.* -> RxQueue\d+ \(priority \d+\)\n`).MatchString(text) {
+		t.Errorf("explain ntp on the silicon: %v\n%s", err, text)
+	}
+	// Unknown names: close matches among endpoints and nodes.
+	for name, want := range map[string]string{
+		"dsn":         `"dsn" is not an LPG node or an endpoint of stack dns_ntp; did you mean "dns"?`,
+		"Demux":       `did you mean "RxL4TCPDemux", "RxL4UDPDemux"?`,
+		"RxL4UDPDemx": `did you mean "RxL4UDPDemux"?`,
+		"zzzzzzzz":    `"zzzzzzzz" is not an LPG node or an endpoint of stack dns_ntp`,
+	} {
+		if _, err := r.Explain(name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("explain %s: %v, want %q", name, err, want)
+		}
 	}
 }
 

@@ -1,13 +1,16 @@
 package embed
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embedding"
 	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/plan"
 )
@@ -148,30 +151,218 @@ func formatPlacement(m map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// Explain says why an LPG node is where it is, queue by queue.
-func (r *Result) Explain(node string) (string, error) {
+// Explain says why an LPG node is where it is, queue by queue. The name
+// may also be an endpoint's: then it says how the endpoint's packets are
+// steered, where its delivery node is, and where each decision on the way
+// to it (demultiplexers, validity checks, filters) is made on the
+// endpoint's queues. An unknown name is an error listing close matches
+// among both.
+func (r *Result) Explain(name string) (string, error) {
 	em := r.Embedding
-	if _, ok := em.LPG.Lookup(node); !ok {
-		var names []string
-		for _, n := range em.LPG.Nodes {
-			names = append(names, n.Name)
+	if _, ok := em.LPG.Lookup(name); ok {
+		var b strings.Builder
+		r.explainNode(&b, name, em.Queues)
+		return b.String(), nil
+	}
+	if n, ok := em.Delivery(name); ok {
+		return r.explainEndpoint(name, n.ID), nil
+	}
+	var nodes, eps []string
+	for _, n := range em.LPG.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	for _, e := range r.Plan.Endpoints {
+		eps = append(eps, e.Name)
+	}
+	what := "an LPG node or an endpoint"
+	if len(eps) == 0 {
+		what = "an LPG node"
+	}
+	msg := fmt.Sprintf("%q is not %s of stack %s", name, what, r.Plan.Stack)
+	if m := closeMatches(name, slices.Concat(eps, nodes)); len(m) > 0 {
+		quoted := make([]string, len(m))
+		for i, x := range m {
+			quoted[i] = strconv.Quote(x)
 		}
-		return "", fmt.Errorf("the LPG has no node %q%s", node, suggest(node, names))
+		msg += "; did you mean " + strings.Join(quoted, ", ") + "?"
 	}
-	var b strings.Builder
-	pp := r.Plan.Placement[node]
-	fmt.Fprintf(&b, "%s: %s\n", node, pp.Where)
-	for _, qe := range em.Queues {
-		fmt.Fprintf(&b, "  queue %d: %s: %s\n", qe.ID, qe.StatusOf(node), em.Reason(qe, node))
-	}
-	return b.String(), nil
+	return "", errors.New(msg)
 }
 
-func suggest(name string, cands []string) string {
-	if best := diag.Closest(name, cands); best != "" {
-		return fmt.Sprintf("; did you mean %q?", best)
+// explainNode writes where an LPG node is on each of the queues.
+func (r *Result) explainNode(b *strings.Builder, node string, queues []*embedding.QueueEmbedding) {
+	em := r.Embedding
+	pp := r.Plan.Placement[node]
+	where := pp.Where
+	if pp.Engine != "" {
+		where += " (" + pp.Engine + ")"
 	}
-	return ""
+	fmt.Fprintf(b, "%s: %s\n", node, where)
+	for _, qe := range queues {
+		fmt.Fprintf(b, "  queue %d: %s: %s\n", qe.ID, qe.StatusOf(node), em.Reason(qe, node))
+	}
+}
+
+// explainEndpoint explains an endpoint whose delivery node is the LPG
+// node deliver: its steering and filter entries, then the delivery node
+// and each decision on the way to it on the endpoint's queues.
+func (r *Result) explainEndpoint(name string, deliver int) string {
+	em, g := r.Embedding, r.Embedding.LPG
+	var b strings.Builder
+	var pe plan.Endpoint
+	for _, e := range r.Plan.Endpoints {
+		if e.Name == name {
+			pe = e
+		}
+	}
+	desc := ""
+	for _, e := range r.p.in.Stack.Endpoints {
+		if e.Name == name {
+			desc = " (" + e.Describe() + ")"
+		}
+	}
+	fmt.Fprintf(&b, "endpoint %s%s: delivered by LPG node %s\n", name, desc, g.Nodes[deliver].Name)
+	if len(pe.Queues) == 0 {
+		fmt.Fprintf(&b, "  no queue receives its packets: steering %s\n", pe.Steering)
+	} else {
+		fmt.Fprintf(&b, "  its packets reach queues %s (interrupt cores %s), steering %s\n", joinInts(pe.Queues), joinInts(pe.IRQCores), pe.Steering)
+	}
+	for _, c := range r.Plan.Config {
+		for _, e := range c.Entries {
+			if e.Endpoint == name {
+				fmt.Fprintf(&b, "  %s entry: %s -> %s (priority %d)\n", c.Node, e.Match, e.Action, e.Priority)
+			}
+		}
+	}
+	var queues []*embedding.QueueEmbedding
+	for _, q := range pe.Queues {
+		if qe := em.Queue(q); qe != nil {
+			queues = append(queues, qe)
+		}
+	}
+	b.WriteString("\n")
+	r.explainGrouped(&b, g.Nodes[deliver].Name, "", queues)
+	// The decisions on the way: every node with a choice of ports from
+	// which the delivery node can be reached, in the LPG's order, with the
+	// ports that lead there.
+	preds := g.Preds()
+	toward := make([]bool, len(g.Nodes))
+	toward[deliver] = true
+	work := []int{deliver}
+	for len(work) > 0 {
+		n := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, p := range preds[n] {
+			if !toward[p] {
+				toward[p] = true
+				work = append(work, p)
+			}
+		}
+	}
+	var decisions []int
+	for _, id := range em.Order() {
+		if toward[id] && id != deliver && len(g.Nodes[id].Ports) > 1 {
+			decisions = append(decisions, id)
+		}
+	}
+	if len(decisions) > 0 {
+		fmt.Fprintf(&b, "\n%d decisions on the way, in order, each with the port toward %s:\n", len(decisions), name)
+	}
+	for _, id := range decisions {
+		var ports []string
+		for _, p := range g.Nodes[id].Ports {
+			if slices.ContainsFunc(p.Succ, func(s int) bool { return toward[s] }) {
+				ports = append(ports, p.Name)
+			}
+		}
+		r.explainGrouped(&b, g.Nodes[id].Name, " ["+strings.Join(ports, ", ")+"]", queues)
+	}
+	return b.String()
+}
+
+// explainGrouped writes where an LPG node is on the given queues, one line
+// for the queues where it is for the same reason.
+func (r *Result) explainGrouped(b *strings.Builder, node, note string, queues []*embedding.QueueEmbedding) {
+	em := r.Embedding
+	pp := r.Plan.Placement[node]
+	where := pp.Where
+	if pp.Engine != "" {
+		where += " (" + pp.Engine + ")"
+	}
+	fmt.Fprintf(b, "%s%s: %s\n", node, note, where)
+	type group struct {
+		ids  []int
+		why  string // the reason, its queue number as "each queue"
+		once string // the reason as given, for a group of one
+	}
+	var groups []*group
+	byWhy := map[string]*group{}
+	for _, qe := range queues {
+		once := em.Reason(qe, node)
+		why := qe.StatusOf(node).String() + ": " + strings.ReplaceAll(once, fmt.Sprintf("queue %d", qe.ID), "each queue")
+		gr := byWhy[why]
+		if gr == nil {
+			gr = &group{why: why, once: qe.StatusOf(node).String() + ": " + once}
+			byWhy[why] = gr
+			groups = append(groups, gr)
+		}
+		gr.ids = append(gr.ids, qe.ID)
+	}
+	for _, gr := range groups {
+		if len(gr.ids) == 1 {
+			fmt.Fprintf(b, "  queue %d: %s\n", gr.ids[0], gr.once)
+			continue
+		}
+		fmt.Fprintf(b, "  queues %s: %s\n", joinInts(gr.ids), gr.why)
+	}
+}
+
+// closeMatches returns the candidates a mistyped name may have meant,
+// best first: the nearest within a plausible typo (a third of the name,
+// at least two edits, ignoring case) and those one edit further, then
+// those containing it; at most five.
+func closeMatches(name string, cands []string) []string {
+	const most, longest = 5, 256 // the edit distance costs the product of the lengths
+	if name == "" || len(name) > longest {
+		return nil
+	}
+	lower := strings.ToLower(name)
+	limit := max(2, len(name)/3)
+	type match struct {
+		name string
+		d    int
+	}
+	var ms []match
+	for _, c := range cands {
+		lc := strings.ToLower(c)
+		if len(c) <= longest && max(len(c)-len(name), len(name)-len(c)) <= limit {
+			if d := diag.Distance(lower, lc); d <= limit {
+				ms = append(ms, match{c, d})
+				continue
+			}
+		}
+		if len(name) >= 3 && strings.Contains(lc, lower) {
+			ms = append(ms, match{c, limit + 1})
+		}
+	}
+	best := limit
+	for _, m := range ms {
+		best = min(best, m.d)
+	}
+	ms = slices.DeleteFunc(ms, func(m match) bool { return m.d > best+1 && m.d <= limit })
+	slices.SortFunc(ms, func(a, b match) int {
+		if a.d != b.d {
+			return a.d - b.d
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var out []string
+	for _, m := range ms {
+		if len(out) < most && !slices.Contains(out, m.name) {
+			out = append(out, m.name)
+		}
+	}
+	return out
 }
 
 // reportVIA prints the VI decision: each stream endpoint's transport, and

@@ -210,6 +210,18 @@ func (qe *QueueEmbedding) StatusAt(id int) Status {
 // Queue returns a queue's embedding.
 func (em *Embedding) Queue(id int) *QueueEmbedding { return em.qByID[id] }
 
+// Delivery returns the LPG node that delivers to an endpoint.
+func (em *Embedding) Delivery(endpoint string) (*graph.Node, bool) {
+	id, ok := em.epNode[endpoint]
+	if !ok {
+		return nil, false
+	}
+	return em.LPG.Nodes[id], true
+}
+
+// Order returns the LPG's node IDs in a topological order.
+func (em *Embedding) Order() []int { return em.order }
+
 // Paths are the facts about an LPG that every embedding of it shares.
 type Paths struct {
 	Order     []int          // a topological order of the nodes

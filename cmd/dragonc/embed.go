@@ -50,6 +50,7 @@ Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.`
 		Example: `  dragonc embed 82599 examples/web_and_dns.lpg
   dragonc embed --cost priority 82599 examples/memcached_gold.lpg -o out/
   dragonc embed --explain RxL4UDPDemux 82599 examples/dns_ntp.lpg
+  dragonc embed --explain dns 82599 examples/dns_ntp.lpg
   dragonc embed --svg tigon examples/web_ssh.lpg > plan.svg`,
 		Args: nicAndStack,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,7 +66,7 @@ Exit: 0 done (warnings allowed), 1 input errors or no valid embedding, 2 usage.`
 	}
 	f.register(c.Flags())
 	c.Flags().StringVarP(&o.out, "output", "o", "", "write every output into this directory")
-	c.Flags().StringVar(&o.explain, "explain", "", "say, queue by queue, why an LPG node is where it is")
+	c.Flags().StringVar(&o.explain, "explain", "", "say, queue by queue, why an LPG node is where it is; for an endpoint, its steering, delivery node and every decision on the way")
 	c.Flags().BoolVar(&o.svg, "svg", false, "render the embedding picture as SVG with Graphviz (into DIR with -o)")
 	c.Flags().BoolVar(&o.png, "png", false, "render the embedding picture as PNG with Graphviz (into DIR with -o)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no warnings or notes: only the result and errors")

@@ -65,3 +65,16 @@ func TestEmbedWarningsOnce(t *testing.T) {
 		t.Errorf("--quiet on a missing file: exit %d, %q", code, errs)
 	}
 }
+
+// TestExplainEndpoint: --explain takes an endpoint's name as well as an
+// LPG node's, and an unknown name gets close matches.
+func TestExplainEndpoint(t *testing.T) {
+	code, out, errs := dragonc(t, "embed", "--explain", "dns", "82599", "examples/dns_ntp.lpg")
+	if code != 0 || !strings.HasPrefix(out, "endpoint dns (udp listen *:53): delivered by LPG node RxL4UDPSocket_dns\n") || !strings.Contains(out, "\nRxL4UDPDemux [dns]: software\n") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	code, out, errs = dragonc(t, "embed", "--explain", "UDPDemux", "82599", "examples/dns_ntp.lpg")
+	if code != 1 || out != "" || !strings.Contains(errs, `dragonc: "UDPDemux" is not an LPG node or an endpoint of stack dns_ntp; did you mean "RxL4UDPDemux"?`) {
+		t.Errorf("unknown name: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
