@@ -55,6 +55,9 @@ type Options struct {
 	JSON bool
 	// OnReport, if set, receives every reading of the counters.
 	OnReport func(dataplane.Report)
+	// MetricsAddr, if set, is where the counters are served to Prometheus
+	// (HOST:PORT; http://HOST:PORT/metrics), from the first report on.
+	MetricsAddr string
 	// Ready, if set, is called once every queue is receiving.
 	Ready func()
 	// Signal, if set, receives the helper's process so that a caller can
@@ -206,7 +209,23 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if len(nic) > 0 {
 		out.note("note", "the plan leaves %s to the NIC; AF_XDP and AF_PACKET cannot put the request in a transmit descriptor, so the data plane fills them last, as the NIC would", strings.Join(nic, ", "))
 	}
-	return &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}, nil
+	sv := &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}
+	sv.out.opt = &sv.opt // the serving's options, which the metrics extend
+	if opt.MetricsAddr != "" {
+		m := NewMetrics(st.Name, pl.NIC, opt.Iface)
+		addr, stop, err := serveMetrics(opt.MetricsAddr, m)
+		if err != nil {
+			return nil, usage("--metrics-addr %s: %v", opt.MetricsAddr, err)
+		}
+		sv.cleanup = append(sv.cleanup, stop)
+		if prev := sv.opt.OnReport; prev != nil {
+			sv.opt.OnReport = func(r dataplane.Report) { prev(r); m.Update(r) }
+		} else {
+			sv.opt.OnReport = m.Update
+		}
+		out.note("metrics", "metrics at http://%s/metrics", addr)
+	}
+	return sv, nil
 }
 
 // viaStreams are the stream endpoints a plan puts on VIs, which the data
@@ -319,6 +338,9 @@ func (sv *serving) ready(kind, how string) {
 // stopped says the run is over (an event; the error is the caller's to
 // print).
 func (sv *serving) stopped(err error) {
+	for _, f := range sv.cleanup {
+		f()
+	}
 	e := Event{Event: "stopped", Stack: sv.name, Iface: sv.opt.Iface}
 	if err != nil {
 		e.Error = err.Error()
@@ -334,18 +356,19 @@ func (e *startError) Error() string { return e.err.Error() }
 
 // serving is one Serve call: what every attempt needs.
 type serving struct {
-	ctx    context.Context
-	opt    Options
-	out    *output
-	ifc    *net.Interface
-	stage  *Stage
-	chains *Chains
-	name   string
-	queues []plan.Queue
-	r      *dembed.Result
-	st     *lpg.Stack
-	hw     bool // a hardware plan: linux.sh first, then the stage
-	via    *viaStreams
+	ctx     context.Context
+	opt     Options
+	out     *output
+	cleanup []func() // run when the serving stops
+	ifc     *net.Interface
+	stage   *Stage
+	chains  *Chains
+	name    string
+	queues  []plan.Queue
+	r       *dembed.Result
+	st      *lpg.Stack
+	hw      bool // a hardware plan: linux.sh first, then the stage
+	via     *viaStreams
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -9,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +24,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
@@ -809,4 +815,100 @@ func TestServeJSON(t *testing.T) {
 	if !strings.Contains(sv.log.String(), "dragonc run: serving served on vA") {
 		t.Errorf("the notes are not on standard error:\n%s", sv.log.String())
 	}
+}
+
+// TestServeMetrics scrapes the Prometheus endpoint of a run: the build
+// information, and the echo a peer sent counted as delivered.
+func TestServeMetrics(t *testing.T) {
+	a, b := pair(t)
+	r, st := embedTest(t, testStack)
+	ip(t, "-n", a, "link", "set", "lo", "up")
+	sv := serveIn(t, a, r, st, "packet", func(o *Options) { o.MetricsAddr, o.Every = "127.0.0.1:0", 50*time.Millisecond })
+	m := regexp.MustCompile(`metrics at (http://\S+/metrics)`).FindStringSubmatch(sv.log.String())
+	if m == nil {
+		t.Fatalf("run does not say where its metrics are:\n%s", sv.log.String())
+	}
+	if err := inNS(b, func() error {
+		_, err := udpExchange(7, []byte("counted"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The listener is in the stack's namespace, where run started.
+	var families map[string]*dto.MetricFamily
+	err := inNS(a, func() error {
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			resp, err := scrape(m[1])
+			if err != nil {
+				return err
+			}
+			p := expfmt.NewTextParser(model.UTF8Validation)
+			families, err = p.TextToMetricFamilies(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return fmt.Errorf("the metrics do not parse: %w", err)
+			}
+			if delivered(families) > 0 || time.Now().After(deadline) {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if delivered(families) == 0 {
+		t.Errorf("no echo counted in dragonc_frames_total")
+	}
+	bi := families["dragonc_build_info"]
+	if bi == nil || len(bi.Metric) != 1 {
+		t.Fatalf("no dragonc_build_info")
+	}
+	labels := map[string]string{}
+	for _, l := range bi.Metric[0].Label {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["stack"] != "served" || labels["nic"] != r.Plan.NIC || labels["iface"] != "vA" {
+		t.Errorf("build info labels %v", labels)
+	}
+	for _, name := range []string{"dragonc_frames_received_total", "dragonc_frames_sent_total", "dragonc_socket_kernel_total", "dragonc_serving"} {
+		if families[name] == nil {
+			t.Errorf("no %s", name)
+		}
+	}
+}
+
+// delivered is the echo endpoint's count of delivered frames.
+func delivered(fams map[string]*dto.MetricFamily) float64 {
+	n := 0.0
+	if f := fams["dragonc_frames_total"]; f != nil {
+		for _, m := range f.Metric {
+			l := map[string]string{}
+			for _, p := range m.Label {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["kind"] == "deliver" && l["name"] == "echo" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// scrape gets url over a connection dialled on the calling thread, so in
+// the namespace the thread is in (http.Get would dial on another thread).
+func scrape(url string) (*http.Response, error) {
+	host := strings.TrimPrefix(url, "http://")
+	host, path, _ := strings.Cut(host, "/")
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "GET /%s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return resp, nil
 }

@@ -22,6 +22,7 @@ func newRunCmd(e *env) *cobra.Command {
 	var every time.Duration
 	var socket string
 	var force bool
+	var metricsAddr string
 	c := &cobra.Command{
 		Use:   "run [flags] NIC STACK.lpg IFACE",
 		Short: "serve the compiled stack on a Linux interface",
@@ -65,7 +66,8 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
   dragonc run linux-xdp examples/dns_ntp.lpg veth0
   dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first
-  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs`,
+  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs
+  dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 3 {
 				return usagef("want NIC, STACK.lpg and IFACE, got %d argument(s)", len(args))
@@ -84,17 +86,18 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			default:
 				return usagef("--socket %q: want auto, xdp or packet", socket)
 			}
-			return exitStatus(runRun(e, &f, every, socket, force, args[0], args[1], args[2]))
+			return exitStatus(runRun(e, &f, every, socket, force, metricsAddr, args[0], args[1], args[2]))
 		},
 	}
 	f.register(c.Flags())
 	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
 	c.Flags().StringVar(&socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
+	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
 	c.Flags().BoolVar(&force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	return c
 }
 
-func runRun(e *env, f *embedFlags, every time.Duration, socket string, force bool, nicArg, stackPath, iface string) int {
+func runRun(e *env, f *embedFlags, every time.Duration, socket string, force bool, metricsAddr, nicArg, stackPath, iface string) int {
 	f.adapt = drun.Adapt
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
@@ -105,7 +108,7 @@ func runRun(e *env, f *embedFlags, every time.Duration, socket string, force boo
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Force: force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON,
+	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Force: force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: metricsAddr,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {

@@ -1,0 +1,126 @@
+package run
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// Metrics exports a running stack's counters to Prometheus: the latest
+// report of the data plane (Options.OnReport) rendered as counters at each
+// scrape, the way exporters of another program's counters do
+// (prometheus.Collector with constant metrics), so that nothing is counted
+// twice.
+type Metrics struct {
+	mu     sync.Mutex
+	last   dataplane.Report
+	have   bool
+	labels prometheus.Labels // the build-info metric's
+	reg    *prometheus.Registry
+}
+
+var (
+	descIn      = prometheus.NewDesc("dragonc_frames_received_total", "Frames a receive loop took from its sockets.", []string{"queue"}, nil)
+	descOutcome = prometheus.NewDesc("dragonc_frames_total", "Frames by the outcome the generated code gave them (kind deliver, reply, sink or drop; name the endpoint, reply, sink or NODE.PORT, as dragonc verify names them).", []string{"queue", "kind", "name"}, nil)
+	descSent    = prometheus.NewDesc("dragonc_frames_sent_total", "Frames the data plane sent.", []string{"queue"}, nil)
+	descSendErr = prometheus.NewDesc("dragonc_send_errors_total", "Frames the data plane could not send.", []string{"queue"}, nil)
+	descLimited = prometheus.NewDesc("dragonc_icmp_errors_rate_limited_total", "ICMP errors held back by the stack's limits.", []string{"queue"}, nil)
+	descRefused = prometheus.NewDesc("dragonc_answers_refused_total", "Answers the data plane would not send (no source address, a sender's port 0).", []string{"queue"}, nil)
+	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops for AF_PACKET.", []string{"queue", "counter"}, nil)
+	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
+)
+
+// NewMetrics makes the exporter of a stack served on iface from plan
+// queues on socket kind socket (a build-info metric carries them).
+func NewMetrics(stack, nic, iface string) *Metrics {
+	version := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	m := &Metrics{labels: prometheus.Labels{"version": version, "goversion": runtime.Version(), "stack": stack, "nic": nic, "iface": iface}, reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(m)
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dragonc_build_info", Help: "dragonc's version and what it serves.", ConstLabels: m.labels}, func() float64 { return 1 }))
+	return m
+}
+
+// Update takes a new reading of the counters (an Options.OnReport).
+func (m *Metrics) Update(r dataplane.Report) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last, m.have = r, true
+}
+
+// Describe is prometheus.Collector's.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descUp} {
+		ch <- d
+	}
+}
+
+// Collect is prometheus.Collector's: the latest report as counters.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	r, have := m.last, m.have
+	m.mu.Unlock()
+	up := 0.0
+	if have {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up)
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, q := range r.Queues {
+		id := strconv.Itoa(q.Queue)
+		counter(descIn, q.In, id)
+		for _, o := range q.Outcomes {
+			kind, name, _ := strings.Cut(o.Name, " ")
+			counter(descOutcome, o.Count, id, kind, name)
+		}
+		counter(descSent, q.Sent, id)
+		counter(descSendErr, q.SendErrors, id)
+		counter(descLimited, q.ICMPRateLimited, id)
+		counter(descRefused, q.AnswersRefused, id)
+		k := q.Kernel
+		for _, c := range []struct {
+			name string
+			v    uint64
+		}{{"rx_dropped", k.RxDropped}, {"rx_invalid_descs", k.RxInvalidDescs}, {"tx_invalid_descs", k.TxInvalidDescs}, {"rx_ring_full", k.RxRingFull}, {"rx_fill_ring_empty", k.RxFillRingEmpty}, {"tx_ring_empty_descs", k.TxRingEmptyDescs}, {"packet_drops", k.PacketSocketDrops}} {
+			counter(descKernel, c.v, id, c.name)
+		}
+	}
+}
+
+// Handler serves the metrics in Prometheus's exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// serveMetrics listens on addr and serves m at /metrics until stop is
+// called; it returns the address it listens on (addr may name port 0).
+func serveMetrics(addr string, m *Metrics) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ln.Close()
+		}
+	}()
+	return ln.Addr().String(), func() { srv.Close() }, nil
+}
