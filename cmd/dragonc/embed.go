@@ -95,6 +95,9 @@ func nicAndStack(cmd *cobra.Command, args []string) error {
 	if looksLikeStack(args[0]) && !looksLikeStack(args[1]) {
 		return usagef("the NIC comes first: dragonc %s %s %s", cmd.Name(), args[1], args[0])
 	}
+	if looksLikeStack(args[0]) {
+		return usagef("%s is a stack file, not a NIC: give a built-in model (dragonc nics) or a .prg/.unicorn file first", args[0])
+	}
 	return nil
 }
 

@@ -244,8 +244,23 @@ func runCheck(e *env, paths []string, verbose, long, asJSON bool) int {
 	}
 	if asJSON {
 		writeJSON(e, rep)
+		// The diagnostics are in the JSON; standard error says why the
+		// exit is not 0.
+		if errs := countErrors(rep.Diagnostics); errs > 0 {
+			fmt.Fprintf(e.stderr, "dragonc: %d error(s) in the input; the JSON lists them\n", errs)
+		}
 	}
 	return code
+}
+
+func countErrors(diags []jsonDiag) int {
+	n := 0
+	for _, d := range diags {
+		if d.Severity == diag.Error.String() {
+			n++
+		}
+	}
+	return n
 }
 
 // checkReport is `check --json`.

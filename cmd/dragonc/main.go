@@ -165,6 +165,16 @@ the rest.`,
 		Run:   func(cmd *cobra.Command, args []string) { fmt.Fprintf(e.stdout, "dragonc %s\n", version()) },
 	})
 	root.SetHelpCommand(helpCommand(root, e))
+	// cobra's completion command prints its help and exits 0 when the
+	// shell is missing or unknown; for a script that is an error.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.RunE = func(*cobra.Command, []string) error {
+				return usagef("want a shell: bash, zsh, fish or powershell")
+			}
+		}
+	}
 	return root
 }
 

@@ -41,6 +41,10 @@ func loadNIC(e *env, arg string) (*prg.Model, bool) {
 		return nil, false
 	}
 	printDiags(e, diags, false)
+	if m == nil && !diags.HasErrors() {
+		// A stack file, say, parses but holds no graph to model a NIC.
+		fmt.Fprintf(e.stderr, "dragonc: %s holds no NIC model; a NIC is a built-in model (dragonc nics) or a .prg/.unicorn file\n", arg)
+	}
 	return m, m != nil
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // shadowStack has a diagnostic warning (d is shadowed) and plan warnings
@@ -76,5 +79,94 @@ func TestExplainEndpoint(t *testing.T) {
 	code, out, errs = dragonc(t, "embed", "--explain", "UDPDemux", "82599", "examples/dns_ntp.lpg")
 	if code != 1 || out != "" || !strings.Contains(errs, `dragonc: "UDPDemux" is not an LPG node or an endpoint of stack dns_ntp; did you mean "RxL4UDPDemux"?`) {
 		t.Errorf("unknown name: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// tinyLPG is an explicit LPG without the length check the 82599 makes:
+// verify and trace find frames the embedding treats otherwise.
+const tinyLPG = `graph tiny {
+    node RxQueue { attr "source" port out[RxL2EtherValidCRC] }
+    boolean RxL2EtherValidCRC {
+        port true[RxDeliver]
+        port false[]
+        predicate true "frame.crc_ok"
+    }
+    node RxDeliver { attr "endpoint=all" }
+}
+`
+
+// TestNonZeroExitSaysWhy: every command line that exits non-zero says why
+// on standard error: bad command lines of every command, and for every
+// command of the tree an unknown flag.
+func TestNonZeroExitSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	tiny := filepath.Join(dir, "tiny.lpg")
+	if err := os.WriteFile(tiny, []byte(tinyLPG), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines := [][]string{
+		{},
+		{"nosuch"},
+		{"help", "nosuch"},
+		{"version", "extra"},
+		{"completion", "tcsh"},
+		{"completion"},
+		{"check"},
+		{"check", "no/such.lpg"},
+		{"check", "testdata/bad/cycle.unicorn"},
+		{"check", "--json", "testdata/bad/cycle.unicorn"},
+		{"check", "--json", "no/such.lpg"},
+		{"fmt", "testdata/bad/missing_bracket.unicorn"},
+		{"fmt", "-w", "no/such.prg"},
+		{"nics", "extra"},
+		{"dot", "nosuch"},
+		{"dot", "testdata/bad/cycle.unicorn"},
+		{"lpg", "testdata/graphs/filters.unicorn"},
+		{"lpg", "--json", "no/such.lpg"},
+		{"embed", "examples/dns_ntp.lpg", "examples/dns_ntp.lpg"},
+		{"embed", "--copy-engine", "examples/dns_ntp.lpg", "82599", "examples/dns_ntp.lpg"},
+		{"embed", "--copy-engine", "82599", "82599", "examples/dns_ntp.lpg"},
+		{"embed", "ioat", "examples/dns_ntp.lpg"},
+		{"embed", "--json", "82599", "no/such.lpg"},
+		{"embed", "--quiet", "82599", "testdata/badstack/openmx_id.lpg"},
+		{"embed", "--explain", "nosuch", "82599", "examples/dns_ntp.lpg"},
+		{"embed", "--previous", "no/such.json", "--strategy", "incremental", "82599", "examples/dns_ntp.lpg"},
+		{"embed", "--cost", "speed", "82599", "examples/dns_ntp.lpg"},
+		{"verify", "-q", "--fallback=false", "--packets", "200", "82599", tiny},
+		{"verify", "--json", "--fallback=false", "--packets", "200", "82599", tiny},
+		{"verify", "--pcap", "no/such.pcap", "82599", "examples/dns_ntp.lpg"},
+		{"trace", "--fallback=false", "--frame", "02", "82599", tiny},
+		{"trace", "--json", "--fallback=false", "--frame", "02", "82599", tiny},
+		{"trace", "--frame", "xyz", "82599", "examples/dns_ntp.lpg"},
+		{"trace", "82599", "examples/dns_ntp.lpg"},
+		{"bench", "--frames", "0", "82599", "examples/dns_ntp.lpg"},
+		{"bench", "82599", "no/such.lpg"},
+		{"discover"},
+		{"discover", "a/b"},
+		{"run", "--socket", "bogus", "linux-xdp", "examples/dns_ntp.lpg", "veth0"},
+	}
+	// Every command of the tree, with a flag none has.
+	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard, stdin: strings.NewReader("")})
+	walkCommands(root, func(c *cobra.Command) {
+		path := strings.Fields(c.CommandPath())[1:]
+		lines = append(lines, append(path, "--no-such-flag"))
+	})
+	for _, args := range lines {
+		code, _, errs := dragonc(t, args...)
+		if code == 0 {
+			t.Errorf("dragonc %s: exit 0, want an error", strings.Join(args, " "))
+			continue
+		}
+		if strings.TrimSpace(errs) == "" {
+			t.Errorf("dragonc %s: exit %d with nothing on stderr", strings.Join(args, " "), code)
+		}
+	}
+}
+
+// walkCommands calls f on every command under root.
+func walkCommands(root *cobra.Command, f func(*cobra.Command)) {
+	for _, c := range root.Commands() {
+		f(c)
+		walkCommands(c, f)
 	}
 }

@@ -96,6 +96,7 @@ func runVerify(e *env, f *embedFlags, opt verify.Options, quiet bool, nicArg, st
 		rep.Write(e.stdout, opt.Show)
 	}
 	if rep.Mismatched > 0 {
+		fmt.Fprintf(e.stderr, "dragonc: %d of %d frames are treated otherwise than by the LPG alone\n", rep.Mismatched, rep.Total)
 		return exitInput
 	}
 	return exitOK
