@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -509,56 +512,184 @@ func TestStdin(t *testing.T) {
 	}
 }
 
-// TestJSONEverywhere: check, lpg, nics, verify, trace and bench speak JSON.
-func TestJSONEverywhere(t *testing.T) {
-	decode := func(args ...string) map[string]any {
-		t.Helper()
-		code, out, errs := dragonc(t, args...)
-		if code != 0 && code != 1 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs)
+// TestJSONOutputs runs every command that has --json (found in the
+// command tree, so a new one cannot be left out) and decodes standard
+// output strictly: one JSON document and nothing after it, or for a
+// stream one document per line. Text for people goes to standard error.
+func TestJSONOutputs(t *testing.T) {
+	dir := t.TempDir()
+	tiny := filepath.Join(dir, "tiny.lpg")
+	if err := os.WriteFile(tiny, []byte(tinyLPG), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	frame := func(port uint16) string {
+		return hex.EncodeToString(packet.MustBuild(packet.Spec{DstMAC: net.HardwareAddr{0x00, 0x1b, 0x21, 0, 0, 1},
+			Src: net.IP{198, 51, 100, 7}, Dst: net.IP{192, 0, 2, 10}, Proto: packet.ProtoUDP, SrcPort: 4000, DstPort: port}))
+	}
+	type row struct {
+		args   []string
+		code   int
+		docs   int    // JSON documents on stdout (0: stdout is empty)
+		ndjson bool   // a stream: one document a line
+		stderr string // text for people expected on stderr
+		check  func(t *testing.T, docs []map[string]any)
+	}
+	rows := map[string][]row{
+		"check": {
+			{args: []string{"check", "--json", "examples/dns_ntp.lpg", "testdata/bad/cycle.unicorn"}, code: 1, docs: 1, stderr: "1 error(s) in the input",
+				check: func(t *testing.T, docs []map[string]any) {
+					files, diags := docs[0]["files"].([]any), docs[0]["diagnostics"].([]any)
+					if len(files) != 1 || len(diags) == 0 {
+						t.Fatalf("check --json: %v", docs[0])
+					}
+					d := diags[0].(map[string]any)
+					for _, k := range []string{"file", "line", "column", "code", "severity", "message"} {
+						if _, ok := d[k]; !ok {
+							t.Errorf("check --json diagnostic lacks %q: %v", k, d)
+						}
+					}
+					if d["code"] != "E330" || d["severity"] != "error" || d["file"] != "testdata/bad/cycle.unicorn" {
+						t.Errorf("check --json diagnostic: %v", d)
+					}
+				}},
+			{args: []string{"check", "--json", "-v", "examples/dns_ntp.lpg"}, docs: 1},
+		},
+		"embed": {
+			{args: []string{"embed", "--json", "82599", "examples/dns_ntp.lpg"}, docs: 1, stderr: "dragonc: warning: endpoint dns runs on cores 0..1",
+				check: func(t *testing.T, docs []map[string]any) {
+					if docs[0]["schema_version"] != float64(1) || docs[0]["dragonc_version"] == "" || docs[0]["dragonc_version"] == nil {
+						t.Errorf("plan.json: schema_version %v, dragonc_version %v", docs[0]["schema_version"], docs[0]["dragonc_version"])
+					}
+				}},
+			{args: []string{"embed", "--json", "--cost", "cycles", "82576", "examples/dns_ntp.lpg"}, docs: 1,
+				check: func(t *testing.T, docs []map[string]any) {
+					if c := docs[0]["cost"].(map[string]any); c["function"] != "cycles" {
+						t.Errorf("--cost cycles: %v", c)
+					}
+				}},
+			{args: []string{"embed", "--json", "82599", "no/such.lpg"}, code: 1, stderr: "no/such.lpg: no such file"},
+		},
+		"lpg": {
+			{args: []string{"lpg", "--json", "examples/dns_ntp.lpg"}, docs: 1,
+				check: func(t *testing.T, docs []map[string]any) {
+					if docs[0]["stack"] != "dns_ntp" || len(docs[0]["endpoints"].([]any)) != 2 {
+						t.Errorf("lpg --json: %v", docs[0])
+					}
+				}},
+		},
+		"nics": {
+			{args: []string{"nics", "--json"}, docs: 1,
+				check: func(t *testing.T, docs []map[string]any) {
+					if len(docs[0]["nics"].([]any)) < 4 {
+						t.Error("nics --json lists too few models")
+					}
+				}},
+		},
+		"verify": {
+			{args: []string{"verify", "--json", "--fallback=false", "--packets", "100", "82599", "examples/dns_ntp.lpg"}, docs: 1, stderr: "100 packets, 0 mismatches\n",
+				check: func(t *testing.T, docs []map[string]any) {
+					if docs[0]["packets"] != float64(100) || docs[0]["mismatches"] != float64(0) {
+						t.Errorf("verify --json: %v", docs[0])
+					}
+				}},
+			{args: []string{"verify", "--json", "--fallback=false", "--packets", "200", "82599", tiny}, code: 1, docs: 1, stderr: "mismatches\n"},
+		},
+		"trace": {
+			{args: []string{"trace", "--json", "--fallback=false", "--frame", frame(53), "--frame", frame(123), "--frame", frame(9), "82599", "examples/dns_ntp.lpg"}, docs: 3, ndjson: true,
+				check: func(t *testing.T, docs []map[string]any) {
+					for i, want := range []string{"dns", "ntp", ""} {
+						if docs[i]["frame"] != float64(i+1) || docs[i]["endpoint"] != want {
+							t.Errorf("trace --json frame %d: %v", i+1, docs[i])
+						}
+					}
+				}},
+			{args: []string{"trace", "--json", "--fallback=false", "--frame", "02", "82599", tiny}, code: 1, docs: 1, ndjson: true, stderr: "1 of 1 frames are treated otherwise"},
+		},
+		"bench": {
+			{args: []string{"bench", "--json", "--frames", "64", "82599", "examples/dns_ntp.lpg"}, docs: 1,
+				check: func(t *testing.T, docs []map[string]any) {
+					if docs[0]["fallback_ns"].(float64) <= 0 || docs[0]["stack"] != "dns_ntp" {
+						t.Errorf("bench --json: %v", docs[0])
+					}
+				}},
+		},
+	}
+	// run serves an interface until it is stopped, as root: its --json
+	// lines are the namespace tests' to check.
+	skip := map[string]string{"run": "needs root and an interface"}
+	var names []string
+	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard, stdin: strings.NewReader("")})
+	walkCommands(root, func(c *cobra.Command) {
+		if c.Flags().Lookup("json") == nil {
+			return
 		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
+		name := strings.TrimPrefix(c.CommandPath(), "dragonc ")
+		if _, ok := skip[name]; ok {
+			return
 		}
-		return m
+		if len(rows[name]) == 0 {
+			t.Errorf("dragonc %s has --json but no row in TestJSONOutputs: add one", name)
+		}
+		names = append(names, name)
+	})
+	if len(names) < 7 {
+		t.Fatalf("only %d commands with --json in the tree: %v", len(names), names)
 	}
-	m := decode("check", "--json", "examples/dns_ntp.lpg", "testdata/bad/cycle.unicorn")
-	files, diags := m["files"].([]any), m["diagnostics"].([]any)
-	if len(files) != 1 || len(diags) == 0 {
-		t.Fatalf("check --json: %v", m)
-	}
-	d := diags[0].(map[string]any)
-	for _, k := range []string{"file", "line", "column", "code", "severity", "message"} {
-		if _, ok := d[k]; !ok {
-			t.Errorf("check --json diagnostic lacks %q: %v", k, d)
+	for _, name := range names {
+		for i, r := range rows[name] {
+			t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
+				if name == "bench" {
+					if _, err := exec.LookPath("go"); err != nil {
+						t.Skip("the go command is not installed: bench --json not run")
+					}
+				}
+				code, out, errs := dragonc(t, r.args...)
+				if code != r.code {
+					t.Fatalf("dragonc %s: exit %d, want %d; stderr:\n%s", strings.Join(r.args, " "), code, r.code, errs)
+				}
+				if !strings.Contains(errs, r.stderr) {
+					t.Errorf("dragonc %s: stderr lacks %q:\n%s", strings.Join(r.args, " "), r.stderr, errs)
+				}
+				var docs []map[string]any
+				if r.ndjson {
+					if out != "" && !strings.HasSuffix(out, "\n") {
+						t.Errorf("the stream does not end with a newline: %q", out)
+					}
+					if out != "" {
+						for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+							docs = append(docs, oneJSON(t, line))
+						}
+					}
+				} else if out != "" {
+					docs = append(docs, oneJSON(t, out))
+				}
+				if len(docs) != r.docs {
+					t.Fatalf("%d JSON documents on stdout, want %d:\n%s", len(docs), r.docs, out)
+				}
+				if r.check != nil {
+					r.check(t, docs)
+				}
+			})
 		}
 	}
-	if d["code"] != "E330" || d["severity"] != "error" || d["file"] != "testdata/bad/cycle.unicorn" {
-		t.Errorf("check --json diagnostic: %v", d)
+}
+
+// oneJSON decodes s, which must hold one JSON object and nothing after it
+// but white space.
+func oneJSON(t *testing.T, s string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("not a JSON object: %v\n%s", err, s)
 	}
-	m = decode("embed", "--json", "82599", "examples/dns_ntp.lpg")
-	if m["schema_version"] != float64(1) || m["dragonc_version"] == "" || m["dragonc_version"] == nil {
-		t.Errorf("plan.json: schema_version %v, dragonc_version %v", m["schema_version"], m["dragonc_version"])
+	if rest := s[dec.InputOffset():]; strings.TrimSpace(rest) != "" {
+		t.Fatalf("more after the JSON document: %q", rest)
 	}
-	m = decode("lpg", "--json", "examples/dns_ntp.lpg")
-	if m["stack"] != "dns_ntp" || len(m["endpoints"].([]any)) != 2 {
-		t.Errorf("lpg --json: %v", m)
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("after the JSON document: %v, want the end", err)
 	}
-	if len(decode("nics", "--json")["nics"].([]any)) < 4 {
-		t.Error("nics --json lists too few models")
-	}
-	code, out, _ := dragonc(t, "verify", "--json", "--fallback=false", "--packets", "100", "82599", "examples/dns_ntp.lpg")
-	if code != 0 || !strings.Contains(out, `"mismatches": 0`) {
-		t.Errorf("verify --json: exit %d\n%s", code, out)
-	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go command is not installed: bench --json not run")
-	}
-	m = decode("bench", "--json", "--frames", "64", "82599", "examples/dns_ntp.lpg")
-	if m["fallback_ns"].(float64) <= 0 || m["stack"] != "dns_ntp" {
-		t.Errorf("bench --json: %v", m)
-	}
+	return m
 }
 
 func TestVersionAndCompletion(t *testing.T) {

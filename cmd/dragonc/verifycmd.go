@@ -33,7 +33,8 @@ Frames come from --pcap captures ("-" reads one from standard input) and
 from a seeded generator aimed at every endpoint, filter boundary and
 validity check.
 
-The last line is "N packets, M mismatches".
+The last line is "N packets, M mismatches"; with --json, standard output
+holds one JSON document and that line goes to standard error.
 Exit: 0 no mismatch, 1 mismatches or errors, 2 usage.`,
 		Example: `  dragonc verify 82599 examples/web_and_dns.lpg
   dragonc verify --pcap capture.pcap --packets 100000 82576 examples/dns_ntp.lpg`,
@@ -90,8 +91,10 @@ func runVerify(e *env, f *embedFlags, opt verify.Options, quiet bool, nicArg, st
 		return exitInput
 	}
 	if f.asJSON {
+		// Standard output holds the one JSON document; the summary line
+		// is for people.
 		writeJSON(e, map[string]any{"packets": rep.Total, "mismatches": rep.Mismatched, "outcomes": rep.Outcomes, "notes": rep.Notes})
-		fmt.Fprintf(e.stdout, "%d packets, %d mismatches\n", rep.Total, rep.Mismatched)
+		fmt.Fprintf(e.stderr, "%d packets, %d mismatches\n", rep.Total, rep.Mismatched)
 	} else {
 		rep.Write(e.stdout, opt.Show)
 	}
