@@ -2,10 +2,14 @@ package dragonc_test
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -421,5 +425,280 @@ func TestOutputTables(t *testing.T) {
 				t.Errorf("%s: the table of embed -o's files lists %s, which embed -o does not write", doc.path, name)
 			}
 		}
+	}
+}
+
+// cli is what the documents may quote of the command line, read from
+// cmd/dragonc's sources (the root package cannot import package main):
+// the commands, named by the first word of each cobra.Command's Use, and
+// the flags, long and short, each with whether it takes a value.
+type cli struct {
+	commands map[string]bool
+	flags    map[string]bool // name (or one-letter shorthand) -> takes a value
+}
+
+var flagCall = regexp.MustCompile(`^(Bool|Count|String|StringArray|StringSlice|Int|Int64|Uint|Uint64|Float64|Duration|)(Var)?(P)?$`)
+
+func readCLI(t *testing.T) cli {
+	t.Helper()
+	// cobra adds completion, help and --help; --version comes with the
+	// root command's Version.
+	c := cli{commands: map[string]bool{"completion": true, "help": true}, flags: map[string]bool{"help": false, "h": false, "version": false}}
+	files, err := filepath.Glob("cmd/dragonc/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("cmd/dragonc: %v", err)
+	}
+	fset := token.NewFileSet()
+	str := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return s, err == nil
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Use" {
+					if use, ok := str(n.Value); ok && len(strings.Fields(use)) > 0 && strings.Fields(use)[0] != "dragonc" {
+						c.commands[strings.Fields(use)[0]] = true
+					}
+				}
+			case *ast.CallExpr:
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				m := flagCall.FindStringSubmatch(sel.Sel.Name)
+				if m == nil || m[1] == "" && m[2] == "" {
+					return true
+				}
+				i := 0
+				if m[2] != "" {
+					i = 1 // XxxVar(&v, name, ...)
+				}
+				if len(n.Args) <= i {
+					return true
+				}
+				name, ok := str(n.Args[i])
+				if !ok {
+					return true
+				}
+				value := m[1] != "Bool" && m[1] != "Count"
+				c.flags[name] = value
+				if m[3] != "" && len(n.Args) > i+1 {
+					if short, ok := str(n.Args[i+1]); ok && short != "" {
+						c.flags[short] = value
+					}
+				}
+			}
+			return true
+		})
+	}
+	if len(c.commands) < 10 || len(c.flags) < 20 {
+		t.Fatalf("read %d commands and %d flags from cmd/dragonc; the sources changed shape", len(c.commands), len(c.flags))
+	}
+	return c
+}
+
+var (
+	fence      = regexp.MustCompile("(?s)```[a-z]*\n(.*?)```")
+	invocation = regexp.MustCompile(`(?:^|[\s/])dragonc +([-a-z].*)$`)
+	quotedDiag = regexp.MustCompile(`^(\S+\.(?:lpg|prg|unicorn)):\d+:\d+: (?:error|warning): .*\[[EW]\d+\]$`)
+	// placeholder is an argument a reader replaces: NIC, STACK.lpg, FILE...
+	placeholder = regexp.MustCompile(`[A-Z]{2,}|\.\.\.`)
+)
+
+// commandLines returns the dragonc command lines a document quotes: in
+// code blocks (after a prompt such as `go run ./cmd/dragonc` or `ip netns
+// exec NS`, without the comment and what a pipe, redirection or & adds)
+// and in code spans of the text. Each is split into words after
+// "dragonc", the brackets of a synopsis taken off.
+func commandLines(text string) [][]string {
+	var lines []string
+	for _, m := range fence.FindAllStringSubmatch(text, -1) {
+		for _, line := range strings.Split(m[1], "\n") {
+			if c, _, ok := strings.Cut(line, " #"); ok {
+				line = c
+			}
+			if m := invocation.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+				lines = append(lines, m[1])
+			}
+		}
+	}
+	for _, s := range spans(fence.ReplaceAllString(text, "")) {
+		if rest, ok := strings.CutPrefix(s, "dragonc "); ok {
+			lines = append(lines, rest)
+		}
+	}
+	var out [][]string
+	for _, line := range lines {
+		var words []string
+		for _, w := range strings.Fields(line) {
+			if strings.ContainsAny(w[:1], "|>&;") || strings.HasPrefix(w, "2>") {
+				break
+			}
+			if w == "[flags]" {
+				continue
+			}
+			if w = strings.Trim(w, "[]"); w != "" && w != `\|` {
+				words = append(words, w)
+			}
+		}
+		if len(words) > 0 {
+			out = append(out, words)
+		}
+	}
+	return out
+}
+
+// TestDocCommands: every dragonc command line the README and docs/ quote
+// names a command and flags dragonc has, a NIC of the registry (and for
+// run, one it serves) and files of the repository; the command table of
+// docs/cli.md has a row for every command.
+func TestDocCommands(t *testing.T) {
+	c := readCLI(t)
+	serves, _ := runModels(t)
+	nicArg := map[string]bool{"embed": true, "verify": true, "trace": true, "bench": true, "run": true}
+	n := 0
+	for _, doc := range userDocs(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, words := range commandLines(string(b)) {
+			n++
+			line := "dragonc " + strings.Join(words, " ")
+			cmd := ""
+			var args []string
+			for i := 0; i < len(words); i++ {
+				w := words[i]
+				if !strings.HasPrefix(w, "-") || w == "-" {
+					if cmd == "" {
+						cmd = w
+					} else {
+						args = append(args, w)
+					}
+					continue
+				}
+				name, _, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+				value, ok := c.flags[name]
+				if !ok {
+					t.Errorf("%s quotes %q: dragonc has no flag %s", doc, line, w)
+				}
+				if value && !hasValue {
+					i++
+				}
+			}
+			switch {
+			case cmd == "":
+			case !c.commands[cmd]:
+				t.Errorf("%s quotes %q: dragonc has no command %s", doc, line, cmd)
+			case cmd == "help" && len(args) > 0 && !c.commands[args[0]]:
+				t.Errorf("%s quotes %q: dragonc has no command %s", doc, line, args[0])
+			case (nicArg[cmd] || cmd == "dot") && len(args) > 0 && !placeholder.MatchString(args[0]):
+				for _, nic := range strings.Split(args[0], "|") { // run mvia|clan1000
+					file := strings.Contains(nic, "/") || filepath.Ext(nic) != ""
+					switch {
+					case !file && !nics.IsBuiltin(nic):
+						t.Errorf("%s quotes %q: %s is no built-in model", doc, line, nic)
+					case cmd == "run" && !file && !slices.Contains(serves, nic):
+						t.Errorf("%s quotes %q: dragonc run does not serve %s", doc, line, nic)
+					}
+				}
+				if nicArg[cmd] && len(args) > 1 && !placeholder.MatchString(args[1]) && filepath.Ext(args[1]) != ".lpg" {
+					t.Errorf("%s quotes %q: %s is not a stack file", doc, line, args[1])
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("only %d command lines found in the documents", n)
+	}
+	b, err := os.ReadFile("docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{"help": true} // `dragonc help` is shown above the table
+	for _, row := range tableAfter(t, "docs/cli.md", string(b), "## Commands") {
+		for _, s := range spans(row[0]) {
+			if rest, ok := strings.CutPrefix(s, "dragonc "); ok {
+				if name := strings.Fields(rest)[0]; !strings.HasPrefix(name, "-") {
+					rows[name] = true
+				}
+			}
+		}
+	}
+	for name := range c.commands {
+		if !rows[name] {
+			t.Errorf("docs/cli.md: the command table has no row for dragonc %s", name)
+		}
+	}
+	for name := range rows {
+		if !c.commands[name] {
+			t.Errorf("docs/cli.md: the command table has a row for dragonc %s, which is no command", name)
+		}
+	}
+}
+
+// TestDocPaths: every path into the repository that the README and docs/
+// name (examples/dns_ntp.lpg, nics/*.prg, testdata/...) exists, and every
+// diagnostic they quote is one the test suite expects of that file (in
+// its .golden file, which the tests of lpg and dsl check).
+func TestDocPaths(t *testing.T) {
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, regexp.QuoteMeta(e.Name()))
+		}
+	}
+	repoPath := regexp.MustCompile("(?:^|[\\s(`\"'\\[])(?:\\./)?((?:" + strings.Join(dirs, "|") + ")/[A-Za-z0-9_./*+-]*)")
+	n := 0
+	for _, doc := range userDocs(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range repoPath.FindAllStringSubmatch(text, -1) {
+			p := strings.TrimRight(m[1], ".")
+			n++
+			if match, _ := filepath.Glob(p); len(match) == 0 {
+				t.Errorf("%s names %s, which is not in the repository", doc, p)
+			}
+		}
+		for _, block := range fence.FindAllStringSubmatch(text, -1) {
+			for _, line := range strings.Split(block[1], "\n") {
+				m := quotedDiag.FindStringSubmatch(line)
+				if m == nil {
+					continue
+				}
+				n++
+				want, err := os.ReadFile(m[1] + ".golden")
+				if err != nil {
+					t.Errorf("%s quotes a diagnostic of %s, which has no golden file: %v", doc, m[1], err)
+					continue
+				}
+				if !slices.Contains(strings.Split(string(want), "\n"), line) {
+					t.Errorf("%s quotes a diagnostic that %s.golden does not hold:\n%s", doc, m[1], line)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d paths and diagnostics found in the documents", n)
 	}
 }
