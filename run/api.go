@@ -51,7 +51,7 @@ type (
 //		code.DropSites = append(code.DropSites, run.DropSite(d.Node, d.Port))
 //	}
 //	err := run.ServeCode(ctx, r, st, code, map[string]run.Handler{"dns": answer}, opt)
-func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, handlers map[string]Handler, opt Options) error {
+func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, handlers map[string]Handler, opt Options) (err error) {
 	if code.Process == nil {
 		return usage("the code has no Process function")
 	}
@@ -91,6 +91,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 	if err != nil {
 		return err
 	}
+	defer func() { sv.stopped(err) }()
 	for _, name := range slices.Sorted(gomaps.Keys(opt.Streams)) {
 		if _, ok := sv.via.stream(name); !ok {
 			return usage("a stream handler for %s, which the plan does not put on a VI", name)
@@ -132,9 +133,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 		sv.ready(kind, how)
 		return srv.Watch(sv.out.report, opt.Every, nil, ctx.Done())
 	}
-	err = sv.serveAll()
-	sv.stopped(err)
-	return err
+	return sv.serveAll()
 }
 
 // DropSite spells a generated package's drop site as Code.DropSites

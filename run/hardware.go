@@ -63,9 +63,10 @@ var refusedLine = regexp.MustCompile(`^refused (\d+): (.*)$`)
 
 // applyHardware runs the plan's linux.sh on the interface with
 // --keep-going: every step the driver takes stays applied until undo.
-func applyHardware(r *dembed.Result, iface string, force bool) (*hardware, error) {
-	dir, err := os.MkdirTemp("", "dragonc-hw-")
-	if err != nil {
+func applyHardware(r *dembed.Result, iface string, force bool, dir string) (*hardware, error) {
+	// The script and its undo record stay in dir until undo, where
+	// `dragonc stop` finds them after a crash.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	h := &hardware{dir: dir, script: filepath.Join(dir, "linux.sh"), iface: iface}

@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,9 @@ type Options struct {
 	// MetricsAddr, if set, is where the counters are served to Prometheus
 	// (HOST:PORT; http://HOST:PORT/metrics), from the first report on.
 	MetricsAddr string
+	// Pin pins the eBPF programs, maps and links under BPFDir, so that
+	// they outlive the process until `dragonc stop` (run --detach).
+	Pin bool
 	// Ready, if set, is called once every queue is receiving.
 	Ready func()
 	// Signal, if set, receives the helper's process so that a caller can
@@ -218,13 +222,16 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 			return nil, usage("--metrics-addr %s: %v", opt.MetricsAddr, err)
 		}
 		sv.cleanup = append(sv.cleanup, stop)
-		if prev := sv.opt.OnReport; prev != nil {
-			sv.opt.OnReport = func(r dataplane.Report) { prev(r); m.Update(r) }
-		} else {
-			sv.opt.OnReport = m.Update
-		}
-		out.note("metrics", "metrics at http://%s/metrics", addr)
+		sv.onReport(m.Update)
+		sv.metrics = "http://" + addr + "/metrics"
+		out.note("metrics", "metrics at %s", sv.metrics)
 	}
+	if err := sv.claimState(); err != nil {
+		sv.stopped(nil)
+		return nil, err
+	}
+	sv.state.Metrics = sv.metrics
+	sv.onReport(sv.saveReport)
 	return sv, nil
 }
 
@@ -282,8 +289,13 @@ func (sv *serving) serveAll() (err error) {
 	if sv.hw {
 		// Hardware first: the plan's linux.sh, step by step; what the
 		// driver refuses, the eBPF stage does.
-		h, err := applyHardware(sv.r, sv.opt.Iface, sv.opt.Force)
+		h, err := applyHardware(sv.r, sv.opt.Iface, sv.opt.Force, filepath.Join(stateDir(sv.opt.Iface), "hardware"))
 		if err != nil {
+			return err
+		}
+		sv.state.Hardware = h.dir
+		if err := sv.saveState(); err != nil {
+			h.undo()
 			return err
 		}
 		defer func() {
@@ -330,6 +342,12 @@ func (sv *serving) ready(kind, how string) {
 	fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", msg)
 	sv.out.mu.Unlock()
 	sv.out.emit(Event{Event: "serving", Message: msg, Stack: sv.name, Iface: sv.opt.Iface, Socket: kind, PlanQueues: len(sv.queues)})
+	if sv.state != nil {
+		sv.state.Serving, sv.state.Socket, sv.state.HelperPID = true, kind, sv.helper
+		if err := sv.saveState(); err != nil {
+			sv.out.note("note", "the state of the run cannot be written: %v", err)
+		}
+	}
 	if sv.opt.Ready != nil {
 		sv.opt.Ready()
 	}
@@ -338,9 +356,10 @@ func (sv *serving) ready(kind, how string) {
 // stopped says the run is over (an event; the error is the caller's to
 // print).
 func (sv *serving) stopped(err error) {
-	for _, f := range sv.cleanup {
-		f()
+	for i := len(sv.cleanup) - 1; i >= 0; i-- {
+		sv.cleanup[i]()
 	}
+	sv.cleanup = nil
 	e := Event{Event: "stopped", Stack: sv.name, Iface: sv.opt.Iface}
 	if err != nil {
 		e.Error = err.Error()
@@ -359,7 +378,10 @@ type serving struct {
 	ctx     context.Context
 	opt     Options
 	out     *output
-	cleanup []func() // run when the serving stops
+	cleanup []func() // run when the serving stops, last first
+	state   *State
+	metrics string // the Prometheus endpoint, if any
+	helper  int    // the helper's pid
 	ifc     *net.Interface
 	stage   *Stage
 	chains  *Chains
@@ -416,6 +438,7 @@ func (sv *serving) serve(kind string) error {
 		cfg.Queues = append(cfg.Queues, dataplane.Queue{ID: q.ID, Core: q.Core})
 	}
 	var how string
+	var links []link.Link
 	switch kind {
 	case dataplane.AFXDP:
 		// Driver mode where the driver runs XDP itself (a veth does);
@@ -433,6 +456,7 @@ func (sv *serving) serve(kind string) error {
 			return &startError{fmt.Errorf("attaching the XDP program: %w", err)}
 		}
 		defer l.Close()
+		links = append(links, l)
 		cfg.XSKMapFD, cfg.DevQueues = m.xsks.FD(), devq
 		how = fmt.Sprintf("AF_XDP sockets on %d device queue(s), fed by an XDP program in %s mode", devq, mode)
 	default:
@@ -445,8 +469,19 @@ func (sv *serving) serve(kind string) error {
 			return fmt.Errorf("attaching the tc ingress program to %s: %w", opt.Iface, err)
 		}
 		defer tc.Close()
+		links = append(links, tc)
 		cfg.FanoutFD, cfg.FilterFD = progs[0].FD(), progs[1].FD()
 		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
+	}
+	sv.state.Programs = programStates(progs)
+	if sv.opt.Pin {
+		unpin, err := sv.pin(links, progs, append([]*ebpf.Map{m.addrs, m.rss, m.xsks}, m.groups...))
+		if err != nil {
+			return err
+		}
+		// Unpinned before the links close, which detaches them.
+		defer unpin()
+		how += fmt.Sprintf("; programs, maps and links pinned in %s", sv.state.Pinned)
 	}
 	return sv.run(kind, how, cfg)
 }
@@ -506,6 +541,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the generated stack: %w", err)
 	}
+	sv.helper = cmd.Process.Pid
 	if opt.Signal != nil {
 		opt.Signal(cmd.Process)
 	}
@@ -686,4 +722,13 @@ func macBytes(v uint64) [6]byte {
 func macString(v uint64) string {
 	hw := macBytes(v)
 	return net.HardwareAddr(hw[:]).String()
+}
+
+// onReport adds f to what receives each reading of the counters.
+func (sv *serving) onReport(f func(dataplane.Report)) {
+	if prev := sv.opt.OnReport; prev != nil {
+		sv.opt.OnReport = func(r dataplane.Report) { prev(r); f(r) }
+	} else {
+		sv.opt.OnReport = f
+	}
 }

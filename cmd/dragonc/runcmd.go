@@ -23,6 +23,7 @@ func newRunCmd(e *env) *cobra.Command {
 	var socket string
 	var force bool
 	var metricsAddr string
+	var detached bool
 	c := &cobra.Command{
 		Use:   "run [flags] NIC STACK.lpg IFACE",
 		Short: "serve the compiled stack on a Linux interface",
@@ -46,6 +47,12 @@ NDJSON: one object per event (note, refused, fallback, serving,
 stopped) and per report of the counters; the notes still go to
 standard error as text.
 SIGINT or SIGTERM stops it and detaches every program and socket.
+With --detach it serves in the background (its own session, its output
+in /run/dragonc/IFACE/log) with its eBPF programs, maps and links pinned
+under /sys/fs/bpf/dragonc/IFACE, and returns once it serves; dragonc
+status shows it and dragonc stop IFACE stops it, also after a crash or
+SIGKILL. Without --detach it runs in the foreground, as a supervisor
+(systemd) wants it, and still shows in dragonc status.
 
 The NIC is linux-xdp, the software steering model, or a hardware
 model (82599, 82576, ...) whose plan is applied first through the NIC's
@@ -86,12 +93,16 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			default:
 				return usagef("--socket %q: want auto, xdp or packet", socket)
 			}
+			if detached {
+				return exitStatus(detach(e, cmd, args, args[2], f.asJSON))
+			}
 			return exitStatus(runRun(e, &f, every, socket, force, metricsAddr, args[0], args[1], args[2]))
 		},
 	}
 	f.register(c.Flags())
 	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
 	c.Flags().StringVar(&socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
+	c.Flags().BoolVar(&detached, "detach", false, "serve in the background, with the eBPF objects pinned in /sys/fs/bpf/dragonc/IFACE; return once it serves (dragonc status, dragonc stop)")
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
 	c.Flags().BoolVar(&force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	return c
@@ -116,6 +127,10 @@ func runRun(e *env, f *embedFlags, every time.Duration, socket string, force boo
 				}
 			}()
 		}}
+	if ready, ok := drun.DetachedReady(); ok {
+		// Started by run --detach: pin, and tell the parent once serving.
+		opt.Pin, opt.Ready = true, ready
+	}
 	if err := drun.Serve(ctx, r, st, opt); err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput

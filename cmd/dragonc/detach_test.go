@@ -1,0 +1,191 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dragonc/dragonc/internal/netnstest"
+)
+
+// TestMain lets the test binary stand in for dragonc: run --detach starts
+// its own executable, which here is this binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("DRAGONC_TEST_AS_DRAGONC") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// detachStack is served by TestDetachStatusStop.
+const detachStack = `stack detached {
+    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }
+    cores 0..1
+    endpoint echo udp listen *:7 { app "echo" }
+    service arp
+    service icmp-echo
+}
+`
+
+// statusOf runs dragonc status --json in namespace ns.
+func statusOf(t *testing.T, ns string) []statusEntry {
+	t.Helper()
+	var code int
+	var out, errs string
+	netnstest.In(ns, func() error {
+		code, out, errs = dragoncIn(t, "status", "--json")
+		return nil
+	})
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errs)
+	}
+	var es []statusEntry
+	if err := json.Unmarshal([]byte(out), &es); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return es
+}
+
+// dragoncIn is dragonc without the test helper's fatal checks, for use
+// inside a namespace's thread.
+func dragoncIn(t *testing.T, args ...string) (int, string, string) {
+	var out, errs strings.Builder
+	code := run(args, strings.NewReader(""), &out, &errs)
+	return code, out.String(), errs.String()
+}
+
+func xdpAttached(t *testing.T, ns string) bool {
+	out, err := exec.Command("ip", "-n", ns, "-d", "link", "show", "vA").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show: %v\n%s", err, out)
+	}
+	return strings.Contains(string(out), "prog/xdp")
+}
+
+// TestDetachStatusStop: run --detach returns once the stack serves, with
+// its programs pinned; status shows it with its counters; after SIGKILL
+// the pinned program stays attached and status says the run is gone;
+// stop removes it all, and stopping again is no error. A second detached
+// run stops with SIGTERM.
+func TestDetachStatusStop(t *testing.T) {
+	a, b := netnstest.Two(t, "ethtool")
+	netnstest.IP(t, "link", "add", "vA", "netns", a, "type", "veth", "peer", "name", "vB", "netns", b)
+	netnstest.IP(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
+	netnstest.IP(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
+	netnstest.IP(t, "-n", b, "link", "set", "vB", "up")
+	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	bpffs := filepath.Join(dir, "bpffs")
+	os.Mkdir(bpffs, 0o700)
+	if err := syscall.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
+		t.Skipf("no bpf file system to pin in: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bpffs, syscall.MNT_DETACH) })
+	t.Setenv("DRAGONC_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(bpffs, "dragonc"))
+	t.Setenv("DRAGONC_TEST_AS_DRAGONC", "1")
+	stack := filepath.Join(dir, "detached.lpg")
+	os.WriteFile(stack, []byte(detachStack), 0o644)
+	t.Cleanup(func() { netnstest.In(a, func() error { dragoncIn(t, "stop", "vA"); return nil }) })
+
+	detachRun := func() int {
+		var code int
+		var errs string
+		netnstest.In(a, func() error {
+			code, _, errs = dragoncIn(t, "run", "--detach", "--socket", "xdp", "--every", "100ms", "linux-xdp", stack, "vA")
+			return nil
+		})
+		if code != 0 || !strings.Contains(errs, "detached as pid") {
+			t.Fatalf("run --detach: exit %d:\n%s", code, errs)
+		}
+		es := statusOf(t, a)
+		if len(es) != 1 || !es[0].Alive || !es[0].Serving || es[0].Socket != "xdp" || !es[0].Detached || len(es[0].Programs) == 0 {
+			t.Fatalf("status after run --detach: %+v", es)
+		}
+		if _, err := os.Stat(es[0].Pinned); err != nil {
+			t.Fatalf("nothing pinned: %v", err)
+		}
+		return es[0].PID
+	}
+	pid := detachRun()
+	// It serves: an echo, and the counters status shows count it.
+	err := netnstest.In(b, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+			c.Write([]byte("detached"))
+			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if n, err := c.Read(buf); err == nil && string(buf[:n]) == "detached" {
+				return nil
+			}
+		}
+		return os.ErrDeadlineExceeded
+	})
+	if err != nil {
+		t.Fatalf("the detached stack does not echo: %v", err)
+	}
+	counted := false
+	for deadline := time.Now().Add(3 * time.Second); !counted && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		es := statusOf(t, a)
+		if len(es) == 1 && es[0].Report != nil {
+			for _, q := range es[0].Report.Queues {
+				for _, o := range q.Outcomes {
+					counted = counted || o.Name == "deliver echo" && o.Count > 0
+				}
+			}
+		}
+	}
+	if !counted {
+		t.Errorf("status shows no echo delivered: %+v", statusOf(t, a))
+	}
+
+	// SIGKILL: the pinned program outlives the run.
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !xdpAttached(t, a) {
+		t.Fatalf("the pinned XDP program went with the killed run")
+	}
+	if es := statusOf(t, a); len(es) != 1 || es[0].Alive {
+		t.Fatalf("status after SIGKILL: %+v", es)
+	}
+	var code int
+	var errs string
+	netnstest.In(a, func() error { code, _, errs = dragoncIn(t, "stop", "vA"); return nil })
+	if code != 0 || !strings.Contains(errs, "removed the pinned programs") {
+		t.Fatalf("stop after SIGKILL: exit %d:\n%s", code, errs)
+	}
+	if xdpAttached(t, a) {
+		t.Fatalf("stop left the XDP program attached")
+	}
+	if es := statusOf(t, a); len(es) != 0 {
+		t.Fatalf("status after stop: %+v", es)
+	}
+	netnstest.In(a, func() error { code, _, errs = dragoncIn(t, "stop", "vA"); return nil })
+	if code != 0 || !strings.Contains(errs, "nothing runs on vA") {
+		t.Fatalf("stop again: exit %d:\n%s", code, errs)
+	}
+
+	// A run stopped as a service is: SIGTERM, everything detached.
+	pid = detachRun()
+	netnstest.In(a, func() error { code, _, errs = dragoncIn(t, "stop", "vA"); return nil })
+	if code != 0 || !strings.Contains(errs, "stopped pid") {
+		t.Fatalf("stop: exit %d:\n%s", code, errs)
+	}
+	if xdpAttached(t, a) || syscall.Kill(pid, 0) == nil {
+		t.Fatalf("after stop: XDP attached %v, pid %d alive %v", xdpAttached(t, a), pid, syscall.Kill(pid, 0) == nil)
+	}
+}
