@@ -532,13 +532,13 @@ func TestJSONOutputs(t *testing.T) {
 		docs   int    // JSON documents on stdout (0: stdout is empty)
 		ndjson bool   // a stream: one document a line
 		stderr string // text for people expected on stderr
-		check  func(t *testing.T, docs []map[string]any)
+		check  func(t *testing.T, docs []any)
 	}
 	rows := map[string][]row{
 		"check": {
 			{args: []string{"check", "--json", "examples/dns_ntp.lpg", "testdata/bad/cycle.unicorn"}, code: 1, docs: 1, stderr: "1 error(s) in the input",
-				check: func(t *testing.T, docs []map[string]any) {
-					files, diags := docs[0]["files"].([]any), docs[0]["diagnostics"].([]any)
+				check: func(t *testing.T, docs []any) {
+					files, diags := obj(t, docs[0])["files"].([]any), obj(t, docs[0])["diagnostics"].([]any)
 					if len(files) != 1 || len(diags) == 0 {
 						t.Fatalf("check --json: %v", docs[0])
 					}
@@ -556,14 +556,14 @@ func TestJSONOutputs(t *testing.T) {
 		},
 		"embed": {
 			{args: []string{"embed", "--json", "82599", "examples/dns_ntp.lpg"}, docs: 1, stderr: "dragonc: warning: endpoint dns runs on cores 0..1",
-				check: func(t *testing.T, docs []map[string]any) {
-					if docs[0]["schema_version"] != float64(1) || docs[0]["dragonc_version"] == "" || docs[0]["dragonc_version"] == nil {
-						t.Errorf("plan.json: schema_version %v, dragonc_version %v", docs[0]["schema_version"], docs[0]["dragonc_version"])
+				check: func(t *testing.T, docs []any) {
+					if obj(t, docs[0])["schema_version"] != float64(1) || obj(t, docs[0])["dragonc_version"] == "" || obj(t, docs[0])["dragonc_version"] == nil {
+						t.Errorf("plan.json: schema_version %v, dragonc_version %v", obj(t, docs[0])["schema_version"], obj(t, docs[0])["dragonc_version"])
 					}
 				}},
 			{args: []string{"embed", "--json", "--cost", "cycles", "82576", "examples/dns_ntp.lpg"}, docs: 1,
-				check: func(t *testing.T, docs []map[string]any) {
-					if c := docs[0]["cost"].(map[string]any); c["function"] != "cycles" {
+				check: func(t *testing.T, docs []any) {
+					if c := obj(t, docs[0])["cost"].(map[string]any); c["function"] != "cycles" {
 						t.Errorf("--cost cycles: %v", c)
 					}
 				}},
@@ -571,24 +571,24 @@ func TestJSONOutputs(t *testing.T) {
 		},
 		"lpg": {
 			{args: []string{"lpg", "--json", "examples/dns_ntp.lpg"}, docs: 1,
-				check: func(t *testing.T, docs []map[string]any) {
-					if docs[0]["stack"] != "dns_ntp" || len(docs[0]["endpoints"].([]any)) != 2 {
+				check: func(t *testing.T, docs []any) {
+					if obj(t, docs[0])["stack"] != "dns_ntp" || len(obj(t, docs[0])["endpoints"].([]any)) != 2 {
 						t.Errorf("lpg --json: %v", docs[0])
 					}
 				}},
 		},
 		"nics": {
 			{args: []string{"nics", "--json"}, docs: 1,
-				check: func(t *testing.T, docs []map[string]any) {
-					if len(docs[0]["nics"].([]any)) < 4 {
+				check: func(t *testing.T, docs []any) {
+					if len(obj(t, docs[0])["nics"].([]any)) < 4 {
 						t.Error("nics --json lists too few models")
 					}
 				}},
 		},
 		"verify": {
 			{args: []string{"verify", "--json", "--fallback=false", "--packets", "100", "82599", "examples/dns_ntp.lpg"}, docs: 1, stderr: "100 packets, 0 mismatches\n",
-				check: func(t *testing.T, docs []map[string]any) {
-					if docs[0]["packets"] != float64(100) || docs[0]["mismatches"] != float64(0) {
+				check: func(t *testing.T, docs []any) {
+					if obj(t, docs[0])["packets"] != float64(100) || obj(t, docs[0])["mismatches"] != float64(0) {
 						t.Errorf("verify --json: %v", docs[0])
 					}
 				}},
@@ -596,9 +596,9 @@ func TestJSONOutputs(t *testing.T) {
 		},
 		"trace": {
 			{args: []string{"trace", "--json", "--fallback=false", "--frame", frame(53), "--frame", frame(123), "--frame", frame(9), "82599", "examples/dns_ntp.lpg"}, docs: 3, ndjson: true,
-				check: func(t *testing.T, docs []map[string]any) {
+				check: func(t *testing.T, docs []any) {
 					for i, want := range []string{"dns", "ntp", ""} {
-						if docs[i]["frame"] != float64(i+1) || docs[i]["endpoint"] != want {
+						if obj(t, docs[i])["frame"] != float64(i+1) || obj(t, docs[i])["endpoint"] != want {
 							t.Errorf("trace --json frame %d: %v", i+1, docs[i])
 						}
 					}
@@ -607,13 +607,34 @@ func TestJSONOutputs(t *testing.T) {
 		},
 		"bench": {
 			{args: []string{"bench", "--json", "--frames", "64", "82599", "examples/dns_ntp.lpg"}, docs: 1,
-				check: func(t *testing.T, docs []map[string]any) {
-					if docs[0]["fallback_ns"].(float64) <= 0 || docs[0]["stack"] != "dns_ntp" {
+				check: func(t *testing.T, docs []any) {
+					if obj(t, docs[0])["fallback_ns"].(float64) <= 0 || obj(t, docs[0])["stack"] != "dns_ntp" {
 						t.Errorf("bench --json: %v", docs[0])
 					}
 				}},
 		},
+		// With no run on this host (an empty state directory), status is
+		// an empty list and stop has nothing to do.
+		"status": {
+			{args: []string{"status", "--json"}, docs: 1,
+				check: func(t *testing.T, docs []any) {
+					if l, ok := docs[0].([]any); !ok || len(l) != 0 {
+						t.Errorf("status --json with nothing running: %v", docs[0])
+					}
+				}},
+			{args: []string{"status", "--json", "nosuch0"}, code: 1, docs: 1, stderr: "nothing serves nosuch0"},
+		},
+		"stop": {
+			{args: []string{"stop", "--json", "nosuch0"}, docs: 1,
+				check: func(t *testing.T, docs []any) {
+					if obj(t, docs[0])["iface"] != "nosuch0" {
+						t.Errorf("stop --json: %v", docs[0])
+					}
+				}},
+		},
 	}
+	t.Setenv("DRAGONC_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(dir, "bpf"))
 	// run serves an interface until it is stopped, as root: its --json
 	// lines are the namespace tests' to check.
 	skip := map[string]string{"run": "needs root and an interface"}
@@ -650,7 +671,7 @@ func TestJSONOutputs(t *testing.T) {
 				if !strings.Contains(errs, r.stderr) {
 					t.Errorf("dragonc %s: stderr lacks %q:\n%s", strings.Join(r.args, " "), r.stderr, errs)
 				}
-				var docs []map[string]any
+				var docs []any
 				if r.ndjson {
 					if out != "" && !strings.HasSuffix(out, "\n") {
 						t.Errorf("the stream does not end with a newline: %q", out)
@@ -674,20 +695,30 @@ func TestJSONOutputs(t *testing.T) {
 	}
 }
 
-// oneJSON decodes s, which must hold one JSON object and nothing after it
-// but white space.
-func oneJSON(t *testing.T, s string) map[string]any {
+// oneJSON decodes s, which must hold one JSON document and nothing after
+// it but white space.
+func oneJSON(t *testing.T, s string) any {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(s))
-	var m map[string]any
+	var m any
 	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("not a JSON object: %v\n%s", err, s)
+		t.Fatalf("not JSON: %v\n%s", err, s)
 	}
 	if rest := s[dec.InputOffset():]; strings.TrimSpace(rest) != "" {
 		t.Fatalf("more after the JSON document: %q", rest)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		t.Fatalf("after the JSON document: %v, want the end", err)
+	}
+	return m
+}
+
+// obj is a JSON document that must be an object.
+func obj(t *testing.T, doc any) map[string]any {
+	t.Helper()
+	m, ok := doc.(map[string]any)
+	if !ok {
+		t.Fatalf("not a JSON object: %v", doc)
 	}
 	return m
 }
