@@ -47,6 +47,9 @@ const (
 	TargetSilicon = "silicon"
 )
 
+// Targets lists the targets of an embedding.
+func Targets() []string { return []string{TargetLinux, TargetSilicon} }
+
 // qinfo is a receive queue the plan uses.
 type qinfo struct {
 	id   int    // queue number on the NIC

@@ -101,7 +101,9 @@ func nicAndStack(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func looksLikeStack(arg string) bool { return strings.HasSuffix(arg, ".lpg") }
+func looksLikeStack(arg string) bool {
+	return slices.ContainsFunc(stackExts, func(ext string) bool { return strings.HasSuffix(arg, "."+ext) })
+}
 
 // embedFlags are the flags shared by embed and verify.
 type embedFlags struct {
@@ -120,7 +122,7 @@ func (f *embedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.strategy, "strategy", "default", "search strategy: "+strings.Join(embed.Strategies(), ", "))
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
-	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or none")
+	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or "+noCopyEngine)
 	fs.StringVar(&f.target, "target", embed.TargetLinux, "linux: use only what the NIC's Linux driver exposes; silicon: the whole NIC (a custom driver, DPDK, a research stack)")
 }
 
@@ -132,8 +134,8 @@ func (f *embedFlags) validate() error {
 	if !slices.Contains(embed.Strategies(), f.strategy) {
 		return usagef("unknown strategy %q; choose %s", f.strategy, strings.Join(embed.Strategies(), ", "))
 	}
-	if f.target != embed.TargetLinux && f.target != embed.TargetSilicon {
-		return usagef("unknown target %q; choose linux or silicon", f.target)
+	if !slices.Contains(embed.Targets(), f.target) {
+		return usagef("unknown target %q; choose %s", f.target, strings.Join(embed.Targets(), ", "))
 	}
 	if f.goldPerQueue < 1 {
 		return usagef("--gold-per-queue must be at least 1, not %d", f.goldPerQueue)
@@ -188,17 +190,17 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 			fmt.Fprintf(e.stderr, "dragonc run: %s\n", n)
 		}
 	}
-	if f.copyEngine != "" && f.copyEngine != "none" {
+	if f.copyEngine != "" && f.copyEngine != noCopyEngine {
 		cm, ok := loadNIC(e, f.copyEngine)
 		if !ok {
 			return nil, nil, false
 		}
-		engs := cm.Engines(prg.EngineCopy)
-		if len(engs) != 1 {
-			fmt.Fprintf(e.stderr, "dragonc: %s has %d copy engines; --copy-engine takes a model with one\n", f.copyEngine, len(engs))
+		eng, ok := copyEngineOf(cm)
+		if !ok {
+			fmt.Fprintf(e.stderr, "dragonc: %s has %d copy engines; --copy-engine takes a model with one\n", f.copyEngine, len(cm.Engines(prg.EngineCopy)))
 			return nil, nil, false
 		}
-		in.CopyEngine = engs[0]
+		in.CopyEngine = eng
 	}
 	if f.previous != "" {
 		b, ok := readFile(e, f.previous)

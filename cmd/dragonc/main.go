@@ -175,6 +175,7 @@ the rest.`,
 			}
 		}
 	}
+	addCompletions(root)
 	return root
 }
 

@@ -1,13 +1,22 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/nics"
 )
 
 // shadowStack has a diagnostic warning (d is shadowed) and plan warnings
@@ -169,4 +178,105 @@ func walkCommands(root *cobra.Command, f func(*cobra.Command)) {
 		f(c)
 		walkCommands(c, f)
 	}
+}
+
+// complete asks for the completions of a command line whose last word is
+// being typed, as the shell scripts do (dragonc __complete ...), and
+// returns the candidates and cobra's directive.
+func complete(t *testing.T, args ...string) ([]string, cobra.ShellCompDirective) {
+	t.Helper()
+	code, out, errs := dragonc(t, append([]string{cobra.ShellCompRequestCmd}, args...)...)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	last := lines[len(lines)-1]
+	d, err := strconv.Atoi(strings.TrimPrefix(last, ":"))
+	if code != 0 || !strings.HasPrefix(last, ":") || err != nil {
+		t.Fatalf("__complete %q: exit %d, stdout %q, stderr %q", args, code, out, errs)
+	}
+	return lines[:len(lines)-1], cobra.ShellCompDirective(d)
+}
+
+// TestCompletion: NIC arguments complete to the built-in models, file
+// arguments to files of their kind, and enumerations to the values their
+// flags are checked against, on every command that has the flag.
+func TestCompletion(t *testing.T) {
+	const (
+		noFiles = cobra.ShellCompDirectiveNoFileComp
+		exts    = cobra.ShellCompDirectiveFilterFileExt
+		dirs    = cobra.ShellCompDirectiveFilterDirs
+	)
+	check := func(args []string, want []string, wantD cobra.ShellCompDirective) {
+		t.Helper()
+		got, d := complete(t, args...)
+		if !slices.Equal(got, want) || d != wantD {
+			t.Errorf("complete %q: %q, directive %d; want %q, %d", args, got, d, want, wantD)
+		}
+	}
+	for _, cmd := range []string{"embed", "verify", "trace", "bench", "run"} {
+		check([]string{cmd, ""}, nics.Names(), noFiles)
+		check([]string{cmd, "8259"}, []string{"82599"}, noFiles)
+		check([]string{cmd, "my/"}, []string{"prg", "unicorn"}, exts)
+		check([]string{cmd, "82599", ""}, []string{"lpg"}, exts)
+	}
+	check([]string{"embed", "82599", "examples/dns_ntp.lpg", ""}, nil, noFiles)
+	check([]string{"dot", ""}, nics.Names(), noFiles)
+	check([]string{"dot", "x"}, []string{"prg", "unicorn", "lpg"}, exts)
+	check([]string{"check", "a.lpg", "b.prg", ""}, []string{"prg", "unicorn", "lpg"}, exts)
+	check([]string{"fmt", ""}, []string{"prg", "unicorn", "lpg"}, exts)
+	check([]string{"lpg", ""}, []string{"lpg"}, exts)
+	check([]string{"nics", ""}, nil, noFiles)
+	check([]string{"embed", "-o", ""}, nil, dirs)
+	check([]string{"discover", "-o", ""}, []string{"prg", "unicorn"}, exts)
+	check([]string{"verify", "--pcap", ""}, []string{"pcap", "pcapng"}, exts)
+	check([]string{"embed", "--previous", ""}, []string{"json"}, exts)
+	check([]string{"verify", "--packets", ""}, nil, noFiles)
+	if ifs, err := net.Interfaces(); err == nil && len(ifs) > 0 {
+		got, _ := complete(t, "discover", "")
+		if !slices.Contains(got, ifs[0].Name) {
+			t.Errorf("discover completes to %q, not interface %s", got, ifs[0].Name)
+		}
+	}
+	// Every command with an enumerated flag completes it to the values
+	// its check accepts.
+	enums := map[string][]string{"cost": costmodel.Names(), "strategy": embed.Strategies(), "target": embed.Targets()}
+	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard, stdin: strings.NewReader("")})
+	n := 0
+	walkCommands(root, func(c *cobra.Command) {
+		path := strings.Fields(c.CommandPath())[1:]
+		for flag, want := range enums {
+			if c.Flags().Lookup(flag) != nil {
+				check(append(path, "--"+flag, ""), want, noFiles)
+				n++
+			}
+		}
+		if c.Flags().Lookup("copy-engine") != nil {
+			got, d := complete(t, append(path, "--copy-engine", "")...)
+			if !slices.Contains(got, "none") || !slices.Contains(got, "ioat") || slices.Contains(got, "82599") || d != noFiles {
+				t.Errorf("%s --copy-engine completes to %q, %d", c.CommandPath(), got, d)
+			}
+		}
+	})
+	if n < 15 {
+		t.Errorf("only %d enumerated flags completed", n)
+	}
+	check([]string{"embed", "--cost", "dragonet-"}, []string{"dragonet-balance", "dragonet-priority"}, noFiles)
+	// Each value completed is one the flags' check accepts.
+	for flag, vals := range enums {
+		for _, v := range vals {
+			var f embedFlags
+			fs := pflag.NewFlagSet("embed", pflag.ContinueOnError)
+			f.register(fs)
+			if err := errors.Join(fs.Set(flag, v), fs.Set("previous", "plan.json")); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.validate(); err != nil {
+				t.Errorf("--%s %s completes but is refused: %v", flag, v, err)
+			}
+		}
+	}
+	// --explain completes to the stack's endpoints and LPG nodes.
+	got, _ := complete(t, "embed", "82599", "examples/dns_ntp.lpg", "--explain", "")
+	if !slices.Contains(got, "dns") || !slices.Contains(got, "RxL4UDPDemux") {
+		t.Errorf("--explain completes to %q", got)
+	}
+	check([]string{"embed", "82599", "examples/dns_ntp.lpg", "--explain", "RxL4UDPD"}, []string{"RxL4UDPDemux"}, noFiles)
 }
