@@ -2,6 +2,7 @@ package dragonc_test
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -159,6 +160,13 @@ func TestTourCapture(t *testing.T) {
 	frames := tourFrames()
 	if len(frames) < 24 {
 		t.Fatalf("only %d frames", len(frames))
+	}
+	doc, err := os.ReadFile("docs/trace.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if say := fmt.Sprintf("(%d frames;", len(frames)); !strings.Contains(squash(string(doc)), say) {
+		t.Errorf("docs/trace.md does not say %q of %s", say, tourCapture)
 	}
 	got := tourPcap(frames)
 	if *golden.Update {
