@@ -27,6 +27,9 @@ type (
 	Code = dataplane.Code
 	// Verdict is the generated code's answer for a frame.
 	Verdict = dataplane.Verdict
+	// Report is a reading of a running stack's counters (Options.OnReport,
+	// LatestReport).
+	Report = dataplane.Report
 )
 
 // ServeCode serves the stack of r on opt.Iface until ctx ends, in this

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	drun "github.com/dragonc/dragonc/run"
-	"github.com/dragonc/dragonc/run/dataplane"
 )
 
 func init() {
@@ -24,9 +23,9 @@ type statusEntry struct {
 	Alive bool `json:"alive"`
 	// UptimeSeconds is how long it has run; ReportAge how old the latest
 	// counters are (they are written at each report, --every).
-	UptimeSeconds float64           `json:"uptime_seconds"`
-	ReportAge     float64           `json:"report_age_seconds,omitempty"`
-	Report        *dataplane.Report `json:"report,omitempty"`
+	UptimeSeconds float64      `json:"uptime_seconds"`
+	ReportAge     float64      `json:"report_age_seconds,omitempty"`
+	Report        *drun.Report `json:"report,omitempty"`
 }
 
 func newStatusCmd(e *env) *cobra.Command {
