@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dragonc/dragonc/backends/gofallback"
 	dembed "github.com/dragonc/dragonc/embed"
@@ -228,12 +229,9 @@ func sanitizeComment(s string) string {
 	}, s)
 }
 
-// buildHelper writes the helper module into work and builds it; it
-// returns the binary's path.
-func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", fmt.Errorf("dragonc run builds the generated code and needs the go command on PATH")
-	}
+// helperFiles are the files of the helper module: its main, the
+// generated fallback package, the data plane and, for VIs, package sovia.
+func helperFiles(r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) (map[string][]byte, error) {
 	files := map[string][]byte{
 		"go.mod":  []byte("module dragoncrun\n\ngo 1.22\n"), // sovia ranges over integers
 		"main.go": mainFile(st, c, handlers, vs),
@@ -249,11 +247,11 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 			return err
 		})
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if err := gofallback.AddTo(files, "dragoncrun", "fallback", "run", r, st); err != nil {
-		return "", err
+		return nil, err
 	}
 	err := fs.WalkDir(dataplaneSrc, "dataplane", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(path, "_test.go") {
@@ -264,24 +262,39 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 		return err
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	// A helper built from the same files by the same go command is
-	// reused: the files determine the program.
-	gover, err := exec.Command("go", "env", "GOVERSION", "GOARCH").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env: %w", err)
-	}
+	return files, nil
+}
+
+// filesKey identifies the helper a set of files builds: a digest of
+// their names and contents.
+func filesKey(files map[string][]byte) string {
 	h := sha256.New()
-	h.Write(gover)
 	for _, name := range slices.Sorted(gomaps.Keys(files)) {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(files[name]))
 		h.Write(files[name])
 	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// buildHelper builds the helper of files with the go command, saying so
+// on progress, and returns the binary's path. A helper built from the
+// same files by the same go command is reused from the user's cache.
+func buildHelper(work string, files map[string][]byte, progress func(format string, args ...any)) (string, error) {
+	if _, err := exec.LookPath("go"); err != nil {
+		return "", fmt.Errorf("dragonc run builds the generated code and needs the go command on PATH (or serve with an artefact of dragonc build, which needs none)")
+	}
+	gover, err := exec.Command("go", "env", "GOVERSION", "GOARCH").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env: %w", err)
+	}
+	key := filesKey(map[string][]byte{"go env": gover, "files": []byte(filesKey(files))})
 	cached := ""
 	if dir, err := os.UserCacheDir(); err == nil {
-		cached = filepath.Join(dir, "dragonc", "run", hex.EncodeToString(h.Sum(nil))[:32])
+		cached = filepath.Join(dir, "dragonc", "run", key)
 		if fi, err := os.Stat(cached); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o100 != 0 {
+			progress("the generated stack's program is in the build cache (%s)", cached)
 			return cached, nil
 		}
 	}
@@ -289,12 +302,35 @@ func buildHelper(work string, r *dembed.Result, st *lpg.Stack, c *Chains, handle
 		return "", err
 	}
 	bin := filepath.Join(work, "helper")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	n := 0
+	for _, b := range files {
+		n += len(b)
+	}
+	progress("building the generated stack's program with %s (%d files, %d KiB of Go; the first build takes 10-30 s, later ones come from the cache)", strings.Fields(string(gover))[0], len(files), n>>10)
+	start := time.Now()
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
 	build.Dir = work
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
+	done := make(chan struct{})
+	go func() {
+		// Nothing silent for long: a line every 5 s while it builds.
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				progress("still building (%s so far)", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	out, err := build.CombinedOutput()
+	close(done)
+	if err != nil {
 		return "", fmt.Errorf("building the generated stack: %w\n%s", err, out)
 	}
+	progress("built in %s", time.Since(start).Round(100*time.Millisecond))
 	if cached != "" {
 		// Into the cache by rename, so that no one runs half a binary; a
 		// cache that cannot be written only costs the next build.

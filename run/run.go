@@ -99,25 +99,17 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 		return err
 	}
 	defer func() { sv.stopped(err) }()
-	handlers := make([]string, len(st.Endpoints))
-	for i, e := range st.Endpoints {
-		switch {
-		case e.Proto == lpg.TCP:
-		case e.App == "echo":
-			handlers[i] = "Echo"
-		case e.App == "discard":
-			handlers[i] = "Discard"
-		default:
-			handlers[i] = "Discard"
-			sv.out.note("note", "endpoint %s: app %q is not built in (echo, discard); its datagrams are counted and discarded", e.Name, e.App)
-		}
-	}
+	handlers := builtinHandlers(st, func(format string, args ...any) { sv.out.note("note", format, args...) })
 	work, err := os.MkdirTemp("", "dragonc-run-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	bin, err := buildHelper(work, r, st, sv.chains, handlers, sv.via)
+	files, err := helperFiles(r, st, sv.chains, handlers, sv.via)
+	if err != nil {
+		return err
+	}
+	bin, err := sv.helperBinary(work, files)
 	if err != nil {
 		return err
 	}
@@ -731,4 +723,25 @@ func (sv *serving) onReport(f func(dataplane.Report)) {
 	} else {
 		sv.opt.OnReport = f
 	}
+}
+
+// builtinHandlers names the data plane's handler of each endpoint: its
+// built-in application, or Discard, which note says.
+func builtinHandlers(st *lpg.Stack, note func(format string, args ...any)) []string {
+	handlers := make([]string, len(st.Endpoints))
+	for i, e := range st.Endpoints {
+		switch {
+		case e.Proto == lpg.TCP:
+		case e.App == "echo":
+			handlers[i] = "Echo"
+		case e.App == "discard":
+			handlers[i] = "Discard"
+		default:
+			handlers[i] = "Discard"
+			if note != nil {
+				note("endpoint %s: app %q is not built in (echo, discard); its datagrams are counted and discarded", e.Name, e.App)
+			}
+		}
+	}
+	return handlers
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -188,4 +189,102 @@ func TestDetachStatusStop(t *testing.T) {
 	if xdpAttached(t, a) || syscall.Kill(pid, 0) == nil {
 		t.Fatalf("after stop: XDP attached %v, pid %d alive %v", xdpAttached(t, a), pid, syscall.Kill(pid, 0) == nil)
 	}
+}
+
+// TestBuildArtefact: dragonc build writes one program that serves the
+// stack with `FILE run IFACE` on a host without the go command: run here
+// with PATH empty and an empty cache, it echoes, and stops on SIGTERM.
+func TestBuildArtefact(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("dragonc build needs the go command")
+	}
+	a, b := netnstest.Two(t, "ethtool")
+	netnstest.IP(t, "link", "add", "vA", "netns", a, "type", "veth", "peer", "name", "vB", "netns", b)
+	netnstest.IP(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
+	netnstest.IP(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
+	netnstest.IP(t, "-n", b, "link", "set", "vB", "up")
+	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	stack := filepath.Join(dir, "detached.lpg")
+	os.WriteFile(stack, []byte(detachStack), 0o644)
+	server := filepath.Join(dir, "server")
+	code, _, errs := dragoncIn(t, "build", "linux-xdp", stack, "-o", server)
+	if code != 0 || !strings.Contains(errs, "wrote "+server) {
+		t.Fatalf("build: exit %d:\n%s", code, errs)
+	}
+	// The serving host: no go command, nothing in the build cache.
+	cmd := exec.Command(server, "run", "--socket", "xdp", "vA")
+	cmd.Env = []string{"PATH=", "HOME=" + dir, "XDG_CACHE_HOME=" + filepath.Join(dir, "cache"), "DRAGONC_RUN_DIR=" + filepath.Join(dir, "run"), "DRAGONC_TEST_AS_DRAGONC=1"}
+	var out, log syncBuf
+	cmd.Stdout, cmd.Stderr = &out, &log
+	if err := netnstest.In(a, cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(log.String(), "dragonc run: serving"); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the artefact stopped: %v\n%s", err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the artefact does not serve:\n%s", log.String())
+		}
+	}
+	if !strings.Contains(log.String(), "comes from this artefact") {
+		t.Errorf("the artefact does not say where its program comes from:\n%s", log.String())
+	}
+	err := netnstest.In(b, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+			c.Write([]byte("built"))
+			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if n, err := c.Read(buf); err == nil && string(buf[:n]) == "built" {
+				return nil
+			}
+		}
+		return os.ErrDeadlineExceeded
+	})
+	if err != nil {
+		t.Fatalf("the artefact does not echo: %v\n%s", err, log.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the artefact stopped with %v:\n%s", err, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the artefact did not stop on SIGTERM")
+	}
+	if !strings.Contains(out.String(), "final:") {
+		t.Errorf("no final counters:\n%s", out.String())
+	}
+}
+
+// syncBuf is a buffer two goroutines may use.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -114,6 +114,9 @@ type embedFlags struct {
 	// adapt, if set, adjusts the input before the search (dragonc run's
 	// run.Adapt) and returns notes for stderr.
 	adapt func(*embed.Input) []string
+	// source, if set, is the stack file's text (an artefact's), read
+	// instead of the file.
+	source []byte
 }
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
@@ -160,7 +163,10 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	if !ok {
 		return nil, nil, false
 	}
-	src, ok := readFile(e, stackPath)
+	src, ok := f.source, true
+	if src == nil {
+		src, ok = readFile(e, stackPath)
+	}
 	if !ok {
 		return nil, nil, false
 	}

@@ -624,6 +624,14 @@ func TestJSONOutputs(t *testing.T) {
 				}},
 			{args: []string{"status", "--json", "nosuch0"}, code: 1, docs: 1, stderr: "nothing serves nosuch0"},
 		},
+		"build": {
+			{args: []string{"build", "--json", "linux-xdp", "examples/dns_ntp.lpg", "-o", filepath.Join(dir, "server")}, docs: 1, stderr: "dragonc build: wrote",
+				check: func(t *testing.T, docs []any) {
+					if o := obj(t, docs[0]); o["stack"] != "dns_ntp" || o["nic"] != "linux-xdp" || o["bytes"].(float64) <= 0 {
+						t.Errorf("build --json: %v", docs[0])
+					}
+				}},
+		},
 		"stop": {
 			{args: []string{"stop", "--json", "nosuch0"}, docs: 1,
 				check: func(t *testing.T, docs []any) {

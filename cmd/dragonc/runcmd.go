@@ -24,6 +24,12 @@ func newRunCmd(e *env) *cobra.Command {
 	var force bool
 	var metricsAddr string
 	var detached bool
+	// This program may be an artefact of dragonc build, which serves its
+	// own stack: `FILE run IFACE`.
+	art, err := drun.Self()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+	}
 	c := &cobra.Command{
 		Use:   "run [flags] NIC STACK.lpg IFACE",
 		Short: "serve the compiled stack on a Linux interface",
@@ -76,12 +82,21 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
   dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs
   dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if art != nil && len(args) == 1 {
+				return nil // an artefact of dragonc build: IFACE alone
+			}
 			if len(args) != 3 {
 				return usagef("want NIC, STACK.lpg and IFACE, got %d argument(s)", len(args))
 			}
 			return nicAndStack(cmd, args[:2])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if art != nil && len(args) == 1 {
+				if err := fromArtefact(art, cmd.Flags(), &f); err != nil {
+					return err
+				}
+				args = []string{art.NIC, art.Stack, args[0]}
+			}
 			if err := f.validate(); err != nil {
 				return err
 			}
@@ -94,7 +109,11 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 				return usagef("--socket %q: want auto, xdp or packet", socket)
 			}
 			if detached {
-				return exitStatus(detach(e, cmd, args, args[2], f.asJSON))
+				dargs := args
+				if art != nil && art.Stack == args[1] && f.source != nil {
+					dargs = args[2:] // the artefact's own stack again
+				}
+				return exitStatus(detach(e, cmd, dargs, args[2], f.asJSON))
 			}
 			return exitStatus(runRun(e, &f, every, socket, force, metricsAddr, args[0], args[1], args[2]))
 		},
