@@ -224,6 +224,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	}
 	sv.state.Metrics = sv.metrics
 	sv.onReport(sv.saveReport)
+	sv.onReport(sv.checksumHint())
 	return sv, nil
 }
 
@@ -744,4 +745,33 @@ func builtinHandlers(st *lpg.Stack, note func(format string, args ...any)) []str
 		}
 	}
 	return handlers
+}
+
+// checksumDrops are the outcomes of a bad transport checksum.
+var checksumDrops = []string{"drop RxL4UDPValidChecksum.false", "drop RxL4TCPValidChecksum.false", "drop RxL3ICMPValidChecksum.false"}
+
+// checksumHint says, the first time frames are dropped for their
+// checksums, the likely reason on a software link: a veth peer (or a
+// container's interface) that leaves its checksums to an offload no NIC
+// performs sends them unfinished (CHECKSUM_PARTIAL), which the kernel's
+// own stack accepts and a raw socket does not.
+func (sv *serving) checksumHint() func(dataplane.Report) {
+	said := false
+	return func(r dataplane.Report) {
+		if said {
+			return
+		}
+		n := uint64(0)
+		for _, q := range r.Queues {
+			for _, o := range q.Outcomes {
+				if slices.Contains(checksumDrops, o.Name) {
+					n += o.Count
+				}
+			}
+		}
+		if n > 0 {
+			said = true
+			sv.out.note("note", "%d frame(s) dropped for a bad UDP, TCP or ICMP checksum; if the peer is a veth or another software interface, it may leave its checksums to an offload nothing performs: run ethtool -K PEER tx off on the peer's interface", n)
+		}
+	}
 }

@@ -912,3 +912,31 @@ func scrape(url string) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// TestChecksumHint: a veth peer that leaves its UDP checksums to offload
+// gets its datagrams dropped, and run says why, once.
+func TestChecksumHint(t *testing.T) {
+	a, b := pair(t)
+	exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "on").Run()
+	r, st := embedTest(t, testStack)
+	sv := serveIn(t, a, r, st, "packet", func(o *Options) { o.Every = 50 * time.Millisecond })
+	inNS(b, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 5 {
+			c.Write([]byte("offloaded"))
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	})
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && !strings.Contains(sv.log.String(), "ethtool -K PEER tx off"); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	sv.stop()
+	if n := strings.Count(sv.log.String(), "ethtool -K PEER tx off"); n != 1 {
+		t.Fatalf("the checksum hint appears %d times:\n%s\n%s", n, sv.log.String(), sv.final())
+	}
+}
