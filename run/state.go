@@ -220,6 +220,9 @@ func (sv *serving) saveReport(r dataplane.Report) {
 // that they outlive it; it returns what undoes the pins.
 func (sv *serving) pin(links []link.Link, progs []*ebpf.Program, maps []*ebpf.Map) (func(), error) {
 	dir := sv.state.Pinned
+	if err := mountBPF(filepath.Dir(BPFDir())); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pinning in %s (is a bpf file system mounted at %s? mount -t bpf bpf %s): %w", dir, filepath.Dir(dir), filepath.Dir(dir), err)
 	}
@@ -330,7 +333,7 @@ const DetachEnv = "DRAGONC_DETACHED"
 // Detach starts exe with args (a `dragonc run` command line without
 // --detach) as a daemon serving iface: a session of its own, standard
 // input from /dev/null, its output in the state directory's log. While it
-// starts, its log is copied to progress; it returns once it serves, with
+// starts, its log (RunDir/IFACE.log) is copied to progress; it returns once it serves, with
 // its pid, or with an error and the log's end if it stopped first.
 func Detach(exe string, args []string, iface string, progress io.Writer) (int, error) {
 	if old, err := ReadState(iface); err == nil {
@@ -349,7 +352,9 @@ func Detach(exe string, args []string, iface string, progress io.Writer) (int, e
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("making the state directory: %w", err)
 	}
-	logPath := filepath.Join(dir, "log")
+	// The log stays when the run ends (beside, not in, its state), so
+	// that a run that failed can be read about.
+	logPath := filepath.Join(RunDir(), iface+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
@@ -424,4 +429,25 @@ func DetachedReady() (ready func(), ok bool) {
 		f.WriteString("ready\n")
 		f.Close()
 	}, true
+}
+
+// bpfFSMagic is the bpf file system's magic number (include/uapi/linux/
+// magic.h, BPF_FS_MAGIC).
+const bpfFSMagic = 0xcafe4a11
+
+// mountBPF mounts a bpf file system at dir unless one is there, as
+// bpftool does before it pins (mount_bpffs_for_pin): /sys/fs/bpf is an
+// empty directory of sysfs until something mounts it.
+func mountBPF(dir string) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err == nil && uint32(st.Type) == bpfFSMagic {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pinning in %s: %w", dir, err)
+	}
+	if err := syscall.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("pinning: %s is no bpf file system and mounting one failed (mount -t bpf bpf %s): %w", dir, dir, err)
+	}
+	return nil
 }

@@ -54,7 +54,7 @@ stopped) and per report of the counters; the notes still go to
 standard error as text.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 With --detach it serves in the background (its own session, its output
-in /run/dragonc/IFACE/log) with its eBPF programs, maps and links pinned
+in /run/dragonc/IFACE.log) with its eBPF programs, maps and links pinned
 under /sys/fs/bpf/dragonc/IFACE, and returns once it serves; dragonc
 status shows it and dragonc stop IFACE stops it, also after a crash or
 SIGKILL. Without --detach it runs in the foreground, as a supervisor
