@@ -20,6 +20,7 @@ import (
 	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/lpg"
 )
 
 const root = ".."
@@ -57,7 +58,7 @@ var wantRE = regexp.MustCompile(`^// want: (\d+):(\d+) ([EW]\d+)`)
 // in the file's golden .want line must be reported at that line and column,
 // the file must be rejected, and the full output must match its golden file.
 func TestMalformed(t *testing.T) {
-	files := globAll(t, "testdata/bad/*.unicorn")
+	files := globAll(t, "testdata/bad/*.unicorn", "testdata/bad/*.prg")
 	if len(files) < 30 {
 		t.Fatalf("want at least 30 malformed inputs, have %d", len(files))
 	}
@@ -156,8 +157,8 @@ func checkFormat(t *testing.T, name string, src []byte) {
 	if diff := cmp.Diff(s1.AST, s2.AST, ignorePos); diff != "" {
 		t.Errorf("formatting changed the syntax tree (-before +after):\n%s", diff)
 	}
-	if len(s1.Comments) != len(s2.Comments) {
-		t.Errorf("formatting changed the number of comments: %d before, %d after", len(s1.Comments), len(s2.Comments))
+	if len(s1.Comments()) != len(s2.Comments()) {
+		t.Errorf("formatting changed the number of comments: %d before, %d after", len(s1.Comments()), len(s2.Comments()))
 	}
 	if s1.AST.Graph != nil {
 		g1, d1 := dsl.Lower(s1)
@@ -317,7 +318,7 @@ func TestLongForm(t *testing.T) {
 // formatter: nothing may panic, and whatever parses must format to text
 // that parses to the same tree.
 func FuzzParse(f *testing.F) {
-	for _, path := range globAll(f, "testdata/graphs/*", "testdata/unicorn/*.unicorn", "testdata/bad/*.unicorn", "examples/*", "nics/*.prg") {
+	for _, path := range globAll(f, "testdata/graphs/*", "testdata/unicorn/*.unicorn", "testdata/bad/*.unicorn", "testdata/bad/*.prg", "examples/*", "nics/*.prg") {
 		if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(path, ".golden") {
 			f.Add(b)
 		}
@@ -530,6 +531,7 @@ func TestHostileInputs(t *testing.T) {
 	}{
 		{"not( nested 100,000 deep", `graph g { node A { port out[] predicate out "` + rep("not(", 100000) + "pred(A,out)" + rep(")", 100000) + `" } }`, "E310"},
 		{"! repeated 1,000,000 times", `graph g { node A { port out[] predicate out "` + rep("!", 1000000) + `udp.dport == 1" } }`, "E310"},
+		{"types nested 1,000,000 deep", "graph g { node A { type " + rep("<", 1000000) + "UInt" + rep(">", 1000000) + " } }", "E111"},
 		{"1,000,000 parentheses in semantics", `graph g { node A { port out[] semantics out { ` + rep("(", 1000000) + rep(")", 1000000) + ` } } }`, "E111"},
 		{"10,000 nested clusters", "graph g { " + rep("cluster C { ", 10000) + "node A { port out[] }" + rep(" }", 10000) + " }", "E111"},
 		{"40 ranges of 65,535 nodes", "graph g {\n" + rep(" node Q0..65534 { port out[] }\n", 40) + "}", "E207"},
@@ -555,6 +557,43 @@ func TestHostileInputs(t *testing.T) {
 	big := make([]byte, dsl.MaxSource+1)
 	if _, diags := dsl.Parse("big", big); !diags.HasErrors() || diags[0].Code != "E112" {
 		t.Errorf("a file over the size limit: %v", diags)
+	}
+}
+
+// TestHugeNames: a name as long as a file is quoted by its first
+// characters and its length in every message about it, here a stack's, an
+// endpoint's, a node's, a graph's and a token's where none goes (a 50 MB
+// stack name was repeated whole in an error).
+func TestHugeNames(t *testing.T) {
+	huge := strings.Repeat("N", 50<<20)
+	big := huge[:1<<20]
+	iface := "interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n"
+	for _, c := range []struct{ src, code string }{
+		{"stack " + huge + " { }", "E512"},
+		{"stack s { " + iface + " endpoint " + big + " udp listen *:53\n endpoint " + big + " udp listen *:54 }", "E501"},
+		{"stack s { " + iface + " endpoint e " + big + " listen *:53 }", "E508"},
+		{"stack s { " + iface + " endpoint e udp listen *:53 { class " + big + " } }", "E509"},
+		{"stack s { " + big + " }", "E110"},
+		{"graph g { node " + big + " { port out[] } node " + big + "x { port out[" + big + "y] } }", "E201"},
+		{"graph g { node A { port out[B] } node B { port " + big + " [] predicate out \"x\" } }", "E206"},
+		{"graph " + big + " { }", "W333"},
+	} {
+		var diags diag.List
+		if strings.HasPrefix(c.src, "stack") {
+			_, diags = lpg.LoadStack("huge.lpg", []byte(c.src))
+		} else {
+			_, _, diags = dsl.Load("huge.prg", []byte(c.src))
+		}
+		found := false
+		for _, d := range diags {
+			found = found || d.Code == c.code
+			if len(d.String()) > 1024 || len(d.Long()) > 2048 {
+				t.Errorf("%s: a diagnostic of %d bytes (%d long): %.300s", c.code, len(d.String()), len(d.Long()), d.String())
+			}
+		}
+		if !found {
+			t.Errorf("want %s, got %.1000v", c.code, diags)
+		}
 	}
 }
 

@@ -13,8 +13,7 @@ import (
 // and every comment kept. Tokens are printed as written, so formatting
 // never changes the syntax tree, only the layout. It is idempotent.
 func Format(s *Source) []byte {
-	p := &printer{src: s, prevEnd: 0, afterOpen: true}
-	sort.Slice(s.Comments, func(i, j int) bool { return s.Comments[i].Pos.Offset < s.Comments[j].Pos.Offset })
+	p := &printer{src: s, comments: s.Comments(), prevEnd: 0, afterOpen: true}
 	switch {
 	case s.AST.Graph != nil:
 		p.graph(s.AST.Graph)
@@ -28,6 +27,7 @@ func Format(s *Source) []byte {
 
 type printer struct {
 	src       *Source
+	comments  []lexer.Token // the file's comments, in order
 	buf       bytes.Buffer
 	indent    int
 	ci        int  // next comment to print
@@ -68,7 +68,7 @@ func (p *printer) writeLine(text string, start int) {
 
 // flush prints, each on its own line, the comments that start before upTo.
 func (p *printer) flush(upTo int) {
-	cs := p.src.Comments
+	cs := p.comments
 	for p.ci < len(cs) && cs[p.ci].Pos.Offset < upTo {
 		c := cs[p.ci]
 		p.ci++
@@ -94,7 +94,7 @@ func (p *printer) line(text string, start, end int, opens bool) {
 // trailing appends a comment that sits on the same source line as the
 // last thing printed.
 func (p *printer) trailing() {
-	cs := p.src.Comments
+	cs := p.comments
 	if p.ci >= len(cs) {
 		return
 	}
@@ -173,7 +173,7 @@ func (p *printer) block(header string, start, from, end, items int, body func())
 }
 
 func (p *printer) commentBefore(end int) bool {
-	return p.ci < len(p.src.Comments) && p.src.Comments[p.ci].Pos.Offset < end
+	return p.ci < len(p.comments) && p.comments[p.ci].Pos.Offset < end
 }
 
 func (p *printer) node(n *Node) {
@@ -244,7 +244,7 @@ func (p *printer) raw(start, end lexer.Position) string {
 	}
 	text := string(src[start.Offset:end.Offset])
 	// The block's comments are part of its verbatim text.
-	for p.ci < len(p.src.Comments) && p.src.Comments[p.ci].Pos.Offset < end.Offset && p.src.Comments[p.ci].Pos.Offset >= start.Offset {
+	for p.ci < len(p.comments) && p.comments[p.ci].Pos.Offset < end.Offset && p.comments[p.ci].Pos.Offset >= start.Offset {
 		p.ci++
 	}
 	return text

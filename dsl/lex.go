@@ -51,38 +51,136 @@ var kindType = func() (out [numKinds]lexer.TokenType) {
 }()
 
 // token is one scanned token: its rule, its byte span, and the line and
-// column (1-based, in runes) where it starts.
+// column (1-based, in characters) where it starts.
 type token struct {
 	kind      kind
 	off, end  int32
 	line, col int32
 }
 
-// scan tokenises src, which must be valid UTF-8 of at most MaxSource
-// bytes. Every input scans (anything unmatched is a one-rune Punct). The
-// tokens come back without whitespace, which is whatever lies between
-// them, and end with EOF.
-func scan(src string) []token {
-	toks := make([]token, 0, len(src)/6+1)
-	line, col := int32(1), int32(1)
-	for i := 0; i < len(src); {
-		k, j := next(src, i)
-		if k != kWhitespace {
-			toks = append(toks, token{kind: k, off: int32(i), end: int32(j), line: line, col: col})
-		}
-		span := src[i:j]
-		if k == kWhitespace || k == kComment || k == kSMTSymbol {
-			if nl := strings.LastIndexByte(span, '\n'); nl >= 0 {
-				line += int32(strings.Count(span, "\n"))
-				col = int32(utf8.RuneCountInString(span[nl:]))
-				i = j
-				continue
+// span is a byte range [start, end) of a file.
+type span struct{ start, end int }
+
+// scanner reads a file's tokens one at a time, whitespace left out, with
+// the line and column where each starts. Nothing is kept: a file of
+// 64 MiB costs no memory to scan however many tokens it has (a slice of
+// them once cost 20 bytes and more per input byte). Syntax recovery has
+// it read some ranges of the file as blank, and a window given to
+// participle ends early.
+type scanner struct {
+	src       string
+	off       int   // where scanning goes on
+	line, col int32 // the position of off
+	skips     []span
+	stop      int       // where the scan ends: EOF sits at the first token at or after it
+	check     *lexCheck // when set, sees every token scanned
+}
+
+// lexCheck finds the errors a file's tokens show by themselves: a block
+// comment or a string never closed, brackets nested too deep. Any of them
+// is the file's error, wherever it lies, and the scanner looks for them as
+// the parser reads, so that a file is scanned once.
+type lexCheck struct {
+	open []token // the brackets not yet closed
+	bad  token   // the first error, when found
+	// found says an error was found; the parser stops there.
+	found bool
+}
+
+// see checks one token of the file, in order.
+func (c *lexCheck) see(t token, src string) {
+	if c.found {
+		return
+	}
+	switch t.kind {
+	case kBadComment, kBadString:
+		c.bad, c.found = t, true
+	case kPunct:
+		switch src[t.off:t.end] {
+		case "{", "(", "[":
+			c.open = append(c.open, t)
+			if len(c.open) > MaxNesting {
+				c.bad, c.found = t, true
+			}
+		case "}", ")", "]":
+			if len(c.open) > 0 {
+				c.open = c.open[:len(c.open)-1]
 			}
 		}
-		col += int32(utf8.RuneCountInString(span))
-		i = j
 	}
-	return append(toks, token{kind: kEOF, off: int32(len(src)), end: int32(len(src)), line: line, col: col})
+}
+
+// newScanner scans src, which must be valid UTF-8 of at most MaxSource
+// bytes, reading each range of skips (sorted, disjoint, each from one
+// token's start to another's end) as whitespace. Every input scans
+// (anything unmatched is a one-rune Punct).
+func newScanner(src string, skips []span) scanner {
+	return scanner{src: src, line: 1, col: 1, skips: skips, stop: len(src)}
+}
+
+// next returns the next token that is not whitespace; at the end, EOF
+// (again at every call).
+func (s *scanner) next() token {
+	var t token
+	s.read(&t, false)
+	return t
+}
+
+// read sets *t to the next token that is not whitespace, nor a comment
+// if noComments. Parsers read every token of a large file through it.
+func (s *scanner) read(t *token, noComments bool) {
+	for {
+		if len(s.skips) > 0 && s.off >= s.skips[0].start {
+			if end := s.skips[0].end; end > s.off {
+				s.advance(end)
+			}
+			s.skips = s.skips[1:]
+			continue
+		}
+		if s.off >= s.stop || s.off >= len(s.src) {
+			*t = token{kind: kEOF, off: int32(s.off), end: int32(s.off), line: s.line, col: s.col}
+			return
+		}
+		k, j := next(s.src, s.off)
+		if k == kWhitespace || k == kComment && noComments {
+			s.advance(j)
+			continue
+		}
+		*t = token{kind: k, off: int32(s.off), end: int32(j), line: s.line, col: s.col}
+		s.advance(j)
+		if s.check != nil {
+			s.check.see(*t, s.src)
+		}
+		return
+	}
+}
+
+// advance moves the scan to offset to, counting the lines and characters
+// on the way.
+func (s *scanner) advance(to int) {
+	text := s.src[s.off:to]
+	if nl := strings.LastIndexByte(text, '\n'); nl >= 0 {
+		s.line += int32(strings.Count(text, "\n"))
+		s.col = int32(utf8.RuneCountInString(text[nl:]))
+	} else {
+		s.col += int32(utf8.RuneCountInString(text))
+	}
+	s.off = to
+}
+
+// withSkip adds r to a sorted list of disjoint ranges, merging those it
+// overlaps or touches, and returns a new list.
+func withSkip(skips []span, r span) []span {
+	out := make([]span, 0, len(skips)+1)
+	i := 0
+	for ; i < len(skips) && skips[i].end < r.start; i++ {
+		out = append(out, skips[i])
+	}
+	for ; i < len(skips) && skips[i].start <= r.end; i++ {
+		r = span{min(r.start, skips[i].start), max(r.end, skips[i].end)}
+	}
+	out = append(out, r)
+	return append(out, skips[i:]...)
 }
 
 func isHex(c byte) bool {
@@ -216,38 +314,50 @@ func (t token) lexerToken(file, src string) lexer.Token {
 	return lexer.Token{Type: kindType[t.kind], Value: src[t.off:t.end], Pos: t.position(file)}
 }
 
-// replay hands scanned tokens to participle, so a file is scanned once
-// whichever parser reads it. The whitespace between two tokens comes back
-// as the one Whitespace token the Lexer would give.
-type replay struct {
-	toks      []token
-	file, src string
-	i         int
-	gap       bool // the whitespace before toks[i] has been given
+// feed hands scanned tokens to participle. The whitespace between two
+// tokens comes back as the one Whitespace token the Lexer would give (a
+// skipped range inside it too, as the blanks it stands for).
+type feed struct {
+	sc      scanner
+	file    string
+	prevEnd lexer.Position // where the last token given ends
+	held    token          // the token to give after its whitespace
+	holding bool
 }
 
-func (r *replay) Next() (lexer.Token, error) {
-	t := r.toks[r.i]
-	prevEnd, pos := int32(0), lexer.Position{Filename: r.file, Line: 1, Column: 1}
-	if r.i > 0 {
-		prev := r.toks[r.i-1]
-		prevEnd, pos = prev.end, prev.position(r.file)
-		pos.Advance(r.src[prev.off:prev.end])
+func newFeed(sc scanner, file string) *feed {
+	return &feed{sc: sc, file: file, prevEnd: lexer.Position{Filename: file, Line: 1, Column: 1}}
+}
+
+func (f *feed) Next() (lexer.Token, error) {
+	var t token
+	if f.holding {
+		t, f.holding = f.held, false
+	} else {
+		t = f.sc.next()
+		if int(t.off) > f.prevEnd.Offset {
+			f.held, f.holding = t, true
+			return lexer.Token{Type: kindType[kWhitespace], Value: f.sc.src[f.prevEnd.Offset:t.off], Pos: f.prevEnd}, nil
+		}
 	}
-	if !r.gap && prevEnd < t.off {
-		r.gap = true
-		return lexer.Token{Type: kindType[kWhitespace], Value: r.src[prevEnd:t.off], Pos: pos}, nil
+	if t.kind == kEOF {
+		return lexer.Token{Type: kindType[kEOF], Pos: t.position(f.file)}, nil
 	}
-	if t.kind != kEOF {
-		r.i++
-		r.gap = false
+	lt := t.lexerToken(f.file, f.sc.src)
+	if t.kind == kComment || t.kind == kSMTSymbol {
+		// These may span lines.
+		f.prevEnd = lt.Pos
+		f.prevEnd.Advance(lt.Value)
+	} else {
+		f.prevEnd = t.endPosition(f.file, f.sc.src)
 	}
-	return t.lexerToken(r.file, r.src), nil
+	return lt, nil
 }
 
 // peeking prepares scanned tokens for participle, eliding comments and
-// whitespace as the parser's options say.
-func peeking(toks []token, file, src string) *lexer.PeekingLexer {
-	p, _ := lexer.Upgrade(&replay{toks: toks, file: file, src: src}, kindType[kComment], kindType[kWhitespace])
+// whitespace as the parser's options say. Participle keeps every token it
+// is given, so it is given a window of the file (see syntaxError).
+func peeking(sc scanner, file string) *lexer.PeekingLexer {
+	p, _ := lexer.Upgrade(newFeed(sc, file), kindType[kComment], kindType[kWhitespace])
 	return p
 }

@@ -75,7 +75,7 @@ func checkScan(t *testing.T, name, src string) {
 	if err != nil {
 		t.Fatalf("%s: Lexer: %v", name, err)
 	}
-	r := &replay{toks: scan(src), file: name, src: src}
+	r := newFeed(newScanner(src, nil), name)
 	for i := 0; ; i++ {
 		want, err := lx.Next()
 		if err != nil {
@@ -86,9 +86,6 @@ func checkScan(t *testing.T, name, src string) {
 			t.Fatalf("%s: token %d differs (-Lexer +scanner):\n%s", name, i, diff)
 		}
 		if want.EOF() {
-			if r.i != len(r.toks)-1 {
-				t.Fatalf("%s: Lexer ends at token %d, the scanner has %d more", name, i, len(r.toks)-1-r.i)
-			}
 			return
 		}
 	}
@@ -109,13 +106,13 @@ func FuzzScanner(f *testing.F) {
 	})
 }
 
-// TestStackParserAgrees: the stack parser builds participle's tree, with
-// positions, for every stack in the repository and generated ones, and
-// gives up exactly where participle finds a syntax error.
+// TestStackParserAgrees: the hand-written parser builds participle's
+// tree, with positions, for every stack in the repository and generated
+// ones, and stops exactly where participle finds a syntax error.
 func TestStackParserAgrees(t *testing.T) {
 	n := 0
 	for name, src := range repoFiles(t) {
-		if checkStackParse(t, name, src) {
+		if f := checkHandParse(t, name, src); f != nil && f.Stack != nil {
 			n++
 		}
 	}
@@ -124,14 +121,14 @@ func TestStackParserAgrees(t *testing.T) {
 	}
 	for _, flowsFirst := range []bool{false, true} {
 		src := string(stackgen.Mixed(300, flowsFirst))
-		if !checkStackParse(t, "mixed", src) {
+		if checkHandParse(t, "mixed", src) == nil {
 			t.Fatal("a generated stack does not parse")
 		}
 		// Each line cut short, and each token dropped, somewhere.
 		lines := strings.SplitAfter(src, "\n")
 		for i := 1; i < len(lines); i += 7 {
 			cut := strings.Join(lines[:i], "") + lines[i][:len(lines[i])/2] + strings.Join(lines[i+1:], "")
-			checkStackParse(t, "cut", cut)
+			checkHandParse(t, "cut", cut)
 		}
 	}
 	for _, src := range []string{
@@ -144,29 +141,82 @@ func TestStackParserAgrees(t *testing.T) {
 		"// c\nstack /* c */ s { // c\n endpoint e udp listen *:1 // c\n}\n// c", "stack .s { }", "stack s { endpoint .e .k }",
 		"graph g { }", "stack", "", "stack s { endpoint e udp listen *:1 { rate } }",
 	} {
-		checkStackParse(t, "case", src)
+		checkHandParse(t, "case", src)
 	}
 }
 
-// checkStackParse compares the two parsers on src and reports whether it
-// is a well-formed stack.
-func checkStackParse(t *testing.T, name, src string) bool {
+// TestGraphParserAgrees is TestStackParserAgrees for graph files: every
+// model in the repository, each cut short and with tokens dropped, and the
+// places where participle's choices with one token of lookahead decide.
+func TestGraphParserAgrees(t *testing.T) {
+	n := 0
+	for name, src := range repoFiles(t) {
+		f := checkHandParse(t, name, src)
+		if f == nil || f.Graph == nil {
+			continue
+		}
+		n++
+		// Each line cut short, and each line dropped, somewhere.
+		lines := strings.SplitAfter(src, "\n")
+		for i := 1; i < len(lines); i += 5 {
+			checkHandParse(t, name+" cut", strings.Join(lines[:i], "")+lines[i][:len(lines[i])/2]+strings.Join(lines[i+1:], ""))
+			checkHandParse(t, name+" dropped", strings.Join(lines[:i], "")+strings.Join(lines[i+1:], ""))
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d files in the repository are graphs", n)
+	}
+	for _, src := range graphCases {
+		checkHandParse(t, "case", "graph g { "+src+" }")
+	}
+}
+
+// graphCases are declarations where participle's ordered choice, its one
+// token of lookahead or an optional part decides.
+var graphCases = []string{
+	"config C { type Enum }", "config C { type Enum 3 }", "config C { type Enum (a) }", "config C { type Enum ( 3 ) }",
+	"config C { type Enum (a, b) <3> }", "config C { type UInt 8 <1,2> }", "config C { type < UInt 8 > }",
+	"config C { type UInt 8 < }", "config C { type UInt 8 < 3 x }", "config C { type (a: UInt 8 <3>) }",
+	"config C { type (a: UInt, ) }", "config C { type < UInt < > > }", "config C { type < UInt > < 3 > }",
+	"node A { spawn a b [ x ] }", "node A { spawn a b [ predicate \"x\" ] [predicate \"y\"] }",
+	"engine E { x 5 B 7 }", "engine E { x 5 B y 7 }", "engine E { x - y }", "engine E { x [1 2 [a b] \"s\" 3..4 MHz] }",
+	"engine E { x [] y 1..2 }", "engine E { x 5..x }", "engine E { x 5 .. -3 percent }",
+	"helpers { ( ( ) { } abc \"x\" ; c\n |sym| /* q */ ) }", "helpers { ( ( ) { } abc \"x\" ; c\n |sym| /* q */ } }",
+	"helpers { ) }", "helpers { ", "helpers { é @ # }", "helpers { { ( } ) }",
+	"node A { port a b [ c d..3 e ] }", "node A { port [ c ] }", "node A..3 { }", "node A..x { }", "node A.. { }",
+	"node A { type UInt }", "node A { type .x }", "node A { type UInt 8 8 8 }", "node A { type UInt -8 }", "node A { type UInt - }",
+	"node A { type (a: UInt, b: Bool) }", "node A { type () }", "node A { type <> }", "node A { type UInt <,> }",
+	"node A { type UInt <,3> }", "node A { type UInt < - > }", "node A { cost a -3 }", "node A { cost a - 3 }", "node A { cost a -x }",
+	"config A { table { a b } }", "config A { enum { } }", "node A { semantics a b { x } }", "node A { semantics { x } }",
+	"node A { attr \"x\" implementation I function F constraint p \"c\" predicate p \"q\" }",
+	"cluster C { node A { } cluster D { } helpers { } } task T { }", "resources R { driver \"x\" }", "cluster { }",
+	"node node { port port [ port ] }", "node A { port a [ .b ..c ] }", "node A { port a [ b.. ] }",
+	"node é { }", "node Aé { }", "node A { port o [ Tx€ ] }",
+}
+
+// checkHandParse compares the hand-written parser with participle on src
+// and returns the tree when participle accepts it.
+func checkHandParse(t *testing.T, name, src string) *File {
 	t.Helper()
 	want, err := parser.ParseString(name, src)
-	got := parseStack(scan(src), name, src)
-	if err != nil || want.Stack == nil {
-		if got != nil {
-			t.Fatalf("%s: participle rejects or is not a stack (%v) but the stack parser accepts:\n%s", name, err, src)
-		}
-		return false
+	got, h := handParse(name, src, nil, false, nil)
+	_, dry := handParse(name, src, nil, true, nil)
+	if (h == nil) != (dry == nil) {
+		t.Fatalf("%s: the dry parser decides otherwise (%v, dry %v):\n%s", name, h, dry, src)
 	}
-	if got == nil {
-		t.Fatalf("%s: participle accepts but the stack parser gives up:\n%s", name, src)
+	if err != nil {
+		if h == nil {
+			t.Fatalf("%s: participle rejects (%v) but the hand-written parser accepts:\n%s", name, err, src)
+		}
+		return nil
+	}
+	if h != nil {
+		t.Fatalf("%s: participle accepts but the hand-written parser stops at offset %d:\n%s", name, h.at.off, src)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("%s: the trees differ (-participle +stack parser):\n%s", name, diff)
+		t.Fatalf("%s: the trees differ (-participle +hand-written parser):\n%s", name, diff)
 	}
-	return true
+	return got
 }
 
 func FuzzStackParser(f *testing.F) {
@@ -182,6 +232,23 @@ func FuzzStackParser(f *testing.F) {
 		if !utf8.ValidString(src) || len(src) > 1<<16 {
 			return
 		}
-		checkStackParse(t, "fuzz", src)
+		checkHandParse(t, "fuzz", src)
+	})
+}
+
+func FuzzGraphParser(f *testing.F) {
+	for _, src := range repoFiles(f) {
+		if strings.Contains(src, "graph") {
+			f.Add(src)
+		}
+	}
+	for _, src := range graphCases {
+		f.Add("graph g { " + src + " }")
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if !utf8.ValidString(src) || len(src) > 1<<16 {
+			return
+		}
+		checkHandParse(t, "fuzz", src)
 	})
 }

@@ -409,12 +409,12 @@ func (l *lowerer) portSuggestion(node *graph.Node, name string) string {
 		names = append(names, p.Name)
 	}
 	if s := diag.Closest(name, names); s != "" {
-		return fmt.Sprintf("did you mean %q?", s)
+		return diag.Sprintf("did you mean %q?", s)
 	}
 	if len(names) == 0 {
 		return "the node declares no ports"
 	}
-	return "its ports are " + strings.Join(names, ", ")
+	return "its ports are " + diag.Names(names).String()
 }
 
 func (l *lowerer) notOnGate(gate bool, it *Item, what string, node *graph.Node) {
@@ -450,7 +450,7 @@ func (l *lowerer) checkPorts(node *graph.Node, n *Node) {
 	if len(names) == 0 {
 		d.Detail = "it declares none"
 	} else {
-		d.Detail = "it declares " + strings.Join(names, ", ")
+		d.Detail = "it declares " + diag.Names(names).String()
 	}
 }
 
@@ -487,7 +487,7 @@ func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
 	for up := 1; up <= len(path); up++ {
 		cand := strings.Join(path[:len(path)-up], "") + local
 		if _, ok := l.g.Lookup(cand); ok {
-			return fmt.Sprintf("did you mean %q? (declared %d cluster(s) up)", strings.Repeat(".", up)+local, up)
+			return diag.Sprintf("did you mean %q? (declared %d cluster(s) up)", strings.Repeat(".", up)+local, up)
 		}
 	}
 	if l.names == nil {
@@ -501,9 +501,9 @@ func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
 	}
 	prefix := strings.Join(path, "")
 	if strings.HasPrefix(best, prefix) && strings.HasPrefix(full, prefix) {
-		return fmt.Sprintf("did you mean %q?", strings.Repeat(".", len(written)-len(local))+best[len(prefix):])
+		return diag.Sprintf("did you mean %q?", strings.Repeat(".", len(written)-len(local))+best[len(prefix):])
 	}
-	return fmt.Sprintf("did you mean %q (full name)?", best)
+	return diag.Sprintf("did you mean %q (full name)?", best)
 }
 
 func (l *lowerer) unquote(s *Str) string {
@@ -556,7 +556,7 @@ func (l *lowerer) checkAtoms() {
 		})
 		for _, a := range opaque {
 			d := l.diags.Warnf(l.atomRange(pp.s, a), CodeOpaqueValue, "value %q of %s is not one dragonc knows; it is kept as an opaque value", a.Value, a.Name)
-			d.Detail = "no frame satisfies it by itself, and it excludes every other value of " + a.Name + ", as in Dragonet"
+			d.Detail = "no frame satisfies it by itself, and it excludes every other value of " + diag.Clip(a.Name) + ", as in Dragonet"
 		}
 	}
 }
@@ -571,7 +571,7 @@ func (l *lowerer) checkNodeAtom(s *Str, a pred.Atom, names *[]string) {
 		}
 		d := l.diags.Warnf(l.atomRange(s, a), CodeAtomNode, "pred(%s,%s) names no node of graph %s; it stays an opaque atom", a.Name, a.Value, l.g.Name)
 		if best := diag.Closest(a.Name, *names); best != "" {
-			d.Detail = fmt.Sprintf("did you mean %q?", best)
+			d.Detail = diag.Sprintf("did you mean %q?", best)
 		}
 		return
 	}
@@ -584,9 +584,9 @@ func (l *lowerer) checkNodeAtom(s *Str, a pred.Atom, names *[]string) {
 	}
 	d := l.diags.Warnf(l.atomRange(s, a), CodeAtomPort, "pred(%s,%s): node %s has no port %q", a.Name, a.Value, a.Name, a.Value)
 	if best := diag.Closest(a.Value, ports); best != "" {
-		d.Detail = fmt.Sprintf("did you mean %q?", best)
+		d.Detail = diag.Sprintf("did you mean %q?", best)
 	} else if len(ports) > 0 {
-		d.Detail = "its ports are " + strings.Join(ports, ", ")
+		d.Detail = "its ports are " + diag.Names(ports).String()
 	}
 }
 
@@ -755,7 +755,7 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 	if !known {
 		d := l.diags.Errorf(r, CodeBadType, "unknown configuration type %q", name)
 		if s := diag.Closest(name, typeNames); s != "" {
-			d.Detail = fmt.Sprintf("did you mean %q?", s)
+			d.Detail = diag.Sprintf("did you mean %q?", s)
 		} else {
 			d.Detail = "types are UInt N, SInt N, Int LO HI, Bool, Enum (...), <T>, {T}, [T] and (label: T, ...)"
 		}
@@ -826,7 +826,7 @@ func (l *lowerer) checkCycles() {
 			names[i] = l.g.Nodes[id].Name
 		}
 		first := l.g.Nodes[cyc[0]]
-		d := l.diags.Errorf(l.nodeRange(first), CodeCycle, "cycle through normal edges: %s", strings.Join(names, ", "))
+		d := l.diags.Errorf(l.nodeRange(first), CodeCycle, "cycle through normal edges: %s", diag.Names(names))
 		d.Detail = "packets must not loop; use a spawn edge to start a new activation"
 	}
 }

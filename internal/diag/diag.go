@@ -6,10 +6,12 @@
 package diag
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -54,23 +56,36 @@ type Diagnostic struct {
 
 // File is a named source text with a line table.
 type File struct {
-	Name  string
-	Src   []byte
-	lines []int // byte offset of the start of each line
+	Name string
+	Src  []byte
+	// lines holds the byte offset of the start of each line. It is made
+	// when a position is first asked for, at its exact size: most files
+	// never need it, and a file of newlines would otherwise cost eight
+	// bytes and more a byte. Offsets fit in 32 bits: dragonc reads no file
+	// of 2 GiB.
+	lines     []int32
+	linesOnce sync.Once
 }
 
 // NewFile records a source text for position lookups.
 func NewFile(name string, src []byte) *File {
-	f := &File{Name: name, Src: src, lines: []int{0}}
-	for i, b := range src {
-		if b == '\n' {
-			f.lines = append(f.lines, i+1)
-		}
-	}
-	return f
+	return &File{Name: name, Src: src}
 }
 
-// Position returns the 1-based line and column (in characters) of an offset.
+func (f *File) lineStarts() []int32 {
+	f.linesOnce.Do(func() {
+		f.lines = make([]int32, 1, bytes.Count(f.Src, []byte("\n"))+1)
+		for i, b := range f.Src {
+			if b == '\n' {
+				f.lines = append(f.lines, int32(i+1))
+			}
+		}
+	})
+	return f.lines
+}
+
+// Position returns the 1-based line and column of an offset. Columns count
+// characters (Unicode code points), not bytes, as the scanner does.
 func (f *File) Position(off int) (line, col int) {
 	if f == nil {
 		return 0, 0
@@ -81,21 +96,18 @@ func (f *File) Position(off int) (line, col int) {
 	if off > len(f.Src) {
 		off = len(f.Src)
 	}
-	i := sort.Search(len(f.lines), func(i int) bool { return f.lines[i] > off }) - 1
-	start := f.lines[i]
+	lines := f.lineStarts()
+	i := sort.Search(len(lines), func(i int) bool { return int(lines[i]) > off }) - 1
+	start := int(lines[i])
 	return i + 1, utf8.RuneCount(f.Src[start:off]) + 1
 }
 
 // Line returns the text of 1-based line n without its newline.
 func (f *File) Line(n int) string {
-	if f == nil || n < 1 || n > len(f.lines) {
+	if f == nil {
 		return ""
 	}
-	start := f.lines[n-1]
-	end := len(f.Src)
-	if n < len(f.lines) {
-		end = f.lines[n] - 1
-	}
+	start, end := f.lineBounds(n)
 	return strings.TrimRight(string(f.Src[start:end]), "\r")
 }
 
@@ -116,8 +128,14 @@ func (d Diagnostic) String() string {
 	return b.String()
 }
 
+// maxShownLine is how many characters of a source line Long shows: a
+// line can be as long as the file (a name of 50 MB on one line), and a
+// terminal needs only the part around the caret.
+const maxShownLine = 160
+
 // Long renders the short form followed by the source line and a caret
-// under the range.
+// under the range. Of a line longer than maxShownLine characters it shows
+// those around the range, with an ellipsis where it cuts.
 func (d Diagnostic) Long() string {
 	s := d.String()
 	f := d.Range.File
@@ -125,8 +143,9 @@ func (d Diagnostic) Long() string {
 		return s
 	}
 	line, col := f.Position(d.Range.Start)
-	text := f.Line(line)
-	if text == "" {
+	start, end := f.lineBounds(line)
+	text := f.Src[start:end]
+	if len(bytes.TrimRight(text, "\r")) == 0 {
 		return s
 	}
 	width := 1
@@ -136,19 +155,51 @@ func (d Diagnostic) Long() string {
 			width = endCol - col
 		}
 	}
-	var pad strings.Builder
-	for i, r := range []rune(text) {
-		if i >= col-1 {
+	// The characters [first, last) of the line are shown.
+	first, last := 0, utf8.RuneCount(text)
+	if last > maxShownLine {
+		first = max(0, col-1-maxShownLine/4)
+		last = min(last, first+maxShownLine)
+	}
+	var shown, pad strings.Builder
+	if first > 0 {
+		shown.WriteString("…")
+		pad.WriteByte(' ')
+	}
+	i := 0
+	for _, r := range string(text) {
+		if i >= last {
+			shown.WriteString("…")
 			break
 		}
-		if r == '\t' {
-			pad.WriteByte('\t')
-		} else {
-			pad.WriteByte(' ')
+		if i >= first {
+			shown.WriteRune(r)
+			if i < col-1 {
+				// Tabs are kept so the caret lines up in a terminal.
+				if r == '\t' {
+					pad.WriteByte('\t')
+				} else {
+					pad.WriteByte(' ')
+				}
+			}
 		}
+		i++
 	}
-	// Tabs in the source line are kept so the caret lines up in a terminal.
-	return fmt.Sprintf("%s\n    %s\n    %s%s", s, text, pad.String(), strings.Repeat("^", width))
+	width = max(1, min(width, last-(col-1)))
+	return fmt.Sprintf("%s\n    %s\n    %s%s", s, strings.TrimRight(shown.String(), "\r"), pad.String(), strings.Repeat("^", width))
+}
+
+// lineBounds returns the byte span of 1-based line n without its newline.
+func (f *File) lineBounds(n int) (start, end int) {
+	lines := f.lineStarts()
+	if n < 1 || n > len(lines) {
+		return 0, 0
+	}
+	start, end = int(lines[n-1]), len(f.Src)
+	if n < len(lines) {
+		end = int(lines[n]) - 1
+	}
+	return start, end
 }
 
 // List is an ordered collection of diagnostics.
@@ -161,16 +212,97 @@ const MaxErrors = 50
 // Add appends a diagnostic.
 func (l *List) Add(d Diagnostic) { *l = append(*l, d) }
 
-// Errorf appends an error at r.
+// Errorf appends an error at r. Its string arguments are user text (names,
+// literals, tokens as written) and are clipped to MaxQuoted characters, as
+// Quote and Clip do.
 func (l *List) Errorf(r Range, code, format string, args ...any) *Diagnostic {
-	l.Add(Diagnostic{Severity: Error, Code: code, Summary: fmt.Sprintf(format, args...), Range: r})
+	l.Add(Diagnostic{Severity: Error, Code: code, Summary: Sprintf(format, args...), Range: r})
 	return &(*l)[len(*l)-1]
 }
 
-// Warnf appends a warning at r.
+// Warnf appends a warning at r, its string arguments clipped as Errorf's.
 func (l *List) Warnf(r Range, code, format string, args ...any) *Diagnostic {
-	l.Add(Diagnostic{Severity: Warning, Code: code, Summary: fmt.Sprintf(format, args...), Range: r})
+	l.Add(Diagnostic{Severity: Warning, Code: code, Summary: Sprintf(format, args...), Range: r})
 	return &(*l)[len(*l)-1]
+}
+
+// MaxQuoted is how many characters of one piece of user text (a name, a
+// string literal, a token) a diagnostic repeats. Names can be as long as
+// the file: a 50 MB stack name was once repeated whole in an error.
+const MaxQuoted = 64
+
+// Sprintf is fmt.Sprintf for diagnostic text: every string argument is
+// clipped to MaxQuoted characters. It is the one place where messages
+// quote what the user wrote; a message built another way quotes through
+// Quote or Clip.
+func Sprintf(format string, args ...any) string {
+	var clipped []any
+	for i, a := range args {
+		if s, ok := a.(string); ok && len(s) > MaxQuoted {
+			if clipped == nil {
+				clipped = append([]any(nil), args...)
+			}
+			clipped[i] = userText(s)
+		}
+	}
+	if clipped == nil {
+		return fmt.Sprintf(format, args...)
+	}
+	return fmt.Sprintf(format, clipped...)
+}
+
+// Quote is %q of s, clipped to its first MaxQuoted characters with an
+// ellipsis and its length in bytes: "xxxx…" (52428800 bytes).
+func Quote(s string) string { return fmt.Sprintf("%q", userText(s)) }
+
+// Clip is s, clipped as Quote clips it but without quotes.
+func Clip(s string) string { return fmt.Sprintf("%s", userText(s)) }
+
+// MaxListed is how many names Names shows.
+const MaxListed = 20
+
+// Names is a list of user names as a message shows it: separated by
+// commas, each clipped as Clip clips it, the first MaxListed of them and
+// how many more there are. Sprintf does not clip it as one string.
+type Names []string
+
+func (n Names) String() string {
+	var b strings.Builder
+	for i, name := range n {
+		if i == MaxListed {
+			fmt.Fprintf(&b, " and %d more", len(n)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(Clip(name))
+	}
+	return b.String()
+}
+
+// userText formats a string argument clipped to MaxQuoted characters.
+type userText string
+
+func (u userText) Format(f fmt.State, verb rune) {
+	s := string(u)
+	head, cut := s, false
+	if len(s) > MaxQuoted {
+		n := 0
+		for i := range s {
+			if n == MaxQuoted {
+				head, cut = s[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if !cut {
+		fmt.Fprintf(f, fmt.FormatString(f, verb), s)
+		return
+	}
+	fmt.Fprintf(f, fmt.FormatString(f, verb), head+"…")
+	fmt.Fprintf(f, " (%d bytes)", len(s))
 }
 
 // HasErrors reports whether any diagnostic is an error.

@@ -45,3 +45,70 @@ func TestMaxErrors(t *testing.T) {
 		t.Errorf("kept %d errors, want %d", len(l), MaxErrors)
 	}
 }
+
+// TestUserTextClipped: a message quotes a name as long as the file (a
+// 50 MB stack name was repeated whole in an error) by its first MaxQuoted
+// characters and its length, and Long shows the part of its line around
+// the range.
+func TestUserTextClipped(t *testing.T) {
+	huge := strings.Repeat("é", 25<<20) // 50 MB
+	f := NewFile("s.lpg", []byte("stack "+huge+" { }\n"))
+	var l List
+	l.Errorf(Range{File: f, Start: 6, End: 6 + len(huge)}, "E512", "stack %q declares no interface", huge)
+	l.Warnf(Range{File: f, Start: len(huge) + 7}, "W1", "%s, %-4s|%s", huge, "ab", "short")
+	head := strings.Repeat("é", MaxQuoted) + "…"
+	if got, want := l[0].String(), `s.lpg:1:7: error: stack "`+head+`" (52428800 bytes) declares no interface [E512]`; got != want {
+		t.Errorf("String() = %.200q, want %q", got, want)
+	}
+	if got, want := l[1].Summary, head+" (52428800 bytes), ab  |short"; got != want {
+		t.Errorf("Warnf = %.200q, want %q", got, want)
+	}
+	if got := l[0].Long(); len(got) > 1024 || !strings.Contains(got, "\n    stack "+strings.Repeat("é", 10)) || !strings.HasSuffix(got, "^") {
+		t.Errorf("Long() = %.300q (%d bytes)", got, len(got))
+	}
+	if got, want := Quote(huge), `"`+head+`" (52428800 bytes)`; got != want {
+		t.Errorf("Quote = %.200q", got)
+	}
+	if got, want := Clip("short"), "short"; got != want {
+		t.Errorf("Clip = %q, want %q", got, want)
+	}
+	if got, want := Sprintf("%q and %d", "x\ty", 3), `"x\ty" and 3`; got != want {
+		t.Errorf("Sprintf = %q, want %q", got, want)
+	}
+	var names Names
+	for i := 0; i < 30; i++ {
+		names = append(names, huge[:2*i+2])
+	}
+	if got := names.String(); len(got) > 4000 || !strings.HasSuffix(got, " and 10 more") || !strings.HasPrefix(got, "é, éé, ") {
+		t.Errorf("Names = %.300q (%d bytes)", got, len(got))
+	}
+}
+
+// TestLongWindow: of a long line, Long shows the characters around the
+// range, the caret under the range's first.
+func TestLongWindow(t *testing.T) {
+	line := strings.Repeat("x", 4999) + "Y" + strings.Repeat("z", 5000)
+	f := NewFile("a", []byte("first\n"+line+"\nlast"))
+	d := Diagnostic{Severity: Error, Summary: "here", Range: Range{File: f, Start: 6 + 4999, End: 6 + 5000}}
+	parts := strings.Split(d.Long(), "\n")
+	if len(parts) != 3 {
+		t.Fatalf("Long() = %q", d.Long())
+	}
+	shown, caret := []rune(strings.TrimPrefix(parts[1], "    ")), strings.TrimPrefix(parts[2], "    ")
+	col := strings.Index(caret, "^")
+	if len(shown) > maxShownLine+2 || shown[0] != '…' || shown[len(shown)-1] != '…' || col < 0 || shown[col] != 'Y' || caret[col:] != "^" {
+		t.Errorf("Long() = %q", d.Long())
+	}
+}
+
+// TestClosestLongNames: names longer than a typo's worth get no
+// suggestion; the distance of two names of 50 MB took days.
+func TestClosestLongNames(t *testing.T) {
+	long := strings.Repeat("a", 4096)
+	if got := Closest(long+"b", []string{long + "c"}); got != "" {
+		t.Errorf("Closest suggested a name of %d bytes", len(got))
+	}
+	if got := Closest("ValidCrc", []string{"ValidCRC", long}); got != "ValidCRC" {
+		t.Errorf("Closest = %q, want ValidCRC", got)
+	}
+}

@@ -1,0 +1,398 @@
+package dsl
+
+// The graph grammar of the hand-written parser (handparse.go). As ast.go
+// states it (testdata/grammar.ebnf):
+//
+//	Graph      = "graph" Ident "{" Decl* "}" .
+//	Decl       = "helpers" SMTBlock | Cluster | Node | Resource .
+//	Cluster    = "cluster" Ident "{" Decl* "}" .
+//	Node       = NodeKind Ident ( ".." Num )? "{" Item* "}" .
+//	Resource   = ( "engine" | "task" | "resources" ) Ident "{" Prop* "}" .
+//	SMTBlock   = "{" SMTItem* "}" .
+//	SMTItem    = SMTBlock | SMTParen | ~( "{" | "}" | "(" | ")" ) .
+//	SMTParen   = "(" SMTItem* ")" .
+//	Item       = "implementation" Ident | "attr" Str | Spawn | Port | Constraint
+//	           | Semantics | Predicate | "type" ConfType | "function" Ident | Cost | ConfigSpec .
+//	Spawn      = "spawn" Ident Ident ( "[" "predicate" Str "]" )* .
+//	Port       = "port" Ident+ "[" Target* "]" .
+//	Target     = Ident ( ".." Num )? .
+//	Constraint = "constraint" Ident Str .
+//	Semantics  = "semantics" Ident+ SMTBlock .
+//	Predicate  = "predicate" Ident Str .
+//	Cost       = "cost" Ident Num .
+//	ConfigSpec = ( "table" | "hash" | "place" | "enum" ) "{" Prop* "}" .
+//	ConfType   = ( "<" ConfType ">" | "{" ConfType "}" | "[" ConfType "]"
+//	           | "(" TupleEl ( "," TupleEl )* ")" | "Enum" "(" Ident ( "," Ident )* ")"
+//	           | NamedType ) ListBounds? .
+//	TupleEl    = Ident ":" ConfType .
+//	NamedType  = <Ident> Num* .
+//	ListBounds = "<" Num? ( "," Num? )? ">" .
+//	Prop       = Ident Value .
+//	Value      = "[" Value* "]" | Str | Num ( ".." Num )? Unit? | Ident .
+//
+// Where participle's ordered choice with one token of lookahead decides
+// (Enum not followed by "(" is a NamedType, "<" after a type always
+// starts its bounds, a unit after a number always belongs to it), this
+// parser decides the same way.
+
+// nodeKinds begin a node declaration.
+var nodeKinds = map[string]bool{"node": true, "boolean": true, "and": true, "or": true, "nand": true, "nor": true, "config": true}
+
+// valueUnits are the units a property's number may carry.
+var valueUnits = map[string]bool{"MHz": true, "GHz": true, "KiB": true, "MiB": true, "KB": true, "MB": true, "B": true,
+	"ns": true, "us": true, "pps": true, "kpps": true, "Mpps": true, "percent": true}
+
+func (p *hparser) graph() *Graph {
+	g := p.graphs.new(p.dry)
+	g.Pos = p.pos()
+	p.expect("graph")
+	g.Name = p.ident()
+	p.expect("{")
+	g.Decls = p.declList()
+	g.EndPos = p.end()
+	return g
+}
+
+// declList reads Decl* "}".
+func (p *hparser) declList() []*Decl {
+	var out []*Decl
+	p.open()
+	for {
+		p.elem()
+		v := p.val()
+		if !(v == "helpers" || v == "cluster" || nodeKinds[v] || v == "engine" || v == "task" || v == "resources") {
+			p.expect("}")
+			p.shut()
+			return out
+		}
+		d := p.decls.new(p.dry)
+		d.Pos = p.pos()
+		switch {
+		case v == "helpers":
+			p.advance()
+			d.Helpers = p.smtBlock()
+		case v == "cluster":
+			c := p.clusters.new(p.dry)
+			c.Pos = p.pos()
+			p.advance()
+			c.Name = p.ident()
+			p.expect("{")
+			c.Decls = p.declList()
+			c.EndPos = p.end()
+			d.Cluster = c
+		case nodeKinds[v]:
+			d.Node = p.node()
+		default:
+			r := p.resources.new(p.dry)
+			r.Pos = p.pos()
+			r.Kind = p.take()
+			r.Name = p.ident()
+			r.Props = p.propBlock()
+			r.EndPos = p.end()
+			d.Resource = r
+		}
+		d.EndPos = p.end()
+		add(p, &out, d)
+	}
+}
+
+func (p *hparser) node() *Node {
+	n := p.nodes.new(p.dry)
+	n.Pos = p.pos()
+	n.Kind = p.take()
+	n.Name = p.ident()
+	if p.is("..") {
+		p.advance()
+		n.Hi = p.num()
+	}
+	p.expect("{")
+	p.open()
+	for {
+		p.elem()
+		it := p.nodeItem()
+		if it == nil {
+			break
+		}
+		add(p, &n.Items, it)
+	}
+	p.expect("}")
+	p.shut()
+	n.EndPos = p.end()
+	return n
+}
+
+// nodeItem reads one Item, or returns nil when none starts here.
+func (p *hparser) nodeItem() *Item {
+	v := p.val()
+	if p.kind() != kIdent {
+		return nil
+	}
+	it := p.items.new(p.dry)
+	it.Pos = p.pos()
+	switch v {
+	case "implementation":
+		p.advance()
+		it.Impl = p.ident()
+	case "attr":
+		p.advance()
+		it.Attr = p.str()
+	case "spawn":
+		p.advance()
+		s := p.spawns.new(p.dry)
+		s.Name = p.ident()
+		s.Target = p.ident()
+		for p.is("[") {
+			p.advance()
+			p.expect("predicate")
+			add(p, &s.Preds, p.str())
+			p.expect("]")
+		}
+		it.Spawn = s
+	case "port":
+		p.advance()
+		port := p.ports.new(p.dry)
+		add(p, &port.Names, p.ident())
+		for p.isIdent() {
+			add(p, &port.Names, p.ident())
+		}
+		p.expect("[")
+		p.open()
+		for p.elem(); p.isIdent(); p.elem() {
+			t := p.targets.new(p.dry)
+			t.Ref = p.ident()
+			if p.is("..") {
+				p.advance()
+				t.Hi = p.num()
+			}
+			add(p, &port.Targets, t)
+		}
+		p.expect("]")
+		p.shut()
+		it.Port = port
+	case "constraint":
+		p.advance()
+		c := p.constraints.new(p.dry)
+		c.Port = p.ident()
+		c.Text = p.str()
+		it.Constraint = c
+	case "semantics":
+		p.advance()
+		s := p.semantics.new(p.dry)
+		add(p, &s.Ports, p.ident())
+		for p.isIdent() {
+			add(p, &s.Ports, p.ident())
+		}
+		s.Body = p.smtBlock()
+		it.Semantics = s
+	case "predicate":
+		p.advance()
+		pr := p.predicates.new(p.dry)
+		pr.Port = p.ident()
+		pr.Expr = p.str()
+		it.Predicate = pr
+	case "type":
+		p.advance()
+		it.Type = p.confType()
+	case "function":
+		p.advance()
+		it.Function = p.ident()
+	case "cost":
+		p.advance()
+		c := p.costs.new(p.dry)
+		c.Unit = p.ident()
+		c.Value = p.num()
+		it.Cost = c
+	case "table", "hash", "place", "enum":
+		c := p.configs.new(p.dry)
+		c.Pos = p.pos()
+		c.Kind = p.take()
+		c.Props = p.propBlock()
+		c.EndPos = p.end()
+		it.Config = c
+	default:
+		return nil
+	}
+	it.EndPos = p.end()
+	return it
+}
+
+// propBlock reads "{" Prop* "}".
+func (p *hparser) propBlock() []*Prop {
+	var out []*Prop
+	p.expect("{")
+	p.open()
+	for p.elem(); p.isIdent(); p.elem() {
+		pr := p.props.new(p.dry)
+		pr.Pos = p.pos()
+		pr.Key = p.ident()
+		pr.Value = p.value()
+		pr.EndPos = p.end()
+		add(p, &out, pr)
+	}
+	p.expect("}")
+	p.shut()
+	return out
+}
+
+func (p *hparser) startsValue() bool {
+	return p.is("[") || p.kind() == kString || p.startsNum() || p.isIdent()
+}
+
+func (p *hparser) value() *Value {
+	v := p.values.new(p.dry)
+	v.Pos = p.pos()
+	switch {
+	case p.is("["):
+		p.advance()
+		p.open()
+		for p.elem(); p.startsValue(); p.elem() {
+			add(p, &v.List, p.value())
+		}
+		p.expect("]")
+		p.shut()
+	case p.kind() == kString:
+		v.Str = p.str()
+	case p.startsNum():
+		v.Num = p.num()
+		if p.is("..") {
+			p.advance()
+			v.Hi = p.num()
+		}
+		if valueUnits[p.val()] {
+			v.Unit = p.take()
+		}
+	case p.isIdent():
+		v.Name = p.ident()
+	default:
+		p.fail("a value")
+	}
+	v.EndPos = p.end()
+	return v
+}
+
+// smtBlock reads "{" SMTItem* "}", keeping each token's text.
+func (p *hparser) smtBlock() *SMTBlock {
+	b := p.smtBlocks.new(p.dry)
+	b.Pos = p.pos()
+	p.expect("{")
+	b.Items = p.smtList("}")
+	b.EndPos = p.end()
+	return b
+}
+
+// smtList reads SMTItem* and the closer that ends them.
+func (p *hparser) smtList(closer string) []*SMTItem {
+	var out []*SMTItem
+	p.open()
+	for {
+		p.elem()
+		if p.kind() == kEOF {
+			p.fail(`"` + closer + `"`)
+		}
+		it := p.smtItems.new(p.dry)
+		switch {
+		case p.is("{"):
+			it.Block = p.smtBlock()
+		case p.is("("):
+			p.advance()
+			par := p.smtParens.new(p.dry)
+			par.Items = p.smtList(")")
+			it.Paren = par
+		case p.is("}"), p.is(")"):
+			p.expect(closer)
+			p.shut()
+			return out
+		default:
+			it.Tok = p.take()
+		}
+		add(p, &out, it)
+	}
+}
+
+func (p *hparser) confType() *ConfType {
+	// "<" nests types without a bracket, so the parser bounds its
+	// recursion itself (a file of "<" once overflowed the stack).
+	if p.depth++; p.depth > MaxNesting {
+		p.nest = true
+		panic(bailout{})
+	}
+	t := p.confTypes.new(p.dry)
+	t.Pos = p.pos()
+	switch {
+	case p.is("<"):
+		p.advance()
+		t.Optional = p.confType()
+		p.expect(">")
+	case p.is("{"):
+		p.advance()
+		t.Set = p.confType()
+		p.expect("}")
+	case p.is("["):
+		p.advance()
+		t.List = p.confType()
+		p.expect("]")
+	case p.is("("):
+		p.advance()
+		for {
+			el := p.tupleEls.new(p.dry)
+			el.Label = p.ident()
+			p.expect(":")
+			el.Type = p.confType()
+			add(p, &t.Tuple, el)
+			if !p.is(",") {
+				break
+			}
+			p.advance()
+		}
+		p.expect(")")
+	case p.is("Enum") && p.peekIs("("):
+		p.advance()
+		p.advance()
+		for {
+			add(p, &t.Enum, p.ident())
+			if !p.is(",") {
+				break
+			}
+			p.advance()
+		}
+		p.expect(")")
+	case p.kind() == kIdent:
+		n := p.namedTypes.new(p.dry)
+		n.Pos = p.pos()
+		n.Name = p.take()
+		for p.startsNum() {
+			add(p, &n.Args, p.num())
+		}
+		n.EndPos = p.end()
+		t.Named = n
+	default:
+		p.fail("a type")
+	}
+	if p.is("<") {
+		b := p.bounds.new(p.dry)
+		b.Pos = p.pos()
+		p.advance()
+		if p.startsNum() {
+			b.Lo = p.num()
+		}
+		if p.is(",") {
+			b.Comma = true
+			p.advance()
+			if p.startsNum() {
+				b.Hi = p.num()
+			}
+		}
+		p.expect(">")
+		b.EndPos = p.end()
+		t.Bounds = b
+	}
+	t.EndPos = p.end()
+	p.depth--
+	return t
+}
+
+// peekIs reports whether the token after the current one is v.
+func (p *hparser) peekIs(v string) bool {
+	t := p.peek()
+	return int(t.end-t.off) == len(v) && p.src[t.off:t.end] == v
+}
