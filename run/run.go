@@ -80,6 +80,10 @@ type Options struct {
 	Streams map[string]func(c *sovia.Conn)
 }
 
+// Sockets are the socket kinds Options.Socket takes: auto (AF_XDP, and
+// AF_PACKET when AF_XDP cannot be set up), xdp and packet.
+func Sockets() []string { return []string{"auto", dataplane.AFXDP, dataplane.AFPacket} }
+
 // UsageError is an error in what the user asked for (a missing or down
 // interface, a plan for another NIC), as opposed to a failure while
 // running.
@@ -138,10 +142,8 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 			return nil, usage("this plan for %s trusts the NIC's checksum verdicts, which no socket dragonc run reads; make it with run.Adapt", pl.NIC)
 		}
 	}
-	switch opt.Socket {
-	case "", "auto", dataplane.AFXDP, dataplane.AFPacket:
-	default:
-		return nil, usage("no socket kind %q (auto, xdp or packet)", opt.Socket)
+	if opt.Socket != "" && !slices.Contains(Sockets(), opt.Socket) {
+		return nil, usage("no socket kind %q (%s)", opt.Socket, strings.Join(Sockets(), ", "))
 	}
 	if missing := missingCaps(); len(missing) > 0 {
 		return nil, usage("dragonc run needs %s (it opens AF_XDP and packet sockets and loads eBPF programs); run it as root", strings.Join(missing, ", "))

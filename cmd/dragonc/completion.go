@@ -14,6 +14,7 @@ import (
 	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
+	drun "github.com/dragonc/dragonc/run"
 )
 
 // Shell completion (dragonc completion SHELL): what each argument and
@@ -59,6 +60,7 @@ var flagCompletions = map[string]cobra.CompletionFunc{
 	"cost":            values(costmodel.Names),
 	"strategy":        values(embed.Strategies),
 	"target":          values(embed.Targets),
+	"socket":          values(drun.Sockets),
 	"copy-engine":     completeCopyEngine,
 	"previous":        completeFiles("json"),
 	"pcap":            completeFiles("pcap", "pcapng"),

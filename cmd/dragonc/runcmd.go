@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -103,10 +105,8 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if every < 0 {
 				return usagef("--every %v is negative", every)
 			}
-			switch socket {
-			case "auto", "xdp", "packet":
-			default:
-				return usagef("--socket %q: want auto, xdp or packet", socket)
+			if !slices.Contains(drun.Sockets(), socket) {
+				return usagef("--socket %q: want %s", socket, strings.Join(drun.Sockets(), ", "))
 			}
 			if detached {
 				dargs := args

@@ -17,6 +17,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/nics"
+	drun "github.com/dragonc/dragonc/run"
 )
 
 // shadowStack has a diagnostic warning (d is shadowed) and plan warnings
@@ -237,7 +238,7 @@ func TestCompletion(t *testing.T) {
 	}
 	// Every command with an enumerated flag completes it to the values
 	// its check accepts.
-	enums := map[string][]string{"cost": costmodel.Names(), "strategy": embed.Strategies(), "target": embed.Targets()}
+	enums := map[string][]string{"cost": costmodel.Names(), "strategy": embed.Strategies(), "target": embed.Targets(), "socket": drun.Sockets()}
 	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard, stdin: strings.NewReader("")})
 	n := 0
 	walkCommands(root, func(c *cobra.Command) {
@@ -261,6 +262,9 @@ func TestCompletion(t *testing.T) {
 	check([]string{"embed", "--cost", "dragonet-"}, []string{"dragonet-balance", "dragonet-priority"}, noFiles)
 	// Each value completed is one the flags' check accepts.
 	for flag, vals := range enums {
+		if flag == "socket" {
+			continue // run's own flag: its check is drun.Sockets itself
+		}
 		for _, v := range vals {
 			var f embedFlags
 			fs := pflag.NewFlagSet("embed", pflag.ContinueOnError)
