@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -163,5 +164,23 @@ func TestL2(t *testing.T) {
 		if n != c.n || ok != c.ok || ok && etype != 0x0800 {
 			t.Errorf("%s: %d %#x %v", c.name, n, etype, ok)
 		}
+	}
+}
+
+// TestReportText: the kernel's counters show only when it dropped or
+// refused frames; an empty transmit ring found on a wake-up is no loss.
+func TestReportText(t *testing.T) {
+	r := Report{Final: true, Queues: []QueueCounts{{Queue: 1, In: 3, Outcomes: []Outcome{{"deliver echo", 2}, {"drop RxL2EtherValidSource.false", 1}}, Sent: 2, ICMPRateLimited: 4, Kernel: KernelCounts{TxRingEmptyDescs: 9}}}}
+	var b strings.Builder
+	r.WriteText(&b)
+	want := "final:\nqueue 1: in 3, deliver echo 2, drop RxL2EtherValidSource.false 1, icmp errors rate-limited 4, sent 2\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	r.Queues[0].Kernel.RxRingFull, r.Queues[0].Kernel.RxDropped = 5, 5
+	b.Reset()
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "; kernel: rx dropped 5, rx ring full 5\n") {
+		t.Errorf("drops not shown: %q", b.String())
 	}
 }

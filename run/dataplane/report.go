@@ -70,8 +70,13 @@ func (k *KernelCounts) add(o KernelCounts) {
 	k.PacketSocketDrops += o.PacketSocketDrops
 }
 
-// any reports whether the kernel dropped or refused anything.
-func (k KernelCounts) any() bool { return k != KernelCounts{} }
+// dropped reports whether the kernel dropped or refused anything
+// (tx_ring_empty_descs counts wake-ups that found nothing to send: no
+// loss).
+func (k KernelCounts) dropped() bool {
+	k.TxRingEmptyDescs = 0
+	return k != KernelCounts{}
+}
 
 // xdpStatistics reads XDP_STATISTICS of an AF_XDP socket (Linux 4.18;
 // the last three fields since 5.9, zero before).
@@ -132,12 +137,12 @@ func (r Report) WriteText(w io.Writer) {
 				fmt.Fprintf(&b, ", via send errors %d", q.VIASendErrors)
 			}
 		}
-		if k := q.Kernel; k.any() {
+		if k := q.Kernel; k.dropped() {
 			fmt.Fprintf(&b, "; kernel: rx dropped %d", k.RxDropped)
 			for _, c := range []struct {
 				name string
 				n    uint64
-			}{{"rx ring full", k.RxRingFull}, {"fill ring empty", k.RxFillRingEmpty}, {"rx invalid", k.RxInvalidDescs}, {"tx invalid", k.TxInvalidDescs}, {"tx ring empty", k.TxRingEmptyDescs}} {
+			}{{"rx ring full", k.RxRingFull}, {"fill ring empty", k.RxFillRingEmpty}, {"rx invalid", k.RxInvalidDescs}, {"tx invalid", k.TxInvalidDescs}} {
 				if c.n > 0 {
 					fmt.Fprintf(&b, ", %s %d", c.name, c.n)
 				}
