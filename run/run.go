@@ -469,6 +469,7 @@ func (sv *serving) serve(kind string) error {
 		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
 	}
 	sv.state.Programs = programStates(progs)
+	sv.state.SocketsPerQueue = max(devq, 1)
 	if sv.opt.Pin {
 		unpin, err := sv.pin(links, progs, append([]*ebpf.Map{m.addrs, m.rss, m.xsks}, m.groups...))
 		if err != nil {

@@ -57,10 +57,13 @@ type State struct {
 	Detached bool `json:"detached"`
 	Serving  bool `json:"serving"`
 	// Socket is the socket kind that serves ("xdp", "packet").
-	Socket    string         `json:"socket,omitempty"`
-	Queues    []QueueState   `json:"queues"`
-	HelperPID int            `json:"helper_pid,omitempty"`
-	Programs  []ProgramState `json:"programs,omitempty"`
+	Socket string `json:"socket,omitempty"`
+	// SocketsPerQueue is how many sockets each receive loop reads: one
+	// AF_PACKET socket, or an AF_XDP socket on each device queue.
+	SocketsPerQueue int            `json:"sockets_per_queue,omitempty"`
+	Queues          []QueueState   `json:"queues"`
+	HelperPID       int            `json:"helper_pid,omitempty"`
+	Programs        []ProgramState `json:"programs,omitempty"`
 	// Pinned is the directory of the pinned objects; Hardware the
 	// directory of a hardware plan's linux.sh and its undo record.
 	Pinned   string `json:"pinned,omitempty"`

@@ -180,6 +180,29 @@ func TestDetachStatusStop(t *testing.T) {
 		t.Fatalf("stop again: exit %d:\n%s", code, errs)
 	}
 
+	// A hardware plan applied through the driver (the veth refuses its
+	// steps; the undo record is kept all the same): after SIGKILL, stop
+	// undoes it from the record in the state directory.
+	netnstest.In(a, func() error {
+		code, _, errs = dragoncIn(t, "run", "--detach", "--force", "--socket", "packet", "82599", stack, "vA")
+		return nil
+	})
+	if code != 0 {
+		t.Fatalf("run --detach 82599: exit %d:\n%s", code, errs)
+	}
+	es := statusOf(t, a)
+	if len(es) != 1 || es[0].Hardware == "" || es[0].SocketsPerQueue != 1 {
+		t.Fatalf("status of a hardware plan: %+v", es)
+	}
+	syscall.Kill(es[0].PID, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(es[0].PID, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	netnstest.In(a, func() error { code, _, errs = dragoncIn(t, "stop", "vA"); return nil })
+	if code != 0 || !strings.Contains(errs, "restored vA's settings") || !strings.Contains(errs, "removed the pinned programs") {
+		t.Fatalf("stop after SIGKILL of a hardware plan: exit %d:\n%s", code, errs)
+	}
+
 	// A run stopped as a service is: SIGTERM, everything detached.
 	pid = detachRun()
 	netnstest.In(a, func() error { code, _, errs = dragoncIn(t, "stop", "vA"); return nil })

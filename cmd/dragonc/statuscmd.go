@@ -114,7 +114,7 @@ func writeStatus(e *env, en statusEntry) {
 	for _, q := range en.Queues {
 		loops = append(loops, fmt.Sprintf("%d on core %d", q.ID, q.Core))
 	}
-	fmt.Fprintf(w, "  socket %s, queues %s\n", orNone(en.Socket), strings.Join(loops, ", "))
+	fmt.Fprintf(w, "  socket %s (%d a queue), queues %s\n", orNone(en.Socket), en.SocketsPerQueue, strings.Join(loops, ", "))
 	var progs []string
 	for _, p := range en.Programs {
 		progs = append(progs, fmt.Sprintf("%s id %d (%s)", p.Name, p.ID, p.Type))
