@@ -157,7 +157,7 @@ func Derive(st *Stack) (*graph.Graph, error) {
 	// IEEE 802.3 §3.2.3 (b): a source address is an individual address.
 	// A frame from a group address (the I/G bit, the first octet's least
 	// significant bit) is forged, and every answer to it would go to the
-	// whole segment (RFC 1122 §3.3.6, RFC 1812 §4.3.2.7).
+	// whole segment.
 	b.check("RxL2EtherValidSource", "eth.src & "+groupBit+" == 0", "field", "RxL2EtherClassifyL3")
 
 	cl := b.add("RxL2EtherClassifyL3", graph.FNode, "classify")
@@ -185,9 +185,10 @@ func Derive(st *Stack) (*graph.Graph, error) {
 		// address must be one a host may have, as for an IPv4 source:
 		// Linux answers a request only when the route lookup from the
 		// sender's address succeeds (arp_process, ip_route_input_noref),
-		// which refuses multicast, broadcast, loopback and our own
-		// addresses. 0.0.0.0 is a probe (RFC 5227 §2.1.1), answered.
-		b.check("RxL3ARPValidSender", "arp.sha & "+groupBit+" == 0 && !(arp.spa in {"+strings.Join(martians(st), ", ")+"})", "field", "RxL3ARPNeedsResponse")
+		// which refuses multicast, broadcast, loopback, 0/8 and our own
+		// addresses; 0.0.0.0 alone is a probe (RFC 5227 §2.1.1), which
+		// arp_process answers before the lookup.
+		b.check("RxL3ARPValidSender", "arp.sha & "+groupBit+" == 0 && !(arp.spa in {"+strings.Join(append(martians(st), "0.0.0.1..0.255.255.255"), ", ")+"})", "field", "RxL3ARPNeedsResponse")
 		n := b.add("RxL3ARPNeedsResponse", graph.FNode, "reply", AttrReply+"arp")
 		b.spawn(n, "response", "TxL3ARPInitiateResponse")
 	}

@@ -155,49 +155,36 @@ const groupBit = "01:00:00:00:00:00"
 // Shadowed returns the listeners that can never receive a packet: every
 // destination they could match is taken by more specific endpoints (the
 // demultiplexer tries flows, then address-specific listeners, then
-// wildcard listeners). Only a wildcard listener can be shadowed, by
-// address-specific listeners on the same protocol and port that together
-// cover every address it would accept: our unicast addresses, and for UDP
-// the broadcasts as well (a TCP listener never accepts a broadcast, RFC
-// 1122 §4.2.3.10). Flows never cover a listener: they fix one peer.
+// wildcard listeners). Only a TCP listener on every address can be
+// shadowed, by TCP listeners on the same port bound to each of our
+// unicast addresses (a TCP listener never accepts a broadcast, RFC 1122
+// §4.2.3.10). A UDP listener on every address never is: it alone takes
+// the port's broadcasts (Dsts). Flows never cover a listener: they fix
+// one peer.
 func (st *Stack) Shadowed() []*Endpoint {
-	type key struct {
-		proto Proto
-		port  uint16
-	}
-	covered := map[key]map[uint32]bool{}
+	covered := map[uint16]map[uint32]bool{}
 	for _, e := range st.Endpoints {
-		if e.Proto == OpenMX || e.Flow || e.AnyAddr {
+		if e.Proto != TCP || e.Flow || e.AnyAddr {
 			continue
 		}
-		k := key{e.Proto, e.Port}
-		if covered[k] == nil {
-			covered[k] = map[uint32]bool{}
+		if covered[e.Port] == nil {
+			covered[e.Port] = map[uint32]bool{}
 		}
 		for _, a := range e.Dsts() {
-			covered[k][a] = true
+			covered[e.Port][a] = true
 		}
 	}
 	if len(covered) == 0 {
 		return nil
 	}
-	uni, bc := st.Unicast(), st.Broadcasts()
 	var out []*Endpoint
 	for _, e := range st.Endpoints {
-		if e.Proto == OpenMX || e.Flow || !e.AnyAddr {
+		if e.Proto != TCP || e.Flow || !e.AnyAddr || covered[e.Port] == nil {
 			continue
-		}
-		c := covered[key{e.Proto, e.Port}]
-		if c == nil {
-			continue
-		}
-		want := uni
-		if e.Proto == UDP {
-			want = append(append([]uint32(nil), uni...), bc...)
 		}
 		all := true
-		for _, a := range want {
-			if !c[a] {
+		for _, a := range st.Unicast() {
+			if !covered[e.Port][a] {
 				all = false
 				break
 			}
@@ -213,7 +200,8 @@ func (st *Stack) Shadowed() []*Endpoint {
 // receives: its address alone. A broadcast goes to the listeners on every
 // address only, as Linux delivers it (net/ipv4/udp.c,
 // __udp_is_mcast_sock: a socket bound to an address takes datagrams to
-// that address) and BSD does (in_pcblookup for INADDR_BROADCAST); RFC
+// that address) and BSD does (udp_input's loop over the sockets for a
+// broadcast or multicast datagram); RFC
 // 1122 §3.3.6 requires that a host take broadcasts, not that every
 // socket see them. Nil for wildcard and Open-MX endpoints.
 func (e *Endpoint) Dsts() []uint32 {

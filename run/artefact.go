@@ -3,14 +3,15 @@ package run
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
@@ -47,8 +48,8 @@ func BuildArtefact(out, base string, a Artefact, helper string) (static bool, er
 	if err != nil {
 		return false, err
 	}
-	if n, ok := payloadStart(prog); ok {
-		prog = prog[:n] // an artefact built from an artefact: the program only
+	if start, _, ok := trailer(bytes.NewReader(prog), int64(len(prog))); ok {
+		prog = prog[:start] // an artefact built from an artefact: the program only
 	}
 	hb, err := os.ReadFile(helper)
 	if err != nil {
@@ -101,16 +102,21 @@ func BuildArtefact(out, base string, a Artefact, helper string) (static bool, er
 	return isStatic(base), nil
 }
 
-// payloadStart returns where an artefact's archive starts in b.
-func payloadStart(b []byte) (int, bool) {
-	if len(b) < 24 || string(b[len(b)-24:len(b)-8]) != artefactMagic {
-		return 0, false
+// trailer reads the trailer at the end of r (size bytes): where the
+// archive starts and how long it is; ok is false for a file without one.
+func trailer(r io.ReaderAt, size int64) (start, n int64, ok bool) {
+	var t [24]byte
+	if size < 24 {
+		return 0, 0, false
 	}
-	n := binary.LittleEndian.Uint64(b[len(b)-8:])
-	if n > uint64(len(b)-24) {
-		return 0, false
+	if _, err := r.ReadAt(t[:], size-24); err != nil || string(t[:16]) != artefactMagic {
+		return 0, 0, false
 	}
-	return len(b) - 24 - int(n), true
+	u := binary.LittleEndian.Uint64(t[16:])
+	if u > uint64(size-24) {
+		return 0, 0, false
+	}
+	return size - 24 - int64(u), int64(u), true
 }
 
 // isStatic reports whether an ELF program needs no dynamic loader.
@@ -128,50 +134,46 @@ func isStatic(path string) bool {
 	return true
 }
 
-// ReadArtefact reads the archive of the artefact at path; nil, nil for a
-// program without one.
-func ReadArtefact(path string) (*Artefact, *zip.Reader, error) {
+// ReadArtefact reads what the artefact at path was built from and, if
+// helper is not nil, copies its helper program there; nil, nil for a
+// program without an archive.
+func ReadArtefact(path string, helper io.Writer) (*Artefact, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	size := fi.Size()
-	var trailer [24]byte
-	if size < 24 {
-		f.Close()
-		return nil, nil, nil
+	start, n, ok := trailer(f, fi.Size())
+	if !ok {
+		return nil, nil
 	}
-	if _, err := f.ReadAt(trailer[:], size-24); err != nil || string(trailer[:16]) != artefactMagic {
-		f.Close()
-		return nil, nil, err
-	}
-	n := int64(binary.LittleEndian.Uint64(trailer[16:]))
-	if n > size-24 {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: the archive's length %d exceeds the file", path, n)
-	}
-	zr, err := zip.NewReader(io.NewSectionReader(f, size-24-n, n), n)
+	zr, err := zip.NewReader(io.NewSectionReader(f, start, n), n)
 	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	rc, err := zr.Open("artefact.json")
+	var a Artefact
+	if err := unzip(zr, "artefact.json", func(r io.Reader) error { return json.NewDecoder(r).Decode(&a) }); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if helper != nil {
+		if err := unzip(zr, "helper", func(r io.Reader) error { _, err := io.Copy(helper, r); return err }); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return &a, nil
+}
+
+func unzip(zr *zip.Reader, name string, f func(io.Reader) error) error {
+	rc, err := zr.Open(name)
 	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return err
 	}
 	defer rc.Close()
-	var a Artefact
-	if err := json.NewDecoder(rc).Decode(&a); err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: artefact.json: %w", path, err)
-	}
-	return &a, zr, nil
+	return f(rc)
 }
 
 // Self is the artefact this program is, or nil.
@@ -180,8 +182,7 @@ func Self() (*Artefact, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, _, err := ReadArtefact(exe)
-	return a, err
+	return ReadArtefact(exe, nil)
 }
 
 // HelperFor builds the helper program of a plan for an artefact, as run
@@ -203,45 +204,44 @@ func HelperFor(r *dembed.Result, st *lpg.Stack, work string, progress func(strin
 	if err != nil {
 		return "", "", err
 	}
-	bin, err := buildHelper(work, files, progress)
+	bin, err := buildHelper(context.Background(), work, files, progress)
 	return bin, filesKey(files), err
 }
 
 // helperBinary is the helper program of files: from this program's own
-// artefact when it is one, or built with the go command.
+// artefact when it is one built for these files, or built with the go
+// command. The artefact's program runs from a memory file (memfd), so
+// that a host whose temporary directory is mounted noexec serves too.
 func (sv *serving) helperBinary(work string, files map[string][]byte) (string, error) {
 	progress := func(format string, args ...any) { sv.out.note("note", format, args...) }
-	exe, err := os.Executable()
-	if err != nil {
-		return buildHelper(work, files, progress)
-	}
-	a, zr, err := ReadArtefact(exe)
+	a, err := Self()
 	if err != nil {
 		return "", err
 	}
-	if a == nil {
-		return buildHelper(work, files, progress)
+	if a == nil || a.HelperKey != filesKey(files) {
+		if a != nil {
+			progress("this artefact was built for another plan (stack, NIC or flags); building the program of this one")
+		}
+		return buildHelper(sv.ctx, work, files, progress)
 	}
-	if a.HelperKey != filesKey(files) {
-		return "", errors.New("this artefact's program was built for another plan (the stack, NIC or flags differ from what dragonc build was given)")
-	}
-	rc, err := zr.Open("helper")
+	mfd, err := unix.MemfdCreate("dragonc-helper", unix.MFD_CLOEXEC)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("memfd_create: %w", err)
 	}
-	defer rc.Close()
-	bin := filepath.Join(work, "helper")
-	f, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	// Above the descriptors the helper inherits (3, 4, ...), which the
+	// child takes before it executes /proc/self/fd/N.
+	fd, err := unix.FcntlInt(uintptr(mfd), unix.F_DUPFD_CLOEXEC, 100)
+	unix.Close(mfd)
 	if err != nil {
+		return "", fmt.Errorf("moving the memfd: %w", err)
+	}
+	mf := os.NewFile(uintptr(fd), "dragonc-helper")
+	exe, _ := os.Executable()
+	if _, err := ReadArtefact(exe, mf); err != nil {
+		mf.Close()
 		return "", err
 	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
+	sv.cleanup = append(sv.cleanup, func() { mf.Close() })
 	progress("the generated stack's program comes from this artefact (built by %s)", a.GoVersion)
-	return bin, nil
+	return fmt.Sprintf("/proc/self/fd/%d", fd), nil
 }

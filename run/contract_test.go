@@ -55,7 +55,7 @@ func contractCorpus() [][]byte {
 	return frames
 }
 
-var counterRe = regexp.MustCompile(`(deliver|reply|sink|drop) (\S+) (\d+)`)
+var counterRe = regexp.MustCompile(`(deliver|reply|sink|drop) (?:(\S+) )?(\d+)`)
 
 // outcomes adds up the final counters of a run by outcome ("deliver
 // echo", "drop RxL2EtherValidSource.false", ...).
@@ -63,7 +63,11 @@ func outcomes(final string) map[string]int {
 	out := map[string]int{}
 	for _, m := range counterRe.FindAllStringSubmatch(final, -1) {
 		n, _ := strconv.Atoi(m[3])
-		out[m[1]+" "+m[2]] += n
+		name := m[1]
+		if m[2] != "" {
+			name += " " + m[2]
+		}
+		out[name] += n
 	}
 	return out
 }

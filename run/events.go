@@ -13,8 +13,9 @@ import (
 type Event struct {
 	// Event is the kind: "note" (what run found or decided), "refused"
 	// (a step of a hardware plan the driver refused, done by the eBPF
-	// stage instead), "fallback" (AF_XDP could not be used), "serving"
-	// (every queue receives), "report" (the counters), "stopped".
+	// stage instead), "fallback" (AF_XDP could not be used), "metrics"
+	// (where the Prometheus endpoint is), "serving" (every queue
+	// receives), "report" (the counters), "stopped".
 	Event      string `json:"event"`
 	Message    string `json:"message,omitempty"`
 	Stack      string `json:"stack,omitempty"`
@@ -67,6 +68,9 @@ func (o *output) note(kind, format string, args ...any) {
 func (o *output) report(r dataplane.Report) {
 	if o.opt.OnReport != nil {
 		o.opt.OnReport(r)
+	}
+	if o.opt.FinalOnly && !r.Final {
+		return
 	}
 	if o.enc != nil {
 		o.emit(Event{Event: "report", Report: &r})

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dragonc/dragonc/backends/gofallback"
@@ -281,7 +283,7 @@ func filesKey(files map[string][]byte) string {
 // buildHelper builds the helper of files with the go command, saying so
 // on progress, and returns the binary's path. A helper built from the
 // same files by the same go command is reused from the user's cache.
-func buildHelper(work string, files map[string][]byte, progress func(format string, args ...any)) (string, error) {
+func buildHelper(ctx context.Context, work string, files map[string][]byte, progress func(format string, args ...any)) (string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return "", fmt.Errorf("dragonc run builds the generated code and needs the go command on PATH (or serve with an artefact of dragonc build, which needs none)")
 	}
@@ -308,7 +310,10 @@ func buildHelper(work string, files map[string][]byte, progress func(format stri
 	}
 	progress("building the generated stack's program with %s (%d files, %d KiB of Go; the first build takes 10-30 s, later ones come from the cache)", strings.Fields(string(gover))[0], len(files), n>>10)
 	start := time.Now()
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	// The build ends with the run (a stop while it builds) and with
+	// this process.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, ".")
+	build.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	build.Dir = work
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
 	done := make(chan struct{})

@@ -274,9 +274,11 @@ func testHostile(t *testing.T, socket string) {
 				}
 			}
 		}
-		// ARP requests from senders no host may be, and a good one.
+		// ARP requests from senders no host may be; a good one is
+		// answered (below).
 		spoof := net.HardwareAddr{2, 0, 0, 0, 0, 0x66}
 		for _, r := range [][]byte{
+			arpRequest(spoof, spoof, net.IP{0, 1, 2, 3}, stackIP),                                         // 0/8, not a probe
 			arpRequest(spoof, spoof, stackIP, stackIP),                                                    // our own address
 			arpRequest(spoof, spoof, net.IP{255, 255, 255, 255}, stackIP),                                 // the broadcast
 			arpRequest(spoof, spoof, net.IP{224, 0, 0, 1}, stackIP),                                       // a multicast address
@@ -284,6 +286,13 @@ func testHostile(t *testing.T, socket string) {
 			arpRequest(bcastMAC, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, peerAddr, stackIP), // from the broadcast
 		} {
 			w.send(r)
+		}
+		good := net.HardwareAddr{2, 0, 0, 0, 0, 0x77}
+		if !w.until(arpRequest(good, good, net.IP{10, 9, 0, 77}, stackIP), func(f []byte) bool {
+			a, ok := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default).Layer(layers.LayerTypeARP).(*layers.ARP)
+			return ok && a.Operation == layers.ARPReply && bytes.Equal(a.DstHwAddress, good)
+		}) {
+			return fmt.Errorf("a good ARP request was not answered")
 		}
 		// Priority-tagged (VID 0) frames are untagged ones to the LPG:
 		// answered, untagged, on both socket kinds.
@@ -312,6 +321,9 @@ func testHostile(t *testing.T, socket string) {
 			p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
 			if a, ok := p.Layer(layers.LayerTypeARP).(*layers.ARP); ok {
 				arps++
+				if bytes.Equal(a.DstHwAddress, good) {
+					continue
+				}
 				if bytes.Equal(a.DstHwAddress, spoof) || a.DstHwAddress[0]&1 != 0 || !net.IP(a.DstProtAddress).Equal(peerAddr) {
 					t.Errorf("an ARP reply to a sender no host may be: %x", f)
 				}

@@ -37,7 +37,7 @@ var (
 	descSendErr = prometheus.NewDesc("dragonc_send_errors_total", "Frames the data plane could not send.", []string{"queue"}, nil)
 	descLimited = prometheus.NewDesc("dragonc_icmp_errors_rate_limited_total", "ICMP errors held back by the stack's limits.", []string{"queue"}, nil)
 	descRefused = prometheus.NewDesc("dragonc_answers_refused_total", "Answers the data plane would not send (no source address, a sender's port 0).", []string{"queue"}, nil)
-	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops for AF_PACKET.", []string{"queue", "counter"}, nil)
+	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
 	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
 )
 
@@ -93,12 +93,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descLimited, q.ICMPRateLimited, id)
 		counter(descRefused, q.AnswersRefused, id)
 		k := q.Kernel
-		for _, c := range []struct {
-			name string
-			v    uint64
-		}{{"rx_dropped", k.RxDropped}, {"rx_invalid_descs", k.RxInvalidDescs}, {"tx_invalid_descs", k.TxInvalidDescs}, {"rx_ring_full", k.RxRingFull}, {"rx_fill_ring_empty", k.RxFillRingEmpty}, {"tx_ring_empty_descs", k.TxRingEmptyDescs}, {"packet_drops", k.PacketSocketDrops}} {
-			counter(descKernel, c.v, id, c.name)
-		}
+		k.Each(func(name string, v *uint64) { counter(descKernel, *v, id, name) })
 	}
 }
 

@@ -62,6 +62,10 @@ type Options struct {
 	// Pin pins the eBPF programs, maps and links under BPFDir, so that
 	// they outlive the process until `dragonc stop` (run --detach).
 	Pin bool
+	// FinalOnly writes only the final counters to Stdout (a detached
+	// run's log, which would otherwise grow by a report each interval;
+	// status reads the latest report from the state directory).
+	FinalOnly bool
 	// Ready, if set, is called once every queue is receiving.
 	Ready func()
 	// Signal, if set, receives the helper's process so that a caller can
@@ -209,6 +213,9 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	}
 	sv := &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}
 	sv.out.opt = &sv.opt // the serving's options, which the metrics extend
+	if opt.MetricsAddr != "" && opt.Every <= 0 {
+		return nil, usage("--metrics-addr needs counters to serve: --every must be above 0")
+	}
 	if opt.MetricsAddr != "" {
 		m := NewMetrics(st.Name, pl.NIC, opt.Iface)
 		addr, stop, err := serveMetrics(opt.MetricsAddr, m)
@@ -221,7 +228,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 		out.note("metrics", "metrics at %s", sv.metrics)
 	}
 	if err := sv.claimState(); err != nil {
-		sv.stopped(nil)
+		sv.stopped(err)
 		return nil, err
 	}
 	sv.state.Metrics = sv.metrics
@@ -284,7 +291,7 @@ func (sv *serving) serveAll() (err error) {
 	if sv.hw {
 		// Hardware first: the plan's linux.sh, step by step; what the
 		// driver refuses, the eBPF stage does.
-		h, err := applyHardware(sv.r, sv.opt.Iface, sv.opt.Force, filepath.Join(stateDir(sv.opt.Iface), "hardware"))
+		h, err := applyHardware(sv.r, sv.opt.Iface, sv.opt.Force, filepath.Join(stateDir(sv.state.name), "hardware"))
 		if err != nil {
 			return err
 		}
@@ -546,9 +553,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
+		err := helperLines(out, func(line string) {
 			switch {
 			case strings.HasPrefix(line, "ready: "):
 				ready.Store(true)
@@ -559,12 +564,15 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 				var r dataplane.Report
 				if err := json.Unmarshal([]byte(line[len("report "):]), &r); err != nil {
 					sv.out.note("note", "the generated stack's report does not read: %v", err)
-					continue
+					return
 				}
 				sv.out.report(r)
 			default:
 				sv.out.note("note", "the generated stack says: %s", line)
 			}
+		})
+		if err != nil {
+			sv.out.note("note", "reading the generated stack's output: %v", err)
 		}
 	}()
 	done := make(chan error, 1)
@@ -777,4 +785,21 @@ func (sv *serving) checksumHint() func(dataplane.Report) {
 			sv.out.note("note", "%d frame(s) dropped for a bad UDP, TCP or ICMP checksum; if the peer is a veth or another software interface, it may leave its checksums to an offload nothing performs: run ethtool -K PEER tx off on the peer's interface", n)
 		}
 	}
+}
+
+// helperLines hands each line the helper writes to f. A report of many
+// queues and outcomes is one long line (256 MiB at most); whatever
+// happens, the helper's output is read to its end, so that the helper
+// never blocks on a full pipe.
+func helperLines(r io.Reader, f func(line string)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	for sc.Scan() {
+		f(sc.Text())
+	}
+	err := sc.Err()
+	if err != nil {
+		io.Copy(io.Discard, r)
+	}
+	return err
 }

@@ -100,7 +100,7 @@ func children() []int {
 }
 
 // soakRound runs a legitimate echo client (one request in flight, each
-// given 100 ms) for d while w floods the segment with frames, and returns
+// given 250 ms) for d while w floods the segment with frames, and returns
 // the requests sent and answered and the flood frames sent.
 func soakRound(w *wire, flood [][]byte, d time.Duration) (sent, answered, flooded int, err error) {
 	var stop atomic.Bool
@@ -131,7 +131,7 @@ func soakRound(w *wire, flood [][]byte, d time.Duration) (sent, answered, floode
 		if _, err := c.Write(msg); err != nil {
 			return sent, answered, flooded, err
 		}
-		for wait := time.Now().Add(100 * time.Millisecond); ; {
+		for wait := time.Now().Add(250 * time.Millisecond); ; {
 			c.SetReadDeadline(wait)
 			n, err := c.Read(buf)
 			var ne net.Error

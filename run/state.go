@@ -16,6 +16,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/dragonc/dragonc/run/dataplane"
 )
@@ -69,6 +70,9 @@ type State struct {
 	Pinned   string `json:"pinned,omitempty"`
 	Hardware string `json:"hardware,omitempty"`
 	Metrics  string `json:"metrics,omitempty"` // the Prometheus endpoint
+	// Netns is the inode of the run's network namespace.
+	Netns string `json:"netns"`
+	name  string // the state's name (stateName)
 }
 
 // QueueState is a receive loop: its plan queue and core.
@@ -84,8 +88,66 @@ type ProgramState struct {
 	Type string `json:"type"`
 }
 
-// stateDir is the state directory of an interface.
-func stateDir(iface string) string { return filepath.Join(RunDir(), iface) }
+// Interface names are a network namespace's own: a run's state is kept
+// under its interface's name in the host's namespace, and under
+// IFACE@INODE (the namespace's inode number) in any other, so that two
+// namespaces' eth0 never meet.
+
+// netnsInode is the inode of the calling thread's network namespace.
+func netnsInode(path string) string {
+	l, err := os.Readlink(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(l, "net:["), "]")
+}
+
+// stateName is the name of iface's state in the calling thread's
+// namespace.
+func stateName(iface string) string {
+	here := netnsInode("/proc/thread-self/ns/net")
+	if here == "" || here == netnsInode("/proc/1/ns/net") {
+		return iface
+	}
+	return iface + "@" + here
+}
+
+// validIface refuses names no interface can have (IFNAMSIZ is 16 with
+// the NUL; no slash, not . or ..), which would name another file.
+func validIface(iface string) error {
+	if iface == "" || len(iface) > 15 || iface == "." || iface == ".." || strings.ContainsAny(iface, "/@\x00 ") {
+		return usage("%q is not an interface name", iface)
+	}
+	return nil
+}
+
+// resolve finds the state name of iface: the calling namespace's, or, if
+// it has none and one other namespace has a run on an interface of that
+// name, that one (the README's recipe starts a run with ip netns exec
+// and stops it from the host).
+func resolve(iface string) (string, error) {
+	if err := validIface(iface); err != nil {
+		return "", err
+	}
+	name := stateName(iface)
+	if _, err := os.Stat(filepath.Join(RunDir(), name, "state.json")); err == nil {
+		return name, nil
+	}
+	names, _ := Running()
+	var other []string
+	for _, n := range names {
+		if strings.HasPrefix(n, iface+"@") || n == iface {
+			other = append(other, n)
+		}
+	}
+	if len(other) == 1 {
+		return other[0], nil
+	}
+	return name, nil
+}
+
+// stateDir is the state directory of a state name.
+func stateDir(name string) string { return filepath.Join(RunDir(), name) }
 
 // procStart reads a live process's start time (field 22 of
 // /proc/PID/stat); a zombie is no longer alive.
@@ -102,6 +164,9 @@ func procStart(pid int) (uint64, bool) {
 	v, err := strconv.ParseUint(f[19], 10, 64)
 	return v, err == nil
 }
+
+// Name is what names the state: the interface, or IFACE@NETNS.
+func (s *State) Name() string { return s.name }
 
 // Alive reports whether the run that wrote s still runs.
 func (s *State) Alive() bool {
@@ -122,22 +187,47 @@ func writeJSON(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// ReadState reads the state of the run on iface; os.ErrNotExist if none.
+// ReadState reads the state of the run on iface (an interface of this
+// network namespace, or a name Running lists); os.ErrNotExist if none.
 func ReadState(iface string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir(iface), "state.json"))
+	name, err := nameOf(iface)
+	if err != nil {
+		return nil, err
+	}
+	return readState(name)
+}
+
+// nameOf resolves an interface, or takes a name Running listed as it is.
+func nameOf(iface string) (string, error) {
+	if i := strings.IndexByte(iface, '@'); i > 0 {
+		if err := validIface(iface[:i]); err != nil {
+			return "", err
+		}
+		return iface, nil
+	}
+	return resolve(iface)
+}
+
+func readState(name string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir(name), "state.json"))
 	if err != nil {
 		return nil, err
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(stateDir(iface), "state.json"), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(stateDir(name), "state.json"), err)
 	}
+	s.name = name
 	return &s, nil
 }
 
 // LatestReport reads the last counters the run on iface wrote, and when.
 func LatestReport(iface string) (*dataplane.Report, time.Time, error) {
-	path := filepath.Join(stateDir(iface), "report.json")
+	name, err := nameOf(iface)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	path := filepath.Join(stateDir(name), "report.json")
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -176,9 +266,18 @@ func Running() ([]string, error) {
 // there is refused; what a dead one left is cleaned up first (as stop
 // would), and said.
 func (sv *serving) claimState() error {
-	dir := stateDir(sv.opt.Iface)
-	if old, err := ReadState(sv.opt.Iface); err == nil {
+	if err := validIface(sv.opt.Iface); err != nil {
+		return err
+	}
+	name := stateName(sv.opt.Iface)
+	dir := stateDir(name)
+	lock, err := lockState(name)
+	if err != nil {
+		return err
+	}
+	if old, err := readState(name); err == nil {
 		if old.Alive() {
+			lock.Close()
 			return usage("dragonc run already serves %s (pid %d, stack %s); dragonc stop %s first", sv.opt.Iface, old.PID, old.Stack, sv.opt.Iface)
 		}
 		msgs, err := cleanup(old)
@@ -186,22 +285,26 @@ func (sv *serving) claimState() error {
 			sv.out.note("note", "an earlier run on %s (pid %d) is gone: %s", sv.opt.Iface, old.PID, m)
 		}
 		if err != nil {
+			lock.Close()
 			return err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		lock.Close()
 		return fmt.Errorf("making the state directory: %w", err)
 	}
 	start, _ := procStart(os.Getpid())
 	sv.state = &State{Iface: sv.opt.Iface, Ifindex: sv.ifc.Index, Stack: sv.name, NIC: sv.r.Plan.NIC, PID: os.Getpid(), Start: start,
-		Started: time.Now().UTC().Truncate(time.Second), Detached: sv.opt.Pin}
+		Started: time.Now().UTC().Truncate(time.Second), Detached: sv.opt.Pin, Netns: netnsInode("/proc/thread-self/ns/net"), name: name}
 	for _, q := range sv.queues {
 		sv.state.Queues = append(sv.state.Queues, QueueState{q.ID, q.Core})
 	}
 	if sv.opt.Pin {
-		sv.state.Pinned = filepath.Join(BPFDir(), sv.opt.Iface)
+		sv.state.Pinned = filepath.Join(BPFDir(), name)
 	}
-	sv.cleanup = append(sv.cleanup, func() { os.RemoveAll(dir) })
+	// The lock is held for the run's life: stop cleans up only what no
+	// run holds.
+	sv.cleanup = append(sv.cleanup, func() { os.RemoveAll(dir); lock.Close() })
 	return sv.saveState()
 }
 
@@ -209,13 +312,13 @@ func (sv *serving) saveState() error {
 	if sv.state == nil {
 		return nil
 	}
-	return writeJSON(filepath.Join(stateDir(sv.opt.Iface), "state.json"), sv.state)
+	return writeJSON(filepath.Join(stateDir(sv.state.name), "state.json"), sv.state)
 }
 
 // saveReport keeps the latest counters for `dragonc status`.
 func (sv *serving) saveReport(r dataplane.Report) {
 	if sv.state != nil {
-		writeJSON(filepath.Join(stateDir(sv.opt.Iface), "report.json"), r)
+		writeJSON(filepath.Join(stateDir(sv.state.name), "report.json"), r)
 	}
 }
 
@@ -283,14 +386,15 @@ func Stop(iface string, wait time.Duration) ([]string, error) {
 	}
 	var msgs []string
 	if s.Alive() {
-		p, _ := os.FindProcess(s.PID)
-		p.Signal(syscall.SIGTERM)
+		if err := s.signal(syscall.SIGTERM); err != nil {
+			return nil, err
+		}
 		deadline := time.Now().Add(wait)
 		for s.Alive() && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if s.Alive() {
-			p.Signal(syscall.SIGKILL)
+			s.signal(syscall.SIGKILL)
 			for i := 0; s.Alive() && i < 100; i++ {
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -299,8 +403,56 @@ func Stop(iface string, wait time.Duration) ([]string, error) {
 			msgs = append(msgs, fmt.Sprintf("stopped pid %d", s.PID))
 		}
 	}
+	// What the run left is removed under its lock: if a new run took the
+	// interface meanwhile, it holds the lock and its state is its own.
+	lock, err := lockState(s.name)
+	if err != nil {
+		return msgs, err
+	}
+	defer lock.Close()
+	if cur, err := readState(s.name); err != nil || cur.PID != s.PID || cur.Start != s.Start {
+		return msgs, nil // the run removed its own state, or another took its place
+	}
 	more, err := cleanup(s)
 	return append(msgs, more...), err
+}
+
+// signal sends sig to the run of s through a pidfd opened after its start
+// time was checked, so that a pid the kernel gave to another process
+// since is never signalled.
+func (s *State) signal(sig syscall.Signal) error {
+	fd, err := unix.PidfdOpen(s.PID, 0)
+	if err != nil {
+		return nil // gone
+	}
+	defer unix.Close(fd)
+	if !s.Alive() {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signalling pid %d: %w", s.PID, err)
+	}
+	return nil
+}
+
+// lockState takes the lock of a state name (RunDir/NAME.lock, flock): a
+// run holds it for its life. A live run's lock is refused at once.
+func lockState(name string) (*os.File, error) {
+	if err := os.MkdirAll(RunDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("making %s: %w", RunDir(), err)
+	}
+	f, err := os.OpenFile(filepath.Join(RunDir(), name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, usage("another dragonc run holds %s (%s)", name, f.Name())
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // cleanup removes what the dead run of s left.
@@ -315,6 +467,9 @@ func cleanup(s *State) ([]string, error) {
 		}
 	}
 	if s.Hardware != "" {
+		if here := netnsInode("/proc/thread-self/ns/net"); s.Netns != "" && here != s.Netns {
+			return msgs, fmt.Errorf("the run on %s applied a hardware plan in another network namespace (net:[%s]); run dragonc stop %s inside it to undo the plan", s.Iface, s.Netns, s.Iface)
+		}
 		if _, err := os.Stat(filepath.Join(s.Hardware, "state")); err == nil {
 			h := &hardware{dir: s.Hardware, script: filepath.Join(s.Hardware, "linux.sh"), iface: s.Iface}
 			if err := h.undo(); err != nil {
@@ -323,7 +478,7 @@ func cleanup(s *State) ([]string, error) {
 			msgs = append(msgs, "restored "+s.Iface+"'s settings from the hardware plan's record")
 		}
 	}
-	if err := os.RemoveAll(stateDir(s.Iface)); err != nil {
+	if err := os.RemoveAll(stateDir(s.name)); err != nil {
 		return msgs, err
 	}
 	return msgs, nil
@@ -339,7 +494,11 @@ const DetachEnv = "DRAGONC_DETACHED"
 // starts, its log (RunDir/IFACE.log) is copied to progress; it returns once it serves, with
 // its pid, or with an error and the log's end if it stopped first.
 func Detach(exe string, args []string, iface string, progress io.Writer) (int, error) {
-	if old, err := ReadState(iface); err == nil {
+	if err := validIface(iface); err != nil {
+		return 0, err
+	}
+	name := stateName(iface)
+	if old, err := readState(name); err == nil {
 		if old.Alive() {
 			return 0, usage("dragonc run already serves %s (pid %d, stack %s); dragonc stop %s first", iface, old.PID, old.Stack, iface)
 		}
@@ -351,13 +510,12 @@ func Detach(exe string, args []string, iface string, progress io.Writer) (int, e
 			return 0, err
 		}
 	}
-	dir := stateDir(iface)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(RunDir(), 0o755); err != nil {
 		return 0, fmt.Errorf("making the state directory: %w", err)
 	}
 	// The log stays when the run ends (beside, not in, its state), so
 	// that a run that failed can be read about.
-	logPath := filepath.Join(RunDir(), iface+".log")
+	logPath := filepath.Join(RunDir(), name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err

@@ -54,6 +54,9 @@ Exit: 0 written, 1 errors, 2 usage.`,
 			if out == "" {
 				return usagef("build needs -o FILE")
 			}
+			if f.previous != "" {
+				return usagef("build plans afresh: --previous and --strategy incremental name a file the serving host would need")
+			}
 			return exitStatus(runBuild(e, cmd.Flags(), &f, args[0], args[1], out))
 		},
 	}

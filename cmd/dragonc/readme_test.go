@@ -69,10 +69,10 @@ func TestReadmeRecipe(t *testing.T) {
 	for _, want := range []string{
 		"building the generated stack's program", // a cold cache says what it does
 		"dragonc run: detached as pid",
-		"hello\n",                    // the UDP echo
-		"vA: stack echo (linux-xdp)", // status
-		"serving",                    //
-		"dragonc stop: stopped pid",  // stop
+		"hello\n",                     // the UDP echo
+		"stack echo (linux-xdp), pid", // status
+		"serving",                     //
+		"dragonc stop: stopped pid",   // stop
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the recipe's output lacks %q", want)

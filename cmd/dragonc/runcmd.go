@@ -27,11 +27,8 @@ func newRunCmd(e *env) *cobra.Command {
 	var metricsAddr string
 	var detached bool
 	// This program may be an artefact of dragonc build, which serves its
-	// own stack: `FILE run IFACE`.
-	art, err := drun.Self()
-	if err != nil {
-		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
-	}
+	// own stack: `FILE run IFACE` (read when run is what was asked for).
+	var art *drun.Artefact
 	c := &cobra.Command{
 		Use:   "run [flags] NIC STACK.lpg IFACE",
 		Short: "serve the compiled stack on a Linux interface",
@@ -84,6 +81,10 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
   dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs
   dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if art, err = drun.Self(); err != nil {
+				return err
+			}
 			if art != nil && len(args) == 1 {
 				return nil // an artefact of dragonc build: IFACE alone
 			}
@@ -148,7 +149,7 @@ func runRun(e *env, f *embedFlags, every time.Duration, socket string, force boo
 		}}
 	if ready, ok := drun.DetachedReady(); ok {
 		// Started by run --detach: pin, and tell the parent once serving.
-		opt.Pin, opt.Ready = true, ready
+		opt.Pin, opt.Ready, opt.FinalOnly = true, ready, true
 	}
 	if err := drun.Serve(ctx, r, st, opt); err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)

@@ -20,7 +20,10 @@ func init() {
 // statusEntry is one running stack as `status --json` prints it.
 type statusEntry struct {
 	drun.State
-	Alive bool `json:"alive"`
+	// Name is what status and stop take to name it: the interface, or
+	// IFACE@NETNS for a run in another network namespace.
+	Name  string `json:"name"`
+	Alive bool   `json:"alive"`
 	// UptimeSeconds is how long it has run; ReportAge how old the latest
 	// counters are (they are written at each report, --every).
 	UptimeSeconds float64      `json:"uptime_seconds"`
@@ -60,8 +63,8 @@ func runStatus(e *env, args []string, asJSON bool) int {
 	}
 	if len(args) == 1 {
 		ifaces = []string{}
-		if _, err := drun.ReadState(args[0]); err == nil {
-			ifaces = append(ifaces, args[0])
+		if s, err := drun.ReadState(args[0]); err == nil {
+			ifaces = append(ifaces, s.Name())
 		}
 	}
 	entries := []statusEntry{}
@@ -71,7 +74,7 @@ func runStatus(e *env, args []string, asJSON bool) int {
 			fmt.Fprintf(e.stderr, "dragonc: %s: %v\n", name, err)
 			continue
 		}
-		en := statusEntry{State: *s, Alive: s.Alive(), UptimeSeconds: time.Since(s.Started).Round(time.Second).Seconds()}
+		en := statusEntry{State: *s, Name: name, Alive: s.Alive(), UptimeSeconds: time.Since(s.Started).Round(time.Second).Seconds()}
 		if r, at, err := drun.LatestReport(name); err == nil {
 			en.Report, en.ReportAge = r, time.Since(at).Round(time.Millisecond).Seconds()
 		}
@@ -109,7 +112,11 @@ func writeStatus(e *env, en statusEntry) {
 	if en.Detached {
 		mode = "detached"
 	}
-	fmt.Fprintf(w, "%s: stack %s (%s), pid %d, %s, %s, up %s\n", en.Iface, en.Stack, en.NIC, en.PID, mode, state, time.Duration(en.UptimeSeconds*float64(time.Second)))
+	where := en.Iface
+	if en.Name != en.Iface {
+		where += " (network namespace net:[" + en.Netns + "]; dragonc stop " + en.Name + ")"
+	}
+	fmt.Fprintf(w, "%s: stack %s (%s), pid %d, %s, %s, up %s\n", where, en.Stack, en.NIC, en.PID, mode, state, time.Duration(en.UptimeSeconds*float64(time.Second)))
 	var loops []string
 	for _, q := range en.Queues {
 		loops = append(loops, fmt.Sprintf("%d on core %d", q.ID, q.Core))

@@ -66,7 +66,10 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // joined to fanout group group (in queue order: the fanout program's
 // answer is the index of the socket in join order).
 func openPacket(ifindex, filterFD, group int) (*packetSocket, error) {
-	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, int(htons(ethPAll)))
+	// Protocol 0: the socket takes no frame until it is bound to the
+	// interface (with ETH_P_ALL), so none of another interface's frames
+	// reach its ring before (packet(7)).
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_PACKET socket: %w", err)
 	}
@@ -116,6 +119,8 @@ func (s *packetSocket) setFanoutProgram(progFD int) error {
 }
 
 func (s *packetSocket) close() {
+	s.statsMu.Lock() // stats reads fd
+	defer s.statsMu.Unlock()
 	if s.ring != nil {
 		syscall.Munmap(s.ring)
 		s.ring = nil

@@ -151,9 +151,10 @@ type Server struct {
 }
 
 type queueLoop struct {
-	q    Queue
-	sock port
-	c    counters
+	q     Queue
+	sock  port
+	c     counters
+	final atomic.Pointer[KernelCounts] // the kernel's counters when the sockets closed
 }
 
 // counters of one queue; written by its loop, read by the reporter.
@@ -315,6 +316,14 @@ func (s *Server) Stop() error {
 	s.link.stop() // a VI send in progress ends before the sockets close
 	s.stop.Store(true)
 	s.wg.Wait()
+	// The kernel's counters, read once more before the sockets go, for
+	// the final report.
+	for _, l := range s.queues {
+		if l.sock != nil {
+			k := l.sock.stats()
+			l.final.Store(&k)
+		}
+	}
 	s.closeAll()
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
@@ -530,7 +539,10 @@ func (s *Server) Snapshot(final bool) Report {
 			// The VIs send through the first queue's socket.
 			q.VIASent, q.VIASendErrors = s.link.sent.Load(), s.link.fail.Load()
 		}
-		if l.sock != nil {
+		switch final := l.final.Load(); {
+		case final != nil:
+			q.Kernel = *final
+		case l.sock != nil:
 			q.Kernel = l.sock.stats()
 		}
 		r.Queues = append(r.Queues, q)

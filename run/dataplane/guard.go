@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -55,8 +57,8 @@ func (h *Host) local(a [4]byte) bool {
 // source is the address an answer to a datagram from peer to dst goes out
 // from: dst itself when it is ours, or else (dst was a broadcast) our
 // address on the peer's subnet, or our first address. RFC 1122 §3.2.1.3:
-// a broadcast address is never a source; §4.1.3.5 for UDP: a reply to a
-// broadcast must carry a specific address.
+// a broadcast address is never a source; §4.1.3.6: the source of a UDP
+// datagram a host sends MUST be one of its own addresses.
 func (h *Host) source(dst, peer [4]byte) ([4]byte, bool) {
 	if h.local(dst) {
 		return dst, true
@@ -73,13 +75,13 @@ func (h *Host) source(dst, peer [4]byte) ([4]byte, bool) {
 }
 
 // loopPorts are the source ports an echo-like service never answers: the
-// UDP ports of the services that answer every datagram (echo 7, daytime
-// 13, chargen 19, time 37), so that one forged datagram cannot start an
-// endless exchange between two of them (the "UDP port loop" that
-// FreeBSD's inetd refuses in check_loop), and port 0, which means the
-// sender expects no answer (RFC 768: "If not used, a value of zero is
-// inserted").
-var loopPorts = [...]uint16{0, 7, 13, 19, 37}
+// UDP ports of the services that answer every datagram (echo 7, RFC 862;
+// systat 11, RFC 866; daytime 13, RFC 867; qotd 17, RFC 865; chargen 19,
+// RFC 864; time 37, RFC 868), so that one forged datagram cannot start an
+// endless exchange between two of them (the "UDP port loop" FreeBSD's
+// inetd refuses in check_loop). Port 0 is refused for every application
+// where the answer is sent (loop).
+var loopPorts = [...]uint16{7, 11, 13, 17, 19, 37}
 
 // loopPort reports whether p is one of loopPorts.
 func loopPort(p uint16) bool {
@@ -109,14 +111,16 @@ type ICMPLimit struct {
 // DefaultICMPLimit is Linux's.
 var DefaultICMPLimit = ICMPLimit{PerSec: 1000, Burst: 50, PeerInterval: time.Second, PeerBurst: 6}
 
-// peerSlots bounds the per-peer state: a table of this many peers, a new
-// peer taking the slot its address hashes to. A flood from forged
-// addresses costs no memory; each forged address gets at most one burst,
-// and the host's bucket bounds them all.
+// peerSlots bounds the per-peer state: a table of this many buckets,
+// each peer's address hashed to one with a key chosen at random at start.
+// Peers that share a slot share its bucket: a collision limits both,
+// never resets one (an attacker who could reset a victim's bucket with a
+// colliding address would lift its limit), and the random key keeps
+// anyone from choosing the addresses that collide. A flood from forged
+// addresses costs no memory.
 const peerSlots = 4096
 
 type peerBucket struct {
-	addr   uint32
 	used   bool
 	tokens time.Duration
 	last   time.Duration
@@ -130,13 +134,24 @@ type limiter struct {
 	tokens time.Duration // the host's bucket, in time earned
 	last   time.Duration
 	peers  []peerBucket
+	// slot hashes a peer's address to its bucket; charge is what one
+	// error costs the host's bucket, in errors (tests fix both).
+	slot   func(addr [4]byte) int
+	charge func() int
 }
 
 func newLimiter(lim ICMPLimit, now func() time.Duration) *limiter {
 	if lim == (ICMPLimit{}) {
 		lim = DefaultICMPLimit
 	}
-	l := &limiter{lim: lim, now: now, peers: make([]peerBucket, peerSlots)}
+	seed := maphash.MakeSeed()
+	l := &limiter{lim: lim, now: now, peers: make([]peerBucket, peerSlots),
+		slot: func(a [4]byte) int { return int(maphash.Bytes(seed, a[:]) % peerSlots) },
+		// Linux charges the host's bucket 0, 1 or 2 errors at random
+		// (icmp_global_consume, since 5.10): a fixed charge lets an
+		// off-path prober count the errors another peer's probes drew
+		// and learn which ports are open (CVE-2020-25705, "SAD DNS").
+		charge: func() int { return rand.IntN(3) }}
 	l.last = now()
 	l.tokens = l.hostCost() * time.Duration(max(lim.Burst, 1))
 	return l
@@ -164,12 +179,11 @@ func (l *limiter) allow(peer [4]byte) bool {
 		}
 	}
 	if iv := l.lim.PeerInterval; iv > 0 {
-		a := be32(peer)
-		b := &l.peers[(a*2654435761)>>20%peerSlots]
-		if !b.used || b.addr != a {
+		b := &l.peers[l.slot(peer)]
+		if !b.used {
 			// A new peer starts with a full bucket, as an inetpeer entry
 			// whose rate_last is long past.
-			*b = peerBucket{addr: a, used: true, tokens: iv * time.Duration(max(l.lim.PeerBurst, 1)), last: now}
+			*b = peerBucket{used: true, tokens: iv * time.Duration(max(l.lim.PeerBurst, 1)), last: now}
 		}
 		b.tokens = min(b.tokens+now-b.last, iv*time.Duration(max(l.lim.PeerBurst, 1)))
 		b.last = now
@@ -178,6 +192,6 @@ func (l *limiter) allow(peer [4]byte) bool {
 		}
 		b.tokens -= iv
 	}
-	l.tokens -= l.hostCost()
+	l.tokens -= l.hostCost() * time.Duration(l.charge())
 	return true
 }

@@ -13,6 +13,14 @@ type fakeClock struct{ t time.Duration }
 
 func (c *fakeClock) now() time.Duration { return c.t }
 
+// fixed is a limiter whose host charge is one error each (Linux's 0-2 at
+// random is tested apart).
+func fixed(lim ICMPLimit, now func() time.Duration) *limiter {
+	l := newLimiter(lim, now)
+	l.charge = func() int { return 1 }
+	return l
+}
+
 // count asks the limiter n times for peer and returns how many it allowed.
 func count(l *limiter, peer [4]byte, n int) int {
 	ok := 0
@@ -29,7 +37,7 @@ func count(l *limiter, peer [4]byte, n int) int {
 // and its silence earns back at most the burst.
 func TestLimiterPerPeer(t *testing.T) {
 	c := &fakeClock{}
-	l := newLimiter(DefaultICMPLimit, c.now)
+	l := fixed(DefaultICMPLimit, c.now)
 	p := [4]byte{10, 9, 0, 2}
 	if got := count(l, p, 100); got != 6 {
 		t.Fatalf("burst: %d errors, want 6", got)
@@ -46,9 +54,53 @@ func TestLimiterPerPeer(t *testing.T) {
 	if got := count(l, p, 100); got != 6 {
 		t.Fatalf("after an hour: %d errors, want the burst of 6", got)
 	}
-	// Another peer has a bucket of its own.
-	if got := count(l, [4]byte{10, 9, 0, 3}, 100); got != 6 {
-		t.Fatalf("a second peer: %d errors, want 6", got)
+	// Another peer has a bucket of its own (unless the keyed hash puts it
+	// in the same slot: TestLimiterCollision).
+	q := [4]byte{10, 9, 0, 3}
+	if l.slot(q) != l.slot(p) {
+		if got := count(l, q, 100); got != 6 {
+			t.Fatalf("a second peer: %d errors, want 6", got)
+		}
+	}
+}
+
+// TestLimiterCollision: two peers whose addresses share a slot share its
+// bucket; one never refills the other's (an attacker alternating with a
+// colliding address got 1,000 errors in 5 s for its victim when a new
+// address took the slot over).
+func TestLimiterCollision(t *testing.T) {
+	c := &fakeClock{}
+	l := fixed(DefaultICMPLimit, c.now)
+	l.slot = func([4]byte) int { return 0 }
+	v, w := [4]byte{10, 9, 0, 2}, [4]byte{10, 9, 16, 87}
+	got := 0
+	for range 5000 {
+		c.t += time.Millisecond
+		if l.allow(v) {
+			got++
+		}
+		l.allow(w)
+	}
+	if got > 6+5 {
+		t.Fatalf("the victim drew %d errors in 5 s beside a colliding peer; the limit allows 11", got)
+	}
+}
+
+// TestLimiterRandomCharge: the host's bucket is charged 0, 1 or 2 errors
+// at random, as Linux's icmp_global_consume does; on average the rate is
+// still the limit's.
+func TestLimiterRandomCharge(t *testing.T) {
+	c := &fakeClock{}
+	l := newLimiter(ICMPLimit{PerSec: 1000, Burst: 50}, c.now)
+	sent := 0
+	for range 100000 {
+		c.t += 10 * time.Microsecond
+		if l.allow([4]byte{192, 0, 2, 1}) {
+			sent++
+		}
+	}
+	if sent < 800 || sent > 1250 {
+		t.Fatalf("a second at 100,000 requests: %d errors, want about 1,000", sent)
 	}
 }
 
@@ -56,7 +108,7 @@ func TestLimiterPerPeer(t *testing.T) {
 // (icmp_msgs_burst), refilled at 1000 a second (icmp_msgs_per_sec).
 func TestLimiterHost(t *testing.T) {
 	c := &fakeClock{}
-	l := newLimiter(DefaultICMPLimit, c.now)
+	l := fixed(DefaultICMPLimit, c.now)
 	sent := 0
 	for i := range 1000 {
 		if l.allow([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) {
@@ -86,7 +138,7 @@ func TestLimiterHost(t *testing.T) {
 // TestLimiterSettings: a stack's own limits are used as given.
 func TestLimiterSettings(t *testing.T) {
 	c := &fakeClock{}
-	l := newLimiter(ICMPLimit{PerSec: 10, Burst: 2, PeerInterval: 0}, c.now)
+	l := fixed(ICMPLimit{PerSec: 10, Burst: 2, PeerInterval: 0}, c.now)
 	if got := count(l, [4]byte{1, 2, 3, 4}, 10); got != 2 {
 		t.Fatalf("burst 2: %d errors", got)
 	}
@@ -106,9 +158,10 @@ func TestEchoRefuses(t *testing.T) {
 	}{
 		{Datagram{SPort: 40000, Payload: msg}, true},
 		{Datagram{SPort: 40000, Payload: msg, Broadcast: true}, false},
-		{Datagram{SPort: 0, Payload: msg}, false},
 		{Datagram{SPort: 7, Payload: msg}, false},
+		{Datagram{SPort: 11, Payload: msg}, false},
 		{Datagram{SPort: 13, Payload: msg}, false},
+		{Datagram{SPort: 17, Payload: msg}, false},
 		{Datagram{SPort: 19, Payload: msg}, false},
 		{Datagram{SPort: 37, Payload: msg}, false},
 		{Datagram{SPort: 9, Payload: msg}, true},

@@ -46,33 +46,45 @@ type Outcome struct {
 	Count uint64 `json:"count"`
 }
 
-// KernelCounts are the socket statistics the kernel keeps: for AF_XDP
-// sockets XDP_STATISTICS (struct xdp_statistics, include/uapi/linux/
-// if_xdp.h), for AF_PACKET sockets PACKET_STATISTICS (struct
-// tpacket_stats: the drops), summed over the loop's sockets.
+// KernelCounts are the socket statistics the kernel keeps, summed over a
+// loop's sockets: for AF_XDP sockets XDP_STATISTICS (struct
+// xdp_statistics, include/uapi/linux/if_xdp.h), for AF_PACKET sockets
+// PACKET_STATISTICS (struct tpacket_stats), whose drops are RxDropped.
 type KernelCounts struct {
-	RxDropped         uint64 `json:"rx_dropped"`          // no room: ring full or no buffer
-	RxInvalidDescs    uint64 `json:"rx_invalid_descs"`    // AF_XDP
-	TxInvalidDescs    uint64 `json:"tx_invalid_descs"`    // AF_XDP
-	RxRingFull        uint64 `json:"rx_ring_full"`        // AF_XDP
-	RxFillRingEmpty   uint64 `json:"rx_fill_ring_empty"`  // AF_XDP
-	TxRingEmptyDescs  uint64 `json:"tx_ring_empty_descs"` // AF_XDP
-	PacketSocketDrops uint64 `json:"packet_drops"`        // AF_PACKET
+	RxDropped      uint64 `json:"rx_dropped"`       // frames the kernel had no room for
+	RxInvalidDescs uint64 `json:"rx_invalid_descs"` // AF_XDP
+	TxInvalidDescs uint64 `json:"tx_invalid_descs"` // AF_XDP
+	RxRingFull     uint64 `json:"rx_ring_full"`     // AF_XDP
+	// RxFillRingEmpty belongs to a device queue's shared fill ring: it is
+	// counted once, on the loop whose socket owns the ring.
+	RxFillRingEmpty  uint64 `json:"rx_fill_ring_empty"`
+	TxRingEmptyDescs uint64 `json:"tx_ring_empty_descs"` // AF_XDP: wake-ups with nothing to send, no loss
+}
+
+// Each calls f with each counter's name (as in JSON) and value, in one
+// order: the one list of them that the text and the metrics read.
+func (k *KernelCounts) Each(f func(name string, v *uint64)) {
+	for _, c := range []struct {
+		name string
+		v    *uint64
+	}{{"rx_dropped", &k.RxDropped}, {"rx_invalid_descs", &k.RxInvalidDescs}, {"tx_invalid_descs", &k.TxInvalidDescs},
+		{"rx_ring_full", &k.RxRingFull}, {"rx_fill_ring_empty", &k.RxFillRingEmpty}, {"tx_ring_empty_descs", &k.TxRingEmptyDescs}} {
+		f(c.name, c.v)
+	}
 }
 
 func (k *KernelCounts) add(o KernelCounts) {
-	k.RxDropped += o.RxDropped
-	k.RxInvalidDescs += o.RxInvalidDescs
-	k.TxInvalidDescs += o.TxInvalidDescs
-	k.RxRingFull += o.RxRingFull
-	k.RxFillRingEmpty += o.RxFillRingEmpty
-	k.TxRingEmptyDescs += o.TxRingEmptyDescs
-	k.PacketSocketDrops += o.PacketSocketDrops
+	k.Each(func(name string, v *uint64) {
+		o.Each(func(n string, w *uint64) {
+			if n == name {
+				*v += *w
+			}
+		})
+	})
 }
 
 // dropped reports whether the kernel dropped or refused anything
-// (tx_ring_empty_descs counts wake-ups that found nothing to send: no
-// loss).
+// (tx_ring_empty_descs is no loss).
 func (k KernelCounts) dropped() bool {
 	k.TxRingEmptyDescs = 0
 	return k != KernelCounts{}
@@ -98,7 +110,7 @@ func packetStatistics(fd int) (KernelCounts, error) {
 	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solPacket, packetStatisticsOpt, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
 		return KernelCounts{}, e
 	}
-	return KernelCounts{RxDropped: uint64(st.drops), PacketSocketDrops: uint64(st.drops)}, nil
+	return KernelCounts{RxDropped: uint64(st.drops)}, nil
 }
 
 const (
@@ -138,21 +150,21 @@ func (r Report) WriteText(w io.Writer) {
 			}
 		}
 		if k := q.Kernel; k.dropped() {
-			fmt.Fprintf(&b, "; kernel: rx dropped %d", k.RxDropped)
-			for _, c := range []struct {
-				name string
-				n    uint64
-			}{{"rx ring full", k.RxRingFull}, {"fill ring empty", k.RxFillRingEmpty}, {"rx invalid", k.RxInvalidDescs}, {"tx invalid", k.TxInvalidDescs}} {
-				if c.n > 0 {
-					fmt.Fprintf(&b, ", %s %d", c.name, c.n)
+			b.WriteString("; kernel:")
+			sep := " "
+			k.Each(func(name string, v *uint64) {
+				if *v > 0 && name != "tx_ring_empty_descs" {
+					fmt.Fprintf(&b, "%s%s %d", sep, strings.ReplaceAll(name, "_", " "), *v)
+					sep = ", "
 				}
-			}
+			})
 		}
 		b.WriteString("\n")
 	}
 	io.WriteString(w, b.String())
 }
 
+// stats adds up the socket's drops since the last reading.
 func (s *packetSocket) stats() KernelCounts {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
@@ -167,7 +179,13 @@ func (s *packetSocket) stats() KernelCounts {
 func (p *xdpPort) stats() KernelCounts {
 	var sum KernelCounts
 	for _, x := range p.socks {
+		if x.fd < 0 {
+			continue
+		}
 		if k, err := xdpStatistics(x.fd); err == nil {
+			if !x.owner {
+				k.RxFillRingEmpty = 0 // the owner's loop counts the shared ring
+			}
 			sum.add(k)
 		}
 	}

@@ -355,7 +355,7 @@ func queue0(frame []byte, m *Meta) Verdict {
 								// RxL3ARPLocalIPDest
 								if f.v[fArpTpa] == 0xa000001 {
 									// RxL3ARPValidSender
-									if ((f.v[fArpSha] & 0x10000000000) == 0x0) && (!(f.v[fArpSpa] == 0xa000001 || f.v[fArpSpa] == 0xa0000ff || f.v[fArpSpa] >= 0x7f000000 && f.v[fArpSpa] <= 0x7fffffff || f.v[fArpSpa] >= 0xe0000000 && f.v[fArpSpa] <= 0xefffffff || f.v[fArpSpa] == 0xffffffff)) {
+									if ((f.v[fArpSha] & 0x10000000000) == 0x0) && (!(f.v[fArpSpa] >= 0x1 && f.v[fArpSpa] <= 0xffffff || f.v[fArpSpa] == 0xa000001 || f.v[fArpSpa] == 0xa0000ff || f.v[fArpSpa] >= 0x7f000000 && f.v[fArpSpa] <= 0x7fffffff || f.v[fArpSpa] >= 0xe0000000 && f.v[fArpSpa] <= 0xefffffff || f.v[fArpSpa] == 0xffffffff)) {
 										// RxL3ARPNeedsResponse
 										return Verdict{Kind: Reply, Index: 0} // reply arp
 									}
