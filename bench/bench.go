@@ -2,7 +2,8 @@
 // generated code with a harness (the real generated code runs, compiled by
 // the go command), times it on frames aimed at the stack's endpoints next
 // to the all-software pipeline (the whole LPG on one queue, also
-// generated), and times a baseline written with gopacket in the same run.
+// generated), and times the baselines of package baseline (hand-written,
+// and written with gopacket) in the same run.
 package bench
 
 import (
@@ -43,7 +44,8 @@ const softwareNIC = `graph software {
 type Figures struct {
 	Fallback float64 // the generated code of the embedding, NIC verdicts in
 	Software float64 // the whole LPG generated for one queue, no NIC help
-	Hand     float64 // hand-written decoder, same checks, packed-key maps
+	Hand     float64 // hand-written: same checks, fixed offsets, port array
+	HandMaps float64 // hand-written decoder, same checks, packed-key maps
 	Gopacket float64 // gopacket DecodingLayerParser, same checks and maps
 }
 
@@ -74,7 +76,8 @@ func (r Report) Table() string {
 	}
 	row("generated fallback (this plan)", r.Small.Fallback, r.Mixed.Fallback)
 	row("all-software LPG (generated)", r.Small.Software, r.Mixed.Software)
-	row("hand-written decoder + maps", r.Small.Hand, r.Mixed.Hand)
+	row("hand-written, port array", r.Small.Hand, r.Mixed.Hand)
+	row("hand-written, decoder + maps", r.Small.HandMaps, r.Mixed.HandMaps)
 	row("gopacket DecodingLayerParser", r.Small.Gopacket, r.Mixed.Gopacket)
 	return b.String()
 }
@@ -144,7 +147,7 @@ var Stages = []string{"generating code", "simulating the NIC", "building the har
 
 // baselineFiles are the baselines' sources, copied into the harness.
 //
-//go:embed baseline/config.go baseline/hand.go baseline/gopacket.go
+//go:embed baseline/config.go baseline/hand.go baseline/careful.go baseline/gopacket.go
 var baselineFiles embed.FS
 
 // GopacketVersion is the gopacket the harness is built with: dragonc's
@@ -174,7 +177,7 @@ func RunProgress(r *dembed.Result, st *lpg.Stack, frames [][]byte, work string, 
 			return rep, err
 		}
 	}
-	for _, name := range []string{"config.go", "hand.go", "gopacket.go"} {
+	for _, name := range []string{"config.go", "hand.go", "careful.go", "gopacket.go"} {
 		b, err := baselineFiles.ReadFile("baseline/" + name)
 		if err != nil {
 			return rep, err
@@ -305,9 +308,10 @@ type frame struct {
 }
 
 var (
-	hand = baseline.NewHand(config)
-	gp   = baseline.NewGopacket(config)
-	sink int
+	careful = baseline.NewCareful(config)
+	hand    = baseline.NewHand(config)
+	gp      = baseline.NewGopacket(config)
+	sink    int
 )
 
 func fallback(fs []frame) {
@@ -328,6 +332,13 @@ func software(fs []frame) {
 func handWritten(fs []frame) {
 	for i := range fs {
 		f := &fs[i]
+		sink += int(careful.Process(f.data, true, f.ipOK, f.l4OK))
+	}
+}
+
+func handMaps(fs []frame) {
+	for i := range fs {
+		f := &fs[i]
 		sink += int(hand.Process(f.data, true, f.ipOK, f.l4OK))
 	}
 }
@@ -339,11 +350,13 @@ func gopacket(fs []frame) {
 	}
 }
 
-var variants = []func([]frame){fallback, software, handWritten, gopacket}
+var variants = [...]func([]frame){fallback, software, handWritten, handMaps, gopacket}
+
+const nv = len(variants)
 
 // measure times the variants on one set: 15 rounds, each running every
 // variant over the set reps times, in a rotating order.
-func measure(fs []frame) [4]float64 {
+func measure(fs []frame) [nv]float64 {
 	reps := 1
 	for {
 		start := time.Now()
@@ -356,10 +369,10 @@ func measure(fs []frame) [4]float64 {
 		reps *= 2
 	}
 	const rounds = 15
-	var ns [4][]float64
+	var ns [nv][]float64
 	for round := 0; round < rounds; round++ {
-		for k := 0; k < 4; k++ {
-			v := (round + k) % 4
+		for k := 0; k < nv; k++ {
+			v := (round + k) % nv
 			start := time.Now()
 			for r := 0; r < reps; r++ {
 				variants[v](fs)
@@ -367,7 +380,7 @@ func measure(fs []frame) [4]float64 {
 			ns[v] = append(ns[v], float64(time.Since(start).Nanoseconds())/float64(reps*len(fs)))
 		}
 	}
-	var out [4]float64
+	var out [nv]float64
 	for v := range ns {
 		sort.Float64s(ns[v])
 		out[v] = ns[v][rounds/2]
@@ -412,13 +425,13 @@ func main() {
 		for _, f := range fs {
 			want := endpointOf(emb.Process(f.queue, f.data, emb.Meta{CRCOK: true, Flags: emb.Flags(f.flags)}))
 			s := sw.Process(0, f.data, sw.Meta{CRCOK: true})
-			got := [3]int32{-1, hand.Process(f.data, true, f.ipOK, f.l4OK), gp.Process(f.data, true, f.ipOK, f.l4OK)}
+			got := [4]int32{-1, careful.Process(f.data, true, f.ipOK, f.l4OK), hand.Process(f.data, true, f.ipOK, f.l4OK), gp.Process(f.data, true, f.ipOK, f.l4OK)}
 			if s.Kind == sw.Deliver {
 				got[0] = int32(s.Index)
 			}
 			for k, g := range got {
 				if g != want {
-					fmt.Fprintf(os.Stderr, "%s delivers frame %x to endpoint %d, the generated code to %d\n", []string{"the all-software LPG", "the hand-written baseline", "the gopacket baseline"}[k], f.data, g, want)
+					fmt.Fprintf(os.Stderr, "%s delivers frame %x to endpoint %d, the generated code to %d\n", []string{"the all-software LPG", "the hand-written baseline", "the hand-written baseline with maps", "the gopacket baseline"}[k], f.data, g, want)
 					os.Exit(1)
 				}
 			}
@@ -429,8 +442,8 @@ func main() {
 		emb.Process(f0.queue, f0.data, emb.Meta{CRCOK: true, Flags: emb.Flags(f0.flags)})
 	})
 	small, mixed := measure(sets[0]), measure(sets[1])
-	fig := func(x [4]float64) map[string]float64 {
-		return map[string]float64{"Fallback": x[0], "Software": x[1], "Hand": x[2], "Gopacket": x[3]}
+	fig := func(x [nv]float64) map[string]float64 {
+		return map[string]float64{"Fallback": x[0], "Software": x[1], "Hand": x[2], "HandMaps": x[3], "Gopacket": x[4]}
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"Frames": [2]int{len(sets[0]), len(sets[1])},

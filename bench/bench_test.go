@@ -35,7 +35,7 @@ func TestBench(t *testing.T) {
 		t.Errorf("last line %q", rep.Line())
 	}
 	for _, f := range []bench.Figures{rep.Small, rep.Mixed} {
-		if rep.Frames == 0 || f.Fallback <= 0 || f.Software <= 0 || f.Gopacket <= 0 || f.Hand <= 0 {
+		if rep.Frames == 0 || f.Fallback <= 0 || f.Software <= 0 || f.Gopacket <= 0 || f.Hand <= 0 || f.HandMaps <= 0 {
 			t.Errorf("report %+v", rep)
 		}
 	}

@@ -1,11 +1,14 @@
 // Package baseline holds the programs dragonc's generated code is measured
-// against: what an engineer would write by hand for the same job, once
-// with a hand-written decoder and once with gopacket. Both make the checks
-// the Logical Protocol Graph makes before it delivers a frame (the tests
-// hold them to it, frame by frame), take the NIC's checksum verdicts as a
-// driver would from the receive descriptor, and find the endpoint with
-// packed keys in Go maps. `dragonc bench` copies these files into its
-// harness so that every variant runs in one process on the same frames.
+// against: what an engineer would write by hand for the same job. Careful
+// is what a performance engineer writes (the common layout read at fixed
+// offsets, endpoints in an array indexed by port); Hand is a plain
+// decoder that finds the endpoint with packed keys in Go maps, and
+// Gopacket the same with gopacket. All make the checks the Logical
+// Protocol Graph makes before it delivers a frame (the tests hold them to
+// it, frame by frame) and take the NIC's checksum verdicts as a driver
+// would from the receive descriptor. `dragonc bench` copies these files
+// into its harness so that every variant runs in one process on the same
+// frames.
 package baseline
 
 // Config is what a baseline knows about the stack.
@@ -42,7 +45,7 @@ type Endpoint struct {
 	OMXID   uint8
 }
 
-// tables are the lookups both baselines share.
+// tables are the lookups the baselines share.
 type tables struct {
 	macs      []Interface // few: a linear scan beats a map
 	bcastMax  int         // largest untagged broadcast frame

@@ -2,8 +2,9 @@ package baseline
 
 import "encoding/binary"
 
-// Hand is the hand-written baseline: a decoder over the frame bytes that
-// checks as it goes and stops at the first failed check.
+// Hand is the plain hand-written baseline: a decoder over the frame bytes
+// that checks as it goes and stops at the first failed check, and Go maps
+// with packed keys for the endpoints.
 type Hand struct{ t *tables }
 
 // NewHand prepares the hand-written baseline for a stack.
