@@ -250,8 +250,17 @@ type StackItem struct {
 	Interface *Interface `parser:"(  @@"`
 	Cores     *RangeList `parser:" | 'cores' @@"`
 	Endpoint  *Endpoint  `parser:" | @@"`
-	Service   *Ident     `parser:" | 'service' @@ )"`
+	Service   *Service   `parser:" | @@ )"`
 	EndPos    lexer.Position
+}
+
+// Service is `service NAME [{ settings }]`: a protocol the stack answers
+// (icmp-echo, arp), or the limits on the ICMP errors it sends
+// (icmp-errors). The settings are written as endpoint attributes are;
+// package lpg says which a service takes.
+type Service struct {
+	Name     *Ident    `parser:"'service' @@"`
+	Settings []*EpAttr `parser:"( '{' @@* '}' )?"`
 }
 
 // Interface is `interface NAME { mac MAC (ip IPV4/LEN)* [mtu N] }`.
@@ -324,8 +333,10 @@ type Flow struct {
 	RPort *Num  `parser:"@@"`
 }
 
-// EpAttr is one endpoint attribute: app, core, cores, class, rate,
-// message, or the bare flag nodelay (Flag set, Key nil).
+// EpAttr is one endpoint attribute (app, core, cores, class, rate,
+// message, or the bare flag nodelay: Flag set, Key nil) or one setting of
+// a service (rate, burst, peer-rate, peer-burst). The grammar takes any
+// key; package lpg checks them.
 type EpAttr struct {
 	Pos    lexer.Position
 	Flag   *Flag      `parser:"(  @@"`

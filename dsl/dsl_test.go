@@ -224,6 +224,35 @@ graph g { // after the brace
 	checkFormat(t, "c.unicorn", []byte(src))
 }
 
+// TestFormatServiceSettings: a service's settings print on its line, as
+// an endpoint's attributes do, in the order written; an empty block goes.
+func TestFormatServiceSettings(t *testing.T) {
+	src := `stack s {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+  service   icmp-errors {
+      rate 1.5 kpps   peer-burst 6
+      burst 50 peer-rate 1pps } // Linux's, but 1.5kpps
+    service arp { }
+    service icmp-echo {rate 1pps}
+}
+`
+	want := `stack s {
+    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }
+    service icmp-errors { rate 1.5kpps peer-burst 6 burst 50 peer-rate 1pps } // Linux's, but 1.5kpps
+    service arp
+    service icmp-echo { rate 1pps }
+}
+`
+	s, diags := dsl.Parse("s.lpg", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if diff := cmp.Diff(want, string(dsl.Format(s))); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	checkFormat(t, "s.lpg", []byte(src))
+}
+
 // TestGrammar keeps the grammar's EBNF as a golden file, so a change to the
 // language shows up in review.
 func TestGrammar(t *testing.T) {

@@ -347,7 +347,7 @@ func stackItemText(it *StackItem) string {
 	case it.Cores != nil:
 		return "cores " + rangeText(it.Cores)
 	case it.Service != nil:
-		return "service " + it.Service.Text
+		return "service " + it.Service.Name.Text + attrsText(it.Service.Settings)
 	}
 	ep := it.Endpoint
 	t := "endpoint " + ep.Name.Text + " " + ep.Kind.Text
@@ -363,26 +363,33 @@ func stackItemText(it *StackItem) string {
 	case ep.ID != nil:
 		t += " " + numText(ep.ID)
 	}
-	if len(ep.Attrs) > 0 {
-		t += " {"
-		for _, a := range ep.Attrs {
-			if a.Flag != nil {
-				t += " " + a.Flag.Text
-				continue
-			}
-			t += " " + a.Key.Text + " "
-			switch {
-			case a.Str != nil:
-				t += a.Str.Raw
-			case a.Range != nil:
-				t += rangeText(a.Range) + a.Unit
-			case a.Word != nil:
-				t += a.Word.Text
-			}
-		}
-		t += " }"
+	return t + attrsText(ep.Attrs)
+}
+
+// attrsText prints an endpoint's attributes or a service's settings as
+// ` { a 1 b 2 }` on the item's line, or nothing when there are none (an
+// empty block means the same).
+func attrsText(attrs []*EpAttr) string {
+	if len(attrs) == 0 {
+		return ""
 	}
-	return t
+	t := " {"
+	for _, a := range attrs {
+		if a.Flag != nil {
+			t += " " + a.Flag.Text
+			continue
+		}
+		t += " " + a.Key.Text + " "
+		switch {
+		case a.Str != nil:
+			t += a.Str.Raw
+		case a.Range != nil:
+			t += rangeText(a.Range) + a.Unit
+		case a.Word != nil:
+			t += a.Word.Text
+		}
+	}
+	return t + " }"
 }
 
 func addrText(a *Addr) string {

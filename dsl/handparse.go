@@ -273,6 +273,7 @@ type arena struct {
 	addrs      slab[Addr]
 	attrs      slab[EpAttr]
 	flags      slab[Flag]
+	services   slab[Service]
 	// graphs
 	graphs      slab[Graph]
 	decls       slab[Decl]

@@ -140,6 +140,11 @@ func TestStackParserAgrees(t *testing.T) {
 		"stack s { service .x service y.z }", "stack s { endpoint e udp listen a:1 }", "stack s { endpoint e udp ; }",
 		"// c\nstack /* c */ s { // c\n endpoint e udp listen *:1 // c\n}\n// c", "stack .s { }", "stack s { endpoint .e .k }",
 		"graph g { }", "stack", "", "stack s { endpoint e udp listen *:1 { rate } }",
+		"stack s { service icmp-errors { rate 1000pps burst 50 peer-rate 1pps peer-burst 6 } }",
+		"stack s { service icmp-errors {} service arp { } service icmp-echo }", "stack s { service icmp-errors { rate } }",
+		"stack s { service icmp-errors { rate 5 kpps nodelay burst 1..2 x \"s\" w .y } }", "stack s { service icmp-errors {",
+		"stack s { service { rate 1pps } }", "stack s { service x { 3 } }", "stack s { service x { rate 1pps } endpoint e udp 7 {} }",
+		"stack s { service x } { }", "stack s { service x { rate 1pps }", "stack s { service x { nodelay } }",
 	} {
 		checkHandParse(t, "case", src)
 	}
@@ -228,6 +233,8 @@ func FuzzStackParser(f *testing.F) {
 	f.Add(string(stackgen.Mixed(40, true)))
 	f.Add("stack s { endpoint a tcp flow 1.2.3.4:1 -> 1.2.3.5:2 { nodelay message 4KiB nodelay } }")
 	f.Add("stack s { endpoint a tcp flow 1.2.3.4:1 -> 1.2.3.5:2 { nodelay 3 } }")
+	f.Add("stack s { service icmp-errors { rate 1.5kpps burst 50 peer-rate 0.5pps peer-burst 6 } service arp }")
+	f.Add("stack s { service icmp-errors { } service icmp-errors { rate 1 } }")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !utf8.ValidString(src) || len(src) > 1<<16 {
 			return

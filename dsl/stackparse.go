@@ -5,7 +5,7 @@ package dsl
 // more. As ast.go states it:
 //
 //	Stack     = "stack" Ident "{" StackItem* "}" .
-//	StackItem = Interface | "cores" RangeList | Endpoint | "service" Ident .
+//	StackItem = Interface | "cores" RangeList | Endpoint | Service .
 //	Interface = "interface" Ident "{" "mac" Tok ( "ip" CIDR )* ( "mtu" Num )? "}" .
 //	CIDR      = Tok "/" Num .
 //	RangeList = RangeItem ( "," RangeItem )* .
@@ -14,6 +14,7 @@ package dsl
 //	Listen    = Addr ":" Num ( ".." Num )? .
 //	Flow      = Addr ":" Num "->" Addr ":" Num .
 //	Addr      = "*" | Tok .
+//	Service   = "service" Ident ( "{" EpAttr* "}" )? .
 //	EpAttr    = "nodelay" | Ident ( Str | RangeList Unit? | Ident ) .
 //	Ident     = <Ident> | <Ref> .   Tok = <MAC> | <IP> | <Number> | <Ident> .
 //	Num       = "-"? <Number> .     Str = <String> .
@@ -41,8 +42,7 @@ func (p *hparser) stack() *Stack {
 		case p.is("endpoint"):
 			it.Endpoint = p.endpoint()
 		case p.is("service"):
-			p.advance()
-			it.Service = p.ident()
+			it.Service = p.service()
 		default:
 			p.expect("}")
 			p.shut()
@@ -156,17 +156,30 @@ func (p *hparser) endpoint() *Endpoint {
 	case p.startsNum():
 		ep.ID = p.num()
 	}
+	p.attrBlock(&ep.Attrs)
+	return ep
+}
+
+func (p *hparser) service() *Service {
+	p.expect("service")
+	sv := p.services.new(p.dry)
+	sv.Name = p.ident()
+	p.attrBlock(&sv.Settings)
+	return sv
+}
+
+// attrBlock reads an optional `{ EpAttr* }` into *list.
+func (p *hparser) attrBlock(list *[]*EpAttr) {
 	if !p.is("{") {
-		return ep
+		return
 	}
 	p.advance()
 	p.open()
 	for p.elem(); p.isIdent(); p.elem() {
-		add(p, &ep.Attrs, p.epAttr())
+		add(p, list, p.epAttr())
 	}
 	p.expect("}")
 	p.shut()
-	return ep
 }
 
 // attrUnits are the units an attribute's number may carry.

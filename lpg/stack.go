@@ -164,13 +164,13 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 			coresAt = it
 			l.st.Cores = l.ranges(it.Cores, 1<<16)
 		case it.Service != nil:
-			switch it.Service.Text {
+			switch it.Service.Name.Text {
 			case "icmp-echo":
 				l.st.ICMPEcho = true
 			case "arp":
 				l.st.ARP = true
 			default:
-				l.diags.Errorf(l.rng(it.Service.Pos, it.Service.EndPos), CodeBadService, "unknown service %q", it.Service.Text).Detail = "services are icmp-echo and arp"
+				l.diags.Errorf(l.rng(it.Service.Name.Pos, it.Service.Name.EndPos), CodeBadService, "unknown service %q", it.Service.Name.Text).Detail = "services are icmp-echo and arp"
 			}
 		}
 	}
