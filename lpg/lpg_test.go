@@ -509,6 +509,93 @@ func TestStackValidation(t *testing.T) {
 	}
 }
 
+// TestICMPErrors: `service icmp-errors` sets the stack's limit on ICMP
+// errors, each setting left out keeping Linux's default; bad settings are
+// diagnostics at the setting, in the stack file's words.
+func TestICMPErrors(t *testing.T) {
+	linux := lpg.ICMPErrorLimit{Rate: 1000, Burst: 50, PeerRate: 1, PeerBurst: 6}
+	if lpg.LinuxICMPErrors != linux {
+		t.Fatalf("LinuxICMPErrors = %+v, want ip-sysctl.rst's %+v", lpg.LinuxICMPErrors, linux)
+	}
+	stack := func(items string) string {
+		return "stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n" + items + "}\n"
+	}
+	for _, c := range []struct {
+		items string
+		want  lpg.ICMPErrorLimit
+	}{
+		{"", linux},
+		{"    service icmp-errors\n", linux},
+		{"    service icmp-errors {}\n", linux},
+		{"    service icmp-errors { rate 1000pps burst 50 peer-rate 1pps peer-burst 6 }\n", linux},
+		{"    service icmp-errors { rate 200pps }\n", lpg.ICMPErrorLimit{Rate: 200, Burst: 50, PeerRate: 1, PeerBurst: 6}},
+		{"    service icmp-errors { peer-burst 1 burst 1 }\n", lpg.ICMPErrorLimit{Rate: 1000, Burst: 1, PeerRate: 1, PeerBurst: 1}},
+		{"    service icmp-errors { rate 1.1kpps peer-rate 0.5pps }\n", lpg.ICMPErrorLimit{Rate: 1100, Burst: 50, PeerRate: 0.5, PeerBurst: 6}},
+		{"    service icmp-errors { rate 1Mpps peer-rate 2 kpps burst 1000000 }\n    service arp\n", lpg.ICMPErrorLimit{Rate: 1e6, Burst: 1e6, PeerRate: 2000, PeerBurst: 6}},
+		{"    service icmp-errors { rate 1000Mpps peer-rate 0.001pps }\n", lpg.ICMPErrorLimit{Rate: 1e9, Burst: 50, PeerRate: 0.001, PeerBurst: 6}},
+	} {
+		st, diags := lpg.LoadStack("s.lpg", []byte(stack(c.items)))
+		if st == nil || len(diags) > 0 {
+			t.Errorf("%q: %v", c.items, diags)
+			continue
+		}
+		if st.ICMPErrors != c.want {
+			t.Errorf("%q: %+v, want %+v", c.items, st.ICMPErrors, c.want)
+		}
+	}
+	for _, c := range []struct{ items, want string }{
+		{"    service icmp-errors { rate 0pps }", "3:27: error: icmp-errors rate 0pps is below 1pps"},
+		{"    service icmp-errors { rate -5pps }", "3:27: error: icmp-errors rate -5pps is below 1pps"},
+		{"    service icmp-errors { rate 0.5pps }", "3:27: error: icmp-errors rate 0.5pps is below 1pps"},
+		{"    service icmp-errors { rate 1.5pps }", "3:27: error: icmp-errors rate 1.5pps is not a whole number of errors a second"},
+		{"    service icmp-errors { rate 1001Mpps }", "3:27: error: icmp-errors rate 1001Mpps is above 1000Mpps"},
+		{"    service icmp-errors { rate 1000 }", "3:27: error: icmp-errors rate needs a unit: pps, kpps or Mpps (as in 1000pps)"},
+		{"    service icmp-errors { rate 1000KiB }", "3:27: error: icmp-errors rate needs a unit"},
+		{"    service icmp-errors { peer-rate 0pps }", "3:27: error: icmp-errors peer-rate 0pps is below 0.001pps"},
+		{"    service icmp-errors { peer-rate 1 }", "3:27: error: icmp-errors peer-rate needs a unit: pps, kpps or Mpps (as in 1pps)"},
+		{"    service icmp-errors { peer-rate 2000Mpps }", "3:27: error: icmp-errors peer-rate 2000Mpps is above 1000Mpps"},
+		{"    service icmp-errors { burst 0 }", "3:33: error: icmp-errors burst 0 is not a whole number in 1..1000000"},
+		{"    service icmp-errors { burst 1000001 }", "3:33: error: icmp-errors burst 1000001 is not a whole number in 1..1000000"},
+		{"    service icmp-errors { burst 2.5 }", "3:33: error: icmp-errors burst 2.5 is not a whole number in 1..1000000"},
+		{"    service icmp-errors { peer-burst -1 }", "3:38: error: icmp-errors peer-burst -1 is not a whole number in 1..1000000"},
+		{"    service icmp-errors { peer-burst 6pps }", "3:27: error: icmp-errors peer-burst counts errors and takes no unit"},
+		{"    service icmp-errors { burst 1..5 }", "3:27: error: icmp-errors burst takes one number, not a range"},
+		{"    service icmp-errors { burst 1,5 }", "3:27: error: icmp-errors burst takes one number, not a range"},
+		{"    service icmp-errors { rate fast }", "3:27: error: icmp-errors rate takes a number"},
+		{"    service icmp-errors { rate \"1pps\" }", "3:27: error: icmp-errors rate takes a number"},
+		{"    service icmp-errors { burst 5 rate 1pps burst 6 }", "3:45: error: icmp-errors sets burst twice"},
+		{"    service icmp-errors { brust 5 }", `3:27: error: unknown icmp-errors setting "brust"; did you mean "burst"?`},
+		{"    service icmp-errors { nodelay }", `3:27: error: unknown icmp-errors setting "nodelay"; settings are rate, burst, peer-rate and peer-burst`},
+		{"    service icmp-errors\n    service icmp-errors", "4:5: error: service icmp-errors is declared twice; the first is on line 3"},
+		{"    service icmp-echo\n    service icmp-echo", "4:5: error: service icmp-echo is declared twice"},
+		{"    service icmp-error { rate 1pps }", `3:13: error: unknown service "icmp-error"; did you mean "icmp-errors"?`},
+		{"    service icmp-echo { rate 1pps burst 2 }", "3:25: error: service icmp-echo takes no settings"},
+	} {
+		st, diags := lpg.LoadStack("s.lpg", []byte(stack(c.items+"\n")))
+		if st != nil || !strings.Contains(diags.Error(), "s.lpg:"+c.want) {
+			t.Errorf("%q: want %q, got %v", c.items, c.want, diags)
+		}
+	}
+}
+
+// TestICMPErrorsSummary: dragonc lpg shows the limit, and says when it
+// is Linux's.
+func TestICMPErrorsSummary(t *testing.T) {
+	for items, want := range map[string]string{
+		"": "icmp-errors: rate 1kpps burst 50 peer-rate 1pps peer-burst 6 (Linux's defaults)\n",
+		"    service icmp-errors { rate 200pps peer-rate 0.5pps }\n": "icmp-errors: rate 200pps burst 50 peer-rate 0.5pps peer-burst 6\n",
+	} {
+		st, g, _ := load(t, "stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n"+items+"}\n")
+		if got := lpg.Summary(st, g); !strings.Contains(got, want) {
+			t.Errorf("%q: summary lacks %q:\n%s", items, want, got)
+		}
+		s := lpg.SummaryOf(st, g)
+		if l := st.ICMPErrors; s.ICMPErrors != (lpg.ICMPErrorsSummary{Rate: l.Rate, Burst: l.Burst, PeerRate: l.PeerRate, PeerBurst: l.PeerBurst}) {
+			t.Errorf("%q: --json has %+v, want %+v", items, s.ICMPErrors, l)
+		}
+	}
+}
+
 // FuzzStack builds stacks from fuzz input: a stack either gets
 // diagnostics with positions or derives an LPG the reference interpreter
 // runs on frames aimed at it without a panic, every outcome named.

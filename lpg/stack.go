@@ -54,8 +54,42 @@ type Stack struct {
 	Endpoints  []*Endpoint
 	ICMPEcho   bool
 	ARP        bool
+	// ICMPErrors limits the ICMP errors the stack sends: Linux's
+	// defaults, or what `service icmp-errors { ... }` sets.
+	ICMPErrors ICMPErrorLimit
 	File       *diag.File
 }
+
+// ICMPErrorLimit bounds the ICMP errors (port unreachable) a stack sends,
+// as Linux bounds them (Documentation/networking/ip-sysctl.rst;
+// net/ipv4/icmp.c, icmp_global_allow and icmpv4_xrlim_allow): a token
+// bucket for the host, earning Rate errors a second and holding Burst, and
+// one for each peer, earning PeerRate and holding PeerBurst. An error goes
+// out when both buckets hold one. The limits slow errors down and never
+// stop them: a host should answer a datagram to a closed port (RFC 1122
+// §4.1.3.1), so every field is at least its minimum.
+type ICMPErrorLimit struct {
+	Rate  int // errors a second for the host: icmp_msgs_per_sec, 1000
+	Burst int // the host's bucket: icmp_msgs_burst, 50
+	// PeerRate is the errors a second one peer earns: one every
+	// icmp_ratelimit, 1000 ms. PeerBurst is its bucket:
+	// XRLIM_BURST_FACTOR, 6 (net/ipv4/inetpeer.c).
+	PeerRate  float64
+	PeerBurst int
+}
+
+// LinuxICMPErrors is Linux's limit, every stack's unless its file sets
+// another.
+var LinuxICMPErrors = ICMPErrorLimit{Rate: 1000, Burst: 50, PeerRate: 1, PeerBurst: 6}
+
+// Bounds on ICMP error limits. A rate is at most MaxRate, like an
+// endpoint's. A bucket's time, its burst over its rate, must fit the data
+// plane's clock (time.Duration, 292 years): 10^6 errors at one in
+// 1,000 s is 32 years.
+const (
+	MinICMPPeerRate = 0.001
+	MaxICMPBurst    = 1_000_000
+)
 
 // Interface is a network interface of the host.
 type Interface struct {
@@ -151,8 +185,9 @@ func (l *stackLowerer) rng(start, end position) diag.Range { return l.src.Range(
 // Lower validates a parsed stack file.
 func Lower(s *dsl.Source) (*Stack, diag.List) {
 	ast := s.AST.Stack
-	l := &stackLowerer{src: s, st: &Stack{Name: ast.Name.Text, File: s.File}}
+	l := &stackLowerer{src: s, st: &Stack{Name: ast.Name.Text, File: s.File, ICMPErrors: LinuxICMPErrors}}
 	var coresAt *dsl.StackItem
+	services := map[string]*dsl.StackItem{}
 	for _, it := range ast.Items {
 		switch {
 		case it.Interface != nil:
@@ -164,14 +199,7 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 			coresAt = it
 			l.st.Cores = l.ranges(it.Cores, 1<<16)
 		case it.Service != nil:
-			switch it.Service.Name.Text {
-			case "icmp-echo":
-				l.st.ICMPEcho = true
-			case "arp":
-				l.st.ARP = true
-			default:
-				l.diags.Errorf(l.rng(it.Service.Name.Pos, it.Service.Name.EndPos), CodeBadService, "unknown service %q", it.Service.Name.Text).Detail = "services are icmp-echo and arp"
-			}
+			l.service(it, services)
 		}
 	}
 	if len(l.st.Interfaces) == 0 {
@@ -187,6 +215,144 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 	l.checkConflicts()
 	l.checkShadowed()
 	return l.st, l.diags
+}
+
+// serviceNames are the services a stack may declare.
+var serviceNames = []string{"icmp-echo", "arp", "icmp-errors"}
+
+// service lowers `service NAME [{ settings }]`; seen holds the services
+// declared before it.
+func (l *stackLowerer) service(it *dsl.StackItem, seen map[string]*dsl.StackItem) {
+	sv := it.Service
+	name := sv.Name.Text
+	if !slices.Contains(serviceNames, name) {
+		d := l.diags.Errorf(l.rng(sv.Name.Pos, sv.Name.EndPos), CodeBadService, "unknown service %q", name)
+		if best := diag.Closest(name, serviceNames); best != "" {
+			d.Detail = diag.Sprintf("did you mean %q?", best)
+		} else {
+			d.Detail = "services are icmp-echo, arp and icmp-errors"
+		}
+		return
+	}
+	if first, dup := seen[name]; dup {
+		line, _ := l.src.File.Position(first.Pos.Offset)
+		l.diags.Errorf(l.rng(it.Pos, it.EndPos), CodeDupName, "service %s is declared twice", name).Detail = fmt.Sprintf("the first is on line %d", line)
+		return
+	}
+	seen[name] = it
+	switch name {
+	case "icmp-echo":
+		l.st.ICMPEcho = true
+	case "arp":
+		l.st.ARP = true
+	case "icmp-errors":
+		l.st.ICMPErrors = l.icmpErrors(sv.Settings)
+		return
+	}
+	if n := len(sv.Settings); n > 0 {
+		first, last := sv.Settings[0], sv.Settings[n-1]
+		l.diags.Errorf(l.rng(first.Pos, last.EndPos), CodeBadService, "service %s takes no settings", name).Detail =
+			"only icmp-errors does: rate, burst, peer-rate and peer-burst"
+	}
+}
+
+// icmpErrors reads the settings of `service icmp-errors { ... }`: each of
+// rate, burst, peer-rate and peer-burst at most once, Linux's default for
+// any left out.
+func (l *stackLowerer) icmpErrors(settings []*dsl.EpAttr) ICMPErrorLimit {
+	lim := LinuxICMPErrors
+	seen := map[string]bool{}
+	for _, a := range settings {
+		at := l.rng(a.Pos, a.EndPos)
+		name := a.Name()
+		key := name.Text
+		switch key {
+		case "rate", "burst", "peer-rate", "peer-burst":
+		default:
+			d := l.diags.Errorf(l.rng(name.Pos, name.EndPos), CodeBadAttr, "unknown icmp-errors setting %q", key)
+			if best := diag.Closest(key, []string{"rate", "burst", "peer-rate", "peer-burst"}); best != "" {
+				d.Detail = diag.Sprintf("did you mean %q?", best)
+			} else {
+				d.Detail = "settings are rate, burst, peer-rate and peer-burst"
+			}
+			continue
+		}
+		if seen[key] {
+			l.diags.Errorf(at, CodeBadAttr, "icmp-errors sets %s twice", key)
+			continue
+		}
+		seen[key] = true
+		if a.Range == nil {
+			l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s takes a number", key)
+			continue
+		}
+		if len(a.Range.Items) != 1 || a.Range.Items[0].Hi != nil {
+			l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s takes one number, not a range", key)
+			continue
+		}
+		n := a.Range.Items[0].Lo
+		switch key {
+		case "burst", "peer-burst":
+			if a.Unit != "" {
+				l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s counts errors and takes no unit", key)
+				continue
+			}
+			v := l.integer(n, 1, MaxICMPBurst, "icmp-errors "+key)
+			if key == "burst" {
+				lim.Burst = v
+			} else {
+				lim.PeerBurst = v
+			}
+		case "rate", "peer-rate":
+			v, ok := l.icmpRate(a, n, key)
+			if !ok {
+				continue
+			}
+			if key == "rate" {
+				lim.Rate = int(math.Round(v)) // 1.1kpps is 1100.0000000000002
+			} else {
+				lim.PeerRate = v
+			}
+		}
+	}
+	return lim
+}
+
+// icmpRate reads the rate n of setting a (rate or peer-rate) of
+// icmp-errors, in errors a second. The host's rate is a whole number,
+// as icmp_msgs_per_sec is.
+func (l *stackLowerer) icmpRate(a *dsl.EpAttr, n *dsl.Num, key string) (float64, bool) {
+	at := l.rng(a.Pos, a.EndPos)
+	v, err := strconv.ParseFloat(n.Text, 64)
+	mult := map[string]float64{"pps": 1, "kpps": 1e3, "Mpps": 1e6}[a.Unit]
+	if err != nil || mult == 0 {
+		l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s needs a unit: pps, kpps or Mpps (as in %s)", key,
+			map[string]string{"rate": "1000pps", "peer-rate": "1pps"}[key])
+		return 0, false
+	}
+	v *= mult
+	if n.Neg {
+		v = -v
+	}
+	written := numText(n) + a.Unit
+	least, leastText := 1.0, "1pps"
+	if key == "peer-rate" {
+		least, leastText = MinICMPPeerRate, FormatRate(MinICMPPeerRate)
+	}
+	switch {
+	case v < least:
+		d := l.diags.Errorf(at, CodeBadNumber, "icmp-errors %s %s is below %s", key, written, leastText)
+		d.Detail = "the limits slow ICMP errors down and cannot stop them: a host answers a datagram to a closed port (RFC 1122 §4.1.3.1)"
+		return 0, false
+	case v > MaxRate:
+		l.diags.Errorf(at, CodeBadNumber, "icmp-errors %s %s is above %s", key, written, FormatRate(MaxRate))
+		return 0, false
+	case key == "rate" && math.Abs(v-math.Round(v)) > 1e-6:
+		l.diags.Errorf(at, CodeBadNumber, "icmp-errors rate %s is not a whole number of errors a second", written).Detail =
+			"the host's rate counts whole errors, as Linux's icmp_msgs_per_sec does"
+		return 0, false
+	}
+	return v, true
 }
 
 func (l *stackLowerer) iface(in *dsl.Interface) {

@@ -32,6 +32,11 @@ func Summary(st *Stack, g *graph.Graph) string {
 	if len(services) > 0 {
 		fmt.Fprintf(&b, "services: %s\n", strings.Join(services, ", "))
 	}
+	fmt.Fprintf(&b, "icmp-errors: %s", st.ICMPErrors)
+	if st.ICMPErrors == LinuxICMPErrors {
+		b.WriteString(" (Linux's defaults)")
+	}
+	b.WriteByte('\n')
 	fmt.Fprintf(&b, "endpoints: %d\n", len(st.Endpoints))
 	for _, e := range st.Endpoints {
 		fmt.Fprintf(&b, "    %-14s %s", e.Name, e.Describe())
@@ -73,6 +78,12 @@ func (e *Endpoint) Describe() string {
 	return fmt.Sprintf("%s listen %s:%d", e.Proto, local, e.Port)
 }
 
+// String prints the limit in stack-file syntax: rate 1kpps burst 50
+// peer-rate 1pps peer-burst 6.
+func (l ICMPErrorLimit) String() string {
+	return fmt.Sprintf("rate %s burst %d peer-rate %s peer-burst %d", FormatRate(float64(l.Rate)), l.Burst, FormatRate(l.PeerRate), l.PeerBurst)
+}
+
 // FormatCores prints a sorted core list compactly: 0..3,6.
 func FormatCores(cs []int) string {
 	var parts []string
@@ -112,7 +123,16 @@ type StackSummary struct {
 	Interfaces []InterfaceSummary `json:"interfaces"`
 	Cores      []int              `json:"cores"`
 	Services   []string           `json:"services"`
+	ICMPErrors ICMPErrorsSummary  `json:"icmp_errors"`
 	Endpoints  []EndpointSummary  `json:"endpoints"`
+}
+
+// ICMPErrorsSummary is the stack's limit on ICMP errors (ICMPErrorLimit).
+type ICMPErrorsSummary struct {
+	Rate      int     `json:"rate_pps"`
+	Burst     int     `json:"burst"`
+	PeerRate  float64 `json:"peer_rate_pps"`
+	PeerBurst int     `json:"peer_burst"`
 }
 
 // InterfaceSummary describes one interface.
@@ -139,7 +159,8 @@ type EndpointSummary struct {
 // SummaryOf is Summary as data.
 func SummaryOf(st *Stack, g *graph.Graph) StackSummary {
 	s := StackSummary{Stack: st.Name, Nodes: len(g.Nodes), Edges: len(g.Edges()), SpawnEdges: g.SpawnEdges(),
-		Interfaces: []InterfaceSummary{}, Cores: st.Cores, Services: []string{}, Endpoints: []EndpointSummary{}}
+		Interfaces: []InterfaceSummary{}, Cores: st.Cores, Services: []string{}, Endpoints: []EndpointSummary{},
+		ICMPErrors: ICMPErrorsSummary(st.ICMPErrors)}
 	if s.Cores == nil {
 		s.Cores = []int{}
 	}
