@@ -353,7 +353,17 @@ func buildHelper(ctx context.Context, work string, files map[string][]byte, prog
 }
 
 // icmpLimit is the stack's limit on ICMP errors: Linux's defaults, or
-// what the stack file's `service icmp-errors` line sets.
+// what the stack file's `service icmp-errors` line sets. A peer earns an
+// error every PeerInterval, one second over the stack's peer-rate (1pps
+// is Linux's icmp_ratelimit of 1000 ms).
 func icmpLimit(st *lpg.Stack) dataplane.ICMPLimit {
-	return dataplane.DefaultICMPLimit
+	l := st.ICMPErrors
+	if l == (lpg.ICMPErrorLimit{}) {
+		return dataplane.DefaultICMPLimit // a stack not read from a file
+	}
+	lim := dataplane.ICMPLimit{PerSec: l.Rate, Burst: l.Burst, PeerBurst: l.PeerBurst}
+	if l.PeerRate > 0 {
+		lim.PeerInterval = time.Duration(float64(time.Second)/l.PeerRate + 0.5)
+	}
+	return lim
 }
