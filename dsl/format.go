@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2/lexer"
 )
@@ -124,12 +125,16 @@ func (p *printer) open(text string, start, from int) {
 }
 
 // close prints the "}" that ends at end (an EndPos offset).
-func (p *printer) close(end int) {
+func (p *printer) close(end int) { p.closeWith("}", end) }
+
+// closeWith ends a level of indentation with its closing bracket, which
+// ends at end; the comments before the bracket stay inside.
+func (p *printer) closeWith(bracket string, end int) {
 	p.flush(end - 1)
 	p.indent--
 	p.afterOpen = false
 	p.buf.WriteString(strings.Repeat("    ", p.indent))
-	p.buf.WriteString("}")
+	p.buf.WriteString(bracket)
 	p.prevEnd = end
 	p.trailing()
 	p.buf.WriteByte('\n')
@@ -209,7 +214,7 @@ func (p *printer) item(it *Item) {
 				targets[i] += ".." + numText(tg.Hi)
 			}
 		}
-		t = "port " + joinIdents(it.Port.Names, " ") + "[" + strings.Join(targets, " ") + "]"
+		t = p.hang("port "+joinIdents(it.Port.Names, " ")+"[", targets, "]")
 	case it.Constraint != nil:
 		t = "constraint " + it.Constraint.Port.Text + " " + it.Constraint.Text.Raw
 	case it.Semantics != nil:
@@ -218,12 +223,23 @@ func (p *printer) item(it *Item) {
 		t = "predicate " + it.Predicate.Port.Text + " " + it.Predicate.Expr.Raw
 	case it.Type != nil:
 		t = "type " + typeText(it.Type)
+		if !p.fits(t) {
+			t = "type " + typeHang(it.Type, 4*p.indent+len("type "))
+		}
 	case it.Function != nil:
 		t = "function " + it.Function.Text
 	case it.Cost != nil:
 		t = "cost " + it.Cost.Unit.Text + " " + numText(it.Cost.Value)
 	case it.Config != nil:
+		// A configuration of one property, the usual
+		// `enum { feature rx_checksum }`, reads best on one line.
 		c := it.Config
+		if len(c.Props) == 1 && !p.commentBefore(end) {
+			if one := c.Kind + " { " + propText(c.Props[0]) + " }"; p.fits(one) {
+				p.line(one, start, end, false)
+				return
+			}
+		}
 		p.block(c.Kind, start, start, end, len(c.Props), func() { p.props(c.Props) })
 		return
 	}
@@ -232,9 +248,122 @@ func (p *printer) item(it *Item) {
 
 func (p *printer) props(ps []*Prop) {
 	for _, pr := range ps {
-		p.line(pr.Key.Text+" "+valueText(pr.Value), pr.Pos.Offset, pr.EndPos.Offset, false)
+		p.value(pr.Key.Text+" ", pr.Value, pr.Pos.Offset, pr.EndPos.Offset)
 	}
 }
+
+func propText(pr *Prop) string { return pr.Key.Text + " " + valueText(pr.Value) }
+
+// maxWidth is the column a line of values should end within: a list that
+// would pass it is broken over lines.
+const maxWidth = 100
+
+// fits reports whether text, at the current indentation, ends within
+// maxWidth.
+func (p *printer) fits(text string) bool {
+	return 4*p.indent+utf8.RuneCountInString(text) <= maxWidth
+}
+
+// value prints head and v, which span [start, end) in the source: on one
+// line when that fits, otherwise the list broken over lines between head
+// with its "[" and a line of its own for the "]". The layout depends on
+// the values alone, never on how the source was laid out, so that a
+// table of latencies reads the same in every file and formatting stays
+// idempotent.
+func (p *printer) value(head string, v *Value, start, end int) {
+	text := head + valueText(v)
+	if !isList(v) || len(v.List) == 0 || p.fits(text) {
+		p.line(text, start, end, false)
+		return
+	}
+	p.line(head+"[", start, v.Pos.Offset+1, true)
+	p.indent++
+	p.elems(v.List)
+	p.closeWith("]", v.EndPos.Offset)
+}
+
+// elems prints the elements of a broken list. A table (a list of lists)
+// has a row a line with its columns aligned; a list of plain values fills
+// its lines; anything else has an element a line.
+func (p *printer) elems(vs []*Value) {
+	table, plain := true, true
+	for _, v := range vs {
+		table = table && isList(v)
+		plain = plain && !isList(v)
+	}
+	switch {
+	case table:
+		if rows, ok := p.alignRows(vs); ok {
+			for i, v := range vs {
+				p.line(rows[i], v.Pos.Offset, v.EndPos.Offset, false)
+			}
+			return
+		}
+	case plain:
+		for i := 0; i < len(vs); {
+			text, j := valueText(vs[i]), i+1
+			for ; j < len(vs); j++ {
+				next := text + " " + valueText(vs[j])
+				if !p.fits(next) {
+					break
+				}
+				text = next
+			}
+			p.line(text, vs[i].Pos.Offset, vs[j-1].EndPos.Offset, false)
+			i = j
+		}
+		return
+	}
+	for _, v := range vs {
+		p.value("", v, v.Pos.Offset, v.EndPos.Offset)
+	}
+}
+
+// alignRows lays out the rows of a table with each column padded to its
+// widest cell, numbers to the right and anything else to the left, or
+// reports false when a row would then pass maxWidth.
+func (p *printer) alignRows(rows []*Value) ([]string, bool) {
+	var widths []int
+	var left []bool // the column holds something other than a plain number
+	for _, r := range rows {
+		for j, c := range r.List {
+			if j == len(widths) {
+				widths, left = append(widths, 0), append(left, false)
+			}
+			widths[j] = max(widths[j], utf8.RuneCountInString(valueText(c)))
+			left[j] = left[j] || c.Num == nil || c.Hi != nil || c.Unit != ""
+		}
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		var b strings.Builder
+		b.WriteByte('[')
+		for j, c := range r.List {
+			text := valueText(c)
+			pad := strings.Repeat(" ", widths[j]-utf8.RuneCountInString(text))
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			switch {
+			case !left[j]:
+				b.WriteString(pad + text)
+			case j < len(r.List)-1:
+				b.WriteString(text + pad)
+			default:
+				b.WriteString(text)
+			}
+		}
+		b.WriteByte(']')
+		out[i] = b.String()
+		if !p.fits(out[i]) {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// isList reports whether v is a bracketed list (possibly empty).
+func isList(v *Value) bool { return v.Str == nil && v.Num == nil && v.Name == nil }
 
 // raw returns source text verbatim (SMT-LIB blocks).
 func (p *printer) raw(start, end lexer.Position) string {
@@ -285,21 +414,76 @@ func valueText(v *Value) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-func typeText(t *ConfType) string {
+// hang returns open, the words and close on one line when that fits at
+// the current indentation; otherwise the words fill lines that continue
+// under the first word.
+func (p *printer) hang(open string, words []string, close string) string {
+	one := open + strings.Join(words, " ") + close
+	if len(words) < 2 || p.fits(one) {
+		return one
+	}
+	var b strings.Builder
+	b.WriteString(open)
+	col := 4*p.indent + utf8.RuneCountInString(open)
+	at := col
+	for i, w := range words {
+		n := utf8.RuneCountInString(w)
+		switch {
+		case i == 0:
+		case at+1+n > maxWidth:
+			b.WriteString("\n" + strings.Repeat(" ", col))
+			at = col
+		default:
+			b.WriteByte(' ')
+			at++
+		}
+		b.WriteString(w)
+		at += n
+	}
+	return b.String() + close
+}
+
+func typeText(t *ConfType) string { return typeLayout(t, -1) }
+
+// typeHang returns t with the fields of its outermost tuple one a line,
+// labels aligned, as Dragonet's own models lay out their filter types;
+// the type starts at column col.
+func typeHang(t *ConfType, col int) string { return typeLayout(t, col) }
+
+// typeLayout returns t on one line when col is negative, otherwise with
+// its outermost tuple hung from column col.
+func typeLayout(t *ConfType, col int) string {
+	inner := func(open int) int {
+		if col < 0 {
+			return -1
+		}
+		return col + open
+	}
 	var s string
 	switch {
 	case t.Optional != nil:
-		s = "<" + typeText(t.Optional) + ">"
+		s = "<" + typeLayout(t.Optional, inner(1)) + ">"
 	case t.Set != nil:
-		s = "{ " + typeText(t.Set) + " }"
+		s = "{ " + typeLayout(t.Set, inner(2)) + " }"
 	case t.List != nil:
-		s = "[ " + typeText(t.List) + " ]"
+		s = "[ " + typeLayout(t.List, inner(2)) + " ]"
 	case len(t.Tuple) > 0:
+		labels := 0
+		for _, el := range t.Tuple {
+			labels = max(labels, utf8.RuneCountInString(el.Label.Text))
+		}
 		parts := make([]string, len(t.Tuple))
 		for i, el := range t.Tuple {
 			parts[i] = el.Label.Text + ": " + typeText(el.Type)
+			if col >= 0 {
+				parts[i] = el.Label.Text + ":" + strings.Repeat(" ", labels-utf8.RuneCountInString(el.Label.Text)+1) + typeText(el.Type)
+			}
 		}
-		s = "(" + strings.Join(parts, ", ") + ")"
+		sep := ", "
+		if col >= 0 {
+			sep = ",\n" + strings.Repeat(" ", col+1)
+		}
+		s = "(" + strings.Join(parts, sep) + ")"
 	case len(t.Enum) > 0:
 		s = "Enum (" + joinIdents(t.Enum, ", ") + ")"
 	case t.Named != nil:

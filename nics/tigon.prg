@@ -137,9 +137,7 @@ graph tigon {
         // Which core runs which handler: the configuration the embedder
         // searches (the place kind).
         config Firmware {
-            place {
-                tasks handler
-            }
+            place { tasks handler }
             port out[FirmwareSteer]
         }
 

@@ -59,8 +59,10 @@ func newFmtCmd(e *env) *cobra.Command {
 		Use:   "fmt [flags] FILE...",
 		Short: "print files in canonical layout",
 		Long: `Prints the canonical layout of each file (4-space indentation, one item a
-line, comments kept). Formatting is idempotent and never changes meaning.
-"-" reads standard input and prints to standard output.
+line, comments kept). A list that would pass column 100 is broken over
+lines: a table a row a line with its columns aligned, plain values filling
+the lines. Formatting is idempotent and never changes meaning. "-" reads
+standard input and prints to standard output.
 
 Exit: 0, 1 on a parse error, 2 usage.`,
 		Example: `  dragonc fmt examples/web_and_dns.lpg
