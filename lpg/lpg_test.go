@@ -171,6 +171,7 @@ func TestHostRequirements(t *testing.T) {
 		{"arp: from the limited broadcast", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{255, 255, 255, 255}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
 		{"arp: from our directed broadcast", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{10, 0, 0, 255}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
 		{"arp: from a multicast address", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{224, 0, 0, 1}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
+		{"arp: from 0/8 but not the probe's 0.0.0.0", packet.Spec{EtherType: packet.EtherTypeARP, Src: net.IP{0, 1, 2, 3}, ARPTarget: us}, "drop RxL3ARPValidSender.false"},
 		{"arp: from a group hardware address", packet.Spec{EtherType: packet.EtherTypeARP, SrcMAC: net.HardwareAddr{0x03, 0, 0, 0, 0, 1}, Src: peer, ARPTarget: us}, "drop RxL2EtherValidSource.false"},
 		{"3.3.6: another subnet's broadcast is not ours", with(udp, func(s *packet.Spec) { s.Dst = net.IP{10, 0, 1, 255} }), "drop RxL3IPv4ValidLocalIP.false"},
 		{"a connected flow is unicast", with(spec(packet.ProtoUDP, 7001, 7000), func(s *packet.Spec) { s.Dst = net.IP{10, 0, 0, 255} }), "deliver any7000"},
