@@ -75,14 +75,7 @@ func xdpAttached(t *testing.T, ns string) bool {
 // stop removes it all, and stopping again is no error. A second detached
 // run stops with SIGTERM.
 func TestDetachStatusStop(t *testing.T) {
-	a, b := netnstest.Two(t, "ethtool")
-	netnstest.IP(t, "link", "add", "vA", "netns", a, "type", "veth", "peer", "name", "vB", "netns", b)
-	netnstest.IP(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
-	netnstest.IP(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
-	netnstest.IP(t, "-n", b, "link", "set", "vB", "up")
-	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
-		t.Fatalf("ethtool: %v\n%s", err, out)
-	}
+	a, b := vethPair(t)
 	dir := t.TempDir()
 	bpffs := filepath.Join(dir, "bpffs")
 	os.Mkdir(bpffs, 0o700)
@@ -118,22 +111,7 @@ func TestDetachStatusStop(t *testing.T) {
 	}
 	pid := detachRun()
 	// It serves: an echo, and the counters status shows count it.
-	err := netnstest.In(b, func() error {
-		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
-			c.Write([]byte("detached"))
-			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			if n, err := c.Read(buf); err == nil && string(buf[:n]) == "detached" {
-				return nil
-			}
-		}
-		return os.ErrDeadlineExceeded
-	})
+	err := netnstest.In(b, func() error { return echoes("detached") })
 	if err != nil {
 		t.Fatalf("the detached stack does not echo: %v", err)
 	}
@@ -221,14 +199,7 @@ func TestBuildArtefact(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("dragonc build needs the go command")
 	}
-	a, b := netnstest.Two(t, "ethtool")
-	netnstest.IP(t, "link", "add", "vA", "netns", a, "type", "veth", "peer", "name", "vB", "netns", b)
-	netnstest.IP(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
-	netnstest.IP(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
-	netnstest.IP(t, "-n", b, "link", "set", "vB", "up")
-	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
-		t.Fatalf("ethtool: %v\n%s", err, out)
-	}
+	a, b := vethPair(t)
 	dir := t.TempDir()
 	stack := filepath.Join(dir, "detached.lpg")
 	os.WriteFile(stack, []byte(detachStack), 0o644)
@@ -261,22 +232,7 @@ func TestBuildArtefact(t *testing.T) {
 	if !strings.Contains(log.String(), "comes from this artefact") {
 		t.Errorf("the artefact does not say where its program comes from:\n%s", log.String())
 	}
-	err := netnstest.In(b, func() error {
-		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
-			c.Write([]byte("built"))
-			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			if n, err := c.Read(buf); err == nil && string(buf[:n]) == "built" {
-				return nil
-			}
-		}
-		return os.ErrDeadlineExceeded
-	})
+	err := netnstest.In(b, func() error { return echoes("built") })
 	if err != nil {
 		t.Fatalf("the artefact does not echo: %v\n%s", err, log.String())
 	}
@@ -310,4 +266,37 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// vethPair makes namespaces a (vA, the stack's MAC, no address) and b
+// (vB, 10.9.0.2/24, finishing its own checksums) joined by a veth pair.
+func vethPair(t *testing.T) (a, b string) {
+	a, b = netnstest.Two(t, "ethtool")
+	netnstest.IP(t, "link", "add", "vA", "netns", a, "type", "veth", "peer", "name", "vB", "netns", b)
+	netnstest.IP(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
+	netnstest.IP(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
+	netnstest.IP(t, "-n", b, "link", "set", "vB", "up")
+	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v\n%s", err, out)
+	}
+	return a, b
+}
+
+// echoes sends msg to the stack's UDP echo (10.9.0.1:7) from the calling
+// thread's namespace until it comes back, resending every 300 ms for 3 s.
+func echoes(msg string) error {
+	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		c.Write([]byte(msg))
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if n, err := c.Read(buf); err == nil && string(buf[:n]) == msg {
+			return nil
+		}
+	}
+	return os.ErrDeadlineExceeded
 }
