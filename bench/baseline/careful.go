@@ -148,68 +148,17 @@ func (c *Careful) unicastDst(a uint32) bool {
 	return c.t.unicast.has(a)
 }
 
-// general is Process for frames of any layout: Hand's decoder.
+// general is Process for frames of any layout: Hand's decoder, then the
+// port tables.
 func (c *Careful) general(b []byte, crcOK, ipOK, l4OK bool) int32 {
-	t := c.t
-	if !crcOK || len(b) < 18 || b[6]&1 != 0 {
-		return -1
+	f, ep, done := c.t.decode(b, crcOK, ipOK, l4OK)
+	if done {
+		return ep
 	}
-	etype := binary.BigEndian.Uint16(b[12:14])
-	off, tagged := 14, false
-	if etype == 0x8100 {
-		if binary.BigEndian.Uint16(b[14:16])&0x0fff != 0 {
-			return -1
-		}
-		etype = binary.BigEndian.Uint16(b[16:18])
-		off, tagged = 18, true
+	if f.proto == UDP {
+		return c.udp.demux(f.src, f.dst, f.sport, f.dport, 0x02)
 	}
-	dmac := uint64(binary.BigEndian.Uint16(b[0:2]))<<32 | uint64(binary.BigEndian.Uint32(b[2:6]))
-	if !t.frameFits(dmac, len(b), tagged) {
-		return -1
-	}
-	switch etype {
-	case 0x0800:
-	case OpenMX:
-		if len(b) < off+5 {
-			return -1
-		}
-		return t.omx[b[off+3]]
-	default:
-		return -1
-	}
-	ip := b[off:]
-	if len(ip) < 20 || ip[0]>>4 != 4 {
-		return -1
-	}
-	hlen := int(ip[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(ip[2:4]))
-	if hlen < 20 || hlen > len(ip) || total < hlen || total > len(ip) || !ipOK {
-		return -1
-	}
-	src, dst := binary.BigEndian.Uint32(ip[12:16]), binary.BigEndian.Uint32(ip[16:20])
-	if !t.source(src, dst) || !t.local.has(dst) || binary.BigEndian.Uint16(ip[6:8])&0x3fff != 0 {
-		return -1
-	}
-	l4 := ip[hlen:total]
-	switch ip[9] {
-	case UDP:
-		if len(l4) < 8 || !l4OK {
-			return -1
-		}
-		if ulen := int(binary.BigEndian.Uint16(l4[4:6])); ulen < 8 || ulen > len(l4) {
-			return -1
-		}
-		return c.udp.demux(src, dst, binary.BigEndian.Uint16(l4[0:2]), binary.BigEndian.Uint16(l4[2:4]), 0x02)
-	case TCP:
-		if len(l4) < 20 || !l4OK || !t.unicast.has(dst) {
-			return -1
-		}
-		if doff := int(l4[12]>>4) * 4; doff < 20 || doff > len(l4) {
-			return -1
-		}
-		return c.tcp.demux(src, dst, binary.BigEndian.Uint16(l4[0:2]), binary.BigEndian.Uint16(l4[2:4]), l4[13])
-	}
-	return -1
+	return c.tcp.demux(f.src, f.dst, f.sport, f.dport, f.flags)
 }
 
 // ports finds the endpoints of one protocol by local port: an array
