@@ -237,3 +237,13 @@ func TestReportText(t *testing.T) {
 		t.Errorf("drops not shown: %q", b.String())
 	}
 }
+
+// TestKernelCountsAdd: adding counters adds each to its own.
+func TestKernelCountsAdd(t *testing.T) {
+	k := KernelCounts{RxDropped: 1, TxRingEmptyDescs: 2}
+	k.add(KernelCounts{RxDropped: 10, RxInvalidDescs: 3, TxInvalidDescs: 4, RxRingFull: 5, RxFillRingEmpty: 6, TxRingEmptyDescs: 7})
+	want := KernelCounts{RxDropped: 11, RxInvalidDescs: 3, TxInvalidDescs: 4, RxRingFull: 5, RxFillRingEmpty: 6, TxRingEmptyDescs: 9}
+	if k != want {
+		t.Errorf("got %+v, want %+v", k, want)
+	}
+}
