@@ -432,7 +432,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			}
 			src, ok := s.st.source(dg.Dst, dg.Src)
 			if !ok || dg.SPort == 0 {
-				// No address to answer from, or a sender that expects
+				// No address to answer from or to (a sender of 0.0.0.0), or a sender that expects
 				// no answer (RFC 768: source port 0 is "not used").
 				l.c.refused.Add(1)
 				return

@@ -60,6 +60,11 @@ func (h *Host) local(a [4]byte) bool {
 // a broadcast address is never a source; §4.1.3.6: the source of a UDP
 // datagram a host sends MUST be one of its own addresses.
 func (h *Host) source(dst, peer [4]byte) ([4]byte, bool) {
+	if peer == ([4]byte{}) {
+		// A host learning its address (0.0.0.0, RFC 1122 §3.2.1.3 (a))
+		// cannot be answered by unicast; 0.0.0.0 is no destination.
+		return [4]byte{}, false
+	}
 	if h.local(dst) {
 		return dst, true
 	}

@@ -191,6 +191,9 @@ func TestSource(t *testing.T) {
 			t.Errorf("to %v from %v: source %v, want %v", c.dst, c.peer, got, c.want)
 		}
 	}
+	if _, ok := h.source([4]byte{255, 255, 255, 255}, [4]byte{}); ok {
+		t.Errorf("an answer to 0.0.0.0 found a source")
+	}
 	if _, ok := (&Host{}).source([4]byte{255, 255, 255, 255}, [4]byte{1, 2, 3, 4}); ok {
 		t.Errorf("a host without addresses found a source")
 	}
