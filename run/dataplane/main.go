@@ -43,6 +43,10 @@ func Main(st *Stack, args []string) int {
 		}
 		cfg.Queues = append(cfg.Queues, Queue{ID: a, Core: b})
 	}
+	// Signals are caught before the parent hears "ready", so that a stop
+	// right after it still ends with the final counters.
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	srv, err := Start(st, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
@@ -53,8 +57,6 @@ func Main(st *Stack, args []string) int {
 	}
 	fmt.Printf("ready: %d queues\n", len(cfg.Queues))
 
-	sig := make(chan os.Signal, 4)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	poke, done := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	stop := func() { once.Do(func() { close(done) }) }
