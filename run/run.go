@@ -43,6 +43,10 @@ import (
 	"github.com/dragonc/dragonc/sovia"
 )
 
+// DefaultSpin is how long a receive loop spins on empty rings before it
+// sleeps (Options.Spin).
+const DefaultSpin = dataplane.DefaultSpin
+
 // Model is the built-in model whose tables this package fills.
 const Model = "linux-xdp"
 
@@ -76,6 +80,12 @@ type Options struct {
 	// Socket is the socket kind: "xdp", "packet", or "auto" (or empty):
 	// AF_XDP, and AF_PACKET when AF_XDP cannot be set up.
 	Socket string
+	// BusyPoll makes the receive loops busy-poll the device (never
+	// sleeping; SO_PREFER_BUSY_POLL, Linux 5.11); otherwise they spin
+	// for Spin on empty rings (0: dataplane.DefaultSpin; negative: not at
+	// all) and then sleep.
+	BusyPoll bool
+	Spin     time.Duration
 	// Streams serve, by endpoint name, the stream endpoints the plan puts
 	// on VIs (a NIC model with Virtual Interfaces): a stream's
 	// connections are served one at a time, on a goroutine of the
@@ -435,7 +445,7 @@ func (sv *serving) serve(kind string) error {
 		}
 		progs = append(progs, p)
 	}
-	cfg := dataplane.Config{Ifindex: sv.ifc.Index, Socket: kind, FanoutFD: -1, FilterFD: -1, XSKMapFD: -1}
+	cfg := dataplane.Config{Ifindex: sv.ifc.Index, Socket: kind, FanoutFD: -1, FilterFD: -1, XSKMapFD: -1, BusyPoll: opt.BusyPoll, Spin: opt.Spin}
 	for _, q := range sv.queues {
 		cfg.Queues = append(cfg.Queues, dataplane.Queue{ID: q.ID, Core: q.Core})
 	}
@@ -475,6 +485,7 @@ func (sv *serving) serve(kind string) error {
 		cfg.FanoutFD, cfg.FilterFD = progs[0].FD(), progs[1].FD()
 		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
 	}
+	how += "; the loops wait by " + cfg.Mode()
 	sv.state.Programs = programStates(progs)
 	sv.state.SocketsPerQueue = max(devq, 1)
 	if sv.opt.Pin {
@@ -516,7 +527,10 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		queues = append(queues, fmt.Sprintf("%d:%d", q.ID, q.Core))
 	}
 	args := []string{"-socket", kind, "-ifindex", strconv.Itoa(cfg.Ifindex), "-queues", strings.Join(queues, ","),
-		"-devqueues", strconv.Itoa(cfg.DevQueues), "-every", opt.Every.String()}
+		"-devqueues", strconv.Itoa(cfg.DevQueues), "-every", opt.Every.String(), "-spin", cfg.Spin.String()}
+	if cfg.BusyPoll {
+		args = append(args, "-busy-poll")
+	}
 	for _, f := range []struct {
 		flag string
 		fd   int

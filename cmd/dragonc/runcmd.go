@@ -21,10 +21,7 @@ func init() {
 
 func newRunCmd(e *env) *cobra.Command {
 	var f embedFlags
-	var every time.Duration
-	var socket string
-	var force bool
-	var metricsAddr string
+	var sf serveFlags
 	var detached bool
 	// This program may be an artefact of dragonc build, which serves its
 	// own stack: `FILE run IFACE` (read when run is what was asked for).
@@ -44,6 +41,13 @@ ARP requests, echo requests and UDP datagrams to the stack's addresses
 are the stack's; everything else (TCP, IPv6, other hosts' frames) passes
 to the kernel. UDP endpoints run the application named by their app
 attribute: "echo" or "discard" (others are counted and discarded).
+
+A receive loop takes a batch of frames from its rings, answers them
+with one send, and looks again; with nothing there it spins for --spin
+(50µs), then sleeps in Go's netpoller until the kernel has frames. With
+--busy-poll it never sleeps: its sockets busy-poll the device
+(SO_PREFER_BUSY_POLL), the lowest latency at the cost of a core each.
+The serving line says which.
 
 Every --every, on SIGUSR1 and at exit, one line per queue counts the
 frames in, each outcome by the names verify uses, the frames sent and
@@ -79,7 +83,8 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
   dragonc run linux-xdp examples/dns_ntp.lpg veth0
   dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first
   dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs
-  dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0`,
+  dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0
+  dragonc run --busy-poll --socket xdp linux-xdp examples/dns_ntp.lpg veth0`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if art, err = drun.Self(); err != nil {
@@ -103,11 +108,17 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
-			if every < 0 {
-				return usagef("--every %v is negative", every)
+			if sf.every < 0 {
+				return usagef("--every %v is negative", sf.every)
 			}
-			if !slices.Contains(drun.Sockets(), socket) {
-				return usagef("--socket %q: want %s", socket, strings.Join(drun.Sockets(), ", "))
+			if !slices.Contains(drun.Sockets(), sf.socket) {
+				return usagef("--socket %q: want %s", sf.socket, strings.Join(drun.Sockets(), ", "))
+			}
+			if sf.spin < 0 {
+				return usagef("--spin %v is negative", sf.spin)
+			}
+			if sf.busyPoll && cmd.Flags().Changed("spin") {
+				return usagef("--busy-poll and --spin: a busy-polling loop never sleeps, so it has no spin to set")
 			}
 			if detached {
 				dargs := args
@@ -116,19 +127,31 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 				}
 				return exitStatus(detach(e, cmd, dargs, args[2], f.asJSON))
 			}
-			return exitStatus(runRun(e, &f, every, socket, force, metricsAddr, args[0], args[1], args[2]))
+			return exitStatus(runRun(e, &f, &sf, args[0], args[1], args[2]))
 		},
 	}
 	f.register(c.Flags())
-	c.Flags().DurationVar(&every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
-	c.Flags().StringVar(&socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
+	c.Flags().DurationVar(&sf.every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
+	c.Flags().StringVar(&sf.socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
 	c.Flags().BoolVar(&detached, "detach", false, "serve in the background, with the eBPF objects pinned in /sys/fs/bpf/dragonc/IFACE; return once it serves (dragonc status, dragonc stop)")
-	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
-	c.Flags().BoolVar(&force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
+	c.Flags().StringVar(&sf.metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
+	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
+	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
+	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "how long a receive loop keeps looking at empty rings before it sleeps (0: never spins)")
 	return c
 }
 
-func runRun(e *env, f *embedFlags, every time.Duration, socket string, force bool, metricsAddr, nicArg, stackPath, iface string) int {
+// serveFlags are run's flags about serving (embedFlags are the plan's).
+type serveFlags struct {
+	every       time.Duration
+	socket      string
+	force       bool
+	metricsAddr string
+	busyPoll    bool
+	spin        time.Duration
+}
+
+func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface string) int {
 	f.adapt = drun.Adapt
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
@@ -139,7 +162,12 @@ func runRun(e *env, f *embedFlags, every time.Duration, socket string, force boo
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	opt := drun.Options{Iface: iface, Every: every, Socket: socket, Force: force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: metricsAddr,
+	spin := sf.spin
+	if spin == 0 {
+		spin = -1 // Options: negative is "never spins", 0 the default
+	}
+	opt := drun.Options{Iface: iface, Every: sf.every, Socket: sf.socket, Force: sf.force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: sf.metricsAddr,
+		BusyPoll: sf.busyPoll, Spin: spin,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {

@@ -19,6 +19,7 @@ const (
 	packetFanout         = 18
 	packetFanoutEBPF     = 7
 	packetFanoutData     = 22
+	packetQdiscBypass    = 20
 	packetIgnoreOutgoing = 23
 	soAttachBPF          = 50
 	tpStatusUser         = 1
@@ -40,8 +41,7 @@ type packetSocket struct {
 	frames int
 	next   int
 	to     syscall.SockaddrLinklayer
-	pfd    [1]pollFd // poll's argument, kept so that waiting does not allocate
-	tagged []byte    // a frame with its 802.1Q tag put back (see receive)
+	tagged []byte // a frame with its 802.1Q tag put back (see receive)
 	// kernel adds up PACKET_STATISTICS, which the kernel clears on each
 	// read.
 	statsMu sync.Mutex
@@ -83,6 +83,12 @@ func openPacket(ifindex, filterFD, group int) (*packetSocket, error) {
 	}
 	if err := syscall.SetsockoptInt(fd, solPacket, packetIgnoreOutgoing, 1); err != nil {
 		return fail("PACKET_IGNORE_OUTGOING", err)
+	}
+	// Answers go straight to the device's transmit queue, as AF_XDP's
+	// do, without the qdisc layer (packet(7), PACKET_QDISC_BYPASS); the
+	// socket is one of the host's, not a bridge's.
+	if err := syscall.SetsockoptInt(fd, solPacket, packetQdiscBypass, 1); err != nil {
+		return fail("PACKET_QDISC_BYPASS", err)
 	}
 	if filterFD >= 0 {
 		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soAttachBPF, filterFD); err != nil {
@@ -137,15 +143,9 @@ func (s *packetSocket) status(i int) *uint32 {
 }
 
 // receive hands the frames of the ready slots, up to a ring's worth, to
-// fn and returns each slot to the kernel; it waits up to timeoutMs for
-// one. It reports how many frames it handed over.
-func (s *packetSocket) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
-	if atomic.LoadUint32(s.status(s.next))&tpStatusUser == 0 {
-		s.pfd[0] = pollFd{fd: int32(s.fd), events: pollIn}
-		if err := poll(s.pfd[:], timeoutMs); err != nil {
-			return 0, err
-		}
-	}
+// fn and returns each slot to the kernel. It reports how many frames it
+// handed over; it never waits.
+func (s *packetSocket) receive(fn func(frame []byte)) int {
 	n := 0
 	for ; n < s.frames; n++ {
 		st := s.status(s.next)
@@ -161,8 +161,23 @@ func (s *packetSocket) receive(timeoutMs int, fn func(frame []byte)) (int, error
 		atomic.StoreUint32(st, 0) // TP_STATUS_KERNEL
 		s.next = (s.next + 1) % s.frames
 	}
-	return n, nil
+	return n
 }
+
+// ready reports whether the next slot holds a frame.
+func (s *packetSocket) ready() bool {
+	return atomic.LoadUint32(s.status(s.next))&tpStatusUser != 0
+}
+
+func (s *packetSocket) fds() []int { return []int{s.fd} }
+
+// kick polls the device once when busy polling is on (a non-blocking
+// receive runs sk_busy_loop; the frames themselves arrive on the ring).
+func (s *packetSocket) kick() {
+	syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(s.fd), 0, 0, msgDontwait, 0, 0)
+}
+
+func (s *packetSocket) setBusyPoll(budget int) error { return setBusyPoll(s.fd, budget) }
 
 // send transmits one frame on the interface.
 func (s *packetSocket) send(frame []byte) error {
@@ -214,10 +229,18 @@ func (b *txBatch) frame(i int) []byte {
 }
 
 // flush sends the batch; it returns the frames sent and the first error.
+// It tries without blocking and without telling the scheduler first
+// (RawSyscall: a blocking call on a loop's locked thread wakes Go's
+// sysmon), and waits for room in the socket's send buffer only when the
+// kernel has none.
 func (b *txBatch) flush(fd int) (int, error) {
 	sent := 0
 	for sent < b.used {
-		r, _, e := syscall.Syscall6(sysSendmmsg, uintptr(fd), uintptr(unsafe.Pointer(&b.msgs[sent])), uintptr(b.used-sent), 0, 0, 0)
+		p, n := uintptr(unsafe.Pointer(&b.msgs[sent])), uintptr(b.used-sent)
+		r, _, e := syscall.RawSyscall6(sysSendmmsg, uintptr(fd), p, n, msgDontwait, 0, 0)
+		if e == syscall.EAGAIN || e == syscall.ENOBUFS {
+			r, _, e = syscall.Syscall6(sysSendmmsg, uintptr(fd), p, n, 0, 0, 0)
+		}
 		if e != 0 {
 			if e == syscall.EINTR {
 				continue
@@ -234,22 +257,6 @@ func (b *txBatch) flush(fd int) (int, error) {
 
 func le32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-}
-
-type pollFd struct {
-	fd      int32
-	events  int16
-	revents int16
-}
-
-const pollIn = 0x1
-
-func poll(fds []pollFd, timeoutMs int) error {
-	_, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(timeoutMs))
-	if e != 0 && e != syscall.EINTR {
-		return fmt.Errorf("poll: %w", e)
-	}
-	return nil
 }
 
 func (s *packetSocket) flushBatch(b *txBatch) (int, error) { return b.flush(s.fd) }

@@ -26,6 +26,8 @@ const (
 	xdpSharedUmem         = 1 << 0
 	xdpCopy               = 1 << 1
 	xdpZerocopy           = 1 << 2
+	xdpUseNeedWakeup      = 1 << 3
+	xdpRingNeedWakeup     = 1 << 0 // in a ring's flags word
 	pgoffRxRing           = 0
 	pgoffTxRing           = 0x80000000
 	pgoffFillRing         = 0x100000000
@@ -71,6 +73,7 @@ type sockaddrXDP struct {
 type ring struct {
 	mem        []byte
 	prod, cons *uint32
+	flags      *uint32 // XDP_RING_NEED_WAKEUP, set by the kernel
 	desc       unsafe.Pointer
 	mask       uint32
 	cached     uint32 // our own side's index
@@ -83,9 +86,10 @@ func mapRing(fd int, off ringOffsets, pgoff int64, descSize uintptr) (*ring, err
 		return nil, err
 	}
 	r := &ring{mem: mem, mask: xskRing - 1,
-		prod: (*uint32)(unsafe.Pointer(&mem[off.producer])),
-		cons: (*uint32)(unsafe.Pointer(&mem[off.consumer])),
-		desc: unsafe.Pointer(&mem[off.desc])}
+		prod:  (*uint32)(unsafe.Pointer(&mem[off.producer])),
+		cons:  (*uint32)(unsafe.Pointer(&mem[off.consumer])),
+		flags: (*uint32)(unsafe.Pointer(&mem[off.flags])),
+		desc:  unsafe.Pointer(&mem[off.desc])}
 	return r, nil
 }
 
@@ -115,6 +119,7 @@ type xsk struct {
 	umem             []byte
 	rx, tx, fill, cr *ring
 	zeroCopy         bool
+	needWakeup       bool // bound with XDP_USE_NEED_WAKEUP
 	owner            bool // owns umem, fill and cr (unmaps them)
 	// fillMu guards the fill ring when sockets share it (nil when one
 	// socket reads the queue).
@@ -176,13 +181,24 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 	for i := xskRing; i < xskChunks; i++ {
 		x.free = append(x.free, uint64(i)*xskChunk)
 	}
-	sa := sockaddrXDP{family: afXDP, ifindex: uint32(ifindex), queueID: uint32(queue)}
+	// XDP_USE_NEED_WAKEUP (Linux 5.4): the kernel says in the fill and
+	// transmit rings' flags when it needs a system call to go on, so a
+	// busy loop makes none it does not need (Documentation/networking/
+	// af_xdp.rst, "XDP_USE_NEED_WAKEUP bind flag"). A kernel without it
+	// refuses the flag; the socket then kicks after every batch.
+	sa := sockaddrXDP{family: afXDP, flags: xdpUseNeedWakeup, ifindex: uint32(ifindex), queueID: uint32(queue)}
 	if copyMode {
-		sa.flags = xdpCopy
+		sa.flags |= xdpCopy
 	}
-	if _, _, e := syscall.Syscall(syscall.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa)); e != 0 {
+	_, _, e := syscall.Syscall(syscall.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
+	if e == syscall.EINVAL {
+		sa.flags &^= xdpUseNeedWakeup
+		_, _, e = syscall.Syscall(syscall.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
+	}
+	if e != 0 {
 		return fail("binding", e)
 	}
+	x.needWakeup = sa.flags&xdpUseNeedWakeup != 0
 	var opt uint32
 	n := uint32(4)
 	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpOptions, uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
@@ -203,7 +219,7 @@ func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
 	}
-	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy}
+	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy, needWakeup: p.needWakeup}
 	fail := func(what string, err error) (*xsk, error) {
 		x.close()
 		return nil, fmt.Errorf("AF_XDP queue %d, shared socket: %s: %w", p.queue, what, err)
@@ -285,7 +301,7 @@ func (x *xsk) putInMap(mapFD int, key uint32) error {
 // receive hands each received frame to fn and lends the chunks back to
 // the kernel. The XDP program sent every frame here because its plan
 // queue (the metadata before it) is this socket's loop's. It reports how
-// many frames it handed over.
+// many frames it handed over; it never waits.
 func (x *xsk) receive(fn func(frame []byte)) int {
 	prod := atomic.LoadUint32(x.rx.prod)
 	cons := x.rx.cached
@@ -320,12 +336,27 @@ func (x *xsk) receive(fn func(frame []byte)) int {
 		x.fillMu.Unlock()
 	}
 	x.ret = ret
+	// A zero-copy driver that ran out of chunks stops until it is told
+	// there are new ones (the fill ring's need-wakeup flag).
+	if x.needWakeup && atomic.LoadUint32(x.fill.flags)&xdpRingNeedWakeup != 0 {
+		x.kick()
+	}
 	return len(ret)
 }
 
+// ready reports whether frames wait on the receive ring.
+func (x *xsk) ready() bool { return atomic.LoadUint32(x.rx.prod) != x.rx.cached }
+
+// kick asks the kernel to go on receiving: in zero-copy mode it wakes the
+// driver (xsk_recvmsg), and with busy polling it polls the device's NAPI
+// context (sk_busy_loop). It never blocks.
+func (x *xsk) kick() {
+	syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(x.fd), 0, 0, msgDontwait, 0, 0)
+}
+
 // send puts the batch's frames on the transmit ring and wakes the kernel
-// to send them (copy mode sends only when asked). It returns the frames
-// sent and the first error.
+// to send them when it asks for it (copy mode always does: it sends only
+// in the system call). It returns the frames sent and the first error.
 func (x *xsk) send(b *txBatch) (int, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -343,11 +374,17 @@ func (x *xsk) send(b *txBatch) (int, error) {
 	b.used = 0
 	atomic.StoreUint32(x.tx.prod, x.tx.cached)
 	var err error
-	// The kernel sends at most a few dozen frames a call in copy mode
-	// (TX_BATCH_SIZE, net/xdp/xsk.c) and answers EAGAIN for the rest.
+	// The kernel sends at most TX_BATCH_SIZE (32) frames a call in copy
+	// mode and answers EAGAIN for the rest (xsk_generic_xmit,
+	// net/xdp/xsk.c); a zero-copy driver takes them all at once. The
+	// call does not block (MSG_DONTWAIT), so it is made without telling
+	// the scheduler (RawSyscall): that would wake Go's sysmon.
 	for try := 0; try < 64 && atomic.LoadUint32(x.tx.cons) != x.tx.cached; try++ {
-		_, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(x.fd), 0, 0, msgDontwait, 0, 0)
-		if e != 0 && e != syscall.EAGAIN && e != syscall.EBUSY && e != syscall.EINTR {
+		if x.needWakeup && atomic.LoadUint32(x.tx.flags)&xdpRingNeedWakeup == 0 {
+			break
+		}
+		_, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(x.fd), 0, 0, msgDontwait, 0, 0)
+		if e != 0 && e != syscall.EAGAIN && e != syscall.EBUSY && e != syscall.EINTR && e != syscall.ENOBUFS {
 			err = e
 			break
 		}
@@ -369,39 +406,57 @@ func (x *xsk) reclaim() {
 	}
 }
 
+// setBusyPoll makes the socket's system calls poll the device
+// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET; Linux 5.11,
+// Documentation/networking/af_xdp.rst "XDP_USE_NEED_WAKEUP" and
+// napi.rst "Busy polling").
+func (x *xsk) setBusyPoll(budget int) error { return setBusyPoll(x.fd, budget) }
+
 // xdpPort is one loop's view of the AF_XDP sockets: its socket on each
 // device queue, and the socket it transmits through.
 type xdpPort struct {
 	socks []*xsk
 	tx    *xsk
-	pfd   []pollFd
 }
 
-func (p *xdpPort) receive(timeoutMs int, fn func(frame []byte)) (int, error) {
-	if len(p.pfd) == 0 {
-		for _, x := range p.socks {
-			p.pfd = append(p.pfd, pollFd{fd: int32(x.fd), events: pollIn})
-		}
-	}
-	ready := false
-	for _, x := range p.socks {
-		if atomic.LoadUint32(x.rx.prod) != x.rx.cached {
-			ready = true
-		}
-	}
-	if !ready {
-		for i := range p.pfd {
-			p.pfd[i].revents = 0
-		}
-		if err := poll(p.pfd, timeoutMs); err != nil {
-			return 0, err
-		}
-	}
+func (p *xdpPort) receive(fn func(frame []byte)) int {
 	n := 0
 	for _, x := range p.socks {
 		n += x.receive(fn)
 	}
-	return n, nil
+	return n
+}
+
+func (p *xdpPort) ready() bool {
+	for _, x := range p.socks {
+		if x.ready() {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *xdpPort) fds() []int {
+	var fds []int
+	for _, x := range p.socks {
+		fds = append(fds, x.fd)
+	}
+	return fds
+}
+
+func (p *xdpPort) kick() {
+	for _, x := range p.socks {
+		x.kick()
+	}
+}
+
+func (p *xdpPort) setBusyPoll(budget int) error {
+	for _, x := range p.socks {
+		if err := x.setBusyPoll(budget); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p *xdpPort) flushBatch(b *txBatch) (int, error) { return p.tx.send(b) }

@@ -29,10 +29,12 @@ func Main(st *Stack, args []string) int {
 	xskmap := fs.Int("xskmap-fd", -1, "XSKMAP descriptor (xdp)")
 	devq := fs.Int("devqueues", 1, "the device's receive queues (xdp)")
 	copyMode := fs.Bool("copy", false, "AF_XDP in copy mode even where zero-copy is possible")
+	busyPoll := fs.Bool("busy-poll", false, "busy-poll the device instead of sleeping")
+	spin := fs.Duration("spin", 0, "how long a loop spins on empty rings before it sleeps (0: the default; negative: not at all)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := Config{Ifindex: *ifindex, Socket: *socket, FanoutFD: *fanout, FilterFD: *filter, XSKMapFD: *xskmap, DevQueues: *devq, CopyMode: *copyMode}
+	cfg := Config{Ifindex: *ifindex, Socket: *socket, FanoutFD: *fanout, FilterFD: *filter, XSKMapFD: *xskmap, DevQueues: *devq, CopyMode: *copyMode, BusyPoll: *busyPoll, Spin: *spin}
 	for _, f := range strings.Split(*queues, ",") {
 		id, core, ok := strings.Cut(f, ":")
 		a, err1 := strconv.Atoi(id)
