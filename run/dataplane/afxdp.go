@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,16 +39,53 @@ const (
 
 // An XSK (AF_XDP socket) owns a UMEM of chunks: the first half is lent
 // to the kernel through the fill ring for received frames, the second
-// half holds frames to transmit. Each ring is a power of two long.
+// half holds frames to transmit. Each ring is a power of two long
+// (ringSize).
 const (
-	xskChunk  = 2048
-	xskRing   = 2048
-	xskChunks = 2 * xskRing
+	xskChunk = 2048
+	// minRing is the shortest ring: libxdp's default
+	// (XSK_RING_PROD__DEFAULT_NUM_DESCS, xsk.h), which xdpsock uses.
+	minRing = 2048
+	maxRing = 16384
 	// xdpHeadroom is the room the kernel keeps before a received frame in
 	// its chunk (XDP_PACKET_HEADROOM, include/linux/bpf.h); the XDP
 	// program's metadata sits at its end, just before the frame.
 	xdpHeadroom = 256
+	// ETHTOOL_GRINGPARAM (include/uapi/linux/ethtool.h).
+	ethtoolGRingParam = 0x10
+	siocEthtool       = 0x8946
 )
+
+// ringSize chooses the rings' length for the device's receive queue
+// depth: twice the descriptors the driver keeps posted (ethtool -g's "RX",
+// read with ETHTOOL_GRINGPARAM), so that the fill ring can refill a whole
+// device ring while the loop still holds the previous one's frames; never
+// less than minRing (a veth reports 256) nor more than maxRing.
+func ringSize(ifindex int) uint32 {
+	size := uint32(minRing)
+	ifc, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return size
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return size
+	}
+	defer syscall.Close(fd)
+	// struct ethtool_ringparam: cmd, then eight __u32, rx_pending fifth.
+	var rp [9]uint32
+	rp[0] = ethtoolGRingParam
+	var ifr [40]byte // struct ifreq: the name, then a pointer
+	copy(ifr[:15], ifc.Name)
+	*(*uintptr)(unsafe.Pointer(&ifr[16])) = uintptr(unsafe.Pointer(&rp))
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), siocEthtool, uintptr(unsafe.Pointer(&ifr))); e != 0 {
+		return size
+	}
+	for size < 2*rp[5] && size < maxRing {
+		size *= 2
+	}
+	return size
+}
 
 // ringOffsets is struct xdp_ring_offset; mmapOffsets is struct
 // xdp_mmap_offsets.
@@ -79,13 +117,13 @@ type ring struct {
 	cached     uint32 // our own side's index
 }
 
-func mapRing(fd int, off ringOffsets, pgoff int64, descSize uintptr) (*ring, error) {
-	size := int(off.desc) + xskRing*int(descSize)
+func mapRing(fd int, off ringOffsets, pgoff int64, n uint32, descSize uintptr) (*ring, error) {
+	size := int(off.desc) + int(n)*int(descSize)
 	mem, err := syscall.Mmap(fd, pgoff, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
 	if err != nil {
 		return nil, err
 	}
-	r := &ring{mem: mem, mask: xskRing - 1,
+	r := &ring{mem: mem, mask: n - 1,
 		prod:  (*uint32)(unsafe.Pointer(&mem[off.producer])),
 		cons:  (*uint32)(unsafe.Pointer(&mem[off.consumer])),
 		flags: (*uint32)(unsafe.Pointer(&mem[off.flags])),
@@ -115,7 +153,8 @@ func (r *ring) xdesc(i uint32) *xdpDesc {
 // the XDP program can give each frame straight to its loop's socket.
 type xsk struct {
 	fd               int
-	queue            int // the device's queue
+	queue            int    // the device's queue
+	n                uint32 // each ring's length; the UMEM holds 2n chunks
 	umem             []byte
 	rx, tx, fill, cr *ring
 	zeroCopy         bool
@@ -134,17 +173,17 @@ type xsk struct {
 // openXSK opens an AF_XDP socket on queue of ifindex, in zero-copy mode
 // where the driver supports it and copy mode otherwise (or always, with
 // copyMode).
-func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
+func openXSK(ifindex, queue int, copyMode bool, n uint32) (*xsk, error) {
 	fd, err := syscall.Socket(afXDP, syscall.SOCK_RAW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
 	}
-	x := &xsk{fd: fd, queue: queue, owner: true}
+	x := &xsk{fd: fd, queue: queue, owner: true, n: n}
 	fail := func(what string, err error) (*xsk, error) {
 		x.close()
 		return nil, fmt.Errorf("AF_XDP queue %d: %s: %w", queue, what, err)
 	}
-	if x.umem, err = syscall.Mmap(-1, 0, xskChunks*xskChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_POPULATE); err != nil {
+	if x.umem, err = syscall.Mmap(-1, 0, 2*int(n)*xskChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_POPULATE); err != nil {
 		return fail("allocating the UMEM", err)
 	}
 	reg := umemReg{addr: uint64(uintptr(unsafe.Pointer(&x.umem[0]))), len: uint64(len(x.umem)), chunkSize: xskChunk}
@@ -152,7 +191,7 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 		return fail("XDP_UMEM_REG", err)
 	}
 	for _, o := range []int{xdpUmemFillRing, xdpUmemCompletionRing, xdpRxRing, xdpTxRing} {
-		if err := syscall.SetsockoptInt(fd, solXDP, o, xskRing); err != nil {
+		if err := syscall.SetsockoptInt(fd, solXDP, o, int(n)); err != nil {
 			return fail("setting the ring sizes", err)
 		}
 	}
@@ -160,25 +199,25 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 	if err != nil {
 		return fail("XDP_MMAP_OFFSETS", err)
 	}
-	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
+	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, n, unsafe.Sizeof(xdpDesc{})); err != nil {
 		return fail("mapping the rx ring", err)
 	}
-	if x.tx, err = mapRing(fd, off.tx, pgoffTxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
+	if x.tx, err = mapRing(fd, off.tx, pgoffTxRing, n, unsafe.Sizeof(xdpDesc{})); err != nil {
 		return fail("mapping the tx ring", err)
 	}
-	if x.fill, err = mapRing(fd, off.fr, pgoffFillRing, 8); err != nil {
+	if x.fill, err = mapRing(fd, off.fr, pgoffFillRing, n, 8); err != nil {
 		return fail("mapping the fill ring", err)
 	}
-	if x.cr, err = mapRing(fd, off.cr, pgoffCompletionRing, 8); err != nil {
+	if x.cr, err = mapRing(fd, off.cr, pgoffCompletionRing, n, 8); err != nil {
 		return fail("mapping the completion ring", err)
 	}
 	// Lend the first half of the chunks to the kernel.
-	for i := uint32(0); i < xskRing; i++ {
+	for i := uint32(0); i < n; i++ {
 		*x.fill.addr(i) = uint64(i) * xskChunk
 	}
-	atomic.StoreUint32(x.fill.prod, xskRing)
-	x.fill.cached = xskRing
-	for i := xskRing; i < xskChunks; i++ {
+	atomic.StoreUint32(x.fill.prod, n)
+	x.fill.cached = n
+	for i := n; i < 2*n; i++ {
 		x.free = append(x.free, uint64(i)*xskChunk)
 	}
 	// XDP_USE_NEED_WAKEUP (Linux 5.4): the kernel says in the fill and
@@ -200,8 +239,8 @@ func openXSK(ifindex, queue int, copyMode bool) (*xsk, error) {
 	}
 	x.needWakeup = sa.flags&xdpUseNeedWakeup != 0
 	var opt uint32
-	n := uint32(4)
-	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpOptions, uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
+	optLen := uint32(4)
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), solXDP, xdpOptions, uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&optLen)), 0); e == 0 {
 		x.zeroCopy = opt&xdpOptionsZerocopy != 0
 	}
 	return x, nil
@@ -219,19 +258,19 @@ func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
 	}
-	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy, needWakeup: p.needWakeup}
+	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy, needWakeup: p.needWakeup, n: p.n}
 	fail := func(what string, err error) (*xsk, error) {
 		x.close()
 		return nil, fmt.Errorf("AF_XDP queue %d, shared socket: %s: %w", p.queue, what, err)
 	}
-	if err := syscall.SetsockoptInt(fd, solXDP, xdpRxRing, xskRing); err != nil {
+	if err := syscall.SetsockoptInt(fd, solXDP, xdpRxRing, int(x.n)); err != nil {
 		return fail("setting the ring size", err)
 	}
 	off, err := mmapOffsetsOf(fd)
 	if err != nil {
 		return fail("XDP_MMAP_OFFSETS", err)
 	}
-	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, unsafe.Sizeof(xdpDesc{})); err != nil {
+	if x.rx, err = mapRing(fd, off.rx, pgoffRxRing, x.n, unsafe.Sizeof(xdpDesc{})); err != nil {
 		return fail("mapping the rx ring", err)
 	}
 	sa := sockaddrXDP{family: afXDP, flags: xdpSharedUmem, ifindex: uint32(ifindex), queueID: uint32(p.queue), shared: uint32(p.fd)}
@@ -309,7 +348,7 @@ func (x *xsk) receive(fn func(frame []byte)) int {
 		return 0
 	}
 	if x.ret == nil {
-		x.ret = make([]uint64, 0, xskRing)
+		x.ret = make([]uint64, 0, x.n)
 	}
 	ret := x.ret[:0]
 	for ; cons != prod; cons++ {

@@ -275,8 +275,9 @@ func (s *Server) openXDP(cfg Config) error {
 	}
 	loops := len(s.queues)
 	socks := make([][]*xsk, cfg.DevQueues) // by device queue, then loop
+	n := ringSize(cfg.Ifindex)
 	for d := range socks {
-		x, err := openXSK(cfg.Ifindex, d, cfg.CopyMode)
+		x, err := openXSK(cfg.Ifindex, d, cfg.CopyMode, n)
 		if err != nil {
 			return err
 		}
@@ -311,7 +312,7 @@ func (s *Server) openXDP(cfg Config) error {
 	if socks[0][0].zeroCopy {
 		mode = "zero-copy mode"
 	}
-	s.Notes = append(s.Notes, fmt.Sprintf("AF_XDP in %s, %d device queue(s) for %d loop(s), a socket for each pair", mode, cfg.DevQueues, loops))
+	s.Notes = append(s.Notes, fmt.Sprintf("AF_XDP in %s, %d device queue(s) for %d loop(s), a socket for each pair; rings of %d descriptors", mode, cfg.DevQueues, loops, n))
 	return nil
 }
 
