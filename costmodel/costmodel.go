@@ -112,6 +112,9 @@ type Endpoint struct {
 	Gold  bool
 	Rate  float64 // packets per second; 0 when not declared
 	Cores []int   // where the application runs; nil: anywhere
+	// Listener: its packets come from many flows (a UDP or TCP
+	// listener), so they can be spread over queues (Problem.Spread).
+	Listener bool
 	// Software cycles per packet on a queue it shares with others, and on
 	// a queue where it is alone and exactly steered (demultiplexing done
 	// by the filter).
@@ -224,9 +227,11 @@ func stddev(xs []float64) float64 {
 
 // Balance spreads endpoints over the non-default queues: the standard
 // deviation of their loads, plus the load left on the default queue (which
-// serves misses and should carry no endpoint a filter or RSS can place).
-// Among equally balanced assignments the one that serves fewer packets
-// away from their applications' cores wins (the tie, offCoreLoad).
+// serves misses and should carry no endpoint a filter or RSS can place),
+// plus the load of endpoints the spread rule spreads (Problem.Spread)
+// above their even share of a core (spreadTerms). Among equally balanced
+// assignments the one that serves fewer packets away from their
+// applications' cores wins (the tie, offCoreLoad).
 type Balance struct{}
 
 // Name implements Function.
@@ -235,7 +240,24 @@ func (Balance) Name() string { return "balance" }
 // Cost implements Function.
 func (Balance) Cost(p *Problem, a Assignment) Cost {
 	w := weights(p)
-	return Cost{Kind: Value, V: balance(p, a, w, nil, nil), Tie: offCoreLoad(p, a, w)}
+	excess, exempt := spreadSums(p, a, w, nil)
+	return Cost{Kind: Value, V: balance(p, a, w, nil, nil, exempt) + excess, Tie: offCoreLoad(p, a, w)}
+}
+
+// spreadSums adds up the spread rule's terms of every endpoint: the
+// excess of all, the default-queue exemption of those keep selects.
+func spreadSums(p *Problem, a Assignment, w []float64, keep func(int) bool) (excess, exempt float64) {
+	for i, sp := range p.spreads() {
+		if i >= len(a) {
+			break
+		}
+		x, e := p.spreadTerms(sp, a[i], w[i])
+		excess += x
+		if keep == nil || keep(i) {
+			exempt += e
+		}
+	}
+	return excess, exempt
 }
 
 // offCoreLoad is the load (in the weights balance uses) served on queues
@@ -261,7 +283,10 @@ func offCore(p *Problem, i, q int) bool {
 	return cores != nil && !slices.Contains(cores, p.Queues[q].Core)
 }
 
-func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues func(int) bool) float64 {
+// balance is the deviation of the loads over the non-default queues (of
+// those queues selects) plus the default queue's load less exempt, the
+// spread endpoints' share of it.
+func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues func(int) bool, exempt float64) float64 {
 	l := loads(p, a, w, keep)
 	var nondef []float64
 	var def float64
@@ -278,6 +303,7 @@ func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues 
 	if len(nondef) == 0 {
 		return 0 // one queue: nothing to balance
 	}
+	def = max(0, def-exempt)
 	var sum float64
 	for _, x := range nondef {
 		sum += x
@@ -292,8 +318,8 @@ func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues 
 // Priority gives gold endpoints queues of their own. Rejected when gold
 // endpoints lack exclusive queues (by the shortfall); penalised when
 // best-effort endpoints are left on the default queue because gold took
-// every other; otherwise the balance of each class over its own queues.
-// Ties go to the assignment with less load off its applications' cores.
+// every other; otherwise the balance of each class over its own queues
+// (with the spread rule's terms, as in Balance). Ties go to the assignment with less load off its applications' cores.
 type Priority struct{}
 
 // Name implements Function.
@@ -329,8 +355,10 @@ func (Priority) Cost(p *Problem, a Assignment) Cost {
 	}
 	isGold := func(i int) bool { return p.Endpoints[i].Gold }
 	isBE := func(i int) bool { return !p.Endpoints[i].Gold }
-	v := balance(p, a, w, isGold, func(q int) bool { return goldQ[q] }) +
-		balance(p, a, w, isBE, func(q int) bool { return !goldQ[q] })
+	excess, exemptGold := spreadSums(p, a, w, isGold)
+	_, exemptBE := spreadSums(p, a, w, isBE)
+	v := balance(p, a, w, isGold, func(q int) bool { return goldQ[q] }, exemptGold) +
+		balance(p, a, w, isBE, func(q int) bool { return !goldQ[q] }, exemptBE) + excess
 	tie := offCoreLoad(p, a, w)
 	if shortfall > 0 {
 		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: tie}

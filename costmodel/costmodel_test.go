@@ -1,6 +1,7 @@
 package costmodel
 
 import (
+	"slices"
 	"testing"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
@@ -118,28 +119,112 @@ func TestEvaluatorMatches(t *testing.T) {
 	p := problem(true, false, false, true, false)
 	p.Endpoints[1].Rate = 5000
 	p.Endpoints[2].Cores = []int{2}
+	// Spread endpoints: named cores (one of them the default queue's), and
+	// one too hot for a core when every endpoint declares a rate.
+	for i := range p.Endpoints {
+		p.Endpoints[i].Listener = true
+	}
+	p.Endpoints[0].Cores = []int{0, 1}
+	p.Endpoints[3].Cores = []int{1, 2}
+	rated := *p
+	rated.Endpoints = slices.Clone(p.Endpoints)
+	for i := range rated.Endpoints {
+		rated.Endpoints[i].Rate = float64(1000 * (i + 1))
+	}
+	rated.Endpoints[4].Rate = 2 * rated.Endpoints[4].CoreRate()
+	if sp := rated.Spread(4); sp.N != 2 || sp.Cores != nil {
+		t.Fatalf("a listener at twice a core's rate: %+v, want spread over 2 cores", sp)
+	}
 	for _, fn := range []Function{Balance{}, Priority{}, Cycles{}, DragonetBalance{}, DragonetPriority{GoldPerQueue: 1}, DragonetPriority{GoldPerQueue: 2}} {
-		ev := NewEvaluator(p, fn, nil)
-		seed := uint32(7)
-		for step := 0; step < 500; step++ {
-			seed = seed*1664525 + 1013904223
-			i := int(seed>>8) % len(p.Endpoints)
-			q := int(seed>>16) % len(p.Queues)
-			var shares []Share
-			switch seed % 4 {
-			case 3:
-				shares = nil // not placed yet (Dragonet's greedy search)
-			case 0:
-				shares = []Share{{Queue: q, Frac: 1, Exact: true}}
-			case 1:
-				shares = []Share{{Queue: 1, Frac: 0.5}, {Queue: 2, Frac: 0.5}}
-			default:
-				shares = []Share{{Queue: q, Frac: 1}}
-			}
-			ev.Set(i, shares)
-			if err := ev.Check(); err != nil {
-				t.Fatalf("%s step %d: %v", fn.Name(), step, err)
-			}
+		for _, p := range []*Problem{p, &rated} {
+			testEvaluator(t, p, fn)
 		}
+	}
+}
+
+func testEvaluator(t *testing.T, p *Problem, fn Function) {
+	t.Helper()
+	ev := NewEvaluator(p, fn, nil)
+	seed := uint32(7)
+	for step := 0; step < 500; step++ {
+		seed = seed*1664525 + 1013904223
+		i := int(seed>>8) % len(p.Endpoints)
+		q := int(seed>>16) % len(p.Queues)
+		var shares []Share
+		switch seed % 4 {
+		case 3:
+			shares = nil // not placed yet (Dragonet's greedy search)
+		case 0:
+			shares = []Share{{Queue: q, Frac: 1, Exact: true}}
+		case 1:
+			shares = []Share{{Queue: 1, Frac: 0.5}, {Queue: 2, Frac: 0.5}}
+			if seed&(1<<20) != 0 {
+				shares[1].Queue = 0 // the default queue, spread over
+			}
+		default:
+			shares = []Share{{Queue: q, Frac: 1}}
+		}
+		ev.Set(i, shares)
+		if err := ev.Check(); err != nil {
+			t.Fatalf("%s step %d: %v", fn.Name(), step, err)
+		}
+	}
+}
+
+// TestSpreadRule: listeners that name several of the queues' cores, or
+// whose rate exceeds a core's, are spread; one core named, a connected
+// flow, or a cool listener are not.
+func TestSpreadRule(t *testing.T) {
+	p := problem(false, false, false, false, false, false)
+	e := p.Endpoints
+	for i := range e {
+		e[i].Listener = true
+	}
+	e[0].Cores = []int{0, 1}
+	e[1].Cores = []int{1, 7} // core 7 serves no queue
+	e[2].Rate = 3 * e[2].CoreRate()
+	e[3].Rate, e[3].Cores = 3*e[3].CoreRate(), []int{2}
+	e[4].Cores, e[4].Listener = []int{0, 1, 2}, false
+	e[5].Rate = e[5].CoreRate() / 2
+	for i, want := range []Spread{{Cores: []int{0, 1}, N: 2}, {N: 1}, {N: 3}, {N: 1}, {N: 1}, {N: 1}} {
+		got := p.Spread(i)
+		if got.N != want.N || !slices.Equal(got.Cores, want.Cores) || (got.N > 1) != (got.Why != "") {
+			t.Errorf("endpoint %d: %+v, want %+v", i, got, want)
+		}
+	}
+	if r := e[0].CoreRate(); r != CoreHz/300 {
+		t.Errorf("a core serves %v packets/s of a 300-cycle path, want %v", r, CoreHz/300)
+	}
+}
+
+// TestBalanceSpread: one listener on a two-core stack that names both
+// cores: on one queue it costs half its load (the share its other core
+// should serve), spread over both queues (the default one included) it
+// costs nothing, under balance and priority; cycles sees the halved
+// per-core load.
+func TestBalanceSpread(t *testing.T) {
+	p := &Problem{Queues: []Queue{{ID: 0, Core: 0, Default: true}, {ID: 1, Core: 1}},
+		Endpoints: []Endpoint{{Name: "echo", Rate: 1e6, Cores: []int{0, 1}, Listener: true, Cycles: 240, ExclusiveCycles: 200}}}
+	one := Assignment{{{Queue: 1, Frac: 1, Exact: true}}}
+	both := Assignment{{{Queue: 0, Frac: 0.5}, {Queue: 1, Frac: 0.5}}}
+	for _, fn := range []Function{Balance{}, Priority{}} {
+		if c := fn.Cost(p, one); c.V != 5e5 {
+			t.Errorf("%s: one queue costs %v, want 500000", fn.Name(), c)
+		}
+		if c := fn.Cost(p, both); c.V != 0 {
+			t.Errorf("%s: spread over both costs %v, want 0", fn.Name(), c)
+		}
+	}
+	loads := CoreLoads(p, both)
+	if loads["core 0"] != 240*5e5 || loads["core 1"] != 240*5e5 {
+		t.Errorf("cycles per core of the spread endpoint: %v", loads)
+	}
+	if !(Cycles{}).Cost(p, both).Less(Cycles{}.Cost(p, one)) {
+		t.Errorf("cycles: spread %v, one queue %v", Cycles{}.Cost(p, both), Cycles{}.Cost(p, one))
+	}
+	// Without the spread rule (a connected flow) one queue is balanced.
+	p.Endpoints[0].Listener = false
+	if c := (Balance{}).Cost(p, one); c.V != 0 {
+		t.Errorf("a flow on one queue costs %v", c)
 	}
 }

@@ -23,6 +23,11 @@ type Evaluator struct {
 	be                     int
 	engines                float64
 	offCore                float64 // load served off its application's cores (the tie of balance and priority)
+	// The spread rule (Problem.Spread) per endpoint, and its terms
+	// (spreadTerms) summed: the excess of all endpoints, the
+	// default-queue exemption of each class.
+	spread                       []Spread
+	excess, exemptGold, exemptBE float64
 	// Dragonet's cost functions count placed flows: per queue and class
 	// (fractions of flows, and flows with a share there), and per class.
 	dl     dragonetLoads
@@ -45,6 +50,7 @@ func NewEvaluator(p *Problem, fn Function, a Assignment) *Evaluator {
 		ev.coreOf[qi] = cores[q.Core]
 	}
 	ev.nCores = len(cores)
+	ev.spread = p.spreads()
 	ev.dl = dragonetLoads{nq: nq, gold: make([]float64, nq), be: make([]float64, nq), goldAt: ev.goldUsers, beAt: make([]int, nq)}
 	for i, e := range p.Endpoints {
 		if e.Gold {
@@ -75,6 +81,14 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 	rate := e.Rate
 	if rate <= 0 {
 		rate = DefaultRate
+	}
+	if x, ex := ev.p.spreadTerms(ev.spread[i], shares, ev.w[i]); x != 0 || ex != 0 {
+		ev.excess += sign * x
+		if e.Gold {
+			ev.exemptGold += sign * ex
+		} else {
+			ev.exemptBE += sign * ex
+		}
 	}
 	for _, s := range shares {
 		q := s.Queue
@@ -118,7 +132,7 @@ func (ev *Evaluator) Set(i int, shares []Share) {
 func (ev *Evaluator) Cost() Cost {
 	switch f := ev.fn.(type) {
 	case Balance:
-		return Cost{Kind: Value, V: ev.balance(ev.load, nil), Tie: ev.tie()}
+		return Cost{Kind: Value, V: ev.balance(ev.load, nil, ev.exemptGold+ev.exemptBE) + ev.excessLoad(), Tie: ev.tie()}
 	case Priority:
 		return ev.priority()
 	case DragonetBalance:
@@ -145,7 +159,18 @@ func (ev *Evaluator) Cost() Cost {
 	return ev.fn.Cost(ev.p, ev.shares)
 }
 
-func (ev *Evaluator) balance(load []float64, keep func(int) bool) float64 {
+// excessLoad is the spread rule's excess, with the drift of incremental
+// sums cut to 0.
+func (ev *Evaluator) excessLoad() float64 {
+	if ev.excess < 1e-9*(1+sum(ev.load)) {
+		return 0
+	}
+	return ev.excess
+}
+
+// balance is the Balance function's figure over load: exempt is the
+// spread endpoints' share of the default queue.
+func (ev *Evaluator) balance(load []float64, keep func(int) bool, exempt float64) float64 {
 	var sum, sq float64
 	n := 0
 	def := 0.0
@@ -164,6 +189,7 @@ func (ev *Evaluator) balance(load []float64, keep func(int) bool) float64 {
 	if n == 0 {
 		return 0
 	}
+	def = max(0, def-exempt)
 	mean := sum / float64(n)
 	v := sq/float64(n) - mean*mean
 	sd := 0.0
@@ -190,7 +216,7 @@ func (ev *Evaluator) priority() Cost {
 		}
 	}
 	isGoldQ := func(q int) bool { return ev.goldUsers[q] > 0 }
-	v := ev.balance(ev.loadGold, isGoldQ) + ev.balance(ev.loadBE, func(q int) bool { return !isGoldQ(q) })
+	v := ev.balance(ev.loadGold, isGoldQ, ev.exemptGold) + ev.balance(ev.loadBE, func(q int) bool { return !isGoldQ(q) }, ev.exemptBE) + ev.excessLoad()
 	if shortfall > 0 {
 		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: ev.tie()}
 	}
