@@ -214,6 +214,7 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 			}
 		}
 	}
+	p.cp = p.costProblem()
 	p.modes = p.rssModes()
 	p.paths = embedding.LPGPaths(in.LPG)
 	for i, e := range in.Stack.Endpoints {
@@ -226,7 +227,6 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 		p.eps = append(p.eps, ep)
 	}
 	p.overlaps()
-	p.cp = p.costProblem()
 	p.warnHidden()
 	return p, nil
 }
@@ -390,14 +390,16 @@ type rssMode struct {
 // (ethtool_rxfh_indir_default in include/linux/ethtool.h: bucket i goes
 // to queue i mod n). The search tries each mode the driver can set.
 const (
-	modeRest = "rss-nondefault" // queues 1..n-1: queue 0 keeps misses and non-IP frames
-	modeAll  = "rss-all"        // queues 0..n-1: Linux's default
-	modeNone = "no-rss"         // everything no filter claims lands on queue 0
+	modeRest   = "rss-nondefault" // queues 1..n-1: queue 0 keeps misses and non-IP frames
+	modeAll    = "rss-all"        // queues 0..n-1: Linux's default
+	modeSpread = "rss-spread"     // the queues of the cores spread endpoints name (costmodel's spread rule)
+	modeNone   = "no-rss"         // everything no filter claims lands on queue 0
 )
 
 // rssModes lists the RSS modes this NIC and driver can realise, the
 // preferred first: RSS over the non-default queues, then over all of
-// them, then none. A driver that fills the table itself (myri10ge)
+// them, then over the queues of the cores that endpoints the spread rule
+// spreads name (costmodel.Problem.Spread), then none. A driver that fills the table itself (myri10ge)
 // spreads over every queue it has: it cannot leave queue 0 out, and it
 // keeps RSS off only when the plan uses queue 0 alone (linux.sh then
 // asks for one channel). A NIC without RSS has no choice.
@@ -406,22 +408,31 @@ func (p *problem) rssModes() []rssMode {
 	if p.hash == nil || n == 1 {
 		return []rssMode{{name: modeNone}}
 	}
-	spread := func(first int) []int {
+	spread := func(first int, keep func(qi int) bool) []int {
 		var out []int
 		for i := first; i < n; i++ {
-			if _, ok := p.hash.ActionFor(p.queues[i].id); ok && len(out) < p.hash.MaxTargets {
+			if _, ok := p.hash.ActionFor(p.queues[i].id); ok && len(out) < p.hash.MaxTargets && (keep == nil || keep(i)) {
 				out = append(out, i)
 			}
 		}
 		return out
 	}
-	try := []rssMode{{name: modeRest, queues: spread(1)}, {name: modeAll, queues: spread(0)}}
+	cores := map[int]bool{}
+	for i := range p.cp.Endpoints {
+		for _, c := range p.cp.Spread(i).Cores {
+			cores[c] = true
+		}
+	}
+	try := []rssMode{{name: modeRest, queues: spread(1, nil)}, {name: modeAll, queues: spread(0, nil)}}
+	if s := spread(0, func(qi int) bool { return cores[p.queues[qi].core] }); len(s) >= 2 {
+		try = append(try, rssMode{name: modeSpread, queues: s})
+	}
 	if d := p.in.Driver; d != nil && d.RSS != nil && !d.RSS.SetTable {
-		try = try[1:]
+		try = try[1:2] // the driver spreads over every queue
 	}
 	var modes []rssMode
 	for _, m := range try {
-		if len(m.queues) > 0 && (len(modes) == 0 || !slices.Equal(modes[0].queues, m.queues)) {
+		if len(m.queues) > 0 && !slices.ContainsFunc(modes, func(o rssMode) bool { return slices.Equal(o.queues, m.queues) }) {
 			modes = append(modes, m)
 		}
 	}
@@ -455,7 +466,8 @@ func (p *problem) overlaps() {
 	}
 }
 
-// costProblem describes the endpoints and queues to the cost model.
+// costProblem describes the endpoints (the stack's, in its order) and
+// queues to the cost model.
 func (p *problem) costProblem() *costmodel.Problem {
 	cp := &costmodel.Problem{Queues: make([]costmodel.Queue, 0, len(p.queues)), Endpoints: make([]costmodel.Endpoint, 0, len(p.eps))}
 	for _, q := range p.queues {
@@ -463,10 +475,11 @@ func (p *problem) costProblem() *costmodel.Problem {
 	}
 	cp.Queues[0].Default = true
 	shared, exclusive := pathCycles(p.in)
-	for _, e := range p.eps {
+	for _, e := range p.in.Stack.Endpoints {
 		cp.Endpoints = append(cp.Endpoints, costmodel.Endpoint{
-			Name: e.ep.Name, Gold: e.ep.Class == lpg.Gold, Rate: e.ep.Rate, Cores: e.ep.Cores,
-			Cycles: shared[e.ep.Proto], ExclusiveCycles: exclusive[e.ep.Proto],
+			Name: e.Name, Gold: e.Class == lpg.Gold, Rate: e.Rate, Cores: e.Cores,
+			Cycles: shared[e.Proto], ExclusiveCycles: exclusive[e.Proto],
+			Listener: (e.Proto == lpg.UDP || e.Proto == lpg.TCP) && !e.Flow && !e.Shadowed,
 		})
 	}
 	return cp

@@ -71,6 +71,9 @@ func (r *Result) WriteReport(w io.Writer) {
 			fmt.Fprintf(w, "  app on cores %s", joinInts(e.AppCores))
 		}
 		fmt.Fprintln(w)
+		if e.Spread != "" {
+			fmt.Fprintf(w, "  %-14s spread rule: %s; %s\n", "", e.SpreadWhy, e.Spread)
+		}
 	}
 	if len(pl.Engines) > 0 {
 		fmt.Fprintln(w, "\nEngines (task partition):")

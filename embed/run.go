@@ -213,6 +213,9 @@ func (r *Result) plan() *plan.Plan {
 		}
 		slices.Sort(pe.IRQCores)
 		pe.IRQCores = slices.Compact(pe.IRQCores)
+		if w := p.spreadInto(&pe, e.index); w != "" {
+			pl.Warnings = append(pl.Warnings, w)
+		}
 		if e.ep.Cores != nil {
 			for _, c := range pe.IRQCores {
 				if !slices.Contains(e.ep.Cores, c) {
@@ -316,6 +319,35 @@ func (r *Result) plan() *plan.Plan {
 	}
 	sort.Strings(pl.Warnings)
 	return pl
+}
+
+// spreadInto says in pe how the plan spreads endpoint i when the spread
+// rule (costmodel.Problem.Spread) wants it spread, and returns a warning
+// when the plan serves it on fewer cores than the rule asks.
+func (p *problem) spreadInto(pe *plan.Endpoint, i int) string {
+	sp := p.cp.Spread(i)
+	if sp.N <= 1 {
+		return ""
+	}
+	pe.SpreadWhy = sp.Why
+	want, mine := fmt.Sprintf("%d cores", sp.N), pe.IRQCores
+	if sp.Cores != nil {
+		want = "cores " + joinInts(sp.Cores)
+		mine = slices.DeleteFunc(slices.Clone(pe.IRQCores), func(c int) bool { return !slices.Contains(sp.Cores, c) })
+	}
+	if len(mine) >= 2 {
+		pe.Spread = fmt.Sprintf("%s over queues %s on cores %s", pe.Steering, joinInts(pe.Queues), joinInts(pe.IRQCores))
+		if len(mine) < sp.N {
+			pe.Spread += fmt.Sprintf(", %d of the %s it should be spread over", len(mine), want)
+		}
+		return ""
+	}
+	why := fmt.Sprintf("the %s cost preferred it", p.in.Cost.Name())
+	if p.hash == nil {
+		why = p.in.NIC + " has no hash to spread a listener's flows with"
+	}
+	pe.Spread = fmt.Sprintf("not spread: served on core %s", joinInts(pe.IRQCores))
+	return fmt.Sprintf("endpoint %s should be spread over %s (%s) but is served on core %s: %s", pe.Name, want, sp.Why, joinInts(pe.IRQCores), why)
 }
 
 func strategyName(s string) string {

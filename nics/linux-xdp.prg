@@ -38,6 +38,23 @@ graph linux_xdp {
                 capacity 65536
             }
             port queues[Queue0..63]
+            port default[CRSS]
+        }
+
+        // What no rule claims: the Toeplitz hash of the addresses and
+        // ports (RSS's, Microsoft's "Verifying the RSS Hash Calculation"
+        // key, prg's default) picks one of 128 buckets, each naming a
+        // loop: the program computes it from a per-byte table (package
+        // run, the RSS map). It spreads a listener's flows over loops and
+        // keeps each flow on one; frames it cannot hash (not IPv4, or a
+        // header that does not fit) go to Queue0.
+        config CRSS {
+            hash {
+                fields [ip.src ip.dst l4.sport l4.dport]
+                buckets 128
+                ports [tcp udp]
+            }
+            port queues[Queue0..63]
             port default[Queue0]
         }
 

@@ -110,6 +110,11 @@ type Endpoint struct {
 	App      string `json:"app,omitempty"`
 	Copy     string `json:"copy,omitempty"` // cpu or the copy engine
 	Why      string `json:"copy_reason,omitempty"`
+	// Spread says how the endpoint is spread over cores (the steering
+	// and the queues and cores it reaches) when the spread rule spreads it
+	// (docs/costs.md), and SpreadWhy why the rule does.
+	Spread    string `json:"spread,omitempty"`
+	SpreadWhy string `json:"spread_reason,omitempty"`
 }
 
 // Place is where an LPG node runs.
@@ -329,7 +334,7 @@ func (e Endpoint) appendJSON(b []byte) []byte {
 		b = appendKey(b, "app_cores", false)
 		b = appendInts(b, e.AppCores)
 	}
-	for _, f := range [][2]string{{"app", e.App}, {"copy", e.Copy}, {"copy_reason", e.Why}} {
+	for _, f := range [][2]string{{"app", e.App}, {"copy", e.Copy}, {"copy_reason", e.Why}, {"spread", e.Spread}, {"spread_reason", e.SpreadWhy}} {
 		if f[1] != "" {
 			b = appendKey(b, f[0], false)
 			b = appendString(b, f[1])

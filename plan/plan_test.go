@@ -104,7 +104,7 @@ func TestWriteJSONIsMarshalIndent(t *testing.T) {
 	}
 	hostile := &plan.Plan{GeneratedBy: "dragonc", DragoncVersion: "v<1>&\u2028", Driver: "ixgbe", Changes: &plan.Changes{},
 		Queues:    []plan.Queue{{ID: -1, Core: 7, Software: []string{}}, {ID: 3, Endpoints: []string{"a\"b", "c\\d", "é", "\xff"}, Software: []string{"x\u2029y", "\t"}}},
-		Endpoints: []plan.Endpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large"}},
+		Endpoints: []plan.Endpoint{{}, {Name: "e<&>", Queues: []int{}, IRQCores: []int{1, 2}, AppCores: []int{0}, App: "$(rm -rf /)", Copy: "ioat", Why: "large", Spread: "rss over queues 0,1 (cores 0,1)", SpreadWhy: "its application runs on cores 0,1"}},
 		Placement: map[string]plan.Place{"b\"<": {}, "a": {Where: "hardware", Queues: []int{0, 15}, Engine: "tigon0", Descriptor: true}, "": {Queues: []int{}}},
 		Config: []plan.Config{{}, {Node: "n<1>", Kind: "table", Entries: []plan.Entry{
 			{Match: "a & b", Action: "q\"1", Priority: -2, Endpoint: "é", Fields: []plan.Field{{Field: "ip.dst", Value: 1 << 40, Mask: 0xff}, {Field: "", Value: 0}}},

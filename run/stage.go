@@ -12,6 +12,7 @@ import (
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/plan"
+	"github.com/dragonc/dragonc/prg"
 )
 
 // baseStage is what every stage knows of the stack: its addresses and
@@ -37,14 +38,31 @@ func baseStage(pl *plan.Plan, st *lpg.Stack) *Stage {
 }
 
 // StageOf reads the eBPF stage's tables off a linux-xdp plan: the flow
-// table, then the port table, then queue 0 (the model's order).
+// table, then the port table, then the hash that spreads what no rule
+// claims (RSS over the plan's indirection table) or, without it, queue 0
+// (the model's order).
 func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
 	m, _, err := nics.Load(Model)
 	if err != nil {
 		return nil, err
 	}
 	s := baseStage(pl, st)
+	queue := func(a string) (uint32, error) {
+		q := m.QueueIndex(a)
+		if q < 0 {
+			return 0, fmt.Errorf("action %s is not a queue", a)
+		}
+		return uint32(q), nil
+	}
 	for _, c := range pl.Config {
+		if c.Kind == "hash" && len(c.Indirection) > 0 {
+			rss, err := rssOf(m, c, queue, 0)
+			if err != nil {
+				return nil, err
+			}
+			s.Miss, s.RSS = MissRSS, rss
+			continue
+		}
 		if c.Kind != "table" {
 			continue
 		}
@@ -54,11 +72,11 @@ func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
 			return nil, fmt.Errorf("the eBPF stage has no table %s", c.Node)
 		}
 		gs, err := groups(c, nil, func(a string) (uint32, error) {
-			q := m.QueueIndex(a)
-			if q < 0 {
-				return 0, fmt.Errorf("%s: action %s is not a queue", c.Node, a)
+			q, err := queue(a)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", c.Node, err)
 			}
-			return uint32(q), nil
+			return q, nil
 		})
 		if err != nil {
 			return nil, err
@@ -243,33 +261,47 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 			if c.Kind != "hash" || len(c.Indirection) == 0 {
 				continue
 			}
-			sp := m.Space(c.Node)
-			if sp == nil {
+			if m.Space(c.Node) == nil {
 				continue
 			}
-			if sp.Identity {
-				// The stage now places every frame, these too; it has no
-				// endpoint hash to place them as the NIC would.
-				return nil, nil, fmt.Errorf("%s: dragonc run cannot take over the NIC's endpoint hash on %s", c.Node, sp.Fields[0])
-			}
-			rss := &RSS{Key: sp.Key, TCPPorts: sp.TCPPorts, UDPPorts: sp.UDPPorts, Miss: def}
-			if miss := m.G.Nodes[sp.ID].Port(sp.MissPort); miss != nil && len(miss.Succ) == 1 {
-				if q := m.QueueIndex(m.G.Nodes[miss.Succ[0]].Name); q >= 0 {
-					rss.Miss = uint32(q)
-				}
-			}
-			for _, t := range c.Indirection {
-				q, err := queue(t)
-				if err != nil {
-					return nil, nil, err
-				}
-				rss.Indirection = append(rss.Indirection, q)
+			rss, err := rssOf(m, c, queue, def)
+			if err != nil {
+				return nil, nil, err
 			}
 			s.Miss, s.RSS = MissRSS, rss
 			notes = append(notes, fmt.Sprintf("the eBPF stage spreads by RSS (%s: Toeplitz over %d buckets, as the plan's indirection table)", c.Node, len(rss.Indirection)))
 		}
 	}
 	return s, notes, nil
+}
+
+// rssOf is the stage's RSS for a plan's hash node c of model m: its key,
+// the ports it hashes, the queue of each bucket, and the queue of frames
+// it does not hash (its miss port's queue, else def).
+func rssOf(m *prg.Model, c plan.Config, queue func(action string) (uint32, error), def uint32) (*RSS, error) {
+	sp := m.Space(c.Node)
+	if sp == nil {
+		return nil, fmt.Errorf("%s has no hash %s", m.G.Name, c.Node)
+	}
+	if sp.Identity {
+		// The stage places every frame, these too; it has no endpoint
+		// hash to place them as the NIC would.
+		return nil, fmt.Errorf("%s: dragonc run cannot take over the NIC's endpoint hash on %s", c.Node, sp.Fields[0])
+	}
+	rss := &RSS{Key: sp.Key, TCPPorts: sp.TCPPorts, UDPPorts: sp.UDPPorts, Miss: def}
+	if miss := m.G.Nodes[sp.ID].Port(sp.MissPort); miss != nil && len(miss.Succ) == 1 {
+		if q := m.QueueIndex(m.G.Nodes[miss.Succ[0]].Name); q >= 0 {
+			rss.Miss = uint32(q)
+		}
+	}
+	for _, t := range c.Indirection {
+		q, err := queue(t)
+		if err != nil {
+			return nil, err
+		}
+		rss.Indirection = append(rss.Indirection, q)
+	}
+	return rss, nil
 }
 
 func configOf(pl *plan.Plan, node string) plan.Config {

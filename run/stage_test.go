@@ -164,10 +164,12 @@ func (sr *stageRun) run(t testing.TB, f []byte) (xq int, ours, dropped bool, fq 
 // (Toeplitz over the addresses, and ports where the NIC hashes them) and
 // the indirection table. When only some rules are refused, the frames
 // those rules steer must go to their queues and the rest stay on the
-// queue the NIC chose.
+// queue the NIC chose. The plan is the priority cost's, which keeps
+// Flow Director rules for the gold endpoint and most of the rest (balance
+// spreads the stack by RSS alone).
 func TestHardwareStageMatchesNIC(t *testing.T) {
 	needBPF(t)
-	r, st := embedtest.PlanTarget(t, "82599", filepath.Join("..", "examples", "web_and_dns.lpg"), costmodel.Balance{}, dembed.TargetLinux)
+	r, st := embedtest.PlanTarget(t, "82599", filepath.Join("..", "examples", "web_and_dns.lpg"), costmodel.Priority{}, dembed.TargetLinux)
 	steps := linux.Steps(r)
 	interp, err := prg.NewInterp(r.Model(), r.Embedding.Config)
 	if err != nil {
