@@ -457,8 +457,12 @@ func omxExchange(ifname string, dst, src uint8, msg []byte) ([]byte, error) {
 // returns the answer, or the error that came instead (ECONNREFUSED for a
 // port unreachable). It sends again every 300 ms until two seconds are
 // gone, so that one lost datagram is no failure.
-func udpExchange(port int, msg []byte) ([]byte, error) {
-	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: port})
+func udpExchange(port int, msg []byte) ([]byte, error) { return udpFrom(0, port, msg) }
+
+// udpFrom sends msg from local port sport (0: any) to the stack's port
+// dport and returns the answer, resending on silence for up to two seconds.
+func udpFrom(sport, dport int, msg []byte) ([]byte, error) {
+	c, err := net.DialUDP("udp4", &net.UDPAddr{Port: sport}, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: dport})
 	if err != nil {
 		return nil, err
 	}
