@@ -172,4 +172,3 @@ func TestServeSpreadsHotEndpoint(t *testing.T) {
 	}
 	t.Logf("echo delivered per queue %v; the model sends the flows %v", got, want)
 }
-
