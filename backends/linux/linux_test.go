@@ -200,9 +200,9 @@ func (f *fakeNIC) run(t *testing.T, script string, env []string, args ...string)
 	return string(out), code
 }
 
-func writeScript(t *testing.T, nic, example string) string {
+func writeScript(t *testing.T, nic, example string, cost costmodel.Function) string {
 	t.Helper()
-	r, _ := embedtest.PlanTarget(t, nic, filepath.Join(root, "examples", example), costmodel.Balance{}, embed.TargetLinux)
+	r, _ := embedtest.PlanTarget(t, nic, filepath.Join(root, "examples", example), cost, embed.TargetLinux)
 	p := filepath.Join(t.TempDir(), "linux.sh")
 	if err := os.WriteFile(p, []byte(linux.Script(r, example)), 0o755); err != nil {
 		t.Fatal(err)
@@ -210,11 +210,17 @@ func writeScript(t *testing.T, nic, example string) string {
 	return p
 }
 
+// rules is the cost under which web_and_dns's plan on the 82599 has a
+// hundred Flow Director rules and uses eight queues: priority keeps the
+// gold endpoint's queue of its own (balance spreads its four cores' worth
+// by RSS, and the rest with it).
+var rules = costmodel.Priority{}
+
 // TestScriptRefusedRule: the driver refuses the third rule while ethtool
 // exits 0, as the real one does. The script must see it by reading the
 // table back, name the step, undo everything it applied and exit 1.
 func TestScriptRefusedRule(t *testing.T) {
-	script := writeScript(t, "82599", "web_and_dns.lpg")
+	script := writeScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", 4)
 	before := f.snapshot(t)
 	out, code := f.run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "eth0")
@@ -234,7 +240,7 @@ func TestScriptRefusedRule(t *testing.T) {
 
 // TestScriptApplyAndUndo applies a plan and restores the old settings.
 func TestScriptApplyAndUndo(t *testing.T) {
-	script := writeScript(t, "82599", "web_and_dns.lpg")
+	script := writeScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", 4)
 	before := f.snapshot(t)
 	out, code := f.run(t, script, nil, "eth0")
@@ -265,7 +271,7 @@ func TestScriptApplyAndUndo(t *testing.T) {
 // TestScriptChecksDriver: another driver stops the script before any
 // change unless --force.
 func TestScriptChecksDriver(t *testing.T) {
-	script := writeScript(t, "82599", "dns_ntp.lpg")
+	script := writeScript(t, "82599", "dns_ntp.lpg", costmodel.Balance{})
 	f := newFake(t, "e1000e", 4)
 	before := f.snapshot(t)
 	out, code := f.run(t, script, nil, "eth0")
@@ -297,7 +303,7 @@ func TestScriptOnVeth(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("unshare is not installed")
 	}
-	script := writeScript(t, "82599", "web_and_dns.lpg")
+	script := writeScript(t, "82599", "web_and_dns.lpg", rules)
 	state := filepath.Join(t.TempDir(), "veth.undo")
 	// Everything happens in a namespace of its own: the veth pair goes
 	// away with it when the shell exits.
@@ -349,11 +355,15 @@ done
 	t.Logf("veth run:\n%s", s)
 }
 
-// TestLinuxGoldens keeps the scripts of two plans made for the Linux
-// drivers under review (go test ./... -update rewrites them).
+// TestLinuxGoldens keeps the scripts of plans made for the Linux drivers
+// under review (go test ./... -update rewrites them); the 82599's is the
+// plan with Flow Director rules (rules).
 func TestLinuxGoldens(t *testing.T) {
-	for _, c := range []struct{ nic, example string }{{"82599", "web_and_dns.lpg"}, {"82576", "web_and_dns.lpg"}, {"myri10g", "mpi_openmx.lpg"}} {
-		r, _ := embedtest.PlanTarget(t, c.nic, filepath.Join(root, "examples", c.example), costmodel.Balance{}, embed.TargetLinux)
+	for _, c := range []struct {
+		nic, example string
+		cost         costmodel.Function
+	}{{"82599", "web_and_dns.lpg", rules}, {"82576", "web_and_dns.lpg", costmodel.Balance{}}, {"myri10g", "mpi_openmx.lpg", costmodel.Balance{}}} {
+		r, _ := embedtest.PlanTarget(t, c.nic, filepath.Join(root, "examples", c.example), c.cost, embed.TargetLinux)
 		golden.Check(t, filepath.Join("testdata", c.nic+"-"+strings.TrimSuffix(c.example, ".lpg")+".linux.sh.golden"), []byte(linux.Script(r, "examples/"+c.example)))
 	}
 }
@@ -362,7 +372,7 @@ func TestLinuxGoldens(t *testing.T) {
 // "refused N: why", where N is its place in Steps, the other steps are
 // applied, and --undo restores everything.
 func TestScriptKeepGoing(t *testing.T) {
-	r, _ := embedtest.PlanTarget(t, "82599", filepath.Join(root, "examples", "web_and_dns.lpg"), costmodel.Balance{}, embed.TargetLinux)
+	r, _ := embedtest.PlanTarget(t, "82599", filepath.Join(root, "examples", "web_and_dns.lpg"), rules, embed.TargetLinux)
 	script := filepath.Join(t.TempDir(), "linux.sh")
 	if err := os.WriteFile(script, []byte(linux.Script(r, "web_and_dns.lpg")), 0o755); err != nil {
 		t.Fatal(err)
