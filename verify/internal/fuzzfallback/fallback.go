@@ -229,26 +229,14 @@ var EndpointNames = [...]string{
 }
 
 // Replies name the answers a Reply verdict asks for.
-var Replies = [...]string{"arp", "icmp-echo"}
+var Replies = [...]string{"icmp-echo", "arp"}
 
 // Sinks name the LPG nodes a Sink verdict means.
-var Sinks = [...]string{"RxOMXUnknownEndpoint", "RxL4UDPPortUnreachable", "RxL4TCPReset", "RxL3IPv4Fragments"}
+var Sinks = [...]string{"RxL4UDPPortUnreachable", "RxL4TCPReset", "RxL3IPv4Fragments", "RxOMXUnknownEndpoint"}
 
 // DropSites are where Drop verdicts were decided.
 var DropSites = [...]DropSite{
 	{"", ""},
-	{"RxL3IPv4ValidHeaderLength", "false"},
-	{"RxL3IPv4ValidVersion", "false"},
-	{"RxL3ARPValidSender", "false"},
-	{"RxL3ARPLocalIPDest", "false"},
-	{"RxL3ARPIsRequest", "false"},
-	{"RxL3ARPValidHeader", "false"},
-	{"RxOMXValidHeader", "false"},
-	{"RxL2EtherClassifyL3", "other"},
-	{"RxL2EtherValidSource", "false"},
-	{"RxL2EtherValidDest", "false"},
-	{"RxL2EtherValidMTU", "false"},
-	{"RxL2EtherValidUntagged", "false"},
 	{"RxL4UDPValidErrorSource", "false"},
 	{"RxL4UDPValidUnicastDest", "false"},
 	{"RxL4UDPValidChecksum", "false"},
@@ -268,6 +256,20 @@ var DropSites = [...]DropSite{
 	{"RxL3IPv4ValidSource", "false"},
 	{"RxL3IPv4ValidChecksum", "false"},
 	{"RxL3IPv4ValidLength", "false"},
+	{"RxL3IPv4ValidHeaderLength", "false"},
+	{"RxL3IPv4ValidVersion", "false"},
+	{"RxL3ARPValidSender", "false"},
+	{"RxL3ARPLocalIPDest", "false"},
+	{"RxL3ARPIsRequest", "false"},
+	{"RxL3ARPValidHeader", "false"},
+	{"RxOMXValidHeader", "false"},
+	{"RxL2EtherClassifyL3", "other"},
+	{"RxL2EtherValidSource", "false"},
+	{"RxL2EtherValidDest", "false"},
+	{"RxL2EtherValidMTU", "false"},
+	{"RxL2EtherValidUntagged", "false"},
+	{"RxL4UDPDemux", "(none)"},
+	{"RxL3IPv4Classify", "(none)"},
 }
 
 // Descriptor flags: set when the NIC's check of that name passed.
@@ -301,10 +303,10 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 	case 7:
 		return queue7(frame, &meta)
 	}
-	return Verdict{Kind: Drop, Index: 32} // no such queue
+	return Verdict{Kind: Drop, Index: 34} // no such queue
 }
 
-// queue0 runs the software graph of a queue (17 nodes).
+// queue0 runs the software graph of a queue (43 nodes).
 func queue0(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -319,13 +321,108 @@ func queue0(frame []byte, m *Meta) Verdict {
 					// RxL2EtherClassifyL3
 					// RxL3IPv4ValidVersion
 					// RxL3IPv4ValidHeaderLength
-					return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4ValidLocalIP
+								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
+									// RxL3IPv4ValidReassembly
+									if x.IpFrag() == 0x0 {
+										// RxL3IPv4Classify
+										if x.IpProto() == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if x.hasUdp() {
+												// RxL4UDPValidLength
+												if x.UdpLenOk() != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														if (x.IpDst() == 0xa000001) && (x.UdpDport() == 0x2bcb) {
+															// RxL4UDPSocket_mc
+															return Verdict{Kind: Deliver, Index: uint32(EndpointMc)} // deliver mc
+														}
+														// RxL4UDPValidUnicastDest
+														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
+															// RxL4UDPValidErrorSource
+															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
+																// RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
+															}
+															return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
+														}
+														return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
+												}
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
+											}
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
+										}
+										if x.IpProto() == 0x6 {
+											// RxL4TCPValidUnicastDest
+											if x.IpDst() == 0xa000001 {
+												// RxL4TCPValidHeaderLength
+												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+													// RxL4TCPValidChecksum
+													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+														// RxL4TCPValidNotReset
+														if (x.TcpFlags() & 0x4) == 0x0 {
+															// RxL4TCPListenDiscard
+															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+																return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
+															}
+															// RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+														}
+														return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+													}
+													return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+												}
+												return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+											}
+											return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
+										}
+										if x.IpProto() == 0x1 {
+											// RxL3ICMPValidHeaderLength
+											if x.hasIcmp() {
+												// RxL3ICMPValidChecksum
+												if x.IcmpCsumOk() != 0x0 {
+													// RxL3ICMPIsTypeRequest
+													if x.IcmpType() == 0x8 {
+														// RxL3ICMPValidUnicastDest
+														if x.IpDst() == 0xa000001 {
+															// RxL3ICMPNeedsResponse
+															return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
+														}
+														return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
+													}
+													return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
+												}
+												return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
+									}
+									// RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
+								}
+								return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+							}
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
+						}
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
+					}
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -343,9 +440,107 @@ func queue0(frame []byte, m *Meta) Verdict {
 						// RxL3IPv4ValidVersion
 						if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
 							// RxL3IPv4ValidHeaderLength
-							return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+							if f.v[fIpHdrOk] != 0x0 {
+								// RxL3IPv4ValidLength
+								if f.v[fIpLenOk] != 0x0 {
+									// RxL3IPv4ValidChecksum
+									if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+										// RxL3IPv4ValidSource
+										if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+											// RxL3IPv4ValidLocalIP
+											if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
+												// RxL3IPv4ValidReassembly
+												if f.v[fIpFrag] == 0x0 {
+													// RxL3IPv4Classify
+													if f.v[fIpProto] == 0x11 {
+														// RxL4UDPValidHeaderLength
+														if f.has&hasUdp != 0 {
+															// RxL4UDPValidLength
+															if f.v[fUdpLenOk] != 0x0 {
+																// RxL4UDPValidChecksum
+																if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+																	// RxL4UDPDemux
+																	if (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x2bcb) {
+																		// RxL4UDPSocket_mc
+																		return Verdict{Kind: Deliver, Index: uint32(EndpointMc)} // deliver mc
+																	}
+																	// RxL4UDPValidUnicastDest
+																	if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
+																		// RxL4UDPValidErrorSource
+																		if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
+																			// RxL4UDPPortUnreachable
+																			return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
+																		}
+																		return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
+																	}
+																	return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
+																}
+																return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
+															}
+															return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
+														}
+														return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
+													}
+													if f.v[fIpProto] == 0x6 {
+														// RxL4TCPValidUnicastDest
+														if f.v[fIpDst] == 0xa000001 {
+															// RxL4TCPValidHeaderLength
+															if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+																// RxL4TCPValidChecksum
+																if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+																	// RxL4TCPValidNotReset
+																	if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																		// RxL4TCPListenDiscard
+																		if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																			return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
+																		}
+																		// RxL4TCPReset
+																		return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+																	}
+																	return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+																}
+																return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+															}
+															return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+														}
+														return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
+													}
+													if f.v[fIpProto] == 0x1 {
+														// RxL3ICMPValidHeaderLength
+														if f.has&hasIcmp != 0 {
+															// RxL3ICMPValidChecksum
+															if f.v[fIcmpCsumOk] != 0x0 {
+																// RxL3ICMPIsTypeRequest
+																if f.v[fIcmpType] == 0x8 {
+																	// RxL3ICMPValidUnicastDest
+																	if f.v[fIpDst] == 0xa000001 {
+																		// RxL3ICMPNeedsResponse
+																		return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
+																	}
+																	return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
+																}
+																return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
+															}
+															return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
+														}
+														return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
+													}
+													return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
+												}
+												// RxL3IPv4Fragments
+												return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
+											}
+											return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+										}
+										return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
+									}
+									return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
+								}
+								return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
+							}
+							return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 						}
-						return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+						return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 					}
 					if f.has&hasEthType != 0 && f.v[fEthType] == 0x806 {
 						// RxL3ARPValidHeader
@@ -357,15 +552,15 @@ func queue0(frame []byte, m *Meta) Verdict {
 									// RxL3ARPValidSender
 									if ((f.v[fArpSha] & 0x10000000000) == 0x0) && (!(f.v[fArpSpa] >= 0x1 && f.v[fArpSpa] <= 0xffffff || f.v[fArpSpa] == 0xa000001 || f.v[fArpSpa] == 0xa0000ff || f.v[fArpSpa] >= 0x7f000000 && f.v[fArpSpa] <= 0x7fffffff || f.v[fArpSpa] >= 0xe0000000 && f.v[fArpSpa] <= 0xefffffff || f.v[fArpSpa] == 0xffffffff)) {
 										// RxL3ARPNeedsResponse
-										return Verdict{Kind: Reply, Index: 0} // reply arp
+										return Verdict{Kind: Reply, Index: 1} // reply arp
 									}
-									return Verdict{Kind: Drop, Index: 3} // RxL3ARPValidSender.false
+									return Verdict{Kind: Drop, Index: 22} // RxL3ARPValidSender.false
 								}
-								return Verdict{Kind: Drop, Index: 4} // RxL3ARPLocalIPDest.false
+								return Verdict{Kind: Drop, Index: 23} // RxL3ARPLocalIPDest.false
 							}
-							return Verdict{Kind: Drop, Index: 5} // RxL3ARPIsRequest.false
+							return Verdict{Kind: Drop, Index: 24} // RxL3ARPIsRequest.false
 						}
-						return Verdict{Kind: Drop, Index: 6} // RxL3ARPValidHeader.false
+						return Verdict{Kind: Drop, Index: 25} // RxL3ARPValidHeader.false
 					}
 					if f.has&hasEthType != 0 && f.v[fEthType] == 0x86df {
 						// RxOMXValidHeader
@@ -376,19 +571,19 @@ func queue0(frame []byte, m *Meta) Verdict {
 								return Verdict{Kind: Deliver, Index: uint32(EndpointR0)} // deliver r0
 							}
 							// RxOMXUnknownEndpoint
-							return Verdict{Kind: Sink, Index: 0} // sink RxOMXUnknownEndpoint
+							return Verdict{Kind: Sink, Index: 3} // sink RxOMXUnknownEndpoint
 						}
-						return Verdict{Kind: Drop, Index: 7} // RxOMXValidHeader.false
+						return Verdict{Kind: Drop, Index: 26} // RxOMXValidHeader.false
 					}
-					return Verdict{Kind: Drop, Index: 8} // RxL2EtherClassifyL3.other
+					return Verdict{Kind: Drop, Index: 27} // RxL2EtherClassifyL3.other
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
 // queue1 runs the software graph of a queue (47 nodes).
@@ -435,17 +630,17 @@ func queue1(frame []byte, m *Meta) Verdict {
 															// RxL4UDPValidErrorSource
 															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+															return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
 														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+														return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 										}
 										if x.IpProto() == 0x6 {
 											// RxL4TCPValidUnicastDest
@@ -458,18 +653,18 @@ func queue1(frame []byte, m *Meta) Verdict {
 														if (x.TcpFlags() & 0x4) == 0x0 {
 															// RxL4TCPListenDiscard
 															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
 															}
 															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
 														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+														return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+												return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+											return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
 										}
 										if x.IpProto() == 0x1 {
 											// RxL3ICMPValidHeaderLength
@@ -481,34 +676,34 @@ func queue1(frame []byte, m *Meta) Verdict {
 														// RxL3ICMPValidUnicastDest
 														if x.IpDst() == 0xa000001 {
 															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+															return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
 														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+														return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+													return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
 												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
 											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
 									}
 									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -555,17 +750,17 @@ func queue1(frame []byte, m *Meta) Verdict {
 																	// RxL4UDPValidErrorSource
 																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
 																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
 																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																	return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
 																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+																return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+														return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 												}
 												if f.v[fIpProto] == 0x6 {
 													// RxL4TCPValidUnicastDest
@@ -578,18 +773,18 @@ func queue1(frame []byte, m *Meta) Verdict {
 																if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																	// RxL4TCPListenDiscard
 																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																		return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
 																	}
 																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
 																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+																return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+														return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
 												}
 												if f.v[fIpProto] == 0x1 {
 													// RxL3ICMPValidHeaderLength
@@ -601,43 +796,43 @@ func queue1(frame []byte, m *Meta) Verdict {
 																// RxL3ICMPValidUnicastDest
 																if f.v[fIpDst] == 0xa000001 {
 																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																	return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
 																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+																return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+															return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
 														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
 											}
 											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue2 runs the software graph of a queue (47 nodes).
+// queue2 runs the software graph of a queue (48 nodes).
 func queue2(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -670,13 +865,9 @@ func queue2(frame []byte, m *Meta) Verdict {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
-														if (x.IpSrc() == 0xa000009) && (x.UdpSport() == 0x1b59) && (x.IpDst() == 0xa000001) && (x.UdpDport() == 0x1b58) {
-															// RxL4UDPSocket_repl
-															return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
-														}
-														// 14 ports by table table1
+														// 16 ports by table table1
 														if x.IpDst() == 0xa000001 {
-															if v := table1.find(x.UdpDport()); v.Kind != missing {
+															if v := table1.find(x.UdpDport(), 0); v.Kind != missing {
 																return v
 															}
 														}
@@ -685,17 +876,17 @@ func queue2(frame []byte, m *Meta) Verdict {
 															// RxL4UDPValidErrorSource
 															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+															return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
 														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+														return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 										}
 										if x.IpProto() == 0x6 {
 											// RxL4TCPValidUnicastDest
@@ -708,18 +899,18 @@ func queue2(frame []byte, m *Meta) Verdict {
 														if (x.TcpFlags() & 0x4) == 0x0 {
 															// RxL4TCPListenDiscard
 															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
 															}
 															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
 														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+														return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+												return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+											return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
 										}
 										if x.IpProto() == 0x1 {
 											// RxL3ICMPValidHeaderLength
@@ -731,34 +922,34 @@ func queue2(frame []byte, m *Meta) Verdict {
 														// RxL3ICMPValidUnicastDest
 														if x.IpDst() == 0xa000001 {
 															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+															return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
 														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+														return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+													return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
 												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
 											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
 									}
 									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -794,13 +985,9 @@ func queue2(frame []byte, m *Meta) Verdict {
 															// RxL4UDPValidChecksum
 															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 																// RxL4UDPDemux
-																if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
-																	// RxL4UDPSocket_repl
-																	return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
-																}
-																// 14 ports by table table1
+																// 16 ports by table table1
 																if f.v[fIpDst] == 0xa000001 {
-																	if v := table1.find(f.v[fUdpDport]); v.Kind != missing {
+																	if v := table1.find(f.v[fUdpDport], 0); v.Kind != missing {
 																		return v
 																	}
 																}
@@ -809,17 +996,17 @@ func queue2(frame []byte, m *Meta) Verdict {
 																	// RxL4UDPValidErrorSource
 																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
 																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
 																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																	return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
 																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+																return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+														return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 												}
 												if f.v[fIpProto] == 0x6 {
 													// RxL4TCPValidUnicastDest
@@ -832,18 +1019,18 @@ func queue2(frame []byte, m *Meta) Verdict {
 																if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																	// RxL4TCPListenDiscard
 																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																		return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
 																	}
 																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
 																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+																return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+														return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
 												}
 												if f.v[fIpProto] == 0x1 {
 													// RxL3ICMPValidHeaderLength
@@ -855,43 +1042,43 @@ func queue2(frame []byte, m *Meta) Verdict {
 																// RxL3ICMPValidUnicastDest
 																if f.v[fIpDst] == 0xa000001 {
 																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																	return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
 																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+																return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+															return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
 														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
 											}
 											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue3 runs the software graph of a queue (47 nodes).
+// queue3 runs the software graph of a queue (48 nodes).
 func queue3(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -924,32 +1111,28 @@ func queue3(frame []byte, m *Meta) Verdict {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
-														// 14 ports by table table2
+														// 16 ports by table table2
 														if x.IpDst() == 0xa000001 {
-															if v := table2.find(x.UdpDport()); v.Kind != missing {
+															if v := table2.find(x.UdpDport(), 0); v.Kind != missing {
 																return v
 															}
-														}
-														if x.UdpDport() == 0x35 {
-															// RxL4UDPSocket_dns
-															return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 														}
 														// RxL4UDPValidUnicastDest
 														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
 															// RxL4UDPValidErrorSource
 															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
 																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
 															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+															return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
 														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+														return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 										}
 										if x.IpProto() == 0x6 {
 											// RxL4TCPValidUnicastDest
@@ -962,18 +1145,18 @@ func queue3(frame []byte, m *Meta) Verdict {
 														if (x.TcpFlags() & 0x4) == 0x0 {
 															// RxL4TCPListenDiscard
 															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
 															}
 															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+															return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
 														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+														return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
 													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+												return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+											return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
 										}
 										if x.IpProto() == 0x1 {
 											// RxL3ICMPValidHeaderLength
@@ -985,34 +1168,34 @@ func queue3(frame []byte, m *Meta) Verdict {
 														// RxL3ICMPValidUnicastDest
 														if x.IpDst() == 0xa000001 {
 															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+															return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
 														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+														return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+													return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
 												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+												return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
 											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
 									}
 									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -1048,32 +1231,28 @@ func queue3(frame []byte, m *Meta) Verdict {
 															// RxL4UDPValidChecksum
 															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 																// RxL4UDPDemux
-																// 14 ports by table table2
+																// 16 ports by table table2
 																if f.v[fIpDst] == 0xa000001 {
-																	if v := table2.find(f.v[fUdpDport]); v.Kind != missing {
+																	if v := table2.find(f.v[fUdpDport], 0); v.Kind != missing {
 																		return v
 																	}
-																}
-																if f.v[fUdpDport] == 0x35 {
-																	// RxL4UDPSocket_dns
-																	return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 																}
 																// RxL4UDPValidUnicastDest
 																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
 																	// RxL4UDPValidErrorSource
 																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
 																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
+																		return Verdict{Kind: Sink, Index: 0} // sink RxL4UDPPortUnreachable
 																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
+																	return Verdict{Kind: Drop, Index: 1} // RxL4UDPValidErrorSource.false
 																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+																return Verdict{Kind: Drop, Index: 2} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+														return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 												}
 												if f.v[fIpProto] == 0x6 {
 													// RxL4TCPValidUnicastDest
@@ -1086,18 +1265,18 @@ func queue3(frame []byte, m *Meta) Verdict {
 																if (f.v[fTcpFlags] & 0x4) == 0x0 {
 																	// RxL4TCPListenDiscard
 																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
+																		return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
 																	}
 																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+																	return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
 																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
+																return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
 															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+														return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
 												}
 												if f.v[fIpProto] == 0x1 {
 													// RxL3ICMPValidHeaderLength
@@ -1109,43 +1288,43 @@ func queue3(frame []byte, m *Meta) Verdict {
 																// RxL3ICMPValidUnicastDest
 																if f.v[fIpDst] == 0xa000001 {
 																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+																	return Verdict{Kind: Reply, Index: 0} // reply icmp-echo
 																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
+																return Verdict{Kind: Drop, Index: 11} // RxL3ICMPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+															return Verdict{Kind: Drop, Index: 12} // RxL3ICMPIsTypeRequest.false
 														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
+														return Verdict{Kind: Drop, Index: 13} // RxL3ICMPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 14} // RxL3ICMPValidHeaderLength.false
 												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 15} // RxL3IPv4Classify.other
 											}
 											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											return Verdict{Kind: Sink, Index: 2} // sink RxL3IPv4Fragments
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue4 runs the software graph of a queue (48 nodes).
+// queue4 runs the software graph of a queue (35 nodes).
 func queue4(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -1165,109 +1344,63 @@ func queue4(frame []byte, m *Meta) Verdict {
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidSource
 							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-								// RxL3IPv4ValidLocalIP
-								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-									// RxL3IPv4ValidReassembly
-									if x.IpFrag() == 0x0 {
-										// RxL3IPv4Classify
-										if x.IpProto() == 0x11 {
-											// RxL4UDPValidHeaderLength
-											if x.hasUdp() {
-												// RxL4UDPValidLength
-												if x.UdpLenOk() != 0x0 {
-													// RxL4UDPValidChecksum
-													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-														// RxL4UDPDemux
-														// 14 ports by table table3
-														if x.IpDst() == 0xa000001 {
-															if v := table3.find(x.UdpDport()); v.Kind != missing {
-																return v
-															}
-														}
-														// RxL4UDPValidUnicastDest
-														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-															// RxL4UDPValidErrorSource
-															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+								// RxL3IPv4Classify
+								if x.IpProto() == 0x11 {
+									// RxL4UDPValidHeaderLength
+									if x.hasUdp() {
+										// RxL4UDPValidLength
+										if x.UdpLenOk() != 0x0 {
+											// RxL4UDPValidChecksum
+											if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+												// RxL4UDPDemux
+												// 14 ports by table table3
+												if x.IpDst() == 0xa000001 {
+													if v := table3.find(x.UdpDport()); v.Kind != missing {
+														return v
 													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+												return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 										}
-										if x.IpProto() == 0x6 {
-											// RxL4TCPValidUnicastDest
-											if x.IpDst() == 0xa000001 {
-												// RxL4TCPValidHeaderLength
-												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-													// RxL4TCPValidChecksum
-													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-														// RxL4TCPDemux
-														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x17) == 0x2) {
-															// RxL4TCPSocket_web
-															return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
-														}
-														// RxL4TCPValidNotReset
-														if (x.TcpFlags() & 0x4) == 0x0 {
-															// RxL4TCPListenDiscard
-															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-															}
-															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
-												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
-											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
-										}
-										if x.IpProto() == 0x1 {
-											// RxL3ICMPValidHeaderLength
-											if x.hasIcmp() {
-												// RxL3ICMPValidChecksum
-												if x.IcmpCsumOk() != 0x0 {
-													// RxL3ICMPIsTypeRequest
-													if x.IcmpType() == 0x8 {
-														// RxL3ICMPValidUnicastDest
-														if x.IpDst() == 0xa000001 {
-															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 									}
-									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								if x.IpProto() == 0x6 {
+									// RxL4TCPValidHeaderLength
+									if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+										// RxL4TCPValidChecksum
+										if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+											// RxL4TCPDemux
+											if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
+												// RxL4TCPSocket_ssh
+												return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+											}
+											// RxL4TCPValidNotReset
+											if (x.TcpFlags() & 0x4) == 0x0 {
+												// RxL4TCPReset
+												return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+											}
+											return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+										}
+										return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+									}
+									return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+								}
+								return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -1290,118 +1423,72 @@ func queue4(frame []byte, m *Meta) Verdict {
 								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 									// RxL3IPv4ValidSource
 									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-										// RxL3IPv4ValidLocalIP
-										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-											// RxL3IPv4ValidReassembly
-											if f.v[fIpFrag] == 0x0 {
-												// RxL3IPv4Classify
-												if f.v[fIpProto] == 0x11 {
-													// RxL4UDPValidHeaderLength
-													if f.has&hasUdp != 0 {
-														// RxL4UDPValidLength
-														if f.v[fUdpLenOk] != 0x0 {
-															// RxL4UDPValidChecksum
-															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-																// RxL4UDPDemux
-																// 14 ports by table table3
-																if f.v[fIpDst] == 0xa000001 {
-																	if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
-																		return v
-																	}
-																}
-																// RxL4UDPValidUnicastDest
-																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																	// RxL4UDPValidErrorSource
-																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
-																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+										// RxL3IPv4Classify
+										if f.v[fIpProto] == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if f.has&hasUdp != 0 {
+												// RxL4UDPValidLength
+												if f.v[fUdpLenOk] != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 14 ports by table table3
+														if f.v[fIpDst] == 0xa000001 {
+															if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
+																return v
 															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+														return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 												}
-												if f.v[fIpProto] == 0x6 {
-													// RxL4TCPValidUnicastDest
-													if f.v[fIpDst] == 0xa000001 {
-														// RxL4TCPValidHeaderLength
-														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-															// RxL4TCPValidChecksum
-															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-																// RxL4TCPDemux
-																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
-																	// RxL4TCPSocket_web
-																	return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
-																}
-																// RxL4TCPValidNotReset
-																if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																	// RxL4TCPListenDiscard
-																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-																	}
-																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
-														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
-													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
-												}
-												if f.v[fIpProto] == 0x1 {
-													// RxL3ICMPValidHeaderLength
-													if f.has&hasIcmp != 0 {
-														// RxL3ICMPValidChecksum
-														if f.v[fIcmpCsumOk] != 0x0 {
-															// RxL3ICMPIsTypeRequest
-															if f.v[fIcmpType] == 0x8 {
-																// RxL3ICMPValidUnicastDest
-																if f.v[fIpDst] == 0xa000001 {
-																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 											}
-											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										if f.v[fIpProto] == 0x6 {
+											// RxL4TCPValidHeaderLength
+											if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPDemux
+													if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
+														// RxL4TCPSocket_ssh
+														return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+													}
+													// RxL4TCPValidNotReset
+													if (f.v[fTcpFlags] & 0x4) == 0x0 {
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue5 runs the software graph of a queue (48 nodes).
+// queue5 runs the software graph of a queue (30 nodes).
 func queue5(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -1423,107 +1510,44 @@ func queue5(frame []byte, m *Meta) Verdict {
 							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
 								// RxL3IPv4ValidLocalIP
 								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-									// RxL3IPv4ValidReassembly
-									if x.IpFrag() == 0x0 {
-										// RxL3IPv4Classify
-										if x.IpProto() == 0x11 {
-											// RxL4UDPValidHeaderLength
-											if x.hasUdp() {
-												// RxL4UDPValidLength
-												if x.UdpLenOk() != 0x0 {
-													// RxL4UDPValidChecksum
-													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-														// RxL4UDPDemux
-														// 14 ports by table table4
-														if x.IpDst() == 0xa000001 {
-															if v := table4.find(x.UdpDport()); v.Kind != missing {
-																return v
-															}
-														}
-														// RxL4UDPValidUnicastDest
-														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-															// RxL4UDPValidErrorSource
-															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+									// RxL4UDPValidHeaderLength
+									if x.hasUdp() {
+										// RxL4UDPValidLength
+										if x.UdpLenOk() != 0x0 {
+											// RxL4UDPValidChecksum
+											if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+												// RxL4UDPDemux
+												// 14 ports by table table4
+												if x.IpDst() == 0xa000001 {
+													if v := table4.find(x.UdpDport()); v.Kind != missing {
+														return v
 													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
-											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
-										}
-										if x.IpProto() == 0x6 {
-											// RxL4TCPValidUnicastDest
-											if x.IpDst() == 0xa000001 {
-												// RxL4TCPValidHeaderLength
-												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-													// RxL4TCPValidChecksum
-													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-														// RxL4TCPDemux
-														if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
-															// RxL4TCPSocket_ssh
-															return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-														}
-														// RxL4TCPValidNotReset
-														if (x.TcpFlags() & 0x4) == 0x0 {
-															// RxL4TCPListenDiscard
-															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-															}
-															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+												if x.UdpDport() == 0x35 {
+													// RxL4UDPSocket_dns
+													return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+												return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+											return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 										}
-										if x.IpProto() == 0x1 {
-											// RxL3ICMPValidHeaderLength
-											if x.hasIcmp() {
-												// RxL3ICMPValidChecksum
-												if x.IcmpCsumOk() != 0x0 {
-													// RxL3ICMPIsTypeRequest
-													if x.IcmpType() == 0x8 {
-														// RxL3ICMPValidUnicastDest
-														if x.IpDst() == 0xa000001 {
-															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 									}
-									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -1548,116 +1572,53 @@ func queue5(frame []byte, m *Meta) Verdict {
 									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
 										// RxL3IPv4ValidLocalIP
 										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-											// RxL3IPv4ValidReassembly
-											if f.v[fIpFrag] == 0x0 {
-												// RxL3IPv4Classify
-												if f.v[fIpProto] == 0x11 {
-													// RxL4UDPValidHeaderLength
-													if f.has&hasUdp != 0 {
-														// RxL4UDPValidLength
-														if f.v[fUdpLenOk] != 0x0 {
-															// RxL4UDPValidChecksum
-															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-																// RxL4UDPDemux
-																// 14 ports by table table4
-																if f.v[fIpDst] == 0xa000001 {
-																	if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
-																		return v
-																	}
-																}
-																// RxL4UDPValidUnicastDest
-																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																	// RxL4UDPValidErrorSource
-																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
-																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
+											// RxL4UDPValidHeaderLength
+											if f.has&hasUdp != 0 {
+												// RxL4UDPValidLength
+												if f.v[fUdpLenOk] != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 14 ports by table table4
+														if f.v[fIpDst] == 0xa000001 {
+															if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
+																return v
 															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
 														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
-													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
-												}
-												if f.v[fIpProto] == 0x6 {
-													// RxL4TCPValidUnicastDest
-													if f.v[fIpDst] == 0xa000001 {
-														// RxL4TCPValidHeaderLength
-														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-															// RxL4TCPValidChecksum
-															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-																// RxL4TCPDemux
-																if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
-																	// RxL4TCPSocket_ssh
-																	return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-																}
-																// RxL4TCPValidNotReset
-																if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																	// RxL4TCPListenDiscard
-																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-																	}
-																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+														if f.v[fUdpDport] == 0x35 {
+															// RxL4UDPSocket_dns
+															return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
+														return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 												}
-												if f.v[fIpProto] == 0x1 {
-													// RxL3ICMPValidHeaderLength
-													if f.has&hasIcmp != 0 {
-														// RxL3ICMPValidChecksum
-														if f.v[fIcmpCsumOk] != 0x0 {
-															// RxL3ICMPIsTypeRequest
-															if f.v[fIcmpType] == 0x8 {
-																// RxL3ICMPValidUnicastDest
-																if f.v[fIpDst] == 0xa000001 {
-																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 											}
-											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue6 runs the software graph of a queue (47 nodes).
+// queue6 runs the software graph of a queue (29 nodes).
 func queue6(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -1677,104 +1638,42 @@ func queue6(frame []byte, m *Meta) Verdict {
 						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 							// RxL3IPv4ValidSource
 							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-								// RxL3IPv4ValidLocalIP
-								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-									// RxL3IPv4ValidReassembly
-									if x.IpFrag() == 0x0 {
-										// RxL3IPv4Classify
-										if x.IpProto() == 0x11 {
-											// RxL4UDPValidHeaderLength
-											if x.hasUdp() {
-												// RxL4UDPValidLength
-												if x.UdpLenOk() != 0x0 {
-													// RxL4UDPValidChecksum
-													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-														// RxL4UDPDemux
-														// 15 ports by table table5
-														if x.IpDst() == 0xa000001 {
-															if v := table5.find(x.UdpDport()); v.Kind != missing {
-																return v
-															}
-														}
-														// RxL4UDPValidUnicastDest
-														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-															// RxL4UDPValidErrorSource
-															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
-													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
-												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+								// RxL4UDPValidHeaderLength
+								if x.hasUdp() {
+									// RxL4UDPValidLength
+									if x.UdpLenOk() != 0x0 {
+										// RxL4UDPValidChecksum
+										if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+											// RxL4UDPDemux
+											if (x.IpSrc() == 0xa000009) && (x.UdpSport() == 0x1b59) && (x.IpDst() == 0xa000001) && (x.UdpDport() == 0x1b58) {
+												// RxL4UDPSocket_repl
+												return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
 											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
-										}
-										if x.IpProto() == 0x6 {
-											// RxL4TCPValidUnicastDest
+											// 14 ports by table table5
 											if x.IpDst() == 0xa000001 {
-												// RxL4TCPValidHeaderLength
-												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-													// RxL4TCPValidChecksum
-													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-														// RxL4TCPValidNotReset
-														if (x.TcpFlags() & 0x4) == 0x0 {
-															// RxL4TCPListenDiscard
-															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-															}
-															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+												if v := table5.find(x.UdpDport()); v.Kind != missing {
+													return v
 												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+											return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 										}
-										if x.IpProto() == 0x1 {
-											// RxL3ICMPValidHeaderLength
-											if x.hasIcmp() {
-												// RxL3ICMPValidChecksum
-												if x.IcmpCsumOk() != 0x0 {
-													// RxL3ICMPIsTypeRequest
-													if x.IcmpType() == 0x8 {
-														// RxL3ICMPValidUnicastDest
-														if x.IpDst() == 0xa000001 {
-															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 									}
-									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -1797,113 +1696,51 @@ func queue6(frame []byte, m *Meta) Verdict {
 								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
 									// RxL3IPv4ValidSource
 									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-										// RxL3IPv4ValidLocalIP
-										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-											// RxL3IPv4ValidReassembly
-											if f.v[fIpFrag] == 0x0 {
-												// RxL3IPv4Classify
-												if f.v[fIpProto] == 0x11 {
-													// RxL4UDPValidHeaderLength
-													if f.has&hasUdp != 0 {
-														// RxL4UDPValidLength
-														if f.v[fUdpLenOk] != 0x0 {
-															// RxL4UDPValidChecksum
-															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-																// RxL4UDPDemux
-																// 15 ports by table table5
-																if f.v[fIpDst] == 0xa000001 {
-																	if v := table5.find(f.v[fUdpDport]); v.Kind != missing {
-																		return v
-																	}
-																}
-																// RxL4UDPValidUnicastDest
-																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																	// RxL4UDPValidErrorSource
-																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
-																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
-															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
-														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+										// RxL4UDPValidHeaderLength
+										if f.has&hasUdp != 0 {
+											// RxL4UDPValidLength
+											if f.v[fUdpLenOk] != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													if (f.v[fIpSrc] == 0xa000009) && (f.v[fUdpSport] == 0x1b59) && (f.v[fIpDst] == 0xa000001) && (f.v[fUdpDport] == 0x1b58) {
+														// RxL4UDPSocket_repl
+														return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
 													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
-												}
-												if f.v[fIpProto] == 0x6 {
-													// RxL4TCPValidUnicastDest
+													// 14 ports by table table5
 													if f.v[fIpDst] == 0xa000001 {
-														// RxL4TCPValidHeaderLength
-														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-															// RxL4TCPValidChecksum
-															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-																// RxL4TCPValidNotReset
-																if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																	// RxL4TCPListenDiscard
-																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-																	}
-																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
+														if v := table5.find(f.v[fUdpDport]); v.Kind != missing {
+															return v
 														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
 													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+													return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 												}
-												if f.v[fIpProto] == 0x1 {
-													// RxL3ICMPValidHeaderLength
-													if f.has&hasIcmp != 0 {
-														// RxL3ICMPValidChecksum
-														if f.v[fIcmpCsumOk] != 0x0 {
-															// RxL3ICMPIsTypeRequest
-															if f.v[fIcmpType] == 0x8 {
-																// RxL3ICMPValidUnicastDest
-																if f.v[fIpDst] == 0xa000001 {
-																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 											}
-											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue7 runs the software graph of a queue (47 nodes).
+// queue7 runs the software graph of a queue (38 nodes).
 func queue7(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
@@ -1925,102 +1762,73 @@ func queue7(frame []byte, m *Meta) Verdict {
 							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
 								// RxL3IPv4ValidLocalIP
 								if x.IpDst() == 0xa000001 || x.IpDst() == 0xa0000ff || x.IpDst() == 0xffffffff {
-									// RxL3IPv4ValidReassembly
-									if x.IpFrag() == 0x0 {
-										// RxL3IPv4Classify
-										if x.IpProto() == 0x11 {
-											// RxL4UDPValidHeaderLength
-											if x.hasUdp() {
-												// RxL4UDPValidLength
-												if x.UdpLenOk() != 0x0 {
-													// RxL4UDPValidChecksum
-													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-														// RxL4UDPDemux
-														// 15 ports by table table6
-														if x.IpDst() == 0xa000001 {
-															if v := table6.find(x.UdpDport()); v.Kind != missing {
-																return v
-															}
+									// RxL3IPv4Classify
+									if x.IpProto() == 0x11 {
+										// RxL4UDPValidHeaderLength
+										if x.hasUdp() {
+											// RxL4UDPValidLength
+											if x.UdpLenOk() != 0x0 {
+												// RxL4UDPValidChecksum
+												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+													// RxL4UDPDemux
+													// 14 ports by table table6
+													if x.IpDst() == 0xa000001 {
+														if v := table6.find(x.UdpDport()); v.Kind != missing {
+															return v
 														}
-														// RxL4UDPValidUnicastDest
-														if (x.IpDst() == 0xa000001) && (x.EthDst() != 0xffffffffffff) {
-															// RxL4UDPValidErrorSource
-															if !(x.IpSrc() >= 0xf0000000 && x.IpSrc() <= 0xffffffff) {
-																// RxL4UDPPortUnreachable
-																return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-															}
-															return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-														}
-														return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 													}
-													return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+													return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 												}
-												return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+												return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 											}
-											return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+											return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 										}
-										if x.IpProto() == 0x6 {
-											// RxL4TCPValidUnicastDest
-											if x.IpDst() == 0xa000001 {
-												// RxL4TCPValidHeaderLength
-												if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-													// RxL4TCPValidChecksum
-													if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-														// RxL4TCPValidNotReset
-														if (x.TcpFlags() & 0x4) == 0x0 {
-															// RxL4TCPListenDiscard
-															if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
-																return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-															}
-															// RxL4TCPReset
-															return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-														}
-														return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-													}
-													return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
-												}
-												return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
-											}
-											return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
-										}
-										if x.IpProto() == 0x1 {
-											// RxL3ICMPValidHeaderLength
-											if x.hasIcmp() {
-												// RxL3ICMPValidChecksum
-												if x.IcmpCsumOk() != 0x0 {
-													// RxL3ICMPIsTypeRequest
-													if x.IcmpType() == 0x8 {
-														// RxL3ICMPValidUnicastDest
-														if x.IpDst() == 0xa000001 {
-															// RxL3ICMPNeedsResponse
-															return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-														}
-														return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-													}
-													return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-												}
-												return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-										}
-										return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+										return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 									}
-									// RxL3IPv4Fragments
-									return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+									if x.IpProto() == 0x6 {
+										// RxL4TCPValidUnicastDest
+										if x.IpDst() == 0xa000001 {
+											// RxL4TCPValidHeaderLength
+											if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPDemux
+													if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x17) == 0x2) {
+														// RxL4TCPSocket_web
+														return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
+													}
+													// RxL4TCPValidNotReset
+													if (x.TcpFlags() & 0x4) == 0x0 {
+														// RxL4TCPListenDiscard
+														if (x.TcpDport() == 0x50) && ((x.TcpFlags() & 0x10) == 0x0) {
+															return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
+														}
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
+									}
+									return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 								}
-								return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+								return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 							}
-							return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 						}
-						return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 					}
-					return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
 	var f fields
 	f.decode(frame, m)
@@ -2045,106 +1853,77 @@ func queue7(frame []byte, m *Meta) Verdict {
 									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
 										// RxL3IPv4ValidLocalIP
 										if f.v[fIpDst] == 0xa000001 || f.v[fIpDst] == 0xa0000ff || f.v[fIpDst] == 0xffffffff {
-											// RxL3IPv4ValidReassembly
-											if f.v[fIpFrag] == 0x0 {
-												// RxL3IPv4Classify
-												if f.v[fIpProto] == 0x11 {
-													// RxL4UDPValidHeaderLength
-													if f.has&hasUdp != 0 {
-														// RxL4UDPValidLength
-														if f.v[fUdpLenOk] != 0x0 {
-															// RxL4UDPValidChecksum
-															if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-																// RxL4UDPDemux
-																// 15 ports by table table6
-																if f.v[fIpDst] == 0xa000001 {
-																	if v := table6.find(f.v[fUdpDport]); v.Kind != missing {
-																		return v
-																	}
+											// RxL3IPv4Classify
+											if f.v[fIpProto] == 0x11 {
+												// RxL4UDPValidHeaderLength
+												if f.has&hasUdp != 0 {
+													// RxL4UDPValidLength
+													if f.v[fUdpLenOk] != 0x0 {
+														// RxL4UDPValidChecksum
+														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+															// RxL4UDPDemux
+															// 14 ports by table table6
+															if f.v[fIpDst] == 0xa000001 {
+																if v := table6.find(f.v[fUdpDport]); v.Kind != missing {
+																	return v
 																}
-																// RxL4UDPValidUnicastDest
-																if (f.v[fIpDst] == 0xa000001) && (f.v[fEthDst] != 0xffffffffffff) {
-																	// RxL4UDPValidErrorSource
-																	if !(f.v[fIpSrc] >= 0xf0000000 && f.v[fIpSrc] <= 0xffffffff) {
-																		// RxL4UDPPortUnreachable
-																		return Verdict{Kind: Sink, Index: 1} // sink RxL4UDPPortUnreachable
-																	}
-																	return Verdict{Kind: Drop, Index: 13} // RxL4UDPValidErrorSource.false
-																}
-																return Verdict{Kind: Drop, Index: 14} // RxL4UDPValidUnicastDest.false
 															}
-															return Verdict{Kind: Drop, Index: 15} // RxL4UDPValidChecksum.false
+															return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 														}
-														return Verdict{Kind: Drop, Index: 16} // RxL4UDPValidLength.false
+														return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
 													}
-													return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+													return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
 												}
-												if f.v[fIpProto] == 0x6 {
-													// RxL4TCPValidUnicastDest
-													if f.v[fIpDst] == 0xa000001 {
-														// RxL4TCPValidHeaderLength
-														if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-															// RxL4TCPValidChecksum
-															if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-																// RxL4TCPValidNotReset
-																if (f.v[fTcpFlags] & 0x4) == 0x0 {
-																	// RxL4TCPListenDiscard
-																	if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
-																		return Verdict{Kind: Drop, Index: 18} // RxL4TCPListenDiscard.web
-																	}
-																	// RxL4TCPReset
-																	return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-																}
-																return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidNotReset.false
-															}
-															return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidChecksum.false
-														}
-														return Verdict{Kind: Drop, Index: 21} // RxL4TCPValidHeaderLength.false
-													}
-													return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
-												}
-												if f.v[fIpProto] == 0x1 {
-													// RxL3ICMPValidHeaderLength
-													if f.has&hasIcmp != 0 {
-														// RxL3ICMPValidChecksum
-														if f.v[fIcmpCsumOk] != 0x0 {
-															// RxL3ICMPIsTypeRequest
-															if f.v[fIcmpType] == 0x8 {
-																// RxL3ICMPValidUnicastDest
-																if f.v[fIpDst] == 0xa000001 {
-																	// RxL3ICMPNeedsResponse
-																	return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-																}
-																return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidUnicastDest.false
-															}
-															return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-														}
-														return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidChecksum.false
-													}
-													return Verdict{Kind: Drop, Index: 26} // RxL3ICMPValidHeaderLength.false
-												}
-												return Verdict{Kind: Drop, Index: 27} // RxL3IPv4Classify.other
+												return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
 											}
-											// RxL3IPv4Fragments
-											return Verdict{Kind: Sink, Index: 3} // sink RxL3IPv4Fragments
+											if f.v[fIpProto] == 0x6 {
+												// RxL4TCPValidUnicastDest
+												if f.v[fIpDst] == 0xa000001 {
+													// RxL4TCPValidHeaderLength
+													if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+														// RxL4TCPValidChecksum
+														if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+															// RxL4TCPDemux
+															if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
+																// RxL4TCPSocket_web
+																return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
+															}
+															// RxL4TCPValidNotReset
+															if (f.v[fTcpFlags] & 0x4) == 0x0 {
+																// RxL4TCPListenDiscard
+																if (f.v[fTcpDport] == 0x50) && ((f.v[fTcpFlags] & 0x10) == 0x0) {
+																	return Verdict{Kind: Drop, Index: 6} // RxL4TCPListenDiscard.web
+																}
+																// RxL4TCPReset
+																return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+															}
+															return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+														}
+														return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+													}
+													return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+												}
+												return Verdict{Kind: Drop, Index: 10} // RxL4TCPValidUnicastDest.false
+											}
+											return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 										}
-										return Verdict{Kind: Drop, Index: 28} // RxL3IPv4ValidLocalIP.false
+										return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
 									}
-									return Verdict{Kind: Drop, Index: 29} // RxL3IPv4ValidSource.false
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}
-								return Verdict{Kind: Drop, Index: 30} // RxL3IPv4ValidChecksum.false
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
 							}
-							return Verdict{Kind: Drop, Index: 31} // RxL3IPv4ValidLength.false
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
 						}
-						return Verdict{Kind: Drop, Index: 1} // RxL3IPv4ValidHeaderLength.false
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
 					}
-					return Verdict{Kind: Drop, Index: 2} // RxL3IPv4ValidVersion.false
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
 				}
-				return Verdict{Kind: Drop, Index: 9} // RxL2EtherValidSource.false
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
 			}
-			return Verdict{Kind: Drop, Index: 10} // RxL2EtherValidDest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
 		}
-		return Verdict{Kind: Drop, Index: 11} // RxL2EtherValidMTU.false
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
 	}
-	return Verdict{Kind: Drop, Index: 12} // RxL2EtherValidUntagged.false
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }

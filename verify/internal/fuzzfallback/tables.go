@@ -5,128 +5,130 @@ package fuzzfallback
 // table0 holds 15 ports of RxL4UDPDemux by (udp.dport).
 var table0 = newHashed([]entry{
 	{0x2bcb, 0x0, Verdict{Deliver, 1}},
-	{0x4e22, 0x0, Verdict{Deliver, 7}},
-	{0x4e29, 0x0, Verdict{Deliver, 14}},
-	{0x4e30, 0x0, Verdict{Deliver, 21}},
-	{0x4e37, 0x0, Verdict{Deliver, 28}},
-	{0x4e3e, 0x0, Verdict{Deliver, 35}},
-	{0x4e45, 0x0, Verdict{Deliver, 42}},
-	{0x4e4c, 0x0, Verdict{Deliver, 49}},
 	{0x4e53, 0x0, Verdict{Deliver, 56}},
-	{0x4e5a, 0x0, Verdict{Deliver, 63}},
-	{0x4e61, 0x0, Verdict{Deliver, 70}},
-	{0x4e68, 0x0, Verdict{Deliver, 77}},
-	{0x4e6f, 0x0, Verdict{Deliver, 84}},
-	{0x4e76, 0x0, Verdict{Deliver, 91}},
-	{0x4e7d, 0x0, Verdict{Deliver, 98}},
-})
-
-// table1 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table1 = newDense(0x4e23, 0x4e7e, []entry{
-	{0x4e23, 0x0, Verdict{Deliver, 8}},
-	{0x4e2a, 0x0, Verdict{Deliver, 15}},
-	{0x4e31, 0x0, Verdict{Deliver, 22}},
-	{0x4e38, 0x0, Verdict{Deliver, 29}},
-	{0x4e3f, 0x0, Verdict{Deliver, 36}},
-	{0x4e46, 0x0, Verdict{Deliver, 43}},
-	{0x4e4d, 0x0, Verdict{Deliver, 50}},
-	{0x4e54, 0x0, Verdict{Deliver, 57}},
-	{0x4e5b, 0x0, Verdict{Deliver, 64}},
-	{0x4e62, 0x0, Verdict{Deliver, 71}},
-	{0x4e69, 0x0, Verdict{Deliver, 78}},
-	{0x4e70, 0x0, Verdict{Deliver, 85}},
-	{0x4e77, 0x0, Verdict{Deliver, 92}},
-	{0x4e7e, 0x0, Verdict{Deliver, 99}},
-})
-
-// table2 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table2 = newDense(0x4e24, 0x4e7f, []entry{
-	{0x4e24, 0x0, Verdict{Deliver, 9}},
-	{0x4e2b, 0x0, Verdict{Deliver, 16}},
-	{0x4e32, 0x0, Verdict{Deliver, 23}},
-	{0x4e39, 0x0, Verdict{Deliver, 30}},
-	{0x4e40, 0x0, Verdict{Deliver, 37}},
-	{0x4e47, 0x0, Verdict{Deliver, 44}},
-	{0x4e4e, 0x0, Verdict{Deliver, 51}},
-	{0x4e55, 0x0, Verdict{Deliver, 58}},
-	{0x4e5c, 0x0, Verdict{Deliver, 65}},
-	{0x4e63, 0x0, Verdict{Deliver, 72}},
-	{0x4e6a, 0x0, Verdict{Deliver, 79}},
-	{0x4e71, 0x0, Verdict{Deliver, 86}},
-	{0x4e78, 0x0, Verdict{Deliver, 93}},
-	{0x4e7f, 0x0, Verdict{Deliver, 100}},
-})
-
-// table3 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table3 = newDense(0x4e25, 0x4e80, []entry{
-	{0x4e25, 0x0, Verdict{Deliver, 10}},
-	{0x4e2c, 0x0, Verdict{Deliver, 17}},
-	{0x4e33, 0x0, Verdict{Deliver, 24}},
-	{0x4e3a, 0x0, Verdict{Deliver, 31}},
-	{0x4e41, 0x0, Verdict{Deliver, 38}},
-	{0x4e48, 0x0, Verdict{Deliver, 45}},
-	{0x4e4f, 0x0, Verdict{Deliver, 52}},
-	{0x4e56, 0x0, Verdict{Deliver, 59}},
-	{0x4e5d, 0x0, Verdict{Deliver, 66}},
-	{0x4e64, 0x0, Verdict{Deliver, 73}},
-	{0x4e6b, 0x0, Verdict{Deliver, 80}},
-	{0x4e72, 0x0, Verdict{Deliver, 87}},
-	{0x4e79, 0x0, Verdict{Deliver, 94}},
-	{0x4e80, 0x0, Verdict{Deliver, 101}},
-})
-
-// table4 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table4 = newDense(0x4e26, 0x4e81, []entry{
-	{0x4e26, 0x0, Verdict{Deliver, 11}},
-	{0x4e2d, 0x0, Verdict{Deliver, 18}},
-	{0x4e34, 0x0, Verdict{Deliver, 25}},
-	{0x4e3b, 0x0, Verdict{Deliver, 32}},
-	{0x4e42, 0x0, Verdict{Deliver, 39}},
-	{0x4e49, 0x0, Verdict{Deliver, 46}},
-	{0x4e50, 0x0, Verdict{Deliver, 53}},
 	{0x4e57, 0x0, Verdict{Deliver, 60}},
-	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e5b, 0x0, Verdict{Deliver, 64}},
+	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e62, 0x0, Verdict{Deliver, 71}},
 	{0x4e65, 0x0, Verdict{Deliver, 74}},
-	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e68, 0x0, Verdict{Deliver, 77}},
+	{0x4e6b, 0x0, Verdict{Deliver, 80}},
+	{0x4e6f, 0x0, Verdict{Deliver, 84}},
 	{0x4e73, 0x0, Verdict{Deliver, 88}},
-	{0x4e7a, 0x0, Verdict{Deliver, 95}},
+	{0x4e77, 0x0, Verdict{Deliver, 92}},
+	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e7e, 0x0, Verdict{Deliver, 99}},
 	{0x4e81, 0x0, Verdict{Deliver, 102}},
 })
 
-// table5 holds 15 ports of RxL4UDPDemux by (udp.dport).
-var table5 = newDense(0x4e20, 0x4e82, []entry{
-	{0x4e20, 0x0, Verdict{Deliver, 5}},
-	{0x4e27, 0x0, Verdict{Deliver, 12}},
-	{0x4e2e, 0x0, Verdict{Deliver, 19}},
-	{0x4e35, 0x0, Verdict{Deliver, 26}},
-	{0x4e3c, 0x0, Verdict{Deliver, 33}},
-	{0x4e43, 0x0, Verdict{Deliver, 40}},
-	{0x4e4a, 0x0, Verdict{Deliver, 47}},
-	{0x4e51, 0x0, Verdict{Deliver, 54}},
+// table1 holds 16 ports of RxL4UDPDemux by (udp.dport).
+var table1 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e50, 0x0, Verdict{Deliver, 53}},
+	{0x4e54, 0x0, Verdict{Deliver, 57}},
 	{0x4e58, 0x0, Verdict{Deliver, 61}},
-	{0x4e5f, 0x0, Verdict{Deliver, 68}},
+	{0x4e5c, 0x0, Verdict{Deliver, 65}},
+	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e63, 0x0, Verdict{Deliver, 72}},
 	{0x4e66, 0x0, Verdict{Deliver, 75}},
-	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e69, 0x0, Verdict{Deliver, 78}},
+	{0x4e6c, 0x0, Verdict{Deliver, 81}},
+	{0x4e70, 0x0, Verdict{Deliver, 85}},
 	{0x4e74, 0x0, Verdict{Deliver, 89}},
-	{0x4e7b, 0x0, Verdict{Deliver, 96}},
+	{0x4e78, 0x0, Verdict{Deliver, 93}},
+	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e7f, 0x0, Verdict{Deliver, 100}},
 	{0x4e82, 0x0, Verdict{Deliver, 103}},
 })
 
-// table6 holds 15 ports of RxL4UDPDemux by (udp.dport).
-var table6 = newDense(0x4e21, 0x4e83, []entry{
-	{0x4e21, 0x0, Verdict{Deliver, 6}},
-	{0x4e28, 0x0, Verdict{Deliver, 13}},
-	{0x4e2f, 0x0, Verdict{Deliver, 20}},
-	{0x4e36, 0x0, Verdict{Deliver, 27}},
-	{0x4e3d, 0x0, Verdict{Deliver, 34}},
-	{0x4e44, 0x0, Verdict{Deliver, 41}},
-	{0x4e4b, 0x0, Verdict{Deliver, 48}},
-	{0x4e52, 0x0, Verdict{Deliver, 55}},
+// table2 holds 16 ports of RxL4UDPDemux by (udp.dport).
+var table2 = newHashed([]entry{
+	{0x2bcb, 0x0, Verdict{Deliver, 1}},
+	{0x4e51, 0x0, Verdict{Deliver, 54}},
+	{0x4e55, 0x0, Verdict{Deliver, 58}},
 	{0x4e59, 0x0, Verdict{Deliver, 62}},
-	{0x4e60, 0x0, Verdict{Deliver, 69}},
+	{0x4e5d, 0x0, Verdict{Deliver, 66}},
+	{0x4e61, 0x0, Verdict{Deliver, 70}},
+	{0x4e64, 0x0, Verdict{Deliver, 73}},
 	{0x4e67, 0x0, Verdict{Deliver, 76}},
-	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+	{0x4e6a, 0x0, Verdict{Deliver, 79}},
+	{0x4e6d, 0x0, Verdict{Deliver, 82}},
+	{0x4e71, 0x0, Verdict{Deliver, 86}},
 	{0x4e75, 0x0, Verdict{Deliver, 90}},
-	{0x4e7c, 0x0, Verdict{Deliver, 97}},
+	{0x4e79, 0x0, Verdict{Deliver, 94}},
+	{0x4e7d, 0x0, Verdict{Deliver, 98}},
+	{0x4e80, 0x0, Verdict{Deliver, 101}},
 	{0x4e83, 0x0, Verdict{Deliver, 104}},
+})
+
+// table3 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table3 = newDense(0x4e23, 0x4e6e, []entry{
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
+})
+
+// table4 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table4 = newDense(0x4e20, 0x4e72, []entry{
+	{0x4e20, 0x0, Verdict{Deliver, 5}},
+	{0x4e24, 0x0, Verdict{Deliver, 9}},
+	{0x4e28, 0x0, Verdict{Deliver, 13}},
+	{0x4e2c, 0x0, Verdict{Deliver, 17}},
+	{0x4e30, 0x0, Verdict{Deliver, 21}},
+	{0x4e34, 0x0, Verdict{Deliver, 25}},
+	{0x4e38, 0x0, Verdict{Deliver, 29}},
+	{0x4e3c, 0x0, Verdict{Deliver, 33}},
+	{0x4e40, 0x0, Verdict{Deliver, 37}},
+	{0x4e44, 0x0, Verdict{Deliver, 41}},
+	{0x4e48, 0x0, Verdict{Deliver, 45}},
+	{0x4e4c, 0x0, Verdict{Deliver, 49}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
+})
+
+// table5 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table5 = newDense(0x4e21, 0x4e76, []entry{
+	{0x4e21, 0x0, Verdict{Deliver, 6}},
+	{0x4e25, 0x0, Verdict{Deliver, 10}},
+	{0x4e29, 0x0, Verdict{Deliver, 14}},
+	{0x4e2d, 0x0, Verdict{Deliver, 18}},
+	{0x4e31, 0x0, Verdict{Deliver, 22}},
+	{0x4e35, 0x0, Verdict{Deliver, 26}},
+	{0x4e39, 0x0, Verdict{Deliver, 30}},
+	{0x4e3d, 0x0, Verdict{Deliver, 34}},
+	{0x4e41, 0x0, Verdict{Deliver, 38}},
+	{0x4e45, 0x0, Verdict{Deliver, 42}},
+	{0x4e49, 0x0, Verdict{Deliver, 46}},
+	{0x4e4d, 0x0, Verdict{Deliver, 50}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+})
+
+// table6 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table6 = newDense(0x4e22, 0x4e7a, []entry{
+	{0x4e22, 0x0, Verdict{Deliver, 7}},
+	{0x4e26, 0x0, Verdict{Deliver, 11}},
+	{0x4e2a, 0x0, Verdict{Deliver, 15}},
+	{0x4e2e, 0x0, Verdict{Deliver, 19}},
+	{0x4e32, 0x0, Verdict{Deliver, 23}},
+	{0x4e36, 0x0, Verdict{Deliver, 27}},
+	{0x4e3a, 0x0, Verdict{Deliver, 31}},
+	{0x4e3e, 0x0, Verdict{Deliver, 35}},
+	{0x4e42, 0x0, Verdict{Deliver, 39}},
+	{0x4e46, 0x0, Verdict{Deliver, 43}},
+	{0x4e4a, 0x0, Verdict{Deliver, 47}},
+	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e5e, 0x0, Verdict{Deliver, 67}},
+	{0x4e7a, 0x0, Verdict{Deliver, 95}},
 })
