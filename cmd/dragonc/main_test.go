@@ -253,17 +253,18 @@ func TestLPG(t *testing.T) {
 
 func TestEmbedOutputs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	// Under the cycles cost (exact steering saves the demultiplexing), on
-	// the silicon both endpoints get a filter; through ixgbe only one: its
-	// Flow Director takes one mask per port, and the two endpoints match
-	// different fields (the five-tuple filters are not reachable).
+	// Under the cycles cost, dns (its application runs on cores 0 and 1)
+	// is spread by RSS over those cores' queues, and ntp gets a filter
+	// (exact steering saves the demultiplexing): a five-tuple filter on
+	// the silicon, Flow Director through ixgbe (the five-tuple filters are
+	// not reachable).
 	sdir := filepath.Join(t.TempDir(), "silicon")
 	code, out, errs := dragonc(t, "embed", "--cost", "cycles", "--target", "silicon", "82599", "examples/dns_ntp.lpg", "-o", sdir)
-	if code != 0 || !strings.HasPrefix(out, "dragonc: wrote "+sdir+": 4 queues, 2 filter entries, cost cycles") {
+	if code != 0 || !strings.HasPrefix(out, "dragonc: wrote "+sdir+": 3 queues, 1 filter entries, cost cycles") {
 		t.Fatalf("silicon: exit %d, out %q, err %q", code, out, errs)
 	}
 	code, out, errs = dragonc(t, "embed", "--cost", "cycles", "82599", "examples/dns_ntp.lpg", "-o", dir)
-	if code != 0 || !strings.HasPrefix(out, "dragonc: wrote "+dir+": 4 queues, 1 filter entries, cost cycles") || !strings.Contains(errs, "RxC5TupleFilter could steer 2 endpoint(s) on the silicon, but ixgbe") {
+	if code != 0 || !strings.HasPrefix(out, "dragonc: wrote "+dir+": 3 queues, 1 filter entries, cost cycles") || !strings.Contains(errs, "RxC5TupleFilter could steer 2 endpoint(s) on the silicon, but ixgbe") {
 		t.Fatalf("exit %d, out %q, err %q", code, out, errs)
 	}
 	for _, f := range []string{"plan.json", "linux.sh", "embedding.dot", "fallback/go.mod", "fallback/fallback.go", "fallback/decode.go", "fallback/fallback_test.go"} {
@@ -272,7 +273,7 @@ func TestEmbedOutputs(t *testing.T) {
 		}
 	}
 	plan, _ := os.ReadFile(filepath.Join(dir, "plan.json"))
-	for _, want := range []string{`"generated_by": "dragonc"`, `"nic": "82599"`, `"stack": "dns_ntp"`, `"steering": "RxCFDir"`, `"target": "linux"`, `"driver": "ixgbe"`, `"where": "hardware"`} {
+	for _, want := range []string{`"generated_by": "dragonc"`, `"nic": "82599"`, `"stack": "dns_ntp"`, `"steering": "RxCFDir"`, `"spread": "rss over queues 0,1 on cores 0,1"`, `"target": "linux"`, `"driver": "ixgbe"`, `"where": "hardware"`} {
 		if !bytes.Contains(plan, []byte(want)) {
 			t.Errorf("plan.json lacks %s", want)
 		}
@@ -555,7 +556,7 @@ func TestJSONOutputs(t *testing.T) {
 			{args: []string{"check", "--json", "-v", "examples/dns_ntp.lpg"}, docs: 1},
 		},
 		"embed": {
-			{args: []string{"embed", "--json", "82599", "examples/dns_ntp.lpg"}, docs: 1, stderr: "dragonc: warning: endpoint dns runs on cores 0..1",
+			{args: []string{"embed", "--json", "82599", "examples/dns_ntp.lpg"}, docs: 1, stderr: "dragonc: warning: RxC5TupleFilter could steer 2 endpoint(s)",
 				check: func(t *testing.T, docs []any) {
 					if obj(t, docs[0])["schema_version"] != float64(1) || obj(t, docs[0])["dragonc_version"] == "" || obj(t, docs[0])["dragonc_version"] == nil {
 						t.Errorf("plan.json: schema_version %v, dragonc_version %v", obj(t, docs[0])["schema_version"], obj(t, docs[0])["dragonc_version"])
