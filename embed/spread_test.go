@@ -55,6 +55,11 @@ func TestSpreadHotEndpoint(t *testing.T) {
 				if !strings.Contains(echo.Spread, "on cores 0,1") || !strings.Contains(echo.SpreadWhy, "cores 0,1") {
 					t.Errorf("%s: echo's plan says spread %q because %q", name, echo.Spread, echo.SpreadWhy)
 				}
+				// Every queue it reaches delivers it in software (the
+				// generated fallback of each).
+				if got := pl.Placement["RxL4UDPSocket_echo"]; got.Where != "software" || !slices.Equal(got.Queues, echo.Queues) {
+					t.Errorf("%s: echo's socket is placed %+v; its queues are %v", name, got, echo.Queues)
+				}
 				if len(cool.Queues) != 1 || cool.Spread != "" {
 					t.Errorf("%s: cool on queues %v (spread %q), want one queue", name, cool.Queues, cool.Spread)
 				}
