@@ -284,30 +284,14 @@ func testServe(t *testing.T, socket, nic string) {
 	// Steering: each endpoint's datagrams were delivered on the queue the
 	// plan gave it, and only there (the final counters).
 	final := out.String()
-	i := strings.LastIndex(final, "final:\n")
-	if i < 0 {
-		t.Fatalf("no final counters:\n%s", final)
-	}
-	lines := strings.Split(strings.TrimSpace(final[i+len("final:\n"):]), "\n")
+	got := deliveries(t, final)
 	for _, ep := range r.Plan.Endpoints {
-		want := map[int]bool{}
-		for _, q := range ep.Queues {
-			want[q] = true
-		}
-		seen := 0
-		for _, l := range lines {
-			var q int
-			if _, err := fmt.Sscanf(l, "queue %d:", &q); err != nil {
-				t.Fatalf("bad counter line %q", l)
-			}
-			if strings.Contains(l, ", deliver "+ep.Name+" ") {
-				seen++
-				if !want[q] {
-					t.Errorf("endpoint %s delivered on queue %d; the plan says %v\n%s", ep.Name, q, ep.Queues, final)
-				}
+		for q := range got[ep.Name] {
+			if !slices.Contains(ep.Queues, q) {
+				t.Errorf("endpoint %s delivered on queue %d; the plan says %v\n%s", ep.Name, q, ep.Queues, final)
 			}
 		}
-		if seen == 0 {
+		if len(got[ep.Name]) == 0 {
 			t.Errorf("endpoint %s: no delivery counted\n%s", ep.Name, final)
 		}
 	}
@@ -333,7 +317,7 @@ func testServe(t *testing.T, socket, nic string) {
 	if !strings.Contains(log.String(), kind) {
 		t.Errorf("run does not say it serves on %s:\n%s", kind, log.String())
 	}
-	t.Logf("run said:\n%s%s", log.String(), final[i:])
+	t.Logf("run said:\n%s%s", log.String(), final[strings.LastIndex(final, "final:\n"):])
 }
 
 // soviaEchoServer opens the software VIs of vA in namespace ns with a
@@ -388,6 +372,35 @@ func soviaEchoServer(t *testing.T, ns string) func() error {
 		}
 		return nil
 	}
+}
+
+// deliveries reads the final per-queue counters of a run's output: for
+// each endpoint, the deliveries counted on each queue ("queue N: ...,
+// deliver NAME COUNT, ...").
+func deliveries(t testing.TB, out string) map[string]map[int]int {
+	t.Helper()
+	i := strings.LastIndex(out, "final:\n")
+	if i < 0 {
+		t.Fatalf("no final counters:\n%s", out)
+	}
+	got := map[string]map[int]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out[i+len("final:\n"):]), "\n") {
+		var q int
+		if _, err := fmt.Sscanf(l, "queue %d:", &q); err != nil {
+			t.Fatalf("bad counter line %q", l)
+		}
+		for _, item := range strings.Split(l, ", ") {
+			var name string
+			var n int
+			if _, err := fmt.Sscanf(item, "deliver %s %d", &name, &n); err == nil {
+				if got[name] == nil {
+					got[name] = map[int]int{}
+				}
+				got[name][q] += n
+			}
+		}
+	}
+	return got
 }
 
 // waitReady waits for Serve to be ready, or fails the test when it stops

@@ -144,24 +144,7 @@ func TestServeSpreadsHotEndpoint(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	final := out.String()
-	i := strings.LastIndex(final, "final:\n")
-	if i < 0 {
-		t.Fatalf("no final counters:\n%s", final)
-	}
-	got := map[int]int{}
-	for _, l := range strings.Split(strings.TrimSpace(final[i+len("final:\n"):]), "\n") {
-		var q int
-		if _, err := fmt.Sscanf(l, "queue %d:", &q); err != nil {
-			t.Fatalf("bad counter line %q", l)
-		}
-		if j := strings.Index(l, ", deliver echo "); j >= 0 {
-			var n int
-			if _, err := fmt.Sscanf(l[j+len(", deliver echo "):], "%d", &n); err != nil {
-				t.Fatalf("bad counter line %q", l)
-			}
-			got[q] += n
-		}
-	}
+	got := deliveries(t, final)["echo"]
 	for q, n := range want {
 		if got[q] < n {
 			t.Errorf("queue %d delivered echo %d times; the model sends %d flows there\n%s", q, got[q], n, final)
