@@ -25,7 +25,10 @@ var allowed = map[string][]string{
 	"internal/golden":    {},
 	"internal/stackgen":  {},
 	"internal/embedtest": {"costmodel", "embed", "lpg", "nics", "prg"},
-	"internal/netnstest": {},
+	// Network namespaces entered by a thread: the live benchmark's and
+	// the tests'.
+	"internal/netns":     {},
+	"internal/netnstest": {"internal/netns"},
 	"internal/pred":      {"internal/diag"},
 	"internal/graph":     {"internal/pred"},
 	"internal/packet":    {"internal/fallback", "internal/pred"},
@@ -44,20 +47,22 @@ var allowed = map[string][]string{
 	"backends/dot": {"embed", "embedding", "internal/graph"},
 	"lpg":          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	// The per-queue embedding of an LPG into a configured PRG.
-	"embedding":                    {"internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
-	"engines":                      {"internal/graph", "prg"},
-	"embed":                        {"costmodel", "embedding", "engines", "internal/diag", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "plan", "prg", "streams"},
-	"streams":                      {"internal/graph", "internal/pred", "lpg", "prg", "sovia"},
-	"sim":                          {"embedding", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
-	"backends/linux":               {"embed", "internal/graph", "internal/pred", "plan", "prg"},
-	"backends/nicconf":             {"embed", "lpg", "plan", "prg", "sovia"},
-	"backends/gofallback":          {"embed", "embedding", "internal/fallback", "internal/graph", "internal/pred", "lpg", "sim"},
-	"bench":                        {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
-	"bench/baseline":               {"internal/packet", "lpg"},
+	"embedding":           {"internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
+	"engines":             {"internal/graph", "prg"},
+	"embed":               {"costmodel", "embedding", "engines", "internal/diag", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "plan", "prg", "streams"},
+	"streams":             {"internal/graph", "internal/pred", "lpg", "prg", "sovia"},
+	"sim":                 {"embedding", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
+	"backends/linux":      {"embed", "internal/graph", "internal/pred", "plan", "prg"},
+	"backends/nicconf":    {"embed", "lpg", "plan", "prg", "sovia"},
+	"backends/gofallback": {"embed", "embedding", "internal/fallback", "internal/graph", "internal/pred", "lpg", "sim"},
+	"bench":               {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
+	"bench/baseline":      {"internal/packet", "lpg"},
+	// The live benchmark serves with dragonc run beside other servers.
+	"bench/live":                   {"costmodel", "embed", "internal/netns", "lpg", "nics", "run"},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
 	"internal/load":                {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
-	"cmd/dragonc":                  {"backends", "backends/dot", "bench", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/load", "internal/outdir", "lpg", "nics", "plan", "prg", "run", "verify"},
+	"cmd/dragonc":                  {"backends", "backends/dot", "bench", "bench/live", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/load", "internal/outdir", "lpg", "nics", "plan", "prg", "run", "verify"},
 	"internal/outdir":              {},
 	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard
@@ -83,7 +88,8 @@ var libraryHome = map[string][]string{
 	"github.com/schollz/progressbar/v3": {"cmd/dragonc"},
 	"golang.org/x/term":                 {"cmd/dragonc"},
 	// dragonc run writes its eBPF stage with cilium/ebpf's asm package.
-	"github.com/cilium/ebpf": {"run"},
+	// bench/live's XDP_TX reflector too.
+	"github.com/cilium/ebpf": {"run", "bench/live"},
 }
 
 // skipDir reports whether a walk of the module skips a directory: test

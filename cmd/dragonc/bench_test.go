@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -42,5 +43,75 @@ func BenchmarkCLI(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// TestBenchLiveFlags: bench --live's flags are checked before anything
+// runs: it takes no NIC or stack, refuses the offline benchmark's flags
+// and bad values with a usage error, and its own flags need --live.
+func TestBenchLiveFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--live", "82599", "examples/udp_1000.lpg"}, "--live takes no NIC or stack"},
+		{[]string{"bench", "--live", "--cost", "priority"}, "--cost has no meaning with --live"},
+		{[]string{"bench", "--live", "--frames", "10"}, "--frames has no meaning with --live"},
+		{[]string{"bench", "--live", "--rounds", "0"}, "rounds 0 is not in 1..100"},
+		{[]string{"bench", "--live", "--duration", "1ms"}, "duration 1ms"},
+		{[]string{"bench", "--live", "--in-flight", "0"}, "in-flight 0"},
+		{[]string{"bench", "--live", "--servers", "c,nginx"}, `no server "nginx"`},
+		{[]string{"bench", "--rounds", "2", "82599", "examples/udp_1000.lpg"}, "--rounds goes with --live"},
+		{[]string{"bench", "--transactions", "2", "82599", "examples/udp_1000.lpg"}, "--transactions goes with --live"},
+	} {
+		code, out, errs := dragonc(t, c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("dragonc %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(c.args, " "), code, out, errs, c.want)
+		}
+	}
+}
+
+// TestBenchLive runs bench --live briefly through the command, on the two
+// servers that need no build (the Go kernel server and the reflector):
+// one JSON document on standard output with both rows measured, progress
+// on standard error. Without root it must say that root is needed.
+func TestBenchLive(t *testing.T) {
+	args := []string{"bench", "--live", "--json", "--rounds", "1", "--transactions", "200", "--servers", "go,reflector"}
+	if os.Geteuid() != 0 {
+		code, out, errs := dragonc(t, args...)
+		if code != exitInput || out != "" || !strings.Contains(errs, "needs root") {
+			t.Errorf("bench --live without root: exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+		return
+	}
+	code, out, errs := dragonc(t, args...)
+	if code != exitOK {
+		t.Fatalf("bench --live: exit %d\n%s", code, errs)
+	}
+	var rep struct {
+		Generator string `json:"generator"`
+		Servers   []struct {
+			Name   string `json:"name"`
+			Rounds []struct {
+				Many  *struct{ Answered int } `json:"many"`
+				One   *struct{ Answered int } `json:"one"`
+				Error string                  `json:"error"`
+			} `json:"rounds"`
+		} `json:"servers"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&rep); err != nil || dec.More() {
+		t.Fatalf("bench --live --json is not one JSON document: %v\n%s", err, out)
+	}
+	if len(rep.Servers) != 2 || rep.Servers[0].Name != "go" || rep.Servers[1].Name != "reflector" {
+		t.Fatalf("servers: %+v", rep.Servers)
+	}
+	for _, s := range rep.Servers {
+		if len(s.Rounds) != 1 || s.Rounds[0].Error != "" || s.Rounds[0].Many == nil || s.Rounds[0].Many.Answered == 0 || s.Rounds[0].One == nil || s.Rounds[0].One.Answered == 0 {
+			t.Errorf("%s: %+v", s.Name, s.Rounds)
+		}
+	}
+	if !strings.Contains(errs, "bench --live: round 1 of 1") || !strings.Contains(errs, "removed the namespaces") {
+		t.Errorf("no progress on standard error:\n%s", errs)
 	}
 }

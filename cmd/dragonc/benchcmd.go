@@ -1,12 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dragonc/dragonc/bench"
+	"github.com/dragonc/dragonc/bench/live"
 )
 
 func init() {
@@ -17,9 +25,10 @@ func newBenchCmd(e *env) *cobra.Command {
 	var f embedFlags
 	var n int
 	var quiet bool
+	var lv liveFlags
 	c := &cobra.Command{
-		Use:   "bench [flags] NIC STACK.lpg",
-		Short: "measure the generated software fallback",
+		Use:   "bench [flags] NIC STACK.lpg | bench --live [flags]",
+		Short: "measure the generated software fallback, or dragonc run live (--live)",
 		Long: `Embeds the stack, builds the generated software fallback with a harness
 (the go command must be installed), and times it on frames aimed at the
 stack's endpoints, in one process and in interleaved rounds, next to four
@@ -35,11 +44,76 @@ generated code; the last line, on the mixed frames, is:
 
     fallback X ns/frame, software-only Y ns/frame, gopacket baseline Z ns/frame, N allocs/frame
 
-Exit: 0, 1 on errors, 2 usage.`,
+With --live (as root; no NIC or stack) it measures UDP echo over a veth
+pair instead, in two network namespaces it makes and removes however it
+ends (a signal included), served in turn by five servers in interleaved
+rounds, all under the same load generator in the peer namespace:
+  go         the Go kernel server (net.ListenUDP, SO_REUSEPORT, a socket
+             and goroutine per core)
+  c          a C server (recvmmsg/sendmmsg, SO_REUSEPORT, a thread per
+             core pinned to it), built with cc; skipped, saying so, where
+             there is no C compiler
+  xdp        dragonc run --socket xdp, serving
+             endpoint echo udp listen *:7 { app "echo" cores 0..N-1 }
+  packet     the same with --socket packet
+  reflector  an XDP program that answers with XDP_TX (addresses and
+             ports swapped): the most the veth carries
+The load generator is a C program (epoll, recvmmsg/sendmmsg, the
+monotonic clock) in a process of its own, or a Go one (this program
+re-executed) where there is no C compiler; the report says which. It
+keeps --in-flight requests outstanding over 16 sockets, then one, for
+--duration each (or until --transactions answers); a request unanswered
+after 200ms is counted lost, never waited for.
+For each server: transactions/s at --in-flight, p50 and p99 round trip
+at 1 in flight, CPU µs per transaction at both, lost requests; min–max
+over the rounds, and ratios to the C server and to the reflector
+computed within each round. CPU µs per transaction is the busy time of
+every CPU over the measured window (/proc/stat: user, nice, system, irq,
+softirq, steal) less the load generator's own user and system time and
+less the host's background (its busy rate with nothing running, measured
+before each round), per answered transaction: the server's threads and
+the kernel's work for the traffic, softirq included, except what ran in
+the generator's own system calls (on a veth the sender's call often
+carries a frame through the receiver's softirq, and this kernel charges
+a tick there to the calling process). A table goes to standard output,
+progress to standard error; --json prints one JSON document instead.
+The numbers mean little while other work shares the cores: the report
+warns when the background was above a quarter of a CPU.
+
+Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 		Example: `  dragonc bench 82599 examples/udp_1000.lpg
-  dragonc bench --json 82599 examples/udp_1000.lpg | jq .fallback_ns`,
-		Args: nicAndStack,
+  dragonc bench --json 82599 examples/udp_1000.lpg | jq .fallback_ns
+  sudo dragonc bench --live
+  sudo dragonc bench --live --rounds 5 --duration 5s
+  sudo dragonc bench --live --servers c,xdp,reflector --transactions 100000 --json | jq '.servers[].spread.per_second'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if lv.on {
+				if len(args) > 0 {
+					return usagef("--live takes no NIC or stack (it serves its own echo stack), got %d argument(s)", len(args))
+				}
+				return nil
+			}
+			return nicAndStack(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lv.on {
+				for _, name := range []string{"cost", "gold-per-queue", "strategy", "previous", "copy-engine", "target", "frames"} {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s has no meaning with --live", name)
+					}
+				}
+				opt, err := lv.options()
+				if err != nil {
+					return err
+				}
+				e.quiet = quiet
+				return exitStatus(runLive(e, opt, f.asJSON, quiet))
+			}
+			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers"} {
+				if cmd.Flags().Changed(name) {
+					return usagef("--%s goes with --live", name)
+				}
+			}
 			if err := f.validate(); err != nil {
 				return err
 			}
@@ -53,7 +127,69 @@ Exit: 0, 1 on errors, 2 usage.`,
 	f.register(c.Flags())
 	c.Flags().IntVar(&n, "frames", 1000, "frames in the rotation")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar, warnings or notes: only the result and errors")
+	lv.register(c.Flags())
 	return c
+}
+
+// liveFlags are bench --live's flags.
+type liveFlags struct {
+	on           bool
+	rounds       int
+	duration     time.Duration
+	transactions int
+	inFlight     int
+	servers      []string
+}
+
+func (l *liveFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&l.on, "live", false, "measure UDP echo over a veth against the kernel, a C server and an XDP_TX reflector (root)")
+	fs.IntVar(&l.rounds, "rounds", 3, "--live: rounds, every server measured once in each")
+	fs.DurationVar(&l.duration, "duration", 2*time.Second, "--live: length of each measurement (two per server and round)")
+	fs.IntVar(&l.transactions, "transactions", 0, "--live: end each measurement at this many answers (0: --duration alone)")
+	fs.IntVar(&l.inFlight, "in-flight", 64, "--live: requests outstanding in the throughput measurement")
+	fs.StringSliceVar(&l.servers, "servers", live.ServerNames(), "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", "))
+}
+
+func (l *liveFlags) options() (live.Options, error) {
+	// Zero means "the default" in live.Options, not on the command line.
+	switch {
+	case l.rounds < 1:
+		return live.Options{}, usagef("--live: rounds %d is not in 1..100", l.rounds)
+	case l.duration <= 0:
+		return live.Options{}, usagef("--live: duration %v is not in 100ms..10m", l.duration)
+	case l.inFlight < 1:
+		return live.Options{}, usagef("--live: in-flight %d is not in 1..4096", l.inFlight)
+	}
+	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers}
+	if err := opt.Check(); err != nil {
+		return opt, usagef("--live: %v", err)
+	}
+	return opt, nil
+}
+
+// runLive runs bench --live until it ends or a signal stops it; the
+// benchmark removes what it made either way.
+func runLive(e *env, opt live.Options, asJSON, quiet bool) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	if !quiet {
+		opt.Progress = e.stderr
+	}
+	rep, err := live.Run(ctx, opt)
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(e.stderr, "dragonc: bench --live stopped by a signal; its namespaces are removed")
+		return exitInput
+	case err != nil:
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		return exitInput
+	}
+	if asJSON {
+		writeJSON(e, rep)
+		return exitOK
+	}
+	fmt.Fprint(e.stdout, rep.Table())
+	return exitOK
 }
 
 // benchJSON is `bench --json`.

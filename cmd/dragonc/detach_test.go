@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dragonc/dragonc/bench/live"
 	"github.com/dragonc/dragonc/internal/netnstest"
 )
 
 // TestMain lets the test binary stand in for dragonc: run --detach starts
 // its own executable, which here is this binary.
 func TestMain(m *testing.M) {
+	live.Child()
 	if os.Getenv("DRAGONC_TEST_AS_DRAGONC") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/dragonc/dragonc/bench/live"
 )
 
 // Exit codes are a contract (docs/cli.md).
@@ -63,6 +65,9 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 var builders []func(e *env) *cobra.Command
 
 func main() {
+	// bench --live starts this program again as its Go load generator
+	// where there is no C compiler.
+	live.Child()
 	// DRAGONC_CPUPROFILE=FILE writes a CPU profile of the run, for
 	// dragonc's developers (go tool pprof FILE).
 	if path := os.Getenv("DRAGONC_CPUPROFILE"); path != "" {

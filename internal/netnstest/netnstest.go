@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dragonc/dragonc/internal/netns"
 )
 
 // IP runs the ip command, stopping the test when it fails.
@@ -46,28 +46,5 @@ func Two(t testing.TB, tools ...string) (a, b string) {
 	return a, b
 }
 
-// In runs f on a thread that has joined namespace name, so that sockets
-// f opens and interfaces it names are that namespace's. The thread is
-// never unlocked: it ends with its goroutine, so no other goroutine ever
-// runs in the namespace by accident.
-func In(name string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := syscall.Open("/run/netns/"+name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer syscall.Close(fd)
-		if _, _, e := syscall.RawSyscall(sysSetns, uintptr(fd), syscall.CLONE_NEWNET, 0); e != 0 {
-			errc <- fmt.Errorf("setns %s: %w", name, e)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
-// sysSetns is setns(2) on amd64 and arm64 (the syscall package lacks it).
-var sysSetns = map[string]uintptr{"amd64": 308, "arm64": 268}[runtime.GOARCH]
+// In runs f on a thread that has joined namespace name (netns.In).
+func In(name string, f func() error) error { return netns.In(name, f) }

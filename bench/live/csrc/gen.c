@@ -1,0 +1,304 @@
+/*
+ * The live benchmark's load generator (dragonc bench --live), built with
+ * cc at bench time. It keeps INFLIGHT UDP echo requests outstanding over
+ * SOCKETS connected sockets (each its own source port, so that the
+ * server's RSS or SO_REUSEPORT hash spreads them), in one thread: epoll
+ * tells which sockets have answers, recvmmsg reads them in batches and
+ * sendmmsg sends the next requests in batches. A request names its slot
+ * and sequence number, so an answer is matched to what is outstanding; a
+ * request unanswered after TIMEOUT_MS is counted lost and its slot sends
+ * a new one. Latencies (CLOCK_MONOTONIC, one reading per received batch)
+ * go into a histogram with 1/128 relative resolution.
+ *
+ * After WARMUP_MS, it measures for DURATION_MS or until COUNT answers
+ * (COUNT 0: no count), then stops sending, waits for what is still
+ * outstanding (answers counted as drained, timeouts as lost) and prints
+ * one JSON object: the measured window's answers, losses, seconds,
+ * percentiles, the host's busy CPU time over the window (/proc/stat: user,
+ * nice, system, irq, softirq and steal of every CPU) and this process's
+ * own (getrusage).
+ *
+ * usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS
+ * (NETNS: a file under /run/netns to join first, or "-").
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAGIC 0x64726763u /* "drgc" */
+#define VLEN 64
+#define PAYLOAD 32
+#define SUB 64 /* histogram sub-buckets per power of two */
+#define BUCKETS (64 * SUB)
+
+struct req {
+	uint32_t magic, slot;
+	uint64_t seq, pad[2];
+};
+
+struct slot {
+	int sock, out, pending;
+	uint64_t seq, sent;
+};
+
+static uint64_t hist[BUCKETS];
+static uint64_t hist_n;
+
+static uint64_t mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+}
+
+static int bucket(uint64_t v)
+{
+	if (v < SUB)
+		return (int)v;
+	int e = 63 - __builtin_clzll(v); /* >= 6 */
+	return (e - 5) * SUB + (int)((v >> (e - 6)) & (SUB - 1));
+}
+
+static uint64_t bucket_value(int i)
+{
+	if (i < SUB)
+		return (uint64_t)i;
+	int e = i / SUB + 5, sub = i % SUB;
+	uint64_t lo = (uint64_t)(SUB + sub) << (e - 6);
+	return lo + ((1ull << (e - 6)) >> 1);
+}
+
+static uint64_t percentile(double q)
+{
+	if (hist_n == 0)
+		return 0;
+	uint64_t rank = (uint64_t)(q * (double)hist_n);
+	if (rank < 1)
+		rank = 1;
+	uint64_t c = 0;
+	for (int i = 0; i < BUCKETS; i++) {
+		c += hist[i];
+		if (c >= rank)
+			return bucket_value(i);
+	}
+	return bucket_value(BUCKETS - 1);
+}
+
+/* busy_ns: the busy time of every CPU since boot, from /proc/stat. */
+static uint64_t busy_ns(void)
+{
+	FILE *f = fopen("/proc/stat", "r");
+	unsigned long long v[8] = {0};
+	if (!f)
+		return 0;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+		v[0] = v[1] = v[2] = v[5] = v[6] = v[7] = 0;
+	fclose(f);
+	/* user nice system idle iowait irq softirq steal */
+	unsigned long long ticks = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+	return (uint64_t)ticks * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+static uint64_t self_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "gen: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 10) {
+		fprintf(stderr, "usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS\n");
+		return 2;
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (strcmp(argv[1], "-") != 0) {
+		int fd = open(argv[1], O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+			die(argv[1]);
+		close(fd);
+	}
+	struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
+	if (inet_pton(AF_INET, argv[2], &dst.sin_addr) != 1) {
+		fprintf(stderr, "gen: bad address %s\n", argv[2]);
+		return 2;
+	}
+	int inflight = atoi(argv[4]), nsock = atoi(argv[5]);
+	uint64_t duration = strtoull(argv[6], 0, 10) * 1000000ull, count = strtoull(argv[7], 0, 10);
+	uint64_t timeout = strtoull(argv[8], 0, 10) * 1000000ull, warmup = strtoull(argv[9], 0, 10) * 1000000ull;
+	if (inflight < 1 || nsock < 1 || nsock > inflight || duration == 0 || timeout == 0) {
+		fprintf(stderr, "gen: bad arguments\n");
+		return 2;
+	}
+
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		die("epoll_create1");
+	int *fds = calloc((size_t)nsock, sizeof *fds);
+	struct slot *slots = calloc((size_t)inflight, sizeof *slots);
+	for (int s = 0; s < nsock; s++) {
+		fds[s] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fds[s] < 0)
+			die("socket");
+		if (connect(fds[s], (struct sockaddr *)&dst, sizeof dst) < 0)
+			die("connect");
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)s};
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[s], &ev) < 0)
+			die("epoll_ctl");
+	}
+	for (int i = 0; i < inflight; i++) {
+		slots[i].sock = i % nsock;
+		slots[i].pending = 1;
+	}
+
+	static struct req out[VLEN], in[VLEN];
+	static struct mmsghdr omsg[VLEN], imsg[VLEN];
+	static struct iovec oiov[VLEN], iiov[VLEN];
+	int batch[VLEN];
+	uint64_t answered = 0, lost = 0, late = 0, stray = 0, refused = 0, drained = 0, seq = 0;
+	uint64_t start = mono(), mstart = start + warmup, mend = 0;
+	uint64_t busy0 = 0, self0 = 0, busy1 = 0, self1 = 0, next_scan = 0;
+	int phase = 0; /* 0 warm-up, 1 measuring, 2 draining */
+
+	for (;;) {
+		uint64_t now = mono();
+		if (phase == 0 && now >= mstart) {
+			phase = 1;
+			answered = lost = late = stray = refused = 0;
+			memset(hist, 0, sizeof hist);
+			hist_n = 0;
+			mstart = now;
+			busy0 = busy_ns();
+			self0 = self_ns();
+		}
+		if (phase == 1 && (now - mstart >= duration || (count > 0 && answered >= count))) {
+			phase = 2;
+			mend = now;
+			busy1 = busy_ns();
+			self1 = self_ns();
+		}
+		if (now >= next_scan) {
+			next_scan = now + 1000000;
+			int outstanding = 0;
+			for (int i = 0; i < inflight; i++) {
+				struct slot *sl = &slots[i];
+				if (sl->out && now - sl->sent > timeout) {
+					if (phase != 0)
+						lost++;
+					sl->out = 0;
+					sl->pending = phase != 2;
+				}
+				outstanding += sl->out;
+			}
+			if (phase == 2 && (outstanding == 0 || now - mend > timeout))
+				break;
+		}
+		/* Send what is pending, a batch per socket. */
+		for (int s = 0; s < nsock && phase != 2; s++) {
+			int n = 0;
+			for (int i = s; i < inflight && n < VLEN; i += nsock) {
+				if (!slots[i].pending)
+					continue;
+				struct slot *sl = &slots[i];
+				sl->seq = ++seq;
+				out[n] = (struct req){.magic = MAGIC, .slot = (uint32_t)i, .seq = sl->seq};
+				oiov[n] = (struct iovec){.iov_base = &out[n], .iov_len = PAYLOAD};
+				omsg[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &oiov[n], .msg_iovlen = 1}};
+				batch[n++] = i;
+			}
+			if (n == 0)
+				continue;
+			/* The clock is read before the call: on a veth the kernel
+			 * may carry the request, and the server or XDP program
+			 * answer it, within this very call (softirq at bottom-half
+			 * enable). */
+			now = mono();
+			int sent = sendmmsg(fds[s], omsg, (unsigned)n, 0);
+			if (sent < 0)
+				sent = 0; /* ECONNREFUSED, ENOBUFS: the slots try again */
+			for (int k = 0; k < sent; k++) {
+				struct slot *sl = &slots[batch[k]];
+				sl->pending = 0;
+				sl->out = 1;
+				sl->sent = now;
+			}
+		}
+		struct epoll_event evs[VLEN];
+		int ne = epoll_wait(ep, evs, VLEN, 1);
+		if (ne < 0 && errno != EINTR)
+			die("epoll_wait");
+		for (int e = 0; e < ne; e++) {
+			int s = (int)evs[e].data.u32;
+			for (;;) {
+				for (int k = 0; k < VLEN; k++) {
+					iiov[k] = (struct iovec){.iov_base = &in[k], .iov_len = sizeof in[k]};
+					imsg[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iiov[k], .msg_iovlen = 1}};
+				}
+				int n = recvmmsg(fds[s], imsg, VLEN, MSG_DONTWAIT, NULL);
+				if (n < 0) {
+					if (errno == ECONNREFUSED) {
+						refused++;
+						continue;
+					}
+					break;
+				}
+				now = mono();
+				for (int k = 0; k < n; k++) {
+					struct req *r = &in[k];
+					if (imsg[k].msg_len != PAYLOAD || r->magic != MAGIC || r->slot >= (uint32_t)inflight || slots[r->slot].sock != s) {
+						stray++;
+						continue;
+					}
+					struct slot *sl = &slots[r->slot];
+					if (!sl->out || r->seq != sl->seq) {
+						late++;
+						continue;
+					}
+					sl->out = 0;
+					if (phase == 2) {
+						drained++;
+						continue;
+					}
+					sl->pending = 1;
+					if (phase == 1) {
+						answered++;
+						hist[bucket(now - sl->sent)]++;
+						hist_n++;
+					}
+				}
+				if (n < VLEN)
+					break;
+			}
+		}
+	}
+	printf("{\"answered\":%llu,\"lost\":%llu,\"late\":%llu,\"stray\":%llu,\"refused\":%llu,\"drained\":%llu,"
+	       "\"window_ns\":%llu,\"p50_ns\":%llu,\"p99_ns\":%llu,\"busy_ns\":%llu,\"self_ns\":%llu}\n",
+	       (unsigned long long)answered, (unsigned long long)lost, (unsigned long long)late,
+	       (unsigned long long)stray, (unsigned long long)refused, (unsigned long long)drained,
+	       (unsigned long long)(mend - mstart), (unsigned long long)percentile(0.50),
+	       (unsigned long long)percentile(0.99), (unsigned long long)(busy1 - busy0),
+	       (unsigned long long)(self1 - self0));
+	return 0;
+}

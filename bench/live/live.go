@@ -1,0 +1,299 @@
+// Package live is dragonc's live benchmark (`dragonc bench --live`, and
+// `go test ./bench/live -bench UDPEcho`): UDP echo over a veth pair, in two
+// network namespaces the benchmark makes and always removes, served in
+// turn by the Go kernel server, a C server with recvmmsg and sendmmsg,
+// `dragonc run` on AF_XDP and on AF_PACKET sockets, and an XDP_TX
+// reflector (the most the veth carries), in interleaved rounds, all
+// under the same load generator: a C program (a Go one where there is no
+// C compiler) in a process of its own in the peer namespace, so that the
+// CPU the server spends can be told from the generator's.
+//
+// What is measured, for each server in each round: transactions per
+// second with Options.InFlight requests outstanding; the 50th and 99th
+// percentile round trip with one outstanding; and the CPU time per
+// transaction of the server, at both loads. That CPU time is the busy
+// time of every CPU over the measured window (/proc/stat: user, nice,
+// system, irq, softirq and steal) minus the load generator's own user
+// and system time (getrusage) minus the host's background (the busy
+// rate measured with nothing running, for half a second before each
+// round, times the window), divided by the answered transactions. So it
+// counts the server's threads and everything the kernel does for the
+// traffic that is not charged to the generator's process: both
+// directions' softirq work on the veth (the peer side's receive of the
+// answers too, when it runs in softirq), interrupts, and the benchmark's
+// own idle process. It is comparable between the rows of one run, not an
+// absolute figure for the server alone.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
+)
+
+// Options control Run.
+type Options struct {
+	// Rounds is how many times every server is measured, in an order
+	// rotated each round; 3 when zero.
+	Rounds int
+	// Duration is the length of each measurement (one per load, two per
+	// server and round); 2s when zero.
+	Duration time.Duration
+	// Transactions, when positive, ends a measurement at that many
+	// answers (Duration still bounds it).
+	Transactions int
+	// InFlight is the outstanding requests of the throughput load; 64
+	// when zero. The latency load has one.
+	InFlight int
+	// Sockets is how many sockets (flows, each its own source port)
+	// carry the throughput load; 16 when zero (at most InFlight).
+	Sockets int
+	// Timeout is how long a request may go unanswered before it counts
+	// as lost; 200ms when zero.
+	Timeout time.Duration
+	// Warmup runs each load unmeasured first; 200ms when zero.
+	Warmup time.Duration
+	// Servers names the servers to measure (ServerNames), in that order;
+	// all when empty.
+	Servers []string
+	// Progress receives a line at each step (standard error in the
+	// command); nil: none.
+	Progress io.Writer
+	// Self is how to start this program as the Go load generator (Child
+	// must be called first thing in its main or TestMain); the running
+	// executable with no arguments when nil.
+	Self []string
+}
+
+// ServerNames are the servers Run measures, in the order of the report.
+func ServerNames() []string { return []string{"go", "c", "xdp", "packet", "reflector"} }
+
+// titles say what each server is.
+var titles = map[string]string{
+	"go":        "Go kernel server: net.ListenUDP, SO_REUSEPORT, a socket and goroutine per core",
+	"c":         "C kernel server: recvmmsg/sendmmsg, SO_REUSEPORT, a pinned thread per core",
+	"xdp":       "dragonc run --socket xdp",
+	"packet":    "dragonc run --socket packet",
+	"reflector": "XDP_TX reflector: swaps the addresses and ports in XDP, the veth's limit",
+}
+
+// ErrNotRoot is returned where the benchmark cannot make namespaces.
+var ErrNotRoot = errors.New("the live benchmark needs root: it makes network namespaces and a veth pair, and loads XDP programs (run it with sudo)")
+
+func (o *Options) defaults() error {
+	if o.Rounds == 0 {
+		o.Rounds = 3
+	}
+	if o.Duration == 0 {
+		o.Duration = 2 * time.Second
+	}
+	if o.InFlight == 0 {
+		o.InFlight = 64
+	}
+	if o.Sockets == 0 {
+		o.Sockets = 16
+	}
+	o.Sockets = min(o.Sockets, o.InFlight)
+	if o.Timeout == 0 {
+		o.Timeout = 200 * time.Millisecond
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 200 * time.Millisecond
+	}
+	if len(o.Servers) == 0 {
+		o.Servers = ServerNames()
+	}
+	switch {
+	case o.Rounds < 1 || o.Rounds > 100:
+		return fmt.Errorf("rounds %d is not in 1..100", o.Rounds)
+	case o.Duration < 100*time.Millisecond || o.Duration > 10*time.Minute:
+		return fmt.Errorf("duration %v is not in 100ms..10m", o.Duration)
+	case o.Transactions < 0:
+		return fmt.Errorf("transactions %d is negative", o.Transactions)
+	case o.InFlight < 1 || o.InFlight > 4096:
+		return fmt.Errorf("in-flight %d is not in 1..4096", o.InFlight)
+	case o.Sockets < 1:
+		return fmt.Errorf("sockets %d is not positive", o.Sockets)
+	case o.Timeout < time.Millisecond || o.Timeout > time.Minute:
+		return fmt.Errorf("timeout %v is not in 1ms..1m", o.Timeout)
+	}
+	seen := map[string]bool{}
+	for _, s := range o.Servers {
+		if !slices.Contains(ServerNames(), s) {
+			return fmt.Errorf("no server %q (%s)", s, strings.Join(ServerNames(), ", "))
+		}
+		if seen[s] {
+			return fmt.Errorf("server %q named twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// Check reports what is wrong with the options, without running anything.
+func (o Options) Check() error { return o.defaults() }
+
+// Run runs the benchmark. Whatever happens (an error, ctx cancelled by a
+// signal, a panic on this goroutine), the namespaces, servers, programs
+// and temporary files it made are gone when it returns; namespaces left
+// by a benchmark process that was killed outright are removed at the
+// start of the next.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	b := &bench{ctx: ctx, opt: opt, cores: runtime.NumCPU()}
+	b.progress = opt.Progress
+	if b.progress == nil {
+		b.progress = io.Discard
+	}
+	removeStale(b.say)
+	work, err := os.MkdirTemp("", "dragonc-bench-live-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	self := opt.Self
+	if self == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		self = []string{exe}
+	}
+	b.say("building the C load generator and server with cc")
+	if b.progs, err = buildPrograms(work, self); err != nil {
+		return nil, err
+	}
+	if b.progs.noCC != "" {
+		b.say("%s: the load generator is the Go one and the C server's row is skipped", b.progs.noCC)
+	}
+	rep := &Report{Generator: b.progs.generator, Compiler: b.progs.cc, Cores: b.cores, Rounds: opt.Rounds,
+		InFlight: opt.InFlight, Sockets: opt.Sockets, Seconds: opt.Duration.Seconds(), Transactions: opt.Transactions,
+		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}}
+	servers := slices.Clone(opt.Servers)
+	if b.progs.server == "" && slices.Contains(servers, "c") {
+		rep.Skipped["c"] = b.progs.noCC
+		servers = slices.DeleteFunc(servers, func(s string) bool { return s == "c" })
+	}
+	if slices.Contains(servers, "xdp") || slices.Contains(servers, "packet") {
+		if rep.Stack, b.plan, b.stack, err = planStack(b.cores); err != nil {
+			return nil, err
+		}
+	}
+	b.say("making namespaces and a veth pair")
+	if b.pair, err = newPair(b.cores); err != nil {
+		return nil, err
+	}
+	defer func() {
+		b.pair.close()
+		b.say("removed the namespaces")
+	}()
+	for _, s := range servers {
+		rep.Servers = append(rep.Servers, &ServerReport{Name: s, Title: titles[s]})
+	}
+	for r := range opt.Rounds {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		bg := b.background()
+		rep.Background = append(rep.Background, bg)
+		b.say("round %d of %d (host background %.2f CPUs)", r+1, opt.Rounds, bg)
+		for i := range servers {
+			sr := rep.Servers[(i+r)%len(servers)]
+			m := b.measure(sr.Name, r, bg)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			sr.Rounds = append(sr.Rounds, m)
+		}
+	}
+	rep.finish()
+	return rep, nil
+}
+
+// bench is one run of the benchmark.
+type bench struct {
+	ctx      context.Context
+	opt      Options
+	cores    int
+	progress io.Writer
+	progs    *programs
+	pair     *pair
+	plan     *embed.Result // the dragonc rows' plan and stack
+	stack    *lpg.Stack
+}
+
+func (b *bench) say(format string, args ...any) {
+	fmt.Fprintf(b.progress, "bench --live: "+format+"\n", args...)
+}
+
+// background is the host's busy rate, in CPUs, over half a second with
+// nothing of the benchmark's running.
+func (b *bench) background() float64 {
+	const span = 500 * time.Millisecond
+	b0, s0 := busyNs(), selfNs()
+	start := time.Now()
+	select {
+	case <-time.After(span):
+	case <-b.ctx.Done():
+	}
+	el := time.Since(start)
+	busy := float64(busyNs()-b0) - float64(selfNs()-s0)
+	return max(0, busy/float64(el))
+}
+
+// measure starts server name, runs both loads against it and stops it.
+func (b *bench) measure(name string, round int, bg float64) (m Measurement) {
+	m.Round = round + 1
+	b.say("  %s: starting", name)
+	stop, err := b.start(name)
+	if err != nil {
+		m.Error = err.Error()
+		b.say("  %s: %v", name, err)
+		return m
+	}
+	defer func() {
+		if err := stop(); err != nil {
+			m.Error = err.Error()
+			b.say("  %s: stopping: %v", name, err)
+		}
+	}()
+	for _, l := range []struct {
+		to  **Load
+		l   load
+		tag string
+	}{
+		{&m.Many, load{inFlight: b.opt.InFlight, sockets: b.opt.Sockets}, fmt.Sprintf("%d in flight", b.opt.InFlight)},
+		{&m.One, load{inFlight: 1, sockets: 1}, "1 in flight"},
+	} {
+		if b.ctx.Err() != nil {
+			return m
+		}
+		l.l.duration, l.l.count, l.l.timeout, l.l.warmup = b.opt.Duration, b.opt.Transactions, b.opt.Timeout, b.opt.Warmup
+		g, err := b.progs.generate(b.ctx, b.pair.path(b.pair.b), l.l, func(el time.Duration) {
+			b.say("  %s: %s, %.0fs", name, l.tag, el.Seconds())
+		})
+		if err != nil {
+			m.Error = err.Error()
+			b.say("  %s: %s: %v", name, l.tag, err)
+			return m
+		}
+		ld := newLoad(g, bg)
+		*l.to = ld
+		b.say("  %s: %s: %.0f transactions/s, p50 %.1f µs, p99 %.1f µs, %.1f µs CPU each, %d lost", name, l.tag, ld.PerSecond, ld.P50us, ld.P99us, ld.CPUus, ld.Lost)
+	}
+	return m
+}

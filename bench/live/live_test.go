@@ -1,0 +1,327 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/dragonc/dragonc/internal/golden"
+	"github.com/dragonc/dragonc/internal/netns"
+)
+
+// TestMain lets the test binary stand in for the Go load generator, and
+// keeps dragonc run's state apart from the host's.
+func TestMain(m *testing.M) {
+	Child()
+	dir, err := os.MkdirTemp("", "dragonc-live-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("DRAGONC_RUN_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestOptionsCheck(t *testing.T) {
+	for _, c := range []struct {
+		opt  Options
+		want string
+	}{
+		{Options{Rounds: -1}, "rounds -1"},
+		{Options{Rounds: 101}, "rounds 101"},
+		{Options{Duration: time.Millisecond}, "duration 1ms"},
+		{Options{Transactions: -5}, "transactions -5"},
+		{Options{InFlight: 5000}, "in-flight 5000"},
+		{Options{Servers: []string{"nginx"}}, `no server "nginx"`},
+		{Options{Servers: []string{"c", "c"}}, `server "c" named twice`},
+		{Options{}, ""},
+		{Options{Servers: []string{"reflector", "go"}, Rounds: 1, Transactions: 100}, ""},
+	} {
+		err := c.opt.Check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.opt, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: got %v, want an error with %q", c.opt, err, c.want)
+		}
+	}
+}
+
+// TestHistogram: the Go generator's percentiles are within the
+// histogram's resolution (1/128) of the exact ones.
+func TestHistogram(t *testing.T) {
+	var h histogram
+	var vals []uint64
+	for i := range uint64(10000) {
+		v := 1000 + i*i%977*131 // spread over 1 µs..129 µs
+		vals = append(vals, v)
+		h.add(v)
+	}
+	sorted := append([]uint64(nil), vals...)
+	slices.Sort(sorted)
+	for _, q := range []float64{0.5, 0.99} {
+		exact := sorted[int(q*float64(len(sorted)))-1]
+		got := h.percentile(q)
+		if d := float64(got) - float64(exact); d > float64(exact)/64 || -d > float64(exact)/64 {
+			t.Errorf("p%.0f: %d, exact %d", q*100, got, exact)
+		}
+	}
+	if (&histogram{}).percentile(0.5) != 0 {
+		t.Error("an empty histogram has a percentile")
+	}
+}
+
+// leftNamespaces lists the namespaces this process's benchmarks made.
+func leftNamespaces(t *testing.T) []string {
+	ents, _ := os.ReadDir(netns.Dir)
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", nsPrefix, os.Getpid())) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func needRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the live benchmark needs root")
+	}
+}
+
+// TestLive runs the whole benchmark briefly, every server once: each row
+// is measured at both loads with answers, the report reads back as JSON,
+// the table names every server, and nothing is left behind. It asserts
+// nothing about speed.
+func TestLive(t *testing.T) {
+	needRoot(t)
+	var progress syncBuffer
+	rep, err := Run(context.Background(), Options{Rounds: 1, Transactions: 300, Duration: 5 * time.Second, Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if left := leftNamespaces(t); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	if len(rep.Servers)+len(rep.Skipped) != len(ServerNames()) {
+		t.Errorf("%d servers measured and %d skipped, want %d in all", len(rep.Servers), len(rep.Skipped), len(ServerNames()))
+	}
+	for _, s := range rep.Servers {
+		if len(s.Rounds) != 1 {
+			t.Errorf("%s: %d rounds", s.Name, len(s.Rounds))
+			continue
+		}
+		m := s.Rounds[0]
+		if m.Error != "" || m.Many == nil || m.One == nil || m.Many.Answered == 0 || m.One.Answered == 0 {
+			t.Errorf("%s: not measured: %+v", s.Name, m)
+			continue
+		}
+		if m.Many.P50us <= 0 || m.One.P99us < m.One.P50us {
+			t.Errorf("%s: percentiles %+v", s.Name, m.One)
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Servers) != len(rep.Servers) {
+		t.Errorf("the JSON report does not read back: %v", err)
+	}
+	table := rep.Table()
+	for _, s := range rep.Servers {
+		if !regexp.MustCompile(`(?m)^\s*` + s.Name + `\s+\d`).MatchString(table) {
+			t.Errorf("the table has no row for %s:\n%s", s.Name, table)
+		}
+	}
+	if !strings.Contains(progress.String(), "removed the namespaces") {
+		t.Errorf("no progress about the clean-up:\n%s", progress.String())
+	}
+	t.Logf("\n%s", table)
+}
+
+// TestLiveGoGenerator: without a C compiler the Go load generator runs,
+// the C server's row is skipped with the reason, and a lost datagram is
+// counted: the servers here answer, so none is lost, but nothing panics.
+func TestLiveGoGenerator(t *testing.T) {
+	needRoot(t)
+	t.Setenv("CC", filepath.Join(t.TempDir(), "no-such-cc"))
+	rep, err := Run(context.Background(), Options{Rounds: 1, Transactions: 200, Duration: 5 * time.Second, Servers: []string{"go", "c", "reflector"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Generator != "go" || !strings.Contains(rep.Skipped["c"], "no C compiler") {
+		t.Errorf("generator %q, skipped %v", rep.Generator, rep.Skipped)
+	}
+	for _, s := range rep.Servers {
+		if m := s.Rounds[0]; m.Error != "" || m.Many == nil || m.Many.Answered == 0 || m.One == nil || m.One.Answered == 0 {
+			t.Errorf("%s: %+v", s.Name, m)
+		}
+	}
+	if !strings.Contains(rep.Table(), "c: skipped: no C compiler") {
+		t.Errorf("the table does not say the C row was skipped:\n%s", rep.Table())
+	}
+}
+
+// TestLiveCancel: a benchmark stopped half-way (a signal, in the command)
+// returns the context's error and leaves no namespace behind.
+func TestLiveCancel(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOn{cancel: cancel, text: "go: 1 in flight"}
+	_, err := Run(ctx, Options{Rounds: 2, Duration: 3 * time.Second, Servers: []string{"go", "reflector"}, Progress: w})
+	if err != context.Canceled {
+		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+	if left := leftNamespaces(t); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+}
+
+// TestLiveLost: a server that answers nothing costs every request, and
+// each is counted lost, without an error or a hang.
+func TestLiveLost(t *testing.T) {
+	needRoot(t)
+	p, err := newPair(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	progs, err := buildPrograms(t.TempDir(), []string{os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No server listens on port 7: every request times out.
+	g, err := progs.generate(context.Background(), p.path(p.b), load{inFlight: 4, sockets: 2, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Answered != 0 || g.Lost == 0 {
+		t.Errorf("no server: %+v", g)
+	}
+}
+
+// cancelOn cancels when a progress line contains text.
+type cancelOn struct {
+	mu     sync.Mutex
+	cancel func()
+	text   string
+}
+
+func (c *cancelOn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.Contains(string(b), c.text) {
+		c.cancel()
+	}
+	return len(b), nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// BenchmarkUDPEcho is the live benchmark as a Go benchmark: the five
+// servers (or those the LIVE_SERVERS variable lists, comma separated) in
+// three interleaved rounds, b.N transactions per load (each load ends
+// after a minute at most). Each
+// server's figures are reported as metrics: the median over the rounds
+// of transactions/s at 64 in flight, p50 and p99 at 1 in flight and CPU
+// µs per transaction at both, and the ratios to the C server and to the
+// reflector of the same round. The table goes to the log (-v).
+//
+//	go test ./bench/live -run XXX -bench UDPEcho -benchtime 100000x -benchmem
+func BenchmarkUDPEcho(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the live benchmark needs root")
+	}
+	opt := Options{Rounds: 3, Progress: os.Stderr, Transactions: b.N, Duration: time.Minute}
+	if b.N == 1 {
+		// The framework always runs b.N = 1 first.
+		opt.Rounds, opt.Transactions = 1, 1000
+		b.Log("b.N = 1: one round of 1,000 transactions per load; -benchtime Nx measures N per load in three rounds")
+	}
+	if s := os.Getenv("LIVE_SERVERS"); s != "" {
+		opt.Servers = strings.Split(s, ",")
+	}
+	b.ReportAllocs()
+	rep, err := Run(context.Background(), opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("\n%s", rep.Table())
+	med := func(s *ServerReport, f func(Measurement) (float64, bool)) float64 {
+		var v []float64
+		for _, m := range s.Rounds {
+			if x, ok := f(m); ok {
+				v = append(v, x)
+			}
+		}
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	many := func(f func(*Load) float64) func(Measurement) (float64, bool) {
+		return func(m Measurement) (float64, bool) {
+			if m.Many == nil || m.Many.Answered == 0 {
+				return 0, false
+			}
+			return f(m.Many), true
+		}
+	}
+	one := func(f func(*Load) float64) func(Measurement) (float64, bool) {
+		return func(m Measurement) (float64, bool) {
+			if m.One == nil || m.One.Answered == 0 {
+				return 0, false
+			}
+			return f(m.One), true
+		}
+	}
+	for _, s := range rep.Servers {
+		b.ReportMetric(med(s, many(func(l *Load) float64 { return l.PerSecond })), s.Name+"-tx/s")
+		b.ReportMetric(med(s, many(func(l *Load) float64 { return l.CPUus })), s.Name+"-cpu-µs/tx@64")
+		b.ReportMetric(med(s, one(func(l *Load) float64 { return l.P50us })), s.Name+"-p50-µs")
+		b.ReportMetric(med(s, one(func(l *Load) float64 { return l.P99us })), s.Name+"-p99-µs")
+		b.ReportMetric(med(s, one(func(l *Load) float64 { return l.CPUus })), s.Name+"-cpu-µs/tx@1")
+		for _, ref := range rep.Servers {
+			if ref == s || ref.Name != "c" && ref.Name != "reflector" {
+				continue
+			}
+			// The ratio of each round, then their median.
+			rs := &ServerReport{}
+			for i, m := range s.Rounds {
+				if o := ref.Rounds[i]; m.Many != nil && o.Many != nil && o.Many.PerSecond > 0 {
+					rs.Rounds = append(rs.Rounds, Measurement{Many: &Load{Answered: 1, PerSecond: m.Many.PerSecond / o.Many.PerSecond}})
+				}
+			}
+			b.ReportMetric(med(rs, many(func(l *Load) float64 { return l.PerSecond })), s.Name+"-tx/s-vs-"+ref.Name)
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,208 @@
+package live
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The C programs, built with cc at bench time.
+var (
+	//go:embed csrc/gen.c
+	genC string
+	//go:embed csrc/server.c
+	serverC string
+)
+
+// programs are the benchmark's own programs: the load generator (C, or
+// this program itself as the Go generator) and the C echo server ("" when
+// there is no C compiler).
+type programs struct {
+	cc        string // the C compiler's path; "" when there is none
+	noCC      string // why there is no C compiler
+	gen       string // the C load generator; "" for the Go one
+	server    string // the C echo server
+	goGen     []string
+	generator string // "c" or "go"
+}
+
+// buildPrograms builds the C programs in dir with cc (or $CC). Without a
+// C compiler, or when it fails, the load generator is the Go one
+// (self re-executed) and the C server's row is skipped, with the reason.
+func buildPrograms(dir string, self []string) (*programs, error) {
+	p := &programs{goGen: self, generator: "go"}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	path, err := exec.LookPath(cc)
+	if err != nil {
+		p.noCC = fmt.Sprintf("no C compiler (%s: %v)", cc, err)
+		return p, nil
+	}
+	build := func(name, src string, extra ...string) (string, error) {
+		c := filepath.Join(dir, name+".c")
+		if err := os.WriteFile(c, []byte(src), 0o600); err != nil {
+			return "", err
+		}
+		bin := filepath.Join(dir, name)
+		args := append([]string{"-O2", "-o", bin, c}, extra...)
+		if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+		}
+		return bin, nil
+	}
+	if p.gen, err = build("gen", genC); err != nil {
+		p.noCC = fmt.Sprintf("the C compiler failed: %v", err)
+		p.gen = ""
+		return p, nil
+	}
+	if p.server, err = build("server", serverC, "-pthread"); err != nil {
+		p.noCC = fmt.Sprintf("the C compiler failed: %v", err)
+		p.gen, p.server = "", ""
+		return p, nil
+	}
+	p.cc, p.generator = path, "c"
+	return p, nil
+}
+
+// load is one measurement's load: how many requests are outstanding, over
+// how many sockets, for how long or how many answers.
+type load struct {
+	inFlight, sockets int
+	duration          time.Duration
+	count             int
+	timeout, warmup   time.Duration
+}
+
+// genResult is what the load generator prints (gen.c's JSON object).
+type genResult struct {
+	Answered uint64 `json:"answered"`
+	Lost     uint64 `json:"lost"`
+	Late     uint64 `json:"late"`
+	Stray    uint64 `json:"stray"`
+	Refused  uint64 `json:"refused"`
+	Drained  uint64 `json:"drained"`
+	WindowNs uint64 `json:"window_ns"`
+	P50Ns    uint64 `json:"p50_ns"`
+	P99Ns    uint64 `json:"p99_ns"`
+	BusyNs   uint64 `json:"busy_ns"`
+	SelfNs   uint64 `json:"self_ns"`
+}
+
+// args are the generator's arguments (gen.c's usage line).
+func (l load) args(netnsPath string) []string {
+	ms := func(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
+	return []string{netnsPath, serverAddr.String(), "7", strconv.Itoa(l.inFlight), strconv.Itoa(l.sockets),
+		ms(l.duration), strconv.Itoa(l.count), ms(l.timeout), ms(l.warmup)}
+}
+
+// errGenerator marks a load generator that failed.
+var errGenerator = errors.New("the load generator failed")
+
+// generate runs the load generator in namespace netnsPath and returns its
+// result. It stops it when ctx ends, and it waits at most the load's length plus a margin, then kills
+// the generator; tick is called about every second while it runs.
+func (p *programs) generate(ctx context.Context, netnsPath string, l load, tick func(elapsed time.Duration)) (*genResult, error) {
+	var cmd *exec.Cmd
+	if p.gen != "" {
+		cmd = exec.Command(p.gen, l.args(netnsPath)...)
+	} else {
+		cmd = exec.Command(p.goGen[0], append(p.goGen[1:], l.args(netnsPath)...)...)
+		cmd.Env = append(os.Environ(), childEnv+"="+childGenerator)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errGenerator, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	limit := l.warmup + l.duration + 2*l.timeout + 10*time.Second
+	start := time.Now()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v: %s", errGenerator, err, strings.TrimSpace(stderr.String()))
+			}
+			var r genResult
+			if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
+				return nil, fmt.Errorf("%w: its report does not read: %v: %q", errGenerator, err, stdout.String())
+			}
+			return &r, nil
+		case <-ctx.Done():
+			cmd.Process.Kill()
+			<-done
+			return nil, ctx.Err()
+		case <-t.C:
+			if time.Since(start) > limit {
+				cmd.Process.Kill()
+				<-done
+				return nil, fmt.Errorf("%w: still running after %v; killed", errGenerator, limit.Round(time.Second))
+			}
+			if tick != nil {
+				tick(time.Since(start))
+			}
+		}
+	}
+}
+
+// startServer starts the C echo server in namespace netnsPath and returns
+// once it says it is ready; stop kills it.
+func (p *programs) startServer(netnsPath string) (stop func(), err error) {
+	cmd := exec.Command(p.server, netnsPath, serverAddr.String(), "7", "0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A pipe of our own rather than StdoutPipe, which Wait would close
+	// while the ready line is still being read.
+	out, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return nil, err
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stop = func() {
+		cmd.Process.Kill()
+		<-done
+	}
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		ready <- line
+		io.Copy(io.Discard, out)
+		out.Close()
+	}()
+	select {
+	case line := <-ready:
+		if !strings.HasPrefix(line, "ready") {
+			stop()
+			return nil, fmt.Errorf("the C server did not start: %s", strings.TrimSpace(stderr.String()))
+		}
+		return stop, nil
+	case <-time.After(10 * time.Second):
+		stop()
+		return nil, fmt.Errorf("the C server did not say it was ready within 10s: %s", strings.TrimSpace(stderr.String()))
+	}
+}
