@@ -42,3 +42,28 @@ func selfNs() uint64 {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return uint64(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// processNs is the CPU time of this process and, when pid is not 0, of
+// process pid (/proc/PID/stat's utime and stime, in USER_HZ ticks;
+// proc(5)).
+func processNs(pid int) uint64 {
+	ns := selfNs()
+	if pid == 0 {
+		return ns
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ns
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from the last ')'. After it come state (field 3) ... utime (14)
+	// and stime (15).
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return ns
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return ns + (ut+st)*(1e9/userHZ)
+}

@@ -21,8 +21,15 @@
 // traffic that is not charged to the generator's process: both
 // directions' softirq work on the veth (the peer side's receive of the
 // answers too, when it runs in softirq), interrupts, and the benchmark's
-// own idle process. It is comparable between the rows of one run, not an
-// absolute figure for the server alone.
+// own idle process, but not the kernel work done within the generator's
+// own system calls: on a veth a sender's call usually carries the frame
+// through the receiving side's softirq, and with tick-based accounting
+// (no CONFIG_IRQ_TIME_ACCOUNTING) the kernel charges that time to the
+// calling process as well as to the softirq column
+// (kernel/sched/cputime.c, account_system_time). It is comparable
+// between the rows of one run, not an absolute figure for the server
+// alone. Load.ProcessCPUus, the server's own process and this one, is
+// the figure other work on the host does not disturb.
 package live
 
 import (
@@ -259,14 +266,14 @@ func (b *bench) background() float64 {
 func (b *bench) measure(name string, round int, bg float64) (m Measurement) {
 	m.Round = round + 1
 	b.say("  %s: starting", name)
-	stop, err := b.start(name)
+	srv, err := b.start(name)
 	if err != nil {
 		m.Error = err.Error()
 		b.say("  %s: %v", name, err)
 		return m
 	}
 	defer func() {
-		if err := stop(); err != nil {
+		if err := srv.stop(); err != nil {
 			m.Error = err.Error()
 			b.say("  %s: stopping: %v", name, err)
 		}
@@ -276,13 +283,14 @@ func (b *bench) measure(name string, round int, bg float64) (m Measurement) {
 		l   load
 		tag string
 	}{
-		{&m.Many, load{inFlight: b.opt.InFlight, sockets: b.opt.Sockets}, fmt.Sprintf("%d in flight", b.opt.InFlight)},
-		{&m.One, load{inFlight: 1, sockets: 1}, "1 in flight"},
+		{&m.Many, load{inFlight: b.opt.InFlight, sockets: b.opt.Sockets, threads: b.cores}, fmt.Sprintf("%d in flight", b.opt.InFlight)},
+		{&m.One, load{inFlight: 1, sockets: 1, threads: 1}, "1 in flight"},
 	} {
 		if b.ctx.Err() != nil {
 			return m
 		}
 		l.l.duration, l.l.count, l.l.timeout, l.l.warmup = b.opt.Duration, b.opt.Transactions, b.opt.Timeout, b.opt.Warmup
+		p0, t0 := processNs(srv.pid()), time.Now()
 		g, err := b.progs.generate(b.ctx, b.pair.path(b.pair.b), l.l, func(el time.Duration) {
 			b.say("  %s: %s, %.0fs", name, l.tag, el.Seconds())
 		})
@@ -292,6 +300,12 @@ func (b *bench) measure(name string, round int, bg float64) (m Measurement) {
 			return m
 		}
 		ld := newLoad(g, bg)
+		if p1 := processNs(srv.pid()); g.Answered > 0 && p1 >= p0 {
+			// The processes' rate over the generator's whole life,
+			// warm-up and drain included, times the window.
+			rate := float64(p1-p0) / float64(time.Since(t0))
+			ld.ProcessCPUus = rate * float64(g.WindowNs) / float64(g.Answered) / 1e3
+		}
 		*l.to = ld
 		b.say("  %s: %s: %.0f transactions/s, p50 %.1f µs, p99 %.1f µs, %.1f µs CPU each, %d lost", name, l.tag, ld.PerSecond, ld.P50us, ld.P99us, ld.CPUus, ld.Lost)
 	}

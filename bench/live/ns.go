@@ -39,7 +39,9 @@ type pair struct {
 }
 
 // path is the file a program joins namespace ns through (setns).
-func (p *pair) path(ns string) string { return filepath.Join(netns.Dir, ns) }
+func (p *pair) path(ns string) string { return netnsPath(ns) }
+
+func netnsPath(ns string) string { return filepath.Join(netns.Dir, ns) }
 
 // ipCmd runs iproute2's ip.
 func ipCmd(args ...string) error {
@@ -109,7 +111,7 @@ func newPair(cores int) (*pair, error) {
 // close removes both namespaces (the veth pair goes with them).
 func (p *pair) close() {
 	for _, ns := range []string{p.a, p.b} {
-		if _, err := os.Stat(p.path(ns)); err == nil {
+		if _, err := os.Stat(netnsPath(ns)); err == nil {
 			exec.Command("ip", "netns", "del", ns).Run()
 		}
 	}

@@ -81,6 +81,7 @@ func buildPrograms(dir string, self []string) (*programs, error) {
 // how many sockets, for how long or how many answers.
 type load struct {
 	inFlight, sockets int
+	threads           int // the C generator's; the Go one has one
 	duration          time.Duration
 	count             int
 	timeout, warmup   time.Duration
@@ -105,7 +106,7 @@ type genResult struct {
 func (l load) args(netnsPath string) []string {
 	ms := func(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
 	return []string{netnsPath, serverAddr.String(), "7", strconv.Itoa(l.inFlight), strconv.Itoa(l.sockets),
-		ms(l.duration), strconv.Itoa(l.count), ms(l.timeout), ms(l.warmup)}
+		ms(l.duration), strconv.Itoa(l.count), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads))}
 }
 
 // errGenerator marks a load generator that failed.
@@ -163,29 +164,30 @@ func (p *programs) generate(ctx context.Context, netnsPath string, l load, tick 
 }
 
 // startServer starts the C echo server in namespace netnsPath and returns
-// once it says it is ready; stop kills it.
-func (p *programs) startServer(netnsPath string) (stop func(), err error) {
+// once it says it is ready, with its process id; stop kills it.
+func (p *programs) startServer(netnsPath string) (stop func() error, pid int, err error) {
 	cmd := exec.Command(p.server, netnsPath, serverAddr.String(), "7", "0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// A pipe of our own rather than StdoutPipe, which Wait would close
 	// while the ready line is still being read.
 	out, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer w.Close()
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = w, &stderr
 	if err := cmd.Start(); err != nil {
 		out.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	w.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	stop = func() {
+	stop = func() error {
 		cmd.Process.Kill()
 		<-done
+		return nil
 	}
 	ready := make(chan string, 1)
 	go func() {
@@ -198,11 +200,11 @@ func (p *programs) startServer(netnsPath string) (stop func(), err error) {
 	case line := <-ready:
 		if !strings.HasPrefix(line, "ready") {
 			stop()
-			return nil, fmt.Errorf("the C server did not start: %s", strings.TrimSpace(stderr.String()))
+			return nil, 0, fmt.Errorf("the C server did not start: %s", strings.TrimSpace(stderr.String()))
 		}
-		return stop, nil
+		return stop, cmd.Process.Pid, nil
 	case <-time.After(10 * time.Second):
 		stop()
-		return nil, fmt.Errorf("the C server did not say it was ready within 10s: %s", strings.TrimSpace(stderr.String()))
+		return nil, 0, fmt.Errorf("the C server did not say it was ready within 10s: %s", strings.TrimSpace(stderr.String()))
 	}
 }

@@ -49,11 +49,13 @@ type ServerReport struct {
 
 // Spread is the minimum and maximum of each figure.
 type Spread struct {
-	PerSecond Range `json:"per_second"`     // at InFlight
-	CPUMany   Range `json:"cpu_us_many"`    // CPU µs per transaction at InFlight
-	P50       Range `json:"p50_us"`         // at 1 in flight
-	P99       Range `json:"p99_us"`         // at 1 in flight
-	CPUOne    Range `json:"cpu_us_one"`     // CPU µs per transaction at 1 in flight
+	PerSecond Range `json:"per_second"`  // at InFlight
+	CPUMany   Range `json:"cpu_us_many"` // CPU µs per transaction at InFlight
+	P50       Range `json:"p50_us"`      // at 1 in flight
+	P99       Range `json:"p99_us"`      // at 1 in flight
+	CPUOne    Range `json:"cpu_us_one"`  // CPU µs per transaction at 1 in flight
+	ProcMany  Range `json:"process_cpu_us_many"`
+	ProcOne   Range `json:"process_cpu_us_one"`
 	Lost      int64 `json:"lost,omitempty"` // over every round and load (ratios: none)
 }
 
@@ -103,7 +105,13 @@ type Load struct {
 	CPUus float64 `json:"cpu_us"`
 	// TotalCPUus is the whole host's busy time per transaction, the load
 	// generator's included, less the background.
-	TotalCPUus    float64 `json:"total_cpu_us"`
+	TotalCPUus float64 `json:"total_cpu_us"`
+	// ProcessCPUus is the CPU time of the server's own process (the C
+	// server's, dragonc run's helper) and of the benchmark's process
+	// (where the Go server and dragonc run's supervisor run) per
+	// transaction: immune to other work on the host, but blind to
+	// kernel work charged elsewhere (all of the reflector's).
+	ProcessCPUus  float64 `json:"process_cpu_us"`
 	BusyCPUs      float64 `json:"busy_cpus"`
 	GeneratorCPUs float64 `json:"generator_cpus"`
 	// Lost requests had no answer within the timeout; Late answers came
@@ -147,6 +155,7 @@ func (rep *Report) finish() {
 				if m.Many.Answered > 0 {
 					sp.PerSecond.add(m.Many.PerSecond)
 					sp.CPUMany.add(m.Many.CPUus)
+					sp.ProcMany.add(m.Many.ProcessCPUus)
 				}
 			}
 			if m.One != nil {
@@ -155,6 +164,7 @@ func (rep *Report) finish() {
 					sp.P50.add(m.One.P50us)
 					sp.P99.add(m.One.P99us)
 					sp.CPUOne.add(m.One.CPUus)
+					sp.ProcOne.add(m.One.ProcessCPUus)
 				}
 			}
 		}
@@ -204,11 +214,11 @@ func (rep *Report) Table() string {
 	}
 	name := func(s string) string { return fmt.Sprintf("%-*s", w, s) }
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\ttx/s @%d\tCPU µs/tx @%d\tp50 µs @1\tp99 µs @1\tCPU µs/tx @1\tlost\t\n", name("server"), rep.InFlight, rep.InFlight)
+	fmt.Fprintf(tw, "%s\ttx/s @%d\tCPU µs/tx @%d\tp50 µs @1\tp99 µs @1\tCPU µs/tx @1\tlost\town µs/tx @%d\town µs/tx @1\t\n", name("server"), rep.InFlight, rep.InFlight, rep.InFlight)
 	for _, s := range rep.Servers {
 		sp := s.Spread
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", name(s.Name), rng(sp.PerSecond, "%.0f"), rng(sp.CPUMany, "%.1f"),
-			rng(sp.P50, "%.1f"), rng(sp.P99, "%.1f"), rng(sp.CPUOne, "%.1f"), sp.Lost)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", name(s.Name), rng(sp.PerSecond, "%.0f"), rng(sp.CPUMany, "%.1f"),
+			rng(sp.P50, "%.1f"), rng(sp.P99, "%.1f"), rng(sp.CPUOne, "%.1f"), sp.Lost, rng(sp.ProcMany, "%.1f"), rng(sp.ProcOne, "%.1f"))
 	}
 	tw.Flush()
 	for _, ref := range []struct{ name, title string }{{"c", "the C server"}, {"reflector", "the XDP_TX reflector"}} {
@@ -250,6 +260,7 @@ func (rep *Report) Table() string {
 		bg.add(v)
 	}
 	fmt.Fprintf(&b, "CPU µs/tx: the host's busy CPU time over the window (/proc/stat, softirq included) less the load generator's own and the host's background (%s CPUs), per answered transaction\n", rng(bg, "%.2f"))
+	b.WriteString("own µs/tx: the CPU time of the server's own process and of this one (the Go server's, dragonc run's supervisor) per transaction; other work does not disturb it, but kernel work charged elsewhere (all of the reflector's) is not in it\n")
 	if bg.Max > busyHost {
 		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the CPU figures are unreliable\n", bg.Max)
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,24 +43,37 @@ func planStack(cores int) (string, *embed.Result, *lpg.Stack, error) {
 	return src, r, st, nil
 }
 
-// start starts server name; the returned function stops it and says
-// whether it stopped cleanly.
-func (b *bench) start(name string) (func() error, error) {
+// running is a server that serves.
+type running struct {
+	// stop stops it and says whether it stopped cleanly.
+	stop func() error
+	// pid is its process, 0 when it runs in this one or in the kernel.
+	pid func() int
+}
+
+// start starts server name.
+func (b *bench) start(name string) (*running, error) {
+	var stop func() error
+	var err error
+	pid := func() int { return 0 }
 	switch name {
 	case "go":
-		return b.startGo()
+		stop, err = b.startGo()
 	case "c":
-		stop, err := b.progs.startServer(b.pair.path(b.pair.a))
-		if err != nil {
-			return nil, err
-		}
-		return func() error { stop(); return nil }, nil
+		var p int
+		stop, p, err = b.progs.startServer(b.pair.path(b.pair.a))
+		pid = func() int { return p }
 	case "xdp", "packet":
-		return b.startDragonc(name)
+		stop, pid, err = b.startDragonc(name)
 	case "reflector":
-		return b.startReflector()
+		stop, err = b.startReflector()
+	default:
+		err = fmt.Errorf("internal error: no server %q", name)
 	}
-	return nil, fmt.Errorf("internal error: no server %q", name)
+	if err != nil {
+		return nil, err
+	}
+	return &running{stop: stop, pid: pid}, nil
 }
 
 // startGo starts the Go kernel server in this process: one UDP socket per
@@ -114,14 +129,16 @@ func (b *bench) startGo() (func() error, error) {
 // kind in namespace A. The first time, run builds its helper program with
 // the go command, which can take a minute; its notes go to the progress
 // writer meanwhile.
-func (b *bench) startDragonc(kind string) (func() error, error) {
+func (b *bench) startDragonc(kind string) (func() error, func() int, error) {
 	ctx, cancel := context.WithCancel(b.ctx)
+	var helper atomic.Int64
 	ready := make(chan struct{})
 	served := make(chan error, 1)
 	notes := &prefixWriter{w: b.progress, prefix: "bench --live:   " + kind + ": dragonc run: "}
 	go func() {
 		served <- netns.In(b.pair.a, func() error {
-			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes, Ready: func() { close(ready) }})
+			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes,
+				Ready: func() { close(ready) }, Signal: func(p *os.Process) { helper.Store(int64(p.Pid)) }})
 		})
 	}()
 	stop := func() error {
@@ -143,22 +160,22 @@ func (b *bench) startDragonc(kind string) (func() error, error) {
 	for {
 		select {
 		case <-ready:
-			return stop, nil
+			return stop, func() int { return int(helper.Load()) }, nil
 		case err := <-served:
 			cancel()
 			if err == nil {
 				err = errors.New("dragonc run returned before it served")
 			}
-			return nil, err
+			return nil, nil, err
 		case <-t.C:
 			if time.Since(start) > buildLimit {
 				stop()
-				return nil, fmt.Errorf("dragonc run did not serve within %v", buildLimit)
+				return nil, nil, fmt.Errorf("dragonc run did not serve within %v", buildLimit)
 			}
 			b.say("  %s: waiting for dragonc run to serve (%.0fs; the first time it builds its helper with the go command)", kind, time.Since(start).Seconds())
 		case <-b.ctx.Done():
 			stop()
-			return nil, b.ctx.Err()
+			return nil, nil, b.ctx.Err()
 		}
 	}
 }

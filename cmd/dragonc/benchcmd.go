@@ -58,10 +58,11 @@ rounds, all under the same load generator in the peer namespace:
   packet     the same with --socket packet
   reflector  an XDP program that answers with XDP_TX (addresses and
              ports swapped): the most the veth carries
-The load generator is a C program (epoll, recvmmsg/sendmmsg, the
-monotonic clock) in a process of its own, or a Go one (this program
-re-executed) where there is no C compiler; the report says which. It
-keeps --in-flight requests outstanding over 16 sockets, then one, for
+The load generator is a C program (a thread per core, epoll,
+recvmmsg/sendmmsg, the monotonic clock) in a process of its own, or a
+Go one (this program re-executed, one thread) where there is no C
+compiler; the report says which. It keeps --in-flight requests
+outstanding over 16 sockets, then one, for
 --duration each (or until --transactions answers); a request unanswered
 after 200ms is counted lost, never waited for.
 For each server: transactions/s at --in-flight, p50 and p99 round trip
@@ -75,7 +76,10 @@ before each round), per answered transaction: the server's threads and
 the kernel's work for the traffic, softirq included, except what ran in
 the generator's own system calls (on a veth the sender's call often
 carries a frame through the receiver's softirq, and this kernel charges
-a tick there to the calling process). A table goes to standard output,
+a tick there to the calling process). "own µs/tx" is the CPU time of
+the server's own process and of dragonc's per transaction: immune to
+other work on the host, blind to kernel work charged elsewhere (all of
+the reflector's). A table goes to standard output,
 progress to standard error; --json prints one JSON document instead.
 The numbers mean little while other work shares the cores: the report
 warns when the background was above a quarter of a CPU.

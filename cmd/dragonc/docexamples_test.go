@@ -139,6 +139,10 @@ func TestDocExamples(t *testing.T) {
 			skip(why)
 			continue
 		}
+		if slices.Contains(ex.args, "--live") {
+			skip("measures servers for minutes, as root (TestBenchLive runs it briefly)")
+			continue
+		}
 		var args []string
 		reason := ""
 		for i := 0; i < len(ex.args); i++ {

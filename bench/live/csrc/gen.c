@@ -2,13 +2,17 @@
  * The live benchmark's load generator (dragonc bench --live), built with
  * cc at bench time. It keeps INFLIGHT UDP echo requests outstanding over
  * SOCKETS connected sockets (each its own source port, so that the
- * server's RSS or SO_REUSEPORT hash spreads them), in one thread: epoll
- * tells which sockets have answers, recvmmsg reads them in batches and
- * sendmmsg sends the next requests in batches. A request names its slot
- * and sequence number, so an answer is matched to what is outstanding; a
- * request unanswered after TIMEOUT_MS is counted lost and its slot sends
- * a new one. Latencies (CLOCK_MONOTONIC, one reading per received batch)
- * go into a histogram with 1/128 relative resolution.
+ * server's RSS or SO_REUSEPORT hash spreads them), served by THREADS
+ * threads that share the sockets out: in each, epoll says which sockets
+ * have answers, recvmmsg reads them in batches and sendmmsg sends the
+ * next requests in batches. More than one thread matters on a veth,
+ * where the kernel runs the receiving side's softirq work (an XDP
+ * program's included) within the sender's system call: one thread would
+ * put all of it on one core. A request names its slot and sequence
+ * number, so an answer is matched to what is outstanding; a request
+ * unanswered after TIMEOUT_MS is counted lost and its slot sends a new
+ * one. Latencies (CLOCK_MONOTONIC, read before each send call and once
+ * per received batch) go into histograms with 1/128 relative resolution.
  *
  * After WARMUP_MS, it measures for DURATION_MS or until COUNT answers
  * (COUNT 0: no count), then stops sending, waits for what is still
@@ -16,9 +20,9 @@
  * one JSON object: the measured window's answers, losses, seconds,
  * percentiles, the host's busy CPU time over the window (/proc/stat: user,
  * nice, system, irq, softirq and steal of every CPU) and this process's
- * own (getrusage).
+ * own (getrusage, every thread).
  *
- * usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS
+ * usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS THREADS
  * (NETNS: a file under /run/netns to join first, or "-").
  */
 #define _GNU_SOURCE
@@ -26,8 +30,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +61,26 @@ struct slot {
 	uint64_t seq, sent;
 };
 
-static uint64_t hist[BUCKETS];
-static uint64_t hist_n;
+/* Shared by the threads: the phase (0 warm-up, 1 measuring, 2 draining,
+ * set by the main thread), the answers counted in the window, the
+ * slots (each touched by the thread of its socket only). */
+static _Atomic int phase;
+static _Atomic uint64_t answered_all;
+static int inflight, nsock, nthreads;
+static uint64_t timeout;
+static int *fds;
+static struct slot *slots;
+
+struct worker {
+	pthread_t t;
+	int id, ep;
+	uint64_t answered, lost, late, stray, refused, drained, seq;
+	uint64_t hist[BUCKETS];
+	struct req out[VLEN], in[VLEN];
+	struct mmsghdr omsg[VLEN], imsg[VLEN];
+	struct iovec oiov[VLEN], iiov[VLEN];
+	int batch[VLEN];
+};
 
 static uint64_t mono(void)
 {
@@ -82,11 +106,14 @@ static uint64_t bucket_value(int i)
 	return lo + ((1ull << (e - 6)) >> 1);
 }
 
-static uint64_t percentile(double q)
+static uint64_t percentile(const uint64_t *hist, double q)
 {
-	if (hist_n == 0)
+	uint64_t n = 0;
+	for (int i = 0; i < BUCKETS; i++)
+		n += hist[i];
+	if (n == 0)
 		return 0;
-	uint64_t rank = (uint64_t)(q * (double)hist_n);
+	uint64_t rank = (uint64_t)(q * (double)n);
 	if (rank < 1)
 		rank = 1;
 	uint64_t c = 0;
@@ -127,10 +154,144 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* send_pending sends the pending requests of socket s in one batch. */
+static void send_pending(struct worker *w, int s)
+{
+	int n = 0;
+	for (int i = s; i < inflight && n < VLEN; i += nsock) {
+		struct slot *sl = &slots[i];
+		if (!sl->pending)
+			continue;
+		sl->seq = ++w->seq;
+		w->out[n] = (struct req){.magic = MAGIC, .slot = (uint32_t)i, .seq = sl->seq};
+		w->oiov[n] = (struct iovec){.iov_base = &w->out[n], .iov_len = PAYLOAD};
+		w->omsg[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &w->oiov[n], .msg_iovlen = 1}};
+		w->batch[n++] = i;
+	}
+	if (n == 0)
+		return;
+	/* The clock is read before the call: on a veth the kernel may carry
+	 * the request, and the server or an XDP program answer it, within
+	 * this very call (softirq at bottom-half enable). */
+	uint64_t now = mono();
+	int sent = sendmmsg(fds[s], w->omsg, (unsigned)n, 0);
+	if (sent < 0)
+		sent = 0; /* ECONNREFUSED, ENOBUFS: the slots try again */
+	for (int k = 0; k < sent; k++) {
+		struct slot *sl = &slots[w->batch[k]];
+		sl->pending = 0;
+		sl->out = 1;
+		sl->sent = now;
+	}
+}
+
+/* receive reads socket s's answers in batches. */
+static void receive(struct worker *w, int s, int ph)
+{
+	for (;;) {
+		for (int k = 0; k < VLEN; k++) {
+			w->iiov[k] = (struct iovec){.iov_base = &w->in[k], .iov_len = sizeof w->in[k]};
+			w->imsg[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &w->iiov[k], .msg_iovlen = 1}};
+		}
+		int n = recvmmsg(fds[s], w->imsg, VLEN, MSG_DONTWAIT, NULL);
+		if (n < 0) {
+			if (errno == ECONNREFUSED) {
+				w->refused++;
+				continue;
+			}
+			return;
+		}
+		uint64_t now = mono();
+		uint64_t got = 0;
+		for (int k = 0; k < n; k++) {
+			struct req *r = &w->in[k];
+			if (w->imsg[k].msg_len != PAYLOAD || r->magic != MAGIC || r->slot >= (uint32_t)inflight || slots[r->slot].sock != s) {
+				w->stray++;
+				continue;
+			}
+			struct slot *sl = &slots[r->slot];
+			if (!sl->out || r->seq != sl->seq) {
+				w->late++;
+				continue;
+			}
+			sl->out = 0;
+			if (ph == 2) {
+				w->drained++;
+				continue;
+			}
+			sl->pending = 1;
+			if (ph == 1) {
+				got++;
+				w->hist[bucket(now - sl->sent)]++;
+			}
+		}
+		if (got) {
+			w->answered += got;
+			atomic_fetch_add(&answered_all, got);
+		}
+		if (n < VLEN)
+			return;
+	}
+}
+
+static void *run(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t next_scan = 0, mend = 0;
+	int seen = 0;
+	struct epoll_event evs[VLEN];
+	for (;;) {
+		int ph = atomic_load(&phase);
+		uint64_t now = mono();
+		if (ph >= 1 && seen == 0) {
+			/* The window opens: what the warm-up counted goes. */
+			seen = 1;
+			w->answered = w->lost = w->late = w->stray = w->refused = 0;
+			memset(w->hist, 0, sizeof w->hist);
+		}
+		if (ph == 2 && mend == 0)
+			mend = now;
+		if (now >= next_scan) {
+			next_scan = now + 1000000;
+			int outstanding = 0;
+			for (int s = w->id; s < nsock; s += nthreads)
+				for (int i = s; i < inflight; i += nsock) {
+					struct slot *sl = &slots[i];
+					if (sl->out && now - sl->sent > timeout) {
+						if (ph != 0)
+							w->lost++;
+						sl->out = 0;
+						sl->pending = ph != 2;
+					}
+					outstanding += sl->out;
+				}
+			if (ph == 2 && (outstanding == 0 || now - mend > timeout))
+				return NULL;
+		}
+		if (ph != 2)
+			for (int s = w->id; s < nsock; s += nthreads)
+				send_pending(w, s);
+		int ne = epoll_wait(w->ep, evs, VLEN, 1);
+		if (ne < 0 && errno != EINTR)
+			die("epoll_wait");
+		for (int e = 0; e < ne; e++)
+			receive(w, (int)evs[e].data.u32, ph);
+	}
+}
+
+static void sleep_until(uint64_t t)
+{
+	uint64_t now = mono();
+	if (t > now) {
+		struct timespec ts = {.tv_sec = (time_t)((t - now) / 1000000000u), .tv_nsec = (long)((t - now) % 1000000000u)};
+		nanosleep(&ts, NULL);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 10) {
-		fprintf(stderr, "usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS\n");
+	if (argc != 11) {
+		fprintf(stderr, "usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS THREADS\n");
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -145,19 +306,30 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gen: bad address %s\n", argv[2]);
 		return 2;
 	}
-	int inflight = atoi(argv[4]), nsock = atoi(argv[5]);
+	inflight = atoi(argv[4]);
+	nsock = atoi(argv[5]);
 	uint64_t duration = strtoull(argv[6], 0, 10) * 1000000ull, count = strtoull(argv[7], 0, 10);
-	uint64_t timeout = strtoull(argv[8], 0, 10) * 1000000ull, warmup = strtoull(argv[9], 0, 10) * 1000000ull;
-	if (inflight < 1 || nsock < 1 || nsock > inflight || duration == 0 || timeout == 0) {
+	timeout = strtoull(argv[8], 0, 10) * 1000000ull;
+	uint64_t warmup = strtoull(argv[9], 0, 10) * 1000000ull;
+	nthreads = atoi(argv[10]);
+	if (inflight < 1 || nsock < 1 || nsock > inflight || duration == 0 || timeout == 0 || nthreads < 1) {
 		fprintf(stderr, "gen: bad arguments\n");
 		return 2;
 	}
+	if (nthreads > nsock)
+		nthreads = nsock;
 
-	int ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep < 0)
-		die("epoll_create1");
-	int *fds = calloc((size_t)nsock, sizeof *fds);
-	struct slot *slots = calloc((size_t)inflight, sizeof *slots);
+	fds = calloc((size_t)nsock, sizeof *fds);
+	slots = calloc((size_t)inflight, sizeof *slots);
+	struct worker *ws = calloc((size_t)nthreads, sizeof *ws);
+	if (!fds || !slots || !ws)
+		die("calloc");
+	for (int t = 0; t < nthreads; t++) {
+		ws[t].id = t;
+		ws[t].ep = epoll_create1(EPOLL_CLOEXEC);
+		if (ws[t].ep < 0)
+			die("epoll_create1");
+	}
 	for (int s = 0; s < nsock; s++) {
 		fds[s] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fds[s] < 0)
@@ -165,140 +337,52 @@ int main(int argc, char **argv)
 		if (connect(fds[s], (struct sockaddr *)&dst, sizeof dst) < 0)
 			die("connect");
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)s};
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[s], &ev) < 0)
+		if (epoll_ctl(ws[s % nthreads].ep, EPOLL_CTL_ADD, fds[s], &ev) < 0)
 			die("epoll_ctl");
 	}
 	for (int i = 0; i < inflight; i++) {
 		slots[i].sock = i % nsock;
 		slots[i].pending = 1;
 	}
+	uint64_t start = mono();
+	for (int t = 0; t < nthreads; t++)
+		if (pthread_create(&ws[t].t, NULL, run, &ws[t]) != 0)
+			die("pthread_create");
 
-	static struct req out[VLEN], in[VLEN];
-	static struct mmsghdr omsg[VLEN], imsg[VLEN];
-	static struct iovec oiov[VLEN], iiov[VLEN];
-	int batch[VLEN];
-	uint64_t answered = 0, lost = 0, late = 0, stray = 0, refused = 0, drained = 0, seq = 0;
-	uint64_t start = mono(), mstart = start + warmup, mend = 0;
-	uint64_t busy0 = 0, self0 = 0, busy1 = 0, self1 = 0, next_scan = 0;
-	int phase = 0; /* 0 warm-up, 1 measuring, 2 draining */
-
+	sleep_until(start + warmup);
+	uint64_t busy0 = busy_ns(), self0 = self_ns(), mstart = mono();
+	atomic_store(&answered_all, 0);
+	atomic_store(&phase, 1);
+	uint64_t mend;
 	for (;;) {
-		uint64_t now = mono();
-		if (phase == 0 && now >= mstart) {
-			phase = 1;
-			answered = lost = late = stray = refused = 0;
-			memset(hist, 0, sizeof hist);
-			hist_n = 0;
-			mstart = now;
-			busy0 = busy_ns();
-			self0 = self_ns();
-		}
-		if (phase == 1 && (now - mstart >= duration || (count > 0 && answered >= count))) {
-			phase = 2;
-			mend = now;
-			busy1 = busy_ns();
-			self1 = self_ns();
-		}
-		if (now >= next_scan) {
-			next_scan = now + 1000000;
-			int outstanding = 0;
-			for (int i = 0; i < inflight; i++) {
-				struct slot *sl = &slots[i];
-				if (sl->out && now - sl->sent > timeout) {
-					if (phase != 0)
-						lost++;
-					sl->out = 0;
-					sl->pending = phase != 2;
-				}
-				outstanding += sl->out;
-			}
-			if (phase == 2 && (outstanding == 0 || now - mend > timeout))
-				break;
-		}
-		/* Send what is pending, a batch per socket. */
-		for (int s = 0; s < nsock && phase != 2; s++) {
-			int n = 0;
-			for (int i = s; i < inflight && n < VLEN; i += nsock) {
-				if (!slots[i].pending)
-					continue;
-				struct slot *sl = &slots[i];
-				sl->seq = ++seq;
-				out[n] = (struct req){.magic = MAGIC, .slot = (uint32_t)i, .seq = sl->seq};
-				oiov[n] = (struct iovec){.iov_base = &out[n], .iov_len = PAYLOAD};
-				omsg[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &oiov[n], .msg_iovlen = 1}};
-				batch[n++] = i;
-			}
-			if (n == 0)
-				continue;
-			/* The clock is read before the call: on a veth the kernel
-			 * may carry the request, and the server or XDP program
-			 * answer it, within this very call (softirq at bottom-half
-			 * enable). */
-			now = mono();
-			int sent = sendmmsg(fds[s], omsg, (unsigned)n, 0);
-			if (sent < 0)
-				sent = 0; /* ECONNREFUSED, ENOBUFS: the slots try again */
-			for (int k = 0; k < sent; k++) {
-				struct slot *sl = &slots[batch[k]];
-				sl->pending = 0;
-				sl->out = 1;
-				sl->sent = now;
-			}
-		}
-		struct epoll_event evs[VLEN];
-		int ne = epoll_wait(ep, evs, VLEN, 1);
-		if (ne < 0 && errno != EINTR)
-			die("epoll_wait");
-		for (int e = 0; e < ne; e++) {
-			int s = (int)evs[e].data.u32;
-			for (;;) {
-				for (int k = 0; k < VLEN; k++) {
-					iiov[k] = (struct iovec){.iov_base = &in[k], .iov_len = sizeof in[k]};
-					imsg[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iiov[k], .msg_iovlen = 1}};
-				}
-				int n = recvmmsg(fds[s], imsg, VLEN, MSG_DONTWAIT, NULL);
-				if (n < 0) {
-					if (errno == ECONNREFUSED) {
-						refused++;
-						continue;
-					}
-					break;
-				}
-				now = mono();
-				for (int k = 0; k < n; k++) {
-					struct req *r = &in[k];
-					if (imsg[k].msg_len != PAYLOAD || r->magic != MAGIC || r->slot >= (uint32_t)inflight || slots[r->slot].sock != s) {
-						stray++;
-						continue;
-					}
-					struct slot *sl = &slots[r->slot];
-					if (!sl->out || r->seq != sl->seq) {
-						late++;
-						continue;
-					}
-					sl->out = 0;
-					if (phase == 2) {
-						drained++;
-						continue;
-					}
-					sl->pending = 1;
-					if (phase == 1) {
-						answered++;
-						hist[bucket(now - sl->sent)]++;
-						hist_n++;
-					}
-				}
-				if (n < VLEN)
-					break;
-			}
-		}
+		mend = mono();
+		if (mend - mstart >= duration || (count > 0 && atomic_load(&answered_all) >= count))
+			break;
+		sleep_until(mend + 200000);
+	}
+	atomic_store(&phase, 2);
+	uint64_t busy1 = busy_ns(), self1 = self_ns();
+
+	static uint64_t hist[BUCKETS];
+	uint64_t answered = 0, lost = 0, late = 0, stray = 0, refused = 0, drained = 0;
+	for (int t = 0; t < nthreads; t++) {
+		struct worker *w = &ws[t];
+		pthread_join(w->t, NULL);
+		answered += w->answered;
+		lost += w->lost;
+		late += w->late;
+		stray += w->stray;
+		refused += w->refused;
+		drained += w->drained;
+		for (int i = 0; i < BUCKETS; i++)
+			hist[i] += w->hist[i];
 	}
 	printf("{\"answered\":%llu,\"lost\":%llu,\"late\":%llu,\"stray\":%llu,\"refused\":%llu,\"drained\":%llu,"
 	       "\"window_ns\":%llu,\"p50_ns\":%llu,\"p99_ns\":%llu,\"busy_ns\":%llu,\"self_ns\":%llu}\n",
 	       (unsigned long long)answered, (unsigned long long)lost, (unsigned long long)late,
 	       (unsigned long long)stray, (unsigned long long)refused, (unsigned long long)drained,
-	       (unsigned long long)(mend - mstart), (unsigned long long)percentile(0.50),
-	       (unsigned long long)percentile(0.99), (unsigned long long)(busy1 - busy0),
+	       (unsigned long long)(mend - mstart), (unsigned long long)percentile(hist, 0.50),
+	       (unsigned long long)percentile(hist, 0.99), (unsigned long long)(busy1 - busy0),
 	       (unsigned long long)(self1 - self0));
 	return 0;
 }
