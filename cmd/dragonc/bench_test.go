@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dragonc/dragonc/internal/stackgen"
 )
@@ -113,5 +117,48 @@ func TestBenchLive(t *testing.T) {
 	}
 	if !strings.Contains(errs, "bench --live: round 1 of 1") || !strings.Contains(errs, "removed the namespaces") {
 		t.Errorf("no progress on standard error:\n%s", errs)
+	}
+}
+
+// TestBenchLiveSignal: SIGTERM half-way through bench --live ends it with
+// exit 1 and a message, and its namespaces are gone.
+func TestBenchLiveSignal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bench --live needs root")
+	}
+	cmd := exec.Command(os.Args[0], "bench", "--live", "--rounds", "3", "--duration", "2s", "--servers", "go,reflector")
+	cmd.Env = append(os.Environ(), "DRAGONC_TEST_AS_DRAGONC=1")
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A benchmark that does not stop is killed rather than waited for.
+	defer time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() }).Stop()
+	prefix := fmt.Sprintf("dragonc-bench-%d-", cmd.Process.Pid)
+	var log strings.Builder
+	sc := bufio.NewScanner(errs)
+	signalled := false
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if !signalled && strings.Contains(sc.Text(), "in flight, 1s") {
+			cmd.Process.Signal(syscall.SIGTERM)
+			signalled = true
+		}
+	}
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitInput || !signalled {
+		t.Fatalf("bench --live after SIGTERM: %v, signalled %v\n%s", err, signalled, log.String())
+	}
+	if !strings.Contains(log.String(), "stopped by a signal") || !strings.Contains(log.String(), "removed the namespaces") {
+		t.Errorf("no word of the signal or the clean-up:\n%s", log.String())
+	}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			t.Errorf("namespace %s left", e.Name())
+		}
 	}
 }
