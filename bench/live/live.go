@@ -75,6 +75,12 @@ type Options struct {
 	// Progress receives a line at each step (standard error in the
 	// command); nil: none.
 	Progress io.Writer
+	// BusyPoll and Spin are the dragonc rows' wait mode, as in
+	// run.Options: the receive loops busy-poll the device, or spin for
+	// Spin on empty rings (0: run's default; negative: not at all)
+	// before they sleep.
+	BusyPoll bool
+	Spin     time.Duration
 	// Self is how to start this program as the Go load generator (Child
 	// must be called first thing in its main or TestMain); the running
 	// executable with no arguments when nil.
@@ -189,7 +195,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	rep := &Report{Generator: b.progs.generator, Compiler: b.progs.cc, Cores: b.cores, Rounds: opt.Rounds,
 		InFlight: opt.InFlight, Sockets: opt.Sockets, Seconds: opt.Duration.Seconds(), Transactions: opt.Transactions,
-		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}}
+		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}, BusyPoll: opt.BusyPoll, SpinUs: float64(opt.Spin) / 1e3}
 	servers := slices.Clone(opt.Servers)
 	if b.progs.server == "" && slices.Contains(servers, "c") {
 		rep.Skipped["c"] = b.progs.noCC

@@ -23,6 +23,10 @@ type Report struct {
 	Seconds      float64 `json:"seconds_per_load"`
 	Transactions int     `json:"transactions_per_load,omitempty"`
 	TimeoutMs    float64 `json:"timeout_ms"`
+	// BusyPoll and SpinUs are the dragonc rows' wait mode (Options);
+	// SpinUs 0 is run's default spin, negative none.
+	BusyPoll bool    `json:"busy_poll"`
+	SpinUs   float64 `json:"spin_us"`
 	// Stack is the stack the dragonc rows serve.
 	Stack string `json:"stack,omitempty"`
 	// Background is the host's busy rate before each round, in CPUs,
@@ -207,8 +211,17 @@ func (rep *Report) Table() string {
 		length = fmt.Sprintf("%d transactions per load (at most %gs)", rep.Transactions, rep.Seconds)
 	}
 	fmt.Fprintf(&b, "UDP echo over a veth pair, %d cores, %d round(s), interleaved; %s\n", rep.Cores, rep.Rounds, gen)
-	fmt.Fprintf(&b, "%d requests in flight over %d sockets, then 1 on one socket; %s; min–max over the rounds\n\n", rep.InFlight, rep.Sockets, length)
-	w := 0
+	mode := "dragonc run's loops spin on empty rings for its default time, then sleep"
+	switch {
+	case rep.BusyPoll:
+		mode = "dragonc run's loops busy-poll (--busy-poll)"
+	case rep.SpinUs < 0:
+		mode = "dragonc run's loops sleep at once on empty rings (--spin 0)"
+	case rep.SpinUs > 0:
+		mode = fmt.Sprintf("dragonc run's loops spin %gµs on empty rings, then sleep", rep.SpinUs)
+	}
+	fmt.Fprintf(&b, "%d requests in flight over %d sockets, then 1 on one socket; %s; min–max over the rounds; %s\n\n", rep.InFlight, rep.Sockets, length, mode)
+	w := len("server")
 	for _, s := range rep.Servers {
 		w = max(w, len(s.Name))
 	}

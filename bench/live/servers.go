@@ -134,10 +134,10 @@ func (b *bench) startDragonc(kind string) (func() error, func() int, error) {
 	var helper atomic.Int64
 	ready := make(chan struct{})
 	served := make(chan error, 1)
-	notes := &prefixWriter{w: b.progress, prefix: "bench --live:   " + kind + ": dragonc run: "}
+	notes := &prefixWriter{w: b.progress, prefix: "bench --live:   " + kind + ": "}
 	go func() {
 		served <- netns.In(b.pair.a, func() error {
-			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes,
+			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes, BusyPoll: b.opt.BusyPoll, Spin: b.opt.Spin,
 				Ready: func() { close(ready) }, Signal: func(p *os.Process) { helper.Store(int64(p.Pid)) }})
 		})
 	}()

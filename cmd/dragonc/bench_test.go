@@ -67,6 +67,9 @@ func TestBenchLiveFlags(t *testing.T) {
 		{[]string{"bench", "--live", "--servers", "c,nginx"}, `no server "nginx"`},
 		{[]string{"bench", "--rounds", "2", "82599", "examples/udp_1000.lpg"}, "--rounds goes with --live"},
 		{[]string{"bench", "--transactions", "2", "82599", "examples/udp_1000.lpg"}, "--transactions goes with --live"},
+		{[]string{"bench", "--busy-poll", "82599", "examples/udp_1000.lpg"}, "--busy-poll goes with --live"},
+		{[]string{"bench", "--live", "--spin", "-1s"}, "--spin -1s is negative"},
+		{[]string{"bench", "--live", "--busy-poll", "--spin", "1ms"}, "--busy-poll and --spin"},
 	} {
 		code, out, errs := dragonc(t, c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dragonc/dragonc/bench"
 	"github.com/dragonc/dragonc/bench/live"
+	drun "github.com/dragonc/dragonc/run"
 )
 
 func init() {
@@ -56,6 +57,8 @@ rounds, all under the same load generator in the peer namespace:
   xdp        dragonc run --socket xdp, serving
              endpoint echo udp listen *:7 { app "echo" cores 0..N-1 }
   packet     the same with --socket packet
+             (--busy-poll and --spin set their loops' wait mode, as
+             for dragonc run)
   reflector  an XDP program that answers with XDP_TX (addresses and
              ports swapped): the most the veth carries
 The load generator is a C program (a thread per core, epoll,
@@ -89,6 +92,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
   dragonc bench --json 82599 examples/udp_1000.lpg | jq .fallback_ns
   sudo dragonc bench --live
   sudo dragonc bench --live --rounds 5 --duration 5s
+  sudo dragonc bench --live --busy-poll --servers c,xdp
   sudo dragonc bench --live --servers c,xdp,reflector --transactions 100000 --json | jq '.servers[].spread.per_second'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if lv.on {
@@ -106,6 +110,9 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 						return usagef("--%s has no meaning with --live", name)
 					}
 				}
+				if lv.busyPoll && cmd.Flags().Changed("spin") {
+					return usagef("--busy-poll and --spin: a busy-polling loop never sleeps, so it has no spin to set")
+				}
 				opt, err := lv.options()
 				if err != nil {
 					return err
@@ -113,7 +120,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 				e.quiet = quiet
 				return exitStatus(runLive(e, opt, f.asJSON, quiet))
 			}
-			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers"} {
+			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers", "busy-poll", "spin"} {
 				if cmd.Flags().Changed(name) {
 					return usagef("--%s goes with --live", name)
 				}
@@ -143,6 +150,8 @@ type liveFlags struct {
 	transactions int
 	inFlight     int
 	servers      []string
+	busyPoll     bool
+	spin         time.Duration
 }
 
 func (l *liveFlags) register(fs *pflag.FlagSet) {
@@ -152,6 +161,8 @@ func (l *liveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&l.transactions, "transactions", 0, "--live: end each measurement at this many answers (0: --duration alone)")
 	fs.IntVar(&l.inFlight, "in-flight", 64, "--live: requests outstanding in the throughput measurement")
 	fs.StringSliceVar(&l.servers, "servers", live.ServerNames(), "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", "))
+	fs.BoolVar(&l.busyPoll, "busy-poll", false, "--live: dragonc run's loops busy-poll, as run --busy-poll")
+	fs.DurationVar(&l.spin, "spin", drun.DefaultSpin, "--live: dragonc run's spin on empty rings, as run --spin (0: never spins)")
 }
 
 func (l *liveFlags) options() (live.Options, error) {
@@ -163,8 +174,15 @@ func (l *liveFlags) options() (live.Options, error) {
 		return live.Options{}, usagef("--live: duration %v is not in 100ms..10m", l.duration)
 	case l.inFlight < 1:
 		return live.Options{}, usagef("--live: in-flight %d is not in 1..4096", l.inFlight)
+	case l.spin < 0:
+		return live.Options{}, usagef("--live: --spin %v is negative", l.spin)
 	}
-	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers}
+	spin := l.spin
+	if spin == 0 {
+		spin = -1 // Options: negative is "never spins", 0 the default
+	}
+	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers,
+		BusyPoll: l.busyPoll, Spin: spin}
 	if err := opt.Check(); err != nil {
 		return opt, usagef("--live: %v", err)
 	}
