@@ -221,6 +221,18 @@ func (rep *Report) Table() string {
 		mode = fmt.Sprintf("dragonc run's loops spin %gµs on empty rings, then sleep", rep.SpinUs)
 	}
 	fmt.Fprintf(&b, "%d requests in flight over %d sockets, then 1 on one socket; %s; min–max over the rounds; %s\n\n", rep.InFlight, rep.Sockets, length, mode)
+	bg := Range{}
+	for _, v := range rep.Background {
+		bg.add(v)
+	}
+	// On a busy host the host-wide CPU figures are noise (often below
+	// zero): the table leaves them out, the JSON report keeps them.
+	cpu := func(r Range, format string) string {
+		if bg.Max > busyHost {
+			return "busy"
+		}
+		return rng(r, format)
+	}
 	w := len("server")
 	for _, s := range rep.Servers {
 		w = max(w, len(s.Name))
@@ -230,8 +242,8 @@ func (rep *Report) Table() string {
 	fmt.Fprintf(tw, "%s\ttx/s @%d\tCPU µs/tx @%d\tp50 µs @1\tp99 µs @1\tCPU µs/tx @1\tlost\town µs/tx @%d\town µs/tx @1\t\n", name("server"), rep.InFlight, rep.InFlight, rep.InFlight)
 	for _, s := range rep.Servers {
 		sp := s.Spread
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", name(s.Name), rng(sp.PerSecond, "%.0f"), rng(sp.CPUMany, "%.1f"),
-			rng(sp.P50, "%.1f"), rng(sp.P99, "%.1f"), rng(sp.CPUOne, "%.1f"), sp.Lost, rng(sp.ProcMany, "%.1f"), rng(sp.ProcOne, "%.1f"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", name(s.Name), rng(sp.PerSecond, "%.0f"), cpu(sp.CPUMany, "%.1f"),
+			rng(sp.P50, "%.1f"), rng(sp.P99, "%.1f"), cpu(sp.CPUOne, "%.1f"), sp.Lost, rng(sp.ProcMany, "%.1f"), rng(sp.ProcOne, "%.1f"))
 	}
 	tw.Flush()
 	for _, ref := range []struct{ name, title string }{{"c", "the C server"}, {"reflector", "the XDP_TX reflector"}} {
@@ -246,8 +258,8 @@ func (rep *Report) Table() string {
 				continue
 			}
 			r := s.Ratios[ref.name]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", name(s.Name), rng(r.PerSecond, "%.2f×"), rng(r.CPUMany, "%.2f×"),
-				rng(r.P50, "%.2f×"), rng(r.P99, "%.2f×"), rng(r.CPUOne, "%.2f×"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", name(s.Name), rng(r.PerSecond, "%.2f×"), cpu(r.CPUMany, "%.2f×"),
+				rng(r.P50, "%.2f×"), rng(r.P99, "%.2f×"), cpu(r.CPUOne, "%.2f×"))
 		}
 		tw.Flush()
 	}
@@ -268,14 +280,10 @@ func (rep *Report) Table() string {
 	for _, name := range slices.Sorted(maps.Keys(rep.Skipped)) {
 		fmt.Fprintf(&b, "%s: skipped: %s\n", name, rep.Skipped[name])
 	}
-	bg := Range{}
-	for _, v := range rep.Background {
-		bg.add(v)
-	}
 	fmt.Fprintf(&b, "CPU µs/tx: the host's busy CPU time over the window (/proc/stat, softirq included) less the load generator's own and the host's background (%s CPUs), per answered transaction\n", rng(bg, "%.2f"))
 	b.WriteString("own µs/tx: the CPU time of the server's own process and of this one (the Go server's, dragonc run's supervisor) per transaction; other work does not disturb it, but kernel work charged elsewhere (all of the reflector's) is not in it\n")
 	if bg.Max > busyHost {
-		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the CPU figures are unreliable\n", bg.Max)
+		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the CPU µs/tx columns say \"busy\" (their figures, unreliable, are in --json); own µs/tx still holds\n", bg.Max)
 	}
 	return b.String()
 }

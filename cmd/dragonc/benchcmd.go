@@ -84,8 +84,9 @@ the server's own process and of dragonc's per transaction: immune to
 other work on the host, blind to kernel work charged elsewhere (all of
 the reflector's). A table goes to standard output,
 progress to standard error; --json prints one JSON document instead.
-The numbers mean little while other work shares the cores: the report
-warns when the background was above a quarter of a CPU.
+The numbers mean little while other work shares the cores: when the
+background was above a quarter of a CPU, the table shows "busy" for
+the host-wide CPU figures (--json keeps them) and says why.
 
 Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 		Example: `  dragonc bench 82599 examples/udp_1000.lpg
