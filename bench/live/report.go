@@ -270,9 +270,10 @@ func (rep *Report) Table() string {
 			if m.Error != "" {
 				fmt.Fprintf(&b, "  round %d: %s\n", m.Round, m.Error)
 			}
-			for _, l := range []*Load{m.Many, m.One} {
+			for i, l := range []*Load{m.Many, m.One} {
 				if l != nil && l.Late+l.Stray+l.Refused > 0 {
-					fmt.Fprintf(&b, "  round %d: %d late, %d stray, %d refused\n", m.Round, l.Late, l.Stray, l.Refused)
+					fmt.Fprintf(&b, "  round %d, %d in flight: %d answers came after the timeout, %d stray datagrams, %d ICMP refusals\n",
+						m.Round, []int{rep.InFlight, 1}[i], l.Late, l.Stray, l.Refused)
 				}
 			}
 		}
