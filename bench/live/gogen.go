@@ -31,7 +31,7 @@ func Child() {
 	if os.Getenv(childEnv) != childGenerator {
 		return
 	}
-	r, err := goGenerator(os.Args[len(os.Args)-10:])
+	r, err := goGenerator(os.Args[len(os.Args)-11:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gen: %v\n", err)
 		os.Exit(1)
@@ -48,9 +48,13 @@ func Child() {
 // the softirq work a veth runs in the sender's calls on one core.
 func goGenerator(args []string) (*genResult, error) {
 	runtime.LockOSThread()
-	if len(args) != 10 {
-		return nil, fmt.Errorf("want 10 arguments, got %d", len(args))
+	if len(args) != 11 {
+		return nil, fmt.Errorf("want 11 arguments, got %d", len(args))
 	}
+	if args[10] != "udp" {
+		return nil, fmt.Errorf("the Go load generator echoes UDP only, not %s", args[10])
+	}
+	args = args[:10]
 	nums := make([]int, 0, 8)
 	for _, a := range args[2:] {
 		n, err := strconv.Atoi(a)

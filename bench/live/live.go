@@ -69,9 +69,13 @@ type Options struct {
 	Timeout time.Duration
 	// Warmup runs each load unmeasured first; 200ms when zero.
 	Warmup time.Duration
-	// Servers names the servers to measure (ServerNames), in that order;
-	// all when empty.
+	// Servers names the servers to measure (ServerNames, or
+	// PingServerNames with Ping), in that order; all when empty.
 	Servers []string
+	// Ping measures ICMP echo (ping, RFC 792) instead of UDP echo: the
+	// kernel's own answers, dragonc run's and the reflector's. It needs
+	// the C load generator.
+	Ping bool
 	// Progress receives a line at each step (standard error in the
 	// command); nil: none.
 	Progress io.Writer
@@ -90,13 +94,33 @@ type Options struct {
 // ServerNames are the servers Run measures, in the order of the report.
 func ServerNames() []string { return []string{"go", "c", "xdp", "packet", "reflector"} }
 
+// PingServerNames are the servers Run measures with Options.Ping.
+func PingServerNames() []string { return []string{"kernel", "xdp", "packet", "reflector"} }
+
+// names are the servers of the options' load.
+func (o *Options) names() []string {
+	if o.Ping {
+		return PingServerNames()
+	}
+	return ServerNames()
+}
+
+// base is the server the others are compared with besides the
+// reflector: the C server for UDP, the kernel for ping.
+func (o *Options) base() string {
+	if o.Ping {
+		return "kernel"
+	}
+	return "c"
+}
 // titles say what each server is.
 var titles = map[string]string{
 	"go":        "Go kernel server: net.ListenUDP, SO_REUSEPORT, a socket and goroutine per core",
 	"c":         "C kernel server: recvmmsg/sendmmsg, SO_REUSEPORT, a pinned thread per core",
+	"kernel":    "the kernel's own echo replies (icmp_echo), the address on vA",
 	"xdp":       "dragonc run --socket xdp",
 	"packet":    "dragonc run --socket packet",
-	"reflector": "XDP_TX reflector: swaps the addresses and ports in XDP, the veth's limit",
+	"reflector": "XDP_TX reflector: swaps the addresses (and UDP ports, or makes the echo request a reply) in XDP, the veth's limit",
 }
 
 // ErrNotRoot is returned where the benchmark cannot make namespaces.
@@ -123,7 +147,7 @@ func (o *Options) defaults() error {
 		o.Warmup = 200 * time.Millisecond
 	}
 	if len(o.Servers) == 0 {
-		o.Servers = ServerNames()
+		o.Servers = o.names()
 	}
 	switch {
 	case o.Rounds < 1 || o.Rounds > 100:
@@ -141,8 +165,8 @@ func (o *Options) defaults() error {
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Servers {
-		if !slices.Contains(ServerNames(), s) {
-			return fmt.Errorf("no server %q (%s)", s, strings.Join(ServerNames(), ", "))
+		if !slices.Contains(o.names(), s) {
+			return fmt.Errorf("no server %q (%s)", s, strings.Join(o.names(), ", "))
 		}
 		if seen[s] {
 			return fmt.Errorf("server %q named twice", s)
@@ -190,12 +214,19 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if b.progs, err = buildPrograms(work, self); err != nil {
 		return nil, err
 	}
+	if b.progs.noCC != "" && opt.Ping {
+		return nil, fmt.Errorf("ping needs the C load generator: %s", b.progs.noCC)
+	}
 	if b.progs.noCC != "" {
 		b.say("%s: the load generator is the Go one and the C server's row is skipped", b.progs.noCC)
 	}
 	rep := &Report{Generator: b.progs.generator, Compiler: b.progs.cc, Cores: b.cores, Rounds: opt.Rounds,
 		InFlight: opt.InFlight, Sockets: opt.Sockets, Seconds: opt.Duration.Seconds(), Transactions: opt.Transactions,
-		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}, BusyPoll: opt.BusyPoll, SpinUs: float64(opt.Spin) / 1e3}
+		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}, BusyPoll: opt.BusyPoll, SpinUs: float64(opt.Spin) / 1e3,
+		Load: "udp", Base: opt.base()}
+	if opt.Ping {
+		rep.Load = "icmp"
+	}
 	servers := slices.Clone(opt.Servers)
 	if b.progs.server == "" && slices.Contains(servers, "c") {
 		rep.Skipped["c"] = b.progs.noCC
@@ -296,6 +327,7 @@ func (b *bench) measure(name string, round int, bg float64) (m Measurement) {
 			return m
 		}
 		l.l.duration, l.l.count, l.l.timeout, l.l.warmup = b.opt.Duration, b.opt.Transactions, b.opt.Timeout, b.opt.Warmup
+		l.l.icmp = b.opt.Ping
 		p0, t0 := processNs(srv.pid()), time.Now()
 		g, err := b.progs.generate(b.ctx, b.pair.path(b.pair.b), l.l, func(el time.Duration) {
 			b.say("  %s: %s, %.0fs", name, l.tag, el.Seconds())

@@ -99,22 +99,32 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// TestLive runs the whole benchmark briefly, every server once: each row
-// is measured at both loads with answers, the report reads back as JSON,
-// the table names every server, and nothing is left behind. It asserts
-// nothing about speed.
+// TestLive runs the whole benchmark briefly, every server once, for UDP
+// echo and for ping: each row is measured at both loads with answers,
+// the report reads back as JSON, the table names every server, and
+// nothing is left behind. It asserts nothing about speed.
 func TestLive(t *testing.T) {
 	needRoot(t)
-	var progress syncBuffer
-	rep, err := Run(context.Background(), Options{Rounds: 1, Transactions: 300, Duration: 5 * time.Second, Progress: &progress})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
+	for _, ping := range []bool{false, true} {
+		opt := Options{Rounds: 1, Transactions: 300, Duration: 5 * time.Second, Ping: ping}
+		t.Run(map[bool]string{false: "udp", true: "ping"}[ping], func(t *testing.T) {
+			var progress syncBuffer
+			opt.Progress = &progress
+			rep, err := Run(context.Background(), opt)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, progress.String())
+			}
+			checkLive(t, rep, opt.names(), &progress)
+		})
 	}
+}
+
+func checkLive(t *testing.T, rep *Report, names []string, progress *syncBuffer) {
 	if left := leftNamespaces(t); len(left) > 0 {
 		t.Errorf("namespaces left: %v", left)
 	}
-	if len(rep.Servers)+len(rep.Skipped) != len(ServerNames()) {
-		t.Errorf("%d servers measured and %d skipped, want %d in all", len(rep.Servers), len(rep.Skipped), len(ServerNames()))
+	if len(rep.Servers)+len(rep.Skipped) != len(names) {
+		t.Errorf("%d servers measured and %d skipped, want %d in all", len(rep.Servers), len(rep.Skipped), len(names))
 	}
 	for _, s := range rep.Servers {
 		if len(s.Rounds) != 1 {
@@ -128,6 +138,9 @@ func TestLive(t *testing.T) {
 		}
 		if m.Many.P50us <= 0 || m.One.P99us < m.One.P50us {
 			t.Errorf("%s: percentiles %+v", s.Name, m.One)
+		}
+		if m.Many.Stray+m.One.Stray > 0 {
+			t.Errorf("%s: %d answers that matched no request", s.Name, m.Many.Stray+m.One.Stray)
 		}
 	}
 	b, err := json.Marshal(rep)

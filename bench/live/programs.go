@@ -85,6 +85,7 @@ type load struct {
 	duration          time.Duration
 	count             int
 	timeout, warmup   time.Duration
+	icmp              bool // echo requests (ping) instead of UDP
 }
 
 // genResult is what the load generator prints (gen.c's JSON object).
@@ -106,7 +107,14 @@ type genResult struct {
 func (l load) args(netnsPath string) []string {
 	ms := func(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
 	return []string{netnsPath, serverAddr.String(), "7", strconv.Itoa(l.inFlight), strconv.Itoa(l.sockets),
-		ms(l.duration), strconv.Itoa(l.count), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads))}
+		ms(l.duration), strconv.Itoa(l.count), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads)), l.proto()}
+}
+
+func (l load) proto() string {
+	if l.icmp {
+		return "icmp"
+	}
+	return "udp"
 }
 
 // errGenerator marks a load generator that failed.

@@ -15,6 +15,11 @@ type Report struct {
 	// Generator is the load generator that ran: "c" (built with the C
 	// compiler Compiler) or "go".
 	Generator    string  `json:"generator"`
+	// Load is what was echoed: "udp" or "icmp" (ping); Base the server
+	// the others are compared with besides the reflector ("c" for UDP,
+	// "kernel" for ping).
+	Load string `json:"load"`
+	Base string `json:"base"`
 	Compiler     string  `json:"compiler,omitempty"`
 	Cores        int     `json:"cores"`
 	Rounds       int     `json:"rounds"`
@@ -45,9 +50,9 @@ type ServerReport struct {
 	// Spread is the minimum and maximum of each figure over the rounds
 	// that measured it.
 	Spread Spread `json:"spread"`
-	// Ratios are this server's figures divided by the C server's
-	// ("c") and the reflector's ("reflector") of the same round, their
-	// minimum and maximum over the rounds.
+	// Ratios are this server's figures divided by the base server's
+	// (Report.Base) and the reflector's ("reflector") of the same round,
+	// their minimum and maximum over the rounds.
 	Ratios map[string]Spread `json:"ratios"`
 }
 
@@ -173,7 +178,7 @@ func (rep *Report) finish() {
 			}
 		}
 		s.Ratios = map[string]Spread{}
-		for _, refName := range []string{"c", "reflector"} {
+		for _, refName := range []string{rep.Base, "reflector"} {
 			ref := byName[refName]
 			if ref == nil {
 				continue
@@ -210,7 +215,11 @@ func (rep *Report) Table() string {
 	if rep.Transactions > 0 {
 		length = fmt.Sprintf("%d transactions per load (at most %gs)", rep.Transactions, rep.Seconds)
 	}
-	fmt.Fprintf(&b, "UDP echo over a veth pair, %d cores, %d round(s), interleaved; %s\n", rep.Cores, rep.Rounds, gen)
+	what := "UDP echo"
+	if rep.Load == "icmp" {
+		what = "ICMP echo (ping)"
+	}
+	fmt.Fprintf(&b, "%s over a veth pair, %d cores, %d round(s), interleaved; %s\n", what, rep.Cores, rep.Rounds, gen)
 	mode := "dragonc run's loops spin on empty rings for its default time, then sleep"
 	switch {
 	case rep.BusyPoll:
@@ -246,7 +255,8 @@ func (rep *Report) Table() string {
 			rng(sp.P50, "%.1f"), rng(sp.P99, "%.1f"), cpu(sp.CPUOne, "%.1f"), sp.Lost, rng(sp.ProcMany, "%.1f"), rng(sp.ProcOne, "%.1f"))
 	}
 	tw.Flush()
-	for _, ref := range []struct{ name, title string }{{"c", "the C server"}, {"reflector", "the XDP_TX reflector"}} {
+	baseTitle := map[string]string{"c": "the C server", "kernel": "the kernel"}[rep.Base]
+	for _, ref := range []struct{ name, title string }{{rep.Base, baseTitle}, {"reflector", "the XDP_TX reflector"}} {
 		if !rep.has(ref.name) {
 			continue
 		}

@@ -31,10 +31,25 @@ func udpFrame(t *testing.T, dport layers.UDPPort, frag bool) []byte {
 	return buf.Bytes()
 }
 
+// icmpFrame builds an Ethernet frame of an ICMP echo message with valid
+// checksums.
+func icmpFrame(t *testing.T, typ uint8, id uint16) []byte {
+	t.Helper()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP{10, 9, 0, 2}, DstIP: net.IP{10, 9, 0, 1}}
+	ic := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(typ, 0), Id: id, Seq: 7}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip, ic, gopacket.Payload("thirty-two bytes of payload ...")); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // TestReflector runs the XDP_TX reflector with BPF_PROG_TEST_RUN: a
 // datagram to port 7 comes back with its addresses and ports swapped and
-// both checksums still valid (gopacket recomputes them to compare);
-// other datagrams, fragments and short frames pass.
+// both checksums still valid, and an echo request as its reply
+// (gopacket recomputes the checksums to compare); other datagrams,
+// fragments, echo replies and short frames pass.
 func TestReflector(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("loading an XDP program needs root")
@@ -71,10 +86,49 @@ func TestReflector(t *testing.T) {
 	if !bytes.Equal(out, buf.Bytes()) {
 		t.Errorf("the reflected frame is not the datagram turned around with fresh checksums:\n got %x\nwant %x", out, buf.Bytes())
 	}
+	// Echo requests whose checksums put the update's carry both ways
+	// (the identifier moves the sum), turned around as gopacket
+	// computes a reply.
+	var ids []uint16
+	carries := 0
+	for id := 0; id < 1<<16 && carries < 3; id++ {
+		// The update's carry: the checksum read in this machine's order
+		// (little-endian) plus 0x0008 passes 0xffff.
+		f := icmpFrame(t, layers.ICMPv4TypeEchoRequest, uint16(id))
+		if f[37] == 0xff && f[36] >= 0xf8 || id%4099 == 0 {
+			ids = append(ids, uint16(id))
+			if f[37] == 0xff && f[36] >= 0xf8 {
+				carries++
+			}
+		}
+	}
+	if carries == 0 {
+		t.Fatal("no identifier makes the checksum update carry")
+	}
+	for _, id := range ids {
+		in, act := icmpFrame(t, layers.ICMPv4TypeEchoRequest, id), uint32(0)
+		act, out = run(in)
+		if act != 3 {
+			t.Fatalf("an echo request: action %d, want XDP_TX", act)
+		}
+		p := gopacket.NewPacket(icmpFrame(t, layers.ICMPv4TypeEchoRequest, id), layers.LayerTypeEthernet, gopacket.Default)
+		e, ip, ic := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet), p.Layer(layers.LayerTypeIPv4).(*layers.IPv4), p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+		e.SrcMAC, e.DstMAC = e.DstMAC, e.SrcMAC
+		ip.SrcIP, ip.DstIP = ip.DstIP, ip.SrcIP
+		ic.TypeCode = layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoReply, 0)
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, e, ip, ic, gopacket.Payload(ic.Payload)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, buf.Bytes()) {
+			t.Fatalf("identifier %d: the reflected echo request is not its reply:\n got %x\nwant %x", id, out, buf.Bytes())
+		}
+	}
 	for name, f := range map[string][]byte{
-		"port 9":   udpFrame(t, 9, false),
-		"fragment": udpFrame(t, 7, true),
-		"short":    in[:40],
+		"port 9":     udpFrame(t, 9, false),
+		"fragment":   udpFrame(t, 7, true),
+		"short":      in[:40],
+		"echo reply": icmpFrame(t, layers.ICMPv4TypeEchoReply, 1),
 	} {
 		if act, _ := run(f); act != 2 { // XDP_PASS
 			t.Errorf("%s: action %d, want XDP_PASS", name, act)

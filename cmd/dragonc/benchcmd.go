@@ -61,6 +61,11 @@ rounds, all under the same load generator in the peer namespace:
              for dragonc run)
   reflector  an XDP program that answers with XDP_TX (addresses and
              ports swapped): the most the veth carries
+With --ping the requests are ICMP echo requests (the generator's ping
+sockets) and the servers are kernel (the Linux stack's own replies),
+xdp, packet and reflector (an echo request made a reply in XDP); the
+ratios are to the kernel and to the reflector. It needs the C
+generator.
 The load generator is a C program (a thread per core, epoll,
 recvmmsg/sendmmsg, the monotonic clock) in a process of its own, or a
 Go one (this program re-executed, one thread) where there is no C
@@ -94,6 +99,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
   sudo dragonc bench --live
   sudo dragonc bench --live --rounds 5 --duration 5s
   sudo dragonc bench --live --busy-poll --servers c,xdp
+  sudo dragonc bench --live --ping
   sudo dragonc bench --live --servers c,xdp,reflector --transactions 100000 --json | jq '.servers[].spread.per_second'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if lv.on {
@@ -151,6 +157,7 @@ type liveFlags struct {
 	transactions int
 	inFlight     int
 	servers      []string
+	ping         bool
 	busyPoll     bool
 	spin         time.Duration
 }
@@ -161,7 +168,8 @@ func (l *liveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&l.duration, "duration", 2*time.Second, "--live: length of each measurement (two per server and round)")
 	fs.IntVar(&l.transactions, "transactions", 0, "--live: end each measurement at this many answers (0: --duration alone)")
 	fs.IntVar(&l.inFlight, "in-flight", 64, "--live: requests outstanding in the throughput measurement")
-	fs.StringSliceVar(&l.servers, "servers", live.ServerNames(), "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", "))
+	fs.StringSliceVar(&l.servers, "servers", nil, "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", ")+"; with --ping "+strings.Join(live.PingServerNames(), ", ")+" (default all)")
+	fs.BoolVar(&l.ping, "ping", false, "--live: ICMP echo (ping) instead of UDP echo")
 	fs.BoolVar(&l.busyPoll, "busy-poll", false, "--live: dragonc run's loops busy-poll, as run --busy-poll")
 	fs.DurationVar(&l.spin, "spin", drun.DefaultSpin, "--live: dragonc run's spin on empty rings, as run --spin (0: never spins)")
 }
@@ -183,7 +191,7 @@ func (l *liveFlags) options() (live.Options, error) {
 		spin = -1 // Options: negative is "never spins", 0 the default
 	}
 	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers,
-		BusyPoll: l.busyPoll, Spin: spin}
+		BusyPoll: l.busyPoll, Spin: spin, Ping: l.ping}
 	if err := opt.Check(); err != nil {
 		return opt, usagef("--live: %v", err)
 	}

@@ -22,8 +22,13 @@
  * nice, system, irq, softirq and steal of every CPU) and this process's
  * own (getrusage, every thread).
  *
- * usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS THREADS
- * (NETNS: a file under /run/netns to join first, or "-").
+ * With PROTO icmp the requests are ICMP echo requests (ping, RFC 792)
+ * on the kernel's ping sockets (SOCK_DGRAM, IPPROTO_ICMP: the kernel
+ * fills in the identifier, one per socket, and the checksum), carrying
+ * the same slot and sequence number as their data; PORT is unused.
+ *
+ * usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS THREADS PROTO
+ * (NETNS: a file under /run/netns to join first, or "-"; PROTO: udp or icmp).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -56,6 +61,18 @@ struct req {
 	uint64_t seq, pad[2];
 };
 
+/* msg is what a socket sends and receives: with ICMP, an echo header
+ * (type, code, checksum, identifier, sequence) before the request. */
+struct msg {
+	uint8_t type, code;
+	uint16_t cksum, id, seq;
+	struct req r;
+};
+_Static_assert(sizeof(struct msg) == 8 + sizeof(struct req), "an echo header of 8 bytes");
+
+#define ICMP_HDR 8
+static int icmp; /* PROTO icmp */
+
 struct slot {
 	int sock, out, pending;
 	uint64_t seq, sent;
@@ -76,7 +93,7 @@ struct worker {
 	int id, ep;
 	uint64_t answered, lost, late, stray, refused, drained, seq;
 	uint64_t hist[BUCKETS];
-	struct req out[VLEN], in[VLEN];
+	struct msg out[VLEN], in[VLEN];
 	struct mmsghdr omsg[VLEN], imsg[VLEN];
 	struct iovec oiov[VLEN], iiov[VLEN];
 	int batch[VLEN];
@@ -163,8 +180,9 @@ static void send_pending(struct worker *w, int s)
 		if (!sl->pending)
 			continue;
 		sl->seq = ++w->seq;
-		w->out[n] = (struct req){.magic = MAGIC, .slot = (uint32_t)i, .seq = sl->seq};
-		w->oiov[n] = (struct iovec){.iov_base = &w->out[n], .iov_len = PAYLOAD};
+		w->out[n] = (struct msg){.type = 8, .r = {.magic = MAGIC, .slot = (uint32_t)i, .seq = sl->seq}};
+		w->oiov[n] = icmp ? (struct iovec){.iov_base = &w->out[n], .iov_len = ICMP_HDR + PAYLOAD}
+				  : (struct iovec){.iov_base = &w->out[n].r, .iov_len = PAYLOAD};
 		w->omsg[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &w->oiov[n], .msg_iovlen = 1}};
 		w->batch[n++] = i;
 	}
@@ -190,7 +208,8 @@ static void receive(struct worker *w, int s, int ph)
 {
 	for (;;) {
 		for (int k = 0; k < VLEN; k++) {
-			w->iiov[k] = (struct iovec){.iov_base = &w->in[k], .iov_len = sizeof w->in[k]};
+			w->iiov[k] = icmp ? (struct iovec){.iov_base = &w->in[k], .iov_len = sizeof w->in[k]}
+					  : (struct iovec){.iov_base = &w->in[k].r, .iov_len = sizeof w->in[k].r};
 			w->imsg[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &w->iiov[k], .msg_iovlen = 1}};
 		}
 		int n = recvmmsg(fds[s], w->imsg, VLEN, MSG_DONTWAIT, NULL);
@@ -204,8 +223,9 @@ static void receive(struct worker *w, int s, int ph)
 		uint64_t now = mono();
 		uint64_t got = 0;
 		for (int k = 0; k < n; k++) {
-			struct req *r = &w->in[k];
-			if (w->imsg[k].msg_len != PAYLOAD || r->magic != MAGIC || r->slot >= (uint32_t)inflight || slots[r->slot].sock != s) {
+			struct req *r = &w->in[k].r;
+			unsigned want = icmp ? ICMP_HDR + PAYLOAD : PAYLOAD;
+			if (w->imsg[k].msg_len != want || (icmp && w->in[k].type != 0) || r->magic != MAGIC || r->slot >= (uint32_t)inflight || slots[r->slot].sock != s) {
 				w->stray++;
 				continue;
 			}
@@ -290,8 +310,8 @@ static void sleep_until(uint64_t t)
 
 int main(int argc, char **argv)
 {
-	if (argc != 11) {
-		fprintf(stderr, "usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS THREADS\n");
+	if (argc != 12) {
+		fprintf(stderr, "usage: gen NETNS DST PORT INFLIGHT SOCKETS DURATION_MS COUNT TIMEOUT_MS WARMUP_MS THREADS PROTO\n");
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -312,6 +332,19 @@ int main(int argc, char **argv)
 	timeout = strtoull(argv[8], 0, 10) * 1000000ull;
 	uint64_t warmup = strtoull(argv[9], 0, 10) * 1000000ull;
 	nthreads = atoi(argv[10]);
+	icmp = strcmp(argv[11], "icmp") == 0;
+	if (!icmp && strcmp(argv[11], "udp") != 0) {
+		fprintf(stderr, "gen: PROTO %s is neither udp nor icmp\n", argv[11]);
+		return 2;
+	}
+	if (icmp) {
+		/* Ping sockets are open to the groups of this range, per
+		 * network namespace (net.ipv4.ping_group_range; ping_init_sock). */
+		int f = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC);
+		if (f < 0 || write(f, "0 0", 3) != 3)
+			die("net.ipv4.ping_group_range");
+		close(f);
+	}
 	if (inflight < 1 || nsock < 1 || nsock > inflight || duration == 0 || timeout == 0 || nthreads < 1) {
 		fprintf(stderr, "gen: bad arguments\n");
 		return 2;
@@ -331,7 +364,7 @@ int main(int argc, char **argv)
 			die("epoll_create1");
 	}
 	for (int s = 0; s < nsock; s++) {
-		fds[s] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		fds[s] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, icmp ? IPPROTO_ICMP : 0);
 		if (fds[s] < 0)
 			die("socket");
 		if (connect(fds[s], (struct sockaddr *)&dst, sizeof dst) < 0)
