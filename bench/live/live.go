@@ -113,6 +113,7 @@ func (o *Options) base() string {
 	}
 	return "c"
 }
+
 // titles say what each server is.
 var titles = map[string]string{
 	"go":        "Go kernel server: net.ListenUDP, SO_REUSEPORT, a socket and goroutine per core",

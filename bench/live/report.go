@@ -14,12 +14,12 @@ import (
 type Report struct {
 	// Generator is the load generator that ran: "c" (built with the C
 	// compiler Compiler) or "go".
-	Generator    string  `json:"generator"`
+	Generator string `json:"generator"`
 	// Load is what was echoed: "udp" or "icmp" (ping); Base the server
 	// the others are compared with besides the reflector ("c" for UDP,
 	// "kernel" for ping).
-	Load string `json:"load"`
-	Base string `json:"base"`
+	Load         string  `json:"load"`
+	Base         string  `json:"base"`
 	Compiler     string  `json:"compiler,omitempty"`
 	Cores        int     `json:"cores"`
 	Rounds       int     `json:"rounds"`
