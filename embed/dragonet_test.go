@@ -138,7 +138,7 @@ func TestDragonetGreedyStopsWhenFull(t *testing.T) {
 		flows = append(flows, fmt.Sprintf("endpoint f%02d udp flow 10.0.0.1:%d -> 10.0.0.%d:%d", k, 5000+k, 100+k, 40000+k))
 	}
 	_, _, err := dragonetAssignment(t, "82576", flowStack(4, flows), "dragonet-balance")
-	if err == nil || !strings.Contains(err.Error(), "no table can take endpoint f17 (after 16 placed") {
+	if err == nil || !strings.Contains(err.Error(), "offers nothing for endpoint f17 (after 16 placed") {
 		t.Fatalf("want a stop at f17, got %v", err)
 	}
 	// The default strategy leaves the flows that do not fit to RSS.
