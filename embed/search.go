@@ -49,13 +49,13 @@ type state struct {
 	// first match"), not dragonc's split over the entries that take a
 	// part of them.
 	firstMatch bool
-	moveBuf      []choice // moveSweep's list of moves, reused
-	qscratch     []int    // shares' list of queues, reused
-	used         []int    // per table (table.idx): entries in use
-	shape        []string // global-mask tables: the shape of their entries
-	shapeN       []int
-	ev           *costmodel.Evaluator
-	scratch      []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
+	moveBuf    []choice // moveSweep's list of moves, reused
+	qscratch   []int    // shares' list of queues, reused
+	used       []int    // per table (table.idx): entries in use
+	shape      []string // global-mask tables: the shape of their entries
+	shapeN     []int
+	ev         *costmodel.Evaluator
+	scratch    []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
 }
 
 func (p *problem) newState(mode int) *state {
