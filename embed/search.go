@@ -470,14 +470,17 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 // no offer it says why.
 func (p *problem) dragonetOffers(s *state, i int) ([]choice, string) {
 	e := p.eps[i]
-	var exact []string // tables with room that Dragonet keeps for fully specified flows
+	var exact []string // tables Dragonet keeps for fully specified flows
 	for _, t := range p.tables {
-		if e.match[t.idx] == nil || !s.canUse(t, i) {
-			continue // a table that cannot express it, or full, or bound to another mask
+		if e.match[t.idx] == nil {
+			continue // a table that cannot express it
 		}
 		if !t.identity && len(t.sp.Wildcard) == 0 && !e.fullySpecified() {
 			exact = append(exact, t.sp.Node)
 			continue
+		}
+		if !s.canUse(t, i) {
+			continue // full, or bound to another mask
 		}
 		var offers []choice
 		for _, q := range t.targets {
@@ -489,10 +492,11 @@ func (p *problem) dragonetOffers(s *state, i int) ([]choice, string) {
 			return offers, ""
 		}
 	}
+	why := "every table that can hold it is full, bound to another mask, or steers only to queue 0, which Dragonet never targets (Search.hs lines 118-121)"
 	if len(exact) > 0 {
-		return nil, fmt.Sprintf("%s has room, but its entries cannot leave single fields out and Dragonet gives them only to fully specified flows (E10k.hs lines 1044-1056: mkFDirFromFl returns Nothing for a listener)", strings.Join(exact, ", "))
+		why = "the tables with wildcards are full, and " + strings.Join(exact, ", ") + " cannot leave single fields out: Dragonet gives such entries only to fully specified flows (E10k.hs lines 1044-1056, mkFDirFromFl returns Nothing for a listener)"
 	}
-	return nil, "every table that can hold it is full, bound to another mask, or steers only to queue 0, which Dragonet never targets (Search.hs lines 118-121)"
+	return nil, why
 }
 
 // fullySpecified reports whether an endpoint's packets are one flow whose
