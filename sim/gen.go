@@ -199,6 +199,16 @@ func (g *Gen) spec(t target) (packet.Spec, string) {
 	}
 }
 
+// Targeted is how many targeted frames Next returns before damaged and
+// random ones: every endpoint and filter boundary once, then the last
+// Unaimed of them, which aim at no endpoint (ARP, ICMP, closed ports,
+// other EtherTypes).
+func (g *Gen) Targeted() int { return len(g.base) }
+
+// Unaimed is how many of the targeted frames, the last ones, aim at no
+// endpoint.
+func (g *Gen) Unaimed() int { return len(g.fixed) }
+
 // Next returns the next frame: targeted frames first, each in turn, then
 // damaged and random ones.
 func (g *Gen) Next() Frame {
