@@ -21,6 +21,33 @@ import (
 // endpoint when entries overlap it partly; such an endpoint counts as a
 // fraction of a flow on each of its queues and belongs to every queue it
 // reaches. Where Haskell's sd of an empty list is NaN, these return 0.
+//
+// Dragonet's costs are single precision (Search.hs lines 152-154: CostVal
+// Float; sd, lines 1548-1551, over loads of type Float): mathematically
+// equal deviations of different assignments differ in their last bits
+// depending on where the load sits in the list, and L.minimumBy keeps the
+// first of the smallest (line 444). These compute in float32, in
+// Search.hs's order of operations, so they pick what Dragonet picks.
+//
+// Dragonet's costs are defined over Dragonet's search space: its oracle
+// never targets queue 0 (allQueues, lines 118-121) and gives every flow a
+// filter while its tables have room (e10kFlowConfChanges, lines
+// 1313-1324), and its QMap counts a flow against the first filter whose
+// predicate it satisfies (doFlowQueueNextPort_, lines 840-853). Searches
+// costing with them search that space (DragonetSpace).
+
+// DragonetSpace reports whether fn is one of Dragonet's cost functions,
+// which a search must evaluate over Dragonet's search space (see above):
+// over dragonc's wider space (filters to queue 0, flows left without a
+// filter) they are blind to whatever lands on queue 0, and a search
+// would put everything there at cost 0.
+func DragonetSpace(fn Function) bool {
+	switch fn.(type) {
+	case DragonetBalance, DragonetPriority:
+		return true
+	}
+	return false
+}
 
 // DragonetBalance is Dragonet's balanceCost: the standard deviation of
 // the number of flows on queues 1..n-1.
@@ -32,7 +59,7 @@ func (DragonetBalance) Name() string { return "dragonet-balance" }
 // Cost implements Function.
 func (DragonetBalance) Cost(p *Problem, a Assignment) Cost {
 	d := newDragonetLoads(p, a)
-	return Cost{Kind: Value, V: d.balance(d.all(), d.total())}
+	return Cost{Kind: Value, V: float64(d.balance(d.all(), d.total()))}
 }
 
 // DragonetPriority is Dragonet's priorityCost with gold flows per queue
@@ -112,33 +139,39 @@ func (d *dragonetLoads) total() []float64 {
 	return t
 }
 
-// balance is balanceCost_: the population standard deviation of load
-// over the listed queues.
-func (d *dragonetLoads) balance(qs []int, load []float64) float64 {
+// balance is balanceCost_ (Search.hs lines 1553-1567): the population
+// standard deviation of load over the listed queues, as sd computes it
+// (lines 1548-1551) in single precision: mean = sum l / n, then
+// sqrt (sum (map ((^2) . subtract mean) l) / n), each sum a left fold
+// from 0 over the queues in the order listed.
+func (d *dragonetLoads) balance(qs []int, load []float64) float32 {
 	if len(qs) == 0 {
 		return 0
 	}
-	var sum float64
+	n := float32(len(qs))
+	var sum float32
 	for _, q := range qs {
-		sum += load[q]
+		sum = float32(sum + flows32(load[q]))
 	}
-	mean := sum / float64(len(qs))
-	var v float64
+	mean := float32(sum / n)
+	var ss float32
 	for _, q := range qs {
-		v += (load[q] - mean) * (load[q] - mean)
+		x := float32(flows32(load[q]) - mean)
+		ss = float32(ss + float32(x*x)) // conversions keep each step in single precision (no fused multiply-add)
 	}
-	sd := math.Sqrt(v / float64(len(qs)))
-	if sd < 1e-9*(sum+1) {
-		sd = 0 // incremental sums drift by rounding
-	}
-	return sd
+	return float32(math.Sqrt(float64(float32(ss / n)))) // a correctly rounded double root rounds to the single one
 }
+
+// flows32 is a (fractional) flow count in single precision. The
+// evaluator's incremental sums of shares may drift in their last bits; a
+// count is rounded to 1e-9 first so the drift never flips a rounding.
+func flows32(x float64) float32 { return float32(math.Round(x*1e9) / 1e9) }
 
 // priority is priorityCost isGold goldFlowsPerQ nq, case by case.
 func (d *dragonetLoads) priority(perQ int) Cost {
 	all := d.all()
 	if d.nGold == 0 {
-		return Cost{Kind: Value, V: d.balance(all, d.be)}
+		return Cost{Kind: Value, V: float64(d.balance(all, d.be))}
 	}
 	// goldQs, beQs: the queues each class's flows reach (queue 0
 	// included, as in Search.hs); the exclusive ones of each class.
@@ -160,7 +193,7 @@ func (d *dragonetLoads) priority(perQ int) Cost {
 	goldNeeded := goldNQs - len(goldExcl)
 	if d.nBE == 0 {
 		extra := max(-goldNeeded, 0)
-		return Cost{Kind: Value, V: d.balance(all, d.gold) + float64(extra)}
+		return Cost{Kind: Value, V: float64(d.balance(all, d.gold) + float32(extra))}
 	}
 	if goldNeeded > 0 {
 		return Cost{Kind: Reject, V: 100 * float64(goldNeeded)}
@@ -171,7 +204,7 @@ func (d *dragonetLoads) priority(perQ int) Cost {
 	beNQs := min(d.nq-goldNQs, d.nBE)
 	balBE := d.balance(restQs, d.be)
 	if beNeeded := beNQs - len(beExcl); beNeeded > 0 {
-		return Cost{Kind: Value, V: 100*float64(beNeeded) + balBE}
+		return Cost{Kind: Value, V: float64(float32(100*beNeeded) + balBE)}
 	}
-	return Cost{Kind: Value, V: d.balance(goldQs, d.gold) + balBE}
+	return Cost{Kind: Value, V: float64(d.balance(goldQs, d.gold) + balBE)}
 }

@@ -136,7 +136,7 @@ func (ev *Evaluator) Cost() Cost {
 	case Priority:
 		return ev.priority()
 	case DragonetBalance:
-		return Cost{Kind: Value, V: ev.dl.balance(ev.dl.all(), ev.dl.total())}
+		return Cost{Kind: Value, V: float64(ev.dl.balance(ev.dl.all(), ev.dl.total()))}
 	case DragonetPriority:
 		return ev.dl.priority(f.perQueue())
 	case Cycles:

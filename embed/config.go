@@ -7,14 +7,20 @@ import (
 )
 
 // config turns a solution into a NIC configuration: one entry per steered
-// endpoint (in declaration order, with its priority), RSS spread evenly
+// endpoint (in declaration order, with its priority; with Dragonet's one
+// priority, in the order Dragonet inserts them), RSS spread evenly
 // over the queues of the solution's mode, checksum offloads on, and the Open-MX
 // endpoint hashing switched on when it steers an endpoint.
 func (p *problem) config(cs []choice, mode int, dragonetPrio bool) *prg.Config {
 	c := prg.NewConfig()
 	m := p.in.Model
 	identityUsed := map[string]bool{} // by node: spaces may be driver-narrowed copies
-	for i, ch := range cs {
+	order := p.dorder
+	if !dragonetPrio {
+		order = p.declared()
+	}
+	for _, i := range order {
+		ch := cs[i]
 		if ch.t == nil {
 			continue
 		}

@@ -117,6 +117,15 @@ type problem struct {
 	// dragonet caches dragonet-greedy's result (or why it stopped): the
 	// default strategy starts from it and the report compares with it.
 	dragonet *dragonetRun
+	// dragonetSpace: the cost is one of Dragonet's, and every strategy
+	// searches Dragonet's space (costmodel.DragonetSpace): no RSS, no
+	// entry to queue 0, an entry for every endpoint while a table has
+	// room, and Dragonet's QMap (first match).
+	dragonetSpace bool
+	// dorder is Dragonet's order of flows (dragonetOrder), the order its
+	// filters are inserted in and so the order a NIC tries entries of one
+	// priority in; rank is, per endpoint, its place in dorder.
+	dorder, rank []int
 }
 
 type dragonetRun struct {
@@ -163,7 +172,7 @@ func newProblem(in *Input) (*problem, error) {
 
 func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	m := in.Model
-	p := &problem{in: in, queues: usableQueues(m, in.Stack, in.Driver), exclude: exclude}
+	p := &problem{in: in, queues: usableQueues(m, in.Stack, in.Driver), exclude: exclude, dragonetSpace: costmodel.DragonetSpace(in.Cost)}
 	if len(p.queues) == 0 {
 		return nil, fmt.Errorf("%s has no receive queue", in.NIC)
 	}
@@ -209,13 +218,16 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 	for i, t := range p.tables {
 		t.idx = i
 		for qi := range p.queues {
-			if t.queues[qi] {
+			if t.queues[qi] && (qi > 0 || !p.dragonetSpace) {
 				t.targets = append(t.targets, qi)
 			}
 		}
 	}
 	p.cp = p.costProblem()
 	p.modes = p.rssModes()
+	if p.dragonetSpace {
+		p.modes = []rssMode{{name: modeNone}}
+	}
 	p.paths = embedding.LPGPaths(in.LPG)
 	for i, e := range in.Stack.Endpoints {
 		ep := p.newEndpoint(i, e)
@@ -227,6 +239,11 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 		p.eps = append(p.eps, ep)
 	}
 	p.overlaps()
+	p.rank = make([]int, len(p.eps))
+	p.dorder = p.dragonetOrder()
+	for k, i := range p.dorder {
+		p.rank[i] = k
+	}
 	p.warnHidden()
 	return p, nil
 }

@@ -104,6 +104,17 @@ func Run(in *Input) (*Result, error) {
 			return nil, fmt.Errorf("%s is not an LPG: node %s is a configuration node (LPGs describe protocol work; configuration belongs to PRGs)", in.LPG.Name, n.Name)
 		}
 	}
+	if len(in.Model.Foreign) > 0 {
+		// Atoms naming LPG nodes (Dragonet's models): resolved against
+		// this LPG, or the model is refused where it names them.
+		m, diags := in.Model.Resolve(in.LPG)
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		resolved := *in
+		resolved.Model = m
+		in = &resolved
+	}
 	via, err := streams.ProviderOf(in.Model)
 	if err != nil {
 		return nil, err

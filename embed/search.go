@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/internal/solver"
@@ -39,20 +40,28 @@ type state struct {
 	// greedy search evaluates each step over the flows placed so far.
 	placed []bool
 	// dragonetPrio: every entry at Dragonet's one priority (1), so the
-	// NIC orders overlapping entries by insertion alone.
+	// NIC orders overlapping entries by insertion alone (problem.rank).
 	dragonetPrio bool
-	moveBuf      []choice // moveSweep's list of moves, reused
-	qscratch     []int    // shares' list of queues, reused
-	used         []int    // per table (table.idx): entries in use
-	shape        []string // global-mask tables: the shape of their entries
-	shapeN       []int
-	ev           *costmodel.Evaluator
-	scratch      []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
+	// firstMatch: shares is Dragonet's QMap, which counts a flow whole
+	// against the first entry whose match its packets can satisfy
+	// (Search.hs lines 840-853, doFlowQueueNextPort_: "we assume that each
+	// flow is assigned exclusively to a single queue, so we return the
+	// first match"), not dragonc's split over the entries that take a
+	// part of them.
+	firstMatch bool
+	moveBuf    []choice // moveSweep's list of moves, reused
+	qscratch   []int    // shares' list of queues, reused
+	used       []int    // per table (table.idx): entries in use
+	shape      []string // global-mask tables: the shape of their entries
+	shapeN     []int
+	ev         *costmodel.Evaluator
+	scratch    []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
 }
 
 func (p *problem) newState(mode int) *state {
 	nt := len(p.tables)
-	s := &state{p: p, mode: mode, choice: make([]choice, len(p.eps)), used: make([]int, nt), shape: make([]string, nt), shapeN: make([]int, nt)}
+	s := &state{p: p, mode: mode, choice: make([]choice, len(p.eps)), used: make([]int, nt), shape: make([]string, nt), shapeN: make([]int, nt),
+		dragonetPrio: p.dragonetSpace, firstMatch: p.dragonetSpace}
 	s.ev = costmodel.NewEvaluator(p.cp, p.in.Cost, nil)
 	for i := range p.eps {
 		s.ev.Set(i, s.shares(i))
@@ -164,11 +173,15 @@ func (p *problem) entryBox(i int, t *table) packetBox {
 // entry, in the NIC's order, whose match
 // covers them (its own, or an overlapping endpoint's), else by RSS or to
 // the default queue. Partial overlaps split the packets evenly, an
-// over-approximation the embedding refines.
+// over-approximation the embedding refines. With firstMatch the first
+// entry that takes any of them takes the endpoint whole (Dragonet's QMap).
+// Entries of one table and priority are tried in declaration order, or
+// with Dragonet's one priority in Dragonet's order of insertion.
 func (s *state) shares(i int) []costmodel.Share {
 	e := s.p.eps[i]
 	type cand struct {
 		k, j  int // j is e.over[k], or i itself (k = -1)
+		seq   int // among entries of one priority, lower is tried first
 		order int
 		prio  int
 	}
@@ -180,11 +193,11 @@ func (s *state) shares(i int) []costmodel.Share {
 			j = e.over[k]
 		}
 		if c := s.choice[j]; c.t != nil {
-			prio := s.p.eps[j].prio
+			prio, seq := s.p.eps[j].prio, j
 			if s.dragonetPrio {
-				prio = 0
+				prio, seq = 0, s.p.rank[j]
 			}
-			cands = append(cands, cand{k, j, c.t.order, prio})
+			cands = append(cands, cand{k, j, seq, c.t.order, prio})
 		}
 	}
 	if len(cands) > 1 {
@@ -195,7 +208,7 @@ func (s *state) shares(i int) []costmodel.Share {
 			if a.prio != b.prio {
 				return cmp.Compare(b.prio, a.prio)
 			}
-			return cmp.Compare(a.j, b.j)
+			return cmp.Compare(a.seq, b.seq)
 		})
 	}
 	qs := s.qscratch[:0]
@@ -208,7 +221,7 @@ func (s *state) shares(i int) []costmodel.Share {
 			continue
 		}
 		qs = append(qs, s.choice[c.j].q)
-		if rel == 2 {
+		if rel == 2 || s.firstMatch {
 			covered, winner = true, c.j
 			break
 		}
@@ -323,8 +336,8 @@ func (p *problem) searchModes() *state {
 		s := p.newState(m)
 		empty := s.ev.Cost()
 		p.greedy(s)
-		if empty.Less(s.ev.Cost()) {
-			s.restore(none)
+		if empty.Less(s.ev.Cost()) && !p.dragonetSpace {
+			s.restore(none) // not in Dragonet's space: it steers every flow it can
 		}
 		if dg != nil && p.modes[m].name == modeNone {
 			g := s.snapshot()
@@ -377,24 +390,34 @@ func (p *problem) placeGreedily(s *state, i int) {
 }
 
 // dragonetGreedy is Dragonet's search, ported from Search.hs
-// (searchGreedyFlows_ with the E10k and SF oracles, e10kFlowConfChanges):
+// (searchGreedyFlows_, lines 402-453, with the E10k oracle
+// e10kFlowConfChanges, lines 1313-1324, and the SF one, lines 1458-1467):
 //
 //   - no RSS: what no filter claims lands on queue 0, Dragonet's
 //     catch-all (its E10k model sends misses to ToDefaultQueue);
-//   - flows in order: gold first for the priority functions
-//     (prioritySort), declaration order otherwise;
-//   - for each flow, the oracle offers an entry in the first table with
-//     room (the five-tuple filters before Flow Director, the NIC's order)
-//     to each queue 1..n-1 (allQueues: queue 0 is never a target);
-//   - each offer is costed over the flows placed so far, this one
-//     included, and the first cheapest is kept (L.minimumBy);
-//   - when no table has room the oracle offers nothing and Dragonet's
-//     search stops ("Oracle did not return any confs, bailing out"):
-//     so does this one, with an error naming the flow.
+//   - flows in dragonetOrder: gold first for the priority functions
+//     (prioritySort, lines 1578-1582), declaration order otherwise
+//     (sOrderFlows = id, line 334);
+//   - for each flow, the oracle offers entries in the first table that
+//     can hold it and is not full (the five-tuple filters before Flow
+//     Director, the NIC's order: lines 1317-1318), one to each queue
+//     1..n-1 (allQueues, lines 118-121: queue 0 is never a target); a
+//     table whose entries cannot leave single fields out (Flow Director)
+//     holds only fully specified flows (E10k.hs lines 1044-1056,
+//     mkFDirFromFl: "flow director filters do not support wildcards",
+//     Nothing for a listener, which catMaybes drops);
+//   - each offer is costed on Dragonet's QMap of the flows placed so far,
+//     this one included (lines 424 and 434-436; state.firstMatch), and
+//     the first cheapest is kept (L.minimumBy, line 444);
+//   - when the oracle offers nothing Dragonet's search stops ("Oracle did
+//     not return any confs, bailing out", line 422): so does this one,
+//     with an error naming the flow and why.
 //
 // Every entry gets one priority, Dragonet's 1 where the table has
 // priorities: Dragonet writes all its five-tuple filters at priority 1
-// (E10k.hs, mk5TupleFromFl).
+// (E10k.hs lines 1019-1033, mk5TupleFromFl), and chains them in the
+// order it inserted them (E10k.hs lines 459-463 sort by priority, stable,
+// the list addToCVL, line 850, builds newest first reversed).
 func (p *problem) dragonetGreedy() (*state, error) {
 	if p.dragonet == nil {
 		s, err := p.runDragonetGreedy()
@@ -406,19 +429,11 @@ func (p *problem) dragonetGreedy() (*state, error) {
 func (p *problem) runDragonetGreedy() (*state, error) {
 	mode := p.mode(modeNone)
 	s := p.newState(mode)
-	s.placed, s.dragonetPrio = make([]bool, len(p.eps)), true
+	s.placed, s.dragonetPrio, s.firstMatch = make([]bool, len(p.eps)), true, true
 	for i := range p.eps {
 		s.ev.Set(i, nil)
 	}
-	order := make([]int, len(p.eps))
-	for i := range order {
-		order[i] = i
-	}
-	switch p.in.Cost.(type) {
-	case costmodel.Priority, costmodel.DragonetPriority:
-		order = p.order() // prioritySort: gold first
-	}
-	for k, i := range order {
+	for k, i := range p.dorder {
 		s.place(i)
 		if !p.eps[i].steerable() {
 			// No table of this NIC can hold it at all (a kind of flow
@@ -426,22 +441,9 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 			// receives a packet): it stays on the catch-all queue.
 			continue
 		}
-		var offers []choice
-		for _, t := range p.tables {
-			if !s.canUse(t, i) {
-				continue
-			}
-			for q := 1; q < len(p.queues); q++ {
-				if t.queues[q] {
-					offers = append(offers, choice{t, q})
-				}
-			}
-			if len(offers) > 0 {
-				break
-			}
-		}
+		offers, why := p.dragonetOffers(s, i)
 		if len(offers) == 0 {
-			return nil, fmt.Errorf("dragonet-greedy: no table can take endpoint %s (after %d placed: the tables are full, or bound to another mask), and Dragonet's search stops there (Search.hs: \"Oracle did not return any confs, bailing out\"); the default strategy leaves such endpoints to RSS", p.eps[i].ep.Name, k)
+			return nil, fmt.Errorf("dragonet-greedy: Dragonet's oracle offers nothing for endpoint %s (after %d placed): %s; Dragonet's search stops there (Search.hs line 422, \"Oracle did not return any confs, bailing out\"), and so does dragonet-greedy (the default strategy leaves such endpoints to RSS or the default queue)", p.eps[i].ep.Name, k, why)
 		}
 		var best choice
 		var bestCost costmodel.Cost
@@ -454,10 +456,74 @@ func (p *problem) runDragonetGreedy() (*state, error) {
 		s.set(i, best)
 	}
 	s.placed = nil
+	s.firstMatch = p.dragonetSpace // the cost's own view of the plan
 	for i := range p.eps {
 		s.ev.Set(i, s.shares(i))
 	}
 	return s, nil
+}
+
+// dragonetOffers is Dragonet's oracle for endpoint i: entries in the
+// first table, in the NIC's order, that can hold it and is not full, one
+// to each of its queues but queue 0. A table whose entries cannot leave
+// single fields out (Flow Director) holds only fully specified flows. With
+// no offer it says why.
+func (p *problem) dragonetOffers(s *state, i int) ([]choice, string) {
+	e := p.eps[i]
+	var exact []string // tables Dragonet keeps for fully specified flows
+	for _, t := range p.tables {
+		if e.match[t.idx] == nil {
+			continue // a table that cannot express it
+		}
+		if !t.identity && len(t.sp.Wildcard) == 0 && !e.fullySpecified() {
+			exact = append(exact, t.sp.Node)
+			continue
+		}
+		if !s.canUse(t, i) {
+			continue // full, or bound to another mask
+		}
+		var offers []choice
+		for _, q := range t.targets {
+			if q > 0 {
+				offers = append(offers, choice{t, q})
+			}
+		}
+		if len(offers) > 0 {
+			return offers, ""
+		}
+	}
+	why := "every table that can hold it is full, bound to another mask, or steers only to queue 0, which Dragonet never targets (Search.hs lines 118-121)"
+	if len(exact) > 0 {
+		why = "the tables with wildcards are full, and " + strings.Join(exact, ", ") + " cannot leave single fields out: Dragonet gives such entries only to fully specified flows (E10k.hs lines 1044-1056, mkFDirFromFl returns Nothing for a listener)"
+	}
+	return nil, why
+}
+
+// fullySpecified reports whether an endpoint's packets are one flow whose
+// every field is known: a connected flow (Dragonet's FlowUDPv4 with every
+// field Just), or an Open-MX endpoint (its EtherType and endpoint number).
+func (e *endpoint) fullySpecified() bool {
+	return e.ep.Proto == lpg.OpenMX || e.ep.Flow && !e.ep.AnyAddr
+}
+
+// dragonetOrder is the order Dragonet's search takes flows in: gold first
+// for the priority functions (prioritySort, Search.hs lines 1578-1582),
+// declaration order otherwise (sOrderFlows = id, line 334).
+func (p *problem) dragonetOrder() []int {
+	switch p.in.Cost.(type) {
+	case costmodel.Priority, costmodel.DragonetPriority:
+		return p.order()
+	}
+	return p.declared()
+}
+
+// declared lists the endpoints in declaration order.
+func (p *problem) declared() []int {
+	idx := make([]int, len(p.eps))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
 }
 
 // dragonetMayFit reports whether the tables could hold every endpoint
@@ -485,8 +551,11 @@ func (p *problem) moves(s *state, i int) []choice {
 	return p.appendMoves(nil, s, i)
 }
 
-// appendMoves appends endpoint i's moves to out.
+// appendMoves appends endpoint i's moves to out. In Dragonet's space an
+// endpoint some table has room for always gets an entry: no entry at all
+// is a move only when no table can take it.
 func (p *problem) appendMoves(out []choice, s *state, i int) []choice {
+	n := len(out)
 	out = append(out, choice{})
 	for _, t := range p.tables {
 		if !s.canUse(t, i) {
@@ -495,6 +564,9 @@ func (p *problem) appendMoves(out []choice, s *state, i int) []choice {
 		for _, q := range t.targets {
 			out = append(out, choice{t, q})
 		}
+	}
+	if p.dragonetSpace && len(out) > n+1 {
+		out = append(out[:n], out[n+1:]...)
 	}
 	return out
 }

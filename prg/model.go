@@ -43,6 +43,10 @@ type Model struct {
 	// Dragonet is set when the model follows Dragonet's conventions
 	// (prg/dragonet.go) rather than dragonc's.
 	Dragonet bool
+	// Foreign lists the pred(NODE,PORT) atoms of its port predicates that
+	// name no node of the model: Dragonet's models name LPG nodes so
+	// (prg/foreign.go); an embedding resolves them against its LPG.
+	Foreign  []ForeignAtom
 	byNode   map[string]*Space
 	queueOf  []int // by node ID: the receive queue it is, or -1
 	reported []bool
@@ -272,6 +276,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 		}
 	}
 	diags.Sort()
+	m.Foreign = foreignAtoms(g, file)
 	return m, diags
 }
 

@@ -199,18 +199,39 @@ func (g *Gen) spec(t target) (packet.Spec, string) {
 	}
 }
 
+// Targeted is how many targeted frames Next returns before damaged and
+// random ones: every endpoint and filter boundary once, then the last
+// Unaimed of them, which aim at no endpoint (ARP, ICMP, closed ports,
+// other EtherTypes).
+func (g *Gen) Targeted() int { return len(g.base) }
+
+// Unaimed is how many of the targeted frames, the last ones, aim at no
+// endpoint.
+func (g *Gen) Unaimed() int { return len(g.fixed) }
+
+// Target returns targeted frame i (0 <= i < Targeted()), the frame Next
+// returns i-th, without moving the generator: targeted frames depend on
+// nothing drawn at random after NewGen.
+func (g *Gen) Target(i int) Frame {
+	s, label := g.spec(g.base[i])
+	b, err := packet.Build(s)
+	if err != nil {
+		return Frame{Data: nil, CRCOK: true, Label: "empty"}
+	}
+	return Frame{Data: b, CRCOK: true, Label: label}
+}
+
+// SkipTargeted moves the generator past the targeted frames: Next then
+// returns the damaged and random frames it would return after them all.
+func (g *Gen) SkipTargeted() { g.n = max(g.n, len(g.base)) }
+
 // Next returns the next frame: targeted frames first, each in turn, then
 // damaged and random ones.
 func (g *Gen) Next() Frame {
 	i := g.n
 	g.n++
 	if i < len(g.base) {
-		s, label := g.spec(g.base[i])
-		b, err := packet.Build(s)
-		if err != nil {
-			return Frame{Data: nil, CRCOK: true, Label: "empty"}
-		}
-		return Frame{Data: b, CRCOK: true, Label: label}
+		return g.Target(i)
 	}
 	s, label := g.spec(g.base[g.rng.Intn(len(g.base))])
 	var post func([]byte) []byte

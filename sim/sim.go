@@ -25,6 +25,11 @@ type Sim struct {
 	bad   map[int]error       // queues whose software graph does not compile
 	env   env
 	last  prg.Result
+	// Transient: a queue's software graph is built for its interpreter
+	// and not kept in the embedding (QueueEmbedding.BuildSW), so that a
+	// caller that Releases each queue when done holds one queue's graph
+	// at a time.
+	Transient bool
 }
 
 // New prepares the interpreters of the NIC and of the LPG; a queue's
@@ -55,7 +60,11 @@ func (s *Sim) queueInterp(q int) (*lpg.Interp, error) {
 		s.queue[q] = nil
 		return nil, nil
 	}
-	in, err := lpg.NewInterp(qe.SW())
+	sw := qe.SW
+	if s.Transient {
+		sw = qe.BuildSW
+	}
+	in, err := lpg.NewInterp(sw())
 	if err != nil {
 		s.bad[q] = fmt.Errorf("queue %d: %w", q, err)
 		return nil, s.bad[q]
@@ -106,6 +115,19 @@ func (s *Sim) Run(frame []byte, crcOK bool) Result {
 	s.env = env{frame: s.hw.Frame(), hw: hw}
 	r.Embedded = q.RunEnv(&s.env)
 	return r
+}
+
+// Queue is the queue the configured NIC delivers a frame to, -1 when it
+// drops it, without running the LPG or any software.
+func (s *Sim) Queue(frame []byte, crcOK bool) int {
+	return s.hw.Run(frame, crcOK).Queue
+}
+
+// Release lets go of queue q's interpreter (and, Transient, its software
+// graph); a later frame to q compiles it again.
+func (s *Sim) Release(q int) {
+	delete(s.queue, q)
+	delete(s.bad, q)
 }
 
 // RunNIC sends one frame through the configured NIC and the LPG alone,

@@ -17,6 +17,7 @@ import (
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
@@ -117,6 +118,9 @@ type embedFlags struct {
 	// source, if set, is the stack file's text (an artefact's), read
 	// instead of the file.
 	source []byte
+	// noSelfCheck skips embed's self-check (embed.Result.SelfCheck):
+	// verify and trace check every frame themselves, and show them.
+	noSelfCheck bool
 }
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
@@ -243,8 +247,20 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	}
 	r, err := embed.Run(in)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		var dl diag.List
+		if errors.As(err, &dl) {
+			printDiags(e, dl, false) // a model refused where it says what dragonc cannot honour
+		} else {
+			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+		}
 		return nil, nil, false
+	}
+	// Nothing is written or served from a plan its own check rejects.
+	if !f.noSelfCheck {
+		if err := r.SelfCheck(); err != nil {
+			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+			return nil, nil, false
+		}
 	}
 	r.Plan.DragoncVersion = version()
 	return r, st, true

@@ -903,3 +903,40 @@ func TestFmtWriteOwnerUnkept(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedSelfCheckWritesNothing: a plan that its own check rejects (a
+// NIC taking unicast frames only drops the ARP broadcasts the LPG
+// answers) makes embed fail loudly, and nothing is written: no output
+// directory at all. verify still runs and shows the frames.
+func TestEmbedSelfCheckWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	nic := filepath.Join(dir, "unicast.prg")
+	const src = `graph unicast_only {
+    cluster Rx {
+        node L2Filter {
+            port out[Queue0]
+            predicate out "eth.dst & 0x010000000000 == 0"
+        }
+        node Queue0 {
+            attr "source"
+            port out[]
+        }
+    }
+}
+`
+	if err := os.WriteFile(nic, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, _, errs := dragonc(t, "embed", "-q", nic, "examples/dns_ntp.lpg", "-o", out)
+	if code != 1 || !strings.Contains(errs, "self-check: the plan treats") || !strings.Contains(errs, "nothing is written") {
+		t.Errorf("embed: exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a failed self-check: %v", out, err)
+	}
+	code, stdout, _ := dragonc(t, "verify", "-q", "--packets", "300", "--fallback=false", nic, "examples/dns_ntp.lpg")
+	if code != 1 || !strings.Contains(stdout, "mismatch") {
+		t.Errorf("verify: exit %d, %q", code, stdout)
+	}
+}

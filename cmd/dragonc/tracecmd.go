@@ -15,7 +15,7 @@ func init() {
 }
 
 func newTraceCmd(e *env) *cobra.Command {
-	var f embedFlags
+	f := embedFlags{noSelfCheck: true} // it checks every frame itself
 	var pcaps, hexes []string
 	var fallback bool
 	c := &cobra.Command{

@@ -20,7 +20,7 @@ func init() {
 }
 
 func newVerifyCmd(e *env) *cobra.Command {
-	var f embedFlags
+	f := embedFlags{noSelfCheck: true} // it checks every frame itself
 	var opt verify.Options
 	var quiet bool
 	c := &cobra.Command{
