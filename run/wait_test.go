@@ -24,7 +24,8 @@ func TestWaitModes(t *testing.T) {
 		set  func(*Options)
 		says string
 	}{
-		{"adaptive", func(o *Options) {}, "adaptive: spinning 50µs"},
+		{"adaptive", func(o *Options) {}, "adaptive: "},
+		{"spin", func(o *Options) { o.Spin = 20 * time.Microsecond }, "spinning 20µs on empty rings"},
 		{"sleep", func(o *Options) { o.Spin = -1 }, "no spinning"},
 		{"busy-poll", func(o *Options) { o.BusyPoll = true }, "busy polling (SO_PREFER_BUSY_POLL"},
 	}

@@ -117,7 +117,8 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 						return usagef("--%s has no meaning with --live", name)
 					}
 				}
-				if lv.busyPoll && cmd.Flags().Changed("spin") {
+				lv.spinSet = cmd.Flags().Changed("spin")
+				if lv.busyPoll && lv.spinSet {
 					return usagef("--busy-poll and --spin: a busy-polling loop never sleeps, so it has no spin to set")
 				}
 				opt, err := lv.options()
@@ -160,6 +161,7 @@ type liveFlags struct {
 	ping         bool
 	busyPoll     bool
 	spin         time.Duration
+	spinSet      bool // --spin given; otherwise run chooses
 }
 
 func (l *liveFlags) register(fs *pflag.FlagSet) {
@@ -171,7 +173,7 @@ func (l *liveFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&l.servers, "servers", nil, "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", ")+"; with --ping "+strings.Join(live.PingServerNames(), ", ")+" (default all)")
 	fs.BoolVar(&l.ping, "ping", false, "--live: ICMP echo (ping) instead of UDP echo")
 	fs.BoolVar(&l.busyPoll, "busy-poll", false, "--live: dragonc run's loops busy-poll, as run --busy-poll")
-	fs.DurationVar(&l.spin, "spin", drun.DefaultSpin, "--live: dragonc run's spin on empty rings, as run --spin (0: never spins)")
+	fs.DurationVar(&l.spin, "spin", drun.DefaultSpin, "--live: dragonc run's spin on empty rings, as run --spin (0: never spins; unset: run's choice)")
 }
 
 func (l *liveFlags) options() (live.Options, error) {
@@ -186,9 +188,12 @@ func (l *liveFlags) options() (live.Options, error) {
 	case l.spin < 0:
 		return live.Options{}, usagef("--live: --spin %v is negative", l.spin)
 	}
-	spin := l.spin
-	if spin == 0 {
-		spin = -1 // Options: negative is "never spins", 0 the default
+	spin := time.Duration(0) // Options: 0 is run's choice
+	if l.spinSet {
+		spin = l.spin
+		if spin == 0 {
+			spin = -1 // Options: negative is "never spins"
+		}
 	}
 	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers,
 		BusyPoll: l.busyPoll, Spin: spin, Ping: l.ping}

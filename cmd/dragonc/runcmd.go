@@ -44,8 +44,10 @@ attribute: "echo" or "discard" (others are counted and discarded).
 
 A receive loop takes a batch of frames from its rings, answers them
 with one send, and looks again; with nothing there it spins for --spin
-(50µs), then sleeps in Go's netpoller until the kernel has frames. With
---busy-poll it never sleeps: its sockets busy-poll the device
+(by default 50µs where the host has a core more than the loops, and
+not at all where it has not: a spinning loop would take a core from the
+kernel and the programs), then sleeps in poll(2) until the kernel has
+frames. With --busy-poll it never sleeps: its sockets busy-poll the device
 (SO_PREFER_BUSY_POLL), the lowest latency at the cost of a core each.
 The serving line says which.
 
@@ -117,7 +119,8 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if sf.spin < 0 {
 				return usagef("--spin %v is negative", sf.spin)
 			}
-			if sf.busyPoll && cmd.Flags().Changed("spin") {
+			sf.spinSet = cmd.Flags().Changed("spin")
+			if sf.busyPoll && sf.spinSet {
 				return usagef("--busy-poll and --spin: a busy-polling loop never sleeps, so it has no spin to set")
 			}
 			if detached {
@@ -137,7 +140,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	c.Flags().StringVar(&sf.metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
 	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
-	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "how long a receive loop keeps looking at empty rings before it sleeps (0: never spins)")
+	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "how long a receive loop keeps looking at empty rings before it sleeps (0: never spins; unset: the default where the host has a core more than the loops, else 0)")
 	return c
 }
 
@@ -149,6 +152,7 @@ type serveFlags struct {
 	metricsAddr string
 	busyPoll    bool
 	spin        time.Duration
+	spinSet     bool // --spin given; otherwise run chooses
 }
 
 func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface string) int {
@@ -162,9 +166,12 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	spin := sf.spin
-	if spin == 0 {
-		spin = -1 // Options: negative is "never spins", 0 the default
+	spin := time.Duration(0) // Options: 0 is run's choice
+	if sf.spinSet {
+		spin = sf.spin
+		if spin == 0 {
+			spin = -1 // Options: negative is "never spins"
+		}
 	}
 	opt := drun.Options{Iface: iface, Every: sf.every, Socket: sf.socket, Force: sf.force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: sf.metricsAddr,
 		BusyPoll: sf.busyPoll, Spin: spin,

@@ -160,6 +160,7 @@ type Server struct {
 	link   linkTx // Stack.VIA's sends
 	limit  *limiter
 	spin   time.Duration // how long a loop spins on empty rings
+	stopFD int           // an eventfd Stop writes to, in every loop's poll set
 	// Notes say how the server runs (pinning refused, and so on).
 	Notes []string
 }
@@ -167,8 +168,7 @@ type Server struct {
 type queueLoop struct {
 	q     Queue
 	sock  port
-	wait  *waiter  // nil when busy polling
-	cores *cpuMask // the thread's cores before the loop pinned it
+	wait  *waiter // nil when busy polling
 	c     counters
 	final atomic.Pointer[KernelCounts] // the kernel's counters when the sockets closed
 }
@@ -188,7 +188,7 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 	if len(cfg.Queues) == 0 {
 		return nil, fmt.Errorf("no queue to serve")
 	}
-	s := &Server{st: st}
+	s := &Server{st: st, stopFD: -1}
 	now := st.Now
 	if now == nil {
 		start := time.Now()
@@ -220,6 +220,9 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.spin = cfg.spin()
+	if note := reserveP(cfg); note != "" {
+		s.Notes = append(s.Notes, note)
+	}
 	ready := make(chan string, len(s.queues))
 	for _, l := range s.queues {
 		s.wg.Add(1)
@@ -318,6 +321,13 @@ func (s *Server) openXDP(cfg Config) error {
 
 // prepareWaits sets the loops' sockets up for the way they wait.
 func (s *Server) prepareWaits(cfg Config) error {
+	if !cfg.BusyPoll {
+		fd, err := newStopFD()
+		if err != nil {
+			return err
+		}
+		s.stopFD = fd
+	}
 	for _, l := range s.queues {
 		if cfg.BusyPoll {
 			if err := l.sock.setBusyPoll(busyPollBudget); err != nil {
@@ -325,7 +335,7 @@ func (s *Server) prepareWaits(cfg Config) error {
 			}
 			continue
 		}
-		w, err := newWaiter(l.sock)
+		w, err := newWaiter(l.sock, s.stopFD)
 		if err != nil {
 			return fmt.Errorf("queue %d: %w", l.q.ID, err)
 		}
@@ -347,6 +357,10 @@ func (s *Server) closeAll() {
 	for i := len(s.xsks) - 1; i >= 0; i-- {
 		s.xsks[i].close()
 	}
+	if s.stopFD >= 0 {
+		syscall.Close(s.stopFD)
+		s.stopFD = -1
+	}
 }
 
 // Stop ends every loop, closes the sockets and reports the first error a
@@ -357,10 +371,9 @@ func (s *Server) Stop() error {
 	}
 	s.link.stop() // a VI send in progress ends before the sockets close
 	s.stop.Store(true)
-	for _, l := range s.queues {
-		if l.wait != nil {
-			l.wait.wake()
-		}
+	if s.stopFD >= 0 {
+		one := [8]byte{1}
+		syscall.Write(s.stopFD, one[:])
 	}
 	s.wg.Wait()
 	// The kernel's counters, read once more before the sockets go, for
@@ -377,29 +390,12 @@ func (s *Server) Stop() error {
 	return s.err
 }
 
-// cpuMask is a thread's affinity mask: 1024 CPUs, as glibc's cpu_set_t.
-type cpuMask [16]uint64
-
-// unpin gives the calling thread back the cores it had before pin.
-func unpin(m *cpuMask) {
-	syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(*m), uintptr(unsafe.Pointer(m)))
-}
-
-// affinity is the calling thread's affinity mask.
-func affinity() (*cpuMask, error) {
-	m := new(cpuMask)
-	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(*m), uintptr(unsafe.Pointer(m))); e != 0 {
-		return nil, e
-	}
-	return m, nil
-}
-
 // pin binds the calling thread to core.
 func pin(core int) error {
 	if core < 0 {
 		return nil
 	}
-	var mask cpuMask
+	var mask [16]uint64 // 1024 CPUs, as glibc's cpu_set_t
 	if core >= len(mask)*64 {
 		return fmt.Errorf("core %d is beyond the affinity mask", core)
 	}
@@ -416,13 +412,8 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	note := ""
-	var err error
-	if l.cores, err = affinity(); err == nil {
-		err = pin(l.q.Core)
-	}
-	if err != nil {
+	if err := pin(l.q.Core); err != nil {
 		note = fmt.Sprintf("queue %d is not pinned to core %d: %v", l.q.ID, l.q.Core, err)
-		l.q.Core = -1
 	}
 	ready <- note
 	t := &Tx{Buf: make([]byte, ethLen+maxIPv4), MAC: s.st.MAC}
@@ -571,7 +562,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		if idle%spinCheck != 0 || time.Since(last) < s.spin {
 			continue
 		}
-		if err := l.sleep(); err != nil {
+		if err := l.wait.wait(waitSlice); err != nil {
 			s.errMu.Lock()
 			if s.err == nil {
 				s.err = fmt.Errorf("queue %d: waiting for frames: %w", l.q.ID, err)
@@ -644,24 +635,3 @@ func (s *Server) Snapshot(final bool) Report {
 
 // Report writes the counters as text (Report.WriteText).
 func (s *Server) Report(w io.Writer) { s.Snapshot(false).WriteText(w) }
-
-// sleep parks the loop in the netpoller until its sockets have frames
-// (or waitSlice passes). A goroutine locked to its thread would park the
-// thread with it, and each wake-up would then cost a hand-off between
-// the thread that sees the event and the loop's (stoplockedm and
-// startlockedm in runtime/proc.go: p50 at one request in flight went
-// from 7 to 30-65 µs). So the loop lets go of its thread while it
-// sleeps: the thread's affinity goes back to every core first, and once
-// awake, on whatever thread runs it, the loop locks and pins again (two
-// sched_setaffinity calls, about a microsecond each).
-func (l *queueLoop) sleep() error {
-	if l.q.Core < 0 {
-		return l.wait.wait(waitSlice)
-	}
-	unpin(l.cores)
-	runtime.UnlockOSThread()
-	err := l.wait.wait(waitSlice)
-	runtime.LockOSThread()
-	pin(l.q.Core)
-	return err
-}

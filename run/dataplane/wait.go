@@ -1,33 +1,45 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
-	"os"
+	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
-// How a receive loop waits for frames. The loop never blocks in a system
-// call on its locked thread: that makes Go's sysmon thread retake the
-// loop's P and wake every 20 µs while the call lasts (runtime/proc.go,
-// sysmon and retake), which cost a fifth of the helper's CPU when every
-// idle moment was a blocking poll(2).
+// How a receive loop waits for frames. A loop takes everything its
+// rings hold and answers it with one send; with nothing there it waits
+// in one of two ways.
 //
-//   - Adaptive (the default): after a batch the loop keeps checking its
-//     rings for Spin; then it parks in Go's netpoller on an epoll
-//     instance that holds its sockets, and the thread sleeps until the
-//     kernel says a ring has frames.
+//   - Adaptive (the default): it keeps looking at its rings for Spin, and
+//     then sleeps in poll(2) on its sockets until the kernel has frames.
+//     It spins only where the host has a core more than the loops: with
+//     as many loops as cores, a spinning loop takes its core from the
+//     kernel's softirq work and the programs it serves, which on the
+//     2-core development host raised the 1-in-flight p50 from 15 to 20-28
+//     µs against a C recvmmsg server's 15.6 (dragonc bench --live).
 //   - Busy polling: the sockets ask the kernel to poll the device in
 //     their system calls (SO_PREFER_BUSY_POLL, SO_BUSY_POLL,
 //     SO_BUSY_POLL_BUDGET) and the loop never sleeps: with nothing on
 //     its rings it makes a non-blocking receive call, which runs the
 //     device's NAPI poll on the loop's core (napi_busy_loop).
+//
+// A sleeping loop blocks in poll(2) on its locked thread. Go's sysmon
+// takes the P of a thread blocked in a system call away when no other P
+// is idle, and then wakes every 20 µs while it does (runtime/proc.go,
+// retake), which cost a fifth of the helper's CPU; so the server keeps
+// one P more than it has loops (GOMAXPROCS), and sysmon finds an idle P
+// and backs off to its 10 ms sleep. The alternatives measured worse
+// (bench --live, same run, 2 cores): parking the locked goroutine in
+// Go's netpoller costs a thread hand-off per wake-up (p50 at 1 in flight
+// 30-65 µs); letting go of the thread while parked and pinning again on
+// waking costs a migration (p50 18.6-26 µs, 150-194k transactions/s at
+// 64 in flight against poll's 14.9-15.0 µs and 200-233k).
 const (
 	// DefaultSpin is how long a loop looks for more frames before it
-	// sleeps: about two round trips of a request at one in flight over
-	// a veth pair (bench --live), so that a conversation does not sleep
-	// between its requests.
+	// sleeps, where a core is free for it: about two round trips of a
+	// request at one in flight over a veth.
 	DefaultSpin = 50 * time.Microsecond
 	// busyPollUsecs and busyPollBudget are what the sockets ask of the
 	// kernel when busy polling: poll for up to 20 µs a call, up to a
@@ -38,8 +50,12 @@ const (
 	soBusyPoll       = 46
 	soPreferBusyPoll = 69
 	soBusyPollBudget = 70
-	// waitSlice bounds one sleep (Stop also wakes the loops).
+	// waitSlice bounds one sleep (Stop wakes the loops at once).
 	waitSlice = time.Second
+	// eventfd2 flags (include/uapi/linux/eventfd.h).
+	efdCloexec  = 0o2000000
+	efdNonblock = 0o4000
+	pollIn      = 0x1
 )
 
 // Mode describes how the loops wait, for the run's output.
@@ -47,21 +63,39 @@ func (c Config) Mode() string {
 	if c.BusyPoll {
 		return fmt.Sprintf("busy polling (SO_PREFER_BUSY_POLL, %d µs, budget %d)", busyPollUsecs, busyPollBudget)
 	}
-	spin := c.spin()
-	if spin == 0 {
-		return "sleeping when the rings are empty (no spinning)"
+	switch spin := c.spin(); {
+	case spin > 0:
+		return fmt.Sprintf("adaptive: spinning %v on empty rings, then sleeping in poll(2)", spin)
+	case c.Spin == 0:
+		return fmt.Sprintf("adaptive: sleeping in poll(2) on empty rings (%d loops on %d cores: no core to spin on)", len(c.Queues), runtime.NumCPU())
 	}
-	return fmt.Sprintf("adaptive: spinning %v on empty rings, then sleeping", spin)
+	return "sleeping in poll(2) on empty rings (no spinning)"
 }
 
+// spin is how long the loops spin on empty rings: Spin if set (negative:
+// not at all), else DefaultSpin where the host has a core more than the
+// loops.
 func (c Config) spin() time.Duration {
-	if c.Spin < 0 {
+	switch {
+	case c.Spin < 0:
 		return 0
-	}
-	if c.Spin == 0 {
+	case c.Spin > 0:
+		return c.Spin
+	case runtime.NumCPU() > len(c.Queues):
 		return DefaultSpin
 	}
-	return c.Spin
+	return 0
+}
+
+// reserveP gives the process one P more than it has loops (see above),
+// unless the loops busy-poll (they never block). It says what it did.
+func reserveP(cfg Config) string {
+	want := len(cfg.Queues) + 1
+	if cfg.BusyPoll || runtime.GOMAXPROCS(0) >= want {
+		return ""
+	}
+	runtime.GOMAXPROCS(want)
+	return fmt.Sprintf("GOMAXPROCS %d: a P for each loop and one more, so that a loop asleep in poll(2) keeps its own", want)
 }
 
 func setBusyPoll(fd, budget int) error {
@@ -77,54 +111,44 @@ func setBusyPoll(fd, budget int) error {
 	return nil
 }
 
-// A waiter parks a loop's goroutine in Go's netpoller until one of the
-// loop's sockets is readable: an epoll instance holds the sockets and is
-// itself registered with the runtime's epoll (as an *os.File in
-// non-blocking mode), so the thread sleeps without a system call of its
-// own and the runtime wakes it.
-type waiter struct {
-	f     *os.File
-	rc    syscall.RawConn
-	ready func(uintptr) bool // the port's ready, as RawConn.Read takes it
+// newStopFD is the eventfd Stop writes to: it is in every loop's poll
+// set, so that a sleeping loop wakes at once.
+func newStopFD() (int, error) {
+	fd, _, e := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, efdCloexec|efdNonblock, 0)
+	if e != 0 {
+		return -1, fmt.Errorf("eventfd2: %w", e)
+	}
+	return int(fd), nil
 }
 
-func newWaiter(p port) (*waiter, error) {
-	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
+// pollFd is struct pollfd.
+type pollFd struct {
+	fd      int32
+	events  int16
+	revents int16
+}
+
+// A waiter sleeps until one of a loop's sockets is readable or the
+// server stops.
+type waiter struct {
+	fds []pollFd
+}
+
+func newWaiter(p port, stopFD int) (*waiter, error) {
+	w := &waiter{}
+	for _, fd := range append(p.fds(), stopFD) {
+		w.fds = append(w.fds, pollFd{fd: int32(fd), events: pollIn})
 	}
-	for _, fd := range p.fds() {
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
-		if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			syscall.Close(ep)
-			return nil, fmt.Errorf("epoll_ctl: %w", err)
-		}
-	}
-	if err := syscall.SetNonblock(ep, true); err != nil {
-		syscall.Close(ep)
-		return nil, err
-	}
-	w := &waiter{f: os.NewFile(uintptr(ep), "dataplane-epoll")}
-	if w.rc, err = w.f.SyscallConn(); err != nil {
-		w.f.Close()
-		return nil, err
-	}
-	w.ready = func(uintptr) bool { return p.ready() }
 	return w, nil
 }
 
-// wait returns once the port has frames, or after d.
+// wait returns once a socket has frames or Stop was called, or after d.
 func (w *waiter) wait(d time.Duration) error {
-	if err := w.f.SetReadDeadline(time.Now().Add(d)); err != nil {
-		return err
-	}
-	if err := w.rc.Read(w.ready); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return err
+	_, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&w.fds[0])), uintptr(len(w.fds)), uintptr(d.Milliseconds()))
+	if e != 0 && e != syscall.EINTR {
+		return fmt.Errorf("poll: %w", e)
 	}
 	return nil
 }
 
-// wake ends a wait now (Stop).
-func (w *waiter) wake() { w.f.SetReadDeadline(time.Now()) }
-
-func (w *waiter) close() { w.f.Close() }
+func (w *waiter) close() {}
