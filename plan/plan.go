@@ -82,6 +82,10 @@ type Config struct {
 	Choice      string            `json:"choice,omitempty"`
 	Indirection []string          `json:"indirection,omitempty"`
 	Placement   map[string]string `json:"placement,omitempty"`
+	// A programmable stage: the LPG nodes placed there, in LPG order, and
+	// those at which it drops the frames that fail them.
+	Runs  []string `json:"runs,omitempty"`
+	Drops []string `json:"drops,omitempty"`
 }
 
 // Entry is one table entry.
