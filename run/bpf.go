@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/prg"
 )
 
 // The steering stage in eBPF. Its tables are hash maps with the model's
@@ -67,6 +68,11 @@ type Stage struct {
 	// Queues are the plan's queues in the order of the receive loops
 	// (a fanout program answers with an index into them).
 	Queues []uint32
+	// Program is the LPG nodes the embedder placed on the stage (the
+	// XDP program runs them first; run/stagegen.go), DropSites where
+	// they drop, in the order of the drop counters.
+	Program   []prg.StageNode
+	DropSites []StageDrop
 }
 
 // A Group is rules that compare the same key bytes: one hash map.
@@ -122,10 +128,11 @@ type maps struct {
 	groups []*ebpf.Map
 	rss    *ebpf.Map // one value: the Toeplitz table, then the indirection
 	xsks   *ebpf.Map // AF_XDP only
+	drops  *ebpf.Map // per drop site of the stage's checks, per CPU: frames dropped
 }
 
 func (m *maps) Close() {
-	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks}, m.groups...) {
+	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.drops}, m.groups...) {
 		if x != nil {
 			x.Close()
 		}
@@ -198,6 +205,11 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 		}
 		if err := m.rss.Put(uint32(0), val); err != nil {
 			return fail("RSS", err)
+		}
+	}
+	if len(s.Program) > 0 {
+		if m.drops, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_drops", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(len(s.DropSites), 1))}); err != nil {
+			return fail("drop counter", err)
 		}
 	}
 	if xskQueues > 0 {
@@ -298,7 +310,16 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		l2, ip = "l2ours", "ipours"
 	}
 
-	add(asm.Mov.Reg(asm.R6, asm.R1), asm.Mov.Imm(asm.R7, 0))
+	if kind == progXDP && len(s.Program) > 0 {
+		// The placed checks first; a frame they do not decide goes on
+		// to the steering.
+		add(asm.Mov.Reg(asm.R6, asm.R1))
+		add(stageProgram(s.Program, m.drops.FD(), "classify")...)
+		next = "classify"
+	} else {
+		add(asm.Mov.Reg(asm.R6, asm.R1))
+	}
+	add(asm.Mov.Imm(asm.R7, 0))
 	if kind != progXDP {
 		// A socket program sees a frame after the kernel took its
 		// 802.1Q tag off into the skb (__netif_receive_skb_core,
