@@ -121,4 +121,3 @@ func dropCount(t *testing.T, m *ebpf.Map, site int) uint64 {
 	}
 	return n
 }
-
