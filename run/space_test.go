@@ -233,7 +233,7 @@ func TestStageOverStacks(t *testing.T) {
 	start := time.Now()
 	stacks, targets := spaceStacks(t), spaceTargets(t)
 	const perStack = 200
-	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued int
+	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites int
 	for _, sc := range stacks {
 		st, diags := lpg.LoadStack(sc.name, sc.src)
 		if st == nil || diags.HasErrors() {
@@ -287,6 +287,18 @@ func TestStageOverStacks(t *testing.T) {
 				for i, d := range ds {
 					nChecked++
 					queue, ref := sm.RunNIC(frames[i], true)
+					// The XDP program's checks (Stage.Program) drop what
+					// the LPG drops at their sites, and nothing else; the
+					// AF_PACKET programs run no checks.
+					site := ref.Kind == lpg.Drop && slices.Contains(s.DropSites, StageDrop{ref.Node, ref.Port})
+					if site != d.dropped && len(s.Program) > 0 && (site || queue >= 0) {
+						fail(i, "the LPG says %s; the XDP program dropped it: %v", ref, d.dropped)
+						continue
+					}
+					if site {
+						nSites++
+						continue
+					}
 					if d.skb {
 						if d.tc != d.ours || d.filter != (d.ours && !d.dropped) {
 							fail(i, "XDP: ours %v (dropped %v); the filter kept it: %v, tc took it: %v", d.ours, d.dropped, d.filter, d.tc)
@@ -333,8 +345,8 @@ func TestStageOverStacks(t *testing.T) {
 		}
 	}
 	t.Logf("%d stacks × %d models: %d stages (%d distinct, loaded; %d declined with a reason) on %d frames: %d checks, "+
-		"%d the LPG takes, %d the kernel's, %d queues compared; %v",
-		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, time.Since(start).Round(time.Millisecond))
+		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks; %v",
+		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, time.Since(start).Round(time.Millisecond))
 	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 {
 		t.Errorf("too few frames of each kind: the frames do not exercise the stage")
 	}
