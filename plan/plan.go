@@ -419,6 +419,12 @@ func (c Config) appendJSON(b []byte) []byte {
 		}
 		b = append(b, "\n      }"...)
 	}
+	if len(c.Runs) > 0 {
+		b = appendStrings(appendKey(b, "runs", false), c.Runs)
+	}
+	if len(c.Drops) > 0 {
+		b = appendStrings(appendKey(b, "drops", false), c.Drops)
+	}
 	return append(b, elemEnd...)
 }
 
