@@ -36,18 +36,21 @@ graph linux_xdp {
         // 802.3 §3.2.3 (b); an ARP sender no host may have).
         config Stage {
             program {
-                runs [RxL2EtherValidCRC RxL2EtherValidLength RxL2EtherValidUntagged
-                    RxL2EtherValidMTU RxL2EtherValidDest RxL2EtherValidSource RxL2EtherClassifyL3
-                    RxL3ARPValidHeader RxL3ARPIsRequest RxL3ARPLocalIPDest RxL3ARPValidSender
-                    RxL3IPv4ValidVersion RxL3IPv4ValidHeaderLength RxL3IPv4ValidLength
-                    RxL3IPv4ValidChecksum RxL3IPv4ValidSource RxL3IPv4ValidLocalIP
-                    RxL3IPv4ValidReassembly RxL3IPv4Classify
-                    RxL4UDPValidHeaderLength RxL4UDPValidLength RxL3ICMPValidHeaderLength]
-                drops [RxL2EtherValidCRC RxL2EtherValidLength RxL2EtherValidSource
-                    RxL3ARPValidHeader RxL3ARPValidSender
-                    RxL3IPv4ValidVersion RxL3IPv4ValidHeaderLength RxL3IPv4ValidLength
-                    RxL3IPv4ValidChecksum RxL3IPv4ValidSource
-                    RxL4UDPValidHeaderLength RxL4UDPValidLength RxL3ICMPValidHeaderLength]
+                runs [
+                    RxL2EtherValidCRC RxL2EtherValidLength RxL2EtherValidUntagged RxL2EtherValidMTU
+                    RxL2EtherValidDest RxL2EtherValidSource RxL2EtherClassifyL3 RxL3ARPValidHeader
+                    RxL3ARPIsRequest RxL3ARPLocalIPDest RxL3ARPValidSender RxL3IPv4ValidVersion
+                    RxL3IPv4ValidHeaderLength RxL3IPv4ValidLength RxL3IPv4ValidChecksum
+                    RxL3IPv4ValidSource RxL3IPv4ValidLocalIP RxL3IPv4ValidReassembly
+                    RxL3IPv4Classify RxL4UDPValidHeaderLength RxL4UDPValidLength
+                    RxL3ICMPValidHeaderLength
+                ]
+                drops [
+                    RxL2EtherValidCRC RxL2EtherValidLength RxL2EtherValidSource RxL3ARPValidHeader
+                    RxL3ARPValidSender RxL3IPv4ValidVersion RxL3IPv4ValidHeaderLength
+                    RxL3IPv4ValidLength RxL3IPv4ValidChecksum RxL3IPv4ValidSource
+                    RxL4UDPValidHeaderLength RxL4UDPValidLength RxL3ICMPValidHeaderLength
+                ]
                 // The transport checksums sum the whole datagram: up to
                 // 65,507 bytes, a loop the verifier must prove bounded
                 // within its 1,000,000 processed instructions
@@ -56,9 +59,11 @@ graph linux_xdp {
                 // (net/core/filter.c). They, and what comes after them
                 // (demultiplexing, delivery, the answers), stay in the
                 // generated Go.
-                limits ["RxL4UDPValidChecksum: sums the whole datagram (up to 65,507 bytes): beyond what the verifier bounds"
+                limits [
+                    "RxL4UDPValidChecksum: sums the whole datagram (up to 65,507 bytes): beyond what the verifier bounds"
                     "RxL3ICMPValidChecksum: sums the whole message (up to 65,515 bytes): beyond what the verifier bounds"
-                    "RxL4TCPValidUnicastDest: TCP is the kernel's; the stage hands it on"]
+                    "RxL4TCPValidUnicastDest: TCP is the kernel's; the stage hands it on"
+                ]
             }
             port out[CFlow]
         }
