@@ -51,6 +51,11 @@ graph linux_xdp {
                     RxL3IPv4ValidLength RxL3IPv4ValidChecksum RxL3IPv4ValidSource
                     RxL4UDPValidHeaderLength RxL4UDPValidLength RxL3ICMPValidHeaderLength
                 ]
+                // An ARP request that passed the LPG's checks (for one of
+                // our unicast addresses, from a sender a host may be, to
+                // our MAC or the broadcast, from an individual address)
+                // is answered in place with XDP_TX.
+                answers [RxL3ARPNeedsResponse]
                 // The transport checksums sum the whole datagram: up to
                 // 65,507 bytes, a loop the verifier must prove bounded
                 // within its 1,000,000 processed instructions

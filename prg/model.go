@@ -120,9 +120,10 @@ type Space struct {
 	// whose failing frames it may drop (Drops; the others hand such
 	// frames on through the out port), and the limits that keep a node
 	// off the stage (Limits: node -> why).
-	Runs   []string
-	Drops  []string
-	Limits map[string]string
+	Runs    []string
+	Drops   []string
+	Answers []string // terminal LPG nodes it answers for (the answer built in place and sent back)
+	Limits  map[string]string
 }
 
 // Features an enum switch may control (its feature property).
@@ -624,6 +625,8 @@ func (sp *Space) set(p graph.Prop) error {
 		sp.Runs, err = names()
 	case "drops":
 		sp.Drops, err = names()
+	case "answers":
+		sp.Answers, err = names()
 	case "limits":
 		// limits ["NODE: why the stage cannot run it" ...]
 		if v.Kind != graph.ListValue {

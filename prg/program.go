@@ -20,6 +20,10 @@ import (
 // dropped there is dropped by the node that drops it in the LPG, and the
 // embedding sees the checks done.
 
+// AttrStage marks the nodes a program value adds to a configured PRG,
+// with the stage's name.
+const AttrStage = "stage="
+
 // ProgramOut is the one port of a program stage: where the frames the
 // stage does not decide go on.
 const ProgramOut = "out"
@@ -29,6 +33,10 @@ type StageNode struct {
 	Name  string     // the LPG node's name
 	Kind  graph.Kind // Boolean or FNode
 	Ports []StagePort
+	// Answer is what an answering node (one of the space's answers, a
+	// terminal of the LPG with no ports) answers: its LPG attributes,
+	// which say the reply (lpg.AttrReply).
+	Answer []string
 }
 
 // StagePort is a port of a placed node.
@@ -55,6 +63,9 @@ func PlaceProgram(sp *Space, lpgGraph *graph.Graph) *Value {
 		return v
 	}
 	runs := func(n *graph.Node) bool {
+		if slices.Contains(sp.Answers, n.Name) {
+			return n.Kind == graph.FNode && len(n.Ports) == 0
+		}
 		return slices.Contains(sp.Runs, n.Name) && (n.Kind == graph.Boolean || n.Kind == graph.FNode) && len(n.Ports) > 0
 	}
 	placed := make([]bool, len(lpgGraph.Nodes))
@@ -88,6 +99,9 @@ func PlaceProgram(sp *Space, lpgGraph *graph.Graph) *Value {
 			continue
 		}
 		sn := StageNode{Name: n.Name, Kind: n.Kind}
+		if len(n.Ports) == 0 {
+			sn.Answer = slices.Clone(n.Attrs)
+		}
 		for _, p := range n.Ports {
 			sp2 := StagePort{Name: p.Name, Pred: p.Pred, Next: ProgramOut}
 			switch {
@@ -110,7 +124,7 @@ func validateProgram(sp *Space, v *Value, bad func(string, string, ...any)) {
 		names[n.Name] = true
 	}
 	for _, n := range v.Program {
-		if !slices.Contains(sp.Runs, n.Name) {
+		if !slices.Contains(sp.Runs, n.Name) && !(len(n.Ports) == 0 && slices.Contains(sp.Answers, n.Name)) {
 			bad(sp.Node, "places %s, which the stage does not run", n.Name)
 		}
 		for _, p := range n.Ports {
@@ -135,7 +149,7 @@ func applyProgram(g *graph.Graph, n, orig *graph.Node, v *Value) {
 	ids := map[string]int{}
 	added := make([]*graph.Node, len(v.Program))
 	for i, sn := range v.Program {
-		added[i] = g.Add(&graph.Node{Name: sn.Name, Kind: sn.Kind, Cluster: slices.Clone(orig.Cluster), Attrs: []string{"stage=" + orig.Name}})
+		added[i] = g.Add(&graph.Node{Name: sn.Name, Kind: sn.Kind, Cluster: slices.Clone(orig.Cluster), Attrs: append([]string{AttrStage + orig.Name}, sn.Answer...)})
 		ids[sn.Name] = added[i].ID
 	}
 	for i, sn := range v.Program {
@@ -154,8 +168,8 @@ func applyProgram(g *graph.Graph, n, orig *graph.Node, v *Value) {
 	n.Ports = []*graph.Port{{Name: "run", Succ: []int{added[0].ID}}}
 }
 
-// StageNodes returns the names of the placed nodes of a program value,
-// and of those that may drop, in order.
+// StageNodes returns the names of the placed nodes of a program value
+// (the answering ones too), and of those that may drop, in order.
 func (v *Value) StageNodes() (runs, drops []string) {
 	for _, n := range v.Program {
 		runs = append(runs, n.Name)

@@ -73,6 +73,8 @@ type Stage struct {
 	// they drop, in the order of the drop counters.
 	Program   []prg.StageNode
 	DropSites []StageDrop
+	Answers   []string // the nodes that answer (XDP_TX), counted after the drop sites
+	MAC       [6]byte  // the stack's (first interface's) address, of the answers
 }
 
 // A Group is rules that compare the same key bytes: one hash map.
@@ -128,7 +130,7 @@ type maps struct {
 	groups []*ebpf.Map
 	rss    *ebpf.Map // one value: the Toeplitz table, then the indirection
 	xsks   *ebpf.Map // AF_XDP only
-	drops  *ebpf.Map // per drop site of the stage's checks, per CPU: frames dropped
+	drops  *ebpf.Map // per drop site of the stage's checks, then per answer, per CPU: frames
 }
 
 func (m *maps) Close() {
@@ -208,7 +210,7 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 		}
 	}
 	if len(s.Program) > 0 {
-		if m.drops, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_drops", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(len(s.DropSites), 1))}); err != nil {
+		if m.drops, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_stage", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(len(s.DropSites)+len(s.Answers), 1))}); err != nil {
 			return fail("drop counter", err)
 		}
 	}
@@ -314,7 +316,7 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// The placed checks first; a frame they do not decide goes on
 		// to the steering.
 		add(asm.Mov.Reg(asm.R6, asm.R1))
-		add(stageProgram(s.Program, m.drops.FD(), "classify")...)
+		add(stageProgram(s.Program, s.MAC, m.drops.FD(), "classify")...)
 		next = "classify"
 	} else {
 		add(asm.Mov.Reg(asm.R6, asm.R1))

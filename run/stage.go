@@ -113,11 +113,17 @@ func stageChecks(s *Stage, m *prg.Model, c plan.Config, st *lpg.Stack) error {
 	if !slices.Equal(runs, c.Runs) || !slices.Equal(drops, c.Drops) {
 		return fmt.Errorf("%s: the plan places %d checks on the eBPF stage, the model and the stack %d: the plan is not of this stack", c.Node, len(c.Runs), len(runs))
 	}
-	sites, err := checkProgram(v.Program)
+	sites, answers, err := checkProgram(v.Program)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.Node, err)
 	}
-	s.Program, s.DropSites = v.Program, sites
+	s.Program, s.DropSites, s.Answers = v.Program, sites, answers
+	if len(st.Interfaces) > 0 {
+		mac := st.Interfaces[0].MAC
+		for i := range s.MAC {
+			s.MAC[i] = byte(mac >> (40 - 8*i))
+		}
+	}
 	return nil
 }
 

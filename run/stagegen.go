@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -35,6 +36,8 @@ const (
 	sgIPLen = -224 // the bytes from the IPv4 header on
 	sgKey   = -228 // the drop site's index, a map key
 	sgField = -232 // the first field slot; field i is at sgField - 8*i
+	sgOut   = -512 // 48 bytes: an answer being built (below the field slots)
+	arpLen  = 14 + 28
 )
 
 // Presence bits of the field groups, as internal/fallback's decoder.
@@ -79,10 +82,10 @@ func fieldSlot(name string) (int16, int32, bool) {
 	return int16(sgField - 8*i), stageFields[i].has, true
 }
 
-// checkProgram verifies that the generator can emit every predicate of
-// the placed nodes, and lists the drop sites in program order.
-func checkProgram(nodes []prg.StageNode) ([]StageDrop, error) {
-	var sites []StageDrop
+// checkProgram verifies that the generator can emit every predicate and
+// answer of the placed nodes, and lists the drop sites and the answering
+// nodes in program order.
+func checkProgram(nodes []prg.StageNode) (sites []StageDrop, answers []string, err error) {
 	var bad error
 	var walk func(e pred.Expr)
 	walk = func(e pred.Expr) {
@@ -109,6 +112,12 @@ func checkProgram(nodes []prg.StageNode) ([]StageDrop, error) {
 		}
 	}
 	for _, n := range nodes {
+		if len(n.Ports) == 0 {
+			if !slices.Contains(n.Answer, lpg.AttrReply+"arp") {
+				return nil, nil, fmt.Errorf("%s: the eBPF stage cannot build its answer (%v)", n.Name, n.Answer)
+			}
+			answers = append(answers, n.Name)
+		}
 		for _, p := range n.Ports {
 			walk(p.Pred)
 			if p.Drops() {
@@ -116,10 +125,10 @@ func checkProgram(nodes []prg.StageNode) ([]StageDrop, error) {
 			}
 		}
 		if bad != nil {
-			return nil, fmt.Errorf("%s: %w", n.Name, bad)
+			return nil, nil, fmt.Errorf("%s: %w", n.Name, bad)
 		}
 	}
-	return sites, nil
+	return sites, answers, nil
 }
 
 // block is straight-line code that ends in a jump or an exit.
@@ -426,10 +435,50 @@ func (g *stageGen) cond(e pred.Expr, yes, no string) {
 	}
 }
 
+// arpAnswer turns the ARP request in the frame into its answer, as the
+// data plane's TxL3ARPInitiateResponse and TxL2EtherFillHeader build it
+// (RFC 826, "Packet Reception": opcode reply, our hardware address for
+// the protocol address asked, to the asker; untagged, 42 bytes), and
+// sends it back with XDP_TX, counted at key. A frame it cannot resize is
+// handed on to out (the software answers it).
+func (g *stageGen) arpAnswer(mac [6]byte, key int, out string) {
+	copyBytes := func(to, from int16, n int16) {
+		for i := range n {
+			g.add(asm.LoadMem(asm.R1, asm.R10, from+i, asm.Byte), asm.StoreMem(asm.R10, sgOut+to+i, asm.R1, asm.Byte))
+		}
+	}
+	constBytes := func(to int16, b []byte) {
+		for i, v := range b {
+			g.add(asm.StoreImm(asm.R10, sgOut+to+int16(i), int64(v), asm.Byte))
+		}
+	}
+	copyBytes(0, sgHdr+8, 6) // to the sender's hardware address
+	constBytes(6, mac[:])
+	constBytes(12, []byte{0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 2})
+	constBytes(22, mac[:])
+	copyBytes(28, sgHdr+24, 4) // the address asked for is ours
+	copyBytes(32, sgHdr+8, 6)
+	copyBytes(38, sgHdr+14, 4)
+	// The frame becomes the answer: its tail trimmed to the answer's
+	// length (plus a tag's 4 bytes), then a tag taken off the head.
+	tagged := g.label("tagged")
+	g.add(asm.Mov.Imm(asm.R7, 0), asm.Mov.Reg(asm.R0, asm.R9), asm.And.Imm(asm.R0, hasVlan), asm.JEq.Imm(asm.R0, 0, tagged),
+		asm.Mov.Imm(asm.R7, 4),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(tagged), asm.FnXdpGetBuffLen.Call(),
+		asm.Mov.Imm(asm.R2, arpLen), asm.Add.Reg(asm.R2, asm.R7), asm.Sub.Reg(asm.R2, asm.R0),
+		asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpAdjustTail.Call(), asm.JNE.Imm(asm.R0, 0, out),
+		asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Reg(asm.R2, asm.R7), asm.FnXdpAdjustHead.Call(), asm.JNE.Imm(asm.R0, 0, "sg_aborted"),
+		asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, 0), asm.Mov.Reg(asm.R3, asm.R10), asm.Add.Imm(asm.R3, sgOut), asm.Mov.Imm(asm.R4, arpLen),
+		asm.FnXdpStoreBytes.Call(), asm.JNE.Imm(asm.R0, 0, "sg_aborted"),
+		asm.StoreImm(asm.R10, sgKey, int64(key), asm.Word), asm.Mov.Imm(asm.R7, 3), // XDP_TX
+		asm.Ja.Label("sg_count"))
+}
+
 // stageProgram returns the checks: they start at the program's first
-// instruction (R6 the context) and end by jumping to out, or with
-// XDP_DROP. drops is the per-CPU counter array's file descriptor.
-func stageProgram(nodes []prg.StageNode, drops int, out string) asm.Instructions {
+// instruction (R6 the context) and end by jumping to out, with XDP_DROP
+// or with XDP_TX. counts is the per-CPU counter array's file descriptor:
+// the drop sites' counters, then the answers'.
+func stageProgram(nodes []prg.StageNode, mac [6]byte, counts int, out string) asm.Instructions {
 	g := &stageGen{}
 	nodeLabel := func(name string) string { return "sg_node_" + name }
 	g.start("sg_entry")
@@ -441,8 +490,22 @@ func stageProgram(nodes []prg.StageNode, drops int, out string) asm.Instructions
 	}
 	g.decode(nodeLabel(nodes[0].Name))
 	site := 0
+	nsites := 0
+	for _, n := range nodes {
+		for _, p := range n.Ports {
+			if p.Drops() {
+				nsites++
+			}
+		}
+	}
+	answer := nsites
 	for _, n := range nodes {
 		g.start(nodeLabel(n.Name))
+		if len(n.Ports) == 0 {
+			g.arpAnswer(mac, answer, out)
+			answer++
+			continue
+		}
 		def := -1
 		targets := make([]string, len(n.Ports))
 		for i := range n.Ports {
@@ -468,7 +531,7 @@ func stageProgram(nodes []prg.StageNode, drops int, out string) asm.Instructions
 			g.start(targets[i])
 			switch {
 			case p.Drops():
-				g.add(asm.StoreImm(asm.R10, sgKey, int64(site), asm.Word), asm.Ja.Label("sg_drop"))
+				g.add(asm.StoreImm(asm.R10, sgKey, int64(site), asm.Word), asm.Mov.Imm(asm.R7, 1), asm.Ja.Label("sg_count")) // XDP_DROP
 				site++
 			case p.Next == prg.ProgramOut:
 				g.add(asm.Ja.Label(out))
@@ -477,12 +540,15 @@ func stageProgram(nodes []prg.StageNode, drops int, out string) asm.Instructions
 			}
 		}
 	}
-	// A counted drop: the site's counter, then XDP_DROP.
-	g.start("sg_drop")
-	g.add(asm.LoadMapPtr(asm.R1, drops), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, sgKey), asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "sg_dropped"),
+	// A counted decision: the counter at sgKey, then the action in R7.
+	g.start("sg_count")
+	g.add(asm.LoadMapPtr(asm.R1, counts), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, sgKey), asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "sg_counted"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord), asm.Add.Imm(asm.R1, 1), asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-		asm.Mov.Imm(asm.R0, 1).WithSymbol("sg_dropped"), asm.Return())
+		asm.Mov.Reg(asm.R0, asm.R7).WithSymbol("sg_counted"), asm.Return())
+	// An answer half built: the frame is no longer the request.
+	g.start("sg_aborted")
+	g.add(asm.Mov.Imm(asm.R0, 0), asm.Return()) // XDP_ABORTED
 	return g.emit()
 }
 

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sim"
 )
 
@@ -55,7 +57,7 @@ func TestStageChecksMatchLPG(t *testing.T) {
 				t.Fatal(err)
 			}
 			gen := sim.NewGen(st, 7)
-			ran, dropped, mismatches := 0, map[string]int{}, 0
+			ran, dropped, mismatches, answered := 0, map[string]int{}, 0, 0
 			for range 15000 {
 				f := gen.Next()
 				if !f.CRCOK || len(f.Data) < 14 {
@@ -71,12 +73,31 @@ func TestStageChecksMatchLPG(t *testing.T) {
 					site = slices.Index(s.DropSites, StageDrop{res.Ref.Node, res.Ref.Port})
 				}
 				before := dropCount(t, m.drops, site)
-				act, err := xdp.Run(&ebpf.RunOptions{Data: f.Data, DataOut: make([]byte, len(f.Data)+64)})
+				ro := &ebpf.RunOptions{Data: f.Data, DataOut: make([]byte, len(f.Data)+64)}
+				act, err := xdp.Run(ro)
 				if err != nil {
 					t.Fatalf("%s: test run: %v", f.Label, err)
 				}
 				ran++
+				arp := res.Ref == lpg.Outcome{Kind: lpg.Reply, Reply: "arp"}
 				switch {
+				case act == 3 && !arp:
+					t.Errorf("%s: the XDP stage answers it; the LPG: %s\n% x", f.Label, res.Ref, f.Data)
+					mismatches++
+				case act == 3:
+					// The answer the data plane's transmit nodes build.
+					tx := &dataplane.Tx{Req: f.Data, Buf: make([]byte, 1514), MAC: s.MAC}
+					if !dataplane.TxL3ARPInitiateResponse(tx) || !dataplane.TxL2EtherFillHeader(tx) {
+						t.Fatalf("%s: the data plane does not answer it", f.Label)
+					}
+					if want := tx.Buf[:tx.N]; !bytes.Equal(ro.DataOut, want) {
+						t.Errorf("%s: the XDP stage answers\n% x\nthe data plane\n% x", f.Label, ro.DataOut, want)
+						mismatches++
+					}
+					answered++
+				case arp && len(s.Answers) > 0:
+					t.Errorf("%s: the LPG answers it; the XDP stage's action is %d\n% x", f.Label, act, f.Data)
+					mismatches++
 				case act == 1 && site < 0:
 					t.Errorf("%s: the XDP stage drops it; the LPG: %s\n% x", f.Label, res.Ref, f.Data)
 					mismatches++
@@ -89,7 +110,7 @@ func TestStageChecksMatchLPG(t *testing.T) {
 				case act == 1:
 					dropped[s.DropSites[site].String()]++
 				}
-				if (act == 1) != (res.Queue < 0) {
+				if (act == 1 || act == 3) != (res.Queue < 0) {
 					t.Errorf("%s: the XDP stage's action is %d, the model's queue %d", f.Label, act, res.Queue)
 					mismatches++
 				}
@@ -97,10 +118,10 @@ func TestStageChecksMatchLPG(t *testing.T) {
 					t.FailNow()
 				}
 			}
-			if len(dropped) == 0 {
-				t.Errorf("the stage dropped none of %d frames", ran)
+			if len(dropped) == 0 || st.ARP && answered == 0 {
+				t.Errorf("the stage dropped none of %d frames, or answered no ARP request (%d)", ran, answered)
 			}
-			t.Logf("%d frames, %d drop sites, dropped %v", ran, len(s.DropSites), dropped)
+			t.Logf("%d frames, %d drop sites, dropped %v, %d ARP requests answered", ran, len(s.DropSites), dropped, answered)
 		})
 	}
 }
