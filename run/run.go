@@ -403,6 +403,8 @@ type serving struct {
 	st      *lpg.Stack
 	hw      bool // a hardware plan: linux.sh first, then the stage
 	via     *viaStreams
+	// stageCounts reads the XDP stage's counters (nil without checks).
+	stageCounts func() []dataplane.Outcome
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
@@ -425,6 +427,10 @@ func (sv *serving) serve(kind string) error {
 		return err
 	}
 	defer m.Close()
+	if kind == dataplane.AFXDP && m.drops != nil {
+		sv.stageCounts = func() []dataplane.Outcome { return stageCounts(sv.stage, m.drops) }
+		defer func() { sv.stageCounts = nil }()
+	}
 	var progs []*ebpf.Program
 	defer func() {
 		for _, p := range progs {
@@ -579,6 +585,9 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 				if err := json.Unmarshal([]byte(line[len("report "):]), &r); err != nil {
 					sv.out.note("note", "the generated stack's report does not read: %v", err)
 					return
+				}
+				if sv.stageCounts != nil {
+					r.Stage = sv.stageCounts()
 				}
 				sv.out.report(r)
 			default:

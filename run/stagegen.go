@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"
+	"github.com/dragonc/dragonc/run/dataplane"
 )
 
 // The XDP program's checks: the LPG nodes the embedder placed on the
@@ -129,6 +131,34 @@ func checkProgram(nodes []prg.StageNode) (sites []StageDrop, answers []string, e
 		}
 	}
 	return sites, answers, nil
+}
+
+// stageCounts reads the stage's per-CPU counters (the drop sites, then
+// the answers) as outcomes named as verify names them; a counter it
+// cannot read is left out.
+func stageCounts(s *Stage, m *ebpf.Map) []dataplane.Outcome {
+	names := make([]string, 0, len(s.DropSites)+len(s.Answers))
+	for _, d := range s.DropSites {
+		names = append(names, "drop "+d.String())
+	}
+	for range s.Answers {
+		names = append(names, "reply arp")
+	}
+	var out []dataplane.Outcome
+	for i, name := range names {
+		var per []uint64
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			continue
+		}
+		var n uint64
+		for _, v := range per {
+			n += v
+		}
+		if n > 0 {
+			out = append(out, dataplane.Outcome{Name: name, Count: n})
+		}
+	}
+	return out
 }
 
 // block is straight-line code that ends in a jump or an exit.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"bytes"
+	gomaps "maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -122,6 +123,21 @@ func TestStageChecksMatchLPG(t *testing.T) {
 				t.Errorf("the stage dropped none of %d frames, or answered no ARP request (%d)", ran, answered)
 			}
 			t.Logf("%d frames, %d drop sites, dropped %v, %d ARP requests answered", ran, len(s.DropSites), dropped, answered)
+			// What run shows: the same counts, by outcome.
+			want := map[string]uint64{}
+			for site, n := range dropped {
+				want["drop "+site] = uint64(n)
+			}
+			if answered > 0 {
+				want["reply arp"] = uint64(answered)
+			}
+			got := map[string]uint64{}
+			for _, o := range stageCounts(s, m.drops) {
+				got[o.Name] = o.Count
+			}
+			if !gomaps.Equal(got, want) {
+				t.Errorf("the stage's counters read %v; the test counted %v", got, want)
+			}
 		})
 	}
 }
