@@ -28,10 +28,10 @@ type Step struct {
 // software nodes of its queue, and the outcome, with the generated code's
 // verdict and the LPG's beside it. Its JSON field names are a contract.
 type FrameTrace struct {
-	Frame    int    `json:"frame"`  // 1-based, in input order
-	Source   string `json:"source"` // "capture.pcap #3" or "--frame 2"
-	Length   int    `json:"length"`
-	Queue    int    `json:"queue"` // -1: the NIC dropped it
+	Frame  int    `json:"frame"`  // 1-based, in input order
+	Source string `json:"source"` // "capture.pcap #3" or "--frame 2"
+	Length int    `json:"length"`
+	Queue  int    `json:"queue"` // -1: the NIC dropped it
 	// Stage names the NIC's programmable stage that decided the frame
 	// (dropped or answered it; the eBPF stage's XDP program on
 	// linux-xdp), "" when none did.
