@@ -125,10 +125,6 @@ type Embedding struct {
 	space      []*prg.Space // configured PRG node -> its configuration space
 	hwNode     []hwFacts    // configured PRG node -> what the walks ask of it
 	iota       []int        // 0, 1, 2, ...: see allPorts
-	// stageDead marks, per LPG port (portOff), the ports a programmable
-	// stage drops at for every frame that reaches their node (see
-	// stageDrops).
-	stageDead []bool
 	// frozen is set while walks run in parallel: the caches above are
 	// then read, never written (see warm).
 	frozen bool
@@ -246,7 +242,11 @@ func LPGPaths(g *graph.Graph) *Paths {
 // frames each queue receives, which stay in software and which no frame
 // of the queue reaches. paths are lpgGraph's (nil: worked out here).
 func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Embedding, error) {
-	hw, err := m.Apply(c)
+	// A programmable stage's checks decide frames before any queue, but
+	// the software of a queue does not count on them: the same software
+	// serves where the stage does not run (dragonc run's AF_PACKET path
+	// has no XDP program), so the walks see the PRG without them.
+	hw, err := m.Apply(c.WithoutPrograms())
 	if err != nil {
 		return nil, err
 	}
@@ -347,64 +347,7 @@ func (em *Embedding) warm() {
 			em.portOff[i+1] = em.portOff[i] + len(n.Ports)
 		}
 	}
-	em.stageDead = em.stageDrops()
 	em.frozen = true
-}
-
-// stageDrops finds the LPG ports a programmable stage (prg/program.go)
-// drops at: a port that leads nowhere in the stage's copy of an LPG node
-// X, when every LPG edge into X comes from the LPG's source (X is the
-// stage's first node) or from the port of a node so covered whose copy
-// leads to X's copy. The copies have the LPG's predicates, so every
-// frame that reaches X in the LPG reaches X's copy and takes the same
-// port there: no frame taking such a port reaches a queue. (The solver's
-// boxes over-approximate the guards' negations, so it cannot see this.)
-func (em *Embedding) stageDrops() []bool {
-	g := em.LPG
-	dead := make([]bool, em.portOff[len(g.Nodes)])
-	copyOf := func(name string) *graph.Node {
-		n, ok := em.HW.Lookup(name)
-		if !ok || !slices.ContainsFunc(n.Attrs, func(a string) bool { return strings.HasPrefix(a, "stage=") }) {
-			return nil
-		}
-		return n
-	}
-	covered := make([]bool, len(g.Nodes))
-	for _, id := range em.order {
-		n := g.Nodes[id]
-		c := copyOf(n.Name)
-		if id == 0 || c == nil || len(em.inPorts[id]) == 0 {
-			continue
-		}
-		ok := true
-		for _, ip := range em.inPorts[id] {
-			if ip.From == 0 {
-				// The stage's first node: the stage node leads to it.
-				continue
-			}
-			from := g.Nodes[ip.From]
-			fc := copyOf(from.Name)
-			if !covered[ip.From] || fc == nil {
-				ok = false
-				break
-			}
-			fp := fc.Port(from.Ports[ip.Port].Name)
-			if fp == nil || len(fp.Succ) != 1 || fp.Succ[0] != c.ID {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		covered[id] = true
-		for i, p := range n.Ports {
-			if cp := c.Port(p.Name); cp != nil && len(cp.Succ) == 0 && len(p.Succ) == 0 {
-				dead[em.portOff[id]+i] = true
-			}
-		}
-	}
-	return dead
 }
 
 // liveOf returns which ports of LPG node id some frame on the queue takes
@@ -956,11 +899,6 @@ func (em *Embedding) place(qe *QueueEmbedding) {
 		}
 		ports := live[off[id]:off[id+1]:off[id+1]]
 		em.livePorts(qe, n, b, ports)
-		for i, d := range em.stageDead[off[id]:off[id+1]] {
-			if d {
-				ports[i] = false
-			}
-		}
 		em.decide(qe, n, b, ports)
 	}
 	qe.live = live

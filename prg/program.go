@@ -185,3 +185,15 @@ func (v *Value) StageNodes() (runs, drops []string) {
 
 // String describes a placed node for messages.
 func (n StageNode) String() string { return fmt.Sprintf("%s (%d ports)", n.Name, len(n.Ports)) }
+
+// WithoutPrograms returns the configuration with nothing placed on the
+// programmable stages (the values of other nodes shared).
+func (c *Config) WithoutPrograms() *Config {
+	out := NewConfig()
+	for k, v := range c.Values {
+		if v.Kind != Program {
+			out.Values[k] = v
+		}
+	}
+	return out
+}

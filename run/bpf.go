@@ -131,10 +131,26 @@ type maps struct {
 	rss    *ebpf.Map // one value: the Toeplitz table, then the indirection
 	xsks   *ebpf.Map // AF_XDP only
 	drops  *ebpf.Map // per drop site of the stage's checks, then per answer, per CPU: frames
+	// cfg is one word: 1 when the stage answers with XDP_TX (SetAnswers).
+	cfg *ebpf.Map
+}
+
+// setAnswers turns the stage's answers (XDP_TX) on or off; off, the
+// frames they would answer go to the receive loops, whose software
+// answers them the same way.
+func (m *maps) setAnswers(on bool) error {
+	if m.cfg == nil {
+		return nil
+	}
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	return m.cfg.Put(uint32(0), v)
 }
 
 func (m *maps) Close() {
-	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.drops}, m.groups...) {
+	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.drops, m.cfg}, m.groups...) {
 		if x != nil {
 			x.Close()
 		}
@@ -212,6 +228,14 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 	if len(s.Program) > 0 {
 		if m.drops, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_stage", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(len(s.DropSites)+len(s.Answers), 1))}); err != nil {
 			return fail("drop counter", err)
+		}
+	}
+	if len(s.Answers) > 0 {
+		if m.cfg, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_stagecfg", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
+			return fail("stage configuration", err)
+		}
+		if err := m.setAnswers(true); err != nil {
+			return fail("stage configuration", err)
 		}
 	}
 	if xskQueues > 0 {
@@ -316,7 +340,11 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// The placed checks first; a frame they do not decide goes on
 		// to the steering.
 		add(asm.Mov.Reg(asm.R6, asm.R1))
-		add(stageProgram(s.Program, s.MAC, m.drops.FD(), "classify")...)
+		cfg := -1
+		if m.cfg != nil {
+			cfg = m.cfg.FD()
+		}
+		add(stageProgram(s.Program, s.MAC, m.drops.FD(), cfg, "classify")...)
 		next = "classify"
 	} else {
 		add(asm.Mov.Reg(asm.R6, asm.R1))

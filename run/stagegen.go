@@ -469,9 +469,14 @@ func (g *stageGen) cond(e pred.Expr, yes, no string) {
 // data plane's TxL3ARPInitiateResponse and TxL2EtherFillHeader build it
 // (RFC 826, "Packet Reception": opcode reply, our hardware address for
 // the protocol address asked, to the asker; untagged, 42 bytes), and
-// sends it back with XDP_TX, counted at key. A frame it cannot resize is
+// sends it back with XDP_TX, counted at key, when the one word of the
+// map cfg says so. A frame it cannot resize, or does not answer, is
 // handed on to out (the software answers it).
-func (g *stageGen) arpAnswer(mac [6]byte, key int, out string) {
+func (g *stageGen) arpAnswer(mac [6]byte, key, cfg int, out string) {
+	// Answers switched off (setAnswers): the software answers.
+	g.add(asm.StoreImm(asm.R10, sgKey, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, cfg), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, sgKey), asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, out), asm.LoadMem(asm.R0, asm.R0, 0, asm.Word), asm.JEq.Imm(asm.R0, 0, out))
 	copyBytes := func(to, from int16, n int16) {
 		for i := range n {
 			g.add(asm.LoadMem(asm.R1, asm.R10, from+i, asm.Byte), asm.StoreMem(asm.R10, sgOut+to+i, asm.R1, asm.Byte))
@@ -507,8 +512,9 @@ func (g *stageGen) arpAnswer(mac [6]byte, key int, out string) {
 // stageProgram returns the checks: they start at the program's first
 // instruction (R6 the context) and end by jumping to out, with XDP_DROP
 // or with XDP_TX. counts is the per-CPU counter array's file descriptor:
-// the drop sites' counters, then the answers'.
-func stageProgram(nodes []prg.StageNode, mac [6]byte, counts int, out string) asm.Instructions {
+// the drop sites' counters, then the answers'; cfg the stage's
+// configuration word's (setAnswers).
+func stageProgram(nodes []prg.StageNode, mac [6]byte, counts, cfg int, out string) asm.Instructions {
 	g := &stageGen{}
 	nodeLabel := func(name string) string { return "sg_node_" + name }
 	g.start("sg_entry")
@@ -532,7 +538,7 @@ func stageProgram(nodes []prg.StageNode, mac [6]byte, counts int, out string) as
 	for _, n := range nodes {
 		g.start(nodeLabel(n.Name))
 		if len(n.Ports) == 0 {
-			g.arpAnswer(mac, answer, out)
+			g.arpAnswer(mac, answer, cfg, out)
 			answer++
 			continue
 		}
