@@ -387,6 +387,9 @@ func (g *stageGen) decode(done string) {
 	g.add(asm.Ja.Label(done))
 }
 
+// cmpJumps are the jumps of the comparisons (unsigned, as pred.Holds).
+var cmpJumps = map[pred.Op]asm.JumpOp{pred.Eq: asm.JEq, pred.Ne: asm.JNE, pred.Lt: asm.JLT, pred.Le: asm.JLE, pred.Gt: asm.JGT, pred.Ge: asm.JGE}
+
 // cond emits a predicate: a jump to yes when it holds, to no otherwise.
 func (g *stageGen) cond(e pred.Expr, yes, no string) {
 	switch e := e.(type) {
@@ -436,18 +439,8 @@ func (g *stageGen) cond(e pred.Expr, yes, no string) {
 			g.add(asm.LoadImm(asm.R2, int64(v), asm.DWord), op.Reg(asm.R1, asm.R2, to))
 		}
 		switch e.Op {
-		case pred.Eq:
-			jump(asm.JEq, e.Value, yes)
-		case pred.Ne:
-			jump(asm.JNE, e.Value, yes)
-		case pred.Lt:
-			jump(asm.JLT, e.Value, yes)
-		case pred.Le:
-			jump(asm.JLE, e.Value, yes)
-		case pred.Gt:
-			jump(asm.JGT, e.Value, yes)
-		case pred.Ge:
-			jump(asm.JGE, e.Value, yes)
+		case pred.Eq, pred.Ne, pred.Lt, pred.Le, pred.Gt, pred.Ge:
+			jump(cmpJumps[e.Op], e.Value, yes)
 		case pred.In:
 			for _, r := range e.Ranges {
 				if r.Lo == r.Hi {
