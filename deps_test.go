@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 	// The live benchmark serves with dragonc run beside other servers.
 	"bench/live":                   {"costmodel", "embed", "internal/netns", "lpg", "nics", "run"},
 	"verify/internal/fuzzfallback": {},
-	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "sim"},
+	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "prg", "sim"},
 	"internal/load":                {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
 	"cmd/dragonc":                  {"backends", "backends/dot", "bench", "bench/live", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/load", "internal/outdir", "lpg", "nics", "plan", "prg", "run", "verify"},
 	"internal/outdir":              {},

@@ -199,7 +199,7 @@ type ListBounds struct {
 // `enum { ... }`. Its properties are interpreted by package prg.
 type ConfigSpec struct {
 	Pos    lexer.Position
-	Kind   string  `parser:"@('table' | 'hash' | 'place' | 'enum')"`
+	Kind   string  `parser:"@('table' | 'hash' | 'place' | 'enum' | 'program')"`
 	Props  []*Prop `parser:"'{' @@* '}'"`
 	EndPos lexer.Position
 }

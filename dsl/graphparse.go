@@ -20,7 +20,7 @@ package dsl
 //	Semantics  = "semantics" Ident+ SMTBlock .
 //	Predicate  = "predicate" Ident Str .
 //	Cost       = "cost" Ident Num .
-//	ConfigSpec = ( "table" | "hash" | "place" | "enum" ) "{" Prop* "}" .
+//	ConfigSpec = ( "table" | "hash" | "place" | "enum" | "program" ) "{" Prop* "}" .
 //	ConfType   = ( "<" ConfType ">" | "{" ConfType "}" | "[" ConfType "]"
 //	           | "(" TupleEl ( "," TupleEl )* ")" | "Enum" "(" Ident ( "," Ident )* ")"
 //	           | NamedType ) ListBounds? .
@@ -202,7 +202,7 @@ func (p *hparser) nodeItem() *Item {
 		c.Unit = p.ident()
 		c.Value = p.num()
 		it.Cost = c
-	case "table", "hash", "place", "enum":
+	case "table", "hash", "place", "enum", "program":
 		c := p.configs.new(p.dry)
 		c.Pos = p.pos()
 		c.Kind = p.take()

@@ -44,6 +44,8 @@ func (r *Result) WriteReport(w io.Writer) {
 			fmt.Fprintf(w, "  %s (%s): %d buckets over %s\n", c.Node, c.Kind, len(c.Indirection), strings.Join(distinct(c.Indirection), " "))
 		case len(c.Placement) > 0:
 			fmt.Fprintf(w, "  %s (%s): %s\n", c.Node, c.Kind, formatPlacement(c.Placement))
+		case len(c.Runs) > 0:
+			fmt.Fprintf(w, "  %s (%s): runs %d LPG nodes, drops at %d: %s\n", c.Node, c.Kind, len(c.Runs), len(c.Drops), strings.Join(c.Runs, " "))
 		}
 	}
 	fmt.Fprintln(w, "\nQueues:")

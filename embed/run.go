@@ -83,6 +83,16 @@ func (p *problem) placeTasks(cfg *prg.Config) *TaskPlacement {
 	return &TaskPlacement{Tasks: tasks, Engines: engs, Placement: pl}
 }
 
+// placeStage places on each programmable stage of the model (the eBPF
+// stage of linux-xdp) the part of the LPG's receive path it can run.
+func placeStage(m *prg.Model, cfg *prg.Config, lpgGraph *graph.Graph) {
+	for _, sp := range m.Spaces {
+		if sp.Kind == prg.Program {
+			cfg.Values[sp.Node] = prg.PlaceProgram(sp, lpgGraph)
+		}
+	}
+}
+
 // Greedy returns dragonet-greedy's cost on the same input, for
 // comparison, or the error that stopped it (Dragonet's search stops when
 // its tables are full). The problem runs it once.
@@ -151,6 +161,7 @@ func Run(in *Input) (*Result, error) {
 			p.warns = append(p.warns, fmt.Sprintf("demultiplexing in the NIC's firmware at the declared rates would load a core %.0f%%; the host does it", load))
 		}
 	}
+	placeStage(in.Model, cfg, in.LPG)
 	if errs := in.Model.Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("dragonc: internal error: the search produced an invalid configuration: %v", errs[0])
 	}
@@ -418,6 +429,11 @@ func (r *Result) planConfig() []plan.Config {
 				continue
 			}
 			pc.Placement = v.Placement
+		case prg.Program:
+			if v == nil || len(v.Program) == 0 {
+				continue
+			}
+			pc.Runs, pc.Drops = v.StageNodes()
 		}
 		out = append(out, pc)
 	}

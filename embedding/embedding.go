@@ -242,7 +242,11 @@ func LPGPaths(g *graph.Graph) *Paths {
 // frames each queue receives, which stay in software and which no frame
 // of the queue reaches. paths are lpgGraph's (nil: worked out here).
 func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Embedding, error) {
-	hw, err := m.Apply(c)
+	// A programmable stage's checks decide frames before any queue, but
+	// the software of a queue does not count on them: the same software
+	// serves where the stage does not run (dragonc run's AF_PACKET path
+	// has no XDP program), so the walks see the PRG without them.
+	hw, err := m.Apply(c.WithoutPrograms())
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,8 @@
 // dragonc run's choice of one receive loop per core; a fanout group takes
 // up to PACKET_FANOUT_MAX sockets (net/packet/internal.h: 65536 since
 // Linux 5.13, 256 before). The kernel checks the Ethernet CRC before any
-// program sees a frame, and a software link has none, so no CRC node here.
+// program sees a frame (a NIC drops a bad one unless rx-fcs/rx-all is on,
+// and a software link has none), so the stage's CRC check costs nothing.
 graph linux_xdp {
     resources Device {
         stage "ebpf" // built by dragonc run, not configured through a driver
@@ -20,6 +21,58 @@ graph linux_xdp {
     }
 
     cluster Rx {
+        // The XDP program's checks: the embedder places here the longest
+        // part of the LPG's receive path, from its first node, made of the
+        // nodes below (prg/program.go), and run generates them as eBPF
+        // (run/stagegen.go). A node in drops drops the frames that fail it
+        // with XDP_DROP, counted by node; the others hand such frames on
+        // (to the kernel, or to a receive loop when they are the stack's),
+        // because the host needs them: frames of a VLAN, to other MAC or
+        // IP addresses, ARP replies, TCP, IPv6 and fragments are the
+        // kernel's. The drops are of frames the kernel would drop as well
+        // (ip_rcv_core drops a bad IPv4 version, header length, total
+        // length or header checksum; ip_route_input_slow drops martian
+        // sources) or that no host may send (a group source address, IEEE
+        // 802.3 §3.2.3 (b); an ARP sender no host may have).
+        config Stage {
+            program {
+                runs [
+                    RxL2EtherValidCRC RxL2EtherValidLength RxL2EtherValidUntagged RxL2EtherValidMTU
+                    RxL2EtherValidDest RxL2EtherValidSource RxL2EtherClassifyL3 RxL3ARPValidHeader
+                    RxL3ARPIsRequest RxL3ARPLocalIPDest RxL3ARPValidSender RxL3IPv4ValidVersion
+                    RxL3IPv4ValidHeaderLength RxL3IPv4ValidLength RxL3IPv4ValidChecksum
+                    RxL3IPv4ValidSource RxL3IPv4ValidLocalIP RxL3IPv4ValidReassembly
+                    RxL3IPv4Classify RxL4UDPValidHeaderLength RxL4UDPValidLength
+                    RxL3ICMPValidHeaderLength
+                ]
+                drops [
+                    RxL2EtherValidCRC RxL2EtherValidLength RxL2EtherValidSource RxL3ARPValidHeader
+                    RxL3ARPValidSender RxL3IPv4ValidVersion RxL3IPv4ValidHeaderLength
+                    RxL3IPv4ValidLength RxL3IPv4ValidChecksum RxL3IPv4ValidSource
+                    RxL4UDPValidHeaderLength RxL4UDPValidLength RxL3ICMPValidHeaderLength
+                ]
+                // An ARP request that passed the LPG's checks (for one of
+                // our unicast addresses, from a sender a host may be, to
+                // our MAC or the broadcast, from an individual address)
+                // is answered in place with XDP_TX.
+                answers [RxL3ARPNeedsResponse]
+                // The transport checksums sum the whole datagram: up to
+                // 65,507 bytes, a loop the verifier must prove bounded
+                // within its 1,000,000 processed instructions
+                // (BPF_COMPLEXITY_LIMIT_INSNS, include/linux/bpf.h), and
+                // bpf_csum_diff sums at most 512 bytes a call
+                // (net/core/filter.c). They, and what comes after them
+                // (demultiplexing, delivery, the answers), stay in the
+                // generated Go.
+                limits [
+                    "RxL4UDPValidChecksum: sums the whole datagram (up to 65,507 bytes): beyond what the verifier bounds"
+                    "RxL3ICMPValidChecksum: sums the whole message (up to 65,515 bytes): beyond what the verifier bounds"
+                    "RxL4TCPValidUnicastDest: TCP is the kernel's; the stage hands it on"
+                ]
+            }
+            port out[CFlow]
+        }
+
         // Exact 5-tuples of connected flows: a hash map keyed by source
         // and destination address and port and the protocol.
         config CFlow {

@@ -82,6 +82,10 @@ type Config struct {
 	Choice      string            `json:"choice,omitempty"`
 	Indirection []string          `json:"indirection,omitempty"`
 	Placement   map[string]string `json:"placement,omitempty"`
+	// A programmable stage: the LPG nodes placed there, in LPG order, and
+	// those at which it drops the frames that fail them.
+	Runs  []string `json:"runs,omitempty"`
+	Drops []string `json:"drops,omitempty"`
 }
 
 // Entry is one table entry.
@@ -414,6 +418,12 @@ func (c Config) appendJSON(b []byte) []byte {
 			b = appendString(key(b, elemItem, k, i == 0), c.Placement[k])
 		}
 		b = append(b, "\n      }"...)
+	}
+	if len(c.Runs) > 0 {
+		b = appendStrings(appendKey(b, "runs", false), c.Runs)
+	}
+	if len(c.Drops) > 0 {
+		b = appendStrings(appendKey(b, "drops", false), c.Drops)
 	}
 	return append(b, elemEnd...)
 }

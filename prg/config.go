@@ -27,6 +27,7 @@ type Value struct {
 	Entries     []Entry           // table, in insertion order
 	Indirection []string          // hash: bucket -> action node; nil turns hashing off
 	Placement   map[string]string // place: task -> engine
+	Program     []StageNode       // program: the LPG nodes placed on the stage (PlaceProgram)
 }
 
 // Entry is one table entry.
@@ -55,6 +56,7 @@ func (c *Config) Clone() *Config {
 			nv.Entries[i].Match = append([]FieldMatch(nil), v.Entries[i].Match...)
 		}
 		nv.Indirection = append([]string(nil), v.Indirection...)
+		nv.Program = slices.Clone(v.Program)
 		if v.Placement != nil {
 			nv.Placement = map[string]string{}
 			for t, e := range v.Placement {
@@ -199,6 +201,8 @@ func (m *Model) Validate(c *Config) []*ConfigError {
 					bad(node, "places task %q on unknown engine %q", task, eng)
 				}
 			}
+		case Program:
+			validateProgram(sp, v, bad)
 		}
 	}
 	return errs
@@ -349,6 +353,8 @@ func (m *Model) Apply(c *Config) (*graph.Graph, error) {
 			n.Ports = append(n.Ports, mp)
 		case Place:
 			// Placement decides where tasks run, not where packets go.
+		case Program:
+			applyProgram(g, n, orig, v)
 		}
 	}
 	return g, nil

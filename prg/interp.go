@@ -2,6 +2,8 @@ package prg
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -21,6 +23,7 @@ type Interp struct {
 	// software lists the nodes whose outcome the hardware reports in the
 	// receive descriptor (Model.Reported).
 	software []int
+	answers  []int // the answering nodes of programmable stages
 }
 
 // Result is what the hardware did with one frame.
@@ -28,9 +31,12 @@ type Result struct {
 	Queue    int    // receive queue, -1 when the NIC dropped the frame
 	DropNode string // the node that dropped it
 	DropPort string
-	Hash     uint32 // RSS hash, when HasHash
-	HasHash  bool
-	in       *Interp
+	// Answer is the attributes of the node of a programmable stage that
+	// answered the frame (the reply, lpg.AttrReply), when one did.
+	Answer  []string
+	Hash    uint32 // RSS hash, when HasHash
+	HasHash bool
+	in      *Interp
 }
 
 // NewInterp applies a configuration and prepares the configured PRG.
@@ -59,6 +65,9 @@ func NewInterp(m *Model, c *Config) (*Interp, error) {
 		if m.Reported(n.ID) {
 			in.software = append(in.software, n.ID)
 		}
+		if len(n.Ports) == 0 && slices.ContainsFunc(n.Attrs, func(a string) bool { return strings.HasPrefix(a, AttrStage) }) {
+			in.answers = append(in.answers, n.ID)
+		}
 	}
 	return in, nil
 }
@@ -83,7 +92,12 @@ func (in *Interp) Run(b []byte, crcOK bool) Result {
 			break
 		}
 	}
-	if r.Queue < 0 {
+	for _, id := range in.answers {
+		if r.Queue < 0 && in.trace.Fired(id) {
+			r.Answer = in.G.Nodes[id].Attrs[1:]
+		}
+	}
+	if r.Queue < 0 && r.Answer == nil {
 		r.DropNode, r.DropPort = in.dropper()
 	}
 	return r

@@ -29,6 +29,9 @@ const (
 	Table Kind = "table"
 	Hash  Kind = "hash"
 	Place Kind = "place"
+	// Program is a programmable stage (the eBPF stage of linux-xdp): its
+	// value is the LPG nodes the embedder placed there (prg/program.go).
+	Program Kind = "program"
 )
 
 // Model is a PRG with the meaning of its configuration nodes worked out.
@@ -113,6 +116,14 @@ type Space struct {
 	Feature string
 	// Place.
 	TaskKind string
+	// Program: the LPG nodes the stage can run (Runs), those of them
+	// whose failing frames it may drop (Drops; the others hand such
+	// frames on through the out port), and the limits that keep a node
+	// off the stage (Limits: node -> why).
+	Runs    []string
+	Drops   []string
+	Answers []string // terminal LPG nodes it answers for (the answer built in place and sent back)
+	Limits  map[string]string
 }
 
 // Features an enum switch may control (its feature property).
@@ -340,13 +351,14 @@ func (m *Model) TxPath(hw *graph.Graph) []string {
 }
 
 // IsQueue reports whether node id is a receive queue.
-func (m *Model) IsQueue(id int) bool { return m.queueOf[id] >= 0 }
+func (m *Model) IsQueue(id int) bool { return id < len(m.queueOf) && m.queueOf[id] >= 0 }
 
 // Reported reports whether node id is a check whose outcome the NIC
 // writes into the receive descriptor instead of acting on it: software
 // reads the result (attr "software"; in Dragonet's models, where the
 // attribute is a drawing hint, only such a node that leads nowhere).
-func (m *Model) Reported(id int) bool { return m.reported[id] }
+// Nodes a program value adds (Apply) are never reported.
+func (m *Model) Reported(id int) bool { return id < len(m.reported) && m.reported[id] }
 
 // ActionFor returns the action of sp that leads to queue id.
 func (sp *Space) ActionFor(id int) (string, bool) {
@@ -448,6 +460,15 @@ func newSpace(n *graph.Node) (*Space, error) {
 			}
 		}
 	case Place:
+	case Program:
+		if n.Port(ProgramOut) == nil || len(n.Ports) != 1 {
+			return nil, fmt.Errorf("a program stage has one port, %q: where frames it does not decide go on", ProgramOut)
+		}
+		for _, d := range sp.Drops {
+			if !slices.Contains(sp.Runs, d) {
+				return nil, fmt.Errorf("drops %s, which the stage does not run", d)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown configuration kind %q", kind)
 	}
@@ -600,6 +621,25 @@ func (sp *Space) set(p graph.Prop) error {
 		}
 	case "tasks":
 		sp.TaskKind, err = name()
+	case "runs":
+		sp.Runs, err = names()
+	case "drops":
+		sp.Drops, err = names()
+	case "answers":
+		sp.Answers, err = names()
+	case "limits":
+		// limits ["NODE: why the stage cannot run it" ...]
+		if v.Kind != graph.ListValue {
+			return fmt.Errorf("want a list of \"NODE: reason\" strings in [ ]")
+		}
+		sp.Limits = map[string]string{}
+		for _, e := range v.List {
+			node, why, ok := strings.Cut(e.Str, ":")
+			if e.Kind != graph.StrValue || !ok || strings.TrimSpace(why) == "" {
+				return fmt.Errorf("want \"NODE: reason\", not %s", e)
+			}
+			sp.Limits[strings.TrimSpace(node)] = strings.TrimSpace(why)
+		}
 	case "feature":
 		sp.Feature, err = name()
 		switch sp.Feature {

@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/dragonc/dragonc/internal/packet"
+	"github.com/dragonc/dragonc/prg"
 )
 
 // The steering stage in eBPF. Its tables are hash maps with the model's
@@ -67,6 +68,13 @@ type Stage struct {
 	// Queues are the plan's queues in the order of the receive loops
 	// (a fanout program answers with an index into them).
 	Queues []uint32
+	// Program is the LPG nodes the embedder placed on the stage (the
+	// XDP program runs them first; run/stagegen.go), DropSites where
+	// they drop, in the order of the drop counters.
+	Program   []prg.StageNode
+	DropSites []StageDrop
+	Answers   []string // the nodes that answer (XDP_TX), counted after the drop sites
+	MAC       [6]byte  // the stack's (first interface's) address, of the answers
 }
 
 // A Group is rules that compare the same key bytes: one hash map.
@@ -122,10 +130,27 @@ type maps struct {
 	groups []*ebpf.Map
 	rss    *ebpf.Map // one value: the Toeplitz table, then the indirection
 	xsks   *ebpf.Map // AF_XDP only
+	drops  *ebpf.Map // per drop site of the stage's checks, then per answer, per CPU: frames
+	// cfg is one word: 1 when the stage answers with XDP_TX (SetAnswers).
+	cfg *ebpf.Map
+}
+
+// setAnswers turns the stage's answers (XDP_TX) on or off; off, the
+// frames they would answer go to the receive loops, whose software
+// answers them the same way.
+func (m *maps) setAnswers(on bool) error {
+	if m.cfg == nil {
+		return nil
+	}
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	return m.cfg.Put(uint32(0), v)
 }
 
 func (m *maps) Close() {
-	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks}, m.groups...) {
+	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.drops, m.cfg}, m.groups...) {
 		if x != nil {
 			x.Close()
 		}
@@ -198,6 +223,19 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 		}
 		if err := m.rss.Put(uint32(0), val); err != nil {
 			return fail("RSS", err)
+		}
+	}
+	if len(s.Program) > 0 {
+		if m.drops, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_stage", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(len(s.DropSites)+len(s.Answers), 1))}); err != nil {
+			return fail("drop counter", err)
+		}
+	}
+	if len(s.Answers) > 0 {
+		if m.cfg, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_stagecfg", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
+			return fail("stage configuration", err)
+		}
+		if err := m.setAnswers(true); err != nil {
+			return fail("stage configuration", err)
 		}
 	}
 	if xskQueues > 0 {
@@ -298,7 +336,20 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		l2, ip = "l2ours", "ipours"
 	}
 
-	add(asm.Mov.Reg(asm.R6, asm.R1), asm.Mov.Imm(asm.R7, 0))
+	if kind == progXDP && len(s.Program) > 0 {
+		// The placed checks first; a frame they do not decide goes on
+		// to the steering.
+		add(asm.Mov.Reg(asm.R6, asm.R1))
+		cfg := -1
+		if m.cfg != nil {
+			cfg = m.cfg.FD()
+		}
+		add(stageProgram(s.Program, s.MAC, m.drops.FD(), cfg, "classify")...)
+		next = "classify"
+	} else {
+		add(asm.Mov.Reg(asm.R6, asm.R1))
+	}
+	add(asm.Mov.Imm(asm.R7, 0))
 	if kind != progXDP {
 		// A socket program sees a frame after the kernel took its
 		// 802.1Q tag off into the skb (__netif_receive_skb_core,

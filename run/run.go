@@ -12,6 +12,7 @@ package run
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -403,6 +404,8 @@ type serving struct {
 	st      *lpg.Stack
 	hw      bool // a hardware plan: linux.sh first, then the stage
 	via     *viaStreams
+	// stageCounts reads the XDP stage's counters (nil without checks).
+	stageCounts func() []dataplane.Outcome
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
@@ -425,6 +428,22 @@ func (sv *serving) serve(kind string) error {
 		return err
 	}
 	defer m.Close()
+	if kind == dataplane.AFXDP && len(sv.stage.Answers) > 0 {
+		// A veth delivers what XDP_TX sends only when its peer runs
+		// XDP or GRO (drivers/net/veth.c, veth_xdp_xmit: no NAPI on
+		// the peer's queue, the frame is dropped), which dragonc cannot
+		// see from here: on a veth the software answers.
+		if drv, err := deviceDriver(sv.ifc.Name); err != nil || drv == "veth" {
+			if err := m.setAnswers(false); err != nil {
+				return err
+			}
+			sv.out.note("note", "the eBPF stage leaves ARP answers to the receive loops on %s: a veth delivers XDP_TX frames only when its peer runs XDP or GRO", sv.ifc.Name)
+		}
+	}
+	if kind == dataplane.AFXDP && m.drops != nil {
+		sv.stageCounts = func() []dataplane.Outcome { return stageCounts(sv.stage, m.drops) }
+		defer func() { sv.stageCounts = nil }()
+	}
 	var progs []*ebpf.Program
 	defer func() {
 		for _, p := range progs {
@@ -580,6 +599,9 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 					sv.out.note("note", "the generated stack's report does not read: %v", err)
 					return
 				}
+				if sv.stageCounts != nil {
+					r.Stage = sv.stageCounts()
+				}
 				sv.out.report(r)
 			default:
 				sv.out.note("note", "the generated stack says: %s", line)
@@ -642,6 +664,30 @@ func deviceQueues(name string) (int, error) {
 		return 0, fmt.Errorf("%s reports no receive queue", name)
 	}
 	return n, nil
+}
+
+// deviceDriver names the device's driver (ETHTOOL_GDRVINFO).
+func deviceDriver(name string) (string, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer syscall.Close(fd)
+	// struct ethtool_drvinfo: cmd, then driver[32], version[32], ...
+	// (include/uapi/linux/ethtool.h), 196 bytes.
+	var info [196]byte
+	*(*uint32)(unsafe.Pointer(&info[0])) = 0x3 // ETHTOOL_GDRVINFO
+	var ifr [40]byte
+	copy(ifr[:16], name)
+	*(*uintptr)(unsafe.Pointer(&ifr[16])) = uintptr(unsafe.Pointer(&info[0]))
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), 0x8946, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 { // SIOCETHTOOL
+		return "", fmt.Errorf("reading the driver of %s: %w", name, e)
+	}
+	drv := info[4:36]
+	if i := bytes.IndexByte(drv, 0); i >= 0 {
+		drv = drv[:i]
+	}
+	return string(drv), nil
 }
 
 // Capabilities dragonc run needs (include/uapi/linux/capability.h):

@@ -149,6 +149,7 @@ type decision struct {
 	skb           bool // the socket programs ran (the kernel's test run takes the frame)
 	fanout        int  // the fanout program's socket
 	filter, tc    bool // the filter kept it; the tc program took it from the kernel
+	answered      bool // the XDP program answered it (XDP_TX)
 }
 
 // runStage loads the four programs of s and runs them on every frame.
@@ -177,6 +178,8 @@ func runStage(s *Stage, frames [][]byte) ([]decision, error) {
 		switch {
 		case act == 1:
 			d.ours, d.dropped = true, true
+		case act == 3:
+			d.ours, d.answered = true, true
 		case len(ro.DataOut)-len(f) == 4:
 			d.ours, d.queue = true, int(binary.NativeEndian.Uint32(ro.DataOut))
 		}
@@ -233,7 +236,7 @@ func TestStageOverStacks(t *testing.T) {
 	start := time.Now()
 	stacks, targets := spaceStacks(t), spaceTargets(t)
 	const perStack = 200
-	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued int
+	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered int
 	for _, sc := range stacks {
 		st, diags := lpg.LoadStack(sc.name, sc.src)
 		if st == nil || diags.HasErrors() {
@@ -287,6 +290,25 @@ func TestStageOverStacks(t *testing.T) {
 				for i, d := range ds {
 					nChecked++
 					queue, ref := sm.RunNIC(frames[i], true)
+					// The XDP program's checks (Stage.Program) drop what
+					// the LPG drops at their sites, and nothing else; the
+					// AF_PACKET programs run no checks.
+					site := ref.Kind == lpg.Drop && slices.Contains(s.DropSites, StageDrop{ref.Node, ref.Port})
+					if site != d.dropped && len(s.Program) > 0 && (site || queue >= 0) {
+						fail(i, "the LPG says %s; the XDP program dropped it: %v", ref, d.dropped)
+						continue
+					}
+					if site {
+						nSites++
+						continue
+					}
+					if arp := (ref == lpg.Outcome{Kind: lpg.Reply, Reply: "arp"}); d.answered != (arp && len(s.Answers) > 0) {
+						fail(i, "the LPG says %s; the XDP program answered it: %v", ref, d.answered)
+						continue
+					} else if d.answered {
+						nAnswered++
+						continue
+					}
 					if d.skb {
 						if d.tc != d.ours || d.filter != (d.ours && !d.dropped) {
 							fail(i, "XDP: ours %v (dropped %v); the filter kept it: %v, tc took it: %v", d.ours, d.dropped, d.filter, d.tc)
@@ -333,8 +355,8 @@ func TestStageOverStacks(t *testing.T) {
 		}
 	}
 	t.Logf("%d stacks × %d models: %d stages (%d distinct, loaded; %d declined with a reason) on %d frames: %d checks, "+
-		"%d the LPG takes, %d the kernel's, %d queues compared; %v",
-		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, time.Since(start).Round(time.Millisecond))
+		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP requests it answered; %v",
+		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, nAnswered, time.Since(start).Round(time.Millisecond))
 	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 {
 		t.Errorf("too few frames of each kind: the frames do not exercise the stage")
 	}

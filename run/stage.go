@@ -63,6 +63,12 @@ func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
 			s.Miss, s.RSS = MissRSS, rss
 			continue
 		}
+		if c.Kind == string(prg.Program) {
+			if err := stageChecks(s, m, c, st); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if c.Kind != "table" {
 			continue
 		}
@@ -87,6 +93,38 @@ func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
 		s.Groups = append(s.Groups, gs...)
 	}
 	return s, nil
+}
+
+// stageChecks places the plan's checks on the stage: the LPG nodes the
+// plan says the embedder placed there, with the stack's predicates (the
+// model and the stack give them again; a plan that lists others is of
+// another model or stack).
+func stageChecks(s *Stage, m *prg.Model, c plan.Config, st *lpg.Stack) error {
+	sp := m.Space(c.Node)
+	if sp == nil || sp.Kind != prg.Program {
+		return fmt.Errorf("the eBPF stage has no program stage %s", c.Node)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		return err
+	}
+	v := prg.PlaceProgram(sp, g)
+	runs, drops := v.StageNodes()
+	if !slices.Equal(runs, c.Runs) || !slices.Equal(drops, c.Drops) {
+		return fmt.Errorf("%s: the plan places %d checks on the eBPF stage, the model and the stack %d: the plan is not of this stack", c.Node, len(c.Runs), len(runs))
+	}
+	sites, answers, err := checkProgram(v.Program)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Node, err)
+	}
+	s.Program, s.DropSites, s.Answers = v.Program, sites, answers
+	if len(st.Interfaces) > 0 {
+		mac := st.Interfaces[0].MAC
+		for i := range s.MAC {
+			s.MAC[i] = byte(mac >> (40 - 8*i))
+		}
+	}
+	return nil
 }
 
 // groups turns a plan table's entries into groups of rules that compare

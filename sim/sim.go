@@ -101,6 +101,12 @@ func (s *Sim) Run(frame []byte, crcOK bool) Result {
 	r := Result{Queue: hw.Queue, Ref: ref}
 	if hw.Queue < 0 {
 		r.Embedded = lpg.Outcome{Kind: lpg.Drop, Node: hw.DropNode, Port: hw.DropPort}
+		if hw.Answer != nil {
+			// A programmable stage answered it (the eBPF stage's XDP_TX).
+			if o, ok := lpg.Terminal(&graph.Node{Attrs: hw.Answer}); ok {
+				r.Embedded = o
+			}
+		}
 		return r
 	}
 	q, err := s.queueInterp(hw.Queue)

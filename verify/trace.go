@@ -11,6 +11,7 @@ import (
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/sim"
 )
 
@@ -27,10 +28,14 @@ type Step struct {
 // software nodes of its queue, and the outcome, with the generated code's
 // verdict and the LPG's beside it. Its JSON field names are a contract.
 type FrameTrace struct {
-	Frame    int    `json:"frame"`  // 1-based, in input order
-	Source   string `json:"source"` // "capture.pcap #3" or "--frame 2"
-	Length   int    `json:"length"`
-	Queue    int    `json:"queue"` // -1: the NIC dropped it
+	Frame  int    `json:"frame"`  // 1-based, in input order
+	Source string `json:"source"` // "capture.pcap #3" or "--frame 2"
+	Length int    `json:"length"`
+	Queue  int    `json:"queue"` // -1: the NIC dropped it
+	// Stage names the NIC's programmable stage that decided the frame
+	// (dropped or answered it; the eBPF stage's XDP program on
+	// linux-xdp), "" when none did.
+	Stage    string `json:"stage,omitempty"`
 	RSSHash  string `json:"rss_hash,omitempty"`
 	Hardware []Step `json:"hardware"`
 	// Flags are the checks the NIC reports in the receive descriptor
@@ -122,6 +127,13 @@ func TraceEach(r *embed.Result, st *lpg.Stack, opt TraceOptions, emit func(Frame
 			}
 		}
 		t.Outcome, t.Endpoint, t.Reason = res.Embedded.Class()
+		if res.Queue < 0 && len(hw) > 0 {
+			for _, a := range hw[len(hw)-1].Node.Attrs {
+				if stage, ok := strings.CutPrefix(a, prg.AttrStage); ok {
+					t.Stage = stage
+				}
+			}
+		}
 		t.Match = res.Match()
 		if err := o.add(t, it, fb != nil && res.Queue >= 0, res.Queue, reported); err != nil {
 			return err
@@ -209,6 +221,10 @@ func WriteText(w io.Writer, ts []FrameTrace) error {
 			writeStep(bw, s)
 		}
 		switch {
+		case t.Queue < 0 && t.Stage != "" && t.Outcome == "reply":
+			fmt.Fprintf(bw, "  answered by the NIC's stage %s: %s\n", t.Stage, t.Reason)
+		case t.Queue < 0 && t.Stage != "":
+			fmt.Fprintf(bw, "  dropped by the NIC's stage %s: %s\n", t.Stage, t.Reason)
 		case t.Queue < 0:
 			fmt.Fprintf(bw, "  dropped by the NIC: %s\n", t.Reason)
 		default:

@@ -20,7 +20,13 @@ import (
 // enters, and names why a dropped frame was dropped.
 func TestTraceEveryNICAndExample(t *testing.T) {
 	examples, _ := filepath.Glob("../examples/*.lpg")
-	for _, nic := range []string{"82576", "82599", "myri10g", "tigon"} {
+	staged := 0
+	defer func() {
+		if staged == 0 {
+			t.Errorf("no frame decided by linux-xdp's eBPF stage")
+		}
+	}()
+	for _, nic := range []string{"82576", "82599", "myri10g", "tigon", "linux-xdp"} {
 		for _, ex := range examples {
 			name := nic + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg")
 			t.Run(name, func(t *testing.T) {
@@ -43,6 +49,15 @@ func TestTraceEveryNICAndExample(t *testing.T) {
 				}
 				for _, tr := range ts {
 					checkTrace(t, tr)
+					// What linux-xdp decides before a queue, its eBPF
+					// stage decides (drops malformed frames, answers
+					// ARP); no other model has a programmable stage.
+					if nic == "linux-xdp" && (tr.Queue < 0) != (tr.Stage != "") || nic != "linux-xdp" && tr.Stage != "" {
+						t.Errorf("frame %d (%s): queue %d, decided by stage %q of %s", tr.Frame, tr.Source, tr.Queue, tr.Stage, nic)
+					}
+					if tr.Stage != "" {
+						staged++
+					}
 				}
 			})
 		}
@@ -75,6 +90,12 @@ func checkTrace(t *testing.T, tr FrameTrace) {
 	if tr.Queue < 0 {
 		if len(tr.Software) != 0 {
 			t.Fatalf("frame %d: dropped by the NIC but ran software", tr.Frame)
+		}
+		if tr.Outcome == "reply" {
+			if tr.Stage == "" {
+				t.Fatalf("frame %d: the NIC answered it, but no stage of the NIC is named", tr.Frame)
+			}
+			return
 		}
 		node := strings.SplitN(tr.Reason, ".", 2)[0]
 		found := false

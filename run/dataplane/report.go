@@ -15,6 +15,10 @@ import (
 type Report struct {
 	Final  bool          `json:"final"` // the last reading, after the loops stopped
 	Queues []QueueCounts `json:"queues"`
+	// Stage counts what the XDP program's checks decided before any
+	// receive loop saw the frames, named as verify names outcomes ("drop
+	// RxL3IPv4ValidChecksum.false", "reply arp"); run fills it in.
+	Stage []Outcome `json:"stage,omitempty"`
 }
 
 // QueueCounts are one receive loop's counters.
@@ -123,6 +127,16 @@ func (r Report) WriteText(w io.Writer) {
 	var b strings.Builder
 	if r.Final {
 		b.WriteString("final:\n")
+	}
+	if len(r.Stage) > 0 {
+		b.WriteString("xdp stage:")
+		for i, o := range r.Stage {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %s %d", o.Name, o.Count)
+		}
+		b.WriteString("\n")
 	}
 	for _, q := range r.Queues {
 		fmt.Fprintf(&b, "queue %d: in %d", q.Queue, q.In)
