@@ -5,6 +5,7 @@ package dot
 
 import (
 	"fmt"
+	"html"
 	"strings"
 
 	gv "github.com/emicklei/dot"
@@ -156,8 +157,8 @@ const (
 
 // QueueView is one queue of an embedding picture.
 type QueueView struct {
-	Name   string
-	Status func(node string) Status
+	ID, Core int
+	Status   func(node string) Status
 }
 
 // EngineView is an engine with the tasks placed on it.
@@ -169,13 +170,16 @@ type EngineView struct {
 
 // Picture is everything an embedding picture shows.
 type Picture struct {
-	Title   string
-	HW      *graph.Graph // the configured PRG
-	LPG     *graph.Graph
-	Queues  []QueueView // in ascending queue order
-	Used    func(hwNode *graph.Node) bool
-	IsQueue func(hwNode *graph.Node) bool
-	Engines []EngineView
+	Title  string
+	HW     *graph.Graph // the configured PRG
+	LPG    *graph.Graph
+	Queues []QueueView // in ascending queue order
+	// Endpoint tells the LPG's delivery nodes: queues drawn alike but for
+	// which endpoints they deliver are drawn as one (nil: none are).
+	Endpoint func(lpgNode *graph.Node) bool
+	Used     func(hwNode *graph.Node) bool
+	IsQueue  func(hwNode *graph.Node) bool
+	Engines  []EngineView
 }
 
 // Embedding draws the configured PRG as one cluster (runs of unused
@@ -183,7 +187,10 @@ type Picture struct {
 // LPG nodes that matter there: software nodes plain, nodes the NIC does
 // shaded (as in Fig. 3 of the Dragonet paper), nodes the path decides
 // dashed; the engines with their tasks; and a legend. Edges are labelled
-// with their ports.
+// with their ports. Queues that differ only in their endpoints are drawn
+// as one (queueViews), and a chain of nodes is one box whatever their
+// statuses (chainBox), so the picture grows with the branch points of
+// the LPG, not with the queues or the hand-offs between NIC and software.
 func Embedding(p Picture) string {
 	d := gv.NewGraph(gv.Directed)
 	d.ID(quoteID(p.Title))
@@ -233,32 +240,7 @@ func Embedding(p Picture) string {
 		de.Attr("label", e.label())
 		de.Attr("fontsize", "8")
 	}
-	// Queues whose software is drawn alike are drawn once.
-	type view struct {
-		names  []string
-		ids    []int
-		status map[int]Status
-	}
-	var views []*view
-	bySig := map[string]*view{}
-	for _, q := range p.Queues {
-		v := &view{names: []string{q.Name}, status: map[int]Status{}}
-		var sig strings.Builder
-		for _, n := range p.LPG.Nodes {
-			st := q.Status(n.Name)
-			fmt.Fprintf(&sig, "%d", st)
-			if st != Omit {
-				v.ids = append(v.ids, n.ID)
-				v.status[n.ID] = st
-			}
-		}
-		if w, ok := bySig[sig.String()]; ok {
-			w.names = append(w.names, q.Name)
-			continue
-		}
-		bySig[sig.String()] = v
-		views = append(views, v)
-	}
+	views := queueViews(p)
 	// An invisible anchor with ordered edges to the first node of every
 	// queue keeps the queues in ascending order from the top (Graphviz
 	// otherwise orders clusters to reduce crossings).
@@ -267,8 +249,9 @@ func Embedding(p Picture) string {
 	anchor.Attr("ordering", "out")
 	anchor.Attr("width", "0")
 	for qi, v := range views {
-		c := d.Subgraph(fmt.Sprintf("%03d %s", qi, v.names[0]), gv.ClusterOption{})
-		c.Attr("label", strings.Join(v.names, ", "))
+		name := v.name()
+		c := d.Subgraph(fmt.Sprintf("%03d %s", qi, name), gv.ClusterOption{})
+		c.Attr("label", name)
 		c.Attr("style", "rounded")
 		l := p.LPG
 		ids, more := trimFanout(l, v.ids, v.status, fanoutOf(len(views)))
@@ -281,19 +264,20 @@ func Embedding(p Picture) string {
 		}
 		f := fold(l, ids, nil, nil)
 		edges := foldEdges(l, ids, f, func(id int) bool { _, ok := status[id]; return ok })
-		// Chains of nodes with one way in and one way out, drawn alike,
-		// become one box listing them in order: the picture stays narrow.
-		head := chains(ids, f, edges, status)
-		lines := map[int][]string{}
-		for _, id := range ids {
-			if f.rep[id] != id {
-				continue
-			}
-			label := l.Nodes[id].Name
+		// Chains of nodes with one way in and one way out become one box
+		// listing them in order, in bands by status: a queue is as wide as
+		// its branch points, however often the NIC takes over on the way.
+		head, members := chains(ids, f, edges)
+		on := v.deliveredOn(ids, f)
+		label := func(id int) string {
+			text := l.Nodes[id].Name
 			if fl, ok := f.label[id]; ok {
-				label = fl
+				text = fl
 			}
-			lines[head[id]] = append(lines[head[id]], label)
+			if qs, ok := on[id]; ok {
+				text += " (" + qs + ")"
+			}
+			return text
 		}
 		shown := map[int]gv.Node{}
 		first := true
@@ -302,12 +286,7 @@ func Embedding(p Picture) string {
 				continue
 			}
 			dn := c.Node(fmt.Sprintf("q%d_%d", qi, id))
-			dn.Attr("label", leftLines(lines[id]))
-			dn.Attr("fontname", "Helvetica")
-			dn.Attr("fontsize", "9")
-			dn.Attr("margin", "0.05,0.03")
-			dn.Attr("shape", "box")
-			statusStyle(dn, status[id])
+			chainBox(dn, members[id], label, status)
 			shown[id] = dn
 			if first {
 				d.Edge(anchor, dn).Attr("style", "invis")
@@ -320,6 +299,7 @@ func Embedding(p Picture) string {
 				continue
 			}
 			de := c.Edge(shown[from], shown[to])
+			ports(de, members[from], members[to])
 			if l := e.label(); l != "true" && l != "out" {
 				de.Attr("label", l) // the obvious ports stay unlabelled
 				de.Attr("fontsize", "8")
@@ -332,7 +312,9 @@ func Embedding(p Picture) string {
 			dn.Attr("fontsize", "9")
 			dn.Attr("shape", "note")
 			dn.Attr("style", "dotted")
-			c.Edge(shown[head[m.from]], dn).Attr("style", "dotted")
+			de := c.Edge(shown[head[m.from]], dn)
+			de.Attr("style", "dotted")
+			ports(de, members[head[m.from]], nil)
 		}
 	}
 	if len(p.Engines) > 0 {
@@ -447,14 +429,27 @@ func trimFanout(g *graph.Graph, ids []int, status map[int]Status, limit int) ([]
 	return kept, more
 }
 
+// chainLink is one node of a chain and the port it leaves by to the next
+// node of the chain ("" for the last node or an obvious port).
+type chainLink struct {
+	id   int
+	port string
+}
+
 // chains maps each drawn node to the first node of the chain it belongs
-// to: a node joins its predecessor's chain when it is that node's only
-// successor, that node is its only predecessor, and both are drawn alike.
-func chains(ids []int, f folding, edges []edge, status map[int]Status) map[int]int {
-	outs, ins := map[int][]int{}, map[int][]int{}
+// to, and each first node to its chain in order: a node joins its
+// predecessor's chain when it is that node's only successor and that node
+// is its only predecessor, whatever either's status. Folded runs stay
+// boxes of their own.
+func chains(ids []int, f folding, edges []edge) (map[int]int, map[int][]chainLink) {
+	outs, ins := map[int][]edge{}, map[int][]int{}
 	for _, e := range edges {
-		outs[e.from] = append(outs[e.from], e.to)
+		outs[e.from] = append(outs[e.from], e)
 		ins[e.to] = append(ins[e.to], e.from)
+	}
+	joins := func(id int) bool {
+		in := ins[id]
+		return len(in) == 1 && in[0] != id && len(outs[in[0]]) == 1 && f.label[id] == "" && f.label[in[0]] == ""
 	}
 	head := map[int]int{}
 	var find func(id int) int
@@ -463,18 +458,104 @@ func chains(ids []int, f folding, edges []edge, status map[int]Status) map[int]i
 			return h
 		}
 		head[id] = id
-		if in := ins[id]; len(in) == 1 && len(outs[in[0]]) == 1 && status[in[0]] == status[id] &&
-			f.label[id] == "" && f.label[in[0]] == "" && in[0] != id {
-			head[id] = find(in[0])
+		if joins(id) {
+			head[id] = find(ins[id][0])
 		}
 		return head[id]
 	}
+	members := map[int][]chainLink{}
 	for _, id := range ids {
-		if f.rep[id] == id {
-			find(id)
+		if f.rep[id] != id || find(id) != id {
+			continue
+		}
+		for cur := id; ; {
+			link := chainLink{id: cur}
+			next := -1
+			if o := outs[cur]; len(o) == 1 && o[0].to != id && joins(o[0].to) {
+				next = o[0].to
+				if l := o[0].label(); l != "true" && l != "out" {
+					link.port = l
+				}
+			}
+			members[id] = append(members[id], link)
+			if next < 0 {
+				break
+			}
+			cur = next
 		}
 	}
-	return head
+	return head, members
+}
+
+// chainBox labels and styles the box of one chain. The box is drawn in
+// the chain's status when it has one (statusStyle); a chain of several
+// statuses is a plain box with a band for each run of a status: hardware
+// shaded, removed dashed, as in the legend. A port other than the obvious
+// one is named after the node that leaves by it ("RxL2EtherClassifyL3 →
+// ipv4"). A chain of more than one node is a table whose first line is
+// the port "in" and whose last line is the port "out", so that edges
+// join the right nodes.
+func chainBox(dn gv.Node, chain []chainLink, label func(int) string, status map[int]Status) {
+	dn.Attr("fontname", "Helvetica")
+	dn.Attr("fontsize", "9")
+	dn.Attr("margin", "0.05,0.03")
+	dn.Attr("shape", "box")
+	line := func(c chainLink) string {
+		if c.port != "" {
+			return label(c.id) + " → " + c.port
+		}
+		return label(c.id)
+	}
+	mixed := false
+	for _, c := range chain {
+		mixed = mixed || status[c.id] != status[chain[0].id]
+	}
+	if !mixed {
+		statusStyle(dn, status[chain[0].id])
+	}
+	if len(chain) == 1 {
+		dn.Attr("label", leftLines([]string{line(chain[0])}))
+		return
+	}
+	var b strings.Builder
+	b.WriteString(`<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="1" CELLPADDING="1">`)
+	for i := 0; i < len(chain); {
+		st := status[chain[i].id]
+		b.WriteString(`<TR><TD`)
+		if mixed {
+			switch st {
+			case Hardware:
+				b.WriteString(` BGCOLOR="gray80"`)
+			case Removed:
+				b.WriteString(` BORDER="1" STYLE="dashed"`)
+			}
+		}
+		b.WriteString(`><TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0">`)
+		for ; i < len(chain) && (!mixed || status[chain[i].id] == st); i++ {
+			b.WriteString(`<TR><TD ALIGN="LEFT"`)
+			switch i {
+			case 0:
+				b.WriteString(` PORT="in"`)
+			case len(chain) - 1:
+				b.WriteString(` PORT="out"`)
+			}
+			b.WriteString(">" + html.EscapeString(line(chain[i])) + "</TD></TR>")
+		}
+		b.WriteString(`</TABLE></TD></TR>`)
+	}
+	b.WriteString(`</TABLE>`)
+	dn.Attr("label", gv.HTML(b.String()))
+}
+
+// ports makes an edge leave the last line of a chain of several nodes and
+// enter the first (see chainBox).
+func ports(e gv.Edge, from, to []chainLink) {
+	if len(from) > 1 {
+		e.Attr("tailport", "out:e")
+	}
+	if len(to) > 1 {
+		e.Attr("headport", "in:w")
+	}
 }
 
 func statusStyle(dn gv.Node, st Status) {

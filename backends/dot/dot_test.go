@@ -69,7 +69,7 @@ func TestEmbeddingSummarises(t *testing.T) {
 	g := fanGraph(1000)
 	hw := graph.New("hw")
 	hw.Add(&graph.Node{Name: "Queue0", Attrs: []string{"source"}})
-	text := Embedding(Picture{Title: "t", HW: hw, LPG: g, Queues: []QueueView{{Name: "queue 0", Status: func(string) Status { return Software }}}})
+	text := Embedding(Picture{Title: "t", HW: hw, LPG: g, Queues: []QueueView{{ID: 0, Status: func(string) Status { return Software }}}})
 	if !strings.Contains(text, `label="976 more ports: 1952 nodes not drawn"`) {
 		t.Errorf("no summary node for the 976 ports past the first %d", maxFanout)
 	}
@@ -77,4 +77,72 @@ func TestEmbeddingSummarises(t *testing.T) {
 		t.Errorf("%d endpoint labels drawn", n)
 	}
 	golden.Check(t, "testdata/fan.dot.golden", []byte(text))
+}
+
+// TestEmbeddingQueues: queues drawn alike but for their endpoints share a
+// view that says which queue delivers which endpoint; a queue whose
+// endpoint is drawn differently keeps its own; a chain of checks is one
+// box with a band per status, edges leaving from its last line.
+func TestEmbeddingQueues(t *testing.T) {
+	g := graph.New("lpg")
+	rx := g.Add(&graph.Node{Name: "RxQueue"})
+	a := g.Add(&graph.Node{Name: "CheckA"})
+	b := g.Add(&graph.Node{Name: "CheckB"})
+	demux := g.Add(&graph.Node{Name: "Demux"})
+	rx.Ports = []*graph.Port{{Name: "out", Succ: []int{a.ID}}}
+	a.Ports = []*graph.Port{{Name: "true", Succ: []int{b.ID}}}
+	b.Ports = []*graph.Port{{Name: "ipv4", Succ: []int{demux.ID}}}
+	eps := map[int]bool{}
+	for _, name := range []string{"EpX", "EpY", "EpZ"} {
+		ep := g.Add(&graph.Node{Name: name})
+		eps[ep.ID] = true
+		demux.Ports = append(demux.Ports, &graph.Port{Name: strings.ToLower(name[2:]), Succ: []int{ep.ID}})
+	}
+	queue := func(id int, hwA bool, ep string, epStatus Status) QueueView {
+		return QueueView{ID: id, Core: id, Status: func(node string) Status {
+			switch {
+			case node == "CheckA" && hwA:
+				return Hardware
+			case strings.HasPrefix(node, "Ep") && node != ep:
+				return Omit
+			case node == ep:
+				return epStatus
+			}
+			return Software
+		}}
+	}
+	hw := graph.New("hw")
+	hw.Add(&graph.Node{Name: "Queue0", Attrs: []string{"source"}})
+	text := Embedding(Picture{
+		Title: "t", HW: hw, LPG: g,
+		Queues: []QueueView{
+			queue(1, true, "EpX", Software), queue(2, true, "EpY", Software),
+			queue(3, false, "EpZ", Software), queue(4, true, "EpX", Removed),
+		},
+		Endpoint: func(n *graph.Node) bool { return eps[n.ID] },
+	})
+	for _, want := range []string{
+		`label="queues 1, 2 (cores 1, 2)"`, `label="queue 3 (core 3)"`, `label="queue 4 (core 4)"`,
+		`EpX (queue 1)\l`, `EpY (queue 2)\l`, `STYLE="dashed"><TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD ALIGN="LEFT" PORT="out">EpX<`,
+		`<TD BGCOLOR="gray80">`, `CheckB → ipv4`, `PORT="out"`, `tailport="out:e"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the picture lacks %s", want)
+		}
+	}
+	if strings.Contains(text, "queues 1, 2, 4") || strings.Contains(text, "EpZ (queue") {
+		t.Error("a queue whose endpoint is drawn differently shares a view, or a view of one queue names it on its endpoint")
+	}
+	golden.Check(t, "testdata/queues.dot.golden", []byte(text))
+}
+
+func TestRuns(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		want string
+	}{{[]int{5, 1, 2, 3}, "1..3, 5"}, {[]int{1, 2}, "1, 2"}, {[]int{7, 7, 3}, "3, 7"}, {nil, ""}} {
+		if got := runs(c.in); got != c.want {
+			t.Errorf("runs(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
 }

@@ -16,7 +16,7 @@ func Plan(r *embed.Result) string {
 	for _, qe := range em.Queues {
 		qe := qe
 		views = append(views, QueueView{
-			Name: fmt.Sprintf("queue %d (core %d)", qe.ID, qe.Core),
+			ID: qe.ID, Core: qe.Core,
 			Status: func(node string) Status {
 				switch qe.StatusOf(node) {
 				case embedding.Software:
@@ -29,6 +29,14 @@ func Plan(r *embed.Result) string {
 				return Omit
 			},
 		})
+	}
+	delivery := map[int]bool{}
+	for _, qe := range em.Queues {
+		for _, ep := range qe.Endpoints {
+			if n, ok := em.Delivery(ep); ok {
+				delivery[n.ID] = true
+			}
+		}
 	}
 	used, isQueue := map[int]bool{}, map[int]bool{}
 	for _, q := range em.Model.Queues {
@@ -43,8 +51,9 @@ func Plan(r *embed.Result) string {
 	}
 	return Embedding(Picture{
 		Title: fmt.Sprintf("%s on %s", r.Plan.Stack, r.Plan.NIC), HW: em.HW, LPG: em.LPG, Queues: views,
-		Used:    func(n *graph.Node) bool { return used[n.ID] },
-		IsQueue: func(n *graph.Node) bool { return isQueue[n.ID] },
-		Engines: engines,
+		Endpoint: func(n *graph.Node) bool { return delivery[n.ID] },
+		Used:     func(n *graph.Node) bool { return used[n.ID] },
+		IsQueue:  func(n *graph.Node) bool { return isQueue[n.ID] },
+		Engines:  engines,
 	})
 }
