@@ -87,6 +87,11 @@ type Options struct {
 	// all) and then sleep.
 	BusyPoll bool
 	Spin     time.Duration
+	// XDPTX says whether the eBPF stage answers (ARP, ping) with XDP_TX
+	// on AF_XDP: "on", "off", or "auto" (or empty): on, except on a veth,
+	// which delivers XDP_TX frames only when its peer runs XDP or GRO
+	// (dragonc cannot see the peer; say "on" when it does).
+	XDPTX string
 	// Streams serve, by endpoint name, the stream endpoints the plan puts
 	// on VIs (a NIC model with Virtual Interfaces): a stream's
 	// connections are served one at a time, on a goroutine of the
@@ -156,6 +161,9 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 		if len(d.Enums) > 0 {
 			return nil, usage("this plan for %s trusts the NIC's checksum verdicts, which no socket dragonc run reads; make it with run.Adapt", pl.NIC)
 		}
+	}
+	if !slices.Contains([]string{"", "auto", "on", "off"}, opt.XDPTX) {
+		return nil, usage("--xdp-tx %q: want auto, on or off", opt.XDPTX)
 	}
 	if opt.Socket != "" && !slices.Contains(Sockets(), opt.Socket) {
 		return nil, usage("no socket kind %q (%s)", opt.Socket, strings.Join(Sockets(), ", "))
@@ -428,16 +436,21 @@ func (sv *serving) serve(kind string) error {
 		return err
 	}
 	defer m.Close()
-	if kind == dataplane.AFXDP && len(sv.stage.Answers) > 0 {
+	if kind == dataplane.AFXDP && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
 		// A veth delivers what XDP_TX sends only when its peer runs
 		// XDP or GRO (drivers/net/veth.c, veth_xdp_xmit: no NAPI on
 		// the peer's queue, the frame is dropped), which dragonc cannot
-		// see from here: on a veth the software answers.
-		if drv, err := deviceDriver(sv.ifc.Name); err != nil || drv == "veth" {
+		// see from here: on a veth the software answers, unless the
+		// user says the peer takes them (--xdp-tx on).
+		if drv, err := deviceDriver(sv.ifc.Name); opt.XDPTX == "off" || err != nil || drv == "veth" {
 			if err := m.setAnswers(false); err != nil {
 				return err
 			}
-			sv.out.note("note", "the eBPF stage leaves ARP answers to the receive loops on %s: a veth delivers XDP_TX frames only when its peer runs XDP or GRO", sv.ifc.Name)
+			why := "a veth delivers XDP_TX frames only when its peer runs XDP or GRO (--xdp-tx on if it does)"
+			if opt.XDPTX == "off" {
+				why = "--xdp-tx off"
+			}
+			sv.out.note("note", "the eBPF stage leaves its answers to the receive loops on %s: %s", sv.ifc.Name, why)
 		}
 	}
 	if kind == dataplane.AFXDP && m.drops != nil {

@@ -246,6 +246,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		b.pair.close()
 		b.say("removed the namespaces")
 	}()
+	detachPass, err := b.attachPeerPass()
+	if err != nil {
+		return nil, err
+	}
+	defer detachPass()
 	for _, s := range servers {
 		rep.Servers = append(rep.Servers, &ServerReport{Name: s, Title: titles[s]})
 	}

@@ -140,7 +140,9 @@ func (b *bench) startDragonc(kind string) (func() error, func() int, error) {
 	notes := &prefixWriter{w: b.progress, prefix: "bench --live:   " + kind + ": "}
 	go func() {
 		served <- netns.In(b.pair.a, func() error {
-			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes, BusyPoll: b.opt.BusyPoll, Spin: b.opt.Spin,
+			// The peer runs XDP (attachPeerPass): the stage's XDP_TX
+			// answers reach it.
+			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes, BusyPoll: b.opt.BusyPoll, Spin: b.opt.Spin, XDPTX: "on",
 				Ready: func() { close(ready) }, Signal: func(p *os.Process) { helper.Store(int64(p.Pid)) }})
 		})
 	}()
@@ -183,42 +185,34 @@ func (b *bench) startDragonc(kind string) (func() error, func() int, error) {
 	}
 }
 
-// startReflector attaches the XDP_TX reflector to vA. A veth transmits
-// an XDP_TX frame into its peer's NAPI ring, which exists only while the
-// peer has an XDP program or GRO on, and without a program there the
-// frame is dropped (drivers/net/veth.c: veth_xdp_xmit drops when the
-// peer queue's napi pointer is NULL, and veth_xdp_flush wakes the peer's
-// NAPI only when it has an XDP program), so vB gets a program that
-// passes everything while the reflector serves.
-func (b *bench) startReflector() (func() error, error) {
-	var detach []func()
-	stop := func() error {
-		for i := len(detach) - 1; i >= 0; i-- {
-			detach[i]()
-		}
-		return nil
-	}
-	err := netns.In(b.pair.b, func() error {
-		d, err := attachXDP("live_pass", passInsns(), peerIf)
-		if err == nil {
-			detach = append(detach, d)
-		}
+// attachPeerPass gives vB an XDP program that passes everything, for
+// the whole run, so that every server meets the same link. A veth
+// transmits an XDP_TX frame into its peer's NAPI ring, which exists only
+// while the peer has an XDP program or GRO on, and without a program
+// there the frame is dropped (drivers/net/veth.c: veth_xdp_xmit drops
+// when the peer queue's napi pointer is NULL, and veth_xdp_flush wakes
+// the peer's NAPI only when it has an XDP program): the reflector and
+// dragonc's XDP stage, which answers ARP and ping with XDP_TX, need it.
+func (b *bench) attachPeerPass() (detach func(), err error) {
+	err = netns.In(b.pair.b, func() error {
+		detach, err = attachXDP("live_pass", passInsns(), peerIf)
 		return err
 	})
-	if err == nil {
-		err = netns.In(b.pair.a, func() error {
-			d, err := attachXDP("live_reflect", reflectorInsns(), serverIf)
-			if err == nil {
-				detach = append(detach, d)
-			}
-			return err
-		})
-	}
+	return detach, err
+}
+
+// startReflector attaches the XDP_TX reflector to vA.
+func (b *bench) startReflector() (func() error, error) {
+	var detach func()
+	err := netns.In(b.pair.a, func() error {
+		var err error
+		detach, err = attachXDP("live_reflect", reflectorInsns(), serverIf)
+		return err
+	})
 	if err != nil {
-		stop()
 		return nil, err
 	}
-	return stop, nil
+	return func() error { detach(); return nil }, nil
 }
 
 // prefixWriter writes each line with a prefix.

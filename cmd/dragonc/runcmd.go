@@ -139,6 +139,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	c.Flags().BoolVar(&detached, "detach", false, "serve in the background, with the eBPF objects pinned in /sys/fs/bpf/dragonc/IFACE; return once it serves (dragonc status, dragonc stop)")
 	c.Flags().StringVar(&sf.metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
 	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
+	c.Flags().StringVar(&sf.xdpTX, "xdp-tx", "auto", "whether the XDP stage answers ARP (and ping) itself with XDP_TX: auto (yes, except on a veth, whose peer must run XDP or GRO to receive them), on or off")
 	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
 	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "how long a receive loop keeps looking at empty rings before it sleeps (0: never spins; unset: the default where the host has a core more than the loops, else 0)")
 	return c
@@ -153,6 +154,7 @@ type serveFlags struct {
 	busyPoll    bool
 	spin        time.Duration
 	spinSet     bool // --spin given; otherwise run chooses
+	xdpTX       string
 }
 
 func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface string) int {
@@ -174,7 +176,7 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 		}
 	}
 	opt := drun.Options{Iface: iface, Every: sf.every, Socket: sf.socket, Force: sf.force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: sf.metricsAddr,
-		BusyPoll: sf.busyPoll, Spin: spin,
+		BusyPoll: sf.busyPoll, Spin: spin, XDPTX: sf.xdpTX,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {
