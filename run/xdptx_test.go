@@ -94,4 +94,3 @@ func attachPass(t *testing.T, ifname string) error {
 	t.Cleanup(func() { l.Close(); prog.Close() })
 	return nil
 }
-
