@@ -93,23 +93,8 @@ func embedTest(t testing.TB, src string) (*dembed.Result, *lpg.Stack) {
 	return embedtest.PlanSourceTarget(t, Model, "served.lpg", []byte(src), costmodel.Balance{}, dembed.TargetSilicon)
 }
 
-// syncBuffer collects the counters Serve prints.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects what a server prints.
+type syncBuffer = netnstest.SyncBuffer
 
 // TestServeNamespaces serves a stack on a veth in one namespace and talks
 // to it from another: ARP, ping, UDP echo, a closed port, steering by

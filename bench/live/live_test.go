@@ -15,6 +15,7 @@ import (
 
 	_ "github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/netns"
+	"github.com/dragonc/dragonc/internal/netnstest"
 )
 
 // TestMain lets the test binary stand in for the Go load generator, and
@@ -241,22 +242,8 @@ func (c *cancelOn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects what a server prints.
+type syncBuffer = netnstest.SyncBuffer
 
 // BenchmarkUDPEcho is the live benchmark as a Go benchmark: the five
 // servers (or those the LIVE_SERVERS variable lists, comma separated) in

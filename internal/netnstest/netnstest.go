@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,3 +49,22 @@ func Two(t testing.TB, tools ...string) (a, b string) {
 
 // In runs f on a thread that has joined namespace name (netns.In).
 func In(name string, f func() error) error { return netns.In(name, f) }
+
+// SyncBuffer collects what a server in another goroutine writes (its
+// notes, its counters) for the test to read while it runs.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
