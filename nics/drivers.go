@@ -93,7 +93,6 @@ var drivers = map[string]*prg.Driver{
 		Hidden: map[string]string{
 			"RxCEtherTypeFilter": "igb exposes ethtool -N (EtherType rules) only on the I350 and later, not on the 82576 (igb_probe: NETIF_F_NTUPLE for mac.type >= e1000_i350)",
 			"RxCSynFilter":       "igb has no ethtool interface to the SYN filter",
-			"RxCFlexFilter":      "igb has no ethtool interface to the flexible filters",
 			"RxC5TupleFilter":    "igb has no ethtool interface to the five-tuple filters (ethtool -N takes only ETHER_FLOW, and not at all on the 82576)",
 		},
 		TxSoftware: map[string]string{"TxL3IPv4FillChecksum": ipv4HeaderChecksum},

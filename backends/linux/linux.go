@@ -8,6 +8,7 @@ package linux
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -214,29 +215,9 @@ func Script(r *embed.Result, source string) string {
 		w("echo %s >&2\n\n", Quote(fmt.Sprintf("linux.sh: warning: %d filter entries cannot be expressed with ethtool; see the comments in this script", len(unsupported))))
 	}
 
-	w("# Process binding: run each application where its queue is served.\n")
-	apps := map[string][]int{}
-	for _, e := range pl.Endpoints {
-		if e.App == "" || len(e.IRQCores) == 0 {
-			continue
-		}
-		apps[e.App] = append(apps[e.App], e.IRQCores...)
-	}
-	names := make([]string, 0, len(apps))
-	for a := range apps {
-		names = append(names, a)
-	}
-	sort.Strings(names)
-	for _, a := range names {
-		cores := apps[a]
-		sort.Ints(cores)
-		var cs []string
-		for i, c := range cores {
-			if i == 0 || c != cores[i-1] {
-				cs = append(cs, fmt.Sprint(c))
-			}
-		}
-		w("printf 'bind %%s to cores %%s (taskset -acp %%s PID)\\n' %s %s %s\n", Quote(visible(a)), Quote(strings.Join(cs, ",")), Quote(strings.Join(cs, ",")))
+	w("# Process binding: run each process where its queue is served.\n")
+	for _, b := range bindings(pl) {
+		w("printf 'bind %%s to cores %%s (taskset -acp %%s PID)\\n' %s %s %s\n", Quote(visible(b.who)), Quote(b.cores), Quote(b.cores))
 	}
 	w("if [ \"$dry\" = 0 ]; then\n    rm -f \"$state.err\"\n    echo \"linux.sh: applied $((%d - refused)) of %d steps to $ifc; linux.sh --undo $ifc restores the previous settings\"\nfi\n", len(steps), len(steps))
 	return b.String()
@@ -431,6 +412,85 @@ func stepsOf(r *embed.Result) (steps []step, rules []string, unsupported []strin
 		})
 	}
 	return steps, rules, unsupported
+}
+
+// binding is one process-binding line of linux.sh.
+type binding struct {
+	who   string // the process: an application, or one endpoint's process
+	cores string // comma-separated cores
+}
+
+// bindings says where each process should run: on the cores whose
+// queues serve it. An application whose endpoints each declare a core of
+// their own (core N in the stack file: one process per endpoint, as the
+// ranks of an MPI job) gets one line per endpoint, so that each process
+// runs near its own receive queue, as the Open-MX paper binds each
+// endpoint's process (Goglin, section 3.2); a process whose queue serves
+// others of them too stays on its declared core. Any other application
+// gets one line for all its endpoints.
+func bindings(pl *plan.Plan) []binding {
+	byApp := map[string][]plan.Endpoint{}
+	for _, e := range pl.Endpoints {
+		if e.App != "" && len(e.IRQCores) > 0 {
+			byApp[e.App] = append(byApp[e.App], e)
+		}
+	}
+	names := make([]string, 0, len(byApp))
+	for a := range byApp {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	join := func(cores []int) string {
+		cores = slices.Clone(cores)
+		sort.Ints(cores)
+		cores = slices.Compact(cores)
+		cs := make([]string, len(cores))
+		for i, c := range cores {
+			cs[i] = fmt.Sprint(c)
+		}
+		return strings.Join(cs, ",")
+	}
+	var out []binding
+	for _, a := range names {
+		eps := byApp[a]
+		perProcess := len(eps) > 1
+		seen := map[int]bool{}
+		for _, e := range eps {
+			if len(e.AppCores) != 1 || seen[e.AppCores[0]] {
+				perProcess = false
+				break
+			}
+			seen[e.AppCores[0]] = true
+		}
+		if perProcess {
+			// A queue that serves several of these processes would pile
+			// them on one core, which the paper rules out (an overloaded
+			// core, section 2.3): such a process keeps its own core.
+			served := map[int]int{}
+			for _, e := range eps {
+				for _, c := range slices.Compact(slices.Sorted(slices.Values(e.IRQCores))) {
+					served[c]++
+				}
+			}
+			for _, e := range eps {
+				cores := e.IRQCores
+				for _, c := range e.IRQCores {
+					if served[c] > 1 {
+						cores = e.AppCores
+						break
+					}
+				}
+				out = append(out, binding{who: fmt.Sprintf("%s (the process of endpoint %s)", a, e.Name), cores: join(cores)})
+			}
+			continue
+		}
+		var all []int
+		for _, e := range eps {
+			all = append(all, e.IRQCores...)
+		}
+		out = append(out, binding{who: a, cores: join(all)})
+	}
+	return out
 }
 
 // queueCount is the number of receive queues a plan uses: one more than

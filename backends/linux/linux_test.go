@@ -575,3 +575,43 @@ func TestScriptMyri10geModuleParameters(t *testing.T) {
 		t.Errorf("the script asks myri10ge for %s", m)
 	}
 }
+
+// TestBindEachRank: the ranks of an MPI job (one process per endpoint,
+// each with a core of its own) get one binding line each, on the core
+// that serves their queue (Open-MX paper, section 3.2); when one queue
+// serves them all (myri10ge cannot hash Open-MX endpoints), each keeps
+// its own core instead of piling on that queue's core.
+func TestBindEachRank(t *testing.T) {
+	line := regexp.MustCompile(`(?m)^printf 'bind %s to cores %s \(taskset -acp %s PID\)\\n' 'mpi \(the process of endpoint (rank\d)\)' '([\d,]+)'`)
+	for _, target := range []string{embed.TargetLinux, embed.TargetSilicon} {
+		r, _ := embedtest.PlanTarget(t, "myri10g", filepath.Join(root, "examples", "mpi_openmx.lpg"), costmodel.Balance{}, target)
+		got := map[string]string{}
+		for _, m := range line.FindAllStringSubmatch(linux.Script(r, "mpi_openmx.lpg"), -1) {
+			got[m[1]] = m[2]
+		}
+		if len(got) != 8 {
+			t.Errorf("%s: %d rank lines, want 8: %v", target, len(got), got)
+		}
+		cores := map[string]bool{}
+		for _, e := range r.Plan.Endpoints {
+			c, ok := got[e.Name]
+			if !ok {
+				continue
+			}
+			if cores[c] {
+				t.Errorf("%s: two ranks bound to core %s: %v", target, c, got)
+			}
+			cores[c] = true
+			// A rank alone on its queue runs on that queue's core.
+			alone := true
+			for _, o := range r.Plan.Endpoints {
+				if o.Name != e.Name && o.App == e.App && slices.Equal(o.IRQCores, e.IRQCores) {
+					alone = false
+				}
+			}
+			if alone && c != fmt.Sprint(e.IRQCores[0]) {
+				t.Errorf("%s: %s alone on its queue is bound to core %s, its queue's interrupt is on %v", target, e.Name, c, e.IRQCores)
+			}
+		}
+	}
+}
