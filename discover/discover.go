@@ -1,171 +1,177 @@
-// Package discover writes a PRG for a live Linux interface from what Linux
-// reports about it: the driver (ethtool -i), offloads (ethtool -k), queue
-// counts (ethtool -l, /sys/class/net/IF/queues), the RSS indirection table
-// and key (ethtool -x), the hashed fields (ethtool -n rx-flow-hash) and
-// whether ntuple rules are accepted. For drivers whose facts dragonc knows
-// (igb, ixgbe) the filter tables they expose are added with their limits;
-// any other driver gets a conservative model: RSS and checksums only.
-//
-// The text formats parsed here are those ethtool prints (ethtool.c:
-// dump_drvinfo, dump_channels, print_indir_table, dump_features; rxclass.c
-// for rule counts).
+// Package discover writes a PRG for a live Linux interface from what its
+// driver reports through the ethtool ioctls (SIOCETHTOOL; structures of
+// include/uapi/linux/ethtool.h): the driver (ETHTOOL_GDRVINFO), the
+// channels (ETHTOOL_GCHANNELS) and the receive queues in use
+// (/sys/class/net/IF/queues), the offload features and whether they can
+// change (ETHTOOL_GFEATURES), the RSS indirection size and key
+// (ETHTOOL_GRSSH) and the hashed fields (ETHTOOL_GRXFH). For drivers
+// whose facts dragonc knows (igb, ixgbe) the filter tables they expose are
+// added with their limits; any other driver gets a conservative model:
+// RSS and checksums only. Nothing is read from ethtool's printed text.
 package discover
 
 import (
-	"bufio"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dragonc/dragonc/prg"
+)
+
+// Ethtool answers the ethtool commands discover asks, in the kernel's
+// terms. Ioctl is the real one; tests replay recorded answers.
+type Ethtool interface {
+	Driver() (string, error)                             // ETHTOOL_GDRVINFO: driver name
+	Channels() (Channels, error)                         // ETHTOOL_GCHANNELS
+	Features() ([]KernelFeature, error)                  // ETH_SS_FEATURES names and ETHTOOL_GFEATURES
+	RSS() (indirSize int, key []byte, err error)         // ETHTOOL_GRSSH
+	FlowHash(flowType uint32) (fields uint64, err error) // ETHTOOL_GRXFH: RXH_* bits
+}
+
+// Channels is struct ethtool_channels: the maximums and the counts in use.
+type Channels struct {
+	MaxRX, MaxTX, MaxOther, MaxCombined uint32
+	RX, TX, Other, Combined             uint32
+}
+
+// KernelFeature is one netdev feature as ETHTOOL_GFEATURES reports it, by
+// its kernel name (net/ethtool/common.c netdev_features_strings:
+// "rx-checksum" is NETIF_F_RXCSUM, "tx-checksum-ipv4" NETIF_F_IP_CSUM).
+type KernelFeature struct {
+	Name                                       string
+	Available, Requested, Active, NeverChanged bool
+}
+
+// Flow types and hashed-field bits of ETHTOOL_GRXFH
+// (include/uapi/linux/ethtool.h).
+const (
+	TCPv4Flow = 0x01   // TCP_V4_FLOW
+	UDPv4Flow = 0x02   // UDP_V4_FLOW
+	RXHL4B01  = 1 << 6 // RXH_L4_B_0_1: source port
+	RXHL4B23  = 1 << 7 // RXH_L4_B_2_3: destination port
+	rxhPorts  = RXHL4B01 | RXHL4B23
 )
 
 // Facts is what Linux reports about an interface.
 type Facts struct {
 	Iface       string
 	Driver      string
-	MaxCombined int // ethtool -l: Pre-set maximums, Combined (or RX)
-	Combined    int // Current hardware settings
-	RxQueues    int // /sys/class/net/IF/queues/rx-*
-	Features    map[string]Feature
-	IndirSize   int    // entries of the RSS indirection table (0: none)
-	Key         string // RSS hash key, colon-separated hex
-	UDPPorts    bool   // UDP over IPv4 hashes its ports
-	TCPPorts    bool
-	Notes       []string
+	Channels    Channels
+	HasChannels bool // the driver answers ETHTOOL_GCHANNELS
+	RxQueues    int  // /sys/class/net/IF/queues/rx-* (0: unknown)
+	// The offloads, by what they mean for the model.
+	RxChecksum Feature // NETIF_F_RXCSUM ("rx-checksum")
+	TxChecksum Feature // NETIF_F_IP_CSUM or NETIF_F_HW_CSUM
+	NTuple     Feature // NETIF_F_NTUPLE ("rx-ntuple-filter")
+	IndirSize  int     // entries of the RSS indirection table (0: none)
+	Key        []byte  // RSS hash key
+	UDPPorts   bool    // UDP over IPv4 hashes its ports
+	TCPPorts   bool
+	Notes      []string
 }
 
-// Feature is one line of ethtool -k: its state and whether it can change.
+// Feature is a feature's state and whether it can change.
 type Feature struct {
+	Known bool // the driver reports it
 	On    bool
 	Fixed bool
 }
 
-// Runner runs ethtool with arguments and returns its standard output.
-type Runner func(args ...string) (string, error)
-
-// Probe asks ethtool about an interface. queues is the number of rx-*
+// Probe asks an interface's driver. queues is the number of rx-*
 // directories under /sys/class/net/IF/queues (0 if unknown).
-func Probe(iface string, run Runner, queues int) (*Facts, error) {
-	f := &Facts{Iface: iface, RxQueues: queues, Features: map[string]Feature{}}
-	out, err := run("-i", iface)
+func Probe(iface string, et Ethtool, queues int) (*Facts, error) {
+	f := &Facts{Iface: iface, RxQueues: queues}
+	drv, err := et.Driver()
 	if err != nil {
-		return nil, fmt.Errorf("ethtool -i %s: %w", iface, err)
+		return nil, fmt.Errorf("%s: %w", iface, err)
 	}
-	f.Driver = field(out, "driver")
-	if f.Driver == "" {
-		return nil, fmt.Errorf("ethtool -i %s names no driver", iface)
+	if drv == "" {
+		return nil, fmt.Errorf("%s: the driver reports no name (ETHTOOL_GDRVINFO)", iface)
 	}
-	if out, err := run("-k", iface); err == nil {
-		f.Features = ParseFeatures(out)
+	f.Driver = drv
+	if fs, err := et.Features(); err == nil {
+		f.RxChecksum = feature(fs, "rx-checksum")
+		f.TxChecksum = feature(fs, "tx-checksum-ipv4", "tx-checksum-ip-generic")
+		f.NTuple = feature(fs, "rx-ntuple-filter")
 	} else {
-		f.Notes = append(f.Notes, "ethtool -k failed: offloads unknown, modelled off")
+		f.Notes = append(f.Notes, fmt.Sprintf("offloads unknown (%v): modelled off", err))
 	}
-	if out, err := run("-l", iface); err == nil {
-		f.MaxCombined, f.Combined = ParseChannels(out)
+	if ch, err := et.Channels(); err == nil {
+		f.Channels, f.HasChannels = ch, true
 	} else {
-		f.Notes = append(f.Notes, "ethtool -l is not supported: the queue count cannot be changed")
+		f.Notes = append(f.Notes, fmt.Sprintf("no channel count (%v): the queue count cannot be changed", err))
 	}
-	if out, err := run("-x", iface); err == nil {
-		f.IndirSize, f.Key = ParseIndirection(out)
+	if n, key, err := et.RSS(); err == nil && n > 0 {
+		f.IndirSize, f.Key = n, key
 	} else {
-		f.Notes = append(f.Notes, "ethtool -x is not supported: no RSS table")
+		f.Notes = append(f.Notes, "no RSS indirection table (ETHTOOL_GRSSH)")
 	}
-	if out, err := run("-n", iface, "rx-flow-hash", "udp4"); err == nil {
-		f.UDPPorts = HashesPorts(out)
+	if h, err := et.FlowHash(UDPv4Flow); err == nil {
+		f.UDPPorts = h&rxhPorts == rxhPorts
 	}
-	if out, err := run("-n", iface, "rx-flow-hash", "tcp4"); err == nil {
-		f.TCPPorts = HashesPorts(out)
+	if h, err := et.FlowHash(TCPv4Flow); err == nil {
+		f.TCPPorts = h&rxhPorts == rxhPorts
+	}
+	if q, why := f.queueCount(); why != "" {
+		f.Notes = append(f.Notes, fmt.Sprintf("%d receive queue(s): %s", q, why))
 	}
 	return f, nil
 }
 
-func field(out, key string) string {
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// ParseFeatures reads ethtool -k ("rx-checksumming: on [fixed]").
-func ParseFeatures(out string) map[string]Feature {
-	fs := map[string]Feature{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ": ")
-		if !ok || strings.HasPrefix(sc.Text(), "Features for") {
+// feature reads the first of names the driver reports. A feature is
+// fixed when it is not in the driver's changeable set (available) or the
+// kernel says it can never change (never_changed; ethtool -k prints
+// "[fixed]" for the same two cases).
+func feature(fs []KernelFeature, names ...string) Feature {
+	var out Feature
+	for _, n := range names {
+		i := slices.IndexFunc(fs, func(k KernelFeature) bool { return k.Name == n })
+		if i < 0 {
 			continue
 		}
-		fs[k] = Feature{On: strings.HasPrefix(v, "on"), Fixed: strings.Contains(v, "[fixed]")}
-	}
-	return fs
-}
-
-// ParseChannels reads ethtool -l: the maximum and current combined
-// channels (RX channels where a driver has separate ones).
-func ParseChannels(out string) (max, cur int) {
-	section := ""
-	sc := bufio.NewScanner(strings.NewReader(out))
-	vals := map[string]int{}
-	for sc.Scan() {
-		line := sc.Text()
+		k := fs[i]
+		f := Feature{Known: true, On: k.Active, Fixed: !k.Available || k.NeverChanged}
 		switch {
-		case strings.HasPrefix(line, "Pre-set maximums"):
-			section = "max"
-		case strings.HasPrefix(line, "Current hardware settings"):
-			section = "cur"
-		default:
-			k, v, ok := strings.Cut(line, ":")
-			if !ok || section == "" {
-				continue
-			}
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				continue // n/a
-			}
-			vals[section+strings.TrimSpace(k)] = n
+		case !out.Known:
+			out = f
+		case f.On && !out.On || f.On == out.On && !f.Fixed:
+			// Either transmit checksum feature does the transport
+			// checksum; the model takes the one that is on, or can be.
+			out = f
 		}
 	}
-	max, cur = vals["maxCombined"], vals["curCombined"]
-	if max == 0 {
-		max, cur = vals["maxRX"], vals["curRX"]
-	}
-	return max, cur
+	return out
 }
 
-var indirRow = regexp.MustCompile(`^\s*\d+:\s+((?:\d+\s*)+)$`)
-
-// ParseIndirection reads ethtool -x: the size of the indirection table and
-// the hash key.
-func ParseIndirection(out string) (size int, key string) {
-	sc := bufio.NewScanner(strings.NewReader(out))
-	inKey := false
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case indirRow.MatchString(line):
-			size += len(strings.Fields(indirRow.FindStringSubmatch(line)[1]))
-		case strings.HasPrefix(line, "RSS hash key"):
-			inKey = true
-		case inKey:
-			if s := strings.TrimSpace(line); s != "" && s != "Operation not supported" {
-				key = s
-			}
-			inKey = false
-		}
-	}
-	return size, key
+// Queues is the number of receive queues the model gets.
+func (f *Facts) Queues() int {
+	q, _ := f.queueCount()
+	return q
 }
 
-// HashesPorts reports whether ethtool -n rx-flow-hash lists both port
-// halves ("L4 bytes 0 & 1", "L4 bytes 2 & 3").
-func HashesPorts(out string) bool {
-	return strings.Contains(out, "L4 bytes 0 & 1") && strings.Contains(out, "L4 bytes 2 & 3")
+// queueCount is the receive queue count for the model and, when it is not
+// simply what the driver reports as its combined maximum, why.
+//
+// A driver with combined channels takes up to its maximum through
+// ethtool -L combined, which linux.sh sets: the model gets the maximum.
+// A driver that counts RX channels apart (veth: veth_get_channels reports
+// rx_count = real_num_rx_queues, max_rx = the queues allocated) is
+// modelled with the RX channels in use, because linux.sh sets combined
+// channels, which such a driver refuses; the sysfs count is the fallback.
+func (f *Facts) queueCount() (int, string) {
+	ch := f.Channels
+	switch {
+	case f.HasChannels && ch.MaxCombined > 0:
+		return int(ch.MaxCombined), ""
+	case f.HasChannels && ch.RX > 0:
+		why := fmt.Sprintf("the RX channels in use (ETHTOOL_GCHANNELS rx_count; at most %d)", ch.MaxRX)
+		return int(ch.RX), why
+	case f.RxQueues > 0:
+		return f.RxQueues, "the rx-* queues in /sys/class/net/IF/queues"
+	}
+	return 1, "nothing reports a count: one queue"
 }
 
 var notIdent = regexp.MustCompile(`[^A-Za-z0-9_]`)
@@ -176,7 +182,7 @@ func PRG(f *Facts, known bool, tables []Table) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	name := "discovered_" + notIdent.ReplaceAllString(f.Iface, "_")
-	queues := max(f.MaxCombined, f.Combined, f.RxQueues, 1)
+	queues := f.Queues()
 	w("// Discovered by dragonc from interface %s (driver %s): what Linux\n", strings.ReplaceAll(f.Iface, "\n", " "), strings.ReplaceAll(f.Driver, "\n", " "))
 	w("// reports about it, not the silicon. Edit freely.\n")
 	for _, n := range f.Notes {
@@ -197,20 +203,27 @@ func PRG(f *Facts, known bool, tables []Table) string {
 	if len(tables) > 0 {
 		next = tables[0].Node
 	}
-	rx := f.Features["rx-checksumming"]
+	rx := f.RxChecksum
 	first := next
-	if !rx.Fixed || rx.On {
+	if rx.Known && (!rx.Fixed || rx.On) {
 		first = "CsumOffload"
 	}
 	w("        boolean L2EtherValidLength {\n            port true[%s]\n            port false[]\n            predicate true \"eth.len_ok\"\n        }\n\n", first)
 	if first == "CsumOffload" {
+		// NETIF_F_RXCSUM lets the driver mark TCP and UDP (also GRE, SCTP,
+		// FCoE) checksums verified, CHECKSUM_UNNECESSARY
+		// (include/linux/skbuff.h, "Checksumming of received packets by
+		// device"); the IPv4 header checksum is not among them: the stack
+		// checks it on every datagram (ip_rcv_core, ip_fast_csum in
+		// net/ipv4/ip_input.c), so the model leaves it to software.
 		if rx.Fixed {
-			w("        // rx-checksumming is fixed on.\n")
-			w("        config CsumOffload {\n            enum { feature rx_checksum }\n            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum %s]\n        }\n\n", next)
+			w("        // rx-checksum (NETIF_F_RXCSUM) is fixed on: TCP and UDP checksums.\n")
+			w("        config CsumOffload {\n            enum { feature rx_checksum }\n            port on[L4UDPValidChecksum L4TCPValidChecksum %s]\n        }\n\n", next)
 		} else {
-			w("        config CsumOffload {\n            enum { feature rx_checksum }\n            port on[L3IPv4ValidChecksum L4UDPValidChecksum L4TCPValidChecksum %s]\n            port off[%s]\n        }\n\n", next, next)
+			w("        // rx-checksum (NETIF_F_RXCSUM): TCP and UDP checksums.\n")
+			w("        config CsumOffload {\n            enum { feature rx_checksum }\n            port on[L4UDPValidChecksum L4TCPValidChecksum %s]\n            port off[%s]\n        }\n\n", next, next)
 		}
-		for _, c := range []struct{ n, p string }{{"L3IPv4ValidChecksum", "ip.csum_ok"}, {"L4UDPValidChecksum", "udp.csum_ok"}, {"L4TCPValidChecksum", "tcp.csum_ok"}} {
+		for _, c := range []struct{ n, p string }{{"L4UDPValidChecksum", "udp.csum_ok"}, {"L4TCPValidChecksum", "tcp.csum_ok"}} {
 			w("        boolean %s {\n            attr \"software\"\n            port true false[]\n            predicate true %q\n        }\n\n", c.n, c.p)
 		}
 	}
@@ -253,9 +266,9 @@ func PRG(f *Facts, known bool, tables []Table) string {
 		w("            }\n            port queues[Queue0..%d]\n            port default[Queue0]\n        }\n\n", queues-1)
 	}
 	w("        node Queue0..%d {\n            attr \"source\"\n            port out[]\n        }\n    }\n\n", queues-1)
-	tx := f.Features["tx-checksumming"]
+	tx := f.TxChecksum
 	w("    cluster Tx {\n        node Queue0..%d {\n            attr \"source\"\n            port out[CsumInsert]\n        }\n\n", queues-1)
-	if tx.Fixed && !tx.On {
+	if !tx.Known || tx.Fixed && !tx.On {
 		w("        // tx-checksumming is fixed off.\n        config CsumInsert {\n            enum { feature tx_checksum }\n            port off[Wire]\n        }\n\n")
 	} else {
 		w("        config CsumInsert {\n            enum { feature tx_checksum }\n            port on[L4UDPFillChecksum]\n            port off[Wire]\n        }\n\n")
@@ -285,22 +298,13 @@ func pow2floor(n int) int {
 	return p
 }
 
-// keyBytes turns ethtool's "6d:5a:..." into the hex string of a model's
-// key property, when it is a key dragonc accepts.
-func keyBytes(k string) string {
-	parts := strings.Split(k, ":")
-	if len(parts) < 16 || len(parts) > 256 {
+// keyBytes is the hex string of a model's key property for an RSS key,
+// when it is a key dragonc accepts (prg.MinRSSKey..prg.MaxRSSKey bytes).
+func keyBytes(k []byte) string {
+	if len(k) < prg.MinRSSKey || len(k) > prg.MaxRSSKey {
 		return ""
 	}
-	for _, p := range parts {
-		if len(p) != 2 {
-			return ""
-		}
-		if _, err := strconv.ParseUint(p, 16, 8); err != nil {
-			return ""
-		}
-	}
-	return strings.Join(parts, "")
+	return hex.EncodeToString(k)
 }
 
 // TablesOf turns the filter tables a known driver exposes into nodes of a

@@ -1,12 +1,17 @@
 package discover_test
 
 import (
-	"errors"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/discover"
@@ -17,19 +22,62 @@ import (
 	"github.com/dragonc/dragonc/prg"
 )
 
-// recorded answers ethtool from files in testdata/DRIVER.
-func recorded(dir string) discover.Runner {
-	return func(args ...string) (string, error) {
-		name := map[string]string{"-i": "i", "-k": "k", "-l": "l", "-x": "x"}[args[0]]
-		if args[0] == "-n" && len(args) == 4 {
-			name = args[3]
-		}
-		b, err := os.ReadFile(filepath.Join(dir, name+".txt"))
-		if err != nil {
-			return "", errors.New("Operation not supported")
-		}
-		return string(b), nil
+// recording is what a driver answered the ethtool ioctls, as
+// testdata/DRIVER.json keeps it; an absent part stands for a command the
+// driver has no operation for (EOPNOTSUPP).
+type recording struct {
+	Driver   string
+	Channels *discover.Channels
+	Features []discover.KernelFeature
+	RSS      *struct {
+		Indir int
+		Key   string
 	}
+	FlowHash map[string]uint64
+}
+
+// replay answers as the recorded driver did.
+type replay struct{ r *recording }
+
+func (p replay) Driver() (string, error) { return p.r.Driver, nil }
+func (p replay) Channels() (discover.Channels, error) {
+	if p.r.Channels == nil {
+		return discover.Channels{}, unix.EOPNOTSUPP
+	}
+	return *p.r.Channels, nil
+}
+func (p replay) Features() ([]discover.KernelFeature, error) {
+	if p.r.Features == nil {
+		return nil, unix.EOPNOTSUPP
+	}
+	return p.r.Features, nil
+}
+func (p replay) RSS() (int, []byte, error) {
+	if p.r.RSS == nil {
+		return 0, nil, unix.EOPNOTSUPP
+	}
+	key, err := hex.DecodeString(p.r.RSS.Key)
+	return p.r.RSS.Indir, key, err
+}
+func (p replay) FlowHash(flowType uint32) (uint64, error) {
+	h, ok := p.r.FlowHash[fmt.Sprint(flowType)]
+	if !ok {
+		return 0, unix.EOPNOTSUPP
+	}
+	return h, nil
+}
+
+func recorded(t *testing.T, driver string) replay {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", driver+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r recording
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return replay{&r}
 }
 
 // model discovers a model from recorded outputs, as the command does.
@@ -85,11 +133,11 @@ func TestRecorded(t *testing.T) {
 		{"virtio_net", 4, 0, false, false},
 	} {
 		t.Run(c.driver, func(t *testing.T) {
-			f, err := discover.Probe("eth0", recorded(filepath.Join("testdata", c.driver)), 0)
+			f, err := discover.Probe("eth0", recorded(t, c.driver), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.Driver != c.driver || f.MaxCombined != c.queues || f.IndirSize != c.indir || f.UDPPorts != c.udpPorts {
+			if f.Driver != c.driver || f.Queues() != c.queues || f.IndirSize != c.indir || f.UDPPorts != c.udpPorts {
 				t.Errorf("facts %+v", f)
 			}
 			text, m := model(t, f)
@@ -100,6 +148,11 @@ func TestRecorded(t *testing.T) {
 			if got := m.Space("RxCFDir") != nil; got != c.table {
 				t.Errorf("flow director table: %v, want %v", got, c.table)
 			}
+			// rx-checksum covers TCP and UDP, not the IPv4 header
+			// (CHECKSUM_UNNECESSARY, include/linux/skbuff.h).
+			if strings.Contains(text, "L3IPv4ValidChecksum") || !strings.Contains(text, "L4TCPValidChecksum") {
+				t.Errorf("receive checksum offload modelled wrong:\n%s", text)
+			}
 			r := embedOn(t, m, "dns_ntp.lpg")
 			if r.Plan.Target != "linux" || r.Plan.Driver != c.driver {
 				t.Errorf("plan target %q driver %q", r.Plan.Target, r.Plan.Driver)
@@ -108,60 +161,94 @@ func TestRecorded(t *testing.T) {
 	}
 }
 
-// TestVeth discovers a veth made in a network namespace of the test's own.
+// vethAnswers is what veth answers (drivers/net/veth.c): veth_get_channels
+// reports the queues allocated as maximums (max_rx, max_tx) and the ones
+// in use as counts, no combined channels; veth_ethtool_ops has no
+// get_rxfh or get_rxnfc. The device was made with 4 queues, 1 in use.
+var vethAnswers = &recording{
+	Driver:   "veth",
+	Channels: &discover.Channels{MaxRX: 4, MaxTX: 4, RX: 1, TX: 1},
+	Features: []discover.KernelFeature{
+		{Name: "rx-checksum", Available: true, Requested: true, Active: true},
+		{Name: "tx-checksum-ip-generic", Available: true, Requested: true, Active: true},
+		{Name: "rx-ntuple-filter"},
+	},
+}
+
+// TestVethChannels: a driver that counts RX channels apart is modelled
+// with the RX channels in use, not its maximum.
+func TestVethChannels(t *testing.T) {
+	f, err := discover.Probe("v0", replay{vethAnswers}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Queues() != 1 {
+		t.Errorf("%d queues, want the 1 in use (maximum 4)", f.Queues())
+	}
+	if len(f.Notes) == 0 || !strings.Contains(strings.Join(f.Notes, "\n"), "rx_count") {
+		t.Errorf("no note says where the count comes from: %q", f.Notes)
+	}
+	_, m := model(t, f)
+	if len(m.Queues) != 1 {
+		t.Errorf("the model has %d queues", len(m.Queues))
+	}
+}
+
+// TestVeth discovers a veth made in a network namespace of the test's
+// own, through the real ioctls.
 func TestVeth(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace")
 	}
-	for _, tool := range []string{"ethtool", "unshare", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip is not installed")
+	}
+	type result struct {
+		f   *discover.Facts
+		err error
+		out string
+	}
+	done := make(chan result)
+	go func() {
+		// The namespace belongs to this thread, which is never unlocked:
+		// it ends with the goroutine, and the namespace with it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- result{err: err}
+			return
 		}
-	}
-	script := `set -e
-ip link add v0 type veth peer name v1
-for a in "-i" "-k" "-l" "-x" "-n rx-flow-hash udp4" "-n rx-flow-hash tcp4"; do
-    echo "=== $a"
-    # shellcheck disable=SC2086
-    ethtool $a v0 2>&1 | sed 's/^/| /' || true
-done
-`
-	out, err := exec.Command("unshare", "-n", "sh", "-c", script).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot make a veth in a namespace here: %v\n%s", err, out)
-	}
-	answers := map[string]string{}
-	key := ""
-	for _, line := range strings.Split(string(out), "\n") {
-		switch {
-		case strings.HasPrefix(line, "=== "):
-			key = strings.TrimPrefix(line, "=== ")
-		case strings.HasPrefix(line, "| "):
-			answers[key] += strings.TrimPrefix(line, "| ") + "\n"
+		out, err := exec.Command("ip", "link", "add", "v0", "numrxqueues", "4", "numtxqueues", "4", "type", "veth", "peer", "name", "v1").CombinedOutput()
+		if err != nil {
+			done <- result{err: err, out: string(out)}
+			return
 		}
-	}
-	run := func(args ...string) (string, error) {
-		a := strings.Join(args[:len(args)-1], " ")
-		if args[0] == "-n" {
-			a = "-n " + strings.Join(args[2:], " ")
+		et, err := discover.OpenIoctl("v0")
+		if err != nil {
+			done <- result{err: err}
+			return
 		}
-		s := answers[a]
-		if strings.Contains(s, "Operation not supported") && !strings.Contains(s, "RX flow hash indirection") || strings.HasPrefix(s, "Cannot") {
-			return "", errors.New(strings.TrimSpace(s))
-		}
-		return s, nil
+		defer et.Close()
+		f, err := discover.Probe("v0", et, 1)
+		done <- result{f: f, err: err}
+	}()
+	r := <-done
+	if r.f == nil {
+		t.Skipf("cannot discover a veth in a namespace here: %v %s", r.err, r.out)
 	}
-	f, err := discover.Probe("v0", run, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := r.f
 	if f.Driver != "veth" {
 		t.Fatalf("driver %q", f.Driver)
 	}
+	if !f.HasChannels || f.Channels.Combined != 0 || f.Queues() != int(f.Channels.RX) {
+		t.Errorf("channels %+v: modelled with %d queues, want the RX count in use", f.Channels, f.Queues())
+	}
+	if !f.RxChecksum.Known {
+		t.Error("rx-checksum not found among the veth's features")
+	}
 	_, m := model(t, f)
-	r := embedOn(t, m, "web_and_dns.lpg")
-	if len(r.Plan.Queues) == 0 {
+	res := embedOn(t, m, "web_and_dns.lpg")
+	if len(res.Plan.Queues) == 0 {
 		t.Error("no queue in the plan")
 	}
-	t.Logf("veth: %d queues max, indirection %d, notes %v", f.MaxCombined, f.IndirSize, f.Notes)
+	t.Logf("veth: channels %+v, indirection %d, notes %v", f.Channels, f.IndirSize, f.Notes)
 }

@@ -129,17 +129,17 @@ func TestDragonetGreedyPriority(t *testing.T) {
 
 // TestDragonetGreedyStopsWhenFull: Dragonet's oracle offers nothing once
 // its tables are full and its search stops ("Oracle did not return any
-// confs, bailing out"). The 82576 model holds a UDP flow in its 8 flex
-// filters, then its 8 five-tuple filters (nics/82576.prg): the 17th flow
-// finds no room.
+// confs, bailing out"). The 82576 model holds a UDP flow in its 8
+// five-tuple filters (nics/82576.prg; its flex filters do not steer): the
+// 9th flow finds no room.
 func TestDragonetGreedyStopsWhenFull(t *testing.T) {
 	var flows []string
 	for k := 1; k <= 20; k++ {
 		flows = append(flows, fmt.Sprintf("endpoint f%02d udp flow 10.0.0.1:%d -> 10.0.0.%d:%d", k, 5000+k, 100+k, 40000+k))
 	}
 	_, _, err := dragonetAssignment(t, "82576", flowStack(4, flows), "dragonet-balance")
-	if err == nil || !strings.Contains(err.Error(), "offers nothing for endpoint f17 (after 16 placed") {
-		t.Fatalf("want a stop at f17, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "offers nothing for endpoint f09 (after 8 placed") {
+		t.Fatalf("want a stop at f09, got %v", err)
 	}
 	// The default strategy leaves the flows that do not fit to RSS.
 	if _, err := Run(stackInput(t, "82576", flowStack(4, flows), "dragonet-balance", "default")); err != nil {

@@ -369,8 +369,16 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 // SpreadIndex it is the one rule for where RSS puts a flow: the search,
 // the reference costs and the embedding's walk (knownBucket) all use it.
 func flowHash(sp *prg.Space, e *lpg.Endpoint) uint32 {
-	withPorts := e.Proto == lpg.TCP && sp.TCPPorts || e.Proto == lpg.UDP && sp.UDPPorts
-	return packet.HashTuple(sp.Key, e.Remote, e.Addr, e.RPort, e.Port, withPorts)
+	proto := uint8(0)
+	switch e.Proto {
+	case lpg.TCP:
+		proto = packet.ProtoTCP
+	case lpg.UDP:
+		proto = packet.ProtoUDP
+	}
+	// Connected flows are TCP or UDP, which every hash node hashes.
+	h, _ := sp.TupleHash(e.Remote, e.Addr, proto, e.RPort, e.Port)
+	return h
 }
 
 // flowSpread is the index, among n targets spread evenly over the RSS

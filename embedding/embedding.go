@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 
 	"github.com/dragonc/dragonc/internal/graph"
-	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
@@ -690,7 +689,10 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 			return nil
 		}
 	}
-	h := packet.HashTuple(sp.Key, uint32(src), uint32(dst), uint16(sport), uint16(dport), withPorts)
+	h, ok := sp.TupleHash(uint32(src), uint32(dst), uint8(proto), uint16(sport), uint16(dport))
+	if !ok {
+		return n.Port(sp.MissPort)
+	}
 	return n.Port("to" + v.Indirection[sp.Bucket(h)])
 }
 

@@ -40,11 +40,39 @@ func TestTigonPartition(t *testing.T) {
 		a, b = b, a
 	}
 	t.Logf("load split CPU A %.1f%% / CPU B %.1f%%, shared: %v", a, b, p.Shared)
-	if a < 46 || a > 48 || b < 52 || b > 54 {
-		t.Errorf("load split %.1f / %.1f, the paper reports 47 / 53", a, b)
+	// The shares are Fig. 5's readings, not fitted: CPU A holds Receive
+	// Complete (30 %) and three handlers of the 4-6 % band, CPU B the
+	// rest, so A's part of the total lies in [42, 48] / 99.6 % whatever
+	// the exact values; the paper's 47 % lies there too.
+	if share := a / (a + b); share < 42/99.6 || share > 48/99.6 {
+		t.Errorf("load split %.1f / %.1f, outside what Fig. 5 allows", a, b)
 	}
 	if len(p.Shared) != 3 {
 		t.Errorf("shared across cores: %v; the paper's partition shares three variables", p.Shared)
+	}
+}
+
+// TestTigonGains compares the gain the model predicts from placing the
+// handlers on both cores with the paper's measured gains of PARALLEL
+// over RELEASE (abstract; section 6.1, Figs. 10-11; Table 3). The model
+// counts cycles only, so it predicts the CPU-bound case, bidirectional
+// minimum-size UDP: the paper's +157 % there comes from the
+// parallelization, which alone gives +37..95 % (Fig. 11), and from the
+// scratch pads (up to +70 % more), which the model does not count. So the
+// prediction must fall in the parallelization's range and below the total.
+// Maximum-size UDP (+65 %) is bounded by the Ethernet limit and the
+// services (+32..107 %) by the host; the model predicts neither.
+func TestTigonGains(t *testing.T) {
+	m := embedtest.Model(t, "tigon")
+	tasks, engs := engines.ModelTasks(m, 0, nil)
+	p := engines.Place(tasks, engs)
+	gain := 100 * (p.Speedup() - 1)
+	t.Logf("predicted gain of two cores, CPU-bound: +%.0f %% (paper: +157 %% total, +37..95 %% from the parallelization)", gain)
+	if gain < 37 || gain > 95 {
+		t.Errorf("predicted +%.0f %%, outside the paper's +37..95 %% from parallelization alone", gain)
+	}
+	if gain >= 157 {
+		t.Errorf("predicted +%.0f %%, above the paper's total +157 %%", gain)
 	}
 }
 
@@ -112,10 +140,12 @@ func TestCopyDecisions(t *testing.T) {
 		want    string
 	}{
 		{"openmx", 4 << 20, "IOAT"},
-		{"openmx", 32 << 10, "cpu"},    // eager: in cache
-		{"openmx", 32<<10 + 1, "IOAT"}, // pulled: cold, above 16 KiB
-		{"udp", 16<<10 - 1, "cpu"},     // just below the crossover
-		{"udp", 16 << 10, "IOAT"},      // at the crossover
+		{"openmx", 32 << 10, "cpu"},     // eager: in cache
+		{"openmx", 64 << 10, "cpu"},     // pulled, inter-process: the CPU up to 256 KB (Fig. 9b)
+		{"openmx", 256 << 10, "cpu"},    // "till 256 KB"
+		{"openmx", 256<<10 + 1, "IOAT"}, // beyond it the engine
+		{"udp", 16<<10 - 1, "cpu"},      // just below the crossover
+		{"udp", 16 << 10, "IOAT"},       // at the crossover
 		{"tcp", 0, "cpu"},
 	}
 	for _, c := range cases {

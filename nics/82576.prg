@@ -3,15 +3,22 @@
 // checks, IPv4 classification and checksum, filters, RSS to queues.
 //
 // Sources. docs/nics.md, which summarises the Intel 82576 Gigabit Ethernet
-// Controller Datasheet rev. 2.61 (the paper's [16]); the order of the
-// filters follows Fig. 7-5 of the sibling I210 datasheet (ethertype, SYN,
-// flex, tuple filters, RSS, default queue): unverified for the 82576.
+// Controller Datasheet rev. 2.61 (the paper's [16]); the filter counts and
+// field widths of the 82576 as Intel's DPDK igb driver programs them
+// (drivers/net/e1000/e1000_ethdev.h, igb_ethdev.c; "DPDK" below). The order
+// of the filters (ethertype, SYN, tuple filters, RSS, default queue) is an
+// assumption taken from Fig. 7-5 of the sibling I210 datasheet.
 graph i82576 {
     resources Device {
         driver "igb" // the Linux driver; what it exposes: nics/drivers.go
-        rx_queues 16 // docs/nics.md
-        tx_queues 16 // docs/nics.md (unverified)
-        vectors 25 // MSI-X vectors (82576 datasheet; unverified)
+        // 82576EB datasheet rev. 2.63, product features: "16 TX queues and
+        // 16 RX queues" per port; DPDK IGB_MAX_RX_QUEUE_NUM_82576 = 16.
+        rx_queues 16
+        tx_queues 16
+        // MSI-X vectors: an assumption (the datasheet's figure was not
+        // checked here). Linux's igb requests at most MAX_MSIX_ENTRIES = 10
+        // (igb.h: 8 queue vectors and one for other causes).
+        vectors 25
         link_gbps 1
     }
 
@@ -54,42 +61,38 @@ graph i82576 {
             predicate true "tcp.csum_ok"
         }
 
-        // Ethertype filters: 8 (docs/nics.md).
+        // Ethertype filters: 8 (DPDK: E1000_MAX_ETQF_FILTERS = 8, accepted
+        // for the 82576 by MAC_TYPE_FILTER_SUP). The queue field of ETQF is
+        // 3 bits (E1000_ETQF_QUEUE = 0x00070000): queues 0..7 only.
         config CEtherTypeFilter {
             table {
                 fields [eth.type]
                 capacity 8
             }
-            port queues[Queue0..15]
+            port queues[Queue0..7]
             port default[CSynFilter]
         }
 
-        // SYN filter: 1, steers TCP SYN to one queue (docs/nics.md).
+        // SYN filter: 1, steers TCP SYN to one queue (docs/nics.md); its
+        // queue field is 3 bits (DPDK: E1000_SYN_FILTER_QUEUE = 0x0E).
         config CSynFilter {
             table {
                 fields []
                 capacity 1
                 when "ip.proto == tcp && tcp.flags & 0x12 == 0x02"
             }
-            port queues[Queue0..15]
-            port default[CFlexFilter]
-        }
-
-        // Flex filters: 8, each matching up to 128 bytes at the start of the
-        // frame with a byte mask (docs/nics.md). Every field of the vocabulary
-        // lies in the first 128 bytes, so an entry may match and mask any
-        // of them.
-        config CFlexFilter {
-            table {
-                fields [eth.type vlan.id ip.proto ip.src ip.dst l4.sport l4.dport omx.dst_ep]
-                masks [eth.type vlan.id ip.proto ip.src ip.dst l4.sport l4.dport omx.dst_ep]
-                capacity 8
-            }
-            port queues[Queue0..15]
+            port queues[Queue0..7]
             port default[C5TupleFilter]
         }
 
-        // 2-tuple/5-tuple queue filters: 8 (docs/nics.md; unverified).
+        // No flex filters: the 82576's flexible filters are wake-up filters.
+        // Steering them to a queue (WUFC.FLEX_HQ, the FHFT queueing field)
+        // came with the 82580: DPDK accepts flex filters only for the
+        // 82580, I350, I210 and I211 (MAC_TYPE_FILTER_SUP_EXT), not for the
+        // 82576.
+
+        // Five-tuple queue filters: 8 (DPDK: E1000_MAX_FTQF_FILTERS = 8,
+        // igb_add_5tuple_filter_82576); priority 3 bits (E1000_IMIR_PRIORITY).
         config C5TupleFilter {
             table {
                 fields [ip.proto ip.src ip.dst l4.sport l4.dport]
@@ -125,7 +128,7 @@ graph i82576 {
     // frames to a transmit queue; with insertion on, the NIC fills the
     // checksums, so the LPG's fill-checksum nodes run in hardware.
     cluster Tx {
-        node Queue0..15 { // docs/nics.md: 16 transmit queues (unverified)
+        node Queue0..15 { // 16 transmit queues (82576EB datasheet, product features)
             attr "source"
             port out[CsumInsert]
         }

@@ -4,19 +4,23 @@
 // Intel 82599 10 GbE Controller Datasheet rev. 2.6 (cited as [17] by the
 // Dragonet paper, Shinde et al., "We need to talk about NICs"); the Intel Ethernet adapter
 // user guide for ixgbe's ethtool interface (flow director rules, UDP RSS
-// off by default). Facts marked "unverified" are kept as docs/nics.md asks and
+// off by default). Facts marked as assumptions are kept as docs/nics.md asks and
 // are easy to change here.
 //
 // Precedence of receive steering (docs/nics.md): filters (5-tuple, then flow
 // director), then RSS, then the default queue 0. Where the ethertype and
-// SYN filters sit is taken from the sibling Intel I210 datasheet, Fig. 7-5
-// (ethertype, then SYN, then the tuple filters): unverified for the 82599.
+// SYN filters sit is an assumption taken from the sibling Intel I210
+// datasheet, Fig. 7-5 (ethertype, then SYN, then the tuple filters); the
+// 82599 datasheet's own receive-queue figure was not checked here.
 graph i82599 {
     resources Device {
         driver "ixgbe" // the Linux driver; what it exposes: nics/drivers.go
         rx_queues 128 // docs/nics.md: 128 receive queues
         tx_queues 128 // docs/nics.md: 128 transmit queues
-        vectors 64 // MSI-X vectors (82599 datasheet; unverified)
+        // MSI-X vectors: IXGBE_MAX_MSIX_VECTORS_82599 = 0x40, the bound
+        // ixgbe_get_pcie_msix_count_generic() puts on the table size read
+        // from PCIe config space (ixgbe_type.h, ixgbe_common.c).
+        vectors 64
         link_gbps 10
     }
 
@@ -64,7 +68,8 @@ graph i82599 {
             predicate true "tcp.csum_ok"
         }
 
-        // Ethertype filters: 8 (docs/nics.md; unverified for this part).
+        // Ethertype filters: 8 (ixgbe_type.h: IXGBE_MAX_ETQF_FILTERS = 8;
+        // the queue is in ETQS, IXGBE_ETQS_RX_QUEUE, 7 bits).
         config CEtherTypeFilter {
             table {
                 fields [eth.type]
@@ -74,8 +79,8 @@ graph i82599 {
             port default[CSynFilter]
         }
 
-        // SYN filter: 1, steers TCP SYN segments to one queue (docs/nics.md;
-        // unverified for this part).
+        // SYN filter: 1 (one SYNQF register, ixgbe_type.h IXGBE_SYNQF),
+        // steers TCP SYN segments to one queue.
         config CSynFilter {
             table {
                 fields []
@@ -88,7 +93,8 @@ graph i82599 {
 
         // 5-tuple filters: 128 entries, priority 1..7; each of source and
         // destination address, protocol, source and destination port can
-        // be compared or ignored; the action is a queue (docs/nics.md).
+        // be compared or ignored; the action is a queue (docs/nics.md;
+        // ixgbe_type.h: IXGBE_MAX_FTQF_FILTERS = 128).
         config C5TupleFilter {
             table {
                 fields [ip.proto ip.src ip.dst l4.sport l4.dport]

@@ -63,6 +63,9 @@ var drivers = map[string]*prg.Driver{
 			"RxCSynFilter":       "ixgbe has no ethtool interface to the SYN filter",
 		},
 		TxSoftware: map[string]string{"TxL3IPv4FillChecksum": ipv4HeaderChecksum},
+		// ixgbe_request_msix_irqs(): "%s-TxRx-%u" (netdev name, vector) for
+		// a vector with both rings, "%s-rx-%u" for receive only.
+		IRQNames: []string{"IF-TxRx-N", "IF-rx-N"},
 	},
 	// Intel 82576: igb.
 	"igb": {
@@ -90,33 +93,51 @@ var drivers = map[string]*prg.Driver{
 		Hidden: map[string]string{
 			"RxCEtherTypeFilter": "igb exposes ethtool -N (EtherType rules) only on the I350 and later, not on the 82576 (igb_probe: NETIF_F_NTUPLE for mac.type >= e1000_i350)",
 			"RxCSynFilter":       "igb has no ethtool interface to the SYN filter",
-			"RxCFlexFilter":      "igb has no ethtool interface to the flexible filters",
 			"RxC5TupleFilter":    "igb has no ethtool interface to the five-tuple filters (ethtool -N takes only ETHER_FLOW, and not at all on the 82576)",
 		},
 		TxSoftware: map[string]string{"TxL3IPv4FillChecksum": ipv4HeaderChecksum},
+		// igb_request_msix(): "%s-TxRx-%u" with the receive ring's
+		// queue_index, "%s-rx-%u" for a receive-only vector.
+		IRQNames: []string{"IF-TxRx-N", "IF-rx-N"},
 	},
 	// Myricom Myri-10G: myri10ge.
 	"myri10ge": {
 		Name:   "myri10ge",
 		Source: "myricom/myri10ge/myri10ge.c, myri10ge_mcp.h",
-		// myri10ge_ethtool_ops has no set_channels, set_rxnfc or set_rxfh:
-		// the slice count is the module parameter myri10ge_max_slices
-		// (read-only once loaded, 0444), the hash type myri10ge_rss_hash.
+		// myri10ge_ethtool_ops has no get/set_channels, get/set_rxnfc or
+		// get/set_rxfh: ethtool -l/-L, -n/-N (rx-flow-hash, rules) and
+		// -x/-X all fail with "Operation not supported". The slice count
+		// is fixed when the module loads: myri10ge_probe_slices() takes
+		// the firmware's count (MXGEFW_CMD_GET_MAX_RSS_QUEUES), caps it by
+		// the module parameter myri10ge_max_slices (0444; default 1, -1 =
+		// one per CPU) and rounds it down to a power of two; the driver
+		// allocates at most MYRI10GE_MAX_SLICES = 32.
 		MaxChannels: 32,
 		Channels:    "module myri10ge_max_slices",
 		RSS: &prg.DriverRSS{
 			Node: "RxCIPHash",
-			// myri10ge_reset(): MXGEFW_CMD_SET_RSS_TABLE_SIZE = num_slices
+			// myri10ge_open(): MXGEFW_CMD_SET_RSS_TABLE_SIZE = num_slices
 			// and the table is written i -> slice i: the driver fills it.
 			SetTable: false,
-			// MXGEFW_RSS_HASH_TYPE_SRC_DST_PORT (5) is the default
-			// myri10ge_rss_hash.
-			UDPPorts: true,
+			// No set_rxnfc: ethtool -N rx-flow-hash is refused. The hash
+			// is the module parameter myri10ge_rss_hash (0444), sent to
+			// the firmware by myri10ge_open() (MXGEFW_CMD_SET_RSS_ENABLE);
+			// its default MXGEFW_RSS_HASH_TYPE_SRC_DST_PORT = 5
+			// (myri10ge_mcp.h) is the port hash the model describes.
+			UDPPorts:   false,
+			Param:      "myri10ge_rss_hash",
+			ParamValue: "5",
 		},
 		Hidden: map[string]string{
 			"RxOMXHashMode": "the Open-MX endpoint hashing is not in the upstream myri10ge firmware interface (myri10ge_mcp.h hash types: IPV4, TCP_IPV4, SRC_PORT, SRC_DST_PORT)",
 			"RxCOMXHash":    "the Open-MX endpoint hashing is not in the upstream myri10ge firmware interface (myri10ge_mcp.h hash types: IPV4, TCP_IPV4, SRC_PORT, SRC_DST_PORT)",
 		},
+		// myri10ge_request_irq(): with MSI-X (more than one slice) each
+		// slice's vector is named "%s:slice-%d" (netdev name, slice);
+		// otherwise the one interrupt is named after the interface
+		// (mgp->dev->name).
+		IRQNames:  []string{"IF:slice-N"},
+		IRQSingle: "IF",
 	},
 	// Alteon Tigon: acenic.
 	// Intel EtherExpress 10/100 (the M-VIA model): e100.
@@ -129,6 +150,9 @@ var drivers = map[string]*prg.Driver{
 		// NETIF_F_RXALL, so no checksum offload either.
 		MaxChannels: 1,
 		Channels:    "fixed",
+		// e100_up(): request_irq(pdev->irq, e100_intr, IRQF_SHARED,
+		// netdev->name, ...): one interrupt named after the interface.
+		IRQSingle: "IF",
 	},
 	// Giganet cLAN1000 (the clan1000 model): Giganet's own driver, not in
 	// the Linux tree. IP runs through its LANE driver, which emulates one
@@ -143,10 +167,15 @@ var drivers = map[string]*prg.Driver{
 	"acenic": {
 		Name:   "acenic",
 		Source: "alteon/acenic.c",
-		// ace_ethtool_ops: link settings and driver info only; one receive
-		// ring to the host; the firmware is Alteon's image (tg2.bin).
+		// ace_ethtool_ops: get_drvinfo and the link settings only (no
+		// channels, rxnfc, rxfh); one receive ring to the host; the
+		// firmware is Alteon's image (tg2.bin).
 		MaxChannels: 1,
 		Channels:    "fixed",
+		// ace_init(): request_irq(pdev->irq, ace_interrupt, IRQF_SHARED,
+		// DRV_NAME, dev): one interrupt named "acenic", whatever the
+		// interface is called.
+		IRQSingle: "acenic",
 		Hidden: map[string]string{
 			"RxFirmwareSteer": "acenic loads Alteon's firmware, which has no steering table; the firmware demultiplexer needs custom firmware (--target silicon)",
 			"RxFirmware":      "acenic loads Alteon's firmware; placing handlers on the two cores needs custom firmware (--target silicon)",

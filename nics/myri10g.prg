@@ -9,8 +9,13 @@
 graph myri10g {
     resources Device {
         driver "myri10ge" // the Linux driver; what it exposes: nics/drivers.go
-        rx_queues 32 // docs/nics.md: up to 32 slices, each a receive ring
-        vectors 32 // docs/nics.md: one MSI-X interrupt per slice
+        // Slices, each a receive ring: the driver allocates at most
+        // MYRI10GE_MAX_SLICES = 32 (myri10ge.c, alloc_etherdev_mq in
+        // myri10ge_probe); the firmware reports its own bound
+        // (MXGEFW_CMD_GET_MAX_RSS_QUEUES, myri10ge_probe_slices), not
+        // published: 32 assumes it does not bind tighter.
+        rx_queues 32
+        vectors 32 // one MSI-X vector per slice (myri10ge_request_irq)
         link_gbps 10
     }
 
@@ -54,11 +59,24 @@ graph myri10g {
             port default[Queue0]
         }
 
-        // Firmware IP hashing over addresses and ports (docs/nics.md: Toeplitz or
-        // port-based per firmware; modelled as Toeplitz).
+        // The firmware's RSS hash. The Linux driver cannot change it once
+        // loaded: myri10ge_open() sends MXGEFW_CMD_SET_RSS_ENABLE with
+        // data1 = the module parameter myri10ge_rss_hash (0444), whose
+        // default is MXGEFW_RSS_HASH_TYPE_SRC_DST_PORT (5, myri10ge.c;
+        // myri10ge_mcp.h "5: source port + destination port"). That hash
+        // is the low byte of the destination port plus the low byte of the
+        // source port (algorithm port_sum, internal/packet.PortSum, after
+        // Myricom's host mirror of it in the illumos myri10ge driver,
+        // myri10ge_simple_send_hash); it reads no address. Frames that are
+        // not TCP or UDP are not hashed and go to slice 0 (the same mirror
+        // sends them there; the firmware's choice is not published, an
+        // assumption). buckets 32: MYRI10GE_MAX_SLICES (myri10ge.c), the
+        // driver's identity table i -> slice i (myri10ge_open) is a bucket
+        // mask for the power-of-two slice counts the driver uses.
         config CIPHash {
             hash {
-                fields [ip.src ip.dst l4.sport l4.dport]
+                fields [l4.sport l4.dport]
+                algorithm port_sum
                 buckets 32
                 max_targets 32
                 ports [tcp udp]

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
 )
 
@@ -363,6 +364,38 @@ func (m *Model) Apply(c *Config) (*graph.Graph, error) {
 // hashable holds for the frames an RSS engine hashes: IPv4 with a header
 // it can read (internal/packet.RSSHash).
 var hashable = pred.MustParse("ip.hdr_ok == 1")
+
+// FrameHash is the hash a hash node computes for a decoded frame: the
+// Toeplitz hash of RSS, or the Myri-10G port hash (packet.PortSumHash).
+// ok is false for a frame the node does not hash (not IPv4 with a
+// readable header: it takes the miss port). An identity hash computes
+// nothing: ok is false.
+func (sp *Space) FrameHash(f *packet.Frame) (uint32, bool) {
+	switch {
+	case sp.Identity:
+		return 0, false
+	case sp.PortSum:
+		return packet.PortSumHash(f, sp.TCPPorts, sp.UDPPorts)
+	}
+	return packet.RSSHash(f, sp.Key, sp.TCPPorts, sp.UDPPorts)
+}
+
+// TupleHash is FrameHash for a flow known by its fields: an IPv4 flow of
+// protocol proto between src:sport and dst:dport. ok is false for an
+// identity hash.
+func (sp *Space) TupleHash(src, dst uint32, proto uint8, sport, dport uint16) (uint32, bool) {
+	withPorts := proto == packet.ProtoTCP && sp.TCPPorts || proto == packet.ProtoUDP && sp.UDPPorts
+	switch {
+	case sp.Identity:
+		return 0, false
+	case sp.PortSum:
+		if !withPorts {
+			return 0, true
+		}
+		return packet.PortSum(sport, dport), true
+	}
+	return packet.HashTuple(sp.Key, src, dst, sport, dport, withPorts), true
+}
 
 func mergeRanges(rs []pred.Range) []pred.Range {
 	out := rs[:0]

@@ -31,6 +31,14 @@ type Driver struct {
 	// Hidden says, per configuration node of the silicon the driver does
 	// not expose, why not (shown in warnings).
 	Hidden map[string]string
+	// IRQNames are the names the driver gives a queue's own interrupt in
+	// /proc/interrupts, IF standing for the interface and N for the queue
+	// (ixgbe, igb: "IF-TxRx-N"). Empty: "IF-TxRx-N" and "IF-rx-N".
+	IRQNames []string
+	// IRQSingle is the name of the one interrupt that serves every queue
+	// when the driver requests only one (acenic: "acenic"; myri10ge with
+	// one slice: "IF"); "" when it has one per queue.
+	IRQSingle string
 	// TxSoftware names the transmit nodes of the silicon the driver never
 	// asks the NIC to run, with why: Linux computes them before the
 	// driver sees the frame.
@@ -65,6 +73,12 @@ type DriverRSS struct {
 	MaxTarget int
 	// UDPPorts: `ethtool -N IF rx-flow-hash udp4 sdfn` is accepted.
 	UDPPorts bool
+	// Param names the module parameter that fixes the hash when the
+	// driver has no ethtool interface to it (myri10ge: myri10ge_rss_hash),
+	// and ParamValue the value under which the firmware hashes as the
+	// model's hash node says. The model's ports are then what the NIC
+	// hashes; linux.sh checks the parameter instead of setting anything.
+	Param, ParamValue string
 }
 
 // Exposes reports whether the driver reaches a configuration node, and
@@ -152,7 +166,7 @@ func (d *Driver) Restrict(sp *Space) *Space {
 		return &c
 	case sp.Kind == Hash && d.RSS != nil && d.RSS.Node == sp.Node:
 		c := *sp
-		c.UDPPorts = c.UDPPorts && d.RSS.UDPPorts
+		c.UDPPorts = c.UDPPorts && (d.RSS.UDPPorts || d.RSS.Param != "")
 		if d.RSS.MaxTarget > 0 {
 			c.Actions = nil
 			for _, a := range sp.Actions {

@@ -82,7 +82,7 @@ func (in *Interp) Run(b []byte, crcOK bool) Result {
 	f.Decode(b)
 	r := Result{Queue: -1, in: in}
 	if in.hash != nil && in.on {
-		r.Hash, r.HasHash = packet.RSSHash(f, in.hash.Key, in.hash.TCPPorts, in.hash.UDPPorts)
+		r.Hash, r.HasHash = in.hash.FrameHash(f)
 	}
 	f.SetMeta(crcOK, r.Hash, r.HasHash)
 	in.prog.Run(f, in.trace)

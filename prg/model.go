@@ -111,6 +111,10 @@ type Space struct {
 	// (the Open-MX firmware mode hashes the destination endpoint byte);
 	// the default is the Toeplitz hash of RSS.
 	Identity bool
+	// PortSum: the hash is the Myri-10G firmware's port hash
+	// (packet.PortSum) over the TCP and UDP ports, not Toeplitz
+	// (algorithm port_sum).
+	PortSum bool
 	// Enum: the NIC feature the switch's "on" port turns on, if it is one
 	// a driver exposes (property feature; FeatureRxChecksum, ...).
 	Feature string
@@ -455,6 +459,9 @@ func newSpace(n *graph.Node) (*Space, error) {
 			if sp.Identity && len(sp.Fields) != 1 {
 				return nil, fmt.Errorf("identity hashing takes exactly one field")
 			}
+			if sp.PortSum && (!slices.Equal(sp.Fields, []string{"l4.sport", "l4.dport"}) || !sp.TCPPorts && !sp.UDPPorts) {
+				return nil, fmt.Errorf("port_sum hashing takes fields [l4.sport l4.dport] and ports [tcp udp] (or one of them)")
+			}
 			if sp.MaxTargets == 0 {
 				sp.MaxTargets = len(ap.Succ)
 			}
@@ -656,8 +663,10 @@ func (sp *Space) set(p graph.Prop) error {
 		case "toeplitz":
 		case "identity":
 			sp.Identity = true
+		case "port_sum":
+			sp.PortSum = true
 		default:
-			return fmt.Errorf("hash algorithms are toeplitz and identity, not %q", alg)
+			return fmt.Errorf("hash algorithms are toeplitz, identity and port_sum, not %q", alg)
 		}
 	default:
 		return fmt.Errorf("unknown property")

@@ -241,14 +241,25 @@ func TestOpenMXHashing(t *testing.T) {
 func TestSteering82576AndTigon(t *testing.T) {
 	m := model(t, "82576")
 	c := prg.NewConfig()
-	c.Table("RxCFlexFilter").Entries = []prg.Entry{{Match: []prg.FieldMatch{{Field: "l4.dport", Value: 0x0100, Mask: 0xFF00}}, Action: "RxQueue6"}}
+	c.Table("RxCEtherTypeFilter").Entries = []prg.Entry{{Match: []prg.FieldMatch{{Field: "eth.type", Value: 0x0800}}, Action: "RxQueue6"}}
 	c.Table("RxC5TupleFilter").Entries = []prg.Entry{{Match: m5(packet.ProtoUDP, nil, 53), Priority: 3, Action: "RxQueue1"}}
 	in := interp(t, m, c)
-	if r := in.Run(udp(us, 1, 0x0123), true); r.Queue != 6 {
-		t.Errorf("flex filter with a mask: queue %d, want 6", r.Queue)
+	if r := in.Run(udp(us, 1, 53), true); r.Queue != 6 {
+		t.Errorf("EtherType filter before the 5-tuple filters: queue %d, want 6", r.Queue)
 	}
+	c.Table("RxCEtherTypeFilter").Entries = nil
+	in = interp(t, m, c)
 	if r := in.Run(udp(us, 1, 53), true); r.Queue != 1 {
-		t.Errorf("5-tuple after flex: queue %d, want 1", r.Queue)
+		t.Errorf("5-tuple filter: queue %d, want 1", r.Queue)
+	}
+	// ETQF's queue field is 3 bits: queues 8..15 are out of its reach; and
+	// the 82576 has no flex filters that steer.
+	c.Table("RxCEtherTypeFilter").Entries = []prg.Entry{{Match: []prg.FieldMatch{{Field: "eth.type", Value: 0x0800}}, Action: "RxQueue9"}}
+	if _, err := prg.NewInterp(m, c); err == nil {
+		t.Error("an EtherType filter steering to queue 9 was accepted")
+	}
+	if m.Space("RxCFlexFilter") != nil {
+		t.Error("the 82576 model has a steering flex filter table")
 	}
 	tg := model(t, "tigon")
 	in = interp(t, tg, prg.NewConfig())

@@ -3,6 +3,7 @@ package run
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -295,6 +296,7 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 	}
 	if all {
 		s.Miss, s.MissQueue = MissQueue, def
+		var portSum error
 		for _, c := range pl.Config {
 			if c.Kind != "hash" || len(c.Indirection) == 0 {
 				continue
@@ -303,15 +305,29 @@ func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stag
 				continue
 			}
 			rss, err := rssOf(m, c, queue, def)
+			if errors.Is(err, errPortSum) {
+				// An endpoint hash later in the plan is named first: it is
+				// the one the stage could never place.
+				if portSum == nil {
+					portSum = err
+				}
+				continue
+			}
 			if err != nil {
 				return nil, nil, err
 			}
 			s.Miss, s.RSS = MissRSS, rss
 			notes = append(notes, fmt.Sprintf("the eBPF stage spreads by RSS (%s: Toeplitz over %d buckets, as the plan's indirection table)", c.Node, len(rss.Indirection)))
 		}
+		if portSum != nil {
+			return nil, nil, portSum
+		}
 	}
 	return s, notes, nil
 }
+
+// errPortSum: the stage cannot take over a port_sum hash.
+var errPortSum = errors.New("dragonc run cannot take over the NIC's port hash (algorithm port_sum); its eBPF stage hashes by Toeplitz only")
 
 // rssOf is the stage's RSS for a plan's hash node c of model m: its key,
 // the ports it hashes, the queue of each bucket, and the queue of frames
@@ -325,6 +341,11 @@ func rssOf(m *prg.Model, c plan.Config, queue func(action string) (uint32, error
 		// The stage places every frame, these too; it has no endpoint
 		// hash to place them as the NIC would.
 		return nil, fmt.Errorf("%s: dragonc run cannot take over the NIC's endpoint hash on %s", c.Node, sp.Fields[0])
+	}
+	if sp.PortSum {
+		// The stage's RSS is Toeplitz (bpf.go); it has no program for the
+		// Myri-10G port hash.
+		return nil, fmt.Errorf("%s: %w", c.Node, errPortSum)
 	}
 	rss := &RSS{Key: sp.Key, TCPPorts: sp.TCPPorts, UDPPorts: sp.UDPPorts, Miss: def}
 	if miss := m.G.Nodes[sp.ID].Port(sp.MissPort); miss != nil && len(miss.Succ) == 1 {

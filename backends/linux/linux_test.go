@@ -107,14 +107,14 @@ func TestLinuxTargetUsesOnlyDriverFeatures(t *testing.T) {
 // fakeNIC sets up the fake ethtool's state and a fake /proc with one
 // interrupt per queue.
 type fakeNIC struct {
-	dir, bin, proc, state string
+	dir, bin, proc, sys, state string
 }
 
 func newFake(t *testing.T, driver string, channels int) *fakeNIC {
 	t.Helper()
 	base := t.TempDir()
-	f := &fakeNIC{dir: filepath.Join(base, "nic"), bin: filepath.Join(base, "bin"), proc: filepath.Join(base, "proc"), state: filepath.Join(base, "run.undo")}
-	for _, d := range []string{f.dir, f.bin, f.proc} {
+	f := &fakeNIC{dir: filepath.Join(base, "nic"), bin: filepath.Join(base, "bin"), proc: filepath.Join(base, "proc"), sys: filepath.Join(base, "sys"), state: filepath.Join(base, "run.undo")}
+	for _, d := range []string{f.dir, f.bin, f.proc, f.sys} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -141,11 +141,51 @@ func newFake(t *testing.T, driver string, channels int) *fakeNIC {
 			t.Fatal(err)
 		}
 	}
+	// The kernel's view: one rx-N directory per receive queue in use, the
+	// module parameters, the PCI device's IRQ.
+	for q := 0; q < channels; q++ {
+		if err := os.MkdirAll(filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("rx-%d", q)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(f.sys, "class", "net", "eth0", "device"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.sys, "class", "net", "eth0", "device", "irq"), []byte("100\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if driver == "myri10ge" {
+		params := filepath.Join(f.sys, "module", "myri10ge", "parameters")
+		if err := os.MkdirAll(params, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"myri10ge_max_slices": fmt.Sprint(channels), "myri10ge_rss_hash": "5"} {
+			if err := os.WriteFile(filepath.Join(params, k), []byte(v+"\n"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The interrupts as the driver names them (see nics/drivers.go): a
+	// device with one interrupt shares its line with a USB controller.
+	name := func(q int) string {
+		switch {
+		case driver == "acenic":
+			return "acenic, ehci_hcd:usb1"
+		case driver == "myri10ge" && channels == 1:
+			return "eth0"
+		case driver == "myri10ge":
+			return fmt.Sprintf("eth0:slice-%d", q)
+		}
+		return fmt.Sprintf("eth0-TxRx-%d", q)
+	}
 	var irqs strings.Builder
 	irqs.WriteString("           CPU0       CPU1\n")
 	for q := 0; q < 64; q++ {
 		irq := 100 + q
-		fmt.Fprintf(&irqs, " %d:          0          0  IR-PCI-MSI 524288-edge      eth0-TxRx-%d\n", irq, q)
+		if (driver == "acenic" || driver == "myri10ge") && q >= channels {
+			break
+		}
+		fmt.Fprintf(&irqs, " %d:          0          0  IR-PCI-MSI 524288-edge      %s\n", irq, name(q))
 		d := filepath.Join(f.proc, "irq", fmt.Sprint(irq))
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -188,7 +228,7 @@ func (f *fakeNIC) snapshot(t *testing.T) string {
 func (f *fakeNIC) run(t *testing.T, script string, env []string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command("sh", append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+f.bin+":"+os.Getenv("PATH"), "FAKE_ETHTOOL_DIR="+f.dir, "DRAGONC_PROC="+f.proc, "DRAGONC_STATE="+f.state)
+	cmd.Env = append(os.Environ(), "PATH="+f.bin+":"+os.Getenv("PATH"), "FAKE_ETHTOOL_DIR="+f.dir, "DRAGONC_PROC="+f.proc, "DRAGONC_SYS="+f.sys, "DRAGONC_STATE="+f.state)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
@@ -442,5 +482,136 @@ func TestChecksumSwitchesByFeature(t *testing.T) {
 	}
 	if !slices.Contains(got[0], "# rx on (ethtool -K)") {
 		t.Errorf("the 82599 does not verify receive checksums: %q", got[0])
+	}
+}
+
+// planQueues is the number of receive queues a plan uses.
+func planQueues(r *embed.Result) int {
+	nq := 1
+	for _, q := range r.Plan.Queues {
+		nq = max(nq, q.ID+1)
+	}
+	return nq
+}
+
+// TestScriptEveryDriver runs the script of every example, for every
+// built-in NIC with a Linux driver, against the fake ethtool acting as
+// that driver: it refuses what the driver has no operation for, and its
+// /proc/interrupts names the interrupts as the driver does. Every script
+// must apply completely, bind each planned interrupt, and undo.
+func TestScriptEveryDriver(t *testing.T) {
+	for _, c := range []struct{ nic, driver string }{{"82599", "ixgbe"}, {"82576", "igb"}, {"myri10g", "myri10ge"}, {"tigon", "acenic"}} {
+		for _, ex := range examples(t) {
+			t.Run(c.nic+"/"+filepath.Base(ex), func(t *testing.T) {
+				r, _ := embedtest.PlanTarget(t, c.nic, ex, costmodel.Balance{}, embed.TargetLinux)
+				script := filepath.Join(t.TempDir(), "linux.sh")
+				if err := os.WriteFile(script, []byte(linux.Script(r, filepath.Base(ex))), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				nq := planQueues(r)
+				f := newFake(t, c.driver, nq)
+				before := f.snapshot(t)
+				out, code := f.run(t, script, nil, "eth0")
+				if code != 0 {
+					t.Fatalf("exit %d:\n%s", code, out)
+				}
+				for _, q := range r.Plan.Queues {
+					a, err := os.ReadFile(filepath.Join(f.proc, "irq", fmt.Sprint(100+q.ID), "smp_affinity_list"))
+					if err != nil || strings.TrimSpace(string(a)) != fmt.Sprint(q.Core) {
+						t.Errorf("queue %d's interrupt is on %q, want core %d (%v)", q.ID, a, q.Core, err)
+					}
+				}
+				if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+					t.Fatalf("undo: exit %d:\n%s", code, out)
+				}
+				if after := f.snapshot(t); after != before {
+					t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
+				}
+			})
+		}
+	}
+}
+
+// TestScriptMyri10geModuleParameters: myri10ge fixes its slice count and
+// its hash when it loads. A driver loaded with other values stops the
+// script at the check, which says how to reload it.
+func TestScriptMyri10geModuleParameters(t *testing.T) {
+	r, _ := embedtest.PlanTarget(t, "myri10g", filepath.Join(root, "examples", "mpi_openmx.lpg"), costmodel.Balance{}, embed.TargetLinux)
+	script := filepath.Join(t.TempDir(), "linux.sh")
+	if err := os.WriteFile(script, []byte(linux.Script(r, "mpi_openmx.lpg")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nq := planQueues(r)
+	if nq < 2 {
+		t.Fatalf("the plan uses %d slice(s); the test needs more", nq)
+	}
+	hasHash := false
+	for _, c := range r.Plan.Config {
+		hasHash = hasHash || c.Node == "RxCIPHash" && len(c.Indirection) > 0
+	}
+	// Fewer slices than planned.
+	f := newFake(t, "myri10ge", nq/2)
+	out, code := f.run(t, script, nil, "eth0")
+	if code != 1 || !strings.Contains(out, fmt.Sprintf("modprobe myri10ge myri10ge_max_slices=%d", nq)) {
+		t.Errorf("too few slices: exit %d:\n%s", code, out)
+	}
+	// Another hash type (2: TCP_IPV4, Toeplitz over addresses and TCP ports).
+	f = newFake(t, "myri10ge", nq)
+	if err := os.Chmod(filepath.Join(f.sys, "module", "myri10ge", "parameters", "myri10ge_rss_hash"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.sys, "module", "myri10ge", "parameters", "myri10ge_rss_hash"), []byte("2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = f.run(t, script, nil, "eth0")
+	switch {
+	case hasHash && (code != 1 || !strings.Contains(out, "myri10ge_rss_hash=5")):
+		t.Errorf("another hash: exit %d:\n%s", code, out)
+	case !hasHash && code != 0:
+		t.Errorf("the plan does not hash, yet the hash type stopped it: exit %d:\n%s", code, out)
+	}
+	// No step asks ethtool for what myri10ge_ethtool_ops lacks.
+	if m := regexp.MustCompile(`(?m)^\s*run ethtool -[LXN] .*$`).FindString(linux.Script(r, "mpi_openmx.lpg")); m != "" {
+		t.Errorf("the script asks myri10ge for %s", m)
+	}
+}
+
+// TestBindEachRank: the ranks of an MPI job (one process per endpoint,
+// each with a core of its own) get one binding line each, on the core
+// that serves their queue (Open-MX paper, section 3.2); when one queue
+// serves them all (myri10ge cannot hash Open-MX endpoints), each keeps
+// its own core instead of piling on that queue's core.
+func TestBindEachRank(t *testing.T) {
+	line := regexp.MustCompile(`(?m)^printf 'bind %s to cores %s \(taskset -acp %s PID\)\\n' 'mpi \(the process of endpoint (rank\d)\)' '([\d,]+)'`)
+	for _, target := range []string{embed.TargetLinux, embed.TargetSilicon} {
+		r, _ := embedtest.PlanTarget(t, "myri10g", filepath.Join(root, "examples", "mpi_openmx.lpg"), costmodel.Balance{}, target)
+		got := map[string]string{}
+		for _, m := range line.FindAllStringSubmatch(linux.Script(r, "mpi_openmx.lpg"), -1) {
+			got[m[1]] = m[2]
+		}
+		if len(got) != 8 {
+			t.Errorf("%s: %d rank lines, want 8: %v", target, len(got), got)
+		}
+		cores := map[string]bool{}
+		for _, e := range r.Plan.Endpoints {
+			c, ok := got[e.Name]
+			if !ok {
+				continue
+			}
+			if cores[c] {
+				t.Errorf("%s: two ranks bound to core %s: %v", target, c, got)
+			}
+			cores[c] = true
+			// A rank alone on its queue runs on that queue's core.
+			alone := true
+			for _, o := range r.Plan.Endpoints {
+				if o.Name != e.Name && o.App == e.App && slices.Equal(o.IRQCores, e.IRQCores) {
+					alone = false
+				}
+			}
+			if alone && c != fmt.Sprint(e.IRQCores[0]) {
+				t.Errorf("%s: %s alone on its queue is bound to core %s, its queue's interrupt is on %v", target, e.Name, c, e.IRQCores)
+			}
+		}
 	}
 }

@@ -88,7 +88,9 @@ func Files(r *embed.Result, source string) map[string][]byte {
 		if e.Copy != "" {
 			if copies.Len() == 0 {
 				copies.WriteString(header)
-				copies.WriteString("# Where each endpoint's bulk copies run: the CPU or the copy engine.\n")
+				copies.WriteString("# Where each endpoint's bulk copies should run: the CPU or the copy engine.\n")
+				copies.WriteString("# Advice for the application's copy library (Open-MX: its I/OAT option):\n")
+				copies.WriteString("# nothing in dragonc applies it; dragonc run copies on the CPU.\n")
 				copies.WriteString("# endpoint  engine  reason\n")
 			}
 			fmt.Fprintf(&copies, "copy %s %s # %s\n", oneLine(e.Name), e.Copy, oneLine(e.Why))

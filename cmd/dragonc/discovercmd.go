@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -23,8 +22,9 @@ func newDiscoverCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "discover [flags] IFACE",
 		Short: "write a NIC model for a live Linux interface",
-		Long: `Asks Linux about an interface (ethtool -i, -k, -l, -x, -n rx-flow-hash and
-/sys/class/net/IFACE/queues) and writes a PRG of what its driver exposes:
+		Long: `Asks an interface's driver through the ethtool ioctls (SIOCETHTOOL:
+driver info, channels, features, RSS table and key, hashed fields) and
+/sys/class/net/IFACE/queues, and writes a PRG of what the driver exposes:
 queues, RSS (indirection size, key, hashed fields), checksum offloads, and
 for drivers dragonc knows (igb, ixgbe) the filter tables they expose with
 their capacities. Any other driver gets a conservative model: RSS and
@@ -53,23 +53,14 @@ func runDiscover(e *env, iface, out string) int {
 		fmt.Fprintf(e.stderr, "dragonc: %q is not an interface name\n", iface)
 		return exitInput
 	}
-	ethtool, err := exec.LookPath("ethtool")
+	et, err := discover.OpenIoctl(iface)
 	if err != nil {
-		fmt.Fprintln(e.stderr, "dragonc: discover needs ethtool; install it (Debian: apt-get install ethtool)")
+		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
 	}
-	run := func(args ...string) (string, error) {
-		var stderr strings.Builder
-		cmd := exec.Command(ethtool, args...)
-		cmd.Stderr = &stderr
-		b, err := cmd.Output()
-		if err != nil && stderr.Len() > 0 {
-			err = fmt.Errorf("%s", strings.TrimSpace(stderr.String()))
-		}
-		return string(b), err
-	}
+	defer et.Close()
 	rx, _ := filepath.Glob(filepath.Join("/sys/class/net", iface, "queues", "rx-*"))
-	f, err := discover.Probe(iface, run, len(rx))
+	f, err := discover.Probe(iface, et, len(rx))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		return exitInput
@@ -81,7 +72,7 @@ func runDiscover(e *env, iface, out string) int {
 	} else {
 		fmt.Fprintf(e.stderr, "dragonc: dragonc knows no filter tables of driver %s (it knows %s): the model has RSS and checksums only\n", f.Driver, strings.Join(nics.Drivers(), ", "))
 	}
-	if ft, ok := f.Features["ntuple-filters"]; ok && !ft.On && ft.Fixed {
+	if ft := f.NTuple; !ft.Known || !ft.On && ft.Fixed {
 		fmt.Fprintf(e.stderr, "dragonc: %s has no ntuple filters: endpoints are steered by RSS or in software\n", iface)
 	}
 	text := discover.PRG(f, known, tables)
@@ -113,6 +104,6 @@ func runDiscover(e *env, iface, out string) int {
 		fmt.Fprintf(e.stderr, "dragonc: writing %s: %v\n", out, err)
 		return exitInput
 	}
-	fmt.Fprintf(e.stdout, "dragonc: wrote %s: %d queues, driver %s\n", out, max(f.MaxCombined, f.Combined, f.RxQueues, 1), f.Driver)
+	fmt.Fprintf(e.stdout, "dragonc: wrote %s: %d queues, driver %s\n", out, f.Queues(), f.Driver)
 	return 0
 }

@@ -205,3 +205,35 @@ func BenchmarkDecode(b *testing.B) {
 		f.Decode(frame)
 	}
 }
+
+// TestPortSumHash: the Myri-10G port hash adds the low bytes of the two
+// ports (myri10ge_simple_send_hash); frames without hashed ports hash to
+// 0, frames that are not IPv4 are not hashed.
+func TestPortSumHash(t *testing.T) {
+	ip := func(s string) net.IP { return net.ParseIP(s).To4() }
+	for _, c := range []struct {
+		name   string
+		spec   Spec
+		udp    bool
+		hash   uint32
+		hashed bool
+	}{
+		{"udp", Spec{Src: ip("10.0.0.1"), Dst: ip("10.0.0.2"), Proto: ProtoUDP, SrcPort: 0x1234, DstPort: 0x0035}, true, 0x34 + 0x35, true},
+		{"tcp, low bytes only", Spec{Src: ip("10.0.0.1"), Dst: ip("10.0.0.2"), Proto: ProtoTCP, SrcPort: 0xffff, DstPort: 0x01ff}, true, 0xff + 0xff, true},
+		{"udp ports off", Spec{Src: ip("10.0.0.1"), Dst: ip("10.0.0.2"), Proto: ProtoUDP, SrcPort: 0x1234, DstPort: 0x0035}, false, 0, true},
+		{"icmp", Spec{Src: ip("10.0.0.1"), Dst: ip("10.0.0.2"), Proto: ProtoICMP}, true, 0, true},
+		{"fragment", Spec{Src: ip("10.0.0.1"), Dst: ip("10.0.0.2"), Proto: ProtoUDP, SrcPort: 7, DstPort: 9, FragOffset: 100}, true, 0, true},
+		{"arp", Spec{EtherType: EtherTypeARP, ARPOp: 1, ARPTarget: ip("10.0.0.2")}, true, 0, false},
+	} {
+		b, err := Build(c.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var f Frame
+		f.Decode(b)
+		h, ok := PortSumHash(&f, true, c.udp)
+		if h != c.hash || ok != c.hashed {
+			t.Errorf("%s: hash %#x %v, want %#x %v", c.name, h, ok, c.hash, c.hashed)
+		}
+	}
+}

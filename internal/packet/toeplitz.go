@@ -90,3 +90,37 @@ func HashTuple(key []byte, src, dst uint32, sport, dport uint16, withPorts bool)
 	binary.BigEndian.PutUint16(in[10:12], dport)
 	return Toeplitz(key, in[:12])
 }
+
+// PortSum is the Myri-10G firmware's port hash for the myri10ge module
+// parameter myri10ge_rss_hash = MXGEFW_RSS_HASH_TYPE_SRC_DST_PORT (5, the
+// default; myri10ge_mcp.h: "5: source port + destination port"): the low
+// byte of the destination port plus the low byte of the source port. The
+// firmware is closed; Myricom's own host mirror of it,
+// myri10ge_simple_send_hash in illumos-gate
+// usr/src/uts/common/io/myri10ge/drv/myri10ge.c ("so as to match NIC's
+// hashing"), computes exactly this and takes its low bits as the slice.
+func PortSum(sport, dport uint16) uint32 {
+	return uint32(dport&0xff) + uint32(sport&0xff)
+}
+
+// PortSumHash hashes a decoded frame as the Myri-10G firmware does with
+// the port hash: the ports of TCP or UDP over IPv4 (not a fragment, when
+// ports are enabled for the protocol). Every other IPv4 frame hashes to
+// 0: Myricom's host mirror (see PortSum) sends those to slice 0, which is
+// bucket 0 of the driver's identity table. ok is false for frames that
+// are not IPv4 with a readable header, as for RSSHash.
+func PortSumHash(f *Frame, tcpPorts, udpPorts bool) (hash uint32, ok bool) {
+	if hdrOK, _ := f.Get(fIPHdrOk); hdrOK == 0 {
+		return 0, false
+	}
+	if _, ok := f.Get(fIPSrc); !ok {
+		return 0, false
+	}
+	proto, _ := f.Get(fIPProto)
+	sp, ok := f.Get(fL4Sport)
+	if !ok || !(proto == ProtoTCP && tcpPorts || proto == ProtoUDP && udpPorts) {
+		return 0, true
+	}
+	dp, _ := f.Get(fL4Dport)
+	return PortSum(uint16(sp), uint16(dp)), true
+}
