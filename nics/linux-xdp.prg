@@ -67,17 +67,18 @@ graph linux_xdp {
                 // echo requests to a broadcast are handed on.
                 answers [RxL3ARPNeedsResponse RxL3ICMPNeedsResponse]
                 // The ICMP checksum (RFC 1071) is a loop over the
-                // message's 16-bit words with a bounds check each step,
-                // which the verifier follows to its bound (bounded loops,
-                // Linux 5.3; each step's state is a new one, so the
-                // bound costs about 10 processed instructions a word,
-                // against BPF_COMPLEXITY_LIMIT_INSNS, 1,000,000,
-                // include/linux/bpf.h). The bound is a 1500-byte
-                // datagram's message (1480 bytes); a longer datagram
-                // (an interface with a larger MTU) is handed on before
-                // the check. The frame is one buffer: the program is
-                // loaded without BPF_F_XDP_HAS_FRAGS, so a driver gives
-                // it only frames that fit one.
+                // datagram's 16-bit words with a bounds check each step,
+                // run first (before the checks' branches, where a frame
+                // reaches it tagged or not), which the verifier follows
+                // to its bound once for each state that reaches it
+                // (bounded loops, Linux 5.3): about 15,000 of the
+                // 1,000,000 instructions it processes for a program
+                // (BPF_COMPLEXITY_LIMIT_INSNS, include/linux/bpf.h). The
+                // bound is a 1500-byte datagram (a 1480-byte message); a
+                // longer datagram (an interface with a larger MTU) is
+                // handed on before the check. The frame is one buffer:
+                // the program is loaded without BPF_F_XDP_HAS_FRAGS, so
+                // a driver gives it only frames that fit one.
                 guards ["RxL3ICMPValidChecksum: ip.len <= 1500"]
                 // The transport checksums sum the whole datagram: up to
                 // 65,507 bytes, a loop the verifier must prove bounded

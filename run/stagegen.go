@@ -42,12 +42,14 @@ const (
 	// The answers use the classifier's slots: the stage ends (exit, or a
 	// jump to the classifier, which writes its slots before it reads
 	// them) before the classifier starts.
-	sgOut  = -112 // 48 bytes: an answer's headers being built
-	sgSum  = -56  // the ICMP message's sum of 16-bit words (RFC 1071), unfolded
-	arpLen = 14 + 28
-	// The longest ICMP message the stage sums: a 1500-byte datagram's
-	// (IEEE 802.3 clause 3.2.7), the model's guard (nics/linux-xdp.prg).
-	icmpMax = 1500 - 20
+	sgOut    = -112 // 48 bytes: an answer's headers being built
+	sgSum    = -56  // the IPv4 datagram's sum of 16-bit words (RFC 1071), unfolded; then the ICMP message's
+	sgSummed = -48  // 1 when sgSum holds the datagram's sum (icmpPreSum)
+	sgHdrSum = -40  // the IPv4 header's sum, unfolded
+	arpLen   = 14 + 28
+	// The longest ICMP datagram the stage sums: 1500 bytes (IEEE 802.3
+	// clause 3.2.7), the model's guard (nics/linux-xdp.prg).
+	sumMax = 1500
 	// An echo reply's headers: Ethernet and IPv4 without options
 	// (run/dataplane's l4At), then the ICMP type, code and checksum.
 	echoHdr = 14 + 20
@@ -342,7 +344,7 @@ func (g *stageGen) decode(done string) {
 		g.be(asm.R2, int16(sgHdr+2*w), asm.Half)
 		g.add(asm.Add.Reg(asm.R3, asm.R2))
 	}
-	g.add(asm.Mov.Reg(asm.R2, asm.R3).WithSymbol("sg_fold"))
+	g.add(asm.StoreMem(asm.R10, sgHdrSum, asm.R3, asm.DWord).WithSymbol("sg_fold"))
 	g.fold(asm.R3)
 	g.flag("ip.csum_ok", func(yes string) []asm.Instruction { return []asm.Instruction{asm.JEq.Imm(asm.R3, 0xffff, yes)} })
 	// ip.len_ok: the total length covers the header and fits the frame.
@@ -409,35 +411,57 @@ func (g *stageGen) decode(done string) {
 	g.add(asm.Ja.Label(done))
 }
 
-// icmpSum sets icmp.csum_ok (RFC 792: the 16-bit one's complement of
-// the one's complement sum of the message; RFC 1071 §4.1: the words
-// summed as integers, an odd byte as the high half of a last word, the
-// carries folded in at the end), and keeps the unfolded sum at sgSum for
-// the echo reply. A message longer than icmpMax is not summed
-// (icmp.csum_ok 0; the model's guard hands such frames on before the
-// check). R8 is the message's offset, sgIPLen its length.
-//
-// The loop reads the frame directly (xdp_md's data and data_end), one
-// word a step with a bounds check each step, which the verifier follows
-// step by step up to icmpMax/2 steps (bounded loops, Linux 5.3,
-// kernel/bpf/verifier.c: a back edge is followed while the state
-// differs, here the word count and the read pointer's offset).
-func (g *stageGen) icmpSum(done string) {
-	loop, tail, fold, none := g.label("sumloop"), g.label("sumtail"), g.label("sumfold"), g.label("sumnone")
-	g.add(asm.LoadMem(asm.R4, asm.R10, sgIPLen, asm.DWord), asm.JGT.Imm(asm.R4, icmpMax, none),
-		asm.LoadMem(asm.R1, asm.R6, 0, asm.Word), // xdp_md.data
+// icmpPreSum sums an ICMP datagram of at most 1500 bytes (its IPv4
+// header and message, as 16-bit words, RFC 1071 §4.1: integers, an odd
+// byte as the high half of a last word, the carries folded at the end)
+// into sgSum, and sets sgSummed; a longer one, or one cut short, it
+// leaves unsummed. It runs first, before the decoder, where a frame
+// reaches it in one of two states (tagged or not): the verifier follows
+// its loop (bounded loops, Linux 5.3, kernel/bpf/verifier.c: a back edge
+// is followed while the state differs, here the word count and the read
+// pointer's offset) once for each state that reaches it, about 750
+// steps of 10 instructions, against the 1,000,000 instructions it
+// processes for a program (BPF_COMPLEXITY_LIMIT_INSNS,
+// include/linux/bpf.h); behind the decoder's branches a hundred states
+// reach it (730,000 instructions). It reads the frame directly
+// (xdp_md's data and data_end) with a bounds check each step.
+func (g *stageGen) icmpPreSum() {
+	untagged, loop, tail, odd, store, done := g.label("pretag"), g.label("preloop"), g.label("pretail"), g.label("preodd"), g.label("prestore"), g.label("presum")
+	g.add(asm.LoadMem(asm.R1, asm.R6, 0, asm.Word), // xdp_md.data
 		asm.LoadMem(asm.R2, asm.R6, 4, asm.Word), // xdp_md.data_end
-		asm.Mov.Reg(asm.R3, asm.R8), asm.And.Imm(asm.R3, 0xff), asm.Add.Reg(asm.R1, asm.R3),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 14), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R3, asm.R1, 12, asm.Half), asm.HostTo(asm.BE, asm.R3, asm.Half), asm.Mov.Imm(asm.R4, 14),
+		asm.JNE.Imm(asm.R3, 0x8100, untagged),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 18), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R3, asm.R1, 16, asm.Half), asm.HostTo(asm.BE, asm.R3, asm.Half), asm.Mov.Imm(asm.R4, 18))
+	g.add(asm.JNE.Imm(asm.R3, 0x0800, done).WithSymbol(untagged),
+		asm.Add.Reg(asm.R1, asm.R4),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 20), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R3, asm.R1, 9, asm.Byte), asm.JNE.Imm(asm.R3, 1, done),
+		asm.LoadMem(asm.R4, asm.R1, 2, asm.Half), asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.JGT.Imm(asm.R4, sumMax, done),
 		asm.Mov.Imm(asm.R3, 0), asm.Mov.Reg(asm.R5, asm.R4), asm.RSh.Imm(asm.R5, 1))
 	g.add(asm.JEq.Imm(asm.R5, 0, tail).WithSymbol(loop),
-		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 2), asm.JGT.Reg(asm.R0, asm.R2, none),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 2), asm.JGT.Reg(asm.R0, asm.R2, done),
 		asm.LoadMem(asm.R0, asm.R1, 0, asm.Half), asm.HostTo(asm.BE, asm.R0, asm.Half),
 		asm.Add.Reg(asm.R3, asm.R0), asm.Add.Imm(asm.R1, 2), asm.Sub.Imm(asm.R5, 1), asm.Ja.Label(loop))
-	odd := g.label("sumodd")
-	g.add(asm.JSet.Imm(asm.R4, 1, odd).WithSymbol(tail), asm.Ja.Label(fold),
-		asm.Mov.Reg(asm.R0, asm.R1).WithSymbol(odd), asm.Add.Imm(asm.R0, 1), asm.JGT.Reg(asm.R0, asm.R2, none),
+	g.add(asm.JSet.Imm(asm.R4, 1, odd).WithSymbol(tail), asm.Ja.Label(store),
+		asm.Mov.Reg(asm.R0, asm.R1).WithSymbol(odd), asm.Add.Imm(asm.R0, 1), asm.JGT.Reg(asm.R0, asm.R2, done),
 		asm.LoadMem(asm.R0, asm.R1, 0, asm.Byte), asm.LSh.Imm(asm.R0, 8), asm.Add.Reg(asm.R3, asm.R0))
-	g.add(asm.StoreMem(asm.R10, sgSum, asm.R3, asm.DWord).WithSymbol(fold))
+	g.add(asm.StoreMem(asm.R10, sgSum, asm.R3, asm.DWord).WithSymbol(store), asm.Mov.Imm(asm.R0, 1), asm.StoreMem(asm.R10, sgSummed, asm.R0, asm.DWord))
+	g.add(asm.Mov.Imm(asm.R0, 0).WithSymbol(done))
+}
+
+// icmpSum sets icmp.csum_ok (RFC 792: the 16-bit one's complement of
+// the one's complement sum of the message): the message's sum is the
+// datagram's (icmpPreSum) less its header's, kept at sgSum for the echo
+// reply. A datagram longer than 1500 bytes is not summed (icmp.csum_ok
+// 0; the model's guard hands such frames on before the check).
+func (g *stageGen) icmpSum(done string) {
+	none := g.label("sumnone")
+	g.add(asm.LoadMem(asm.R0, asm.R10, sgSummed, asm.DWord), asm.JEq.Imm(asm.R0, 0, none),
+		asm.LoadMem(asm.R3, asm.R10, sgSum, asm.DWord), asm.LoadMem(asm.R2, asm.R10, sgHdrSum, asm.DWord),
+		asm.Sub.Reg(asm.R3, asm.R2), asm.StoreMem(asm.R10, sgSum, asm.R3, asm.DWord))
 	g.fold(asm.R3)
 	g.flag("icmp.csum_ok", func(yes string) []asm.Instruction { return []asm.Instruction{asm.JEq.Imm(asm.R3, 0xffff, yes)} })
 	g.add(asm.Ja.Label(done))
@@ -446,7 +470,7 @@ func (g *stageGen) icmpSum(done string) {
 }
 
 // fold folds the carries of a sum in r into its low 16 bits, as
-// run/dataplane's fold (uses R2; a sum below 2^48 needs three rounds).
+// run/dataplane's fold (uses R2; three rounds fold a sum below 2^32).
 func (g *stageGen) fold(r asm.Register) {
 	for range 3 {
 		g.add(asm.Mov.Reg(asm.R2, r), asm.RSh.Imm(asm.R2, 16), asm.And.Imm(r, 0xffff), asm.Add.Reg(r, asm.R2))
@@ -664,7 +688,12 @@ func stageProgram(nodes []prg.StageNode, mac [6]byte, counts, cfg int, out strin
 	for at := sgField - 8*int16(len(stageFields)-1); at < sgEth+16; at += 8 {
 		g.add(asm.StoreMem(asm.R10, at, asm.R1, asm.DWord))
 	}
-	g.add(asm.StoreMem(asm.R10, sgSum, asm.R1, asm.DWord))
+	for _, at := range []int16{sgSum, sgSummed, sgHdrSum} {
+		g.add(asm.StoreMem(asm.R10, at, asm.R1, asm.DWord))
+	}
+	if slices.ContainsFunc(nodes, func(n prg.StageNode) bool { return n.Name == "RxL3ICMPValidChecksum" }) {
+		g.icmpPreSum()
+	}
 	g.decode(nodeLabel(nodes[0].Name))
 	site := 0
 	nsites := 0
