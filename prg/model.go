@@ -8,6 +8,7 @@ package prg
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -128,6 +129,10 @@ type Space struct {
 	Drops   []string
 	Answers []string // terminal LPG nodes it answers for (the answer built in place and sent back)
 	Limits  map[string]string
+	// Guards: node -> the frames the stage runs it on; the others it
+	// hands on through the out port before the node (a check the stage
+	// can do for frames up to some length).
+	Guards map[string]pred.Expr
 }
 
 // Features an enum switch may control (its feature property).
@@ -476,6 +481,11 @@ func newSpace(n *graph.Node) (*Space, error) {
 				return nil, fmt.Errorf("drops %s, which the stage does not run", d)
 			}
 		}
+		for _, d := range slices.Sorted(maps.Keys(sp.Guards)) {
+			if !slices.Contains(sp.Runs, d) {
+				return nil, fmt.Errorf("guards %s, which the stage does not run", d)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown configuration kind %q", kind)
 	}
@@ -646,6 +656,23 @@ func (sp *Space) set(p graph.Prop) error {
 				return fmt.Errorf("want \"NODE: reason\", not %s", e)
 			}
 			sp.Limits[strings.TrimSpace(node)] = strings.TrimSpace(why)
+		}
+	case "guards":
+		// guards ["NODE: predicate" ...]
+		if v.Kind != graph.ListValue {
+			return fmt.Errorf("want a list of \"NODE: predicate\" strings in [ ]")
+		}
+		sp.Guards = map[string]pred.Expr{}
+		for _, e := range v.List {
+			node, cond, ok := strings.Cut(e.Str, ":")
+			if e.Kind != graph.StrValue || !ok {
+				return fmt.Errorf("want \"NODE: predicate\", not %s", e)
+			}
+			x, perr := pred.Parse(strings.TrimSpace(cond))
+			if perr != nil {
+				return fmt.Errorf("guard of %s: %w", strings.TrimSpace(node), perr)
+			}
+			sp.Guards[strings.TrimSpace(node)] = x
 		}
 	case "feature":
 		sp.Feature, err = name()

@@ -28,6 +28,10 @@ const AttrStage = "stage="
 // stage does not decide go on.
 const ProgramOut = "out"
 
+// GuardPort is the port a placed node with a guard (Space.Guards) gets
+// first: the frames the stage does not run it on, handed on.
+const GuardPort = "unguarded"
+
 // StageNode is one LPG node placed on a programmable stage.
 type StageNode struct {
 	Name  string     // the LPG node's name
@@ -101,6 +105,10 @@ func PlaceProgram(sp *Space, lpgGraph *graph.Graph) *Value {
 		sn := StageNode{Name: n.Name, Kind: n.Kind}
 		if len(n.Ports) == 0 {
 			sn.Answer = slices.Clone(n.Attrs)
+		}
+		if g, ok := sp.Guards[n.Name]; ok {
+			// The frames the stage does not run the node on go on first.
+			sn.Ports = append(sn.Ports, StagePort{Name: GuardPort, Pred: pred.Not{X: g}, Next: ProgramOut})
 		}
 		for _, p := range n.Ports {
 			sp2 := StagePort{Name: p.Name, Pred: p.Pred, Next: ProgramOut}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -112,5 +113,70 @@ func TestProgramStage(t *testing.T) {
 	all := strings.Join(msgs, "\n")
 	if !strings.Contains(all, "may not drop at RxL3IPv4ValidLocalIP") || !strings.Contains(all, "places RxL4UDPDemux, which the stage does not run") {
 		t.Errorf("Validate says:\n%s", all)
+	}
+}
+
+// TestProgramStageGuard: with an echo service, linux-xdp's stage runs
+// the ICMP checks and answers echo requests; its checksum copy first
+// hands on the datagrams longer than the stage sums (the model's guard),
+// and the echo checks that guard the answer hand frames on, not drop
+// them (other ICMP types and broadcasts are the kernel's).
+func TestProgramStageGuard(t *testing.T) {
+	m := model(t, "linux-xdp")
+	sp := m.Space("RxStage")
+	st, diags := lpg.LoadStack("s.lpg", []byte(strings.Replace(programStack, "service arp", "service arp\n    service icmp-echo", 1)))
+	if st == nil || diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := prg.PlaceProgram(sp, g)
+	runs, drops := v.StageNodes()
+	for _, n := range []string{"RxL3ICMPValidChecksum", "RxL3ICMPIsTypeRequest", "RxL3ICMPValidUnicastDest", "RxL3ICMPNeedsResponse"} {
+		if !slices.Contains(runs, n) {
+			t.Errorf("%s is not placed: %v", n, runs)
+		}
+	}
+	if !slices.Contains(drops, "RxL3ICMPValidChecksum") || slices.Contains(drops, "RxL3ICMPIsTypeRequest") || slices.Contains(drops, "RxL3ICMPValidUnicastDest") {
+		t.Errorf("drops %v: want the ICMP checksum, not the echo's checks", drops)
+	}
+	i := slices.IndexFunc(v.Program, func(n prg.StageNode) bool { return n.Name == "RxL3ICMPValidChecksum" })
+	if p := v.Program[i].Ports[0]; p.Name != prg.GuardPort || p.Next != prg.ProgramOut || p.Pred.String() != "!(ip.len <= 1500)" {
+		t.Errorf("the checksum's first port is %s [%v] to %q; want the guard, to out", p.Name, p.Pred, p.Next)
+	}
+	c := prg.NewConfig()
+	c.Values["RxStage"] = v
+	hw, err := m.Apply(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := hw.Lookup("RxL3ICMPValidChecksum")
+	flow, _ := hw.Lookup("RxCFlow")
+	if p := cp.Port(prg.GuardPort); p == nil || !slices.Equal(p.Succ, []int{flow.ID}) {
+		t.Errorf("the guard does not go on to RxCFlow: %+v", p)
+	}
+}
+
+// TestProgramGuardRefused: a guard must name a node the stage runs and
+// hold a predicate.
+func TestProgramGuardRefused(t *testing.T) {
+	_, src, err := nics.Resolve("linux-xdp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ guard, want string }{
+		{`"RxL4UDPDemux: ip.len <= 1500"`, "guards RxL4UDPDemux, which the stage does not run"},
+		{`"RxL3ICMPValidChecksum: ip.len <=="`, "guard of RxL3ICMPValidChecksum"},
+	} {
+		text := strings.Replace(string(src), `guards ["RxL3ICMPValidChecksum: ip.len <= 1500"]`, "guards ["+c.guard+"]", 1)
+		if text == string(src) {
+			t.Fatal("linux-xdp has no guard to replace")
+		}
+		_, diags := prg.Load("linux-xdp.prg", []byte(text))
+		if !strings.Contains(fmt.Sprint(diags), c.want) {
+			t.Errorf("guard %s: got %v, want %q", c.guard, diags, c.want)
+		}
 	}
 }

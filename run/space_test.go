@@ -302,7 +302,7 @@ func TestStageOverStacks(t *testing.T) {
 						nSites++
 						continue
 					}
-					if arp := (ref == lpg.Outcome{Kind: lpg.Reply, Reply: "arp"}); d.answered != (arp && len(s.Answers) > 0) {
+					if answers := stageAnswers(s, ref, frames[i]); d.answered != answers {
 						fail(i, "the LPG says %s; the XDP program answered it: %v", ref, d.answered)
 						continue
 					} else if d.answered {
@@ -355,7 +355,7 @@ func TestStageOverStacks(t *testing.T) {
 		}
 	}
 	t.Logf("%d stacks × %d models: %d stages (%d distinct, loaded; %d declined with a reason) on %d frames: %d checks, "+
-		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP requests it answered; %v",
+		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP and echo requests it answered; %v",
 		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, nAnswered, time.Since(start).Round(time.Millisecond))
 	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 {
 		t.Errorf("too few frames of each kind: the frames do not exercise the stage")

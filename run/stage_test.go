@@ -334,7 +334,8 @@ func TestLinuxXDPStageMatchesModel(t *testing.T) {
 		}
 	}
 	t.Logf("%d frames compared over queues %v", compared, queues)
-	if compared < 1500 || len(queues) < 3 {
+	// A fifth of the frames are echo requests, which the stage answers.
+	if compared < 1200 || len(queues) < 3 {
 		t.Errorf("too few frames compared (%d) or queues reached (%v)", compared, queues)
 	}
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -38,8 +39,20 @@ const (
 	sgIPLen = -224 // the bytes from the IPv4 header on
 	sgKey   = -228 // the drop site's index, a map key
 	sgField = -232 // the first field slot; field i is at sgField - 8*i
-	sgOut   = -512 // 48 bytes: an answer being built (below the field slots)
-	arpLen  = 14 + 28
+	// The answers use the classifier's slots: the stage ends (exit, or a
+	// jump to the classifier, which writes its slots before it reads
+	// them) before the classifier starts.
+	sgOut    = -112 // 48 bytes: an answer's headers being built
+	sgSum    = -56  // the IPv4 datagram's sum of 16-bit words (RFC 1071), unfolded; then the ICMP message's
+	sgSummed = -48  // 1 when sgSum holds the datagram's sum (icmpPreSum)
+	sgHdrSum = -40  // the IPv4 header's sum, unfolded
+	arpLen   = 14 + 28
+	// The longest ICMP datagram the stage sums: 1500 bytes (IEEE 802.3
+	// clause 3.2.7), the model's guard (nics/linux-xdp.prg).
+	sumMax = 1500
+	// An echo reply's headers: Ethernet and IPv4 without options
+	// (run/dataplane's l4At), then the ICMP type, code and checksum.
+	echoHdr = 14 + 20
 )
 
 // Presence bits of the field groups, as internal/fallback's decoder.
@@ -67,7 +80,7 @@ var stageFields = []struct {
 	{"arp.op", hasArp}, {"arp.sha", hasArp}, {"arp.spa", hasArp}, {"arp.tpa", hasArp}, {"arp.valid", hasArp},
 	{"ip.version", hasIP}, {"ip.ihl", hasIP}, {"ip.len", hasIP}, {"ip.ttl", hasIP}, {"ip.frag", hasIP}, {"ip.proto", hasIP},
 	{"ip.src", hasIP}, {"ip.dst", hasIP}, {"ip.options", hasIP}, {"ip.hdr_ok", hasIP}, {"ip.csum_ok", hasIP}, {"ip.len_ok", hasIP},
-	{"icmp.type", hasICMP}, {"icmp.code", hasICMP},
+	{"icmp.type", hasICMP}, {"icmp.code", hasICMP}, {"icmp.csum_ok", hasICMP},
 	{"udp.sport", hasUDP}, {"udp.dport", hasUDP}, {"udp.len", hasUDP}, {"udp.len_ok", hasUDP},
 }
 
@@ -115,7 +128,7 @@ func checkProgram(nodes []prg.StageNode) (sites []StageDrop, answers []string, e
 	}
 	for _, n := range nodes {
 		if len(n.Ports) == 0 {
-			if !slices.Contains(n.Answer, lpg.AttrReply+"arp") {
+			if r := replyOf(n); r != "arp" && r != "icmp-echo" {
 				return nil, nil, fmt.Errorf("%s: the eBPF stage cannot build its answer (%v)", n.Name, n.Answer)
 			}
 			answers = append(answers, n.Name)
@@ -133,6 +146,16 @@ func checkProgram(nodes []prg.StageNode) (sites []StageDrop, answers []string, e
 	return sites, answers, nil
 }
 
+// replyOf is the reply an answering node sends (its lpg.AttrReply).
+func replyOf(n prg.StageNode) string {
+	for _, a := range n.Answer {
+		if r, ok := strings.CutPrefix(a, lpg.AttrReply); ok {
+			return r
+		}
+	}
+	return ""
+}
+
 // stageCounts reads the stage's per-CPU counters (the drop sites, then
 // the answers) as outcomes named as verify names them; a counter it
 // cannot read is left out.
@@ -141,8 +164,10 @@ func stageCounts(s *Stage, m *ebpf.Map) []dataplane.Outcome {
 	for _, d := range s.DropSites {
 		names = append(names, "drop "+d.String())
 	}
-	for range s.Answers {
-		names = append(names, "reply arp")
+	for _, n := range s.Program {
+		if len(n.Ports) == 0 {
+			names = append(names, "reply "+replyOf(n))
+		}
 	}
 	var out []dataplane.Outcome
 	for i, name := range names {
@@ -319,10 +344,8 @@ func (g *stageGen) decode(done string) {
 		g.be(asm.R2, int16(sgHdr+2*w), asm.Half)
 		g.add(asm.Add.Reg(asm.R3, asm.R2))
 	}
-	g.add(asm.Mov.Reg(asm.R2, asm.R3).WithSymbol("sg_fold"))
-	for range 3 {
-		g.add(asm.Mov.Reg(asm.R2, asm.R3), asm.RSh.Imm(asm.R2, 16), asm.And.Imm(asm.R3, 0xffff), asm.Add.Reg(asm.R3, asm.R2))
-	}
+	g.add(asm.StoreMem(asm.R10, sgHdrSum, asm.R3, asm.DWord).WithSymbol("sg_fold"))
+	g.fold(asm.R3)
 	g.flag("ip.csum_ok", func(yes string) []asm.Instruction { return []asm.Instruction{asm.JEq.Imm(asm.R3, 0xffff, yes)} })
 	// ip.len_ok: the total length covers the header and fits the frame.
 	g.be(asm.R4, sgHdr+2, asm.Half)
@@ -363,6 +386,7 @@ func (g *stageGen) decode(done string) {
 	g.set("icmp.type", asm.R2)
 	g.add(asm.LoadMem(asm.R2, asm.R10, sgL4+1, asm.Byte))
 	g.set("icmp.code", asm.R2)
+	g.icmpSum(done)
 	g.add(asm.Ja.Label(done))
 
 	// ARP, RFC 826: the Ethernet/IPv4 body.
@@ -385,6 +409,72 @@ func (g *stageGen) decode(done string) {
 			asm.Ja.Label(no), asm.Mov.Imm(asm.R0, 0).WithSymbol(no)}
 	})
 	g.add(asm.Ja.Label(done))
+}
+
+// icmpPreSum sums an ICMP datagram of at most 1500 bytes (its IPv4
+// header and message, as 16-bit words, RFC 1071 §4.1: integers, an odd
+// byte as the high half of a last word, the carries folded at the end)
+// into sgSum, and sets sgSummed; a longer one, or one cut short, it
+// leaves unsummed. It runs first, before the decoder, where a frame
+// reaches it in one of two states (tagged or not): the verifier follows
+// its loop (bounded loops, Linux 5.3, kernel/bpf/verifier.c: a back edge
+// is followed while the state differs, here the word count and the read
+// pointer's offset) once for each state that reaches it, about 750
+// steps of 10 instructions, against the 1,000,000 instructions it
+// processes for a program (BPF_COMPLEXITY_LIMIT_INSNS,
+// include/linux/bpf.h); behind the decoder's branches a hundred states
+// reach it (730,000 instructions). It reads the frame directly
+// (xdp_md's data and data_end) with a bounds check each step.
+func (g *stageGen) icmpPreSum() {
+	untagged, loop, tail, odd, store, done := g.label("pretag"), g.label("preloop"), g.label("pretail"), g.label("preodd"), g.label("prestore"), g.label("presum")
+	g.add(asm.LoadMem(asm.R1, asm.R6, 0, asm.Word), // xdp_md.data
+		asm.LoadMem(asm.R2, asm.R6, 4, asm.Word), // xdp_md.data_end
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 14), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R3, asm.R1, 12, asm.Half), asm.HostTo(asm.BE, asm.R3, asm.Half), asm.Mov.Imm(asm.R4, 14),
+		asm.JNE.Imm(asm.R3, 0x8100, untagged),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 18), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R3, asm.R1, 16, asm.Half), asm.HostTo(asm.BE, asm.R3, asm.Half), asm.Mov.Imm(asm.R4, 18))
+	g.add(asm.JNE.Imm(asm.R3, 0x0800, done).WithSymbol(untagged),
+		asm.Add.Reg(asm.R1, asm.R4),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 20), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R3, asm.R1, 9, asm.Byte), asm.JNE.Imm(asm.R3, 1, done),
+		asm.LoadMem(asm.R4, asm.R1, 2, asm.Half), asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.JGT.Imm(asm.R4, sumMax, done),
+		asm.Mov.Imm(asm.R3, 0), asm.Mov.Reg(asm.R5, asm.R4), asm.RSh.Imm(asm.R5, 1))
+	g.add(asm.JEq.Imm(asm.R5, 0, tail).WithSymbol(loop),
+		asm.Mov.Reg(asm.R0, asm.R1), asm.Add.Imm(asm.R0, 2), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R0, asm.R1, 0, asm.Half), asm.HostTo(asm.BE, asm.R0, asm.Half),
+		asm.Add.Reg(asm.R3, asm.R0), asm.Add.Imm(asm.R1, 2), asm.Sub.Imm(asm.R5, 1), asm.Ja.Label(loop))
+	g.add(asm.JSet.Imm(asm.R4, 1, odd).WithSymbol(tail), asm.Ja.Label(store),
+		asm.Mov.Reg(asm.R0, asm.R1).WithSymbol(odd), asm.Add.Imm(asm.R0, 1), asm.JGT.Reg(asm.R0, asm.R2, done),
+		asm.LoadMem(asm.R0, asm.R1, 0, asm.Byte), asm.LSh.Imm(asm.R0, 8), asm.Add.Reg(asm.R3, asm.R0))
+	g.add(asm.StoreMem(asm.R10, sgSum, asm.R3, asm.DWord).WithSymbol(store), asm.Mov.Imm(asm.R0, 1), asm.StoreMem(asm.R10, sgSummed, asm.R0, asm.DWord))
+	g.add(asm.Mov.Imm(asm.R0, 0).WithSymbol(done))
+}
+
+// icmpSum sets icmp.csum_ok (RFC 792: the 16-bit one's complement of
+// the one's complement sum of the message): the message's sum is the
+// datagram's (icmpPreSum) less its header's, kept at sgSum for the echo
+// reply. A datagram longer than 1500 bytes is not summed (icmp.csum_ok
+// 0; the model's guard hands such frames on before the check).
+func (g *stageGen) icmpSum(done string) {
+	none := g.label("sumnone")
+	g.add(asm.LoadMem(asm.R0, asm.R10, sgSummed, asm.DWord), asm.JEq.Imm(asm.R0, 0, none),
+		asm.LoadMem(asm.R3, asm.R10, sgSum, asm.DWord), asm.LoadMem(asm.R2, asm.R10, sgHdrSum, asm.DWord),
+		asm.Sub.Reg(asm.R3, asm.R2), asm.StoreMem(asm.R10, sgSum, asm.R3, asm.DWord))
+	g.fold(asm.R3)
+	g.flag("icmp.csum_ok", func(yes string) []asm.Instruction { return []asm.Instruction{asm.JEq.Imm(asm.R3, 0xffff, yes)} })
+	g.add(asm.Ja.Label(done))
+	g.add(asm.Mov.Imm(asm.R0, 0).WithSymbol(none))
+	g.set("icmp.csum_ok", asm.R0)
+}
+
+// fold folds the carries of a sum in r into its low 16 bits, as
+// run/dataplane's fold (uses R2; three rounds fold a sum below 2^32).
+func (g *stageGen) fold(r asm.Register) {
+	for range 3 {
+		g.add(asm.Mov.Reg(asm.R2, r), asm.RSh.Imm(asm.R2, 16), asm.And.Imm(r, 0xffff), asm.Add.Reg(r, asm.R2))
+	}
 }
 
 // cmpJumps are the jumps of the comparisons (unsigned, as pred.Holds).
@@ -466,20 +556,8 @@ func (g *stageGen) cond(e pred.Expr, yes, no string) {
 // map cfg says so. A frame it cannot resize, or does not answer, is
 // handed on to out (the software answers it).
 func (g *stageGen) arpAnswer(mac [6]byte, key, cfg int, out string) {
-	// Answers switched off (setAnswers): the software answers.
-	g.add(asm.StoreImm(asm.R10, sgKey, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, cfg), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, sgKey), asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, out), asm.LoadMem(asm.R0, asm.R0, 0, asm.Word), asm.JEq.Imm(asm.R0, 0, out))
-	copyBytes := func(to, from int16, n int16) {
-		for i := range n {
-			g.add(asm.LoadMem(asm.R1, asm.R10, from+i, asm.Byte), asm.StoreMem(asm.R10, sgOut+to+i, asm.R1, asm.Byte))
-		}
-	}
-	constBytes := func(to int16, b []byte) {
-		for i, v := range b {
-			g.add(asm.StoreImm(asm.R10, sgOut+to+int16(i), int64(v), asm.Byte))
-		}
-	}
+	g.answersOn(cfg, out)
+	copyBytes, constBytes := g.copyBytes, g.constBytes
 	copyBytes(0, sgHdr+8, 6) // to the sender's hardware address
 	constBytes(6, mac[:])
 	constBytes(12, []byte{0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 2})
@@ -502,6 +580,99 @@ func (g *stageGen) arpAnswer(mac [6]byte, key, cfg int, out string) {
 		asm.Ja.Label("sg_count"))
 }
 
+// answersOn goes to out when the answers are switched off (setAnswers):
+// the software answers.
+func (g *stageGen) answersOn(cfg int, out string) {
+	g.add(asm.StoreImm(asm.R10, sgKey, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, cfg), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, sgKey), asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, out), asm.LoadMem(asm.R0, asm.R0, 0, asm.Word), asm.JEq.Imm(asm.R0, 0, out))
+}
+
+// copyBytes copies n bytes of the stack at from to the answer at to.
+func (g *stageGen) copyBytes(to, from, n int16) {
+	for i := range n {
+		g.add(asm.LoadMem(asm.R1, asm.R10, from+i, asm.Byte), asm.StoreMem(asm.R10, sgOut+to+i, asm.R1, asm.Byte))
+	}
+}
+
+// constBytes writes b to the answer at to.
+func (g *stageGen) constBytes(to int16, b []byte) {
+	for i, v := range b {
+		g.add(asm.StoreImm(asm.R10, sgOut+to+int16(i), int64(v), asm.Byte))
+	}
+}
+
+// putBE16 writes the low 16 bits of r to the answer at to, big-endian
+// (uses R0).
+func (g *stageGen) putBE16(to int16, r asm.Register) {
+	g.add(asm.Mov.Reg(asm.R0, r), asm.RSh.Imm(asm.R0, 8), asm.StoreMem(asm.R10, sgOut+to, asm.R0, asm.Byte),
+		asm.StoreMem(asm.R10, sgOut+to+1, r, asm.Byte))
+}
+
+// echoAnswer turns the echo request in the frame into its reply, byte
+// for byte as the data plane's transmit chain builds it
+// (TxL3ICMPInitiateResponse, TxL3ICMPFillChecksum, TxL3IPv4FillHeader,
+// TxL3IPv4FillChecksum, TxL2EtherFillHeader): the message returned with
+// type and code 0 (RFC 792, "Echo or Echo Reply Message"), from the
+// address the request was sent to, to its sender (RFC 1122 §3.2.2.6), in
+// an IPv4 header without options, TTL 64, not fragmented, with an
+// identification counted per CPU as the software counts it per receive
+// loop: the answer's counter (key), which counts the replies sent from
+// this CPU; to the sender's hardware address, untagged. It sends it
+// back with XDP_TX when the one word of the map cfg says so. The message
+// stays where it is: the frame is trimmed to the datagram's end, then
+// its head (a priority tag, IPv4 options) taken off. A frame it cannot
+// resize is handed on to out (the software answers it). R8 is the
+// message's offset, sgIPLen its length, sgSum its sum (icmpSum).
+func (g *stageGen) echoAnswer(mac [6]byte, key, counts, cfg int, out string) {
+	g.answersOn(cfg, out)
+	g.add(asm.LoadMem(asm.R7, asm.R10, sgIPLen, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(),
+		asm.Mov.Reg(asm.R2, asm.R8), asm.Add.Reg(asm.R2, asm.R7), asm.Sub.Reg(asm.R2, asm.R0),
+		asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpAdjustTail.Call(), asm.JNE.Imm(asm.R0, 0, out),
+		asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Reg(asm.R2, asm.R8), asm.Sub.Imm(asm.R2, echoHdr), asm.FnXdpAdjustHead.Call(),
+		asm.JNE.Imm(asm.R0, 0, "sg_aborted"))
+	// Counted first: the count is the identification (TxL3IPv4FillHeader
+	// counts its frames from 1, 16 bits wide).
+	g.add(asm.StoreImm(asm.R10, sgKey, int64(key), asm.Word),
+		asm.LoadMapPtr(asm.R1, counts), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, sgKey), asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "sg_aborted"),
+		asm.LoadMem(asm.R8, asm.R0, 0, asm.DWord), asm.Add.Imm(asm.R8, 1), asm.StoreMem(asm.R0, 0, asm.R8, asm.DWord),
+		asm.And.Imm(asm.R8, 0xffff))
+	g.copyBytes(0, sgEth+6, 6) // to the sender's hardware address
+	g.constBytes(6, mac[:])
+	g.constBytes(12, []byte{0x08, 0x00, 0x45, 0})
+	g.add(asm.Mov.Reg(asm.R1, asm.R7), asm.Add.Imm(asm.R1, 20))
+	g.putBE16(16, asm.R1) // the total length
+	g.putBE16(18, asm.R8) // the identification
+	g.constBytes(20, []byte{0, 0, 64, 1})
+	g.copyBytes(26, sgHdr+16, 4) // from the address the request was sent to
+	g.copyBytes(30, sgHdr+12, 4)
+	// The header checksum (RFC 791 §3.1) over the words just written.
+	g.add(asm.Mov.Imm(asm.R3, 0x4500+0x4001), asm.Add.Reg(asm.R3, asm.R7), asm.Add.Imm(asm.R3, 20), asm.Add.Reg(asm.R3, asm.R8))
+	for at := int16(sgHdr + 12); at < sgHdr+20; at += 2 {
+		g.be(asm.R2, at, asm.Half)
+		g.add(asm.Add.Reg(asm.R3, asm.R2))
+	}
+	g.fold(asm.R3)
+	g.add(asm.Xor.Imm(asm.R3, 0xffff))
+	g.putBE16(24, asm.R3)
+	// The message's checksum: its sum without the request's type, code
+	// and checksum, which the reply has as zeros.
+	g.constBytes(echoHdr, []byte{0, 0})
+	g.add(asm.LoadMem(asm.R3, asm.R10, sgSum, asm.DWord))
+	g.be(asm.R2, sgL4, asm.Half)
+	g.add(asm.Sub.Reg(asm.R3, asm.R2))
+	g.be(asm.R2, sgL4+2, asm.Half)
+	g.add(asm.Sub.Reg(asm.R3, asm.R2))
+	g.fold(asm.R3)
+	g.add(asm.Xor.Imm(asm.R3, 0xffff))
+	g.putBE16(echoHdr+2, asm.R3)
+	g.add(asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, 0), asm.Mov.Reg(asm.R3, asm.R10), asm.Add.Imm(asm.R3, sgOut), asm.Mov.Imm(asm.R4, echoHdr+4),
+		asm.FnXdpStoreBytes.Call(), asm.JNE.Imm(asm.R0, 0, "sg_aborted"),
+		asm.Mov.Imm(asm.R0, 3), asm.Return()) // XDP_TX
+}
+
 // stageProgram returns the checks: they start at the program's first
 // instruction (R6 the context) and end by jumping to out, with XDP_DROP
 // or with XDP_TX. counts is the per-CPU counter array's file descriptor:
@@ -517,6 +688,12 @@ func stageProgram(nodes []prg.StageNode, mac [6]byte, counts, cfg int, out strin
 	for at := sgField - 8*int16(len(stageFields)-1); at < sgEth+16; at += 8 {
 		g.add(asm.StoreMem(asm.R10, at, asm.R1, asm.DWord))
 	}
+	for _, at := range []int16{sgSum, sgSummed, sgHdrSum} {
+		g.add(asm.StoreMem(asm.R10, at, asm.R1, asm.DWord))
+	}
+	if slices.ContainsFunc(nodes, func(n prg.StageNode) bool { return n.Name == "RxL3ICMPValidChecksum" }) {
+		g.icmpPreSum()
+	}
 	g.decode(nodeLabel(nodes[0].Name))
 	site := 0
 	nsites := 0
@@ -531,7 +708,11 @@ func stageProgram(nodes []prg.StageNode, mac [6]byte, counts, cfg int, out strin
 	for _, n := range nodes {
 		g.start(nodeLabel(n.Name))
 		if len(n.Ports) == 0 {
-			g.arpAnswer(mac, answer, cfg, out)
+			if replyOf(n) == "arp" {
+				g.arpAnswer(mac, answer, cfg, out)
+			} else {
+				g.echoAnswer(mac, answer, counts, cfg, out)
+			}
 			answer++
 			continue
 		}
