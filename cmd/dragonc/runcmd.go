@@ -43,11 +43,10 @@ to the kernel. UDP endpoints run the application named by their app
 attribute: "echo" or "discard" (others are counted and discarded).
 
 A receive loop takes a batch of frames from its rings, answers them
-with one send, and looks again; with nothing there it spins for --spin
-(by default 50µs where the host has a core more than the loops, and
-not at all where it has not: a spinning loop would take a core from the
-kernel and the programs), then sleeps in poll(2) until the kernel has
-frames. With --busy-poll it never sleeps: its sockets busy-poll the device
+with one send, and looks again; with nothing there it spins (by default
+up to 50µs, and not at all for a second after the kernel preempts the
+loop's thread: then another thread wants the core), then sleeps in
+poll(2) until the kernel has frames. --spin sets a fixed spin (0: none). With --busy-poll it never sleeps: its sockets busy-poll the device
 (SO_PREFER_BUSY_POLL), the lowest latency at the cost of a core each.
 The serving line says which.
 
@@ -141,7 +140,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	c.Flags().StringVar(&sf.xdpTX, "xdp-tx", "auto", "whether the XDP stage answers ARP (and ping) itself with XDP_TX: auto (yes, except on a veth, whose peer must run XDP or GRO to receive them), on or off")
 	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
-	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "how long a receive loop keeps looking at empty rings before it sleeps (0: never spins; unset: the default where the host has a core more than the loops, else 0)")
+	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "a fixed time a receive loop keeps looking at empty rings before it sleeps (0: never spins; unset: up to 50µs, none while other threads want the core)")
 	return c
 }
 

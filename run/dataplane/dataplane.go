@@ -159,8 +159,9 @@ type Server struct {
 	xsks   []*xsk
 	link   linkTx // Stack.VIA's sends
 	limit  *limiter
-	spin   time.Duration // how long a loop spins on empty rings
-	stopFD int           // an eventfd Stop writes to, in every loop's poll set
+
+	stopFD  int             // an eventfd Stop writes to, in every loop's poll set
+	spinner func() *spinner // each loop's own
 	// Notes say how the server runs (pinning refused, and so on).
 	Notes []string
 }
@@ -219,7 +220,7 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		s.closeAll()
 		return nil, err
 	}
-	s.spin = cfg.spin()
+	s.spinner = cfg.spinner
 	if note := reserveP(cfg); note != "" {
 		s.Notes = append(s.Notes, note)
 	}
@@ -546,9 +547,13 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 	// clock_gettime is slow.
 	const spinCheck = 64
 	last, idle := time.Now(), 0
+	spin, budget := s.spinner(), time.Duration(0)
 	for !s.stop.Load() {
 		if l.sock.receive(handle) > 0 {
 			flush()
+			if idle > 0 && budget > 0 {
+				spin.caught()
+			}
 			idle = 0
 			continue
 		}
@@ -558,9 +563,13 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		}
 		if idle++; idle == 1 {
 			last = time.Now()
+			budget = spin.budget(last)
 		}
-		if idle%spinCheck != 0 || time.Since(last) < s.spin {
+		if idle%spinCheck != 0 || time.Since(last) < budget {
 			continue
+		}
+		if budget > 0 {
+			spin.missed(time.Now())
 		}
 		if err := l.wait.wait(waitSlice); err != nil {
 			s.errMu.Lock()

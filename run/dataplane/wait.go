@@ -12,13 +12,17 @@ import (
 // rings hold and answers it with one send; with nothing there it waits
 // in one of two ways.
 //
-//   - Adaptive (the default): it keeps looking at its rings for Spin, and
-//     then sleeps in poll(2) on its sockets until the kernel has frames.
-//     It spins only where the host has a core more than the loops: with
-//     as many loops as cores, a spinning loop takes its core from the
-//     kernel's softirq work and the programs it serves, which on the
-//     2-core development host raised the 1-in-flight p50 from 15 to 20-28
-//     µs against a C recvmmsg server's 15.6 (dragonc bench --live).
+//   - Adaptive (the default): it keeps looking at its rings for up to
+//     DefaultSpin, and then sleeps in poll(2) on its sockets until the
+//     kernel has frames. Spinning pays when the next frame comes within
+//     the spin: on a quiet 2-core host it took the p50 at one request in
+//     flight from 47-61 µs (the C recvmmsg server's 52-64: a sleeping
+//     vCPU wakes slowly) to 11 µs (dragonc bench --live). A spin that
+//     ends in sleep anyway is CPU thrown away, so after spinMisses of
+//     them in a row the loop does not spin for spinBackoff: an idle or
+//     lightly used stack sleeps at once. Where other threads want the
+//     core, spinning takes it from them (on the same host under other
+//     load it raised the p50 from 15 to 20-28 µs); --spin 0 is for that.
 //   - Busy polling: the sockets ask the kernel to poll the device in
 //     their system calls (SO_PREFER_BUSY_POLL, SO_BUSY_POLL,
 //     SO_BUSY_POLL_BUDGET) and the loop never sleeps: with nothing on
@@ -38,9 +42,13 @@ import (
 // 64 in flight against poll's 14.9-15.0 µs and 200-233k).
 const (
 	// DefaultSpin is how long a loop looks for more frames before it
-	// sleeps, where a core is free for it: about two round trips of a
-	// request at one in flight over a veth.
+	// sleeps: about two round trips of a request at one in flight over a
+	// veth.
 	DefaultSpin = 50 * time.Microsecond
+	// After spinMisses spins in a row that found nothing, a loop does not
+	// spin for spinBackoff.
+	spinMisses  = 8
+	spinBackoff = 100 * time.Millisecond
 	// busyPollUsecs and busyPollBudget are what the sockets ask of the
 	// kernel when busy polling: poll for up to 20 µs a call, up to a
 	// batch (64 frames, the budget xdpsock uses) a poll.
@@ -60,31 +68,53 @@ const (
 
 // Mode describes how the loops wait, for the run's output.
 func (c Config) Mode() string {
-	if c.BusyPoll {
+	switch {
+	case c.BusyPoll:
 		return fmt.Sprintf("busy polling (SO_PREFER_BUSY_POLL, %d µs, budget %d)", busyPollUsecs, busyPollBudget)
+	case c.Spin < 0:
+		return "sleeping in poll(2) on empty rings (no spinning)"
+	case c.Spin > 0:
+		return fmt.Sprintf("spinning %v on empty rings, then sleeping in poll(2)", c.Spin)
 	}
-	switch spin := c.spin(); {
-	case spin > 0:
-		return fmt.Sprintf("adaptive: spinning %v on empty rings, then sleeping in poll(2)", spin)
-	case c.Spin == 0:
-		return fmt.Sprintf("adaptive: sleeping in poll(2) on empty rings (%d loops on %d cores: no core to spin on)", len(c.Queues), runtime.NumCPU())
-	}
-	return "sleeping in poll(2) on empty rings (no spinning)"
+	return fmt.Sprintf("adaptive: spinning up to %v on empty rings while spins find frames (none for %v after %d that found none), then sleeping in poll(2)", DefaultSpin, spinBackoff, spinMisses)
 }
 
-// spin is how long the loops spin on empty rings: Spin if set (negative:
-// not at all), else DefaultSpin where the host has a core more than the
-// loops.
-func (c Config) spin() time.Duration {
+// spinner says how long a loop spins on an empty ring: Config.Spin, or,
+// adaptive, DefaultSpin unless its spins have been finding nothing (see
+// above).
+type spinner struct {
+	spin     time.Duration
+	adaptive bool
+	misses   int       // spins in a row that ended in sleep
+	off      time.Time // no spinning before then
+}
+
+func (c Config) spinner() *spinner {
 	switch {
 	case c.Spin < 0:
-		return 0
+		return &spinner{}
 	case c.Spin > 0:
-		return c.Spin
-	case runtime.NumCPU() > len(c.Queues):
-		return DefaultSpin
+		return &spinner{spin: c.Spin}
 	}
-	return 0
+	return &spinner{spin: DefaultSpin, adaptive: true}
+}
+
+// budget is how long to spin from now, the rings being empty.
+func (p *spinner) budget(now time.Time) time.Duration {
+	if p.adaptive && now.Before(p.off) {
+		return 0
+	}
+	return p.spin
+}
+
+// caught says a spin found frames.
+func (p *spinner) caught() { p.misses = 0 }
+
+// missed says a spin found nothing and the loop goes to sleep.
+func (p *spinner) missed(now time.Time) {
+	if p.misses++; p.adaptive && p.misses >= spinMisses {
+		p.off, p.misses = now.Add(spinBackoff), 0
+	}
 }
 
 // reserveP gives the process one P more than it has loops (see above),
