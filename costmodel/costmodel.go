@@ -251,7 +251,7 @@ func spreadSums(p *Problem, a Assignment, w []float64, keep func(int) bool) (exc
 		if i >= len(a) {
 			break
 		}
-		x, e := p.spreadTerms(sp, a[i], w[i])
+		x, e := p.spreadTerms(sp, p.Endpoints[i].Cores, a[i], w[i])
 		excess += x
 		if keep == nil || keep(i) {
 			exempt += e

@@ -79,6 +79,29 @@ func TestBalance(t *testing.T) {
 	}
 }
 
+// TestBalanceOwnCore: an endpoint bound to the default queue's core
+// costs nothing there (the Open-MX paper's rank 0 on core 0, served on
+// its own core's queue), and beats being served off its core; one bound
+// elsewhere, or to no core, still counts as load left on the default
+// queue.
+func TestBalanceOwnCore(t *testing.T) {
+	b := Balance{}
+	for _, c := range []struct {
+		cores []int
+		free  bool
+	}{{[]int{0}, true}, {[]int{0, 2}, true}, {[]int{1}, false}, {nil, false}} {
+		p := problem(false)
+		p.Endpoints[0].Cores = c.cores
+		onDefault := b.Cost(p, Assignment{{{Queue: 0, Frac: 1}}})
+		if free := onDefault.V == 0; free != c.free {
+			t.Errorf("cores %v: on the default queue costs %v", c.cores, onDefault)
+		}
+		if c.free && !onDefault.Less(b.Cost(p, Assignment{{{Queue: 1, Frac: 1}}})) {
+			t.Errorf("cores %v: its own core's default queue does not beat queue 1", c.cores)
+		}
+	}
+}
+
 func TestPriority(t *testing.T) {
 	p := problem(true, false)
 	own := Assignment{{{Queue: 1, Frac: 1, Exact: true}}, {{Queue: 2, Frac: 1}}}

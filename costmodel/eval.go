@@ -82,7 +82,7 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 	if rate <= 0 {
 		rate = DefaultRate
 	}
-	if x, ex := ev.p.spreadTerms(ev.spread[i], shares, ev.w[i]); x != 0 || ex != 0 {
+	if x, ex := ev.p.spreadTerms(ev.spread[i], e.Cores, shares, ev.w[i]); x != 0 || ex != 0 {
 		ev.excess += sign * x
 		if e.Gold {
 			ev.exemptGold += sign * ex

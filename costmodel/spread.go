@@ -91,9 +91,22 @@ func (p *Problem) spreads() []Spread {
 // its load on the default queue up to its even share, when that queue's
 // core is one of its own (the default queue carries no load a filter or
 // RSS could place elsewhere, except a spread endpoint's share of its own
-// core).
-func (p *Problem) spreadTerms(sp Spread, shares []Share, w float64) (excess, exempt float64) {
-	if sp.N <= 1 || len(shares) == 0 {
+// core). For an endpoint that is not spread, exempt is its load on the
+// default queue when its declared cores include that queue's.
+func (p *Problem) spreadTerms(sp Spread, cores []int, shares []Share, w float64) (excess, exempt float64) {
+	if sp.N <= 1 {
+		// An endpoint bound to cores that include the default queue's is
+		// where its application asked to be when it is served there (the
+		// Open-MX paper's rank 0 on core 0): that load is not a miss the
+		// default queue carries.
+		for _, s := range shares {
+			if q := p.Queues[s.Queue]; q.Default && cores != nil && slices.Contains(cores, q.Core) {
+				exempt += w * s.Frac
+			}
+		}
+		return 0, exempt
+	}
+	if len(shares) == 0 {
 		return 0, 0
 	}
 	even := w / float64(sp.N)
