@@ -12,7 +12,6 @@ package run
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,12 +29,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/dragonc/dragonc/backends/nicconf"
+	"github.com/dragonc/dragonc/discover"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"
@@ -657,22 +656,16 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 // many AF_XDP sockets serve it (ETHTOOL_GCHANNELS: a veth reports its
 // receive queues, a multi-queue NIC its combined channels).
 func deviceQueues(name string) (int, error) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	x, err := discover.OpenIoctl(name)
 	if err != nil {
 		return 0, err
 	}
-	defer syscall.Close(fd)
-	// struct ethtool_channels: cmd, then max and current rx, tx, other
-	// and combined counts (include/uapi/linux/ethtool.h).
-	var ch [9]uint32
-	ch[0] = 0x3c // ETHTOOL_GCHANNELS
-	var ifr [40]byte
-	copy(ifr[:16], name)
-	*(*uintptr)(unsafe.Pointer(&ifr[16])) = uintptr(unsafe.Pointer(&ch[0]))
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), 0x8946, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 { // SIOCETHTOOL
-		return 0, fmt.Errorf("reading the channels of %s: %w", name, e)
+	defer x.Close()
+	ch, err := x.Channels()
+	if err != nil {
+		return 0, fmt.Errorf("reading the channels of %s: %w", name, err)
 	}
-	n := int(max(ch[5], ch[8]))
+	n := int(max(ch.RX, ch.Combined))
 	if n < 1 {
 		return 0, fmt.Errorf("%s reports no receive queue", name)
 	}
@@ -681,26 +674,16 @@ func deviceQueues(name string) (int, error) {
 
 // deviceDriver names the device's driver (ETHTOOL_GDRVINFO).
 func deviceDriver(name string) (string, error) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	x, err := discover.OpenIoctl(name)
 	if err != nil {
 		return "", err
 	}
-	defer syscall.Close(fd)
-	// struct ethtool_drvinfo: cmd, then driver[32], version[32], ...
-	// (include/uapi/linux/ethtool.h), 196 bytes.
-	var info [196]byte
-	*(*uint32)(unsafe.Pointer(&info[0])) = 0x3 // ETHTOOL_GDRVINFO
-	var ifr [40]byte
-	copy(ifr[:16], name)
-	*(*uintptr)(unsafe.Pointer(&ifr[16])) = uintptr(unsafe.Pointer(&info[0]))
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), 0x8946, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 { // SIOCETHTOOL
-		return "", fmt.Errorf("reading the driver of %s: %w", name, e)
+	defer x.Close()
+	drv, err := x.Driver()
+	if err != nil {
+		return "", fmt.Errorf("reading the driver of %s: %w", name, err)
 	}
-	drv := info[4:36]
-	if i := bytes.IndexByte(drv, 0); i >= 0 {
-		drv = drv[:i]
-	}
-	return string(drv), nil
+	return drv, nil
 }
 
 // Capabilities dragonc run needs (include/uapi/linux/capability.h):

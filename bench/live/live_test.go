@@ -22,15 +22,7 @@ import (
 // keeps dragonc run's state apart from the host's.
 func TestMain(m *testing.M) {
 	Child()
-	dir, err := os.MkdirTemp("", "dragonc-live-state-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("DRAGONC_RUN_DIR", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	netnstest.Main(m)
 }
 
 func TestOptionsCheck(t *testing.T) {

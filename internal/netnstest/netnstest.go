@@ -68,3 +68,18 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Main runs a test binary's tests with dragonc run's state directory
+// (DRAGONC_RUN_DIR) a temporary one of their own, so that the runs the
+// tests start are kept apart from the host's (/run/dragonc), and exits.
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dragonc-run-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("DRAGONC_RUN_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

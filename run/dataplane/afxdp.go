@@ -60,7 +60,9 @@ const (
 // depth: twice the descriptors the driver keeps posted (ethtool -g's "RX",
 // read with ETHTOOL_GRINGPARAM), so that the fill ring can refill a whole
 // device ring while the loop still holds the previous one's frames; never
-// less than minRing (a veth reports 256) nor more than maxRing.
+// less than minRing (a veth reports 256) nor more than maxRing. The ioctl
+// is spelled out here, not taken from package discover: this package
+// ships into generated modules with the standard library only.
 func ringSize(ifindex int) uint32 {
 	size := uint32(minRing)
 	ifc, err := net.InterfaceByIndex(ifindex)
@@ -454,12 +456,6 @@ func (x *xsk) reclaim() {
 	}
 }
 
-// setBusyPoll makes the socket's system calls poll the device
-// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET; Linux 5.11,
-// Documentation/networking/af_xdp.rst "XDP_USE_NEED_WAKEUP" and
-// napi.rst "Busy polling").
-func (x *xsk) setBusyPoll(budget int) error { return setBusyPoll(x.fd, budget) }
-
 // xdpPort is one loop's view of the AF_XDP sockets: its socket on each
 // device queue, and the socket it transmits through.
 type xdpPort struct {
@@ -500,7 +496,7 @@ func (p *xdpPort) kick() {
 
 func (p *xdpPort) setBusyPoll(budget int) error {
 	for _, x := range p.socks {
-		if err := x.setBusyPoll(budget); err != nil {
+		if err := setBusyPoll(x.fd, budget); err != nil {
 			return err
 		}
 	}

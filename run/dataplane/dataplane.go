@@ -336,20 +336,13 @@ func (s *Server) prepareWaits(cfg Config) error {
 			}
 			continue
 		}
-		w, err := newWaiter(l.sock, s.stopFD)
-		if err != nil {
-			return fmt.Errorf("queue %d: %w", l.q.ID, err)
-		}
-		l.wait = w
+		l.wait = newWaiter(l.sock, s.stopFD)
 	}
 	return nil
 }
 
 func (s *Server) closeAll() {
 	for _, l := range s.queues {
-		if l.wait != nil {
-			l.wait.close()
-		}
 		if l.sock != nil {
 			l.sock.close()
 		}

@@ -128,6 +128,9 @@ func reserveP(cfg Config) string {
 	return fmt.Sprintf("GOMAXPROCS %d: a P for each loop and one more, so that a loop asleep in poll(2) keeps its own", want)
 }
 
+// setBusyPoll makes a socket's system calls poll the device
+// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET; Linux 5.11,
+// Documentation/networking/napi.rst "Busy polling").
 func setBusyPoll(fd, budget int) error {
 	for _, o := range []struct {
 		name string
@@ -164,12 +167,12 @@ type waiter struct {
 	fds []pollFd
 }
 
-func newWaiter(p port, stopFD int) (*waiter, error) {
+func newWaiter(p port, stopFD int) *waiter {
 	w := &waiter{}
 	for _, fd := range append(p.fds(), stopFD) {
 		w.fds = append(w.fds, pollFd{fd: int32(fd), events: pollIn})
 	}
-	return w, nil
+	return w
 }
 
 // wait returns once a socket has frames or Stop was called, or after d.
@@ -180,5 +183,3 @@ func (w *waiter) wait(d time.Duration) error {
 	}
 	return nil
 }
-
-func (w *waiter) close() {}
