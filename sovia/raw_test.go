@@ -23,6 +23,8 @@ func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI, nsA, nsB string
 	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
 	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
 	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
+	netnstest.Running(t, nsA, "vA")
+	netnstest.Running(t, nsB, "vB")
 	open := func(ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi uint16) *RawVI {
 		var v *RawVI
 		if err := netnstest.In(ns, func() (err error) {
@@ -163,6 +165,8 @@ func TestRawDialListen(t *testing.T) {
 	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
 	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
 	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
+	netnstest.Running(t, nsA, "vA")
+	netnstest.Running(t, nsB, "vB")
 	host := func(ns, ifc string) *RawHost {
 		var h *RawHost
 		if err := netnstest.In(ns, func() (err error) {

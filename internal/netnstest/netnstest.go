@@ -6,6 +6,7 @@ package netnstest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -45,6 +46,40 @@ func Two(t testing.TB, tools ...string) (a, b string) {
 	IP(t, "netns", "add", b)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", b).Run() })
 	return a, b
+}
+
+// Running waits, up to 5 s, until interface ifc in namespace ns is
+// running (IFF_RUNNING: up with its carrier), or stops the test. A veth
+// set up is not yet ready to send: the kernel attaches its queueing
+// discipline in linkwatch work that runs later (net/core/link_watch.c,
+// linkwatch_do_dev calls dev_activate), and until then the device's
+// noop_qdisc drops every frame while a packet socket's send reports
+// success. A test whose first frames are not repeated waits for this.
+func Running(t testing.TB, ns string, ifcs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, name := range ifcs {
+		for {
+			var up bool
+			err := In(ns, func() error {
+				ifc, err := net.InterfaceByName(name)
+				if err == nil {
+					up = ifc.Flags&net.FlagRunning != 0
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatalf("interface %s in %s: %v", name, ns, err)
+			}
+			if up {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("interface %s in %s is not running after 5 s", name, ns)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 // In runs f on a thread that has joined namespace name (netns.In).
