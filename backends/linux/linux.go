@@ -1,7 +1,8 @@
 // Package linux writes linux.sh: a POSIX shell script that applies a
 // plan's hardware part on Linux with ethtool and /proc (queue count,
-// offloads, RSS spreading, ntuple rules, interrupt affinity) and prints
-// process-binding commands. The interface is the script's argument;
+// offloads, RSS spreading, ntuple rules, interrupt affinity, and the
+// per-queue RPS and XPS masks that keep the kernel's own processing of a
+// queue on its core) and prints process-binding commands. The interface is the script's argument;
 // --dry-run prints every command instead of running it. Every value that
 // comes from a user file is single-quoted.
 package linux
@@ -59,6 +60,50 @@ type step struct {
 	check  string   // a shell condition that holds when the change took
 	undo   string   // a shell line (may use variables set in before)
 	why    string   // what a failed check means
+	// A step of a table is not a function of its own: it is one row
+	// (args) of a table that one loop feeds to the shell function fn,
+	// which begins, applies, checks and records it (see tables).
+	table *table
+	args  []string
+}
+
+// A table is a shell function that applies, checks and records one step
+// from a row of words, so that steps of one kind are data (one row each)
+// and one loop, not a function each.
+type table struct {
+	name   string // the shell function
+	fields string // the names of a row's words after the step number; the last takes the rest of the line
+	doc    string // what the rows are, for the comment above the loop
+	fn     string // the function's definition
+}
+
+// row checks that a table row is words the loop reads back as written:
+// no quoting, no spaces but in the last word, nothing a here-document
+// would end on. Rows are made here, never from a user's string.
+func (t *table) row(args ...string) []string {
+	if len(args) != len(strings.Fields(t.fields)) {
+		panic(fmt.Sprintf("dragonc: internal error: %s row %q has %d words, want %d", t.name, args, len(args), len(strings.Fields(t.fields))))
+	}
+	for i, a := range args {
+		ok := a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.,:/-", r) || r == ' ' && i == len(args)-1)
+		}) < 0
+		if !ok {
+			panic(fmt.Sprintf("dragonc: internal error: %s row word %q is not a plain word", t.name, a))
+		}
+	}
+	return args
+}
+
+// tablesOf lists the tables the steps use, in order.
+func tablesOf(steps []step) []*table {
+	var out []*table
+	for _, st := range steps {
+		if st.table != nil && !slices.Contains(out, st.table) {
+			out = append(out, st.table)
+		}
+	}
+	return out
 }
 
 // A Step is one change linux.sh makes, as dragonc run needs to know it
@@ -70,7 +115,8 @@ type Step struct {
 	Feature string // StepFeature: the ethtool -K feature (rx, tx, ntuple)
 	Node    string // StepRule: the table the rule is an entry of
 	Entry   plan.Entry
-	Queue   int // StepIRQ: the queue whose interrupt is bound
+	Queue   int // StepIRQ, StepRPS, StepXPS: the queue
+	Core    int // StepRPS, StepXPS: the core the queue's mask names
 }
 
 // Kinds of steps.
@@ -81,6 +127,8 @@ const (
 	StepRSSPorts = "rss-ports"
 	StepRule     = "rule" // one ntuple rule
 	StepIRQ      = "irq"  // one interrupt's affinity
+	StepRPS      = "rps"  // one receive queue's rps_cpus
+	StepXPS      = "xps"  // one transmit queue's xps_cpus
 )
 
 // Steps lists the changes of linux.sh for a plan, in the script's order.
@@ -133,7 +181,7 @@ func Script(r *embed.Result, source string) string {
 	w("  -h, --help print this help\n\n")
 	w("The record of a run is kept in $DRAGONC_STATE (default /var/tmp/dragonc-linux-INTERFACE.undo).\n")
 	w("EOF\n}\n\n")
-	w("dry=0\nforce=0\nundo=0\nkeep=0\nrefused=0\n")
+	w("dry=0\nforce=0\nundo=0\nkeep=0\nrefused=0\nskipped=0\ntotal=%d\n", len(steps))
 	w("while [ \"$#\" -gt 0 ]; do\n    case \"$1\" in\n")
 	w("    --dry-run) dry=1 ;;\n    --force) force=1 ;;\n    --keep-going) keep=1 ;;\n    --undo) undo=1 ;;\n    -h|--help) usage; exit 0 ;;\n")
 	w("    --) shift; break ;;\n    -*) echo \"linux.sh: unknown option $1\" >&2; usage >&2; exit 2 ;;\n    *) break ;;\n    esac\n    shift\ndone\n")
@@ -152,12 +200,14 @@ func Script(r *embed.Result, source string) string {
 	w("record() {\n    [ \"$dry\" = 1 ] || printf '%%s\\n' \"$1\" >>\"$state\"\n}\n\n")
 	w("# revert runs a record backwards and removes it.\n")
 	w("revert() {\n    [ -f \"$state\" ] || return 0\n    awk '{ l[NR] = $0 } END { for (i = NR; i > 0; i--) print l[i] }' \"$state\" >\"$state.rev\"\n")
-	w("    while IFS= read -r line; do\n        echo \"linux.sh: undo: $line\" >&2\n        sh -c \"$line\" >/dev/null 2>&1 || echo \"linux.sh: undo failed: $line\" >&2\n    done <\"$state.rev\"\n    rm -f \"$state\" \"$state.rev\" \"$state.err\"\n}\n\n")
+	w("    while IFS= read -r line; do\n        printf 'linux.sh: undo: %%s\\n' \"$line\" >&2\n        sh -c \"$line\" >/dev/null 2>&1 || echo \"linux.sh: undo failed: $line\" >&2\n    done <\"$state.rev\"\n    rm -f \"$state\" \"$state.rev\" \"$state.err\"\n}\n\n")
 	w("# fail names the failed step, undoes this run and exits 1; with\n# --keep-going it reports the step as refused and the step returns.\n")
 	w("fail() {\n    if [ \"$keep\" = 1 ]; then\n        refused=$((refused + 1))\n        printf 'refused %%s: %%s\\n' \"$num\" \"$1\"\n        echo \"linux.sh: step $cur refused: $1\" >&2\n        return 0\n    fi\n")
 	w("    echo \"linux.sh: step $cur failed: $1\" >&2\n    if [ \"$dry\" = 0 ]; then\n        echo \"linux.sh: undoing what this run applied\" >&2\n        revert\n    fi\n    exit 1\n}\n\n")
-	w("# begin starts a numbered step.\n")
-	w("begin() {\n    num=$1\n    cur=$1/$2\n    reason=''\n    [ \"$dry\" = 1 ] && printf '# step %%s\\n' \"$cur\"\n    return 0\n}\n\n")
+	w("# skip ends a step this kernel has nothing to set for (it was built\n# without the setting): a note, not a failure.\n")
+	w("skip() {\n    skipped=$((skipped + 1))\n    [ \"$keep\" = 1 ] && printf 'skipped %%s: %%s\\n' \"$num\" \"$1\"\n    echo \"linux.sh: step $cur skipped: $1\" >&2\n    return 0\n}\n\n")
+	w("# begin starts step number $1, which does $2.\n")
+	w("begin() {\n    num=$1\n    cur=\"$1/$total: $2\"\n    reason=''\n    [ \"$dry\" = 1 ] && printf '# step %%s\\n' \"$cur\"\n    return 0\n}\n\n")
 	w("# Read-back helpers.\n")
 	w("channels() {\n    ethtool -l \"$ifc\" 2>/dev/null | awk '/^Current hardware settings/ { c = 1 } c && /^Combined:/ { print $2; exit }'\n}\n")
 	w("feature() {\n    ethtool -k \"$ifc\" 2>/dev/null | awk -v f=\"$1:\" '$1 == f { print $2; exit }'\n}\n")
@@ -165,7 +215,12 @@ func Script(r *embed.Result, source string) string {
 	w("flow_hash_ports() {\n    out=$(ethtool -n \"$ifc\" rx-flow-hash \"$1\" 2>/dev/null)\n    case \"$out\" in *'L4 bytes 0 & 1'*'L4 bytes 2 & 3'*) return 0 ;; esac\n    return 1\n}\n")
 	w("rule_action() {\n    ethtool -n \"$ifc\" rule \"$1\" 2>/dev/null | sed -n 's/^[[:space:]]*Action: //p'\n}\n")
 	w("rx_queues() {\n    n=0\n    for d in \"$sys/class/net/$ifc/queues\"/rx-*; do\n        [ -e \"$d\" ] && n=$((n + 1))\n    done\n    echo \"$n\"\n}\n")
+	w("# norm writes a CPU mask as hex without commas and leading zeros (the\n# kernel reads it back zero-padded to its CPU count, a comma every 32 bits).\n")
+	w("norm() {\n    sed 's/,//g; s/^0*//; s/^$/0/'\n}\n")
 	w("%s\n", irqOf(d, nq))
+	for _, t := range tablesOf(steps) {
+		w("%s\n", t.fn)
+	}
 
 	w("if [ \"$undo\" = 1 ]; then\n    if [ ! -f \"$state\" ]; then\n        echo \"linux.sh: nothing to undo for $ifc ($state does not exist)\" >&2\n        exit 1\n    fi\n    revert\n    echo \"linux.sh: restored the settings recorded for $ifc\"\n    exit 0\nfi\n\n")
 
@@ -182,11 +237,27 @@ func Script(r *embed.Result, source string) string {
 	w("    : >\"$state\" || exit 1\nfi\n\n")
 
 	// Each step is a function, so that a refused step (--keep-going)
-	// returns before its check and its record.
-	for i, st := range steps {
+	// returns before its check and its record; a step of a table is a
+	// row that one loop feeds to the table's function.
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
+		if t := st.table; t != nil {
+			w("# %s: one row a step.\n", t.doc)
+			w("while read -r step %s <&3; do\n    %s \"$step\"", t.fields, t.name)
+			for _, f := range strings.Fields(t.fields) {
+				w(" \"$%s\"", f)
+			}
+			w("\ndone 3<<'EOF'\n")
+			for ; i < len(steps) && steps[i].table == t; i++ {
+				w("%d %s\n", i+1, strings.Join(steps[i].args, " "))
+			}
+			w("EOF\n\n")
+			i--
+			continue
+		}
 		w("# %s\n", comment(st.desc))
 		w("step_%d() {\n", i+1)
-		w("    begin %d %s\n", i+1, Quote(fmt.Sprintf("%d: %s", len(steps), st.desc)))
+		w("    begin %d %s\n", i+1, Quote(st.desc))
 		if len(st.before) > 0 {
 			w("    if [ \"$dry\" = 0 ]; then\n")
 			for _, l := range st.before {
@@ -219,7 +290,7 @@ func Script(r *embed.Result, source string) string {
 	for _, b := range bindings(pl) {
 		w("printf 'bind %%s to cores %%s (taskset -acp %%s PID)\\n' %s %s %s\n", Quote(visible(b.who)), Quote(b.cores), Quote(b.cores))
 	}
-	w("if [ \"$dry\" = 0 ]; then\n    rm -f \"$state.err\"\n    echo \"linux.sh: applied $((%d - refused)) of %d steps to $ifc; linux.sh --undo $ifc restores the previous settings\"\nfi\n", len(steps), len(steps))
+	w("if [ \"$dry\" = 0 ]; then\n    rm -f \"$state.err\"\n    echo \"linux.sh: applied $((total - refused - skipped)) of $total steps to $ifc ($skipped skipped: not in this kernel); linux.sh --undo $ifc restores the previous settings\"\nfi\n")
 	return b.String()
 }
 
@@ -411,7 +482,98 @@ func stepsOf(r *embed.Result) (steps []step, rules []string, unsupported []strin
 			why:   fmt.Sprintf("the interrupt is not on core %d afterwards", q.Core),
 		})
 	}
+	for _, q := range pl.Queues {
+		for _, m := range queueMasks {
+			steps = append(steps, m.step(q.ID, q.Core))
+		}
+	}
 	return steps, rules, unsupported
+}
+
+// A queueMask is a CPU mask the kernel keeps for each queue of an
+// interface in /sys/class/net/IF/queues/DIR-N/FILE
+// (Documentation/networking/scaling.rst). linux.sh sets it, for each
+// queue of the plan, to the queue's planned core alone, so that the
+// kernel's own processing of the queue's packets (what an ordinary
+// program on a kernel socket gets) happens on that core even where the
+// interrupt lands elsewhere (irqbalance, a refused affinity), and is
+// restored by --undo. dragonc run applies the same steps, as it runs
+// linux.sh.
+type queueMask struct {
+	kind   string // StepRPS or StepXPS
+	dir    string // rx or tx
+	file   string
+	config string // the kernel option without which the file is absent
+	what   string
+}
+
+// queueMasks are the masks linux.sh sets, in order.
+var queueMasks = []queueMask{
+	// RPS (scaling.rst, "RPS Configuration"): after the interrupt, the
+	// packets of receive queue N go to the backlog of a CPU of rps_cpus
+	// (get_rps_cpu), where the IP and transport layers run and the socket
+	// is woken. With the planned core alone the protocol work stays
+	// there; when the interrupt is on that core too, RPS costs one pass
+	// through that core's backlog. net/core/net-sysfs.c, store_rps_map:
+	// bitmap_parse reads hex with a comma every 32 bits, and a mask of
+	// only isolated CPUs is EINVAL (rps_cpumask_housekeeping).
+	{StepRPS, "rx", "rps_cpus", "CONFIG_RPS", "receive packet steering"},
+	// XPS (scaling.rst, "XPS Configuration"): a CPU in xps_cpus of
+	// transmit queue N sends on queue N (netdev_pick_tx through
+	// get_xps_queue), so the queue's core answers on its own queue and
+	// takes no other core's transmit lock. xps_cpus_store parses the same
+	// format; xps_cpus_show and xps_cpus_store answer ENOENT on a device
+	// with one transmit queue (netif_is_multiqueue).
+	{StepXPS, "tx", "xps_cpus", "CONFIG_XPS", "transmit packet steering"},
+}
+
+// queueMaskTable applies one queueMask row.
+var queueMaskTable = &table{
+	name:   "queue_mask",
+	fields: "kind queue file mask core config what",
+	doc:    "Each queue's RPS and XPS masks name its planned core (queue_mask)",
+	fn: `# queue_mask sets one queue's CPU mask: step number, queue kind (rx or
+# tx), queue, file, mask, core, the kernel option the file comes with, and
+# what the mask does.
+queue_mask() {
+    f="$sys/class/net/$ifc/queues/$2-$3/$4"
+    begin "$1" "$8 of queue $3 on core $6 ($2-$3/$4)"
+    if [ "$dry" = 1 ]; then
+        printf 'echo %s > %s\n' "$5" "$(q "$f")"
+        return 0
+    fi
+    [ -d "${f%/*}" ] || { fail "$ifc has no queue $2-$3 ($sys/class/net/$ifc/queues)"; return; }
+    [ -e "$f" ] || { skip "the kernel has no $4 (it was built without $7)"; return; }
+    old_mask=$(cat "$f" 2>/dev/null) || { skip "$4 of $2-$3 cannot be read (the kernel has it only on a device with several transmit queues)"; return; }
+    { printf '%s\n' "$5" >"$f"; } 2>/dev/null || { fail "the kernel refused mask $5 in $2-$3/$4: core $6 is not one of this machine's, or is isolated from the kernel's work (isolcpus, nohz_full)"; return; }
+    if [ "$(norm <"$f")" != "$(printf '%s\n' "$5" | norm)" ]; then
+        fail "$2-$3/$4 reads $(cat "$f") afterwards, not core $6's mask $5 (is core $6 online?)"
+        return
+    fi
+    record "printf '%s\\n' $(q "$old_mask") >$(q "$f")"
+}
+`,
+}
+
+// step is the step that sets the mask of queue q to core.
+func (m queueMask) step(q, core int) step {
+	return step{
+		Step:  Step{Kind: m.kind, Queue: q, Core: core},
+		desc:  fmt.Sprintf("%s of queue %d on core %d (%s-%d/%s)", m.what, q, core, m.dir, q, m.file),
+		table: queueMaskTable,
+		args:  queueMaskTable.row(m.dir, fmt.Sprint(q), m.file, CPUMask(core), fmt.Sprint(core), m.config, m.what),
+	}
+}
+
+// CPUMask is the mask of one core as the kernel's bitmap_parse reads a
+// cpumask from sysfs: hex, with a comma between 32-bit groups (core 1 is
+// 2, core 35 is 8,00000000).
+func CPUMask(core int) string {
+	groups := []string{fmt.Sprintf("%x", uint32(1)<<(core%32))}
+	for range core / 32 {
+		groups = append(groups, "00000000")
+	}
+	return strings.Join(groups, ",")
 }
 
 // binding is one process-binding line of linux.sh.

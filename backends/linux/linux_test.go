@@ -141,11 +141,21 @@ func newFake(t *testing.T, driver string, channels int) *fakeNIC {
 			t.Fatal(err)
 		}
 	}
-	// The kernel's view: one rx-N directory per receive queue in use, the
-	// module parameters, the PCI device's IRQ.
+	// The kernel's view: one rx-N and one tx-N directory per queue in use
+	// with their CPU masks as a 64-CPU machine prints them (a comma every
+	// 32 bits; the driver put transmit queue N on CPU N, as ixgbe's
+	// ixgbe_alloc_q_vector does with netif_set_xps_queue), the module
+	// parameters, the PCI device's IRQ.
 	for q := 0; q < channels; q++ {
-		if err := os.MkdirAll(filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("rx-%d", q)), 0o755); err != nil {
-			t.Fatal(err)
+		for dir, mask := range map[string]string{"rx": "rps_cpus=00000000,00000000", "tx": fmt.Sprintf("xps_cpus=%s", f.kernelMask(q))} {
+			d := filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("%s-%d", dir, q))
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			file, value, _ := strings.Cut(mask, "=")
+			if err := os.WriteFile(filepath.Join(d, file), []byte(value+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(f.sys, "class", "net", "eth0", "device"), 0o755); err != nil {
@@ -200,6 +210,37 @@ func newFake(t *testing.T, driver string, channels int) *fakeNIC {
 	return f
 }
 
+// kernelMask is core's mask as a 64-CPU kernel prints it (bitmap's
+// "%*pb": zero-padded, a comma every 32 bits).
+func (f *fakeNIC) kernelMask(core int) string {
+	m := uint64(1) << core
+	return fmt.Sprintf("%08x,%08x", m>>32, m&0xffffffff)
+}
+
+// mask reads the CPU mask of queue dir-q (dir rx: rps_cpus, tx: xps_cpus).
+func (f *fakeNIC) mask(t *testing.T, dir string, q int) string {
+	t.Helper()
+	file := map[string]string{"rx": "rps_cpus", "tx": "xps_cpus"}[dir]
+	b, err := os.ReadFile(filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("%s-%d", dir, q), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// checkMasks checks that each queue of the plan has its core alone in
+// its RPS and XPS masks.
+func (f *fakeNIC) checkMasks(t *testing.T, r *embed.Result) {
+	t.Helper()
+	for _, q := range r.Plan.Queues {
+		for _, dir := range []string{"rx", "tx"} {
+			if got, want := f.mask(t, dir, q.ID), linux.CPUMask(q.Core); got != want {
+				t.Errorf("%s-%d: mask %q, want core %d's %q", dir, q.ID, got, q.Core, want)
+			}
+		}
+	}
+}
+
 func (f *fakeNIC) read(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.dir, name))
@@ -221,6 +262,13 @@ func (f *fakeNIC) snapshot(t *testing.T) string {
 	for q := 0; q < 64; q++ {
 		a, _ := os.ReadFile(filepath.Join(f.proc, "irq", fmt.Sprint(100+q), "smp_affinity_list"))
 		fmt.Fprintf(&b, "irq%d=%s", q, a)
+		for _, dir := range []string{"rx", "tx"} {
+			masks, _ := filepath.Glob(filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("%s-%d", dir, q), "*_cpus"))
+			for _, m := range masks {
+				v, _ := os.ReadFile(m)
+				fmt.Fprintf(&b, "%s-%d/%s=%s", dir, q, filepath.Base(m), v)
+			}
+		}
 	}
 	return b.String()
 }
@@ -228,7 +276,7 @@ func (f *fakeNIC) snapshot(t *testing.T) string {
 func (f *fakeNIC) run(t *testing.T, script string, env []string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command("sh", append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+f.bin+":"+os.Getenv("PATH"), "FAKE_ETHTOOL_DIR="+f.dir, "DRAGONC_PROC="+f.proc, "DRAGONC_SYS="+f.sys, "DRAGONC_STATE="+f.state)
+	cmd.Env = append(os.Environ(), "PATH="+f.bin+":"+os.Getenv("PATH"), "FAKE_ETHTOOL_DIR="+f.dir, "FAKE_SYS="+f.sys, "DRAGONC_PROC="+f.proc, "DRAGONC_SYS="+f.sys, "DRAGONC_STATE="+f.state)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
@@ -242,12 +290,19 @@ func (f *fakeNIC) run(t *testing.T, script string, env []string, args ...string)
 
 func writeScript(t *testing.T, nic, example string, cost costmodel.Function) string {
 	t.Helper()
+	_, p := planScript(t, nic, example, cost)
+	return p
+}
+
+// planScript is writeScript that also returns the plan.
+func planScript(t *testing.T, nic, example string, cost costmodel.Function) (*embed.Result, string) {
+	t.Helper()
 	r, _ := embedtest.PlanTarget(t, nic, filepath.Join(root, "examples", example), cost, embed.TargetLinux)
 	p := filepath.Join(t.TempDir(), "linux.sh")
 	if err := os.WriteFile(p, []byte(linux.Script(r, example)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return r, p
 }
 
 // rules is the cost under which web_and_dns's plan on the 82599 has a
@@ -521,6 +576,7 @@ func TestScriptEveryDriver(t *testing.T) {
 						t.Errorf("queue %d's interrupt is on %q, want core %d (%v)", q.ID, a, q.Core, err)
 					}
 				}
+				f.checkMasks(t, r)
 				if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
 					t.Fatalf("undo: exit %d:\n%s", code, out)
 				}
@@ -613,5 +669,140 @@ func TestBindEachRank(t *testing.T) {
 				t.Errorf("%s: %s alone on its queue is bound to core %s, its queue's interrupt is on %v", target, e.Name, c, e.IRQCores)
 			}
 		}
+	}
+}
+
+// TestCPUMask: one core's mask as bitmap_parse reads it, a comma between
+// 32-bit groups.
+func TestCPUMask(t *testing.T) {
+	for core, want := range map[int]string{0: "1", 1: "2", 4: "10", 31: "80000000", 32: "1,00000000", 35: "8,00000000", 64: "1,00000000,00000000"} {
+		if got := linux.CPUMask(core); got != want {
+			t.Errorf("CPUMask(%d) = %q, want %q", core, got, want)
+		}
+	}
+}
+
+// TestScriptQueueMasks: each planned queue's rps_cpus and xps_cpus name
+// the queue's core after the run (read back in whatever form the kernel
+// prints), and --undo writes back the values found, driver-set XPS masks
+// included. --dry-run prints the writes.
+func TestScriptQueueMasks(t *testing.T) {
+	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
+	steps := linux.Steps(r)
+	for _, q := range r.Plan.Queues {
+		for _, kind := range []string{linux.StepRPS, linux.StepXPS} {
+			if !slices.ContainsFunc(steps, func(s linux.Step) bool { return s.Kind == kind && s.Queue == q.ID && s.Core == q.Core }) {
+				t.Errorf("no %s step for queue %d on core %d", kind, q.ID, q.Core)
+			}
+		}
+	}
+	// The plan's queue count from the start, so that the masks found
+	// are the driver's (ethtool -L would make new, empty ones).
+	f := newFake(t, "ixgbe", planQueues(r))
+	before := f.snapshot(t)
+	out, code := f.run(t, script, nil, "--dry-run", "eth0")
+	queues := filepath.Join(f.sys, "class", "net", "eth0", "queues")
+	if code != 0 || !strings.Contains(out, "echo 2 > "+queues+"/rx-1/rps_cpus\n") || !strings.Contains(out, "echo 2 > "+queues+"/tx-1/xps_cpus\n") {
+		t.Errorf("--dry-run: exit %d, no mask writes:\n%s", code, out)
+	}
+	if f.snapshot(t) != before {
+		t.Fatal("--dry-run changed something")
+	}
+	out, code = f.run(t, script, nil, "eth0")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	f.checkMasks(t, r)
+	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+		t.Fatalf("undo: exit %d:\n%s", code, out)
+	}
+	if after := f.snapshot(t); after != before {
+		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	if got, want := f.mask(t, "tx", 1), f.kernelMask(1); got != want {
+		t.Errorf("tx-1's XPS mask after --undo is %q, want the driver's %q", got, want)
+	}
+}
+
+// TestScriptQueueMasksSkipped: a kernel built without CONFIG_RPS has no
+// rps_cpus, and a device with one transmit queue refuses to read
+// xps_cpus (net-sysfs.c, xps_cpus_show: ENOENT). Those steps are skipped,
+// not failed: the run applies the rest and says so, with --keep-going as
+// "skipped N: why" lines.
+func TestScriptQueueMasksSkipped(t *testing.T) {
+	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
+	steps := linux.Steps(r)
+	nq := planQueues(r)
+	f := newFake(t, "ixgbe", nq)
+	for q := 0; q < nq; q++ {
+		dir := filepath.Join(f.sys, "class", "net", "eth0", "queues")
+		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("rx-%d", q), "rps_cpus")); err != nil {
+			t.Fatal(err)
+		}
+		// A file that cannot be read, as xps_cpus of a one-queue device.
+		xps := filepath.Join(dir, fmt.Sprintf("tx-%d", q), "xps_cpus")
+		if err := os.Remove(xps); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(xps, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := f.snapshot(t)
+	out, code := f.run(t, script, nil, "--keep-going", "eth0")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if refused := regexp.MustCompile(`(?m)^refused `).FindAllString(out, -1); len(refused) > 0 {
+		t.Errorf("%d refused steps:\n%s", len(refused), out)
+	}
+	skipped := regexp.MustCompile(`(?m)^skipped (\d+): (.*)$`).FindAllStringSubmatch(out, -1)
+	if len(skipped) != 2*len(r.Plan.Queues) {
+		t.Fatalf("%d skipped steps, want %d:\n%s", len(skipped), 2*len(r.Plan.Queues), out)
+	}
+	for _, m := range skipped {
+		n, _ := strconv.Atoi(m[1])
+		if n < 1 || n > len(steps) {
+			t.Fatalf("skipped step %d of %d", n, len(steps))
+		}
+		switch s := steps[n-1]; {
+		case s.Kind == linux.StepRPS && m[2] == "the kernel has no rps_cpus (it was built without CONFIG_RPS)":
+		case s.Kind == linux.StepXPS && strings.HasPrefix(m[2], "xps_cpus of tx-") && strings.Contains(m[2], "cannot be read"):
+		default:
+			t.Errorf("skipped step %d (%s): %s", n, s.Kind, m[2])
+		}
+	}
+	if !strings.Contains(out, fmt.Sprintf("applied %d of %d steps to eth0 (%d skipped", len(steps)-len(skipped), len(steps), len(skipped))) {
+		t.Errorf("the summary does not count the skipped steps:\n%s", out)
+	}
+	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+		t.Fatalf("undo: exit %d:\n%s", code, out)
+	}
+	if after := f.snapshot(t); after != before {
+		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}
+
+// TestScriptQueueMaskNotTaken: a mask that does not read back as written
+// (the kernel keeps only online CPUs in an RPS map, store_rps_map) fails
+// its step, and the run undoes what it applied.
+func TestScriptQueueMaskNotTaken(t *testing.T) {
+	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
+	f := newFake(t, "ixgbe", planQueues(r))
+	rps := filepath.Join(f.sys, "class", "net", "eth0", "queues", "rx-1", "rps_cpus")
+	if err := os.Remove(rps); err != nil {
+		t.Fatal(err)
+	}
+	// Takes every write, reads back empty.
+	if err := os.Symlink(os.DevNull, rps); err != nil {
+		t.Fatal(err)
+	}
+	before := f.snapshot(t)
+	out, code := f.run(t, script, nil, "eth0")
+	if code != 1 || !regexp.MustCompile(`step \d+/\d+: receive packet steering of queue 1 on core 1 \(rx-1/rps_cpus\) failed: rx-1/rps_cpus reads  afterwards, not core 1's mask 2`).MatchString(out) {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	if after := f.snapshot(t); after != before {
+		t.Errorf("the failed run left changes behind:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
