@@ -56,10 +56,15 @@ type hardware struct {
 	dir, script, iface string
 	refused            []linux.Step
 	reasons            []string
-	applied, steps     int
+	// skipped are the steps this kernel has nothing for (no rps_cpus
+	// without CONFIG_RPS), with why.
+	skipped        []string
+	applied, steps int
 }
 
-var refusedLine = regexp.MustCompile(`^refused (\d+): (.*)$`)
+// stepLine is linux.sh --keep-going's line for a step it did not apply:
+// refused by the driver or the kernel, or skipped as not in this kernel.
+var stepLine = regexp.MustCompile(`^(refused|skipped) (\d+): (.*)$`)
 
 // applyHardware runs the plan's linux.sh on the interface with
 // --keep-going: every step the driver takes stays applied until undo.
@@ -97,19 +102,23 @@ func applyHardware(r *dembed.Result, iface string, force bool, dir string) (*har
 		return nil, fmt.Errorf("applying the plan to %s: %w: %s", iface, err, msg)
 	}
 	for _, l := range strings.Split(stdout.String(), "\n") {
-		m := refusedLine.FindStringSubmatch(l)
+		m := stepLine.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
-		n, _ := strconv.Atoi(m[1])
+		n, _ := strconv.Atoi(m[2])
 		if n < 1 || n > len(steps) {
 			h.undo()
-			return nil, fmt.Errorf("linux.sh refused step %d of %d", n, len(steps))
+			return nil, fmt.Errorf("linux.sh %s step %d of %d", m[1], n, len(steps))
+		}
+		if m[1] == "skipped" {
+			h.skipped = append(h.skipped, fmt.Sprintf("%s: %s", steps[n-1].Desc, m[3]))
+			continue
 		}
 		h.refused = append(h.refused, steps[n-1])
-		h.reasons = append(h.reasons, m[2])
+		h.reasons = append(h.reasons, m[3])
 	}
-	h.applied = len(steps) - len(h.refused)
+	h.applied = len(steps) - len(h.refused) - len(h.skipped)
 	return h, nil
 }
 
@@ -126,12 +135,17 @@ func (h *hardware) report() []string {
 			rules++
 		case linux.StepIRQ:
 			out = append(out, fmt.Sprintf("refused: %s: %s (the receive loops are pinned to their cores all the same)", s.Desc, h.reasons[i]))
+		case linux.StepRPS, linux.StepXPS:
+			out = append(out, fmt.Sprintf("refused: %s: %s (the kernel's own processing of queue %d, for programs on kernel sockets, stays where the queue's interrupt is)", s.Desc, h.reasons[i], s.Queue))
 		default:
 			out = append(out, fmt.Sprintf("refused: %s: %s", s.Desc, h.reasons[i]))
 		}
 	}
 	if rules > 0 {
 		out = append(out, fmt.Sprintf("refused: %d filter rule(s), the first: %s", rules, first))
+	}
+	for _, s := range h.skipped {
+		out = append(out, "skipped: "+s)
 	}
 	return out
 }

@@ -1,0 +1,125 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dragonc/dragonc/backends/linux"
+)
+
+// queueMasks reads the RPS and XPS masks of vA's two queues in namespace
+// ns, through `ip netns exec`, which mounts a /sys of the namespace's own.
+func queueMasks(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for q := range 2 {
+		for _, f := range []string{fmt.Sprintf("rx-%d/rps_cpus", q), fmt.Sprintf("tx-%d/xps_cpus", q)} {
+			b, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/queues/"+f).CombinedOutput()
+			if err != nil {
+				t.Fatalf("reading %s in %s: %v\n%s", f, ns, err, b)
+			}
+			out[f] = strings.TrimSpace(string(b))
+		}
+	}
+	return out
+}
+
+// withOwnSys runs f on the calling thread (locked, inside a network
+// namespace) with a /sys of that namespace mounted in a mount namespace
+// of the thread's own, as `ip netns exec` does: sysfs shows the network
+// devices of the namespace that mounted it, and linux.sh, which dragonc
+// run starts from this thread, reads and writes the queues of vA there.
+// The mount namespace ends with the thread.
+func withOwnSys(f func() error) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
+	}
+	// Nothing mounted here may reach the host's mounts.
+	if err := unix.Mount("", "/", "", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("making / a slave mount: %w", err)
+	}
+	if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
+		return fmt.Errorf("mounting the namespace's sysfs: %w", err)
+	}
+	return f()
+}
+
+// TestServeHardwareQueueMasks serves the 82599 plan on a veth with two
+// receive and two transmit queues: the veth refuses the plan's ethtool
+// steps, but the kernel takes linux.sh's RPS and XPS masks, so while the
+// stack serves, each planned queue the veth has (and whose core this
+// machine has) lists its planned core alone in rx-N/rps_cpus and
+// tx-N/xps_cpus, and after the run every mask is what it was before.
+func TestServeHardwareQueueMasks(t *testing.T) {
+	a, _ := pair(t)
+	// Masks of the test's own before the run, so that restoring them is
+	// not restoring the veth's zeros.
+	for f, v := range map[string]string{"rx-0/rps_cpus": "3", "tx-1/xps_cpus": "1"} {
+		if out, err := exec.Command("ip", "netns", "exec", a, "sh", "-c", "echo "+v+" >/sys/class/net/vA/queues/"+f).CombinedOutput(); err != nil {
+			t.Fatalf("setting %s: %v\n%s", f, err, out)
+		}
+	}
+	before := queueMasks(t, a)
+	if before["rx-0/rps_cpus"] != "3" || before["tx-1/xps_cpus"] != "1" {
+		t.Fatalf("the masks set before the run read back as %v", before)
+	}
+	r, st := embedHardware(t, "82599", hwStack)
+	want := map[string]string{}
+	for k, v := range before {
+		want[k] = v
+	}
+	var cut []string // planned queues or cores the veth or the machine lacks
+	for _, q := range r.Plan.Queues {
+		if q.ID >= 2 || q.Core >= runtime.NumCPU() {
+			cut = append(cut, fmt.Sprintf("queue %d on core %d", q.ID, q.Core))
+			continue
+		}
+		want[fmt.Sprintf("rx-%d/rps_cpus", q.ID)] = linux.CPUMask(q.Core)
+		want[fmt.Sprintf("tx-%d/xps_cpus", q.ID)] = linux.CPUMask(q.Core)
+	}
+	if len(want) == 0 || len(cut) == len(r.Plan.Queues) {
+		t.Fatalf("the plan has no queue the veth has: %+v", r.Plan.Queues)
+	}
+
+	var out, log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		served <- inNS(a, func() error {
+			return withOwnSys(func() error {
+				return Serve(ctx, r, st, Options{Iface: "vA", Socket: "packet", Stdout: &out, Stderr: &log, Force: true, Ready: func() { close(ready) }})
+			})
+		})
+	}()
+	waitReady(t, ready, served, &log)
+	during := queueMasks(t, a)
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v\n%s", err, log.String())
+	}
+	after := queueMasks(t, a)
+	for f, w := range want {
+		// The kernel prints a mask zero-padded to its CPU count.
+		if got := strings.TrimLeft(during[f], "0"); got != strings.TrimLeft(w, "0") {
+			t.Errorf("while serving, %s is %q, want %q", f, during[f], w)
+		}
+		if after[f] != before[f] {
+			t.Errorf("after the run, %s is %q, want %q as before", f, after[f], before[f])
+		}
+	}
+	logs := log.String()
+	for _, c := range cut {
+		if !strings.Contains(logs, "refused: receive packet steering of "+c) || !strings.Contains(logs, "refused: transmit packet steering of "+c) {
+			t.Errorf("the report does not say the masks of %s were refused:\n%s", c, logs)
+		}
+	}
+	t.Logf("plan queues %+v; masks before %v, while serving %v", r.Plan.Queues, before, during)
+}
