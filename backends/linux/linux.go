@@ -542,6 +542,8 @@ queue_mask() {
         printf 'echo %s > %s\n' "$5" "$(q "$f")"
         return 0
     fi
+    # sysfs shows the interfaces of the network namespace that mounted it.
+    [ -d "$sys/class/net/$ifc" ] || { fail "$sys/class/net/$ifc does not exist: this sysfs belongs to another network namespace (ip netns exec mounts the namespace's own)"; return; }
     [ -d "${f%/*}" ] || { fail "$ifc has no queue $2-$3 ($sys/class/net/$ifc/queues)"; return; }
     [ -e "$f" ] || { skip "the kernel has no $4 (it was built without $7)"; return; }
     old_mask=$(cat "$f" 2>/dev/null) || { skip "$4 of $2-$3 cannot be read (the kernel has it only on a device with several transmit queues)"; return; }

@@ -806,3 +806,23 @@ func TestScriptQueueMaskNotTaken(t *testing.T) {
 		t.Errorf("the failed run left changes behind:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
+
+// TestScriptQueueMasksOtherNamespace: a /sys without the interface (one
+// mounted in another network namespace) refuses the mask steps and says
+// why, under --keep-going.
+func TestScriptQueueMasksOtherNamespace(t *testing.T) {
+	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
+	f := newFake(t, "ixgbe", planQueues(r))
+	net := filepath.Join(f.sys, "class", "net")
+	if err := os.Rename(filepath.Join(net, "eth0"), filepath.Join(net, "eth9")); err != nil {
+		t.Fatal(err)
+	}
+	out, code := f.run(t, script, nil, "--keep-going", "eth0")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	refused := regexp.MustCompile(`(?m)^refused \d+: .*/class/net/eth0 does not exist: this sysfs belongs to another network namespace`).FindAllString(out, -1)
+	if len(refused) != 2*len(r.Plan.Queues) {
+		t.Errorf("%d mask steps refused for the namespace, want %d:\n%s", len(refused), 2*len(r.Plan.Queues), out)
+	}
+}
