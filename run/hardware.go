@@ -126,6 +126,7 @@ func applyHardware(r *dembed.Result, iface string, force bool, dir string) (*har
 func (h *hardware) report() []string {
 	out := []string{fmt.Sprintf("the driver of %s took %d of the plan's %d linux.sh steps", h.iface, h.applied, h.steps)}
 	rules, first := 0, ""
+	masks, firstMask := 0, ""
 	for i, s := range h.refused {
 		switch s.Kind {
 		case linux.StepRule:
@@ -136,7 +137,10 @@ func (h *hardware) report() []string {
 		case linux.StepIRQ:
 			out = append(out, fmt.Sprintf("refused: %s: %s (the receive loops are pinned to their cores all the same)", s.Desc, h.reasons[i]))
 		case linux.StepRPS, linux.StepXPS:
-			out = append(out, fmt.Sprintf("refused: %s: %s (the kernel's own processing of queue %d, for programs on kernel sockets, stays where the queue's interrupt is)", s.Desc, h.reasons[i], s.Queue))
+			if masks == 0 {
+				firstMask = s.Desc + ": " + h.reasons[i]
+			}
+			masks++
 		default:
 			out = append(out, fmt.Sprintf("refused: %s: %s", s.Desc, h.reasons[i]))
 		}
@@ -144,8 +148,11 @@ func (h *hardware) report() []string {
 	if rules > 0 {
 		out = append(out, fmt.Sprintf("refused: %d filter rule(s), the first: %s", rules, first))
 	}
-	for _, s := range h.skipped {
-		out = append(out, "skipped: "+s)
+	if masks > 0 {
+		out = append(out, fmt.Sprintf("refused: %d RPS/XPS mask(s), the first: %s (the kernel's own processing of those queues, for programs on kernel sockets, stays where their interrupts are)", masks, firstMask))
+	}
+	if len(h.skipped) > 0 {
+		out = append(out, fmt.Sprintf("skipped: %d step(s) this kernel has nothing for, the first: %s", len(h.skipped), h.skipped[0]))
 	}
 	return out
 }
