@@ -122,6 +122,11 @@ type problem struct {
 	// entry to queue 0, an entry for every endpoint while a table has
 	// room, and Dragonet's QMap (first match).
 	dragonetSpace bool
+	// modeStates are the default strategy's best states, one per RSS
+	// mode: the plan says what the others would have cost an endpoint
+	// the chosen one serves off its cores (Result.coresInto). Dropped
+	// once the plan is made.
+	modeStates []*state
 	// dorder is Dragonet's order of flows (dragonetOrder), the order its
 	// filters are inserted in and so the order a NIC tries entries of one
 	// priority in; rank is, per endpoint, its place in dorder.
