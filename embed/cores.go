@@ -150,7 +150,8 @@ func (r *Result) whyOffCores(i int) string {
 				best = a
 			}
 		}
-		return fmt.Sprintf("the %s cost prefers this plan (%s) to the cheapest found that serves it on its cores, %s (%s)", p.in.Cost.Name(), r.Cost, best.what, best.cost)
+		why := fmt.Sprintf("the %s cost prefers this plan (%s) to the cheapest found that serves it on its cores, %s (%s)", p.in.Cost.Name(), r.Cost, best.what, best.cost)
+		return strings.Join(append([]string{why}, blocked...), "; ")
 	}
 	if !e.steerable() {
 		blocked = append(blocked, fmt.Sprintf("no rule of %s matches its packets", r.nicName()))
@@ -213,7 +214,11 @@ func (r *Result) fallbackName(mode int) string {
 		cores = append(cores, r.p.queues[q].core)
 	}
 	slices.Sort(cores)
-	return fmt.Sprintf("RSS over queues %s on %s%s", joinInts(ids), coreList(slices.Compact(cores)), r.rssNote())
+	over := "queues " + joinInts(ids)
+	if len(ids) == 1 {
+		over = fmt.Sprintf("queue %d", ids[0])
+	}
+	return fmt.Sprintf("RSS over %s on %s%s", over, coreList(slices.Compact(cores)), r.rssNote())
 }
 
 // whyNotSpread says why the plan does not spread endpoint i as the spread
