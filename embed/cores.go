@@ -247,7 +247,10 @@ func (r *Result) whyNotSpread(i int, sp costmodel.Spread) string {
 		}
 	}
 	if best == nil {
-		return fmt.Sprintf("the %s cost preferred it", p.in.Cost.Name())
+		if _, ok := p.in.Cost.(costmodel.Priority); ok && p.eps[i].ep.Class == lpg.Gold {
+			return "the priority cost gives a gold endpoint one queue of its own, and rejects a plan that spreads it over several"
+		}
+		return fmt.Sprintf("the %s cost preferred it, and no plan the search found spreads it", p.in.Cost.Name())
 	}
 	return fmt.Sprintf("the %s cost prefers this plan (%s, %s) to the cheapest found that spreads it, with %s (%s)", p.in.Cost.Name(), r.Cost, r.fallbackName(r.state.mode), r.fallbackName(best.mode), best.ev.Cost())
 }

@@ -2,6 +2,7 @@ package embed
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -119,5 +120,43 @@ func TestCoresTableFull(t *testing.T) {
 	}
 	if honoured != 8 || full != 2 {
 		t.Errorf("%d honoured, %d off their cores for a full table; want 8 and 2", honoured, full)
+	}
+}
+
+// TestSpreadReasons: memcached_gold under priority on the 82599 spreads
+// batch over its own cores 4..7 by RSS (the RSS mode of batch's cores)
+// and says why gold hot is not spread; under balance on linux-xdp hot is
+// spread over its cores 0..3 and batch is kept on core 4 by a rule, with
+// the cost of the cheapest plan found that spreads batch.
+func TestSpreadReasons(t *testing.T) {
+	src, err := os.ReadFile("../examples/memcached_gold.lpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(stackInput(t, "82599", string(src), "priority", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := endpointOf(t, r.Plan, "batch"); !slices.Equal(b.IRQCores, []int{4, 5, 6, 7}) || b.Cores != coresHonoured {
+		t.Errorf("priority: batch on cores %v, %s", b.IRQCores, b.Cores)
+	}
+	const gold = "endpoint hot should be spread over cores 0,1,2,3 (its application runs on cores 0,1,2,3) but is served on core 1: the priority cost gives a gold endpoint one queue of its own, and rejects a plan that spreads it over several"
+	if !slices.Contains(r.Plan.Warnings, gold) {
+		t.Errorf("priority: warnings %q", r.Plan.Warnings)
+	}
+	r, err = Run(stackInput(t, "linux-xdp", string(src), "balance", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := endpointOf(t, r.Plan, "hot"); !slices.Equal(h.IRQCores, []int{0, 1, 2, 3}) || h.Cores != coresHonoured {
+		t.Errorf("balance: hot on cores %v, %s", h.IRQCores, h.Cores)
+	}
+	if b := endpointOf(t, r.Plan, "batch"); b.Steering != "RxCPort" || !slices.Equal(b.IRQCores, []int{4}) {
+		t.Errorf("balance: batch steered by %s on cores %v", b.Steering, b.IRQCores)
+	}
+	if !slices.ContainsFunc(r.Plan.Warnings, func(w string) bool {
+		return strings.HasPrefix(w, "endpoint batch should be spread") && strings.Contains(w, "to the cheapest found that spreads it, with RSS over queues 4,5,6,7 on cores 4,5,6,7 (")
+	}) {
+		t.Errorf("balance: warnings %q", r.Plan.Warnings)
 	}
 }
