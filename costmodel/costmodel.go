@@ -229,9 +229,11 @@ func stddev(xs []float64) float64 {
 // deviation of their loads, plus the load left on the default queue (which
 // serves misses and should carry no endpoint a filter or RSS can place),
 // plus the load of endpoints the spread rule spreads (Problem.Spread)
-// above their even share of a core (spreadTerms). Among equally balanced
-// assignments the one that serves fewer packets away from their
-// applications' cores wins (the tie, offCoreLoad).
+// above their even share of a core (spreadTerms), plus the load served
+// away from its applications' cores weighed by the Open-MX paper's
+// bouncing (bounceLoad). Among equal costs the one that serves fewer
+// packets away from their applications' cores wins (the tie,
+// offCoreLoad).
 type Balance struct{}
 
 // Name implements Function.
@@ -241,7 +243,7 @@ func (Balance) Name() string { return "balance" }
 func (Balance) Cost(p *Problem, a Assignment) Cost {
 	w := weights(p)
 	excess, exempt := spreadSums(p, a, w, nil)
-	return Cost{Kind: Value, V: balance(p, a, w, nil, nil, exempt) + excess, Tie: offCoreLoad(p, a, w)}
+	return Cost{Kind: Value, V: balance(p, a, w, nil, nil, exempt) + excess + bounceLoad(p, a, w), Tie: offCoreLoad(p, a, w)}
 }
 
 // spreadSums adds up the spread rule's terms of every endpoint: the
@@ -274,6 +276,35 @@ func offCoreLoad(p *Problem, a Assignment, w []float64) float64 {
 		}
 	}
 	return off
+}
+
+// bounceLoad is the load-equivalent of processing packets away from
+// their applications' cores: each such packet costs BouncePenalty cycles
+// more (the Open-MX paper's cache-line bouncing), as much as
+// BouncePenalty/Cycles more packets of the endpoint's receive path
+// (bounceWeight). balance and priority add it to their objective, so
+// that a rule or RSS that keeps an endpoint on its own cores wins
+// whenever the imbalance it causes costs less than the bouncing it
+// saves.
+func bounceLoad(p *Problem, a Assignment, w []float64) float64 {
+	var b float64
+	for i, shares := range a {
+		for _, s := range shares {
+			if offCore(p, i, s.Queue) {
+				b += w[i] * s.Frac * p.Endpoints[i].bounceWeight()
+			}
+		}
+	}
+	return b
+}
+
+// bounceWeight is BouncePenalty in packets of e's receive path: the
+// penalty over its software cycles a packet (1 when they are not known).
+func (e Endpoint) bounceWeight() float64 {
+	if e.Cycles <= 0 {
+		return 1
+	}
+	return BouncePenalty / e.Cycles
 }
 
 // offCore reports whether endpoint i's application runs on named cores
@@ -319,7 +350,8 @@ func balance(p *Problem, a Assignment, w []float64, keep func(int) bool, queues 
 // endpoints lack exclusive queues (by the shortfall); penalised when
 // best-effort endpoints are left on the default queue because gold took
 // every other; otherwise the balance of each class over its own queues
-// (with the spread rule's terms, as in Balance). Ties go to the assignment with less load off its applications' cores.
+// (with the spread rule's terms and the bouncing, as in Balance). Ties
+// go to the assignment with less load off its applications' cores.
 type Priority struct{}
 
 // Name implements Function.
@@ -358,7 +390,7 @@ func (Priority) Cost(p *Problem, a Assignment) Cost {
 	excess, exemptGold := spreadSums(p, a, w, isGold)
 	_, exemptBE := spreadSums(p, a, w, isBE)
 	v := balance(p, a, w, isGold, func(q int) bool { return goldQ[q] }, exemptGold) +
-		balance(p, a, w, isBE, func(q int) bool { return !goldQ[q] }, exemptBE) + excess
+		balance(p, a, w, isBE, func(q int) bool { return !goldQ[q] }, exemptBE) + excess + bounceLoad(p, a, w)
 	tie := offCoreLoad(p, a, w)
 	if shortfall > 0 {
 		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: tie}

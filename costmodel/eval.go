@@ -23,6 +23,7 @@ type Evaluator struct {
 	be                     int
 	engines                float64
 	offCore                float64 // load served off its application's cores (the tie of balance and priority)
+	bounce                 float64 // that load weighed by bounceWeight (bounceLoad)
 	// The spread rule (Problem.Spread) per endpoint, and its terms
 	// (spreadTerms) summed: the excess of all endpoints, the
 	// default-queue exemption of each class.
@@ -112,6 +113,7 @@ func (ev *Evaluator) apply(i int, shares []Share, sign float64) {
 		if offCore(ev.p, i, q) {
 			bounce = BouncePenalty
 			ev.offCore += l
+			ev.bounce += l * e.bounceWeight()
 		}
 		ev.cycShared[q] += sign * rate * s.Frac * (e.Cycles + bounce)
 		if s.Exact {
@@ -132,7 +134,7 @@ func (ev *Evaluator) Set(i int, shares []Share) {
 func (ev *Evaluator) Cost() Cost {
 	switch f := ev.fn.(type) {
 	case Balance:
-		return Cost{Kind: Value, V: ev.balance(ev.load, nil, ev.exemptGold+ev.exemptBE) + ev.excessLoad(), Tie: ev.tie()}
+		return Cost{Kind: Value, V: ev.balance(ev.load, nil, ev.exemptGold+ev.exemptBE) + ev.excessLoad() + ev.bounceLoad(), Tie: ev.tie()}
 	case Priority:
 		return ev.priority()
 	case DragonetBalance:
@@ -216,7 +218,7 @@ func (ev *Evaluator) priority() Cost {
 		}
 	}
 	isGoldQ := func(q int) bool { return ev.goldUsers[q] > 0 }
-	v := ev.balance(ev.loadGold, isGoldQ, ev.exemptGold) + ev.balance(ev.loadBE, func(q int) bool { return !isGoldQ(q) }, ev.exemptBE) + ev.excessLoad()
+	v := ev.balance(ev.loadGold, isGoldQ, ev.exemptGold) + ev.balance(ev.loadBE, func(q int) bool { return !isGoldQ(q) }, ev.exemptBE) + ev.excessLoad() + ev.bounceLoad()
 	if shortfall > 0 {
 		return Cost{Kind: Reject, V: float64(shortfall)*1000 + v, Tie: ev.tie()}
 	}
@@ -232,6 +234,15 @@ func (ev *Evaluator) priority() Cost {
 		}
 	}
 	return Cost{Kind: Value, V: v, Tie: ev.tie()}
+}
+
+// bounceLoad is bounceLoad's figure, with the drift of incremental sums
+// cut to 0.
+func (ev *Evaluator) bounceLoad() float64 {
+	if ev.bounce < 1e-9*(1+sum(ev.load)) {
+		return 0
+	}
+	return ev.bounce
 }
 
 // tie is the off-core load, with the drift of incremental sums cut to 0.

@@ -122,6 +122,11 @@ type problem struct {
 	// entry to queue 0, an entry for every endpoint while a table has
 	// room, and Dragonet's QMap (first match).
 	dragonetSpace bool
+	// modeStates are the default strategy's best states, one per RSS
+	// mode: the plan says what the others would have cost an endpoint
+	// the chosen one serves off its cores (Result.coresInto). Dropped
+	// once the plan is made.
+	modeStates []*state
 	// dorder is Dragonet's order of flows (dragonetOrder), the order its
 	// filters are inserted in and so the order a NIC tries entries of one
 	// priority in; rank is, per endpoint, its place in dorder.
@@ -403,6 +408,10 @@ func (p *problem) rssTargets(mode int) []string {
 	return out
 }
 
+// maxSpreadModes bounds the RSS modes of single spread endpoints'
+// cores: every mode is a search of its own.
+const maxSpreadModes = 4
+
 // rssMode is one way to set the RSS table.
 type rssMode struct {
 	name   string
@@ -417,14 +426,15 @@ type rssMode struct {
 const (
 	modeRest   = "rss-nondefault" // queues 1..n-1: queue 0 keeps misses and non-IP frames
 	modeAll    = "rss-all"        // queues 0..n-1: Linux's default
-	modeSpread = "rss-spread"     // the queues of the cores spread endpoints name (costmodel's spread rule)
+	modeSpread = "rss-spread"     // the queues of the cores spread endpoints name (costmodel's spread rule), or one of them names
 	modeNone   = "no-rss"         // everything no filter claims lands on queue 0
 )
 
 // rssModes lists the RSS modes this NIC and driver can realise, the
 // preferred first: RSS over the non-default queues, then over all of
 // them, then over the queues of the cores that endpoints the spread rule
-// spreads name (costmodel.Problem.Spread), then none. A driver that fills the table itself (myri10ge)
+// spreads name (costmodel.Problem.Spread), all of them and then each
+// endpoint's alone, then none. A driver that fills the table itself (myri10ge)
 // spreads over every queue it has: it cannot leave queue 0 out, and it
 // keeps RSS off only when the plan uses queue 0 alone (linux.sh then
 // asks for one channel). A NIC without RSS has no choice.
@@ -443,14 +453,34 @@ func (p *problem) rssModes() []rssMode {
 		return out
 	}
 	cores := map[int]bool{}
+	var sets [][]int // each spread endpoint's cores, once, in stack order
 	for i := range p.cp.Endpoints {
-		for _, c := range p.cp.Spread(i).Cores {
+		sp := p.cp.Spread(i)
+		for _, c := range sp.Cores {
 			cores[c] = true
+		}
+		if len(sp.Cores) >= 2 && !slices.ContainsFunc(sets, func(s []int) bool { return slices.Equal(s, sp.Cores) }) {
+			sets = append(sets, sp.Cores)
 		}
 	}
 	try := []rssMode{{name: modeRest, queues: spread(1, nil)}, {name: modeAll, queues: spread(0, nil)}}
 	if s := spread(0, func(qi int) bool { return cores[p.queues[qi].core] }); len(s) >= 2 {
 		try = append(try, rssMode{name: modeSpread, queues: s})
+	}
+	// One table has one set of queues: when spread endpoints name
+	// different cores (memcached_gold's hot on 0..3, batch on 4..7),
+	// RSS over the queues of one endpoint's cores keeps that one on its
+	// own cores, and a rule can keep another on one of its own (the
+	// Open-MX paper's cost of processing a packet away from its
+	// application, costmodel.BouncePenalty). The first maxSpreadModes
+	// sets are tried, in stack order.
+	for k, set := range sets {
+		if k == maxSpreadModes {
+			break
+		}
+		if s := spread(0, func(qi int) bool { return slices.Contains(set, p.queues[qi].core) }); len(s) >= 2 {
+			try = append(try, rssMode{name: modeSpread, queues: s})
+		}
 	}
 	if d := p.in.Driver; d != nil && d.RSS != nil && !d.RSS.SetTable {
 		try = try[1:2] // the driver spreads over every queue

@@ -76,6 +76,9 @@ func (r *Result) WriteReport(w io.Writer) {
 		if e.Spread != "" {
 			fmt.Fprintf(w, "  %-14s spread rule: %s; %s\n", "", e.SpreadWhy, e.Spread)
 		}
+		if e.Cores != "" {
+			fmt.Fprintf(w, "  %-14s cores %s: %s\n", "", e.Cores, e.CoresWhy)
+		}
 	}
 	if len(pl.Engines) > 0 {
 		fmt.Fprintln(w, "\nEngines (task partition):")

@@ -171,6 +171,7 @@ func Run(in *Input) (*Result, error) {
 	}
 	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement, VIA: via}
 	r.Plan = r.plan()
+	p.modeStates = nil
 	em.DropCaches()
 	p.paths = nil // the endpoints keep their own boxes
 	return r, nil
@@ -235,16 +236,11 @@ func (r *Result) plan() *plan.Plan {
 		}
 		slices.Sort(pe.IRQCores)
 		pe.IRQCores = slices.Compact(pe.IRQCores)
-		if w := p.spreadInto(&pe, e.index); w != "" {
+		if w := r.spreadInto(&pe, e.index); w != "" {
 			pl.Warnings = append(pl.Warnings, w)
 		}
-		if e.ep.Cores != nil {
-			for _, c := range pe.IRQCores {
-				if !slices.Contains(e.ep.Cores, c) {
-					pl.Warnings = append(pl.Warnings, fmt.Sprintf("endpoint %s runs on cores %s but some of its packets are served on core %d", e.ep.Name, lpg.FormatCores(e.ep.Cores), c))
-					break
-				}
-			}
+		if w := r.coresInto(&pe, e.index); w != "" {
+			pl.Warnings = append(pl.Warnings, w)
 		}
 		pl.Endpoints = append(pl.Endpoints, pe)
 	}
@@ -346,7 +342,8 @@ func (r *Result) plan() *plan.Plan {
 // spreadInto says in pe how the plan spreads endpoint i when the spread
 // rule (costmodel.Problem.Spread) wants it spread, and returns a warning
 // when the plan serves it on fewer cores than the rule asks.
-func (p *problem) spreadInto(pe *plan.Endpoint, i int) string {
+func (r *Result) spreadInto(pe *plan.Endpoint, i int) string {
+	p := r.p
 	sp := p.cp.Spread(i)
 	if sp.N <= 1 {
 		return ""
@@ -364,12 +361,9 @@ func (p *problem) spreadInto(pe *plan.Endpoint, i int) string {
 		}
 		return ""
 	}
-	why := fmt.Sprintf("the %s cost preferred it", p.in.Cost.Name())
-	if p.hash == nil {
-		why = p.in.NIC + " has no hash to spread a listener's flows with"
-	}
-	pe.Spread = fmt.Sprintf("not spread: served on core %s", joinInts(pe.IRQCores))
-	return fmt.Sprintf("endpoint %s should be spread over %s (%s) but is served on core %s: %s", pe.Name, want, sp.Why, joinInts(pe.IRQCores), why)
+	why := r.whyNotSpread(i, sp)
+	pe.Spread = fmt.Sprintf("not spread: served on %s", coreList(pe.IRQCores))
+	return fmt.Sprintf("endpoint %s should be spread over %s (%s) but is served on %s: %s", pe.Name, want, sp.Why, coreList(pe.IRQCores), why)
 }
 
 func strategyName(s string) string {

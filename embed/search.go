@@ -348,6 +348,7 @@ func (p *problem) searchModes() *state {
 		}
 		p.improve(s)
 		p.exact(s)
+		p.modeStates = append(p.modeStates, s)
 		if c := s.ev.Cost(); best == nil || c.Less(bestCost) {
 			best, bestCost = s, c
 		}

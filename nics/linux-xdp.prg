@@ -107,11 +107,20 @@ graph linux_xdp {
             port default[CPort]
         }
 
-        // Listeners: a hash map keyed by protocol and destination port.
+        // Listeners: hash maps keyed by protocol, destination address
+        // and destination port, the address left out (wildcard) for a
+        // listener on every address. dragonc run makes one hash map per
+        // shape of key and looks them up in priority order, higher
+        // first (run/stage.go, groups): the embedder gives an
+        // address-specific listener's rule a higher priority than a
+        // wildcard one (embed's endpoint priorities), so the more
+        // specific rule wins, as the LPG's demultiplexing does.
         config CPort {
             table {
-                fields [ip.proto l4.dport]
+                fields [ip.proto ip.dst l4.dport]
+                wildcard [ip.dst]
                 capacity 65536
+                priority 1..7
             }
             port queues[Queue0..63]
             port default[CRSS]

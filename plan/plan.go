@@ -119,6 +119,11 @@ type Endpoint struct {
 	// (docs/costs.md), and SpreadWhy why the rule does.
 	Spread    string `json:"spread,omitempty"`
 	SpreadWhy string `json:"spread_reason,omitempty"`
+	// Cores says, for an endpoint whose application names cores, whether
+	// the plan serves its packets on them ("honoured") or not ("not
+	// honoured"), and CoresWhy how, or why not.
+	Cores    string `json:"cores,omitempty"`
+	CoresWhy string `json:"cores_reason,omitempty"`
 }
 
 // Place is where an LPG node runs.
@@ -338,7 +343,7 @@ func (e Endpoint) appendJSON(b []byte) []byte {
 		b = appendKey(b, "app_cores", false)
 		b = appendInts(b, e.AppCores)
 	}
-	for _, f := range [][2]string{{"app", e.App}, {"copy", e.Copy}, {"copy_reason", e.Why}, {"spread", e.Spread}, {"spread_reason", e.SpreadWhy}} {
+	for _, f := range [][2]string{{"app", e.App}, {"copy", e.Copy}, {"copy_reason", e.Why}, {"spread", e.Spread}, {"spread_reason", e.SpreadWhy}, {"cores", e.Cores}, {"cores_reason", e.CoresWhy}} {
 		if f[1] != "" {
 			b = appendKey(b, f[0], false)
 			b = appendString(b, f[1])

@@ -28,6 +28,7 @@ const shadowStack = `stack shadow {
     endpoint c tcp listen 192.0.2.10:80 { core 3 }
     endpoint d tcp listen *:80
     endpoint dns udp listen *:53 { cores 0..1 }
+    endpoint rank openmx 3 { core 3 }
 }
 `
 
@@ -54,7 +55,7 @@ func TestEmbedWarningsOnce(t *testing.T) {
 			}
 			warnings = append(warnings, w)
 		}
-		if len(warnings) < 2 || !strings.Contains(errs, `endpoint "d" can never receive a packet`) || !strings.Contains(errs, "endpoint c runs on cores 3") {
+		if len(warnings) < 2 || !strings.Contains(errs, `endpoint "d" can never receive a packet`) || !strings.Contains(errs, "endpoint rank runs on cores 3 but is served on core 0, not its own: no rule of 82599 (as ixgbe exposes it) matches its packets") {
 			t.Errorf("%v: warnings missing from stderr:\n%s", args, errs)
 		}
 		for _, w := range warnings {

@@ -1324,172 +1324,8 @@ func queue3(frame []byte, m *Meta) Verdict {
 	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue4 runs the software graph of a queue (35 nodes).
+// queue4 runs the software graph of a queue (30 nodes).
 func queue4(frame []byte, m *Meta) Verdict {
-	if isFast(frame) {
-		x := fast{frame, m}
-		// RxQueue
-		// RxL2EtherValidUntagged
-		// RxL2EtherValidMTU
-		if x.FrameLen() <= 0x5ea {
-			// RxL2EtherValidDest
-			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
-				// RxL2EtherValidSource
-				if (x.EthSrc() & 0x10000000000) == 0x0 {
-					// RxL3IPv4ValidVersion
-					// RxL3IPv4ValidHeaderLength
-					// RxL3IPv4ValidLength
-					if x.IpLenOk() != 0x0 {
-						// RxL3IPv4ValidChecksum
-						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-							// RxL3IPv4ValidSource
-							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
-								// RxL3IPv4Classify
-								if x.IpProto() == 0x11 {
-									// RxL4UDPValidHeaderLength
-									if x.hasUdp() {
-										// RxL4UDPValidLength
-										if x.UdpLenOk() != 0x0 {
-											// RxL4UDPValidChecksum
-											if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-												// RxL4UDPDemux
-												// 14 ports by table table3
-												if x.IpDst() == 0xa000001 {
-													if v := table3.find(x.UdpDport()); v.Kind != missing {
-														return v
-													}
-												}
-												return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
-											}
-											return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
-										}
-										return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
-									}
-									return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
-								}
-								if x.IpProto() == 0x6 {
-									// RxL4TCPValidHeaderLength
-									if x.hasTcp() && x.TcpHdrOk() != 0x0 {
-										// RxL4TCPValidChecksum
-										if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-											// RxL4TCPDemux
-											if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
-												// RxL4TCPSocket_ssh
-												return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-											}
-											// RxL4TCPValidNotReset
-											if (x.TcpFlags() & 0x4) == 0x0 {
-												// RxL4TCPReset
-												return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
-											}
-											return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
-										}
-										return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
-									}
-									return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
-								}
-								return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
-							}
-							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
-						}
-						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
-					}
-					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
-				}
-				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
-			}
-			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
-		}
-		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
-	}
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
-		// RxL2EtherValidMTU
-		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
-			// RxL2EtherValidDest
-			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
-				// RxL2EtherValidSource
-				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
-					// RxL3IPv4ValidVersion
-					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
-						// RxL3IPv4ValidHeaderLength
-						if f.v[fIpHdrOk] != 0x0 {
-							// RxL3IPv4ValidLength
-							if f.v[fIpLenOk] != 0x0 {
-								// RxL3IPv4ValidChecksum
-								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
-									// RxL3IPv4ValidSource
-									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
-										// RxL3IPv4Classify
-										if f.v[fIpProto] == 0x11 {
-											// RxL4UDPValidHeaderLength
-											if f.has&hasUdp != 0 {
-												// RxL4UDPValidLength
-												if f.v[fUdpLenOk] != 0x0 {
-													// RxL4UDPValidChecksum
-													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
-														// RxL4UDPDemux
-														// 14 ports by table table3
-														if f.v[fIpDst] == 0xa000001 {
-															if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
-																return v
-															}
-														}
-														return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
-													}
-													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
-												}
-												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
-											}
-											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
-										}
-										if f.v[fIpProto] == 0x6 {
-											// RxL4TCPValidHeaderLength
-											if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
-												// RxL4TCPValidChecksum
-												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
-													// RxL4TCPDemux
-													if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
-														// RxL4TCPSocket_ssh
-														return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-													}
-													// RxL4TCPValidNotReset
-													if (f.v[fTcpFlags] & 0x4) == 0x0 {
-														// RxL4TCPReset
-														return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
-													}
-													return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
-												}
-												return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
-											}
-											return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
-										}
-										return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
-									}
-									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
-								}
-								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
-							}
-							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
-						}
-						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
-					}
-					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
-				}
-				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
-			}
-			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
-		}
-		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
-	}
-	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
-}
-
-// queue5 runs the software graph of a queue (30 nodes).
-func queue5(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
 		// RxQueue
@@ -1517,9 +1353,9 @@ func queue5(frame []byte, m *Meta) Verdict {
 											// RxL4UDPValidChecksum
 											if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 												// RxL4UDPDemux
-												// 14 ports by table table4
+												// 14 ports by table table3
 												if x.IpDst() == 0xa000001 {
-													if v := table4.find(x.UdpDport()); v.Kind != missing {
+													if v := table3.find(x.UdpDport()); v.Kind != missing {
 														return v
 													}
 												}
@@ -1579,9 +1415,9 @@ func queue5(frame []byte, m *Meta) Verdict {
 													// RxL4UDPValidChecksum
 													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 														// RxL4UDPDemux
-														// 14 ports by table table4
+														// 14 ports by table table3
 														if f.v[fIpDst] == 0xa000001 {
-															if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
+															if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
 																return v
 															}
 														}
@@ -1618,8 +1454,8 @@ func queue5(frame []byte, m *Meta) Verdict {
 	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue6 runs the software graph of a queue (29 nodes).
-func queue6(frame []byte, m *Meta) Verdict {
+// queue5 runs the software graph of a queue (29 nodes).
+func queue5(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
 		// RxQueue
@@ -1649,9 +1485,9 @@ func queue6(frame []byte, m *Meta) Verdict {
 												// RxL4UDPSocket_repl
 												return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
 											}
-											// 14 ports by table table5
+											// 14 ports by table table4
 											if x.IpDst() == 0xa000001 {
-												if v := table5.find(x.UdpDport()); v.Kind != missing {
+												if v := table4.find(x.UdpDport()); v.Kind != missing {
 													return v
 												}
 											}
@@ -1707,9 +1543,9 @@ func queue6(frame []byte, m *Meta) Verdict {
 														// RxL4UDPSocket_repl
 														return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
 													}
-													// 14 ports by table table5
+													// 14 ports by table table4
 													if f.v[fIpDst] == 0xa000001 {
-														if v := table5.find(f.v[fUdpDport]); v.Kind != missing {
+														if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
 															return v
 														}
 													}
@@ -1740,8 +1576,8 @@ func queue6(frame []byte, m *Meta) Verdict {
 	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
 }
 
-// queue7 runs the software graph of a queue (38 nodes).
-func queue7(frame []byte, m *Meta) Verdict {
+// queue6 runs the software graph of a queue (38 nodes).
+func queue6(frame []byte, m *Meta) Verdict {
 	if isFast(frame) {
 		x := fast{frame, m}
 		// RxQueue
@@ -1771,9 +1607,9 @@ func queue7(frame []byte, m *Meta) Verdict {
 												// RxL4UDPValidChecksum
 												if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 													// RxL4UDPDemux
-													// 14 ports by table table6
+													// 14 ports by table table5
 													if x.IpDst() == 0xa000001 {
-														if v := table6.find(x.UdpDport()); v.Kind != missing {
+														if v := table5.find(x.UdpDport()); v.Kind != missing {
 															return v
 														}
 													}
@@ -1862,9 +1698,9 @@ func queue7(frame []byte, m *Meta) Verdict {
 														// RxL4UDPValidChecksum
 														if m.Flags&FlagRxL4UDPValidChecksum != 0 {
 															// RxL4UDPDemux
-															// 14 ports by table table6
+															// 14 ports by table table5
 															if f.v[fIpDst] == 0xa000001 {
-																if v := table6.find(f.v[fUdpDport]); v.Kind != missing {
+																if v := table5.find(f.v[fUdpDport]); v.Kind != missing {
 																	return v
 																}
 															}
@@ -1908,6 +1744,170 @@ func queue7(frame []byte, m *Meta) Verdict {
 											return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 										}
 										return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+									}
+									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
+								}
+								return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
+							}
+							return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
+						}
+						return Verdict{Kind: Drop, Index: 20} // RxL3IPv4ValidHeaderLength.false
+					}
+					return Verdict{Kind: Drop, Index: 21} // RxL3IPv4ValidVersion.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
+			}
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
+	}
+	return Verdict{Kind: Drop, Index: 31} // RxL2EtherValidUntagged.false
+}
+
+// queue7 runs the software graph of a queue (35 nodes).
+func queue7(frame []byte, m *Meta) Verdict {
+	if isFast(frame) {
+		x := fast{frame, m}
+		// RxQueue
+		// RxL2EtherValidUntagged
+		// RxL2EtherValidMTU
+		if x.FrameLen() <= 0x5ea {
+			// RxL2EtherValidDest
+			if x.EthDst() == 0x1b213a4b5c || x.EthDst() == 0xffffffffffff {
+				// RxL2EtherValidSource
+				if (x.EthSrc() & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					// RxL3IPv4ValidHeaderLength
+					// RxL3IPv4ValidLength
+					if x.IpLenOk() != 0x0 {
+						// RxL3IPv4ValidChecksum
+						if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+							// RxL3IPv4ValidSource
+							if (!(x.IpSrc() == 0xa000001 || x.IpSrc() == 0xa0000ff || x.IpSrc() >= 0x7f000000 && x.IpSrc() <= 0x7fffffff || x.IpSrc() >= 0xe0000000 && x.IpSrc() <= 0xefffffff || x.IpSrc() == 0xffffffff)) && ((!(x.IpSrc() <= 0xffffff)) || (x.IpDst() == 0xffffffff)) {
+								// RxL3IPv4Classify
+								if x.IpProto() == 0x11 {
+									// RxL4UDPValidHeaderLength
+									if x.hasUdp() {
+										// RxL4UDPValidLength
+										if x.UdpLenOk() != 0x0 {
+											// RxL4UDPValidChecksum
+											if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+												// RxL4UDPDemux
+												// 14 ports by table table6
+												if x.IpDst() == 0xa000001 {
+													if v := table6.find(x.UdpDport()); v.Kind != missing {
+														return v
+													}
+												}
+												return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+											}
+											return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
+										}
+										return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
+									}
+									return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
+								}
+								if x.IpProto() == 0x6 {
+									// RxL4TCPValidHeaderLength
+									if x.hasTcp() && x.TcpHdrOk() != 0x0 {
+										// RxL4TCPValidChecksum
+										if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+											// RxL4TCPDemux
+											if (x.IpSrc() == 0xa000007) && (x.TcpSport() == 0xc738) && (x.IpDst() == 0xa000001) && (x.TcpDport() == 0x16) {
+												// RxL4TCPSocket_ssh
+												return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+											}
+											// RxL4TCPValidNotReset
+											if (x.TcpFlags() & 0x4) == 0x0 {
+												// RxL4TCPReset
+												return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+											}
+											return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+										}
+										return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+									}
+									return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+								}
+								return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
+							}
+							return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
+						}
+						return Verdict{Kind: Drop, Index: 18} // RxL3IPv4ValidChecksum.false
+					}
+					return Verdict{Kind: Drop, Index: 19} // RxL3IPv4ValidLength.false
+				}
+				return Verdict{Kind: Drop, Index: 28} // RxL2EtherValidSource.false
+			}
+			return Verdict{Kind: Drop, Index: 29} // RxL2EtherValidDest.false
+		}
+		return Verdict{Kind: Drop, Index: 30} // RxL2EtherValidMTU.false
+	}
+	var f fields
+	f.decode(frame, m)
+	// RxQueue
+	// RxL2EtherValidUntagged
+	if !(f.has&hasVlan != 0 && (f.v[fVlanId] >= 0x1 && f.v[fVlanId] <= 0xfff)) {
+		// RxL2EtherValidMTU
+		if (f.v[fFrameLen] <= 0x5ea) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 0x5ee)) {
+			// RxL2EtherValidDest
+			if f.has&hasEth != 0 && (f.v[fEthDst] == 0x1b213a4b5c || f.v[fEthDst] == 0xffffffffffff) {
+				// RxL2EtherValidSource
+				if (f.v[fEthSrc] & 0x10000000000) == 0x0 {
+					// RxL3IPv4ValidVersion
+					if f.has&hasIp != 0 && f.v[fIpVersion] == 0x4 {
+						// RxL3IPv4ValidHeaderLength
+						if f.v[fIpHdrOk] != 0x0 {
+							// RxL3IPv4ValidLength
+							if f.v[fIpLenOk] != 0x0 {
+								// RxL3IPv4ValidChecksum
+								if m.Flags&FlagRxL3IPv4ValidChecksum != 0 {
+									// RxL3IPv4ValidSource
+									if (!(f.v[fIpSrc] == 0xa000001 || f.v[fIpSrc] == 0xa0000ff || f.v[fIpSrc] >= 0x7f000000 && f.v[fIpSrc] <= 0x7fffffff || f.v[fIpSrc] >= 0xe0000000 && f.v[fIpSrc] <= 0xefffffff || f.v[fIpSrc] == 0xffffffff)) && ((!(f.v[fIpSrc] <= 0xffffff)) || (f.v[fIpDst] == 0xffffffff)) {
+										// RxL3IPv4Classify
+										if f.v[fIpProto] == 0x11 {
+											// RxL4UDPValidHeaderLength
+											if f.has&hasUdp != 0 {
+												// RxL4UDPValidLength
+												if f.v[fUdpLenOk] != 0x0 {
+													// RxL4UDPValidChecksum
+													if m.Flags&FlagRxL4UDPValidChecksum != 0 {
+														// RxL4UDPDemux
+														// 14 ports by table table6
+														if f.v[fIpDst] == 0xa000001 {
+															if v := table6.find(f.v[fUdpDport]); v.Kind != missing {
+																return v
+															}
+														}
+														return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+													}
+													return Verdict{Kind: Drop, Index: 3} // RxL4UDPValidChecksum.false
+												}
+												return Verdict{Kind: Drop, Index: 4} // RxL4UDPValidLength.false
+											}
+											return Verdict{Kind: Drop, Index: 5} // RxL4UDPValidHeaderLength.false
+										}
+										if f.v[fIpProto] == 0x6 {
+											// RxL4TCPValidHeaderLength
+											if f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0x0 {
+												// RxL4TCPValidChecksum
+												if m.Flags&FlagRxL4TCPValidChecksum != 0 {
+													// RxL4TCPDemux
+													if (f.v[fIpSrc] == 0xa000007) && (f.v[fTcpSport] == 0xc738) && (f.v[fIpDst] == 0xa000001) && (f.v[fTcpDport] == 0x16) {
+														// RxL4TCPSocket_ssh
+														return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+													}
+													// RxL4TCPValidNotReset
+													if (f.v[fTcpFlags] & 0x4) == 0x0 {
+														// RxL4TCPReset
+														return Verdict{Kind: Sink, Index: 1} // sink RxL4TCPReset
+													}
+													return Verdict{Kind: Drop, Index: 7} // RxL4TCPValidNotReset.false
+												}
+												return Verdict{Kind: Drop, Index: 8} // RxL4TCPValidChecksum.false
+											}
+											return Verdict{Kind: Drop, Index: 9} // RxL4TCPValidHeaderLength.false
+										}
+										return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 									}
 									return Verdict{Kind: Drop, Index: 17} // RxL3IPv4ValidSource.false
 								}

@@ -62,25 +62,7 @@ var table2 = newHashed([]entry{
 })
 
 // table3 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table3 = newDense(0x4e23, 0x4e6e, []entry{
-	{0x4e23, 0x0, Verdict{Deliver, 8}},
-	{0x4e27, 0x0, Verdict{Deliver, 12}},
-	{0x4e2b, 0x0, Verdict{Deliver, 16}},
-	{0x4e2f, 0x0, Verdict{Deliver, 20}},
-	{0x4e33, 0x0, Verdict{Deliver, 24}},
-	{0x4e37, 0x0, Verdict{Deliver, 28}},
-	{0x4e3b, 0x0, Verdict{Deliver, 32}},
-	{0x4e3f, 0x0, Verdict{Deliver, 36}},
-	{0x4e43, 0x0, Verdict{Deliver, 40}},
-	{0x4e47, 0x0, Verdict{Deliver, 44}},
-	{0x4e4b, 0x0, Verdict{Deliver, 48}},
-	{0x4e4f, 0x0, Verdict{Deliver, 52}},
-	{0x4e52, 0x0, Verdict{Deliver, 55}},
-	{0x4e6e, 0x0, Verdict{Deliver, 83}},
-})
-
-// table4 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table4 = newDense(0x4e20, 0x4e72, []entry{
+var table3 = newDense(0x4e20, 0x4e6e, []entry{
 	{0x4e20, 0x0, Verdict{Deliver, 5}},
 	{0x4e24, 0x0, Verdict{Deliver, 9}},
 	{0x4e28, 0x0, Verdict{Deliver, 13}},
@@ -93,12 +75,12 @@ var table4 = newDense(0x4e20, 0x4e72, []entry{
 	{0x4e44, 0x0, Verdict{Deliver, 41}},
 	{0x4e48, 0x0, Verdict{Deliver, 45}},
 	{0x4e4c, 0x0, Verdict{Deliver, 49}},
-	{0x4e56, 0x0, Verdict{Deliver, 59}},
-	{0x4e72, 0x0, Verdict{Deliver, 87}},
+	{0x4e52, 0x0, Verdict{Deliver, 55}},
+	{0x4e6e, 0x0, Verdict{Deliver, 83}},
 })
 
-// table5 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table5 = newDense(0x4e21, 0x4e76, []entry{
+// table4 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table4 = newDense(0x4e21, 0x4e72, []entry{
 	{0x4e21, 0x0, Verdict{Deliver, 6}},
 	{0x4e25, 0x0, Verdict{Deliver, 10}},
 	{0x4e29, 0x0, Verdict{Deliver, 14}},
@@ -111,12 +93,12 @@ var table5 = newDense(0x4e21, 0x4e76, []entry{
 	{0x4e45, 0x0, Verdict{Deliver, 42}},
 	{0x4e49, 0x0, Verdict{Deliver, 46}},
 	{0x4e4d, 0x0, Verdict{Deliver, 50}},
-	{0x4e5a, 0x0, Verdict{Deliver, 63}},
-	{0x4e76, 0x0, Verdict{Deliver, 91}},
+	{0x4e56, 0x0, Verdict{Deliver, 59}},
+	{0x4e72, 0x0, Verdict{Deliver, 87}},
 })
 
-// table6 holds 14 ports of RxL4UDPDemux by (udp.dport).
-var table6 = newDense(0x4e22, 0x4e7a, []entry{
+// table5 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table5 = newDense(0x4e22, 0x4e76, []entry{
 	{0x4e22, 0x0, Verdict{Deliver, 7}},
 	{0x4e26, 0x0, Verdict{Deliver, 11}},
 	{0x4e2a, 0x0, Verdict{Deliver, 15}},
@@ -129,6 +111,24 @@ var table6 = newDense(0x4e22, 0x4e7a, []entry{
 	{0x4e46, 0x0, Verdict{Deliver, 43}},
 	{0x4e4a, 0x0, Verdict{Deliver, 47}},
 	{0x4e4e, 0x0, Verdict{Deliver, 51}},
+	{0x4e5a, 0x0, Verdict{Deliver, 63}},
+	{0x4e76, 0x0, Verdict{Deliver, 91}},
+})
+
+// table6 holds 14 ports of RxL4UDPDemux by (udp.dport).
+var table6 = newDense(0x4e23, 0x4e7a, []entry{
+	{0x4e23, 0x0, Verdict{Deliver, 8}},
+	{0x4e27, 0x0, Verdict{Deliver, 12}},
+	{0x4e2b, 0x0, Verdict{Deliver, 16}},
+	{0x4e2f, 0x0, Verdict{Deliver, 20}},
+	{0x4e33, 0x0, Verdict{Deliver, 24}},
+	{0x4e37, 0x0, Verdict{Deliver, 28}},
+	{0x4e3b, 0x0, Verdict{Deliver, 32}},
+	{0x4e3f, 0x0, Verdict{Deliver, 36}},
+	{0x4e43, 0x0, Verdict{Deliver, 40}},
+	{0x4e47, 0x0, Verdict{Deliver, 44}},
+	{0x4e4b, 0x0, Verdict{Deliver, 48}},
+	{0x4e4f, 0x0, Verdict{Deliver, 52}},
 	{0x4e5e, 0x0, Verdict{Deliver, 67}},
 	{0x4e7a, 0x0, Verdict{Deliver, 95}},
 })
