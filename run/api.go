@@ -90,7 +90,11 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			return usage("a handler for %s, a TCP endpoint: TCP stays with the kernel", name)
 		}
 	}
-	sv, err := prepare(ctx, r, st, &opt)
+	handled := map[string]bool{}
+	for name, h := range handlers {
+		handled[name] = h != nil
+	}
+	sv, err := prepare(ctx, r, st, &opt, handled)
 	if err != nil {
 		return err
 	}
@@ -134,7 +138,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			sv.out.note("note", "%s", n)
 		}
 		sv.ready(kind, how)
-		return srv.Watch(sv.out.report, opt.Every, nil, ctx.Done())
+		return srv.Watch(sv.report, opt.Every, nil, ctx.Done())
 	}
 	return sv.serveAll()
 }

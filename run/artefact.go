@@ -200,7 +200,7 @@ func HelperFor(r *dembed.Result, st *lpg.Stack, work string, progress func(strin
 	if err != nil {
 		return "", "", err
 	}
-	files, err := helperFiles(r, st, chains, builtinHandlers(st, nil), vs)
+	files, err := helperFiles(r, st, chains, builtinHandlers(st), vs)
 	if err != nil {
 		return "", "", err
 	}

@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	gomaps "maps"
+	"math"
 	"net/netip"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -41,6 +44,7 @@ const (
 	progFanout        // AF_PACKET: the fanout group's choice of socket
 	progFilter        // AF_PACKET: a socket keeps ours only
 	progTC            // tc ingress: the kernel does not see ours
+	progCPU           // AF_PACKET's XDP program: kernel-socket endpoints' frames to their CPU, all else up
 )
 
 // Miss rules: what decides the queue of a frame no rule matches.
@@ -75,6 +79,18 @@ type Stage struct {
 	DropSites []StageDrop
 	Answers   []string // the nodes that answer (XDP_TX), counted after the drop sites
 	MAC       [6]byte  // the stack's (first interface's) address, of the answers
+	// The kernel-socket endpoints (run/kernel.go). With any, the stage
+	// tells the stack's UDP and TCP endpoints apart: Demux are groups of
+	// rules, tried in order, whose Queue is an index into Endpoints (with
+	// demuxKernel set for a kernel-socket endpoint). A kernel-socket
+	// endpoint's frame is steered as one of ours, and then redirected
+	// to the CPU of its queue (CPUs: queue → CPU) instead of a receive
+	// loop. KernelAddr: the kernel owns the stack's addresses, so ARP,
+	// echo requests, UDP to no endpoint's port and fragments are its.
+	Endpoints  []StageEndpoint
+	Demux      []Group
+	CPUs       map[uint32]int
+	KernelAddr bool
 }
 
 // A Group is rules that compare the same key bytes: one hash map.
@@ -133,6 +149,16 @@ type maps struct {
 	drops  *ebpf.Map // per drop site of the stage's checks, then per answer, per CPU: frames
 	// cfg is one word: 1 when the stage answers with XDP_TX (SetAnswers).
 	cfg *ebpf.Map
+	// The kernel-socket endpoints: the demultiplexer's groups, the
+	// cpumap (nil when the kernel refused it), its CPUs by queue, and
+	// the per-CPU counters of each endpoint (kernelCounters).
+	demux   []*ebpf.Map
+	cpumap  *ebpf.Map
+	cpus    map[uint32]int
+	kcounts *ebpf.Map
+	// notes say what the maps could not do (a CPU not online, a kernel
+	// without cpumaps): those frames pass to the kernel where they came.
+	notes []string
 }
 
 // setAnswers turns the stage's answers (XDP_TX) on or off; off, the
@@ -150,7 +176,7 @@ func (m *maps) setAnswers(on bool) error {
 }
 
 func (m *maps) Close() {
-	for _, x := range append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.drops, m.cfg}, m.groups...) {
+	for _, x := range append(append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.drops, m.cfg, m.cpumap, m.kcounts}, m.groups...), m.demux...) {
 		if x != nil {
 			x.Close()
 		}
@@ -238,6 +264,9 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 			return fail("stage configuration", err)
 		}
 	}
+	if err := m.kernelMaps(s); err != nil {
+		return fail("kernel-socket", err)
+	}
 	if xskQueues > 0 {
 		// A socket per device queue and loop: key queue × loops + loop.
 		n := xskQueues * max(len(s.Queues), 1)
@@ -269,6 +298,7 @@ const (
 	stLen   = -104   // the bytes from the IPv4 header on
 	stHdr   = -112   // 1 when the IPv4 header fits the frame (ip.hdr_ok)
 	stL3    = -120   // where the IPv4 header or ARP body starts: 14, or 18 after a priority tag
+	stKern  = -124   // a kernel-socket endpoint's index in Stage.Endpoints plus one; 0: not one
 	ethARP  = 0x0608 // 0x0806 read as a little-endian half word
 	ethIPv4 = 0x0008
 	ethOMX  = 0xdf86 // Open-MX's EtherType 0x86DF, read little-endian
@@ -307,6 +337,7 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	}
 	// load copies n bytes at offset off (register or constant) of the frame
 	// to the stack at dst, or jumps to fail when the frame is too short.
+	xdp := kind == progXDP || kind == progCPU
 	load := func(offReg asm.Register, off int32, dst int16, n int32, fail string) {
 		add(asm.Mov.Reg(asm.R1, asm.R6))
 		if offReg != asm.R0 {
@@ -318,7 +349,7 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 			add(asm.Mov.Imm(asm.R2, off))
 		}
 		add(asm.Mov.Reg(asm.R3, asm.R10), asm.Add.Imm(asm.R3, int32(dst)), asm.Mov.Imm(asm.R4, n))
-		if kind == progXDP {
+		if xdp {
 			add(asm.FnXdpLoadBytes.Call())
 		} else {
 			add(asm.Mov.Imm(asm.R5, 0), asm.FnSkbLoadBytesRelative.Call()) // BPF_HDR_START_MAC
@@ -330,7 +361,7 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	}
 	// Only the programs that pick a socket, and a filter that must drop,
 	// need the queue; the others stop at "ours".
-	steer := kind == progXDP || kind == progFanout || kind == progFilter && s.hasDrops()
+	steer := xdp || kind == progFanout || kind == progFilter && s.hasDrops()
 	l2, ip := "ours", "ours"
 	if steer {
 		l2, ip = "l2ours", "ipours"
@@ -350,7 +381,10 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		add(asm.Mov.Reg(asm.R6, asm.R1))
 	}
 	add(asm.Mov.Imm(asm.R7, 0))
-	if kind != progXDP {
+	if xdp && len(s.Demux) > 0 {
+		add(asm.StoreImm(asm.R10, stKern, 0, asm.Word))
+	}
+	if !xdp {
 		// A socket program sees a frame after the kernel took its
 		// 802.1Q tag off into the skb (__netif_receive_skb_core,
 		// skb_vlan_untag). A frame of a VLAN is the kernel's (the LPG
@@ -398,14 +432,20 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// Flags and fragment offset, read little-endian: MF and the
 		// offset are the mask 0x3fff of the big-endian half word.
 		asm.LoadMem(asm.R0, asm.R10, stIP+6, asm.Half), asm.And.Imm(asm.R0, 0xff3f),
-		asm.JEq.Imm(asm.R0, 0, "whole"),
+		asm.JEq.Imm(asm.R0, 0, "whole"))
+	if !s.KernelAddr {
 		// A fragment of a UDP datagram is the LPG's (it sinks
-		// fragments); others go to the kernel, which reassembles.
-		asm.JEq.Imm(asm.R9, 17, ip),
-		asm.Ja.Label("pass"),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("whole"),
-		asm.JEq.Imm(asm.R9, 17, ip),
-	)
+		// fragments); others go to the kernel, which reassembles. When
+		// the kernel owns the address, every fragment is its own.
+		add(asm.JEq.Imm(asm.R9, 17, ip))
+	}
+	add(asm.Ja.Label("pass"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("whole"))
+	if len(s.Demux) > 0 {
+		add(asm.JEq.Imm(asm.R9, 17, "demux"), asm.JEq.Imm(asm.R9, 6, "demux"))
+	} else {
+		add(asm.JEq.Imm(asm.R9, 17, ip))
+	}
 	if s.ICMP {
 		add(asm.JNE.Imm(asm.R9, 1, "pass"))
 		load(asm.R8, 0, stICMP, 1, "pass")
@@ -438,6 +478,41 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		asm.LoadMem(asm.R0, asm.R10, stTmp+2, asm.Half),
 		asm.Ja.Label("ethtype"))
 
+	if len(s.Demux) > 0 {
+		// The stack's UDP and TCP endpoints, told apart by the key of a
+		// whole datagram (addresses, ports, protocol); one that is not
+		// an endpoint's, or too short for its ports, is the kernel's
+		// (which owns the address: run/kernel.go).
+		next = "demux"
+		load(asm.R8, 0, stKey+8, 4, "pass")
+		add(asm.LoadMem(asm.R0, asm.R10, stIP+12, asm.Word), asm.StoreMem(asm.R10, stKey, asm.R0, asm.Word),
+			asm.LoadMem(asm.R0, asm.R10, stIP+16, asm.Word), asm.StoreMem(asm.R10, stKey+4, asm.R0, asm.Word),
+			asm.StoreMem(asm.R10, stKey+12, asm.R9, asm.Word))
+		for gi, g := range s.Demux {
+			miss := fmt.Sprintf("demux%d", gi+1)
+			matchGroup(add, g, m.demux[gi].FD(), miss)
+			add(asm.LoadMem(asm.R1, asm.R0, 0, asm.Word), asm.Ja.Label("endpoint"),
+				asm.Mov.Imm(asm.R0, 0).WithSymbol(miss))
+		}
+		add(asm.Ja.Label("pass"))
+		// An endpoint dragonc serves: UDP is ours; a stream over a VI
+		// travels in the VI's frames, its TCP frames pass up.
+		add(asm.JSet.Imm(asm.R1, math.MinInt32, "kernelend"). /* demuxKernel */ WithSymbol("endpoint"),
+			asm.JEq.Imm(asm.R9, 17, ip),
+			asm.Ja.Label("pass"))
+		if xdp {
+			// A kernel-socket endpoint's frame is steered as one of ours
+			// (its queue: the plan's); "ours" then sends it to the
+			// queue's CPU. stKern: its index in s.Endpoints, plus one.
+			add(asm.And.Imm(asm.R1, demuxKernel-1).WithSymbol("kernelend"), asm.Add.Imm(asm.R1, 1),
+				asm.StoreMem(asm.R10, stKern, asm.R1, asm.Word), asm.Ja.Label(ip))
+		} else {
+			// The socket programs leave it to the kernel (the XDP
+			// program in front of them moved it to its CPU).
+			add(asm.Ja.Label("pass").WithSymbol("kernelend"))
+		}
+	}
+
 	if steer {
 		steering(kind, s, m, add, load)
 	}
@@ -451,8 +526,11 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// or to the kernel when there is none (the low bits of the
 		// flags).
 		loops := int32(max(len(s.Queues), 1))
-		add(asm.JEq.Imm32(asm.R7, -1, "drop").WithSymbol("ours"),
-			asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, -4), asm.FnXdpAdjustMeta.Call(),
+		add(asm.JEq.Imm32(asm.R7, -1, "drop").WithSymbol("ours"))
+		if len(s.Demux) > 0 {
+			add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word), asm.JNE.Imm(asm.R1, 0, "kernel"))
+		}
+		add(asm.Mov.Reg(asm.R1, asm.R6), asm.Mov.Imm(asm.R2, -4), asm.FnXdpAdjustMeta.Call(),
 			asm.JNE.Imm(asm.R0, 0, "pass"),
 			asm.LoadMem(asm.R2, asm.R6, 8, asm.Word), // data_meta
 			asm.LoadMem(asm.R3, asm.R6, 0, asm.Word), // data
@@ -478,6 +556,19 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 			asm.Return(),
 			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return(), // XDP_DROP
 			asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), asm.Return()) // XDP_PASS
+		if len(s.Demux) > 0 {
+			toCPU(s, m, add)
+		}
+	case progCPU:
+		// Only a kernel-socket endpoint's frames are this program's; the
+		// socket programs take ours after it.
+		add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word).WithSymbol("ours"),
+			asm.JEq.Imm(asm.R1, 0, "pass"),
+			asm.JEq.Imm32(asm.R7, -1, "drop"),
+			asm.Ja.Label("kernel"),
+			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return(), // XDP_DROP
+			asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), asm.Return()) // XDP_PASS
+		toCPU(s, m, add)
 	case progFanout:
 		// The answer is the index of a socket in the group, in the order
 		// of s.Queues; a queue no loop serves goes to the first.
@@ -520,7 +611,7 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 		devs++
 		label := fmt.Sprintf("devq%d", devs)
 		switch kind {
-		case progXDP:
+		case progXDP, progCPU:
 			add(asm.LoadMem(asm.R7, asm.R6, 16, asm.Word)) // rx_queue_index
 		case progFanout:
 			// __sk_buff.queue_mapping: the receive queue plus one, 0
@@ -554,7 +645,7 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 	// generated code sees a frame as it came, and a software link's may
 	// be shorter than Ethernet's 60 bytes.
 	add(asm.Mov.Imm(asm.R7, 0).WithSymbol("ipours"))
-	if kind == progXDP {
+	if kind == progXDP || kind == progCPU {
 		add(asm.Mov.Reg(asm.R1, asm.R6), asm.FnXdpGetBuffLen.Call(),
 			asm.LoadMem(asm.R1, asm.R10, stL3, asm.Word), asm.Sub.Reg(asm.R0, asm.R1))
 	} else {
@@ -607,21 +698,8 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 		if g.Ports {
 			add(asm.JEq.Imm(asm.R8, 0, next))
 		}
-		for w := 0; w < 4; w++ {
-			mask := binary.NativeEndian.Uint32(g.Mask[4*w:])
-			if mask == 0 {
-				add(asm.StoreImm(asm.R10, int16(stTmp+4*w), 0, asm.Word))
-				continue
-			}
-			add(asm.LoadMem(asm.R0, asm.R10, int16(stKey+4*w), asm.Word))
-			if mask != ^uint32(0) {
-				add(asm.And.Imm(asm.R0, int32(mask)))
-			}
-			add(asm.StoreMem(asm.R10, int16(stTmp+4*w), asm.R0, asm.Word))
-		}
-		add(asm.LoadMapPtr(asm.R1, m.groups[gi].FD()), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, stTmp), asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, next),
-			asm.LoadMem(asm.R7, asm.R0, 0, asm.Word), asm.Ja.Label("ours"),
+		matchGroup(add, g, m.groups[gi].FD(), next)
+		add(asm.LoadMem(asm.R7, asm.R0, 0, asm.Word), asm.Ja.Label("ours"),
 			asm.Mov.Imm(asm.R0, 0).WithSymbol(next))
 	}
 
@@ -664,11 +742,69 @@ func steering(kind int, s *Stage, m *maps, add func(...asm.Instruction), load fu
 	add(asm.Ja.Label("ours"))
 }
 
-var progTypes = map[int]ebpf.ProgramType{progXDP: ebpf.XDP, progFanout: ebpf.SocketFilter, progFilter: ebpf.SocketFilter, progTC: ebpf.SchedCLS}
+// matchGroup looks the frame's key (stKey), masked to group g, up in the
+// group's map fd: R0 is the value, or nothing matched and it jumps to
+// miss.
+func matchGroup(add func(...asm.Instruction), g Group, fd int, miss string) {
+	for w := 0; w < 4; w++ {
+		mask := binary.NativeEndian.Uint32(g.Mask[4*w:])
+		if mask == 0 {
+			add(asm.StoreImm(asm.R10, int16(stTmp+4*w), 0, asm.Word))
+			continue
+		}
+		add(asm.LoadMem(asm.R0, asm.R10, int16(stKey+4*w), asm.Word))
+		if mask != ^uint32(0) {
+			add(asm.And.Imm(asm.R0, int32(mask)))
+		}
+		add(asm.StoreMem(asm.R10, int16(stTmp+4*w), asm.R0, asm.Word))
+	}
+	add(asm.LoadMapPtr(asm.R1, fd), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, stTmp), asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, miss))
+}
+
+// toCPU is the block "kernel": a kernel-socket endpoint's frame (stKern
+// its index plus one, R7 its queue) goes to the CPU of its queue, where
+// the kernel builds the skb and runs IP and UDP or TCP
+// (kernel/bpf/cpumap.c: cpu_map_kthread_run). Already on that CPU it
+// passes up (XDP_PASS); to another through bpf_redirect_map on the
+// cpumap, whose flags' low bits are the action when the CPU has no entry
+// (include/uapi/linux/bpf.h: XDP_PASS). A queue with no CPU passes up
+// where the frame arrived (maps.notes say why). Each endpoint counts
+// both in the per-CPU array (2 × index: redirected, + 1: on its core).
+func toCPU(s *Stage, m *maps, add func(...asm.Instruction)) {
+	add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word).WithSymbol("kernel"),
+		asm.Sub.Imm(asm.R1, 1), asm.LSh.Imm(asm.R1, 1), asm.StoreMem(asm.R10, stAddr, asm.R1, asm.Word))
+	if m.cpumap != nil {
+		// The CPU of each queue, a table in code.
+		for i, q := range slices.Sorted(gomaps.Keys(m.cpus)) {
+			other := fmt.Sprintf("cpuq%d", i)
+			add(asm.JNE.Imm32(asm.R7, int32(q), other), asm.Mov.Imm(asm.R8, int32(m.cpus[q])), asm.Ja.Label("tocpu"),
+				asm.Mov.Imm(asm.R0, 0).WithSymbol(other))
+		}
+	}
+	add(asm.Mov.Imm(asm.R0, 2), asm.Return()) // XDP_PASS: no CPU for the queue
+	if m.cpumap == nil || len(m.cpus) == 0 {
+		return
+	}
+	add(asm.FnGetSmpProcessorId.Call().WithSymbol("tocpu"),
+		asm.JNE.Reg(asm.R0, asm.R8, "redirect"),
+		asm.LoadMem(asm.R1, asm.R10, stAddr, asm.Word), asm.Add.Imm(asm.R1, 1), asm.StoreMem(asm.R10, stAddr, asm.R1, asm.Word),
+		asm.Mov.Imm(asm.R7, 2), // XDP_PASS on its own CPU
+		asm.Ja.Label("kcount"),
+		asm.LoadMapPtr(asm.R1, m.cpumap.FD()).WithSymbol("redirect"), asm.Mov.Reg(asm.R2, asm.R8), asm.Mov.Imm(asm.R3, 2), asm.FnRedirectMap.Call(),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.JNE.Imm(asm.R7, 4, "kret")) // XDP_REDIRECT: the CPU has an entry
+	add(asm.LoadMapPtr(asm.R1, m.kcounts.FD()).WithSymbol("kcount"), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, stAddr), asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "kret"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord), asm.Add.Imm(asm.R1, 1), asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.Mov.Reg(asm.R0, asm.R7).WithSymbol("kret"), asm.Return())
+}
+
+var progTypes = map[int]ebpf.ProgramType{progXDP: ebpf.XDP, progFanout: ebpf.SocketFilter, progFilter: ebpf.SocketFilter, progTC: ebpf.SchedCLS, progCPU: ebpf.XDP}
 
 func loadProgram(kind int, s *Stage, m *maps) (*ebpf.Program, error) {
 	spec := &ebpf.ProgramSpec{
-		Name:         [...]string{"dragonc_xdp", "dragonc_fanout", "dragonc_filter", "dragonc_tc"}[kind],
+		Name:         [...]string{"dragonc_xdp", "dragonc_fanout", "dragonc_filter", "dragonc_tc", "dragonc_cpu"}[kind],
 		Type:         progTypes[kind],
 		License:      "GPL", // the XDP and skb helpers used are GPL-only
 		Instructions: classifier(kind, s, m),

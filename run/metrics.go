@@ -38,6 +38,7 @@ var (
 	descLimited = prometheus.NewDesc("dragonc_icmp_errors_rate_limited_total", "ICMP errors held back by the stack's limits.", []string{"queue"}, nil)
 	descRefused = prometheus.NewDesc("dragonc_answers_refused_total", "Answers the data plane would not send (no source address, a sender's port 0).", []string{"queue"}, nil)
 	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
+	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint the XDP program left to the kernel's stack on the endpoint's planned core (how: redirected through the cpumap, or on_core: passed up on the CPU that already was it).", []string{"endpoint", "how"}, nil)
 	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
 )
 
@@ -63,7 +64,7 @@ func (m *Metrics) Update(r dataplane.Report) {
 
 // Describe is prometheus.Collector's.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descUp} {
+	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descUp} {
 		ch <- d
 	}
 }
@@ -94,6 +95,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, q.AnswersRefused, id)
 		k := q.Kernel
 		k.Each(func(name string, v *uint64) { counter(descKernel, *v, id, name) })
+	}
+	for _, k := range r.KernelSockets {
+		counter(descKSocket, k.Redirected, k.Endpoint, "redirected")
+		counter(descKSocket, k.OnCore, k.Endpoint, "on_core")
 	}
 }
 

@@ -91,6 +91,9 @@ type Options struct {
 	// which delivers XDP_TX frames only when its peer runs XDP or GRO
 	// (dragonc cannot see the peer; say "on" when it does).
 	XDPTX string
+	// stageEdit, if set, changes the eBPF stage before it is loaded (a
+	// test's way to point a kernel-socket endpoint at the wrong core).
+	stageEdit func(*Stage)
 	// Streams serve, by endpoint name, the stream endpoints the plan puts
 	// on VIs (a NIC model with Virtual Interfaces): a stream's
 	// connections are served one at a time, on a goroutine of the
@@ -117,12 +120,12 @@ func usage(format string, args ...any) error { return &UsageError{fmt.Sprintf(fo
 // command) and runs it; UDP and Open-MX endpoints run the built-in
 // application their app attribute names.
 func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (err error) {
-	sv, err := prepare(ctx, r, st, &opt)
+	sv, err := prepare(ctx, r, st, &opt, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { sv.stopped(err) }()
-	handlers := builtinHandlers(st, func(format string, args ...any) { sv.out.note("note", format, args...) })
+	handlers := builtinHandlers(st)
 	work, err := os.MkdirTemp("", "dragonc-run-")
 	if err != nil {
 		return err
@@ -141,8 +144,9 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 }
 
 // prepare checks what Serve and ServeCode are asked to do and reads the
-// eBPF stage and the transmit chains off the plan.
-func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options) (*serving, error) {
+// eBPF stage and the transmit chains off the plan; handled names the
+// endpoints a Go handler serves (ServeCode).
+func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options, handled map[string]bool) (*serving, error) {
 	if opt.Stdout == nil {
 		opt.Stdout = io.Discard
 	}
@@ -187,11 +191,23 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if got := macValue(ifc.HardwareAddr); got != mac {
 		return nil, usage("interface %s has address %s but stack %s declares %s (ip link set dev %s address %s)", opt.Iface, ifc.HardwareAddr, st.Name, macString(mac), opt.Iface, macString(mac))
 	}
+	kern, err := kernelSockets(pl, st, handled)
+	if err != nil {
+		return nil, err
+	}
+	if len(kern) > 0 {
+		if err := kernelAddrMissing(ifc, st); err != nil {
+			return nil, err
+		}
+	}
 	var stage *Stage
 	if !hw {
 		var err error
-		if stage, err = StageOf(pl, st); err != nil {
+		if stage, err = stageOf(pl, st, handled); err != nil {
 			return nil, err
+		}
+		if opt.stageEdit != nil {
+			opt.stageEdit(stage)
 		}
 	}
 	g, err := lpg.Derive(st)
@@ -207,18 +223,16 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 		return nil, err
 	}
 	for _, e := range st.Endpoints {
-		if e.Proto != lpg.TCP {
-			continue
-		}
-		if s, ok := vs.stream(e.Name); ok {
+		if s, ok := vs.stream(e.Name); ok && e.Proto == lpg.TCP {
 			app := vs.apps[e.Name]
 			if app != e.App {
 				app = fmt.Sprintf("%s: app %q is not built in (echo, discard)", app, e.App)
 			}
 			out.note("note", "endpoint %s: over VI %d with SOVIA on the data plane's sockets (port %d, %s); TCP frames for it pass up", e.Name, s.VI, s.Local.Port(), app)
-			continue
 		}
-		out.note("note", "endpoint %s: TCP stays with the kernel (dragonc has no TCP of its own); its frames pass up", e.Name)
+	}
+	for _, n := range kernelNotes(kern, pl) {
+		out.note("note", "%s", n)
 	}
 	var nic []string
 	for _, n := range slices.Sorted(gomaps.Keys(pl.Placement)) {
@@ -229,7 +243,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options)
 	if len(nic) > 0 {
 		out.note("note", "the plan leaves %s to the NIC; AF_XDP and AF_PACKET cannot put the request in a transmit descriptor, so the data plane fills them last, as the NIC would", strings.Join(nic, ", "))
 	}
-	sv := &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs}
+	sv := &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs, handled: handled}
 	sv.out.opt = &sv.opt // the serving's options, which the metrics extend
 	if opt.MetricsAddr != "" && opt.Every <= 0 {
 		return nil, usage("--metrics-addr needs counters to serve: --every must be above 0")
@@ -330,12 +344,15 @@ func (sv *serving) serveAll() (err error) {
 			}
 			sv.out.note(kind, "%s", l)
 		}
-		stage, notes, err := HardwareStage(sv.r, sv.st, h.refused)
+		stage, notes, err := hardwareStage(sv.r, sv.st, h.refused, sv.handled)
 		if err != nil {
 			return err
 		}
 		for _, l := range notes {
 			sv.out.note("note", "%s", l)
+		}
+		if sv.opt.stageEdit != nil {
+			sv.opt.stageEdit(stage)
 		}
 		sv.stage = stage
 	}
@@ -411,8 +428,11 @@ type serving struct {
 	st      *lpg.Stack
 	hw      bool // a hardware plan: linux.sh first, then the stage
 	via     *viaStreams
-	// stageCounts reads the XDP stage's counters (nil without checks).
-	stageCounts func() []dataplane.Outcome
+	handled map[string]bool // the endpoints a Go handler serves (ServeCode)
+	// stageCounts reads the XDP stage's counters (nil without checks);
+	// kernelCounts the kernel-socket endpoints' (nil without them).
+	stageCounts  func() []dataplane.Outcome
+	kernelCounts func() []dataplane.KernelSocket
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
@@ -435,7 +455,16 @@ func (sv *serving) serve(kind string) error {
 		return err
 	}
 	defer m.Close()
-	if kind == dataplane.AFXDP && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
+	for _, n := range m.notes {
+		sv.out.note("note", "%s", n)
+	}
+	if sv.stage.KernelAddr {
+		// The kernel owns the address: ARP and ping are its to answer
+		// (the classifier passes them up).
+		if err := m.setAnswers(false); err != nil {
+			return err
+		}
+	} else if kind == dataplane.AFXDP && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
 		// A veth delivers what XDP_TX sends only when its peer runs
 		// XDP or GRO (drivers/net/veth.c, veth_xdp_xmit: no NAPI on
 		// the peer's queue, the frame is dropped), which dragonc cannot
@@ -456,6 +485,10 @@ func (sv *serving) serve(kind string) error {
 		sv.stageCounts = func() []dataplane.Outcome { return stageCounts(sv.stage, m.drops) }
 		defer func() { sv.stageCounts = nil }()
 	}
+	if m.kcounts != nil {
+		sv.kernelCounts = func() []dataplane.KernelSocket { return kernelCounts(sv.stage, m.kcounts) }
+		defer func() { sv.kernelCounts = nil }()
+	}
 	var progs []*ebpf.Program
 	defer func() {
 		for _, p := range progs {
@@ -463,6 +496,9 @@ func (sv *serving) serve(kind string) error {
 		}
 	}()
 	kinds := []int{progFanout, progFilter, progTC}
+	if len(sv.stage.Demux) > 0 {
+		kinds = append(kinds, progCPU)
+	}
 	if kind == dataplane.AFXDP {
 		kinds = []int{progXDP}
 	}
@@ -484,19 +520,9 @@ func (sv *serving) serve(kind string) error {
 	var links []link.Link
 	switch kind {
 	case dataplane.AFXDP:
-		// Driver mode where the driver runs XDP itself (a veth does);
-		// the generic hook in the core otherwise.
-		mode := "driver"
-		l, err := link.AttachXDP(link.XDPOptions{Program: progs[0], Interface: sv.ifc.Index, Flags: link.XDPDriverMode})
-		if err != nil && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.EBUSY) {
-			mode = "generic"
-			l, err = link.AttachXDP(link.XDPOptions{Program: progs[0], Interface: sv.ifc.Index, Flags: link.XDPGenericMode})
-		}
-		switch {
-		case errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY):
-			return &startError{fmt.Errorf("another XDP program is attached to %s; dragonc leaves it alone", opt.Iface)}
-		case err != nil:
-			return &startError{fmt.Errorf("attaching the XDP program: %w", err)}
+		l, mode, err := attachXDP(progs[0], sv.ifc)
+		if err != nil {
+			return &startError{err}
 		}
 		defer l.Close()
 		links = append(links, l)
@@ -515,12 +541,24 @@ func (sv *serving) serve(kind string) error {
 		links = append(links, tc)
 		cfg.FanoutFD, cfg.FilterFD = progs[0].FD(), progs[1].FD()
 		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
+		if len(progs) > 3 {
+			// The kernel-socket endpoints' frames go to their CPUs
+			// before any skb exists: an XDP program in front of the
+			// taps (which then leave those frames to the kernel).
+			l, mode, err := attachXDP(progs[3], sv.ifc)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			links = append(links, l)
+			how += fmt.Sprintf(", and an XDP program in %s mode that sends the kernel-socket endpoints' frames to their cores", mode)
+		}
 	}
 	how += "; the loops wait by " + cfg.Mode()
 	sv.state.Programs = programStates(progs)
 	sv.state.SocketsPerQueue = max(devq, 1)
 	if sv.opt.Pin {
-		unpin, err := sv.pin(links, progs, append([]*ebpf.Map{m.addrs, m.rss, m.xsks}, m.groups...))
+		unpin, err := sv.pin(links, progs, append(append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.cpumap, m.kcounts}, m.groups...), m.demux...))
 		if err != nil {
 			return err
 		}
@@ -611,10 +649,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 					sv.out.note("note", "the generated stack's report does not read: %v", err)
 					return
 				}
-				if sv.stageCounts != nil {
-					r.Stage = sv.stageCounts()
-				}
-				sv.out.report(r)
+				sv.report(r)
 			default:
 				sv.out.note("note", "the generated stack says: %s", line)
 			}
@@ -650,6 +685,37 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		return err
 	}
 	return nil
+}
+
+// report hands a reading of the loops' counters on with the XDP
+// program's own: its checks' and the kernel-socket endpoints'.
+func (sv *serving) report(r dataplane.Report) {
+	if f := sv.stageCounts; f != nil {
+		r.Stage = f()
+	}
+	if f := sv.kernelCounts; f != nil {
+		r.KernelSockets = f()
+	}
+	sv.out.report(r)
+}
+
+// attachXDP attaches an XDP program to ifc: in driver mode where the
+// driver runs XDP itself (a veth does), on the generic hook in the core
+// otherwise; it names the mode.
+func attachXDP(p *ebpf.Program, ifc *net.Interface) (link.Link, string, error) {
+	mode := "driver"
+	l, err := link.AttachXDP(link.XDPOptions{Program: p, Interface: ifc.Index, Flags: link.XDPDriverMode})
+	if err != nil && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.EBUSY) {
+		mode = "generic"
+		l, err = link.AttachXDP(link.XDPOptions{Program: p, Interface: ifc.Index, Flags: link.XDPGenericMode})
+	}
+	switch {
+	case errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY):
+		return nil, "", fmt.Errorf("another XDP program is attached to %s; dragonc leaves it alone", ifc.Name)
+	case err != nil:
+		return nil, "", fmt.Errorf("attaching the XDP program: %w", err)
+	}
+	return l, mode, nil
 }
 
 // deviceQueues is how many receive queues the device has, which is how
@@ -794,21 +860,18 @@ func (sv *serving) onReport(f func(dataplane.Report)) {
 }
 
 // builtinHandlers names the data plane's handler of each endpoint: its
-// built-in application, or Discard, which note says.
-func builtinHandlers(st *lpg.Stack, note func(format string, args ...any)) []string {
+// built-in application, or Discard for a kernel-socket endpoint, whose
+// datagrams the eBPF stage gives to the kernel (kernelSocket): one that
+// reached a loop anyway is counted there and discarded.
+func builtinHandlers(st *lpg.Stack) []string {
 	handlers := make([]string, len(st.Endpoints))
 	for i, e := range st.Endpoints {
 		switch {
 		case e.Proto == lpg.TCP:
 		case e.App == "echo":
 			handlers[i] = "Echo"
-		case e.App == "discard":
-			handlers[i] = "Discard"
 		default:
 			handlers[i] = "Discard"
-			if note != nil {
-				note("endpoint %s: app %q is not built in (echo, discard); its datagrams are counted and discarded", e.Name, e.App)
-			}
 		}
 	}
 	return handlers

@@ -376,7 +376,7 @@ type spaceMode struct {
 // reason (a table that steers a class of packets, an endpoint hash).
 func spaceModes(r *dembed.Result, st *lpg.Stack) ([]spaceMode, int, error) {
 	if r.SoftwareStage() {
-		s, err := StageOf(r.Plan, st)
+		s, err := stageOf(r.Plan, st, dragoncServes(st))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -412,7 +412,7 @@ func spaceModes(r *dembed.Result, st *lpg.Stack) ([]spaceMode, int, error) {
 		case m.device:
 			steps = nil
 		}
-		s, _, err := HardwareStage(r, st, steps)
+		s, _, err := hardwareStage(r, st, steps, dragoncServes(st))
 		if err != nil && strings.Contains(err.Error(), "dragonc run cannot") {
 			declined++
 			continue

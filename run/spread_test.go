@@ -47,7 +47,7 @@ func udpTo(t testing.TB, sport, dport uint16, payload string) []byte {
 func TestLinuxXDPStageSpreads(t *testing.T) {
 	needBPF(t)
 	r, st := embedtest.PlanSourceTarget(t, Model, "spread.lpg", []byte(spreadStack), costmodel.Balance{}, dembed.TargetSilicon)
-	s, err := StageOf(r.Plan, st)
+	s, err := stageOf(r.Plan, st, dragoncServes(st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,10 @@ import (
 	"github.com/dragonc/dragonc/prg"
 )
 
-// baseStage is what every stage knows of the stack: its addresses and
-// which frames are its.
-func baseStage(pl *plan.Plan, st *lpg.Stack) *Stage {
+// baseStage is what every stage knows of the stack: its addresses, which
+// frames are its, and which are the kernel-socket endpoints' (handled
+// names the endpoints a Go handler serves: ServeCode).
+func baseStage(pl *plan.Plan, st *lpg.Stack, handled map[string]bool) (*Stage, error) {
 	s := &Stage{ARP: st.ARP, ICMP: st.ICMPEcho}
 	for _, a := range st.Unicast() {
 		s.Addrs = append(s.Addrs, pred.Addr(a))
@@ -35,19 +36,30 @@ func baseStage(pl *plan.Plan, st *lpg.Stack) *Stage {
 		s.Queues = append(s.Queues, uint32(q.ID))
 	}
 	s.VIA = pl.VIA != nil && pl.VIA.VIsUsed > 0
-	return s
+	kern, err := kernelSockets(pl, st, handled)
+	if err != nil {
+		return nil, err
+	}
+	s.setKernel(pl, st, kern)
+	return s, nil
 }
 
 // StageOf reads the eBPF stage's tables off a linux-xdp plan: the flow
 // table, then the port table, then the hash that spreads what no rule
 // claims (RSS over the plan's indirection table) or, without it, queue 0
 // (the model's order).
-func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) {
+func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) { return stageOf(pl, st, nil) }
+
+// stageOf is StageOf with the endpoints a Go handler serves (ServeCode).
+func stageOf(pl *plan.Plan, st *lpg.Stack, handled map[string]bool) (*Stage, error) {
 	m, _, err := nics.Load(Model)
 	if err != nil {
 		return nil, err
 	}
-	s := baseStage(pl, st)
+	s, err := baseStage(pl, st, handled)
+	if err != nil {
+		return nil, err
+	}
 	queue := func(a string) (uint32, error) {
 		q := m.QueueIndex(a)
 		if q < 0 {
@@ -208,9 +220,18 @@ func overlap(ak, am, bk, bm [16]byte) bool {
 // before and overlap them, to keep the NIC's precedence). The notes say
 // what was taken over.
 func HardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step) (*Stage, []string, error) {
+	return hardwareStage(r, st, refused, nil)
+}
+
+// hardwareStage is HardwareStage with the endpoints a Go handler serves
+// (ServeCode).
+func hardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step, handled map[string]bool) (*Stage, []string, error) {
 	pl := r.Plan
 	m := r.Model()
-	s := baseStage(pl, st)
+	s, err := baseStage(pl, st, handled)
+	if err != nil {
+		return nil, nil, err
+	}
 	all := false
 	refusedRule := map[string]map[int]bool{} // table -> entry index
 	var notes []string

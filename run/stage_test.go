@@ -21,6 +21,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -177,7 +178,7 @@ func TestHardwareStageMatchesNIC(t *testing.T) {
 	}
 	frames := nicFrames(t, 4000)
 
-	s, notes, err := HardwareStage(r, st, steps)
+	s, notes, err := hardwareStage(r, st, steps, dragoncServes(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestHardwareStageMatchesNIC(t *testing.T) {
 			}
 		}
 	}
-	s, _, err = HardwareStage(r, st, refused)
+	s, _, err = hardwareStage(r, st, refused, dragoncServes(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func FuzzHardwareStage(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s, _, err := HardwareStage(r, st, linux.Steps(r))
+	s, _, err := hardwareStage(r, st, linux.Steps(r), dragoncServes(st))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestLinuxXDPStageMatchesModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := StageOf(r.Plan, st)
+	s, err := stageOf(r.Plan, st, dragoncServes(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,4 +393,17 @@ func TestHardwareStageRefusesEndpointHash(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "endpoint hash") {
 		t.Errorf("got %v, want the endpoint hash named", err)
 	}
+}
+
+// dragoncServes names every endpoint of st as served by dragonc (as Go
+// handlers would under ServeCode), so that a stage takes every frame the
+// LPG takes: the tests of its steering against the NIC's and the LPG's
+// compare on all of them. The kernel-socket endpoints' frames have tests
+// of their own (kernel_test.go).
+func dragoncServes(st *lpg.Stack) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range st.Endpoints {
+		out[e.Name] = true
+	}
+	return out
 }

@@ -59,7 +59,7 @@ func TestStageChecksMatchLPG(t *testing.T) {
 
 // stageMatchesLPG runs the checks of TestStageChecksMatchLPG for one stack.
 func stageMatchesLPG(t *testing.T, r *dembed.Result, st *lpg.Stack) {
-	s, err := StageOf(r.Plan, st)
+	s, err := stageOf(r.Plan, st, dragoncServes(st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,20 @@ type Report struct {
 	// receive loop saw the frames, named as verify names outcomes ("drop
 	// RxL3IPv4ValidChecksum.false", "reply arp"); run fills it in.
 	Stage []Outcome `json:"stage,omitempty"`
+	// KernelSockets count, per kernel-socket endpoint, the frames the
+	// XDP program left to the kernel's stack on the endpoint's planned
+	// core; run fills it in.
+	KernelSockets []KernelSocket `json:"kernel_sockets,omitempty"`
+}
+
+// KernelSocket is what the XDP program did with a kernel-socket
+// endpoint's frames: Redirected to the CPU of its planned queue through
+// the cpumap, or passed up where they arrived because that already was
+// the CPU (OnCore).
+type KernelSocket struct {
+	Endpoint   string `json:"endpoint"`
+	Redirected uint64 `json:"redirected"`
+	OnCore     uint64 `json:"on_core"`
 }
 
 // QueueCounts are one receive loop's counters.
@@ -135,6 +149,16 @@ func (r Report) WriteText(w io.Writer) {
 				b.WriteString(",")
 			}
 			fmt.Fprintf(&b, " %s %d", o.Name, o.Count)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.KernelSockets) > 0 {
+		b.WriteString("kernel sockets:")
+		for i, k := range r.KernelSockets {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			fmt.Fprintf(&b, " %s redirected %d, on core %d", k.Endpoint, k.Redirected, k.OnCore)
 		}
 		b.WriteString("\n")
 	}
