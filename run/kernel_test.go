@@ -1,0 +1,603 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	gomaps "maps"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dragonc/dragonc/plan"
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// kernelStack mixes a dragonc endpoint (echo) with kernel-socket
+// endpoints on one interface: UDP and TCP servers of the test whose
+// programs run on core 0 and on core 1, and memcached over UDP and TCP.
+const kernelStack = `stack mixed {
+    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }
+    cores 0..1
+    endpoint echo udp listen 10.9.0.1:7 { app "echo" rate 100kpps }
+    endpoint kudp0 udp listen 10.9.0.1:7100 { app "counter" class gold rate 200kpps cores 0..0 }
+    endpoint kudp1 udp listen 10.9.0.1:7101 { app "counter" class gold rate 200kpps cores 1..1 }
+    endpoint ktcp0 tcp listen 10.9.0.1:7200 { app "counter" rate 10kpps cores 0..0 }
+    endpoint ktcp1 tcp listen 10.9.0.1:7201 { app "counter" rate 10kpps cores 1..1 }
+    endpoint mc udp listen 10.9.0.1:11211 { app "memcached" rate 10kpps }
+    endpoint mctcp tcp listen 10.9.0.1:11211 { app "memcached" rate 1kpps }
+    service icmp-echo
+    service arp
+}
+`
+
+// TestKernelSocketRule: the rule of kernel-socket endpoints, on the
+// stack above: every endpoint but echo is the kernel's, the stage tells
+// them apart and takes ARP and ping no more.
+func TestKernelSocketRule(t *testing.T) {
+	r, st := embedTest(t, kernelStack)
+	kern, err := kernelSockets(r.Plan, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"kudp0": true, "kudp1": true, "ktcp0": true, "ktcp1": true, "mc": true, "mctcp": true}
+	if !gomaps.Equal(kern, want) {
+		t.Errorf("kernel-socket endpoints %v, want %v", kern, want)
+	}
+	// A Go handler serves kudp0 under ServeCode: it is dragonc's then.
+	kern, err = kernelSockets(r.Plan, st, map[string]bool{"kudp0": true})
+	if err != nil || kern["kudp0"] || !kern["kudp1"] {
+		t.Errorf("with a handler for kudp0: %v %v", kern, err)
+	}
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.KernelAddr || s.ARP || s.ICMP || len(s.Endpoints) != 7 || len(s.Demux) == 0 {
+		t.Errorf("stage: kernel address %v, ARP %v, ICMP %v, %d endpoints, %d demux groups", s.KernelAddr, s.ARP, s.ICMP, len(s.Endpoints), len(s.Demux))
+	}
+	for _, q := range r.Plan.Queues {
+		if s.CPUs[uint32(q.ID)] != q.Core {
+			t.Errorf("queue %d: CPU %d, the plan's core %d", q.ID, s.CPUs[uint32(q.ID)], q.Core)
+		}
+	}
+	// A stack of dragonc's endpoints only keeps the stage as it was.
+	r2, st2 := embedTest(t, testStack)
+	s2, err := StageOf(r2.Plan, st2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.KernelAddr || !s2.ARP || len(s2.Demux) != 0 {
+		t.Errorf("testStack: kernel address %v, ARP %v, %d demux groups", s2.KernelAddr, s2.ARP, len(s2.Demux))
+	}
+}
+
+// TestServeKernelSockets serves the mixed stack on a veth and checks on
+// the server side, with unmodified kernel sockets, that each kernel-socket
+// endpoint's datagrams and connections are processed on the core its
+// planned queue has: on linux-xdp and on an 82599 plan whose rules the
+// veth refuses, on both socket kinds. The clients run on another CPU than
+// the planned one, where the veth would otherwise have the kernel process
+// them. The echo endpoint is still dragonc's, the kernel answers ARP, ping
+// and a closed port, and real memcached answers over TCP and UDP.
+func TestServeKernelSockets(t *testing.T) {
+	for _, nic := range []string{"", "82599"} {
+		for _, socket := range []string{"xdp", "packet"} {
+			name := socket
+			if nic != "" {
+				name = nic + "-" + socket
+			}
+			t.Run(name, func(t *testing.T) {
+				res := serveKernel(t, nic, socket, nil)
+				for _, e := range res.failures() {
+					t.Error(e)
+				}
+			})
+		}
+	}
+}
+
+// TestServeKernelSocketsWrongCore: the check above fails when the cpumap
+// entries point at the wrong cores (each queue's CPU the other one).
+func TestServeKernelSocketsWrongCore(t *testing.T) {
+	res := serveKernel(t, "", "xdp", func(s *Stage) {
+		for q, c := range s.CPUs {
+			s.CPUs[q] = 1 - c
+		}
+	})
+	for _, ep := range []string{"kudp0", "kudp1", "ktcp0", "ktcp1"} {
+		if c := res.counts[ep]; c.total() == 0 || c.fraction(res.planned[ep]) >= 0.99 {
+			t.Errorf("endpoint %s with its CPU swapped: %v on the planned core %d; the check cannot fail", ep, c, res.planned[ep])
+		}
+	}
+}
+
+// kernelResult is what one serving of the mixed stack showed.
+type kernelResult struct {
+	counts  map[string]cpuCounts // endpoint → connections or datagrams by CPU
+	planned map[string]int       // endpoint → its planned core
+	errs    []string
+}
+
+func (r kernelResult) failures() []string {
+	out := slices.Clone(r.errs)
+	for _, ep := range slices.Sorted(gomaps.Keys(r.planned)) {
+		c := r.counts[ep]
+		if f := c.fraction(r.planned[ep]); f < 0.99 {
+			out = append(out, fmt.Sprintf("endpoint %s: %.1f%% on its planned core %d (by CPU %v)", ep, 100*f, r.planned[ep], c))
+		}
+	}
+	return out
+}
+
+// cpuCounts counts by CPU.
+type cpuCounts map[int]int
+
+func (c cpuCounts) total() int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+func (c cpuCounts) fraction(cpu int) float64 {
+	if c.total() == 0 {
+		return 0
+	}
+	return float64(c[cpu]) / float64(c.total())
+}
+
+// The exchanges per endpoint: enough that 99 % means one miss at most.
+const (
+	kernelDatagrams   = 200
+	kernelConnections = 100
+)
+
+func serveKernel(t *testing.T, nic, socket string, edit func(*Stage)) kernelResult {
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	a, b := pair(t)
+	// The kernel owns the stack's address.
+	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
+	r, st := embedTest(t, kernelStack)
+	if nic != "" {
+		r, st = embedHardware(t, nic, kernelStack)
+	}
+	res := kernelResult{counts: map[string]cpuCounts{}, planned: map[string]int{}}
+	for _, ep := range []string{"kudp0", "kudp1", "ktcp0", "ktcp1"} {
+		cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, ep)
+		if len(cores) != 1 {
+			t.Fatalf("endpoint %s: the plan gives it cores %v; the test wants one", ep, cores)
+		}
+		res.planned[ep] = cores[0]
+	}
+
+	// The servers: ordinary kernel sockets in namespace A.
+	srv := &cpuServers{counts: map[string]cpuCounts{}}
+	t.Cleanup(srv.close)
+	err := inNS(a, func() error {
+		for _, ep := range []struct {
+			name string
+			port int
+		}{{"kudp0", 7100}, {"kudp1", 7101}} {
+			if err := srv.udp(ep.name, ep.port); err != nil {
+				return err
+			}
+		}
+		for _, ep := range []struct {
+			name string
+			port int
+		}{{"ktcp0", 7200}, {"ktcp1", 7201}} {
+			if err := srv.tcp(ep.name, ep.port); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := startMemcached(t, a)
+
+	var out, log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	var last dataplane.Report
+	var lastMu sync.Mutex
+	go func() {
+		served <- inNS(a, func() error {
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Force: nic != "",
+				Ready: func() { close(ready) }, stageEdit: edit,
+				OnReport: func(rep dataplane.Report) { lastMu.Lock(); last = rep; lastMu.Unlock() }})
+		})
+	}()
+	waitReady(t, ready, served, &log)
+
+	fail := func(format string, args ...any) { res.errs = append(res.errs, fmt.Sprintf(format, args...)) }
+	err = inNS(b, func() error {
+		// ARP and ping: the kernel of A answers (the stack's counters
+		// show no answer of dragonc's below).
+		if err := ping(net.IP{10, 9, 0, 1}, 3, true); err != nil {
+			return fmt.Errorf("ping: %w", err)
+		}
+		// The echo endpoint is dragonc's.
+		for i := range 10 {
+			msg := []byte(fmt.Sprintf("echo %d", i))
+			got, err := udpExchange(7, msg)
+			if err != nil || !bytes.Equal(got, msg) {
+				return fmt.Errorf("echo: %q, %v", got, err)
+			}
+		}
+		// A closed port: the kernel's port unreachable.
+		if _, err := udpExchange(4444, []byte("anyone?")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("a datagram to a closed port: got %v, want connection refused", err)
+		}
+		if mc != nil {
+			if err := memcachedSetGet(); err != nil {
+				return fmt.Errorf("memcached: %w", err)
+			}
+		}
+		// The counted endpoints, each from a CPU other than its planned
+		// one.
+		for _, ep := range []struct {
+			name string
+			port int
+			tcp  bool
+		}{{"kudp0", 7100, false}, {"kudp1", 7101, false}, {"ktcp0", 7200, true}, {"ktcp1", 7201, true}} {
+			if err := onCPU(1-res.planned[ep.name], func() error {
+				if ep.tcp {
+					return tcpRounds(ep.port, kernelConnections)
+				}
+				for i := range kernelDatagrams {
+					msg := []byte(fmt.Sprintf("%s %d", ep.name, i))
+					got, err := udpExchange(ep.port, msg)
+					if err != nil || !bytes.Equal(got, msg) {
+						return fmt.Errorf("%s: %q, %v", ep.name, got, err)
+					}
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fail("%v", err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	res.counts = srv.snapshot()
+	if mc == nil {
+		t.Log("memcached is not installed: its part was skipped")
+	}
+
+	// dragonc answered neither ARP nor ping, and sent no port unreachable.
+	final := out.String()
+	for _, not := range []string{"reply arp", "reply icmp-echo", "sink RxL4UDPPortUnreachable"} {
+		if strings.Contains(final, not) {
+			fail("the stack's counters show %q: the kernel owns the address\n%s", not, final)
+		}
+	}
+	if !strings.Contains(final, "deliver echo ") {
+		fail("the echo endpoint was not delivered to\n%s", final)
+	}
+	for _, want := range []string{"kernel-socket endpoints (kudp0, kudp1, ktcp0, ktcp1, mc, mctcp)", "the kernel owns the stack's address"} {
+		if !strings.Contains(log.String(), want) {
+			fail("run does not say %q:\n%s", want, log.String())
+		}
+	}
+	// The stage's counters: each counted endpoint's frames were
+	// redirected (the clients ran on another CPU).
+	lastMu.Lock()
+	ks := last.KernelSockets
+	lastMu.Unlock()
+	for _, ep := range []string{"kudp0", "kudp1", "ktcp0", "ktcp1"} {
+		i := slices.IndexFunc(ks, func(k dataplane.KernelSocket) bool { return k.Endpoint == ep })
+		if i < 0 || ks[i].Redirected == 0 {
+			fail("endpoint %s: the stage counted no redirect (%+v)\n%s", ep, ks, final)
+		}
+	}
+	if !strings.Contains(final, "kernel sockets: ") {
+		fail("the counters have no kernel sockets line:\n%s", final)
+	}
+	t.Logf("by CPU: %v; planned %v; stage %+v", res.counts, res.planned, ks)
+	return res
+}
+
+// plannedCores are the cores of the queues the plan gives endpoint name.
+func plannedCores(eps []plan.Endpoint, qs []plan.Queue, name string) []int {
+	var out []int
+	for _, e := range eps {
+		if e.Name != name {
+			continue
+		}
+		for _, q := range e.Queues {
+			for _, pq := range qs {
+				if pq.ID == q && !slices.Contains(out, pq.Core) {
+					out = append(out, pq.Core)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cpuServers are the test's servers on kernel sockets, counting by the
+// CPU that processed each datagram or connection.
+type cpuServers struct {
+	mu     sync.Mutex
+	counts map[string]cpuCounts
+	open   []io.Closer
+	wg     sync.WaitGroup
+}
+
+func (s *cpuServers) count(name string, cpu int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts[name] == nil {
+		s.counts[name] = cpuCounts{}
+	}
+	s.counts[name][cpu]++
+}
+
+func (s *cpuServers) snapshot() map[string]cpuCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]cpuCounts{}
+	for k, v := range s.counts {
+		out[k] = cpuCounts{}
+		for c, n := range v {
+			out[k][c] = n
+		}
+	}
+	return out
+}
+
+func (s *cpuServers) close() {
+	for _, c := range s.open {
+		c.Close()
+	}
+	s.wg.Wait()
+}
+
+// udp serves port with one SO_REUSEPORT socket per CPU, each with
+// SO_INCOMING_CPU set to its CPU: Linux (6.2 on) delivers a datagram to
+// the socket of the CPU that processed it (net/core/sock_reuseport.c,
+// reuseport_select_sock_by_hash with sk_incoming_cpu). Each socket
+// echoes what it receives and counts it for its CPU.
+func (s *cpuServers) udp(name string, port int) error {
+	for cpu := range runtime.NumCPU() {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), fmt.Sprintf("%s-cpu%d", name, cpu))
+		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		if err == nil {
+			err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_INCOMING_CPU, cpu)
+		}
+		if err == nil {
+			err = unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{10, 9, 0, 1}})
+		}
+		var c net.PacketConn
+		if err == nil {
+			c, err = net.FilePacketConn(f) // a duplicate of the socket
+		}
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: the socket of CPU %d: %w", name, cpu, err)
+		}
+		s.open = append(s.open, c)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			buf := make([]byte, 2048)
+			// Until the test closes the socket, for 3 minutes at most.
+			c.SetReadDeadline(time.Now().Add(3 * time.Minute))
+			for {
+				n, from, err := c.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				s.count(name, cpu)
+				c.WriteTo(buf[:n], from)
+			}
+		}()
+	}
+	return nil
+}
+
+// tcp serves port on one listener; each connection counts for the CPU
+// that processed its last segment (getsockopt SO_INCOMING_CPU on the
+// accepted socket, net/core/sock.c) after it echoed a line.
+func (s *cpuServers) tcp(name string, port int) error {
+	ln, err := net.Listen("tcp4", fmt.Sprintf("10.9.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	s.open = append(s.open, ln)
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(3 * time.Minute))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 256)
+			n, err := c.Read(buf)
+			if err == nil {
+				cpu := -1
+				if raw, err := c.(*net.TCPConn).SyscallConn(); err == nil {
+					raw.Control(func(fd uintptr) { cpu, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_INCOMING_CPU) })
+				}
+				s.count(name, cpu)
+				c.Write(buf[:n])
+			}
+			c.Close()
+		}
+	}()
+	return nil
+}
+
+// onCPU runs f on the calling thread (locked to it: a namespace's)
+// pinned to cpu, then gives the thread its CPUs back.
+func onCPU(cpu int, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var was unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		return err
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("pinning to CPU %d: %w", cpu, err)
+	}
+	defer unix.SchedSetaffinity(0, &was)
+	return f()
+}
+
+// tcpRounds opens n connections to the stack's port, one after another,
+// each sending a line and reading it back; a connection that fails is
+// tried again until its deadline.
+func tcpRounds(port, n int) error {
+	addr := fmt.Sprintf("10.9.0.1:%d", port)
+	for i := range n {
+		msg := []byte(fmt.Sprintf("connection %d\n", i))
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			if err = tcpRound(addr, msg); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s, connection %d: %w", addr, i, err)
+		}
+	}
+	return nil
+}
+
+func tcpRound(addr string, msg []byte) error {
+	c, err := net.DialTimeout("tcp4", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, msg) {
+		return fmt.Errorf("echoed %q, want %q", got, msg)
+	}
+	return nil
+}
+
+// startMemcached starts memcached in namespace ns on the stack's address,
+// UDP and TCP port 11211 (as nobody when root), stopped when the test
+// ends; nil when memcached is not installed.
+func startMemcached(t *testing.T, ns string) *exec.Cmd {
+	t.Helper()
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		return nil
+	}
+	args := []string{"netns", "exec", ns, bin, "-U", "11211", "-p", "11211", "-l", "10.9.0.1", "-t", "1"}
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "nobody")
+	}
+	cmd := exec.Command("ip", args...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting memcached: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if s := stderr.String(); s != "" {
+			t.Logf("memcached said: %s", s)
+		}
+	})
+	return cmd
+}
+
+// memcachedSetGet stores a value over memcached's TCP text protocol and
+// gets it over its UDP protocol: each datagram starts with an 8-byte
+// frame header (request id, sequence number 0, total datagrams 1,
+// reserved 0; memcached's protocol.txt, "UDP protocol").
+func memcachedSetGet() error {
+	const addr = "10.9.0.1:11211"
+	var c net.Conn
+	var err error
+	// memcached may still be starting.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err = net.DialTimeout("tcp4", addr, time.Second); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte("set dragonc 0 0 6\r\nkernel\r\n")); err != nil {
+		return err
+	}
+	line := make([]byte, 64)
+	n, err := c.Read(line)
+	if err != nil || string(line[:n]) != "STORED\r\n" {
+		return fmt.Errorf("set over TCP: %q, %v", line[:n], err)
+	}
+	u, err := net.Dial("udp4", addr)
+	if err != nil {
+		return err
+	}
+	defer u.Close()
+	req := binary.BigEndian.AppendUint16(nil, 0x2a2a)
+	req = append(req, 0, 0, 0, 1, 0, 0)
+	req = append(req, "get dragonc\r\n"...)
+	want := "VALUE dragonc 0 6\r\nkernel\r\nEND\r\n"
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		if _, err := u.Write(req); err != nil {
+			return err
+		}
+		u.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := u.Read(buf)
+		if err != nil {
+			continue
+		}
+		if n < 8 || binary.BigEndian.Uint16(buf) != 0x2a2a || string(buf[8:n]) != want {
+			return fmt.Errorf("get over UDP: % x", buf[:n])
+		}
+		return nil
+	}
+	return errors.New("get over UDP: no answer within 3 s")
+}
