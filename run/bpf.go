@@ -260,7 +260,9 @@ func newMaps(s *Stage, xskQueues int) (*maps, error) {
 		if m.cfg, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_stagecfg", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
 			return fail("stage configuration", err)
 		}
-		if err := m.setAnswers(true); err != nil {
+		// When the kernel owns the address (kernel-socket endpoints), it
+		// answers ARP and ping: the stage's answers start off.
+		if err := m.setAnswers(!s.KernelAddr); err != nil {
 			return fail("stage configuration", err)
 		}
 	}

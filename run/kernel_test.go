@@ -19,8 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/dragonc/dragonc/backends/linux"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
@@ -600,4 +604,162 @@ func memcachedSetGet() error {
 		return nil
 	}
 	return errors.New("get over UDP: no answer within 3 s")
+}
+
+// TestKernelSocketStage runs the programs of the mixed stack's stages
+// (linux-xdp's, and an 82599 plan's with everything refused) on frames
+// in the kernel (BPF_PROG_TEST_RUN), from each CPU in turn: a
+// kernel-socket endpoint's frame is redirected to its planned core's CPU
+// (XDP_REDIRECT) or, from that CPU, passed up (XDP_PASS), and counted
+// for its endpoint; the socket programs leave it to the kernel; the echo
+// endpoint's frame is the loops'; ARP, ping, a closed port and fragments
+// are the kernel's.
+func TestKernelSocketStage(t *testing.T) {
+	needBPF(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	r, st := embedTest(t, kernelStack)
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rh, sth := embedHardware(t, "82599", kernelStack)
+	sh, _, err := HardwareStage(rh, sth, linux.Steps(rh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		s    *Stage
+		pl   *plan.Plan
+	}{{"linux-xdp", s, r.Plan}, {"82599", sh, rh.Plan}} {
+		t.Run(c.name, func(t *testing.T) { testKernelStage(t, c.s, c.pl) })
+	}
+}
+
+func testKernelStage(t *testing.T, s *Stage, pl *plan.Plan) {
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(m.notes) > 0 {
+		t.Fatalf("notes: %q", m.notes)
+	}
+	progs := map[int]*ebpf.Program{}
+	for _, kind := range []int{progXDP, progCPU, progFilter, progTC} {
+		p, err := loadProgram(kind, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		progs[kind] = p
+	}
+	tcp := func(dport uint16) []byte {
+		ip := ip4(ourIP, layers.IPProtocolTCP)
+		tc := &layers.TCP{SrcPort: 4000, DstPort: layers.TCPPort(dport), SYN: true, Window: 100}
+		tc.SetNetworkLayerForChecksum(ip)
+		return frame(t, eth(layers.EthernetTypeIPv4), ip, tc)
+	}
+	arp := frame(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+		&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4,
+			Operation: 1, SourceHwAddress: peerMAC, SourceProtAddress: peerIP, DstHwAddress: make([]byte, 6), DstProtAddress: ourIP})
+	ping := frame(t, eth(layers.EthernetTypeIPv4), ip4(ourIP, layers.IPProtocolICMPv4),
+		&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 1, Seq: 1}, gopacket.Payload("ping"))
+	cases := []struct {
+		name     string
+		frame    []byte
+		endpoint string // a kernel-socket endpoint's, or "ours", or "" (the kernel's)
+	}{
+		{"echo", udp(t, ourIP, 5000, 7, false), "ours"},
+		{"kudp0", udp(t, ourIP, 5000, 7100, false), "kudp0"},
+		{"kudp1", udp(t, ourIP, 5000, 7101, false), "kudp1"},
+		{"ktcp0", tcp(7200), "ktcp0"},
+		{"ktcp1", tcp(7201), "ktcp1"},
+		{"memcached udp", udp(t, ourIP, 5000, 11211, false), "mc"},
+		{"memcached tcp", tcp(11211), "mctcp"},
+		{"arp request", arp, ""},
+		{"echo request", ping, ""},
+		{"udp closed port", udp(t, ourIP, 5000, 4444, false), ""},
+		{"tcp closed port", tcp(4444), ""},
+		{"udp fragment", udp(t, ourIP, 5000, 7100, true), ""},
+		{"udp to another host", udp(t, net.IP{10, 9, 0, 7}, 5000, 7100, false), ""},
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(s.Endpoints, func(e StageEndpoint) bool { return e.Name == name })
+	}
+	counter := func(k int) uint64 {
+		var per []uint64
+		if err := m.kcounts.Lookup(uint32(k), &per); err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, v := range per {
+			n += v
+		}
+		return n
+	}
+	for cpu := range 2 {
+		for _, c := range cases {
+			in := c.frame
+			if len(in) < 60 {
+				in = append(slices.Clone(in), make([]byte, 60-len(in))...)
+			}
+			want := uint32(2) // XDP_PASS
+			k := -1
+			if c.endpoint != "" && c.endpoint != "ours" {
+				cores := plannedCores(pl.Endpoints, pl.Queues, c.endpoint)
+				if len(cores) != 1 {
+					t.Fatalf("%s: planned cores %v", c.endpoint, cores)
+				}
+				if k = 2 * index(c.endpoint); cores[0] != cpu {
+					want = 4 // XDP_REDIRECT
+				} else {
+					k++
+				}
+			}
+			before := 0
+			if k >= 0 {
+				before = int(counter(k))
+			}
+			var xdp, xcpu uint32
+			var meta int
+			err := onCPU(cpu, func() error {
+				ro := &ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+64)}
+				var err error
+				if xdp, err = progs[progXDP].Run(ro); err != nil {
+					return err
+				}
+				meta = len(ro.DataOut) - len(in)
+				xcpu, _, err = progs[progCPU].Test(in)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keep, _, err := progs[progFilter].Test(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tcv, _, err := progs[progTC].Test(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.endpoint == "ours" {
+				if meta != 4 || keep == 0 || tcv != 2 || xcpu != 2 {
+					t.Errorf("CPU %d, %s: XDP %d with %d bytes of metadata, filter %d, tc %d, cpu program %d: not the loops'", cpu, c.name, xdp, meta, keep, tcv, xcpu)
+				}
+				continue
+			}
+			if xdp != want || xcpu != want || keep != 0 || tcv != ^uint32(0) {
+				t.Errorf("CPU %d, %s: XDP %d, cpu program %d (want %d), filter %d, tc %d: not the kernel's", cpu, c.name, xdp, xcpu, want, keep, tcv)
+			}
+			if k >= 0 {
+				if got := int(counter(k)) - before; got != 2 {
+					t.Errorf("CPU %d, %s: counter %d grew by %d, want 2 (the XDP and the cpu program)", cpu, c.name, k, got)
+				}
+			}
+		}
+	}
 }

@@ -458,13 +458,9 @@ func (sv *serving) serve(kind string) error {
 	for _, n := range m.notes {
 		sv.out.note("note", "%s", n)
 	}
-	if sv.stage.KernelAddr {
-		// The kernel owns the address: ARP and ping are its to answer
-		// (the classifier passes them up).
-		if err := m.setAnswers(false); err != nil {
-			return err
-		}
-	} else if kind == dataplane.AFXDP && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
+	// With kernel-socket endpoints the kernel answers ARP and ping
+	// (newMaps leaves the stage's answers off).
+	if kind == dataplane.AFXDP && !sv.stage.KernelAddr && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
 		// A veth delivers what XDP_TX sends only when its peer runs
 		// XDP or GRO (drivers/net/veth.c, veth_xdp_xmit: no NAPI on
 		// the peer's queue, the frame is dropped), which dragonc cannot

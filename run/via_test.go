@@ -45,6 +45,8 @@ func TestServeVIA(t *testing.T) {
 
 func testServeVIA(t *testing.T, socket string) {
 	a, b := pair(t)
+	// far is a kernel-socket endpoint: the kernel owns the address.
+	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
 	r, st := embedDriver(t, "mvia", viaStack, false)
 	if r.Plan.VIA == nil {
 		t.Fatal("the mvia plan has no VI decisions")
@@ -161,7 +163,7 @@ func testServeVIA(t *testing.T, socket string) {
 	if in < 5<<20/1500 || sent < 4<<20/1500 {
 		t.Errorf("the data plane counted %d VI frames in and %d out:\n%s", in, sent, final)
 	}
-	for _, want := range []string{"endpoint repl: over VI 1 with SOVIA", "endpoint drain: over VI 2 with SOVIA", "endpoint far: TCP stays with the kernel"} {
+	for _, want := range []string{"endpoint repl: over VI 1 with SOVIA", "endpoint drain: over VI 2 with SOVIA", "kernel-socket endpoints (far)", "endpoint far: app \"echo\" on a kernel socket"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("run does not say %q:\n%s", want, log.String())
 		}
@@ -176,6 +178,7 @@ func testServeVIA(t *testing.T, socket string) {
 // drops every frame; VI frames never reach it); TestServeVIA runs it.
 func TestServeCodeStreams(t *testing.T) {
 	a, b := pair(t)
+	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA") // for far, on kernel TCP
 	r, st := embedDriver(t, "mvia", viaStack, false)
 	var names []string
 	for _, e := range st.Endpoints {

@@ -40,7 +40,11 @@ and falls back to AF_PACKET, saying why.
 ARP requests, echo requests and UDP datagrams to the stack's addresses
 are the stack's; everything else (TCP, IPv6, other hosts' frames) passes
 to the kernel. UDP endpoints run the application named by their app
-attribute: "echo" or "discard" (others are counted and discarded).
+attribute: "echo" or "discard". Any other app, and a TCP endpoint not
+on a VI, is an ordinary program's on a kernel socket: its frames go to
+the kernel on the core of the endpoint's planned queue (an XDP program
+redirects them through a cpumap), and the kernel owns the stack's
+address, which must be on IFACE (ip addr add), and answers ARP and ping.
 
 A receive loop takes a batch of frames from its rings, answers them
 with one send, and looks again; with nothing there it spins (by default
