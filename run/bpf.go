@@ -497,9 +497,11 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 				asm.Mov.Imm(asm.R0, 0).WithSymbol(miss))
 		}
 		add(asm.Ja.Label("pass"))
-		// An endpoint dragonc serves: UDP is ours; a stream over a VI
-		// travels in the VI's frames, its TCP frames pass up.
-		add(asm.JSet.Imm(asm.R1, math.MinInt32, "kernelend"). /* demuxKernel */ WithSymbol("endpoint"),
+		// A kernel-socket endpoint's value has bit 31 (demuxKernel) set:
+		// the immediate, sign-extended, tests it in the zero-extended
+		// word. An endpoint dragonc serves: UDP is ours; a stream over a
+		// VI travels in the VI's frames, its TCP frames pass up.
+		add(asm.JSet.Imm(asm.R1, math.MinInt32, "kernelend").WithSymbol("endpoint"),
 			asm.JEq.Imm(asm.R9, 17, ip),
 			asm.Ja.Label("pass"))
 		if xdp {

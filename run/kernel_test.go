@@ -763,3 +763,31 @@ func testKernelStage(t *testing.T, s *Stage, pl *plan.Plan) {
 		}
 	}
 }
+
+// TestMetricsKernelSockets: the kernel-socket endpoints' counters are
+// exported by endpoint and how.
+func TestMetricsKernelSockets(t *testing.T) {
+	m := NewMetrics("mixed", Model, "vA")
+	m.Update(dataplane.Report{KernelSockets: []dataplane.KernelSocket{{Endpoint: "mc", Redirected: 7, OnCore: 3}}})
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "dragonc_kernel_socket_frames_total" {
+			continue
+		}
+		for _, x := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range x.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			got[labels["endpoint"]+" "+labels["how"]] = x.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"mc redirected": 7, "mc on_core": 3}
+	if !gomaps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

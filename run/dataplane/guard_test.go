@@ -241,6 +241,19 @@ func TestReportText(t *testing.T) {
 	}
 }
 
+// TestReportKernelSockets: the kernel-socket endpoints' counters are a
+// line of their own, after the stage's.
+func TestReportKernelSockets(t *testing.T) {
+	r := Report{Stage: []Outcome{{"drop RxL3IPv4ValidChecksum.false", 1}}, KernelSockets: []KernelSocket{{"mc", 10, 2}, {"web", 0, 3}},
+		Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
+	var b strings.Builder
+	r.WriteText(&b)
+	want := "xdp stage: drop RxL3IPv4ValidChecksum.false 1\nkernel sockets: mc redirected 10, on core 2; web redirected 0, on core 3\nqueue 0: in 1, sent 1\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
 // TestKernelCountsAdd: adding counters adds each to its own.
 func TestKernelCountsAdd(t *testing.T) {
 	k := KernelCounts{RxDropped: 1, TxRingEmptyDescs: 2}
