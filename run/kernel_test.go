@@ -164,6 +164,14 @@ func (c cpuCounts) fraction(cpu int) float64 {
 	return float64(c[cpu]) / float64(c.total())
 }
 
+// countedEndpoints are the kernel-socket endpoints of kernelStack whose
+// servers count by CPU.
+var countedEndpoints = []struct {
+	name string
+	port int
+	tcp  bool
+}{{"kudp0", 7100, false}, {"kudp1", 7101, false}, {"ktcp0", 7200, true}, {"ktcp1", 7201, true}}
+
 // The exchanges per endpoint: enough that 99 % means one miss at most.
 const (
 	kernelDatagrams   = 200
@@ -182,31 +190,24 @@ func serveKernel(t *testing.T, nic, socket string, edit func(*Stage)) kernelResu
 		r, st = embedHardware(t, nic, kernelStack)
 	}
 	res := kernelResult{counts: map[string]cpuCounts{}, planned: map[string]int{}}
-	for _, ep := range []string{"kudp0", "kudp1", "ktcp0", "ktcp1"} {
-		cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, ep)
+	for _, ep := range countedEndpoints {
+		cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, ep.name)
 		if len(cores) != 1 {
-			t.Fatalf("endpoint %s: the plan gives it cores %v; the test wants one", ep, cores)
+			t.Fatalf("endpoint %s: the plan gives it cores %v; the test wants one", ep.name, cores)
 		}
-		res.planned[ep] = cores[0]
+		res.planned[ep.name] = cores[0]
 	}
 
 	// The servers: ordinary kernel sockets in namespace A.
 	srv := &cpuServers{counts: map[string]cpuCounts{}}
 	t.Cleanup(srv.close)
 	err := inNS(a, func() error {
-		for _, ep := range []struct {
-			name string
-			port int
-		}{{"kudp0", 7100}, {"kudp1", 7101}} {
-			if err := srv.udp(ep.name, ep.port); err != nil {
-				return err
+		for _, ep := range countedEndpoints {
+			serve := srv.udp
+			if ep.tcp {
+				serve = srv.tcp
 			}
-		}
-		for _, ep := range []struct {
-			name string
-			port int
-		}{{"ktcp0", 7200}, {"ktcp1", 7201}} {
-			if err := srv.tcp(ep.name, ep.port); err != nil {
+			if err := serve(ep.name, ep.port); err != nil {
 				return err
 			}
 		}
@@ -259,11 +260,7 @@ func serveKernel(t *testing.T, nic, socket string, edit func(*Stage)) kernelResu
 		}
 		// The counted endpoints, each from a CPU other than its planned
 		// one.
-		for _, ep := range []struct {
-			name string
-			port int
-			tcp  bool
-		}{{"kudp0", 7100, false}, {"kudp1", 7101, false}, {"ktcp0", 7200, true}, {"ktcp1", 7201, true}} {
+		for _, ep := range countedEndpoints {
 			if err := onCPU(1-res.planned[ep.name], func() error {
 				if ep.tcp {
 					return tcpRounds(ep.port, kernelConnections)

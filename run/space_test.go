@@ -236,7 +236,7 @@ func TestStageOverStacks(t *testing.T) {
 	start := time.Now()
 	stacks, targets := spaceStacks(t), spaceTargets(t)
 	const perStack = 200
-	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered int
+	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered, nKernelSocket int
 	for _, sc := range stacks {
 		st, diags := lpg.LoadStack(sc.name, sc.src)
 		if st == nil || diags.HasErrors() {
@@ -302,7 +302,24 @@ func TestStageOverStacks(t *testing.T) {
 						nSites++
 						continue
 					}
-					if answers := stageAnswers(s, ref, frames[i]); d.answered != answers {
+					if md.kernel != nil {
+						// The kernel owns the address: it answers ARP and
+						// ping, refuses closed ports, reassembles, and
+						// serves the kernel-socket endpoints.
+						var fr packet.Frame
+						fr.Decode(frames[i])
+						frag, _ := fr.Field("ip.frag")
+						et, _ := fr.Field("eth.type")
+						sink := ref.Kind == lpg.Sink && et != packet.EtherTypeOpenMX // Open-MX's are the stack's
+						if ref.Kind == lpg.Reply || sink || ref.Kind == lpg.Deliver && md.kernel[ref.Endpoint] || frag == 1 {
+							nKernelSocket++
+							if d.ours || d.skb && (d.filter || d.tc) {
+								fail(i, "the LPG says %s, which the kernel-socket stage leaves to the kernel; XDP: ours %v (answered %v), filter %v, tc %v", ref, d.ours, d.answered, d.filter, d.tc)
+							}
+							continue
+						}
+					}
+					if answers := stageAnswers(s, ref, frames[i]) && md.kernel == nil; d.answered != answers {
 						fail(i, "the LPG says %s; the XDP program answered it: %v", ref, d.answered)
 						continue
 					} else if d.answered {
@@ -355,9 +372,10 @@ func TestStageOverStacks(t *testing.T) {
 		}
 	}
 	t.Logf("%d stacks × %d models: %d stages (%d distinct, loaded; %d declined with a reason) on %d frames: %d checks, "+
-		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP and echo requests it answered; %v",
-		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, nAnswered, time.Since(start).Round(time.Millisecond))
-	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 {
+		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP and echo requests it answered, "+
+		"%d the kernel's with kernel-socket endpoints; %v",
+		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, nAnswered, nKernelSocket, time.Since(start).Round(time.Millisecond))
+	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 || nKernelSocket < nChecked/50 {
 		t.Errorf("too few frames of each kind: the frames do not exercise the stage")
 	}
 }
@@ -368,6 +386,9 @@ type spaceMode struct {
 	stage   *Stage
 	device  bool                    // the NIC chose the queue (0 in a test run) ...
 	refused map[string]map[int]bool // ... unless a refused rule (table, entry) steers the frame
+	// kernel are the kernel-socket endpoints when the stage treats them
+	// as dragonc run does; nil: every endpoint is served by dragonc.
+	kernel map[string]bool
 }
 
 // spaceModes are the stages of a plan: linux-xdp's, or for a NIC the
@@ -375,12 +396,27 @@ type spaceMode struct {
 // filter rule of it. It counts the stages HardwareStage declines with a
 // reason (a table that steers a class of packets, an endpoint hash).
 func spaceModes(r *dembed.Result, st *lpg.Stack) ([]spaceMode, int, error) {
+	kern, err := kernelSockets(r.Plan, st, nil)
+	if err != nil {
+		return nil, 0, err
+	}
 	if r.SoftwareStage() {
-		s, err := stageOf(r.Plan, st, dragoncServes(st))
-		if err != nil {
-			return nil, 0, err
+		modes := []spaceMode{}
+		for _, handled := range []map[string]bool{dragoncServes(st), nil} {
+			s, err := stageOf(r.Plan, st, handled)
+			if err != nil {
+				return nil, 0, err
+			}
+			m := spaceMode{name: "linux-xdp", stage: s}
+			if handled == nil {
+				if len(kern) == 0 {
+					continue
+				}
+				m.name, m.kernel = "linux-xdp, kernel sockets", kern
+			}
+			modes = append(modes, m)
 		}
-		return []spaceMode{{name: "linux-xdp", stage: s}}, 0, nil
+		return modes, 0, nil
 	}
 	all := linux.Steps(r)
 	var half []linux.Step
@@ -422,6 +458,14 @@ func spaceModes(r *dembed.Result, st *lpg.Stack) ([]spaceMode, int, error) {
 		}
 		m.stage = s
 		modes = append(modes, m)
+		if m.name == "all refused" && len(kern) > 0 {
+			// And as dragonc run serves it.
+			ks, _, err := hardwareStage(r, st, steps, nil)
+			if err != nil {
+				return modes, declined, fmt.Errorf("%s, kernel sockets: %w", m.name, err)
+			}
+			modes = append(modes, spaceMode{name: "all refused, kernel sockets", stage: ks, kernel: kern})
+		}
 	}
 	return modes, declined, nil
 }
