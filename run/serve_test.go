@@ -585,8 +585,15 @@ func TestServeRefuses(t *testing.T) {
 			t.Errorf("got %v, want one line with %q", err, c.want)
 		}
 	}
+	// Kernel-socket endpoints: the kernel must own the stack's address.
+	rk, stk := embedTest(t, kernelStack)
+	err := inNS(a, func() error { return Serve(context.Background(), rk, stk, Options{Iface: "vA"}) })
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "kernel-socket endpoints") || !strings.Contains(err.Error(), "ip addr add 10.9.0.1/24 dev vA") {
+		t.Errorf("kernel-socket endpoints without the address on vA: got %v", err)
+	}
 	ip(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:99")
-	err := inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA"}) })
+	err = inNS(a, func() error { return Serve(context.Background(), r, st, Options{Iface: "vA"}) })
 	if err == nil || !strings.Contains(err.Error(), "ip link set dev vA address 02:00:00:00:00:01") {
 		t.Errorf("a wrong hardware address: got %v", err)
 	}
