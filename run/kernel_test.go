@@ -25,7 +25,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/costmodel"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/embedtest"
 	"github.com/dragonc/dragonc/plan"
+	"github.com/dragonc/dragonc/prg"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
@@ -786,5 +790,58 @@ func TestMetricsKernelSockets(t *testing.T) {
 	want := map[string]float64{"mc redirected": 7, "mc on_core": 3}
 	if !gomaps.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestKernelSocketStageSpreads: an endpoint the plan spreads over queues
+// (the cycles cost spreads the mixed stack over both cores by RSS) goes,
+// flow by flow, to the CPU of the queue the linux-xdp model's RSS picks:
+// from CPU 0 the stage passes up a flow whose queue's core is 0 and
+// redirects the others.
+func TestKernelSocketStageSpreads(t *testing.T) {
+	needBPF(t)
+	r, st := embedtest.PlanSourceTarget(t, Model, "mixed.lpg", []byte(kernelStack), costmodel.Cycles{}, dembed.TargetSilicon)
+	if cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp0"); len(cores) != 2 {
+		t.Fatalf("the cycles plan gives kudp0 cores %v; the test wants it spread over two", cores)
+	}
+	interp, err := prg.NewInterp(r.Model(), r.Embedding.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err := loadProgram(progXDP, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	seen := map[uint32]int{}
+	for sport := uint16(1000); sport < 1064; sport++ {
+		for _, f := range [][]byte{udp(t, ourIP, sport, 7100, false), frame(t, eth(layers.EthernetTypeIPv4), ip4(ourIP, layers.IPProtocolTCP),
+			&layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: 7200, SYN: true, Window: 100})} {
+			q := interp.Run(f, true).Queue
+			want := uint32(4) // XDP_REDIRECT
+			if s.CPUs[uint32(q)] == 0 {
+				want = 2 // XDP_PASS: already on its core
+			}
+			var got uint32
+			if err := onCPU(0, func() (err error) { got, _, err = p.Test(f); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("source port %d: the model's queue %d (CPU %d); the stage's action %d, want %d", sport, q, s.CPUs[uint32(q)], got, want)
+			}
+			seen[want]++
+		}
+	}
+	if seen[2] == 0 || seen[4] == 0 {
+		t.Errorf("the flows did not reach both cores: %v", seen)
 	}
 }
