@@ -845,3 +845,42 @@ func TestKernelSocketStageSpreads(t *testing.T) {
 		t.Errorf("the flows did not reach both cores: %v", seen)
 	}
 }
+
+// TestKernelSocketCoreOffline: a queue whose core is not an online CPU
+// gets no cpumap entry, and a note says its frames go up where they
+// arrive; the program still loads and passes them up.
+func TestKernelSocketCoreOffline(t *testing.T) {
+	needBPF(t)
+	r, st := embedTest(t, kernelStack)
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	online, err := onlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := 0
+	for online[off] {
+		off++
+	}
+	for q := range s.CPUs {
+		s.CPUs[q] = off
+	}
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(m.cpus) != 0 || len(m.notes) != len(s.CPUs) || !strings.Contains(m.notes[0], fmt.Sprintf("core %d is not an online CPU", off)) {
+		t.Fatalf("CPUs %v, notes %q", m.cpus, m.notes)
+	}
+	p, err := loadProgram(progXDP, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if act, _, err := p.Test(udp(t, ourIP, 5000, 7100, false)); err != nil || act != 2 {
+		t.Errorf("a kernel-socket frame with no CPU for its queue: %d, %v; want XDP_PASS", act, err)
+	}
+}
