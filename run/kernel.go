@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,4 +325,40 @@ func kernelCounts(s *Stage, m *ebpf.Map) []dataplane.KernelSocket {
 		}
 	}
 	return out
+}
+
+// sysClassNet is where the interfaces' queues are read (a test's
+// directory may stand in).
+var sysClassNet = "/sys/class/net"
+
+// clearQueue0RPS empties the RPS mask of ifname's receive queue 0 for as
+// long as the cpumap redirects frames, and returns what puts it back. A
+// redirected frame's skb is built by the cpumap's kthread without the
+// receive queue it came from (net/core/xdp.c, __xdp_build_skb_from_frame:
+// "RX ring dev queue index" is among the info it leaves out), so RPS
+// reads queue 0's map for it (net/core/dev.c, get_rps_cpu: dev->_rx
+// unless skb_rx_queue_recorded) and would move it to one of queue 0's
+// CPUs, away from the core the program chose. A mask already empty, or
+// not readable here (another network namespace's /sys), is left alone;
+// the note says what was done.
+func clearQueue0RPS(ifname string) (restore func() error, note string, err error) {
+	path := filepath.Join(sysClassNet, ifname, "queues", "rx-0", "rps_cpus")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return func() error { return nil }, "", nil
+	}
+	was := strings.TrimSpace(string(b))
+	if strings.Trim(was, "0,") == "" {
+		return func() error { return nil }, "", nil
+	}
+	if err := os.WriteFile(path, []byte("0\n"), 0); err != nil {
+		return nil, "", fmt.Errorf("emptying %s (RPS would move the kernel-socket endpoints' redirected frames to its CPUs): %w", path, err)
+	}
+	note = fmt.Sprintf("the RPS mask of %s's receive queue 0 (%s) is emptied while serving: RPS would move the frames the cpumap redirects (which carry no receive queue) to its CPUs; restored at exit", ifname, was)
+	return func() error {
+		if err := os.WriteFile(path, []byte(was+"\n"), 0); err != nil {
+			return fmt.Errorf("restoring %s to %s: %w", path, was, err)
+		}
+		return nil
+	}, note, nil
 }

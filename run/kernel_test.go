@@ -884,3 +884,135 @@ func TestKernelSocketCoreOffline(t *testing.T) {
 		t.Errorf("a kernel-socket frame with no CPU for its queue: %d, %v; want XDP_PASS", act, err)
 	}
 }
+
+// TestServeKernelSocketsRPS: with an RPS mask on the veth's receive
+// queue 0 (CPU 0), the kernel would move every frame the cpumap
+// redirects to CPU 0 (such a frame carries no receive queue, so RPS reads
+// queue 0's map); run empties that mask while it serves, and restores it.
+// The masks are the namespace's own under /sys only in a process that
+// `ip netns exec` started, so the test runs Serve in a copy of itself
+// started that way.
+func TestServeKernelSocketsRPS(t *testing.T) {
+	if os.Getenv("DRAGONC_RPS_CHILD") == "1" {
+		rpsChild(t)
+		return
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	a, b := pair(t)
+	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
+	r, _ := embedTest(t, kernelStack)
+	planned := map[string]int{}
+	for _, ep := range countedEndpoints {
+		planned[ep.name] = plannedCores(r.Plan.Endpoints, r.Plan.Queues, ep.name)[0]
+	}
+	// Queue 0's RPS mask: the CPU the clients run on, other than the
+	// planned one.
+	client := 1 - planned["kudp1"]
+	mask := fmt.Sprintf("%x", 1<<client)
+	rps := func(write string) string {
+		cmd := "cat /sys/class/net/vA/queues/rx-0/rps_cpus"
+		if write != "" {
+			cmd = "echo " + write + " > /sys/class/net/vA/queues/rx-0/rps_cpus && " + cmd
+		}
+		out, err := exec.Command("ip", "netns", "exec", a, "sh", "-c", cmd).CombinedOutput()
+		if err != nil {
+			t.Skipf("no RPS mask to set here (CONFIG_RPS?): %v %s", err, out)
+		}
+		return strings.TrimLeft(strings.TrimSpace(string(out)), "0,")
+	}
+	if got := rps(mask); got != mask {
+		t.Fatalf("rx-0's rps_cpus reads %q after writing %s", got, mask)
+	}
+	srv := &cpuServers{counts: map[string]cpuCounts{}}
+	t.Cleanup(srv.close)
+	if err := inNS(a, func() error { return srv.udp("kudp1", 7101) }); err != nil {
+		t.Fatal(err)
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", a, self, "-test.run=^TestServeKernelSocketsRPS$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "DRAGONC_RPS_CHILD=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stop := func() error {
+		stdin.Close()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			return fmt.Errorf("the serving copy did not stop: %v", <-done)
+		}
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			stop()
+		}
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(out.String(), "dragonc run: serving "); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			t.Fatalf("the serving copy is not serving:\n%s", out.String())
+		}
+	}
+	if got := rps(""); got != "" {
+		t.Errorf("rx-0's rps_cpus reads %q while serving; want it empty", got)
+	}
+	err = inNS(b, func() error {
+		return onCPU(client, func() error {
+			for i := range kernelDatagrams {
+				msg := []byte(fmt.Sprintf("kudp1 %d", i))
+				got, err := udpExchange(7101, msg)
+				if err != nil || !bytes.Equal(got, msg) {
+					return fmt.Errorf("kudp1: %q, %v", got, err)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Errorf("%v\n%s", err, out.String())
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("the serving copy: %v\n%s", err, out.String())
+	}
+	if got := rps(""); got != mask {
+		t.Errorf("rx-0's rps_cpus reads %q after the run; want %s back", got, mask)
+	}
+	if !strings.Contains(out.String(), "receive queue 0 ("+mask) {
+		t.Errorf("run does not say it emptied queue 0's RPS mask:\n%s", out.String())
+	}
+	c := srv.snapshot()["kudp1"]
+	if f := c.fraction(planned["kudp1"]); f < 0.99 {
+		t.Errorf("kudp1: %.1f%% on its planned core %d (by CPU %v)\n%s", 100*f, planned["kudp1"], c, out.String())
+	}
+	t.Logf("kudp1 by CPU %v, planned %d, clients on %d, rx-0's RPS mask %s", c, planned["kudp1"], client, mask)
+}
+
+// rpsChild serves the mixed stack on vA of the namespace it was started
+// in until its standard input closes.
+func rpsChild(t *testing.T) {
+	r, st := embedTest(t, kernelStack)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	if err := Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stdout: os.Stdout, Stderr: os.Stderr}); err != nil {
+		t.Fatal(err)
+	}
+}

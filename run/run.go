@@ -458,6 +458,20 @@ func (sv *serving) serve(kind string) error {
 	for _, n := range m.notes {
 		sv.out.note("note", "%s", n)
 	}
+	if m.cpumap != nil && len(m.cpus) > 0 {
+		restore, note, err := clearQueue0RPS(sv.ifc.Name)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if rerr := restore(); rerr != nil {
+				sv.out.note("note", "%v", rerr)
+			}
+		}()
+		if note != "" {
+			sv.out.note("note", "%s", note)
+		}
+	}
 	// With kernel-socket endpoints the kernel answers ARP and ping
 	// (newMaps leaves the stage's answers off).
 	if kind == dataplane.AFXDP && !sv.stage.KernelAddr && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
