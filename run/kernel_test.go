@@ -794,13 +794,15 @@ func TestMetricsKernelSockets(t *testing.T) {
 }
 
 // TestKernelSocketStageSpreads: an endpoint the plan spreads over queues
-// (the cycles cost spreads the mixed stack over both cores by RSS) goes,
-// flow by flow, to the CPU of the queue the linux-xdp model's RSS picks:
-// from CPU 0 the stage passes up a flow whose queue's core is 0 and
-// redirects the others.
+// (kudp0 and ktcp0 on cores 0..1 at more than a core's rate: RSS over
+// both) goes, flow by flow, to the CPU of the queue the linux-xdp model's
+// RSS picks: from CPU 0 the stage passes up a flow whose queue's core is
+// 0 and redirects the others.
 func TestKernelSocketStageSpreads(t *testing.T) {
 	needBPF(t)
-	r, st := embedtest.PlanSourceTarget(t, Model, "mixed.lpg", []byte(kernelStack), costmodel.Cycles{}, dembed.TargetSilicon)
+	src := strings.Replace(kernelStack, `{ app "counter" class gold rate 200kpps cores 0..0 }`, `{ app "counter" rate 2Mpps cores 0..1 }`, 1)
+	src = strings.Replace(src, `{ app "counter" rate 10kpps cores 0..0 }`, `{ app "counter" rate 1Mpps cores 0..1 }`, 1)
+	r, st := embedtest.PlanSourceTarget(t, Model, "spread.lpg", []byte(src), costmodel.Balance{}, dembed.TargetSilicon)
 	if cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp0"); len(cores) != 2 {
 		t.Fatalf("the cycles plan gives kudp0 cores %v; the test wants it spread over two", cores)
 	}
