@@ -248,7 +248,7 @@ func TestReportKernelSockets(t *testing.T) {
 		Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
 	var b strings.Builder
 	r.WriteText(&b)
-	want := "xdp stage: drop RxL3IPv4ValidChecksum.false 1\nkernel sockets: mc redirected 10, on core 2; web redirected 0, on core 3\nqueue 0: in 1, sent 1\n"
+	want := "xdp stage: drop RxL3IPv4ValidChecksum.false 1\nkernel sockets: mc 10 redirected to its core, 2 arrived there; web 0 redirected to its core, 3 arrived there\nqueue 0: in 1, sent 1\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}

@@ -158,7 +158,7 @@ func (r Report) WriteText(w io.Writer) {
 			if i > 0 {
 				b.WriteString(";")
 			}
-			fmt.Fprintf(&b, " %s redirected %d, on core %d", k.Endpoint, k.Redirected, k.OnCore)
+			fmt.Fprintf(&b, " %s %d redirected to its core, %d arrived there", k.Endpoint, k.Redirected, k.OnCore)
 		}
 		b.WriteString("\n")
 	}
