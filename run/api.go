@@ -156,6 +156,12 @@ func DropSite(node, port string) string {
 // linux-xdp model as `dragonc embed linux-xdp` does with its defaults
 // (the balance cost, the default strategy).
 func Plan(name string, src []byte) (*dembed.Result, *lpg.Stack, error) {
+	return PlanCost(name, src, "balance")
+}
+
+// PlanCost is Plan with the cost function cost (a name costmodel.ByName
+// knows, as `dragonc embed --cost` takes).
+func PlanCost(name string, src []byte, cost string) (*dembed.Result, *lpg.Stack, error) {
 	st, diags := lpg.LoadStack(name, src)
 	if st == nil {
 		return nil, nil, diags
@@ -171,11 +177,11 @@ func Plan(name string, src []byte) (*dembed.Result, *lpg.Stack, error) {
 	if m == nil {
 		return nil, nil, mdiags
 	}
-	cost, err := costmodel.ByName("balance")
+	fn, err := costmodel.ByName(cost)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := dembed.Run(&dembed.Input{NIC: Model, Model: m, Stack: st, LPG: g, Cost: cost, Strategy: "default"})
+	r, err := dembed.Run(&dembed.Input{NIC: Model, Model: m, Stack: st, LPG: g, Cost: fn, Strategy: "default"})
 	if err != nil {
 		return nil, nil, err
 	}

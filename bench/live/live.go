@@ -76,6 +76,16 @@ type Options struct {
 	// kernel's own answers, dragonc run's and the reflector's. It needs
 	// the C load generator.
 	Ping bool
+	// Memcached measures Dragonet's priority experiment instead of UDP
+	// echo (RunMemcached): two memcached instances, gold and
+	// best-effort, behind dragonc's plan and behind the kernel's default.
+	// It needs the C load generator and the memcached program.
+	Memcached bool
+	// GoldRate is the gold client's requests per second with Memcached
+	// (open loop); 2,000 when zero. The best-effort flood and the
+	// saturation loads keep InFlight requests outstanding over Sockets
+	// sockets.
+	GoldRate int
 	// Progress receives a line at each step (standard error in the
 	// command); nil: none.
 	Progress io.Writer
@@ -99,16 +109,19 @@ func PingServerNames() []string { return []string{"kernel", "xdp", "packet", "re
 
 // names are the servers of the options' load.
 func (o *Options) names() []string {
-	if o.Ping {
+	switch {
+	case o.Memcached:
+		return MemcachedServerNames()
+	case o.Ping:
 		return PingServerNames()
 	}
 	return ServerNames()
 }
 
 // base is the server the others are compared with besides the
-// reflector: the C server for UDP, the kernel for ping.
+// reflector: the C server for UDP, the kernel for ping and memcached.
 func (o *Options) base() string {
-	if o.Ping {
+	if o.Ping || o.Memcached {
 		return "kernel"
 	}
 	return "c"
@@ -150,7 +163,16 @@ func (o *Options) defaults() error {
 	if len(o.Servers) == 0 {
 		o.Servers = o.names()
 	}
+	if o.GoldRate == 0 {
+		o.GoldRate = 2000
+	}
 	switch {
+	case o.Memcached && o.Ping:
+		return errors.New("ping and memcached are two different loads; choose one")
+	case o.GoldRate < 1 || o.GoldRate > 1_000_000:
+		return fmt.Errorf("gold rate %d is not in 1..1000000 requests/s", o.GoldRate)
+	case o.Memcached && o.InFlight > 256*o.Sockets:
+		return fmt.Errorf("in-flight %d is more than 256 per socket over %d sockets", o.InFlight, o.Sockets)
 	case o.Rounds < 1 || o.Rounds > 100:
 		return fmt.Errorf("rounds %d is not in 1..100", o.Rounds)
 	case o.Duration < 100*time.Millisecond || o.Duration > 10*time.Minute:
@@ -192,29 +214,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
-	b := &bench{ctx: ctx, opt: opt, cores: runtime.NumCPU()}
-	b.progress = opt.Progress
-	if b.progress == nil {
-		b.progress = io.Discard
-	}
-	removeStale(b.say)
-	work, err := os.MkdirTemp("", "dragonc-bench-live-")
+	b, err := prepare(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
-	self := opt.Self
-	if self == nil {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		self = []string{exe}
-	}
-	b.say("building the C load generator and server with cc")
-	if b.progs, err = buildPrograms(work, self); err != nil {
-		return nil, err
-	}
+	defer b.close()
 	if b.progs.noCC != "" && opt.Ping {
 		return nil, fmt.Errorf("ping needs the C load generator: %s", b.progs.noCC)
 	}
@@ -238,19 +242,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	b.say("making namespaces and a veth pair")
-	if b.pair, err = newPair(b.cores); err != nil {
+	if err := b.makePair(); err != nil {
 		return nil, err
 	}
-	defer func() {
-		b.pair.close()
-		b.say("removed the namespaces")
-	}()
-	detachPass, err := b.attachPeerPass()
-	if err != nil {
-		return nil, err
-	}
-	defer detachPass()
 	for _, s := range servers {
 		rep.Servers = append(rep.Servers, &ServerReport{Name: s, Title: titles[s]})
 	}
@@ -280,10 +274,71 @@ type bench struct {
 	opt      Options
 	cores    int
 	progress io.Writer
+	work     string // the temporary directory of the programs
 	progs    *programs
 	pair     *pair
 	plan     *embed.Result // the dragonc rows' plan and stack
 	stack    *lpg.Stack
+	undo     []func() // what close undoes, last first
+}
+
+// prepare starts a run of the benchmark: it removes the namespaces of
+// runs that were killed, makes a temporary directory and builds the
+// programs there. close removes everything the run made.
+func prepare(ctx context.Context, opt Options) (*bench, error) {
+	b := &bench{ctx: ctx, opt: opt, cores: runtime.NumCPU(), progress: opt.Progress}
+	if b.progress == nil {
+		b.progress = io.Discard
+	}
+	removeStale(b.say)
+	var err error
+	if b.work, err = os.MkdirTemp("", "dragonc-bench-live-"); err != nil {
+		return nil, err
+	}
+	b.undo = append(b.undo, func() { os.RemoveAll(b.work) })
+	self := opt.Self
+	if self == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		self = []string{exe}
+	}
+	b.say("building the C load generators and server with cc")
+	if b.progs, err = buildPrograms(b.work, self); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// makePair makes the namespaces and the veth pair, and attaches the
+// peer's XDP program (attachPeerPass); close removes them.
+func (b *bench) makePair() error {
+	b.say("making namespaces and a veth pair")
+	var err error
+	if b.pair, err = newPair(b.cores); err != nil {
+		return err
+	}
+	b.undo = append(b.undo, func() {
+		b.pair.close()
+		b.say("removed the namespaces")
+	})
+	detach, err := b.attachPeerPass()
+	if err != nil {
+		return err
+	}
+	b.undo = append(b.undo, detach)
+	return nil
+}
+
+// close undoes what the run made, last first.
+func (b *bench) close() {
+	for i := len(b.undo) - 1; i >= 0; i-- {
+		b.undo[i]()
+	}
+	b.undo = nil
 }
 
 func (b *bench) say(format string, args ...any) {

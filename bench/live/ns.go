@@ -24,6 +24,7 @@ var (
 
 const (
 	serverMAC = "02:00:00:00:00:01"
+	peerMAC   = "02:00:00:00:00:02" // the memcached mode's (pinPeerNeighbour)
 	serverIf  = "vA"
 	peerIf    = "vB"
 	// nsPrefix starts the name of every namespace the benchmark makes,

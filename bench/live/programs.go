@@ -23,16 +23,21 @@ var (
 	genC string
 	//go:embed csrc/server.c
 	serverC string
+	//go:embed csrc/mcgen.c
+	mcgenC string
+	//go:embed csrc/common.h
+	commonH string
 )
 
 // programs are the benchmark's own programs: the load generator (C, or
-// this program itself as the Go generator) and the C echo server ("" when
-// there is no C compiler).
+// this program itself as the Go generator), the C echo server and the
+// memcached load generator (both "" when there is no C compiler).
 type programs struct {
 	cc        string // the C compiler's path; "" when there is none
 	noCC      string // why there is no C compiler
 	gen       string // the C load generator; "" for the Go one
 	server    string // the C echo server
+	mcgen     string // the memcached load generator
 	goGen     []string
 	generator string // "c" or "go"
 }
@@ -51,6 +56,9 @@ func buildPrograms(dir string, self []string) (*programs, error) {
 		p.noCC = fmt.Sprintf("no C compiler (%s: %v)", cc, err)
 		return p, nil
 	}
+	if err := os.WriteFile(filepath.Join(dir, "common.h"), []byte(commonH), 0o600); err != nil {
+		return nil, err
+	}
 	build := func(name, src string, extra ...string) (string, error) {
 		c := filepath.Join(dir, name+".c")
 		if err := os.WriteFile(c, []byte(src), 0o600); err != nil {
@@ -68,9 +76,12 @@ func buildPrograms(dir string, self []string) (*programs, error) {
 		p.gen = ""
 		return p, nil
 	}
-	if p.server, err = build("server", serverC, "-pthread"); err != nil {
+	if p.server, err = build("server", serverC, "-pthread"); err == nil {
+		p.mcgen, err = build("mcgen", mcgenC, "-pthread")
+	}
+	if err != nil {
 		p.noCC = fmt.Sprintf("the C compiler failed: %v", err)
-		p.gen, p.server = "", ""
+		p.gen, p.server, p.mcgen = "", "", ""
 		return p, nil
 	}
 	p.cc, p.generator = path, "c"
@@ -121,8 +132,7 @@ func (l load) proto() string {
 var errGenerator = errors.New("the load generator failed")
 
 // generate runs the load generator in namespace netnsPath and returns its
-// result. It stops it when ctx ends, and it waits at most the load's length plus a margin, then kills
-// the generator; tick is called about every second while it runs.
+// result, as runGenerator does.
 func (p *programs) generate(ctx context.Context, netnsPath string, l load, tick func(elapsed time.Duration)) (*genResult, error) {
 	var cmd *exec.Cmd
 	if p.gen != "" {
@@ -131,15 +141,27 @@ func (p *programs) generate(ctx context.Context, netnsPath string, l load, tick 
 		cmd = exec.Command(p.goGen[0], append(p.goGen[1:], l.args(netnsPath)...)...)
 		cmd.Env = append(os.Environ(), childEnv+"="+childGenerator)
 	}
+	var r genResult
+	if err := runGenerator(ctx, cmd, l.warmup+l.duration+2*l.timeout, tick, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// runGenerator runs a load generator's command and reads the JSON object
+// it prints into result. It stops it when ctx ends, and it waits at most
+// length plus 10s, then kills the generator; tick (when not nil) is
+// called about every second while it runs.
+func runGenerator(ctx context.Context, cmd *exec.Cmd, length time.Duration, tick func(elapsed time.Duration), result any) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errGenerator, err)
+		return fmt.Errorf("%w: %v", errGenerator, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	limit := l.warmup + l.duration + 2*l.timeout + 10*time.Second
+	limit := length + 10*time.Second
 	start := time.Now()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -147,22 +169,21 @@ func (p *programs) generate(ctx context.Context, netnsPath string, l load, tick 
 		select {
 		case err := <-done:
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v: %s", errGenerator, err, strings.TrimSpace(stderr.String()))
+				return fmt.Errorf("%w: %v: %s", errGenerator, err, strings.TrimSpace(stderr.String()))
 			}
-			var r genResult
-			if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
-				return nil, fmt.Errorf("%w: its report does not read: %v: %q", errGenerator, err, stdout.String())
+			if err := json.Unmarshal([]byte(stdout.String()), result); err != nil {
+				return fmt.Errorf("%w: its report does not read: %v: %q", errGenerator, err, stdout.String())
 			}
-			return &r, nil
+			return nil
 		case <-ctx.Done():
 			cmd.Process.Kill()
 			<-done
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 			if time.Since(start) > limit {
 				cmd.Process.Kill()
 				<-done
-				return nil, fmt.Errorf("%w: still running after %v; killed", errGenerator, limit.Round(time.Second))
+				return fmt.Errorf("%w: still running after %v; killed", errGenerator, limit.Round(time.Second))
 			}
 			if tick != nil {
 				tick(time.Since(start))

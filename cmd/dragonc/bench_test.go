@@ -70,6 +70,12 @@ func TestBenchLiveFlags(t *testing.T) {
 		{[]string{"bench", "--busy-poll", "82599", "examples/udp_1000.lpg"}, "--busy-poll goes with --live"},
 		{[]string{"bench", "--live", "--spin", "-1s"}, "--spin -1s is negative"},
 		{[]string{"bench", "--live", "--busy-poll", "--spin", "1ms"}, "--busy-poll and --spin"},
+		{[]string{"bench", "--live", "--memcached", "--ping"}, "choose one"},
+		{[]string{"bench", "--live", "--gold-rate", "100"}, "--gold-rate goes with --memcached"},
+		{[]string{"bench", "--live", "--memcached", "--gold-rate", "0"}, "gold rate 0"},
+		{[]string{"bench", "--live", "--memcached", "--transactions", "5"}, "--transactions has no meaning with --memcached"},
+		{[]string{"bench", "--live", "--memcached", "--servers", "c"}, `no server "c"`},
+		{[]string{"bench", "--memcached", "82599", "examples/udp_1000.lpg"}, "--memcached goes with --live"},
 	} {
 		code, out, errs := dragonc(t, c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {

@@ -93,6 +93,22 @@ The numbers mean little while other work shares the cores: when the
 background was above a quarter of a CPU, the table shows "busy" for
 the host-wide CPU figures (--json keeps them) and says why.
 
+With --memcached it runs Dragonet's priority experiment instead: two
+memcached servers (the installed program, unmodified, UDP enabled),
+gold on port 11211 and best-effort on 11212, behind a stack like
+examples/memcached_gold.lpg embedded with --cost priority, each pinned
+to the core of its endpoint's planned queue. A C load generator speaks
+memcached's UDP protocol (the 8-byte frame header, then "get KEY") for
+values stored over TCP first. In each round, for each row, kernel (no
+dragonc: the kernel's default steering on the veth) and dragonc
+(dragonc run --socket xdp serving the stack, each endpoint's frames
+steered to its planned core): gold alone at --gold-rate gets/s, gold
+beside a best-effort flood of --in-flight outstanding gets, then both
+saturated. Reported: gold p50 and p99 alone and flooded, their p99
+ratio (goal with dragonc: at most 2x), best-effort get/s in the flood,
+saturated get/s and dragonc's over the kernel's within a round (goal:
+at least 0.95x), lost requests.
+
 Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 		Example: `  dragonc bench 82599 examples/udp_1000.lpg
   dragonc bench --json 82599 examples/udp_1000.lpg | jq .fallback_ns
@@ -100,6 +116,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
   sudo dragonc bench --live --rounds 5 --duration 5s
   sudo dragonc bench --live --busy-poll --servers c,xdp
   sudo dragonc bench --live --ping
+  sudo dragonc bench --live --memcached --rounds 3 --duration 2s --gold-rate 2000
   sudo dragonc bench --live --servers c,xdp,reflector --transactions 100000 --json | jq '.servers[].spread.per_second'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if lv.on {
@@ -118,6 +135,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 					}
 				}
 				lv.spinSet = cmd.Flags().Changed("spin")
+				lv.goldRateSet = cmd.Flags().Changed("gold-rate")
 				if lv.busyPoll && lv.spinSet {
 					return usagef("--busy-poll and --spin: a busy-polling loop never sleeps, so it has no spin to set")
 				}
@@ -128,7 +146,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 				e.quiet = quiet
 				return exitStatus(runLive(e, opt, f.asJSON, quiet))
 			}
-			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers", "busy-poll", "spin"} {
+			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers", "busy-poll", "spin", "ping", "memcached", "gold-rate"} {
 				if cmd.Flags().Changed(name) {
 					return usagef("--%s goes with --live", name)
 				}
@@ -159,9 +177,12 @@ type liveFlags struct {
 	inFlight     int
 	servers      []string
 	ping         bool
+	memcached    bool
+	goldRate     int
 	busyPoll     bool
 	spin         time.Duration
 	spinSet      bool // --spin given; otherwise run chooses
+	goldRateSet  bool // --gold-rate given
 }
 
 func (l *liveFlags) register(fs *pflag.FlagSet) {
@@ -170,8 +191,10 @@ func (l *liveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&l.duration, "duration", 2*time.Second, "--live: length of each measurement (two per server and round)")
 	fs.IntVar(&l.transactions, "transactions", 0, "--live: end each measurement at this many answers (0: --duration alone)")
 	fs.IntVar(&l.inFlight, "in-flight", 64, "--live: requests outstanding in the throughput measurement")
-	fs.StringSliceVar(&l.servers, "servers", nil, "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", ")+"; with --ping "+strings.Join(live.PingServerNames(), ", ")+" (default all)")
+	fs.StringSliceVar(&l.servers, "servers", nil, "--live: the servers to measure: "+strings.Join(live.ServerNames(), ", ")+"; with --ping "+strings.Join(live.PingServerNames(), ", ")+"; with --memcached "+strings.Join(live.MemcachedServerNames(), ", ")+" (default all)")
 	fs.BoolVar(&l.ping, "ping", false, "--live: ICMP echo (ping) instead of UDP echo")
+	fs.BoolVar(&l.memcached, "memcached", false, "--live: Dragonet's priority experiment: gold and best-effort memcached behind dragonc's plan and the kernel's default")
+	fs.IntVar(&l.goldRate, "gold-rate", 2000, "--live --memcached: the gold client's gets per second")
 	fs.BoolVar(&l.busyPoll, "busy-poll", false, "--live: dragonc run's loops busy-poll, as run --busy-poll")
 	fs.DurationVar(&l.spin, "spin", drun.DefaultSpin, "--live: dragonc run's spin on empty rings, as run --spin (0: never spins; unset: run's choice)")
 }
@@ -187,6 +210,12 @@ func (l *liveFlags) options() (live.Options, error) {
 		return live.Options{}, usagef("--live: in-flight %d is not in 1..4096", l.inFlight)
 	case l.spin < 0:
 		return live.Options{}, usagef("--live: --spin %v is negative", l.spin)
+	case l.goldRate < 1:
+		return live.Options{}, usagef("--live: gold rate %d is not in 1..1000000 requests/s", l.goldRate)
+	case l.goldRateSet && !l.memcached:
+		return live.Options{}, usagef("--gold-rate goes with --memcached")
+	case l.memcached && l.transactions != 0:
+		return live.Options{}, usagef("--transactions has no meaning with --memcached: its loads run for --duration")
 	}
 	spin := time.Duration(0) // Options: 0 is run's choice
 	if l.spinSet {
@@ -196,7 +225,7 @@ func (l *liveFlags) options() (live.Options, error) {
 		}
 	}
 	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers,
-		BusyPoll: l.busyPoll, Spin: spin, Ping: l.ping}
+		BusyPoll: l.busyPoll, Spin: spin, Ping: l.ping, Memcached: l.memcached, GoldRate: l.goldRate}
 	if err := opt.Check(); err != nil {
 		return opt, usagef("--live: %v", err)
 	}
@@ -211,7 +240,13 @@ func runLive(e *env, opt live.Options, asJSON, quiet bool) int {
 	if !quiet {
 		opt.Progress = e.stderr
 	}
-	rep, err := live.Run(ctx, opt)
+	var rep interface{ Table() string }
+	var err error
+	if opt.Memcached {
+		rep, err = live.RunMemcached(ctx, opt)
+	} else {
+		rep, err = live.Run(ctx, opt)
+	}
 	switch {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(e.stderr, "dragonc: bench --live stopped by a signal; its namespaces are removed")

@@ -50,11 +50,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+
 #define MAGIC 0x64726763u /* "drgc" */
 #define VLEN 64
 #define PAYLOAD 32
-#define SUB 64 /* histogram sub-buckets per power of two */
-#define BUCKETS (64 * SUB)
 
 struct req {
 	uint32_t magic, slot;
@@ -98,78 +98,6 @@ struct worker {
 	struct iovec oiov[VLEN], iiov[VLEN];
 	int batch[VLEN];
 };
-
-static uint64_t mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
-}
-
-static int bucket(uint64_t v)
-{
-	if (v < SUB)
-		return (int)v;
-	int e = 63 - __builtin_clzll(v); /* >= 6 */
-	return (e - 5) * SUB + (int)((v >> (e - 6)) & (SUB - 1));
-}
-
-static uint64_t bucket_value(int i)
-{
-	if (i < SUB)
-		return (uint64_t)i;
-	int e = i / SUB + 5, sub = i % SUB;
-	uint64_t lo = (uint64_t)(SUB + sub) << (e - 6);
-	return lo + ((1ull << (e - 6)) >> 1);
-}
-
-static uint64_t percentile(const uint64_t *hist, double q)
-{
-	uint64_t n = 0;
-	for (int i = 0; i < BUCKETS; i++)
-		n += hist[i];
-	if (n == 0)
-		return 0;
-	uint64_t rank = (uint64_t)(q * (double)n);
-	if (rank < 1)
-		rank = 1;
-	uint64_t c = 0;
-	for (int i = 0; i < BUCKETS; i++) {
-		c += hist[i];
-		if (c >= rank)
-			return bucket_value(i);
-	}
-	return bucket_value(BUCKETS - 1);
-}
-
-/* busy_ns: the busy time of every CPU since boot, from /proc/stat. */
-static uint64_t busy_ns(void)
-{
-	FILE *f = fopen("/proc/stat", "r");
-	unsigned long long v[8] = {0};
-	if (!f)
-		return 0;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
-		v[0] = v[1] = v[2] = v[5] = v[6] = v[7] = 0;
-	fclose(f);
-	/* user nice system idle iowait irq softirq steal */
-	unsigned long long ticks = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-	return (uint64_t)ticks * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
-}
-
-static uint64_t self_ns(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ((uint64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "gen: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 /* send_pending sends the pending requests of socket s in one batch. */
 static void send_pending(struct worker *w, int s)
@@ -299,15 +227,6 @@ static void *run(void *arg)
 	}
 }
 
-static void sleep_until(uint64_t t)
-{
-	uint64_t now = mono();
-	if (t > now) {
-		struct timespec ts = {.tv_sec = (time_t)((t - now) / 1000000000u), .tv_nsec = (long)((t - now) % 1000000000u)};
-		nanosleep(&ts, NULL);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 12) {
@@ -315,12 +234,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (strcmp(argv[1], "-") != 0) {
-		int fd = open(argv[1], O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
-			die(argv[1]);
-		close(fd);
-	}
+	join_netns(argv[1]);
 	struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
 	if (inet_pton(AF_INET, argv[2], &dst.sin_addr) != 1) {
 		fprintf(stderr, "gen: bad address %s\n", argv[2]);

@@ -1,0 +1,227 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dragonc/dragonc/run"
+)
+
+// memcachedTestServers are the rows TestLiveMemcached runs: the kernel's
+// default only until dragonc run steers kernel-socket endpoints.
+var memcachedTestServers = []string{"kernel"}
+
+func TestMemcachedOptionsCheck(t *testing.T) {
+	for _, c := range []struct {
+		opt  Options
+		want string
+	}{
+		{Options{Memcached: true, Ping: true}, "choose one"},
+		{Options{Memcached: true, GoldRate: -1}, "gold rate -1"},
+		{Options{Memcached: true, InFlight: 4096, Sockets: 2}, "more than 256 per socket"},
+		{Options{Memcached: true, Servers: []string{"c"}}, `no server "c"`},
+		{Options{Memcached: true, Servers: []string{"dragonc", "kernel"}}, ""},
+	} {
+		err := c.opt.Check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.opt, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: got %v, want an error with %q", c.opt, err, c.want)
+		}
+	}
+}
+
+// TestMemcachedStack: the mode's stack plans with the priority cost and
+// names both endpoints with a queue and a core.
+func TestMemcachedStack(t *testing.T) {
+	rep := &MemcachedReport{}
+	for _, cores := range []int{1, 2, 4} {
+		src := memcachedStack(cores)
+		r, _, err := run.PlanCost("memcached_live.lpg", []byte(src), "priority")
+		if err != nil {
+			t.Fatalf("%d cores: %v\n%s", cores, err, src)
+		}
+		for _, name := range []string{"gold", "be"} {
+			e := rep.endpoint(r.Plan.Endpoints, name)
+			if len(e.Queues) == 0 || len(e.IRQCores) == 0 || e.Core < 0 || e.Core >= cores {
+				t.Errorf("%d cores: endpoint %s: %+v", cores, name, e)
+			}
+		}
+	}
+}
+
+// TestLiveMemcached runs the memcached mode briefly: every step of every
+// row has answers, the gold client's are hits (the values were set over
+// TCP first) with percentiles, losses are accounted for, the report
+// reads back as JSON and the table has a row per server. It asserts
+// nothing about speed.
+func TestLiveMemcached(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("memcached"); err != nil {
+		t.Skip("no memcached (Debian package memcached)")
+	}
+	var progress syncBuffer
+	opt := Options{Rounds: 1, Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, GoldRate: 1000, Servers: memcachedTestServers, Progress: &progress}
+	rep, err := RunMemcached(context.Background(), opt)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if left := leftNamespaces(t); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	if len(rep.Endpoints) != 2 {
+		t.Errorf("endpoints %+v", rep.Endpoints)
+	}
+	for _, s := range rep.Servers {
+		if len(s.Rounds) != 1 {
+			t.Fatalf("%s: %d rounds", s.Name, len(s.Rounds))
+		}
+		m := s.Rounds[0]
+		if m.Error != "" {
+			t.Errorf("%s: %s\n%s", s.Name, m.Error, progress.String())
+			continue
+		}
+		for tag, l := range map[string]*MemcachedLoad{"quiet": m.Quiet, "flood gold": m.FloodGold, "flood best-effort": m.FloodBE, "saturated gold": m.SatGold, "saturated best-effort": m.SatBE} {
+			switch {
+			case l == nil || l.Answered == 0:
+				t.Errorf("%s, %s: no answers: %+v", s.Name, tag, l)
+			case l.Hits != l.Answered || l.Stray+l.Errors > 0:
+				t.Errorf("%s, %s: every get is of a stored key and should hit: %+v", s.Name, tag, l)
+			case l.P50us <= 0 || l.P99us < l.P50us:
+				t.Errorf("%s, %s: percentiles %+v", s.Name, tag, l)
+			case l.Sent+l.Drained < l.Answered:
+				t.Errorf("%s, %s: more answers than requests: %+v", s.Name, tag, l)
+			}
+		}
+		if s.Spread.P99Ratio.N != 1 || s.Spread.Saturated.N != 1 {
+			t.Errorf("%s: spread %+v", s.Name, s.Spread)
+		}
+	}
+	if slices.Contains(memcachedTestServers, "dragonc") && rep.Throughput.N != 1 {
+		t.Errorf("no throughput ratio: %+v", rep.Throughput)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back MemcachedReport
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Servers) != len(rep.Servers) {
+		t.Errorf("the JSON report does not read back: %v", err)
+	}
+	table := rep.Table()
+	for _, s := range rep.Servers {
+		if !regexp.MustCompile(`(?m)^\s*` + s.Name + `\s+\d`).MatchString(table) {
+			t.Errorf("the table has no row for %s:\n%s", s.Name, table)
+		}
+	}
+	t.Logf("\n%s", table)
+}
+
+// TestLiveMemcachedLost: with no memcached on the port, every request of
+// the memcached generator is counted lost, and none answered.
+func TestLiveMemcachedLost(t *testing.T) {
+	needRoot(t)
+	p, err := newPair(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	progs, err := buildPrograms(t.TempDir(), []string{os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if progs.mcgen == "" {
+		t.Skip(progs.noCC)
+	}
+	for _, l := range []mcLoad{
+		{port: goldPort, rate: 500, sockets: 1, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond},
+		{port: bePort, inFlight: 8, sockets: 2, threads: 2, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond},
+	} {
+		r, err := progs.mcgenerate(context.Background(), p.path(p.b), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Answered != 0 || r.Lost == 0 || r.Sent == 0 {
+			t.Errorf("no server, %+v: %+v", l, r)
+		}
+	}
+}
+
+// BenchmarkMemcached is the memcached mode as a Go benchmark: both rows
+// (or those LIVE_SERVERS lists, comma separated) in three interleaved
+// rounds of 2s per load, whatever b.N (the loads run for a time, not a
+// count; the run takes well over the default -benchtime, so the
+// framework stops at b.N = 1). Each row's medians over the rounds are
+// metrics: gold p50 and p99 alone and flooded, the p99 ratio,
+// best-effort get/s in the flood and saturated get/s; and dragonc's
+// saturated get/s over the kernel's. The table goes to the log (-v).
+//
+//	go test ./bench/live -run XXX -bench Memcached -benchmem -v
+func BenchmarkMemcached(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the live benchmark needs root")
+	}
+	if _, err := exec.LookPath("memcached"); err != nil {
+		b.Skip("no memcached (Debian package memcached)")
+	}
+	opt := Options{Rounds: 3, Duration: 2 * time.Second, Progress: os.Stderr}
+	if s := os.Getenv("LIVE_SERVERS"); s != "" {
+		opt.Servers = strings.Split(s, ",")
+	}
+	b.ReportAllocs()
+	var rep *MemcachedReport
+	for range b.N {
+		var err error
+		if rep, err = RunMemcached(context.Background(), opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("\n%s", rep.Table())
+	med := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	var ratios []float64
+	for _, s := range rep.Servers {
+		figs := map[string][]float64{}
+		for i, m := range s.Rounds {
+			if m.Quiet == nil || m.FloodGold == nil || m.FloodBE == nil || m.Quiet.Answered == 0 || m.FloodGold.Answered == 0 {
+				continue
+			}
+			figs["p50-µs"] = append(figs["p50-µs"], m.Quiet.P50us)
+			figs["p99-µs"] = append(figs["p99-µs"], m.Quiet.P99us)
+			figs["flooded-p50-µs"] = append(figs["flooded-p50-µs"], m.FloodGold.P50us)
+			figs["flooded-p99-µs"] = append(figs["flooded-p99-µs"], m.FloodGold.P99us)
+			figs["p99-flooded/alone"] = append(figs["p99-flooded/alone"], m.FloodGold.P99us/m.Quiet.P99us)
+			figs["best-effort-get/s"] = append(figs["best-effort-get/s"], m.FloodBE.PerSecond)
+			if sat := m.saturated(); sat > 0 {
+				figs["saturated-get/s"] = append(figs["saturated-get/s"], sat)
+				if s.Name == "dragonc" {
+					for _, k := range rep.Servers {
+						if k.Name == "kernel" && i < len(k.Rounds) && k.Rounds[i].saturated() > 0 {
+							ratios = append(ratios, sat/k.Rounds[i].saturated())
+						}
+					}
+				}
+			}
+		}
+		for name, v := range figs {
+			b.ReportMetric(med(v), s.Name+"-"+name)
+		}
+	}
+	if len(ratios) > 0 {
+		b.ReportMetric(med(ratios), "saturated-dragonc/kernel")
+	}
+	b.ReportMetric(0, "ns/op")
+}
