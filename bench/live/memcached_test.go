@@ -14,9 +14,8 @@ import (
 	"github.com/dragonc/dragonc/run"
 )
 
-// memcachedTestServers are the rows TestLiveMemcached runs: the kernel's
-// default only until dragonc run steers kernel-socket endpoints.
-var memcachedTestServers = []string{"kernel"}
+// memcachedTestServers are the rows TestLiveMemcached runs.
+var memcachedTestServers = MemcachedServerNames()
 
 func TestMemcachedOptionsCheck(t *testing.T) {
 	for _, c := range []struct {
@@ -54,6 +53,42 @@ func TestMemcachedStack(t *testing.T) {
 			if len(e.Queues) == 0 || len(e.IRQCores) == 0 || e.Core < 0 || e.Core >= cores {
 				t.Errorf("%d cores: endpoint %s: %+v", cores, name, e)
 			}
+		}
+	}
+}
+
+// TestMemcachedReport: the spreads and ratios are computed within each
+// round, rows with an error or without answers add nothing, and the
+// table says both p99 ratios and the throughput ratio beside its goal.
+func TestMemcachedReport(t *testing.T) {
+	ld := func(perSecond, p50, p99 float64, lost uint64) *MemcachedLoad {
+		return &MemcachedLoad{Answered: 100, Hits: 100, PerSecond: perSecond, P50us: p50, P99us: p99, Lost: lost}
+	}
+	rep := &MemcachedReport{Rounds: 2, P99Goal: 2, ThroughputGoal: 0.95, Servers: []*MemcachedServer{
+		{Name: "kernel", Rounds: []MemcachedRound{
+			{Round: 1, Quiet: ld(1000, 20, 40, 0), FloodGold: ld(1000, 50, 400, 3), FloodBE: ld(50000, 0, 0, 0), SatGold: ld(40000, 0, 0, 0), SatBE: ld(60000, 0, 0, 1)},
+			{Round: 2, Quiet: ld(1000, 20, 50, 0), FloodGold: ld(1000, 50, 100, 0), FloodBE: ld(40000, 0, 0, 0), SatGold: ld(50000, 0, 0, 0), SatBE: ld(50000, 0, 0, 0)},
+		}},
+		{Name: "dragonc", Rounds: []MemcachedRound{
+			{Round: 1, Quiet: ld(1000, 20, 40, 0), FloodGold: ld(1000, 25, 60, 0), FloodBE: ld(45000, 0, 0, 0), SatGold: ld(48000, 0, 0, 0), SatBE: ld(48000, 0, 0, 0)},
+			{Round: 2, Error: "dragonc run did not serve"},
+		}},
+	}}
+	rep.finish()
+	k, d := rep.Servers[0].Spread, rep.Servers[1].Spread
+	if k.P99Ratio != (Range{Min: 2, Max: 10, N: 2}) || k.Saturated != (Range{Min: 100000, Max: 100000, N: 2}) || k.Lost != 4 {
+		t.Errorf("kernel spread %+v", k)
+	}
+	if d.P99Ratio != (Range{Min: 1.5, Max: 1.5, N: 1}) || d.FloodBE.N != 1 || d.QuietP99.N != 1 {
+		t.Errorf("dragonc spread %+v", d)
+	}
+	if rep.Throughput != (Range{Min: 0.96, Max: 0.96, N: 1}) {
+		t.Errorf("throughput ratio %+v, want 96000/100000 of round 1 only", rep.Throughput)
+	}
+	table := rep.Table()
+	for _, want := range []string{"with dragonc: 1.50× (goal ≤ 2×); the kernel's default: 2.00–10.00×", "within each round: 0.96× (goal ≥ 0.95×)", "round 2: dragonc run did not serve"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
 	}
 }
