@@ -192,7 +192,12 @@ func (rep *MemcachedReport) Table() string {
 	for _, e := range rep.Endpoints {
 		fmt.Fprintf(&b, " %s (%s, port %d) queue %v core %d, declared cores %v;", e.Name, e.Class, e.Port, e.Queues, e.Core, e.AppCores)
 	}
-	b.WriteString(" each memcached pinned to its endpoint's core\n\n")
+	b.WriteString(" each memcached pinned to its endpoint's core\n")
+	bg := Range{}
+	for _, v := range rep.Background {
+		bg.add(v)
+	}
+	fmt.Fprintf(&b, "host background before the rounds: %s CPUs\n\n", rng(bg, "%.2f"))
 	w := len("server")
 	for _, s := range rep.Servers {
 		w = max(w, len(s.Name))
@@ -236,6 +241,9 @@ func (rep *MemcachedReport) Table() string {
 				}
 			}
 		}
+	}
+	if bg.Max > busyHost {
+		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the latencies, and so the ratios, measure that work as much as the rows\n", bg.Max)
 	}
 	b.WriteString("p99 flooded/alone: gold's p99 beside the best-effort flood over its p99 alone, within a round; saturated get/s: both instances flooded at once\n")
 	return b.String()

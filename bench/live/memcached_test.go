@@ -64,7 +64,7 @@ func TestMemcachedReport(t *testing.T) {
 	ld := func(perSecond, p50, p99 float64, lost uint64) *MemcachedLoad {
 		return &MemcachedLoad{Answered: 100, Hits: 100, PerSecond: perSecond, P50us: p50, P99us: p99, Lost: lost}
 	}
-	rep := &MemcachedReport{Rounds: 2, P99Goal: 2, ThroughputGoal: 0.95, Servers: []*MemcachedServer{
+	rep := &MemcachedReport{Rounds: 2, P99Goal: 2, ThroughputGoal: 0.95, Background: []float64{0.1, 0.9}, Servers: []*MemcachedServer{
 		{Name: "kernel", Rounds: []MemcachedRound{
 			{Round: 1, Quiet: ld(1000, 20, 40, 0), FloodGold: ld(1000, 50, 400, 3), FloodBE: ld(50000, 0, 0, 0), SatGold: ld(40000, 0, 0, 0), SatBE: ld(60000, 0, 0, 1)},
 			{Round: 2, Quiet: ld(1000, 20, 50, 0), FloodGold: ld(1000, 50, 100, 0), FloodBE: ld(40000, 0, 0, 0), SatGold: ld(50000, 0, 0, 0), SatBE: ld(50000, 0, 0, 0)},
@@ -86,7 +86,7 @@ func TestMemcachedReport(t *testing.T) {
 		t.Errorf("throughput ratio %+v, want 96000/100000 of round 1 only", rep.Throughput)
 	}
 	table := rep.Table()
-	for _, want := range []string{"with dragonc: 1.50× (goal ≤ 2×); the kernel's default: 2.00–10.00×", "within each round: 0.96× (goal ≥ 0.95×)", "round 2: dragonc run did not serve"} {
+	for _, want := range []string{"with dragonc: 1.50× (goal ≤ 2×); the kernel's default: 2.00–10.00×", "within each round: 0.96× (goal ≥ 0.95×)", "round 2: dragonc run did not serve", "background before the rounds: 0.10–0.90 CPUs", "warning: the host was busy"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
