@@ -51,9 +51,15 @@ func processNs(pid int) uint64 {
 	if pid == 0 {
 		return ns
 	}
+	return ns + pidNs(pid)
+}
+
+// pidNs is the CPU time of process pid, every thread of it (0 when it
+// cannot be read).
+func pidNs(pid int) uint64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return ns
+		return 0
 	}
 	// The command name, in parentheses, may hold spaces: fields count
 	// from the last ')'. After it come state (field 3) ... utime (14)
@@ -61,9 +67,9 @@ func processNs(pid int) uint64 {
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+1:]))
 	if i < 0 || len(f) < 13 {
-		return ns
+		return 0
 	}
 	ut, _ := strconv.ParseUint(f[11], 10, 64)
 	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return ns + (ut+st)*(1e9/userHZ)
+	return (ut + st) * (1e9 / userHZ)
 }

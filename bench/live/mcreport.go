@@ -101,6 +101,12 @@ type MemcachedLoad struct {
 	Errors  uint64 `json:"errors,omitempty"`
 	Skipped uint64 `json:"skipped,omitempty"`
 	Drained uint64 `json:"drained,omitempty"`
+	// ServerCPUs is the CPU time of the memcached this load went to
+	// (every thread; /proc/PID/stat) over the step, warm-up and drain
+	// included, per second: about 1 when its core was saturated. Kernel
+	// work charged elsewhere (softirq in the sender's system calls, the
+	// cpumap's kthread) is not in it.
+	ServerCPUs float64 `json:"server_cpus"`
 }
 
 func newMemcachedLoad(r *mcResult) *MemcachedLoad {
@@ -127,6 +133,9 @@ type MemcachedSpread struct {
 	// get/s of both instances saturated at once.
 	FloodBE   Range `json:"flood_best_effort_per_second"`
 	Saturated Range `json:"saturated_per_second"`
+	// FloodBECPUs is the best-effort memcached's CPUs during the flood
+	// (MemcachedLoad.ServerCPUs).
+	FloodBECPUs Range `json:"flood_best_effort_server_cpus"`
 	// Lost sums the lost requests of every step and round.
 	Lost uint64 `json:"lost"`
 }
@@ -168,6 +177,7 @@ func (rep *MemcachedReport) finish() {
 			}
 			if m.FloodBE != nil {
 				sp.FloodBE.add(m.FloodBE.PerSecond)
+				sp.FloodBECPUs.add(m.FloodBE.ServerCPUs)
 			}
 			if sat := m.saturated(); sat > 0 {
 				sp.Saturated.add(sat)
@@ -203,11 +213,11 @@ func (rep *MemcachedReport) Table() string {
 		w = max(w, len(s.Name))
 	}
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tgold p50 µs\tgold p99 µs\tflooded p50\tflooded p99\tp99 flooded/alone\tbest-effort get/s\tsaturated get/s\tlost\t\n", w, "server")
+	fmt.Fprintf(tw, "%-*s\tgold p50 µs\tgold p99 µs\tflooded p50\tflooded p99\tp99 flooded/alone\tbest-effort get/s\tits CPUs\tsaturated get/s\tlost\t\n", w, "server")
 	for _, s := range rep.Servers {
 		sp := s.Spread
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", w, s.Name, rng(sp.QuietP50, "%.1f"), rng(sp.QuietP99, "%.1f"),
-			rng(sp.FloodP50, "%.1f"), rng(sp.FloodP99, "%.1f"), rng(sp.P99Ratio, "%.2f×"), rng(sp.FloodBE, "%.0f"), rng(sp.Saturated, "%.0f"), sp.Lost)
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", w, s.Name, rng(sp.QuietP50, "%.1f"), rng(sp.QuietP99, "%.1f"),
+			rng(sp.FloodP50, "%.1f"), rng(sp.FloodP99, "%.1f"), rng(sp.P99Ratio, "%.2f×"), rng(sp.FloodBE, "%.0f"), rng(sp.FloodBECPUs, "%.2f"), rng(sp.Saturated, "%.0f"), sp.Lost)
 	}
 	tw.Flush()
 	b.WriteString("\n")
@@ -245,6 +255,6 @@ func (rep *MemcachedReport) Table() string {
 	if bg.Max > busyHost {
 		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the latencies, and so the ratios, measure that work as much as the rows\n", bg.Max)
 	}
-	b.WriteString("p99 flooded/alone: gold's p99 beside the best-effort flood over its p99 alone, within a round; saturated get/s: both instances flooded at once\n")
+	b.WriteString("p99 flooded/alone: gold's p99 beside the best-effort flood over its p99 alone, within a round; its CPUs: the best-effort memcached's CPU time per second during the flood (1: its core saturated); saturated get/s: both instances flooded at once\n")
 	return b.String()
 }

@@ -407,7 +407,13 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 			}
 		}
 		// The loads of a step run at once, each generator in a process
-		// of its own.
+		// of its own. Each server's CPU time over the step says how busy
+		// its core was kept.
+		servers := map[int]*mcServer{goldPort: gold, bePort: be}
+		cpu0, t0 := map[int]uint64{}, time.Now()
+		for port, s := range servers {
+			cpu0[port] = pidNs(s.cmd.Process.Pid)
+		}
 		res := make([]*mcResult, len(step.loads))
 		errs := make([]error, len(step.loads))
 		done := make(chan struct{})
@@ -425,11 +431,16 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 			b.say("  %s: %s: %v", name, step.tag, err)
 			return m
 		}
+		el := time.Since(t0)
 		var line []string
 		for i, r := range res {
 			l := newMemcachedLoad(r)
+			port := step.loads[i].port
+			if c := pidNs(servers[port].cmd.Process.Pid); c >= cpu0[port] && el > 0 {
+				l.ServerCPUs = float64(c-cpu0[port]) / float64(el)
+			}
 			*step.to[i] = l
-			line = append(line, fmt.Sprintf("port %d %.0f get/s, p50 %.1f µs, p99 %.1f µs, %d lost", step.loads[i].port, l.PerSecond, l.P50us, l.P99us, l.Lost))
+			line = append(line, fmt.Sprintf("port %d %.0f get/s, p50 %.1f µs, p99 %.1f µs, %d lost, memcached %.2f CPUs", port, l.PerSecond, l.P50us, l.P99us, l.Lost, l.ServerCPUs))
 		}
 		b.say("  %s: %s: %s", name, step.tag, strings.Join(line, "; "))
 	}
