@@ -248,21 +248,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	for _, s := range servers {
 		rep.Servers = append(rep.Servers, &ServerReport{Name: s, Title: titles[s]})
 	}
-	for r := range opt.Rounds {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		bg := b.background()
-		rep.Background = append(rep.Background, bg)
-		b.say("round %d of %d (host background %.2f CPUs)", r+1, opt.Rounds, bg)
-		for i := range servers {
-			sr := rep.Servers[(i+r)%len(servers)]
-			m := b.measure(sr.Name, r, bg)
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			sr.Rounds = append(sr.Rounds, m)
-		}
+	rep.Background, err = b.rounds(len(servers), func(r, i int, bg float64) {
+		sr := rep.Servers[i]
+		sr.Rounds = append(sr.Rounds, b.measure(sr.Name, r, bg))
+	})
+	if err != nil {
+		return nil, err
 	}
 	rep.finish()
 	return rep, nil
@@ -331,6 +322,29 @@ func (b *bench) makePair() error {
 	}
 	b.undo = append(b.undo, detach)
 	return nil
+}
+
+// rounds runs Options.Rounds rounds of n rows, measuring the host's
+// background before each, the rows in an order rotated each round
+// (row(r, i, bg) measures row i in round r); it returns the backgrounds,
+// or the context's error once it ends.
+func (b *bench) rounds(n int, row func(r, i int, bg float64)) ([]float64, error) {
+	var bgs []float64
+	for r := range b.opt.Rounds {
+		if err := b.ctx.Err(); err != nil {
+			return nil, err
+		}
+		bg := b.background()
+		bgs = append(bgs, bg)
+		b.say("round %d of %d (host background %.2f CPUs)", r+1, b.opt.Rounds, bg)
+		for i := range n {
+			row(r, (i+r)%n, bg)
+			if err := b.ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return bgs, nil
 }
 
 // close undoes what the run made, last first.

@@ -39,6 +39,11 @@ func TestOptionsCheck(t *testing.T) {
 		{Options{Servers: []string{"c", "c"}}, `server "c" named twice`},
 		{Options{}, ""},
 		{Options{Servers: []string{"reflector", "go"}, Rounds: 1, Transactions: 100}, ""},
+		{Options{Memcached: true, Ping: true}, "choose one"},
+		{Options{Memcached: true, GoldRate: -1}, "gold rate -1"},
+		{Options{Memcached: true, InFlight: 4096, Sockets: 2}, "more than 256 per socket"},
+		{Options{Memcached: true, Servers: []string{"c"}}, `no server "c"`},
+		{Options{Memcached: true, Servers: []string{"dragonc", "kernel"}}, ""},
 	} {
 		err := c.opt.Check()
 		switch {
@@ -196,7 +201,8 @@ func TestLiveCancel(t *testing.T) {
 }
 
 // TestLiveLost: a server that answers nothing costs every request, and
-// each is counted lost, without an error or a hang.
+// each is counted lost, without an error or a hang; so for the memcached
+// generator, in both of its modes.
 func TestLiveLost(t *testing.T) {
 	needRoot(t)
 	p, err := newPair(1)
@@ -215,6 +221,21 @@ func TestLiveLost(t *testing.T) {
 	}
 	if g.Answered != 0 || g.Lost == 0 {
 		t.Errorf("no server: %+v", g)
+	}
+	if progs.mcgen == "" {
+		t.Skip(progs.noCC)
+	}
+	for _, l := range []mcLoad{
+		{port: goldPort, rate: 500, sockets: 1, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond},
+		{port: bePort, inFlight: 8, sockets: 2, threads: 2, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond},
+	} {
+		r, err := progs.mcgenerate(context.Background(), p.path(p.b), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Answered != 0 || r.Lost == 0 || r.Sent == 0 {
+			t.Errorf("no memcached, %+v: %+v", l, r)
+		}
 	}
 }
 

@@ -83,7 +83,6 @@ type mcLoad struct {
 }
 
 func (l mcLoad) args(netnsPath string) []string {
-	ms := func(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
 	mode, n := "inflight", l.inFlight
 	if l.rate > 0 {
 		mode, n = "rate", l.rate
@@ -317,21 +316,12 @@ func RunMemcached(ctx context.Context, opt Options) (*MemcachedReport, error) {
 	for _, s := range opt.Servers {
 		rep.Servers = append(rep.Servers, &MemcachedServer{Name: s, Title: memcachedTitles[s]})
 	}
-	for r := range opt.Rounds {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		bg := b.background()
-		rep.Background = append(rep.Background, bg)
-		b.say("round %d of %d (host background %.2f CPUs)", r+1, opt.Rounds, bg)
-		for i := range rep.Servers {
-			sr := rep.Servers[(i+r)%len(rep.Servers)]
-			m := b.measureMemcached(sr.Name, r, gold, be)
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			sr.Rounds = append(sr.Rounds, m)
-		}
+	rep.Background, err = b.rounds(len(rep.Servers), func(r, i int, _ float64) {
+		sr := rep.Servers[i]
+		sr.Rounds = append(sr.Rounds, b.measureMemcached(sr.Name, r, gold, be))
+	})
+	if err != nil {
+		return nil, err
 	}
 	rep.finish()
 	return rep, nil

@@ -17,27 +17,6 @@ import (
 // memcachedTestServers are the rows TestLiveMemcached runs.
 var memcachedTestServers = MemcachedServerNames()
 
-func TestMemcachedOptionsCheck(t *testing.T) {
-	for _, c := range []struct {
-		opt  Options
-		want string
-	}{
-		{Options{Memcached: true, Ping: true}, "choose one"},
-		{Options{Memcached: true, GoldRate: -1}, "gold rate -1"},
-		{Options{Memcached: true, InFlight: 4096, Sockets: 2}, "more than 256 per socket"},
-		{Options{Memcached: true, Servers: []string{"c"}}, `no server "c"`},
-		{Options{Memcached: true, Servers: []string{"dragonc", "kernel"}}, ""},
-	} {
-		err := c.opt.Check()
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%+v: %v", c.opt, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%+v: got %v, want an error with %q", c.opt, err, c.want)
-		}
-	}
-}
-
 // TestMemcachedStack: the mode's stack plans with the priority cost and
 // names both endpoints with a queue and a core.
 func TestMemcachedStack(t *testing.T) {
@@ -161,36 +140,6 @@ func TestLiveMemcached(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", table)
-}
-
-// TestLiveMemcachedLost: with no memcached on the port, every request of
-// the memcached generator is counted lost, and none answered.
-func TestLiveMemcachedLost(t *testing.T) {
-	needRoot(t)
-	p, err := newPair(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	progs, err := buildPrograms(t.TempDir(), []string{os.Args[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if progs.mcgen == "" {
-		t.Skip(progs.noCC)
-	}
-	for _, l := range []mcLoad{
-		{port: goldPort, rate: 500, sockets: 1, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond},
-		{port: bePort, inFlight: 8, sockets: 2, threads: 2, duration: 300 * time.Millisecond, timeout: 50 * time.Millisecond, warmup: 10 * time.Millisecond},
-	} {
-		r, err := progs.mcgenerate(context.Background(), p.path(p.b), l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Answered != 0 || r.Lost == 0 || r.Sent == 0 {
-			t.Errorf("no server, %+v: %+v", l, r)
-		}
-	}
 }
 
 // BenchmarkMemcached is the memcached mode as a Go benchmark: both rows

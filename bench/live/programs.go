@@ -116,10 +116,12 @@ type genResult struct {
 
 // args are the generator's arguments (gen.c's usage line).
 func (l load) args(netnsPath string) []string {
-	ms := func(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
 	return []string{netnsPath, serverAddr.String(), "7", strconv.Itoa(l.inFlight), strconv.Itoa(l.sockets),
 		ms(l.duration), strconv.Itoa(l.count), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads)), l.proto()}
 }
+
+// ms is a generator's argument in milliseconds (at least 1).
+func ms(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
 
 func (l load) proto() string {
 	if l.icmp {
