@@ -102,10 +102,10 @@ type MemcachedLoad struct {
 	Skipped uint64 `json:"skipped,omitempty"`
 	Drained uint64 `json:"drained,omitempty"`
 	// ServerCPUs is the CPU time of the memcached this load went to
-	// (every thread; /proc/PID/stat) over the step, warm-up and drain
-	// included, per second: about 1 when its core was saturated. Kernel
-	// work charged elsewhere (softirq in the sender's system calls, the
-	// cpumap's kthread) is not in it.
+	// (every thread; /proc/PID/stat) over the window, per second: about
+	// 1 when its core was saturated. Kernel work charged elsewhere
+	// (softirq in the sender's system calls, the cpumap's kthread) is not
+	// in it.
 	ServerCPUs float64 `json:"server_cpus"`
 }
 
@@ -115,6 +115,7 @@ func newMemcachedLoad(r *mcResult) *MemcachedLoad {
 		Errors: r.Errors, Skipped: r.Skipped, Drained: r.Drained}
 	if l.Seconds > 0 {
 		l.PerSecond = float64(r.Answered) / l.Seconds
+		l.ServerCPUs = float64(r.ServerNs) / float64(r.WindowNs)
 	}
 	return l
 }

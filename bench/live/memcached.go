@@ -80,6 +80,7 @@ type mcLoad struct {
 	duration time.Duration
 	timeout  time.Duration
 	warmup   time.Duration
+	server   int // the memcached's process, whose CPU time mcgen reads; 0: none
 }
 
 func (l mcLoad) args(netnsPath string) []string {
@@ -88,7 +89,7 @@ func (l mcLoad) args(netnsPath string) []string {
 		mode, n = "rate", l.rate
 	}
 	return []string{netnsPath, serverAddr.String(), strconv.Itoa(l.port), mode, strconv.Itoa(n), strconv.Itoa(l.sockets),
-		ms(l.duration), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads)), strconv.Itoa(mcKeys)}
+		ms(l.duration), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads)), strconv.Itoa(mcKeys), strconv.Itoa(l.server)}
 }
 
 // mcResult is what mcgen prints.
@@ -108,6 +109,7 @@ type mcResult struct {
 	P99Ns    uint64 `json:"p99_ns"`
 	BusyNs   uint64 `json:"busy_ns"`
 	SelfNs   uint64 `json:"self_ns"`
+	ServerNs uint64 `json:"server_ns"`
 }
 
 // mcgenerate runs the memcached load generator in namespace netnsPath.
@@ -373,11 +375,11 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 	o := b.opt
 	base := mcLoad{sockets: o.Sockets, threads: b.cores, duration: o.Duration, timeout: o.Timeout, warmup: o.Warmup}
 	goldRate := base
-	goldRate.port, goldRate.rate, goldRate.sockets, goldRate.threads = goldPort, o.GoldRate, 1, 1
+	goldRate.port, goldRate.rate, goldRate.sockets, goldRate.threads, goldRate.server = goldPort, o.GoldRate, 1, 1, gold.cmd.Process.Pid
 	flood := base
-	flood.port, flood.inFlight = bePort, o.InFlight
+	flood.port, flood.inFlight, flood.server = bePort, o.InFlight, be.cmd.Process.Pid
 	satGold := flood
-	satGold.port = goldPort
+	satGold.port, satGold.server = goldPort, gold.cmd.Process.Pid
 	for _, step := range []struct {
 		tag   string
 		loads []mcLoad
@@ -397,13 +399,7 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 			}
 		}
 		// The loads of a step run at once, each generator in a process
-		// of its own. Each server's CPU time over the step says how busy
-		// its core was kept.
-		servers := map[int]*mcServer{goldPort: gold, bePort: be}
-		cpu0, t0 := map[int]uint64{}, time.Now()
-		for port, s := range servers {
-			cpu0[port] = pidNs(s.cmd.Process.Pid)
-		}
+		// of its own.
 		res := make([]*mcResult, len(step.loads))
 		errs := make([]error, len(step.loads))
 		done := make(chan struct{})
@@ -421,14 +417,10 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 			b.say("  %s: %s: %v", name, step.tag, err)
 			return m
 		}
-		el := time.Since(t0)
 		var line []string
 		for i, r := range res {
 			l := newMemcachedLoad(r)
 			port := step.loads[i].port
-			if c := pidNs(servers[port].cmd.Process.Pid); c >= cpu0[port] && el > 0 {
-				l.ServerCPUs = float64(c-cpu0[port]) / float64(el)
-			}
 			*step.to[i] = l
 			line = append(line, fmt.Sprintf("port %d %.0f get/s, p50 %.1f µs, p99 %.1f µs, %d lost, memcached %.2f CPUs", port, l.PerSecond, l.P50us, l.P99us, l.Lost, l.ServerCPUs))
 		}

@@ -111,7 +111,9 @@ func TestLiveMemcached(t *testing.T) {
 				t.Errorf("%s, %s: every get is of a stored key and should hit: %+v", s.Name, tag, l)
 			case l.P50us <= 0 || l.P99us < l.P50us:
 				t.Errorf("%s, %s: percentiles %+v", s.Name, tag, l)
-			case l.Sent+l.Drained < l.Answered:
+			case l.Answered > l.Sent+256:
+				// At most a socket's 256 slots were outstanding when
+				// the window opened.
 				t.Errorf("%s, %s: more answers than requests: %+v", s.Name, tag, l)
 			}
 		}

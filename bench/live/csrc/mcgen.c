@@ -31,7 +31,11 @@
  * rate timer that found no free slot (skipped), the window, p50 and p99
  * of the round trip, the host's busy CPU time and this process's own.
  *
- * usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS
+ * With SERVER_PID not 0, it also reports that process's CPU time over
+ * the window (server_ns: utime and stime of /proc/PID/stat, proc(5)):
+ * how busy the load kept the server.
+ *
+ * usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS SERVER_PID
  * (NETNS: a file under /run/netns to join first, or "-"; MODE: rate or inflight).
  */
 #define _GNU_SOURCE
@@ -229,6 +233,29 @@ static void receive(struct worker *w, struct sock *so, int ph)
 	}
 }
 
+/* proc_ns is process pid's CPU time, every thread of it; 0 when it cannot
+ * be read. The command name, in parentheses, may hold spaces: the
+ * fields count from the last ')', after which come state (field 3) ...
+ * utime (14) and stime (15). */
+static uint64_t proc_ns(int pid)
+{
+	char path[64], buf[1024];
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (uint64_t)(ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
 static void *run(void *arg)
 {
 	struct worker *w = arg;
@@ -285,8 +312,8 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 12) {
-		fprintf(stderr, "usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS\n");
+	if (argc != 13) {
+		fprintf(stderr, "usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS SERVER_PID\n");
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -308,6 +335,7 @@ int main(int argc, char **argv)
 	uint64_t warmup = strtoull(argv[9], 0, 10) * 1000000ull;
 	nthreads = rate_mode ? 1 : atoi(argv[10]);
 	nkeys = atoi(argv[11]);
+	int server = atoi(argv[12]);
 	if (n < 1 || n > 10000000 || nsock < 1 || duration == 0 || timeout == 0 || nthreads < 1 || nkeys < 1 ||
 	    (!rate_mode && (nsock > n || n > (long)nsock * MAXSLOTS))) {
 		fprintf(stderr, "mcgen: bad arguments\n");
@@ -361,12 +389,12 @@ int main(int argc, char **argv)
 			die("pthread_create");
 
 	sleep_until(start + warmup);
-	uint64_t busy0 = busy_ns(), self0 = self_ns(), mstart = mono();
+	uint64_t busy0 = busy_ns(), self0 = self_ns(), server0 = proc_ns(server), mstart = mono();
 	atomic_store(&phase, 1);
 	sleep_until(mstart + duration);
 	uint64_t mend = mono();
 	atomic_store(&phase, 2);
-	uint64_t busy1 = busy_ns(), self1 = self_ns();
+	uint64_t busy1 = busy_ns(), self1 = self_ns(), server1 = proc_ns(server);
 
 	static uint64_t hist[BUCKETS];
 	uint64_t answered = 0, hits = 0, misses = 0, lost = 0, late = 0, stray = 0, errors = 0, sent = 0, skipped = 0, drained = 0;
@@ -387,10 +415,11 @@ int main(int argc, char **argv)
 			hist[i] += w->hist[i];
 	}
 	printf("{\"answered\":%llu,\"hits\":%llu,\"misses\":%llu,\"lost\":%llu,\"late\":%llu,\"stray\":%llu,\"errors\":%llu,"
-	       "\"sent\":%llu,\"skipped\":%llu,\"drained\":%llu,\"window_ns\":%llu,\"p50_ns\":%llu,\"p99_ns\":%llu,\"busy_ns\":%llu,\"self_ns\":%llu}\n",
+	       "\"sent\":%llu,\"skipped\":%llu,\"drained\":%llu,\"window_ns\":%llu,\"p50_ns\":%llu,\"p99_ns\":%llu,\"busy_ns\":%llu,\"self_ns\":%llu,\"server_ns\":%llu}\n",
 	       (unsigned long long)answered, (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)lost,
 	       (unsigned long long)late, (unsigned long long)stray, (unsigned long long)errors, (unsigned long long)sent,
 	       (unsigned long long)skipped, (unsigned long long)drained, (unsigned long long)(mend - mstart), (unsigned long long)percentile(hist, 0.50),
-	       (unsigned long long)percentile(hist, 0.99), (unsigned long long)(busy1 - busy0), (unsigned long long)(self1 - self0));
+	       (unsigned long long)percentile(hist, 0.99), (unsigned long long)(busy1 - busy0), (unsigned long long)(self1 - self0),
+	       (unsigned long long)(server1 >= server0 ? server1 - server0 : 0));
 	return 0;
 }
