@@ -283,11 +283,12 @@ func RunMemcached(ctx context.Context, opt Options) (*MemcachedReport, error) {
 	if b.plan, b.stack, err = run.PlanCost("memcached_live.lpg", []byte(rep.Stack), "priority"); err != nil {
 		return nil, fmt.Errorf("internal error: the memcached stack: %w", err)
 	}
-	cores := map[string]int{}
 	for _, name := range []string{"gold", "be"} {
-		e := rep.endpoint(b.plan.Plan.Endpoints, name)
+		e, err := planned(b.plan.Plan.Endpoints, name)
+		if err != nil {
+			return nil, err
+		}
 		rep.Endpoints = append(rep.Endpoints, e)
-		cores[name] = e.Core
 	}
 	if err := b.makePair(); err != nil {
 		return nil, err
@@ -429,17 +430,15 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 	return m
 }
 
-// endpoint is the report's view of endpoint name in the plan.
-func (rep *MemcachedReport) endpoint(eps []planEndpoint, name string) MemcachedEndpoint {
+// planned is the report's view of endpoint name in the plan: its queues
+// and cores, and the core its memcached runs on, its first queue's.
+func planned(eps []planEndpoint, name string) (MemcachedEndpoint, error) {
 	e := MemcachedEndpoint{Name: name, Port: map[string]int{"gold": goldPort, "be": bePort}[name], Class: map[string]string{"gold": "gold", "be": "best-effort"}[name]}
 	i := slices.IndexFunc(eps, func(p planEndpoint) bool { return p.Name == name })
-	if i < 0 {
-		return e
+	if i < 0 || len(eps[i].IRQCores) == 0 {
+		return e, fmt.Errorf("internal error: the plan gives endpoint %s no queue's core", name)
 	}
 	p := eps[i]
-	e.Queues, e.IRQCores, e.AppCores = p.Queues, p.IRQCores, p.AppCores
-	if len(p.IRQCores) > 0 {
-		e.Core = p.IRQCores[0]
-	}
-	return e
+	e.Queues, e.IRQCores, e.AppCores, e.Core = p.Queues, p.IRQCores, p.AppCores, p.IRQCores[0]
+	return e, nil
 }

@@ -20,7 +20,6 @@ var memcachedTestServers = MemcachedServerNames()
 // TestMemcachedStack: the mode's stack plans with the priority cost and
 // names both endpoints with a queue and a core.
 func TestMemcachedStack(t *testing.T) {
-	rep := &MemcachedReport{}
 	for _, cores := range []int{1, 2, 4} {
 		src := memcachedStack(cores)
 		r, _, err := run.PlanCost("memcached_live.lpg", []byte(src), "priority")
@@ -28,11 +27,14 @@ func TestMemcachedStack(t *testing.T) {
 			t.Fatalf("%d cores: %v\n%s", cores, err, src)
 		}
 		for _, name := range []string{"gold", "be"} {
-			e := rep.endpoint(r.Plan.Endpoints, name)
-			if len(e.Queues) == 0 || len(e.IRQCores) == 0 || e.Core < 0 || e.Core >= cores {
+			e, err := planned(r.Plan.Endpoints, name)
+			if err != nil || len(e.Queues) == 0 || e.Core < 0 || e.Core >= cores {
 				t.Errorf("%d cores: endpoint %s: %+v", cores, name, e)
 			}
 		}
+	}
+	if _, err := planned(nil, "gold"); err == nil {
+		t.Error("an endpoint the plan does not have has a core")
 	}
 }
 
