@@ -32,12 +32,18 @@ import (
 // interleaved rounds.
 
 // MemcachedServerNames are the rows of the memcached mode: the kernel's
-// default and dragonc's plan.
-func MemcachedServerNames() []string { return []string{"kernel", "dragonc"} }
+// default, dragonc's plan, and the kernel's default behind an XDP
+// program that passes every frame, which tells the cost of a veth's XDP
+// path from that of dragonc's steering: with a program on it, a veth
+// takes its frames through NAPI and copies one whose head lacks XDP's
+// headroom (drivers/net/veth.c, veth_xdp_rcv_skb), which the kernel's
+// default path does not.
+func MemcachedServerNames() []string { return []string{"kernel", "dragonc", "xdp-pass"} }
 
 var memcachedTitles = map[string]string{
-	"kernel":  "no dragonc: the kernel's default steering on the veth (RSS and RPS as Linux sets them)",
-	"dragonc": "dragonc run --socket xdp serving the stack: each kernel-socket endpoint's frames processed on its planned core",
+	"kernel":   "no dragonc: the kernel's default steering on the veth (RSS and RPS as Linux sets them)",
+	"dragonc":  "dragonc run --socket xdp serving the stack: each kernel-socket endpoint's frames processed on its planned core",
+	"xdp-pass": "no dragonc, but an XDP program that passes every frame on the servers' veth: the kernel's default on the veth's XDP path",
 }
 
 // The memcached instances: name, port, class.
@@ -361,6 +367,18 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 			return m
 		}
 		srv = &running{stop: stop, pid: pid}
+	case "xdp-pass":
+		var detach func()
+		err := netns.In(b.pair.a, func() error {
+			var err error
+			detach, err = attachXDP("live_pass", passInsns(), serverIf)
+			return err
+		})
+		if err != nil {
+			m.Error = err.Error()
+			return m
+		}
+		srv = &running{stop: func() error { detach(); return nil }, pid: func() int { return 0 }}
 	default:
 		m.Error = fmt.Sprintf("internal error: no server %q", name)
 		return m

@@ -100,9 +100,10 @@ examples/memcached_gold.lpg embedded with --cost priority, each pinned
 to the core of its endpoint's planned queue. A C load generator speaks
 memcached's UDP protocol (the 8-byte frame header, then "get KEY") for
 values stored over TCP first. In each round, for each row, kernel (no
-dragonc: the kernel's default steering on the veth) and dragonc
-(dragonc run --socket xdp serving the stack, each endpoint's frames
-steered to its planned core): gold alone at --gold-rate gets/s, gold
+dragonc: the kernel's default steering on the veth), dragonc (dragonc
+run --socket xdp serving the stack, each endpoint's frames steered to
+its planned core) and xdp-pass (the kernel's default behind an XDP
+program that passes everything: the veth's XDP path alone): gold alone at --gold-rate gets/s, gold
 beside a best-effort flood of --in-flight outstanding gets, then both
 saturated. Reported: gold p50 and p99 alone and flooded, their p99
 ratio (goal with dragonc: at most 2x), best-effort get/s in the flood,
