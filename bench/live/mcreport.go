@@ -39,8 +39,10 @@ type MemcachedReport struct {
 	Background     []float64          `json:"background_cpus"`
 	Servers        []*MemcachedServer `json:"servers"`
 	// Throughput is dragonc's saturated get/s (both instances) divided by
-	// the kernel's of the same round, min–max over the rounds.
-	Throughput Range `json:"throughput_ratio"`
+	// the kernel's of the same round, min–max over the rounds;
+	// PassThroughput the same of the xdp-pass row.
+	Throughput     Range `json:"throughput_ratio"`
+	PassThroughput Range `json:"xdp_pass_throughput_ratio"`
 }
 
 // MemcachedEndpoint is an endpoint's place in the plan.
@@ -182,9 +184,10 @@ func (rep *MemcachedReport) finish() {
 			}
 			if sat := m.saturated(); sat > 0 {
 				sp.Saturated.add(sat)
-				if s.Name == "dragonc" && kernel != nil && i < len(kernel.Rounds) {
+				to := map[string]*Range{"dragonc": &rep.Throughput, "xdp-pass": &rep.PassThroughput}[s.Name]
+				if to != nil && kernel != nil && i < len(kernel.Rounds) {
 					if k := kernel.Rounds[i].saturated(); k > 0 {
-						rep.Throughput.add(sat / k)
+						to.add(sat / k)
 					}
 				}
 			}
@@ -226,15 +229,19 @@ func (rep *MemcachedReport) Table() string {
 		if s.Name == "dragonc" && s.Spread.P99Ratio.N > 0 {
 			fmt.Fprintf(&b, "gold p99 flooded/alone with dragonc: %s (goal ≤ %g×)", rng(s.Spread.P99Ratio, "%.2f×"), rep.P99Goal)
 			for _, k := range rep.Servers {
-				if k.Name == "kernel" && k.Spread.P99Ratio.N > 0 {
-					fmt.Fprintf(&b, "; the kernel's default: %s", rng(k.Spread.P99Ratio, "%.2f×"))
+				if k.Name != "dragonc" && k.Spread.P99Ratio.N > 0 {
+					fmt.Fprintf(&b, "; %s: %s", k.Name, rng(k.Spread.P99Ratio, "%.2f×"))
 				}
 			}
 			b.WriteString("\n")
 		}
 	}
 	if rep.Throughput.N > 0 {
-		fmt.Fprintf(&b, "saturated get/s, dragonc / the kernel's default within each round: %s (goal ≥ %g×)\n", rng(rep.Throughput, "%.2f×"), rep.ThroughputGoal)
+		fmt.Fprintf(&b, "saturated get/s, dragonc / the kernel's default within each round: %s (goal ≥ %g×)", rng(rep.Throughput, "%.2f×"), rep.ThroughputGoal)
+		if rep.PassThroughput.N > 0 {
+			fmt.Fprintf(&b, "; xdp-pass / the kernel's default: %s", rng(rep.PassThroughput, "%.2f×"))
+		}
+		b.WriteString("\n")
 	}
 	for _, s := range rep.Servers {
 		fmt.Fprintf(&b, "%s: %s\n", s.Name, s.Title)
