@@ -109,6 +109,11 @@ type MemcachedLoad struct {
 	// (softirq in the sender's system calls, the cpumap's kthread) is not
 	// in it.
 	ServerCPUs float64 `json:"server_cpus"`
+	// CoreBusy is the busy share of that memcached's core over the
+	// window (its /proc/stat line: user, nice, system, irq, softirq,
+	// steal): the server's work and the kernel's there, whoever it is
+	// charged to; 1 when the core was saturated.
+	CoreBusy float64 `json:"core_busy"`
 }
 
 func newMemcachedLoad(r *mcResult) *MemcachedLoad {
@@ -118,6 +123,7 @@ func newMemcachedLoad(r *mcResult) *MemcachedLoad {
 	if l.Seconds > 0 {
 		l.PerSecond = float64(r.Answered) / l.Seconds
 		l.ServerCPUs = float64(r.ServerNs) / float64(r.WindowNs)
+		l.CoreBusy = float64(r.CoreNs) / float64(r.WindowNs)
 	}
 	return l
 }
@@ -139,6 +145,9 @@ type MemcachedSpread struct {
 	// FloodBECPUs is the best-effort memcached's CPUs during the flood
 	// (MemcachedLoad.ServerCPUs).
 	FloodBECPUs Range `json:"flood_best_effort_server_cpus"`
+	// FloodBECore is the best-effort core's busy share during the flood
+	// (MemcachedLoad.CoreBusy).
+	FloodBECore Range `json:"flood_best_effort_core_busy"`
 	// Lost sums the lost requests of every step and round.
 	Lost uint64 `json:"lost"`
 }
@@ -181,6 +190,7 @@ func (rep *MemcachedReport) finish() {
 			if m.FloodBE != nil {
 				sp.FloodBE.add(m.FloodBE.PerSecond)
 				sp.FloodBECPUs.add(m.FloodBE.ServerCPUs)
+				sp.FloodBECore.add(m.FloodBE.CoreBusy)
 			}
 			if sat := m.saturated(); sat > 0 {
 				sp.Saturated.add(sat)
@@ -217,11 +227,12 @@ func (rep *MemcachedReport) Table() string {
 		w = max(w, len(s.Name))
 	}
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tgold p50 µs\tgold p99 µs\tflooded p50\tflooded p99\tp99 flooded/alone\tbest-effort get/s\tits CPUs\tsaturated get/s\tlost\t\n", w, "server")
+	fmt.Fprintf(tw, "%-*s\tgold p50 µs\tgold p99 µs\tflooded p50\tflooded p99\tp99 flooded/alone\tbest-effort get/s\tits CPUs\tits core busy\tsaturated get/s\tlost\t\n", w, "server")
 	for _, s := range rep.Servers {
 		sp := s.Spread
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", w, s.Name, rng(sp.QuietP50, "%.1f"), rng(sp.QuietP99, "%.1f"),
-			rng(sp.FloodP50, "%.1f"), rng(sp.FloodP99, "%.1f"), rng(sp.P99Ratio, "%.2f×"), rng(sp.FloodBE, "%.0f"), rng(sp.FloodBECPUs, "%.2f"), rng(sp.Saturated, "%.0f"), sp.Lost)
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", w, s.Name, rng(sp.QuietP50, "%.1f"), rng(sp.QuietP99, "%.1f"),
+			rng(sp.FloodP50, "%.1f"), rng(sp.FloodP99, "%.1f"), rng(sp.P99Ratio, "%.2f×"), rng(sp.FloodBE, "%.0f"), rng(sp.FloodBECPUs, "%.2f"),
+			rng(sp.FloodBECore, "%.2f"), rng(sp.Saturated, "%.0f"), sp.Lost)
 	}
 	tw.Flush()
 	b.WriteString("\n")
@@ -263,6 +274,6 @@ func (rep *MemcachedReport) Table() string {
 	if bg.Max > busyHost {
 		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the latencies, and so the ratios, measure that work as much as the rows\n", bg.Max)
 	}
-	b.WriteString("p99 flooded/alone: gold's p99 beside the best-effort flood over its p99 alone, within a round; its CPUs: the best-effort memcached's CPU time per second during the flood (1: its core saturated); saturated get/s: both instances flooded at once\n")
+	b.WriteString("p99 flooded/alone: gold's p99 beside the best-effort flood over its p99 alone, within a round; its CPUs: the best-effort memcached's CPU time per second during the flood; its core busy: that core's busy share then, the kernel's work there included (1: saturated); saturated get/s: both instances flooded at once\n")
 	return b.String()
 }

@@ -87,6 +87,7 @@ type mcLoad struct {
 	timeout  time.Duration
 	warmup   time.Duration
 	server   int // the memcached's process, whose CPU time mcgen reads; 0: none
+	core     int // its core, whose busy time mcgen reads; -1: none
 }
 
 func (l mcLoad) args(netnsPath string) []string {
@@ -95,7 +96,7 @@ func (l mcLoad) args(netnsPath string) []string {
 		mode, n = "rate", l.rate
 	}
 	return []string{netnsPath, serverAddr.String(), strconv.Itoa(l.port), mode, strconv.Itoa(n), strconv.Itoa(l.sockets),
-		ms(l.duration), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads)), strconv.Itoa(mcKeys), strconv.Itoa(l.server)}
+		ms(l.duration), ms(l.timeout), ms(l.warmup), strconv.Itoa(max(1, l.threads)), strconv.Itoa(mcKeys), strconv.Itoa(l.server), strconv.Itoa(l.core)}
 }
 
 // mcResult is what mcgen prints.
@@ -116,6 +117,7 @@ type mcResult struct {
 	BusyNs   uint64 `json:"busy_ns"`
 	SelfNs   uint64 `json:"self_ns"`
 	ServerNs uint64 `json:"server_ns"`
+	CoreNs   uint64 `json:"core_ns"`
 }
 
 // mcgenerate runs the memcached load generator in namespace netnsPath.
@@ -394,11 +396,11 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 	o := b.opt
 	base := mcLoad{sockets: o.Sockets, threads: b.cores, duration: o.Duration, timeout: o.Timeout, warmup: o.Warmup}
 	goldRate := base
-	goldRate.port, goldRate.rate, goldRate.sockets, goldRate.threads, goldRate.server = goldPort, o.GoldRate, 1, 1, gold.cmd.Process.Pid
+	goldRate.port, goldRate.rate, goldRate.sockets, goldRate.threads, goldRate.server, goldRate.core = goldPort, o.GoldRate, 1, 1, gold.cmd.Process.Pid, gold.core
 	flood := base
-	flood.port, flood.inFlight, flood.server = bePort, o.InFlight, be.cmd.Process.Pid
+	flood.port, flood.inFlight, flood.server, flood.core = bePort, o.InFlight, be.cmd.Process.Pid, be.core
 	satGold := flood
-	satGold.port, satGold.server = goldPort, gold.cmd.Process.Pid
+	satGold.port, satGold.server, satGold.core = goldPort, gold.cmd.Process.Pid, gold.core
 	for _, step := range []struct {
 		tag   string
 		loads []mcLoad
@@ -441,7 +443,7 @@ func (b *bench) measureMemcached(name string, round int, gold, be *mcServer) (m 
 			l := newMemcachedLoad(r)
 			port := step.loads[i].port
 			*step.to[i] = l
-			line = append(line, fmt.Sprintf("port %d %.0f get/s, p50 %.1f µs, p99 %.1f µs, %d lost, memcached %.2f CPUs", port, l.PerSecond, l.P50us, l.P99us, l.Lost, l.ServerCPUs))
+			line = append(line, fmt.Sprintf("port %d %.0f get/s, p50 %.1f µs, p99 %.1f µs, %d lost, memcached %.2f CPUs, its core %.2f busy", port, l.PerSecond, l.P50us, l.P99us, l.Lost, l.ServerCPUs, l.CoreBusy))
 		}
 		b.say("  %s: %s: %s", name, step.tag, strings.Join(line, "; "))
 	}

@@ -33,9 +33,11 @@
  *
  * With SERVER_PID not 0, it also reports that process's CPU time over
  * the window (server_ns: utime and stime of /proc/PID/stat, proc(5)):
- * how busy the load kept the server.
+ * how busy the load kept the server; with SERVER_CPU not negative, the
+ * busy time of that CPU over the window (core_ns: its /proc/stat line,
+ * as busy_ns counts), the server's and the kernel's work there.
  *
- * usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS SERVER_PID
+ * usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS SERVER_PID SERVER_CPU
  * (NETNS: a file under /run/netns to join first, or "-"; MODE: rate or inflight).
  */
 #define _GNU_SOURCE
@@ -256,6 +258,29 @@ static uint64_t proc_ns(int pid)
 	return (uint64_t)(ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
+/* cpu_busy_ns is CPU cpu's busy time since boot, from its /proc/stat
+ * line (user nice system idle iowait irq softirq steal); 0 for a
+ * negative cpu or one not found. */
+static uint64_t cpu_busy_ns(int cpu)
+{
+	if (cpu < 0)
+		return 0;
+	FILE *f = fopen("/proc/stat", "r");
+	if (!f)
+		return 0;
+	char line[512], want[32];
+	int wl = snprintf(want, sizeof want, "cpu%d ", cpu);
+	unsigned long long v[8] = {0}, ticks = 0;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, want, (size_t)wl) == 0) {
+			if (sscanf(line + wl, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+				ticks = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+			break;
+		}
+	fclose(f);
+	return (uint64_t)ticks * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
 static void *run(void *arg)
 {
 	struct worker *w = arg;
@@ -312,8 +337,8 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 13) {
-		fprintf(stderr, "usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS SERVER_PID\n");
+	if (argc != 14) {
+		fprintf(stderr, "usage: mcgen NETNS DST PORT MODE N SOCKETS DURATION_MS TIMEOUT_MS WARMUP_MS THREADS KEYS SERVER_PID SERVER_CPU\n");
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -335,7 +360,7 @@ int main(int argc, char **argv)
 	uint64_t warmup = strtoull(argv[9], 0, 10) * 1000000ull;
 	nthreads = rate_mode ? 1 : atoi(argv[10]);
 	nkeys = atoi(argv[11]);
-	int server = atoi(argv[12]);
+	int server = atoi(argv[12]), server_cpu = atoi(argv[13]);
 	if (n < 1 || n > 10000000 || nsock < 1 || duration == 0 || timeout == 0 || nthreads < 1 || nkeys < 1 ||
 	    (!rate_mode && (nsock > n || n > (long)nsock * MAXSLOTS))) {
 		fprintf(stderr, "mcgen: bad arguments\n");
@@ -389,12 +414,12 @@ int main(int argc, char **argv)
 			die("pthread_create");
 
 	sleep_until(start + warmup);
-	uint64_t busy0 = busy_ns(), self0 = self_ns(), server0 = proc_ns(server), mstart = mono();
+	uint64_t busy0 = busy_ns(), self0 = self_ns(), server0 = proc_ns(server), core0 = cpu_busy_ns(server_cpu), mstart = mono();
 	atomic_store(&phase, 1);
 	sleep_until(mstart + duration);
 	uint64_t mend = mono();
 	atomic_store(&phase, 2);
-	uint64_t busy1 = busy_ns(), self1 = self_ns(), server1 = proc_ns(server);
+	uint64_t busy1 = busy_ns(), self1 = self_ns(), server1 = proc_ns(server), core1 = cpu_busy_ns(server_cpu);
 
 	static uint64_t hist[BUCKETS];
 	uint64_t answered = 0, hits = 0, misses = 0, lost = 0, late = 0, stray = 0, errors = 0, sent = 0, skipped = 0, drained = 0;
@@ -415,11 +440,11 @@ int main(int argc, char **argv)
 			hist[i] += w->hist[i];
 	}
 	printf("{\"answered\":%llu,\"hits\":%llu,\"misses\":%llu,\"lost\":%llu,\"late\":%llu,\"stray\":%llu,\"errors\":%llu,"
-	       "\"sent\":%llu,\"skipped\":%llu,\"drained\":%llu,\"window_ns\":%llu,\"p50_ns\":%llu,\"p99_ns\":%llu,\"busy_ns\":%llu,\"self_ns\":%llu,\"server_ns\":%llu}\n",
+	       "\"sent\":%llu,\"skipped\":%llu,\"drained\":%llu,\"window_ns\":%llu,\"p50_ns\":%llu,\"p99_ns\":%llu,\"busy_ns\":%llu,\"self_ns\":%llu,\"server_ns\":%llu,\"core_ns\":%llu}\n",
 	       (unsigned long long)answered, (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)lost,
 	       (unsigned long long)late, (unsigned long long)stray, (unsigned long long)errors, (unsigned long long)sent,
 	       (unsigned long long)skipped, (unsigned long long)drained, (unsigned long long)(mend - mstart), (unsigned long long)percentile(hist, 0.50),
 	       (unsigned long long)percentile(hist, 0.99), (unsigned long long)(busy1 - busy0), (unsigned long long)(self1 - self0),
-	       (unsigned long long)(server1 >= server0 ? server1 - server0 : 0));
+	       (unsigned long long)(server1 >= server0 ? server1 - server0 : 0), (unsigned long long)(core1 >= core0 ? core1 - core0 : 0));
 	return 0;
 }
