@@ -53,8 +53,11 @@ type MemcachedEndpoint struct {
 	Queues   []int  `json:"queues"`
 	IRQCores []int  `json:"irq_cores"`
 	AppCores []int  `json:"app_cores"`
-	// Core is the core of its planned queue, where memcached runs.
-	Core int `json:"core"`
+	// Core is the core of its planned queue, where memcached runs;
+	// Cores says whether the plan honours the cores the stack declares
+	// (plan.json's "cores").
+	Core  int    `json:"core"`
+	Cores string `json:"cores,omitempty"`
 }
 
 // MemcachedServer is one row: the kernel's default or dragonc's plan.
@@ -214,7 +217,11 @@ func (rep *MemcachedReport) Table() string {
 		rep.GoldRate, rep.InFlight, rep.Sockets, rep.Keys, rep.ValueBytes, rep.Seconds)
 	fmt.Fprintf(&b, "plan (--cost %s):", rep.Cost)
 	for _, e := range rep.Endpoints {
-		fmt.Fprintf(&b, " %s (%s, port %d) queue %v core %d, declared cores %v;", e.Name, e.Class, e.Port, e.Queues, e.Core, e.AppCores)
+		fmt.Fprintf(&b, " %s (%s, port %d) queue %v core %d, declared cores %v", e.Name, e.Class, e.Port, e.Queues, e.Core, e.AppCores)
+		if e.Cores != "" {
+			fmt.Fprintf(&b, " (%s)", e.Cores)
+		}
+		b.WriteString(";")
 	}
 	b.WriteString(" each memcached pinned to its endpoint's core\n")
 	bg := Range{}

@@ -57,13 +57,17 @@ const (
 )
 
 // memcachedStack is the stack of the memcached mode: examples/
-// memcached_gold.lpg on the benchmark's veth, the gold endpoint on the
-// first core, the best-effort one on the second (both on the one core
-// of a 1-core host).
+// memcached_gold.lpg on the benchmark's veth, the best-effort endpoint on
+// core 0, whose queue 0 is the default one the priority cost leaves to
+// best-effort traffic, and the gold endpoint on core 1, on a queue of
+// its own (both on the one core of a 1-core host). So declared, the
+// plan honours both endpoints' cores; declared the other way round, the
+// priority cost still gives gold queue 1 and says the cores are not
+// honoured.
 func memcachedStack(cores int) string {
 	gold, be := "cores 0..0", "cores 0..0"
 	if cores > 1 {
-		be = "cores 1..1"
+		gold = "cores 1..1"
 	}
 	return fmt.Sprintf(`stack memcached_live {
     interface eth0 { mac %s ip %s/24 }
@@ -459,6 +463,6 @@ func planned(eps []planEndpoint, name string) (MemcachedEndpoint, error) {
 		return e, fmt.Errorf("internal error: the plan gives endpoint %s no queue's core", name)
 	}
 	p := eps[i]
-	e.Queues, e.IRQCores, e.AppCores, e.Core = p.Queues, p.IRQCores, p.AppCores, p.IRQCores[0]
+	e.Queues, e.IRQCores, e.AppCores, e.Core, e.Cores = p.Queues, p.IRQCores, p.AppCores, p.IRQCores[0], p.Cores
 	return e, nil
 }

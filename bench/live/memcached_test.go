@@ -28,6 +28,9 @@ func TestMemcachedStack(t *testing.T) {
 			if err != nil || len(e.Queues) == 0 || e.Core < 0 || e.Core >= cores {
 				t.Errorf("%d cores: endpoint %s: %+v", cores, name, e)
 			}
+			if cores > 1 && (e.Cores != "honoured" || !slices.Equal(e.AppCores, []int{e.Core})) {
+				t.Errorf("%d cores: endpoint %s is not served on the core it declares: %+v", cores, name, e)
+			}
 		}
 	}
 	if _, err := planned(nil, "gold"); err == nil {
