@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -141,24 +142,43 @@ func checkLive(t *testing.T, rep *Report, names []string, progress *syncBuffer) 
 			t.Errorf("%s: %d answers that matched no request", s.Name, m.Many.Stray+m.One.Stray)
 		}
 	}
-	b, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Report
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Servers) != len(rep.Servers) {
-		t.Errorf("the JSON report does not read back: %v", err)
-	}
-	table := rep.Table()
+	var measured []string
 	for _, s := range rep.Servers {
-		if !regexp.MustCompile(`(?m)^\s*` + s.Name + `\s+\d`).MatchString(table) {
-			t.Errorf("the table has no row for %s:\n%s", s.Name, table)
-		}
+		measured = append(measured, s.Name)
 	}
+	table := checkReadable(t, rep, measured)
 	if !strings.Contains(progress.String(), "removed the namespaces") {
 		t.Errorf("no progress about the clean-up:\n%s", progress.String())
 	}
 	t.Logf("\n%s", table)
+}
+
+// checkReadable checks that report rep (a *Report or *MemcachedReport)
+// reads back from its JSON into its own type with every server, and
+// that its table has a row for each of names; it returns the table.
+func checkReadable[R interface{ Table() string }](t *testing.T, rep R, names []string) string {
+	t.Helper()
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := reflect.New(reflect.TypeOf(rep).Elem()).Interface()
+	var servers struct {
+		Servers []json.RawMessage `json:"servers"`
+	}
+	if err := json.Unmarshal(b, back); err != nil {
+		t.Errorf("the JSON report does not read back: %v", err)
+	}
+	if err := json.Unmarshal(b, &servers); err != nil || len(servers.Servers) != len(names) {
+		t.Errorf("the JSON report has %d servers, want %d: %v", len(servers.Servers), len(names), err)
+	}
+	table := rep.Table()
+	for _, n := range names {
+		if !regexp.MustCompile(`(?m)^\s*` + n + `\s+\d`).MatchString(table) {
+			t.Errorf("the table has no row for %s:\n%s", n, table)
+		}
+	}
+	return table
 }
 
 // TestLiveGoGenerator: without a C compiler the Go load generator runs,

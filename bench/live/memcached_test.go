@@ -2,10 +2,8 @@ package live
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -142,20 +140,7 @@ func TestLiveMemcached(t *testing.T) {
 	if rep.Throughput.N+rep.PassThroughput.N == 0 {
 		t.Errorf("no throughput ratios: %+v, %+v", rep.Throughput, rep.PassThroughput)
 	}
-	b, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back MemcachedReport
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Servers) != len(rep.Servers) {
-		t.Errorf("the JSON report does not read back: %v", err)
-	}
-	table := rep.Table()
-	for _, s := range rep.Servers {
-		if !regexp.MustCompile(`(?m)^\s*` + s.Name + `\s+\d`).MatchString(table) {
-			t.Errorf("the table has no row for %s:\n%s", s.Name, table)
-		}
-	}
+	table := checkReadable(t, rep, MemcachedServerNames())
 	t.Logf("\n%s", table)
 }
 
