@@ -87,7 +87,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			return usage("a handler for %s, which is not an endpoint of stack %s", name, st.Name)
 		}
 		if st.Endpoints[i].Proto == lpg.TCP {
-			return usage("a handler for %s, a TCP endpoint: TCP stays with the kernel", name)
+			return usage("a handler for %s, a TCP endpoint: dragonc has no TCP of its own, so a TCP endpoint is a kernel-socket endpoint (its program's frames go to the kernel on its planned core)", name)
 		}
 	}
 	handled := map[string]bool{}

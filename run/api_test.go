@@ -198,7 +198,7 @@ func TestServeCodeRefuses(t *testing.T) {
 		{Code{Endpoints: names}, nil, "the code has no Process function"},
 		{Code{Process: process, Endpoints: names[:2]}, nil, "the code's endpoints (echo, echo2) are not stack served's (echo, echo2, sink, mx, web)"},
 		{Code{Process: process, Endpoints: names}, map[string]Handler{"dns": testEcho}, "a handler for dns, which is not an endpoint of stack served"},
-		{Code{Process: process, Endpoints: names}, map[string]Handler{"web": testEcho}, "a handler for web, a TCP endpoint: TCP stays with the kernel"},
+		{Code{Process: process, Endpoints: names}, map[string]Handler{"web": testEcho}, "a handler for web, a TCP endpoint: dragonc has no TCP of its own"},
 	}
 	for _, c := range cases {
 		err := ServeCode(t.Context(), r, st, c.code, c.handlers, Options{Iface: "lo"})

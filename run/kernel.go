@@ -178,7 +178,9 @@ func kernelNotes(kern map[string]bool, pl *plan.Plan) []string {
 					}
 				}
 			}
-			notes = append(notes, fmt.Sprintf("endpoint %s: app %q on a kernel socket; its frames are processed by the kernel on queue(s) %v, core(s) %s", name, e.App, e.Queues, strings.Join(cores, ", ")))
+			// The program's threads belong beside the kernel's processing
+			// of its frames: the note gives the taskset(1) CPU list.
+			notes = append(notes, fmt.Sprintf("endpoint %s: app %q on a kernel socket; its frames are processed by the kernel on queue(s) %v, core(s) %s: start the program pinned there (taskset -c %s PROGRAM)", name, e.App, e.Queues, strings.Join(cores, ", "), strings.Join(cores, ",")))
 		}
 	}
 	return notes

@@ -81,6 +81,19 @@ func TestKernelSocketRule(t *testing.T) {
 			t.Errorf("queue %d: CPU %d, the plan's core %d", q.ID, s.CPUs[uint32(q.ID)], q.Core)
 		}
 	}
+	// Each kernel-socket endpoint's note names the cores to pin its
+	// program to, as taskset takes them.
+	notes := kernelNotes(kern, r.Plan)
+	for _, name := range []string{"kudp1", "ktcp0"} {
+		cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, name)
+		if len(cores) != 1 {
+			t.Fatalf("%s: planned cores %v", name, cores)
+		}
+		pin := fmt.Sprintf("taskset -c %d PROGRAM", cores[0])
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, "endpoint "+name+":") && strings.Contains(n, pin) }) {
+			t.Errorf("no note tells %s's program to start with %q: %q", name, pin, notes)
+		}
+	}
 	// A stack of dragonc's endpoints only keeps the stage as it was.
 	r2, st2 := embedTest(t, testStack)
 	s2, err := StageOf(r2.Plan, st2)
