@@ -775,8 +775,15 @@ func matchGroup(add func(...asm.Instruction), g Group, fd int, miss string) {
 // (include/uapi/linux/bpf.h: XDP_PASS). A queue with no CPU passes up
 // where the frame arrived (maps.notes say why). Each endpoint counts
 // both in the per-CPU array (2 × index: redirected, + 1: on its core).
+// A frame that has no ports by internal/packet's rule (steering left R8
+// 0: a datagram cut short, or whose lengths do not hold its header) is
+// no endpoint's, although the demultiplexer read a port in it: it passes
+// up uncounted where it arrived, and the kernel drops it there (counted
+// in its IP, UDP and TCP MIBs), as the plan's rules, which match ports
+// only on such datagrams, would not have steered it either.
 func toCPU(s *Stage, m *maps, add func(...asm.Instruction)) {
-	add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word).WithSymbol("kernel"),
+	add(asm.JEq.Imm(asm.R8, 0, "kpass").WithSymbol("kernel"),
+		asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word),
 		asm.Sub.Imm(asm.R1, 1), asm.LSh.Imm(asm.R1, 1), asm.StoreMem(asm.R10, stAddr, asm.R1, asm.Word))
 	if m.cpumap != nil {
 		// The CPU of each queue, a table in code.
@@ -786,7 +793,7 @@ func toCPU(s *Stage, m *maps, add func(...asm.Instruction)) {
 				asm.Mov.Imm(asm.R0, 0).WithSymbol(other))
 		}
 	}
-	add(asm.Mov.Imm(asm.R0, 2), asm.Return()) // XDP_PASS: no CPU for the queue
+	add(asm.Mov.Imm(asm.R0, 2).WithSymbol("kpass"), asm.Return()) // XDP_PASS: no ports, or no CPU for the queue
 	if m.cpumap == nil || len(m.cpus) == 0 {
 		return
 	}
