@@ -45,6 +45,8 @@ on a VI, is an ordinary program's on a kernel socket: its frames go to
 the kernel on the core of the endpoint's planned queue (an XDP program
 redirects them through a cpumap), and the kernel owns the stack's
 address, which must be on IFACE (ip addr add), and answers ARP and ping.
+A note per such endpoint names its cores and how to start its program
+on them (taskset -c N PROGRAM).
 
 A receive loop takes a batch of frames from its rings, answers them
 with one send, and looks again; with nothing there it spins (by default
@@ -72,7 +74,9 @@ The NIC is linux-xdp, the software steering model, or a hardware
 model (82599, 82576, ...) whose plan is applied first through the NIC's
 Linux driver: the plan's linux.sh runs step by step, every step the
 driver refuses (a filter rule, RSS, the queue count) is done by the
-eBPF stage instead and reported, and everything is restored at exit.
+eBPF stage instead and reported, each queue's RPS and XPS masks name
+its core (the kernel's own processing of the queue stays there), and
+everything, the masks included, is restored at exit.
 The stack checks and fills checksums itself (the sockets carry no
 checksum verdicts), so the interface's offload switches are left alone.
 On a model with Virtual Interfaces (mvia, clan1000), the TCP endpoints
