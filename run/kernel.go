@@ -170,17 +170,29 @@ func kernelNotes(kern map[string]bool, pl *plan.Plan) []string {
 			if e.Name != name {
 				continue
 			}
-			var cores []string
+			var queues, cores []string
+			var cpus []int
 			for _, q := range e.Queues {
+				queues = append(queues, strconv.Itoa(q))
 				for _, pq := range pl.Queues {
 					if pq.ID == q {
 						cores = append(cores, strconv.Itoa(pq.Core))
+						cpus = append(cpus, pq.Core)
 					}
 				}
 			}
+			slices.Sort(cpus)
+			var pin []string
+			for _, c := range slices.Compact(cpus) {
+				pin = append(pin, strconv.Itoa(c))
+			}
 			// The program's threads belong beside the kernel's processing
 			// of its frames: the note gives the taskset(1) CPU list.
-			notes = append(notes, fmt.Sprintf("endpoint %s: app %q on a kernel socket; its frames are processed by the kernel on queue(s) %v, core(s) %s: start the program pinned there (taskset -c %s PROGRAM)", name, e.App, e.Queues, strings.Join(cores, ", "), strings.Join(cores, ",")))
+			app := fmt.Sprintf("app %q", e.App)
+			if e.App == "" {
+				app = "a program (no app named)"
+			}
+			notes = append(notes, fmt.Sprintf("endpoint %s: %s on a kernel socket; its frames are processed by the kernel on queue(s) %s, core(s) %s: start the program pinned there (taskset -c %s PROGRAM)", name, app, strings.Join(queues, ", "), strings.Join(cores, ", "), strings.Join(pin, ",")))
 		}
 	}
 	return notes
