@@ -310,6 +310,35 @@ func TestDocNICs(t *testing.T) {
 	}
 }
 
+// TestDocStrategies: docs/cli.md's --strategy row names the search
+// strategies in the order dragonc lists them, and docs/costs.md's table
+// of search strategies has a row for each and for nothing else.
+func TestDocStrategies(t *testing.T) {
+	want := embed.Strategies()
+	b, err := os.ReadFile("docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := between(t, "docs/cli.md", string(b), "| `--strategy ", "`")
+	if got := strings.Split(row, `\|`); !slices.Equal(got, want) {
+		t.Errorf("docs/cli.md's --strategy row lists %v; dragonc has %v", got, want)
+	}
+	b, err = os.ReadFile("docs/costs.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := between(t, "docs/costs.md", string(b), "| `--strategy` | what it does |\n| --- | --- |\n", "\n\n")
+	var got []string
+	for _, line := range strings.Split(table, "\n") {
+		if sp := spans(strings.SplitN(line, " | ", 2)[0]); len(sp) > 0 {
+			got = append(got, sp[0])
+		}
+	}
+	if !sameSet(got, want) {
+		t.Errorf("docs/costs.md's table of search strategies has rows for %v; dragonc has %v", got, want)
+	}
+}
+
 func sameSet(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }

@@ -273,7 +273,7 @@ func softwareOnly(r *dembed.Result, st *lpg.Stack) (*dembed.Result, error) {
 	if m == nil {
 		return nil, fmt.Errorf("dragonc: internal error: %v", diags)
 	}
-	return dembed.Run(&dembed.Input{NIC: "software", Model: m, Stack: st, LPG: r.Embedding.LPG, Cost: costmodel.Balance{}, Strategy: "dragonet-greedy"})
+	return dembed.Run(&dembed.Input{NIC: "software", Model: m, Stack: st, LPG: r.Embedding.LPG, Cost: costmodel.Balance{}, Strategy: dembed.StrategyDragonetGreedy})
 }
 
 // harness reads the frames of both sets from stdin (length, queue, flags,

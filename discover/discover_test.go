@@ -115,7 +115,7 @@ func embedOn(t *testing.T, m *prg.Model, example string) *embed.Result {
 	if d == nil {
 		t.Fatalf("no driver facts: %s", why)
 	}
-	r, err := embed.Run(&embed.Input{NIC: "discovered", Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default", Driver: d})
+	r, err := embed.Run(&embed.Input{NIC: "discovered", Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: embed.StrategyDefault, Driver: d})
 	if err != nil {
 		t.Fatal(err)
 	}

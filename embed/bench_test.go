@@ -25,7 +25,7 @@ func udpStack(b testing.TB, n int) (*lpg.Stack, []byte) {
 	return st, []byte(src)
 }
 
-func benchInput(b testing.TB, nic string, n int, strategy string) *embed.Input {
+func benchInput(b testing.TB, nic string, n int, strategy embed.Strategy) *embed.Input {
 	m := embedtest.Model(b, nic)
 	st, _ := udpStack(b, n)
 	g, err := lpg.Derive(st)
@@ -41,8 +41,8 @@ func benchInput(b testing.TB, nic string, n int, strategy string) *embed.Input {
 // Dragonet's oracle gives a listener no Flow Director entry (mkFDirFromFl).
 func BenchmarkEmbed82599(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
-		for _, strategy := range []string{"default", "dragonet-greedy"} {
-			if strategy == "dragonet-greedy" && n > 100 {
+		for _, strategy := range []embed.Strategy{embed.StrategyDefault, embed.StrategyDragonetGreedy} {
+			if strategy == embed.StrategyDragonetGreedy && n > 100 {
 				continue
 			}
 			b.Run(fmt.Sprintf("%d/%s", n, strategy), func(b *testing.B) {

@@ -33,7 +33,7 @@ func TestCoresHonouredByRule(t *testing.T) {
     service arp
 }`
 	for _, cost := range []string{"priority", "balance", "cycles"} {
-		r, err := Run(stackInput(t, "linux-xdp", src, cost, "default"))
+		r, err := Run(stackInput(t, "linux-xdp", src, cost, StrategyDefault))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestCoresNotHonoured(t *testing.T) {
 }`, "gold", "served on core 1, not its own: the priority cost prefers this plan (734900) to the cheapest found that serves it on its cores, a rule in RxCPort to queue 0 (core 0) (reject(368400))"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Run(stackInput(t, tc.nic, tc.stack, tc.cost, "default"))
+			r, err := Run(stackInput(t, tc.nic, tc.stack, tc.cost, StrategyDefault))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestCoresTableFull(t *testing.T) {
 		fmt.Fprintf(&b, "    endpoint e%d udp listen 10.1.0.5:%d { rate 10kpps core %d }\n", i, 7000+i, 1+i%2)
 	}
 	b.WriteString("}\n")
-	r, err := Run(stackInput(t, "82576", b.String(), "balance", "default"))
+	r, err := Run(stackInput(t, "82576", b.String(), "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestSpreadReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Run(stackInput(t, "82599", string(src), "priority", "default"))
+	r, err := Run(stackInput(t, "82599", string(src), "priority", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestSpreadReasons(t *testing.T) {
 	if !slices.Contains(r.Plan.Warnings, gold) {
 		t.Errorf("priority: warnings %q", r.Plan.Warnings)
 	}
-	r, err = Run(stackInput(t, "linux-xdp", string(src), "balance", "default"))
+	r, err = Run(stackInput(t, "linux-xdp", string(src), "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 // endpoint's queue (-1: no entry) and the final cost.
 func dragonetAssignment(t *testing.T, nic, src, cost string) (map[string]int, costmodel.Cost, error) {
 	t.Helper()
-	p, err := newProblem(stackInput(t, nic, src, cost, "dragonet-greedy"))
+	p, err := newProblem(stackInput(t, nic, src, cost, StrategyDragonetGreedy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := p.search("dragonet-greedy")
+	s, err := p.search(StrategyDragonetGreedy)
 	if err != nil {
 		return nil, costmodel.Cost{}, err
 	}
@@ -142,7 +142,7 @@ func TestDragonetGreedyStopsWhenFull(t *testing.T) {
 		t.Fatalf("want a stop at f09, got %v", err)
 	}
 	// The default strategy leaves the flows that do not fit to RSS.
-	if _, err := Run(stackInput(t, "82576", flowStack(4, flows), "dragonet-balance", "default")); err != nil {
+	if _, err := Run(stackInput(t, "82576", flowStack(4, flows), "dragonet-balance", StrategyDefault)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -155,7 +155,7 @@ func TestDragonetGreedyFlatPriority(t *testing.T) {
 		"endpoint any udp listen *:5000",
 		"endpoint one udp flow 10.0.0.1:5000 -> 10.0.0.9:40000",
 	})
-	r, err := Run(stackInput(t, "82599", src, "dragonet-balance", "dragonet-greedy"))
+	r, err := Run(stackInput(t, "82599", src, "dragonet-balance", StrategyDragonetGreedy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestDragonetGreedyFlatPriority(t *testing.T) {
 func TestDragonetLabelsAgreeWithLPG(t *testing.T) {
 	src, _ := os.ReadFile("../examples/web_and_dns.lpg")
 	for _, nic := range []string{"dragonet-e10k", "dragonet-sf"} {
-		in := stackInput(t, nic, string(src), "balance", "default")
+		in := stackInput(t, nic, string(src), "balance", StrategyDefault)
 		shared := 0
 		for _, n := range in.Model.G.Nodes {
 			ln, ok := in.LPG.Lookup(n.Name)
@@ -362,7 +362,7 @@ func TestDragonetGreedyHandWorked(t *testing.T) {
 func TestDragonetCostsSearchDragonetsSpace(t *testing.T) {
 	src, _ := os.ReadFile("../examples/web_and_dns.lpg")
 	for _, cost := range []string{"dragonet-balance", "dragonet-priority"} {
-		for _, strategy := range []string{"default", "dragonet-greedy"} {
+		for _, strategy := range []Strategy{StrategyDefault, StrategyDragonetGreedy} {
 			r, err := Run(stackInput(t, "82599", string(src), cost, strategy))
 			if err != nil {
 				t.Fatalf("%s/%s: %v", cost, strategy, err)

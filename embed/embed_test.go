@@ -36,7 +36,7 @@ func loadModel(t testing.TB, nic string) *prg.Model {
 	return m
 }
 
-func stackInput(t testing.TB, nic, src, cost, strategy string) *Input {
+func stackInput(t testing.TB, nic, src, cost string, strategy Strategy) *Input {
 	t.Helper()
 	st, diags := lpg.LoadStack("s.lpg", []byte(src))
 	if st == nil {
@@ -63,7 +63,7 @@ func TestGoldenEmbeddings(t *testing.T) {
 			name := strings.TrimSuffix(filepath.Base(ex), ".lpg")
 			t.Run(nic+"/"+name, func(t *testing.T) {
 				src, _ := os.ReadFile(ex)
-				r, err := Run(stackInput(t, nic, string(src), "balance", "default"))
+				r, err := Run(stackInput(t, nic, string(src), "balance", StrategyDefault))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,7 +76,7 @@ func TestGoldenEmbeddings(t *testing.T) {
 					golden.Check(t, filepath.Join("../testdata/embed", nic, name+".plan.json"), pj.Bytes())
 				}
 				// Same input, byte-identical output.
-				r2, _ := Run(stackInput(t, nic, string(src), "balance", "default"))
+				r2, _ := Run(stackInput(t, nic, string(src), "balance", StrategyDefault))
 				var a, b bytes.Buffer
 				r.Plan.WriteJSON(&a)
 				r2.Plan.WriteJSON(&b)
@@ -91,7 +91,7 @@ func TestGoldenEmbeddings(t *testing.T) {
 // TestHostEngineIsNotANIC: the I/OAT model has no receive queue to embed on.
 func TestHostEngineIsNotANIC(t *testing.T) {
 	src, _ := os.ReadFile("../examples/dns_ntp.lpg")
-	_, err := Run(stackInput(t, "ioat", string(src), "balance", "default"))
+	_, err := Run(stackInput(t, "ioat", string(src), "balance", StrategyDefault))
 	if err == nil || !strings.Contains(err.Error(), "no receive queue") {
 		t.Errorf("got %v", err)
 	}
@@ -162,11 +162,11 @@ func TestDefaultNeverWorseThanGreedy(t *testing.T) {
 			better, stopped := 0, 0
 			for k := 0; k < stacks; k++ {
 				src := randomStack(rng, 12, 2+rng.Intn(6))
-				d, err := SearchCost(stackInput(t, nic, src, cost, "default"))
+				d, err := SearchCost(stackInput(t, nic, src, cost, StrategyDefault))
 				if err != nil {
 					t.Fatal(err)
 				}
-				g, err := SearchCost(stackInput(t, nic, src, cost, "dragonet-greedy"))
+				g, err := SearchCost(stackInput(t, nic, src, cost, StrategyDragonetGreedy))
 				if err != nil {
 					if !strings.Contains(err.Error(), "oracle offers nothing") {
 						t.Fatal(err)
@@ -195,12 +195,12 @@ func TestOptimalOnSmallInputs(t *testing.T) {
 		nic := []string{"82576", "82599"}[k%2]
 		cost := costmodel.Names()[k%3]
 		src := randomStack(rng, 6, 1+rng.Intn(4))
-		in := stackInput(t, nic, src, cost, "default")
+		in := stackInput(t, nic, src, cost, StrategyDefault)
 		p, err := newProblem(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := p.search("default")
+		s, _ := p.search(StrategyDefault)
 		got := s.ev.Cost()
 		best := bruteForce(p)
 		if best.Less(got) {
@@ -254,7 +254,7 @@ func TestCapacityAndReach(t *testing.T) {
 	for k := 0; k < 30; k++ {
 		nic := nicNames[k%len(nicNames)]
 		src := randomStack(rng, 10, 2+rng.Intn(5))
-		in := stackInput(t, nic, src, costmodel.Names()[k%3], "default")
+		in := stackInput(t, nic, src, costmodel.Names()[k%3], StrategyDefault)
 		r, err := Run(in)
 		if err != nil {
 			t.Fatal(err)
@@ -351,7 +351,7 @@ func TestIncremental(t *testing.T) {
     endpoint b udp listen *:1001 { core 2 }
     endpoint c tcp listen *:80 { core 3 }
 `
-	in := stackInput(t, "82599", base+"}\n", "balance", "default")
+	in := stackInput(t, "82599", base+"}\n", "balance", StrategyDefault)
 	r, err := Run(in)
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +362,7 @@ func TestIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in2 := stackInput(t, "82599", base+"    endpoint d udp listen *:2000 { core 1 }\n}\n", "balance", "incremental")
+	in2 := stackInput(t, "82599", base+"    endpoint d udp listen *:2000 { core 1 }\n}\n", "balance", StrategyIncremental)
 	in2.Previous = plan
 	r2, err := Run(in2)
 	if err != nil {
@@ -388,7 +388,7 @@ func TestIncremental(t *testing.T) {
 		t.Errorf("the new endpoint got no rule: %+v", ch)
 	}
 	// Removing an endpoint removes exactly its rule.
-	in3 := stackInput(t, "82599", strings.Replace(base, "    endpoint b udp listen *:1001 { core 2 }\n", "", 1)+"}\n", "balance", "incremental")
+	in3 := stackInput(t, "82599", strings.Replace(base, "    endpoint b udp listen *:1001 { core 2 }\n", "", 1)+"}\n", "balance", StrategyIncremental)
 	in3.Previous = plan
 	r3, err := Run(in3)
 	if err != nil {
@@ -398,7 +398,7 @@ func TestIncremental(t *testing.T) {
 		t.Errorf("removing b: %+v", ch)
 	}
 	// Without a previous plan the strategy says what it needs.
-	if _, err := Run(stackInput(t, "82599", base+"}\n", "balance", "incremental")); err == nil || !strings.Contains(err.Error(), "--previous") {
+	if _, err := Run(stackInput(t, "82599", base+"}\n", "balance", StrategyIncremental)); err == nil || !strings.Contains(err.Error(), "--previous") {
 		t.Errorf("incremental without a plan: %v", err)
 	}
 }
@@ -407,7 +407,7 @@ func TestIncremental(t *testing.T) {
 // them when a filter can steer it there.
 func TestHostBinding(t *testing.T) {
 	src, _ := os.ReadFile("../examples/mpi_openmx.lpg")
-	r, err := Run(stackInput(t, "myri10g", string(src), "cycles", "default"))
+	r, err := Run(stackInput(t, "myri10g", string(src), "cycles", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestHostBinding(t *testing.T) {
 
 func TestExplain(t *testing.T) {
 	src, _ := os.ReadFile("../examples/dns_ntp.lpg")
-	r, err := Run(stackInput(t, "82599", string(src), "balance", "default"))
+	r, err := Run(stackInput(t, "82599", string(src), "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestExplain(t *testing.T) {
 		t.Errorf("explain dns strays from the endpoint's queues and path:\n%s", text)
 	}
 	// On the silicon a filter entry steers it, and the explanation shows it.
-	sr, err := Run(stackInput(t, "82599", string(src), "cycles", "default"))
+	sr, err := Run(stackInput(t, "82599", string(src), "cycles", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +522,7 @@ func TestShadowedListener(t *testing.T) {
     endpoint d tcp listen *:80 { class gold }
 }`
 	for _, nic := range []string{"82576", "82599"} {
-		in := stackInput(t, nic, src, "priority", "default")
+		in := stackInput(t, nic, src, "priority", StrategyDefault)
 		r, err := Run(in)
 		if err != nil {
 			t.Fatal(err)
@@ -567,7 +567,7 @@ func TestTablesFullWarning(t *testing.T) {
 	}
 	b.WriteString("}\n")
 	for _, nic := range []string{"82576", "82599"} {
-		r, err := Run(stackInput(t, nic, b.String(), "balance", "default"))
+		r, err := Run(stackInput(t, nic, b.String(), "balance", StrategyDefault))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -601,7 +601,7 @@ func TestNeverWorseThanReferences(t *testing.T) {
 				src, _ := os.ReadFile(ex)
 				for _, cost := range costmodel.Names() {
 					name := fmt.Sprintf("%s/%s/%s/%s", nic, target, strings.TrimSuffix(filepath.Base(ex), ".lpg"), cost)
-					in := stackInput(t, nic, string(src), cost, "default")
+					in := stackInput(t, nic, string(src), cost, StrategyDefault)
 					if target == TargetLinux {
 						d, why := nics.DriverFor(in.Model)
 						if d == nil {

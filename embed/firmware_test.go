@@ -15,7 +15,7 @@ func TestFirmwareDemux(t *testing.T) {
     endpoint a udp listen *:1000 { rate 20kpps core 1 }
     endpoint b udp listen *:1001 { rate 20kpps core 2 }
 }`
-	r, err := Run(stackInput(t, "tigon", src, "balance", "default"))
+	r, err := Run(stackInput(t, "tigon", src, "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestFirmwareOverload(t *testing.T) {
     endpoint a udp listen *:1000 { rate 500kpps core 1 }
     endpoint b udp listen *:1001 { rate 20kpps core 2 }
 }`
-	r, err := Run(stackInput(t, "tigon", src, "balance", "default"))
+	r, err := Run(stackInput(t, "tigon", src, "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestIncrementalRefusesOtherModel(t *testing.T) {
 	in := stackInput(t, "tigon", `stack s {
     interface eth0 { mac 00:1b:21:00:00:09 ip 10.9.0.1/24 }
     endpoint dns udp listen *:53
-}`, "balance", "incremental")
+}`, "balance", StrategyIncremental)
 	in.Previous = planOn82599()
 	if _, err := Run(in); err == nil || !strings.Contains(err.Error(), "not made for this NIC model") {
 		t.Fatalf("a previous plan of the 82599 on the Tigon: %v", err)
@@ -128,7 +128,7 @@ func TestIncrementalRefusesOtherModel(t *testing.T) {
 	in = stackInput(t, "82599", `stack s {
     interface eth0 { mac 00:1b:21:00:00:09 ip 10.9.0.1/24 }
     endpoint dns udp listen *:53
-}`, "balance", "incremental")
+}`, "balance", StrategyIncremental)
 	in.Previous = planOn82599()
 	if _, err := Run(in); err != nil {
 		t.Fatalf("a previous plan of the 82599 on the 82599: %v", err)

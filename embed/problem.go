@@ -27,7 +27,7 @@ type Input struct {
 	Stack    *lpg.Stack
 	LPG      *graph.Graph
 	Cost     costmodel.Function
-	Strategy string
+	Strategy Strategy   // "" is StrategyDefault
 	Previous *plan.Plan // for the incremental strategy
 	// CopyEngine is a host copy engine (I/OAT) that bulk copies may use.
 	CopyEngine *prg.Engine
@@ -39,6 +39,29 @@ type Input struct {
 	// whatever the driver exposes (dragonc run fixes the checksum offloads
 	// off: their per-frame verdicts never reach its sockets).
 	Fixed map[string]string
+}
+
+// Strategy names a search strategy, as --strategy and plan.json's
+// strategy spell it (docs/costs.md describes each).
+type Strategy string
+
+// Search strategies.
+const (
+	StrategyDefault        Strategy = "default"
+	StrategyDragonetGreedy Strategy = "dragonet-greedy"
+	StrategyIncremental    Strategy = "incremental"
+)
+
+// strategies is every strategy, in the order help and errors list them.
+var strategies = []Strategy{StrategyDefault, StrategyDragonetGreedy, StrategyIncremental}
+
+// Strategies lists the search strategies' names.
+func Strategies() []string {
+	names := make([]string, len(strategies))
+	for i, s := range strategies {
+		names[i] = string(s)
+	}
+	return names
 }
 
 // Targets of an embedding.

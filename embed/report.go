@@ -126,7 +126,7 @@ func (r *Result) WriteReport(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  everything in software: %s\n", costmodel.Format(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
 	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", costmodel.Format(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
-	if pl.Strategy != "dragonet-greedy" {
+	if Strategy(pl.Strategy) != StrategyDragonetGreedy {
 		if g, err := r.Greedy(); err != nil {
 			fmt.Fprintf(w, "  dragonet-greedy: stops: %s\n", strings.TrimPrefix(err.Error(), "dragonet-greedy: "))
 		} else {

@@ -97,7 +97,7 @@ func placeStage(m *prg.Model, cfg *prg.Config, lpgGraph *graph.Graph) {
 // comparison, or the error that stopped it (Dragonet's search stops when
 // its tables are full). The problem runs it once.
 func (r *Result) Greedy() (costmodel.Cost, error) {
-	if r.p.in.Strategy == "dragonet-greedy" {
+	if r.p.in.Strategy == StrategyDragonetGreedy {
 		return r.Cost, nil
 	}
 	g, err := r.p.dragonetGreedy()
@@ -310,7 +310,7 @@ func (r *Result) plan() *plan.Plan {
 		slices.Sort(names)
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("the filter tables are full: %d endpoints are steered by RSS or the default queue and demultiplexed in software; %s have room for %d more", left, strings.Join(names, ", "), free))
 	}
-	if p.in.Strategy == "incremental" && p.in.Previous != nil {
+	if p.in.Strategy == StrategyIncremental && p.in.Previous != nil {
 		pl.Changes = r.changes(pl)
 	}
 	pl.Warnings = append(pl.Warnings, p.warns...)
@@ -366,11 +366,12 @@ func (r *Result) spreadInto(pe *plan.Endpoint, i int) string {
 	return fmt.Sprintf("endpoint %s should be spread over %s (%s) but is served on %s: %s", pe.Name, want, sp.Why, coreList(pe.IRQCores), why)
 }
 
-func strategyName(s string) string {
+// strategyName is the strategy's name in plan.json: "" is the default.
+func strategyName(s Strategy) string {
 	if s == "" {
-		return "default"
+		return string(StrategyDefault)
 	}
-	return s
+	return string(s)
 }
 
 // round keeps plan numbers stable across platforms.

@@ -297,17 +297,14 @@ func (p *problem) order() []int {
 	return idx
 }
 
-// Strategies lists the search strategies.
-func Strategies() []string { return []string{"default", "dragonet-greedy", "incremental"} }
-
 // search runs a strategy and returns the final state.
-func (p *problem) search(strategy string) (*state, error) {
+func (p *problem) search(strategy Strategy) (*state, error) {
 	switch strategy {
-	case "dragonet-greedy":
+	case StrategyDragonetGreedy:
 		return p.dragonetGreedy()
-	case "default", "":
+	case StrategyDefault, "":
 		return p.searchModes(), nil
-	case "incremental":
+	case StrategyIncremental:
 		return p.incremental()
 	}
 	return nil, fmt.Errorf("unknown strategy %q; choose %v", strategy, Strategies())

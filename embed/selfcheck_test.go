@@ -63,7 +63,7 @@ const udpStack = `stack s {
 // decide on those ports, as Dragonet embeds by label: the model embeds,
 // its predicates are the LPG's, and the self-check passes.
 func TestForeignAtomsResolved(t *testing.T) {
-	in := stackInput(t, "82599", udpStack, "balance", "default")
+	in := stackInput(t, "82599", udpStack, "balance", StrategyDefault)
 	in.Model = model(t, strings.Replace(foreignNIC, "%s", "true", 1))
 	if len(in.Model.Foreign) != 2 {
 		t.Fatalf("foreign atoms %v, want pred(RxL3IPv4ValidChecksum,true) and false", in.Model.Foreign)
@@ -97,7 +97,7 @@ func TestForeignAtomsResolved(t *testing.T) {
 // every frame (dragonc embed of prgE10kImpl-minimal.unicorn exited 0, and
 // verify then found 898-965 mismatches per 1,000 frames).
 func TestForeignAtomsRefused(t *testing.T) {
-	in := stackInput(t, "82599", udpStack, "balance", "default")
+	in := stackInput(t, "82599", udpStack, "balance", StrategyDefault)
 	in.Model = model(t, strings.Replace(foreignNIC, "%s", "and(pred(RxL2EtherValidUnicast,true),pred(RxL2EtherValidLocalMAC,true))", 1))
 	_, err := Run(in)
 	var dl diag.List
@@ -117,7 +117,7 @@ func TestForeignAtomsRefused(t *testing.T) {
 // so and names the frames. The built-in models pass it (examples_test and
 // sim's tests verify them frame by frame).
 func TestSelfCheckCatches(t *testing.T) {
-	in := stackInput(t, "82599", udpStack, "balance", "default")
+	in := stackInput(t, "82599", udpStack, "balance", StrategyDefault)
 	in.Model = model(t, strings.Replace(foreignNIC, "%s", "eth.dst & 0x010000000000 == 0", 1))
 	r, err := Run(in)
 	if err != nil {
@@ -127,7 +127,7 @@ func TestSelfCheckCatches(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "otherwise than the LPG alone") || !strings.Contains(err.Error(), "broadcast") {
 		t.Fatalf("self-check: %v", err)
 	}
-	ok, err := Run(stackInput(t, "82599", udpStack, "balance", "default"))
+	ok, err := Run(stackInput(t, "82599", udpStack, "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}

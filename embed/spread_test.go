@@ -39,7 +39,7 @@ func TestSpreadHotEndpoint(t *testing.T) {
 			}
 			for _, cost := range []string{"balance", "priority", "cycles"} {
 				name := fmt.Sprintf("%s/%s/%s", nic, target, cost)
-				in := stackInput(t, nic, spreadStack, cost, "default")
+				in := stackInput(t, nic, spreadStack, cost, StrategyDefault)
 				if target == TargetLinux {
 					in.Driver, _ = nics.DriverFor(in.Model)
 				}
@@ -93,10 +93,10 @@ func TestSpreadHotEndpoint(t *testing.T) {
 		}
 	}
 	// Hot by its rate alone: twice what one core serves of a UDP path.
-	in := stackInput(t, "linux-xdp", spreadStack, "balance", "default")
+	in := stackInput(t, "linux-xdp", spreadStack, "balance", StrategyDefault)
 	rate := 2 * costmodel.CoreHz / in.costCycles(t)
 	hot := strings.Replace(spreadStack, `{ app "echo" cores 0..1 rate 1000kpps }`, fmt.Sprintf(`{ app "echo" rate %dpps }`, int(rate)), 1)
-	r, err := Run(stackInput(t, "linux-xdp", hot, "balance", "default"))
+	r, err := Run(stackInput(t, "linux-xdp", hot, "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func (in *Input) costCycles(t *testing.T) float64 {
 // TestSpreadWithoutHash: a NIC without a hash cannot spread the endpoint;
 // the plan says it is not spread and warns why.
 func TestSpreadWithoutHash(t *testing.T) {
-	r, err := Run(stackInput(t, "tigon", spreadStack, "balance", "default"))
+	r, err := Run(stackInput(t, "tigon", spreadStack, "balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func PlanCost(name string, src []byte, cost string) (*dembed.Result, *lpg.Stack,
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := dembed.Run(&dembed.Input{NIC: Model, Model: m, Stack: st, LPG: g, Cost: fn, Strategy: "default"})
+	r, err := dembed.Run(&dembed.Input{NIC: Model, Model: m, Stack: st, LPG: g, Cost: fn, Strategy: dembed.StrategyDefault})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -140,7 +140,7 @@ func embedDriver(t testing.TB, nic, src string, adapted bool) (*dembed.Result, *
 	if d == nil {
 		t.Fatal(why)
 	}
-	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Priority{}, Strategy: "default", Driver: d}
+	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Priority{}, Strategy: dembed.StrategyDefault, Driver: d}
 	if notes := Adapt(in); len(notes) == 0 && adapted {
 		t.Fatalf("Adapt fixed nothing on %s", nic)
 	}

@@ -488,7 +488,7 @@ func planSpace(nic, target, name string, src []byte) (*dembed.Result, error) {
 	if m == nil {
 		return nil, diags
 	}
-	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: "default"}
+	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: dembed.StrategyDefault}
 	if target == dembed.TargetLinux {
 		d, why := nics.DriverFor(m)
 		if d == nil {

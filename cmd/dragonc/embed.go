@@ -126,7 +126,7 @@ type embedFlags struct {
 func (f *embedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cost, "cost", "balance", "cost function: "+strings.Join(costmodel.Names(), ", "))
 	fs.IntVar(&f.goldPerQueue, "gold-per-queue", 1, "gold flows a queue may hold, for --cost dragonet-priority (Dragonet's goldFlowsPerQ)")
-	fs.StringVar(&f.strategy, "strategy", "default", "search strategy: "+strings.Join(embed.Strategies(), ", "))
+	fs.StringVar(&f.strategy, "strategy", string(embed.StrategyDefault), "search strategy: "+strings.Join(embed.Strategies(), ", "))
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
 	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or "+noCopyEngine)
@@ -147,7 +147,7 @@ func (f *embedFlags) validate() error {
 	if f.goldPerQueue < 1 {
 		return usagef("--gold-per-queue must be at least 1, not %d", f.goldPerQueue)
 	}
-	if f.strategy == "incremental" && f.previous == "" {
+	if embed.Strategy(f.strategy) == embed.StrategyIncremental && f.previous == "" {
 		return usagef("--strategy incremental needs --previous plan.json")
 	}
 	return nil
@@ -187,7 +187,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		}
 		st = &lpg.Stack{Name: l.Graph.Name} // an explicit LPG: no endpoints to steer
 	}
-	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.Graph, Cost: fn, Strategy: f.strategy}
+	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.Graph, Cost: fn, Strategy: embed.Strategy(f.strategy)}
 	if f.target == embed.TargetLinux && m.Props["stage"].Str != "ebpf" {
 		d, why := nics.DriverFor(m)
 		if d == nil {

@@ -63,7 +63,7 @@ func plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &embed.Input{NIC: nic, Model: Model(t, nic), Stack: st, LPG: g, Cost: cost, Strategy: "default"}
+	in := &embed.Input{NIC: nic, Model: Model(t, nic), Stack: st, LPG: g, Cost: cost, Strategy: embed.StrategyDefault}
 	if target == embed.TargetLinux {
 		d, why := nics.DriverFor(in.Model)
 		if d == nil {
