@@ -121,7 +121,7 @@ func (r *Result) WriteReport(w io.Writer) {
 		fmt.Fprintf(w, "  %-28s %d\n", k, counts[k])
 	}
 	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, costmodel.Format(pl.Cost.Kind, pl.Cost.Value))
-	if pl.Cost.Tie != 0 && pl.Cost.Function != "cycles" {
+	if pl.Cost.Tie != 0 && pl.Cost.Function != (costmodel.Cycles{}).Name() {
 		fmt.Fprintf(w, "  then, among equal costs, load served off its application's cores: %s\n", costmodel.FormatNumber(pl.Cost.Tie))
 	}
 	fmt.Fprintf(w, "  everything in software: %s\n", costmodel.Format(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
