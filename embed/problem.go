@@ -393,9 +393,12 @@ func (p *problem) newEndpoint(i int, e *lpg.Endpoint) *endpoint {
 	return ep
 }
 
-// flowHash is the RSS hash of a connected flow's frames. With Bucket and
-// SpreadIndex it is the one rule for where RSS puts a flow: the search,
-// the reference costs and the embedding's walk (knownBucket) all use it.
+// flowHash is the RSS hash of a connected flow's frames:
+// prg.Space.TupleHash of its tuple, which decides by packet.PortsHashed
+// whether the ports enter the hash. The embedding's walk (knownBucket)
+// hashes a box that fixes a flow's fields by the same two functions, so
+// the bucket the search expects a flow in (rssQueue, by Space.Bucket and
+// prg.SpreadIndex) is the one the embedding sends it to.
 func flowHash(sp *prg.Space, e *lpg.Endpoint) uint32 {
 	proto := uint8(0)
 	switch e.Proto {

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/internal/solver"
 	"github.com/dragonc/dragonc/lpg"
@@ -675,11 +676,10 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 	if !ok1 || !ok2 || !ok3 {
 		return nil
 	}
-	withPorts := proto == 6 && sp.TCPPorts || proto == 17 && sp.UDPPorts
 	var sport, dport uint64
-	if withPorts {
+	if packet.PortsHashed(proto, sp.TCPPorts, sp.UDPPorts) {
 		fs, fd := fTCPSport, fTCPDport
-		if proto == 17 {
+		if proto == packet.ProtoUDP {
 			fs, fd = fUDPSport, fUDPDport
 		}
 		var a, c bool

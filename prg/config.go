@@ -384,7 +384,7 @@ func (sp *Space) FrameHash(f *packet.Frame) (uint32, bool) {
 // protocol proto between src:sport and dst:dport. ok is false for an
 // identity hash.
 func (sp *Space) TupleHash(src, dst uint32, proto uint8, sport, dport uint16) (uint32, bool) {
-	withPorts := proto == packet.ProtoTCP && sp.TCPPorts || proto == packet.ProtoUDP && sp.UDPPorts
+	withPorts := packet.PortsHashed(uint64(proto), sp.TCPPorts, sp.UDPPorts)
 	switch {
 	case sp.Identity:
 		return 0, false

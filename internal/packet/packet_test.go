@@ -237,3 +237,24 @@ func TestPortSumHash(t *testing.T) {
 		}
 	}
 }
+
+// TestPortsHashed: only TCP and UDP have ports to hash, each only when its
+// protocol's ports are enabled.
+func TestPortsHashed(t *testing.T) {
+	for _, c := range []struct {
+		proto    uint64
+		tcp, udp bool
+		want     bool
+	}{
+		{ProtoTCP, true, false, true},
+		{ProtoTCP, false, true, false},
+		{ProtoUDP, false, true, true},
+		{ProtoUDP, true, false, false},
+		{ProtoICMP, true, true, false},
+		{ProtoTCP + 256, true, true, false},
+	} {
+		if got := PortsHashed(c.proto, c.tcp, c.udp); got != c.want {
+			t.Errorf("PortsHashed(%d, tcp %v, udp %v) = %v, want %v", c.proto, c.tcp, c.udp, got, c.want)
+		}
+	}
+}

@@ -59,13 +59,22 @@ func RSSHash(f *Frame, key []byte, tcpPorts, udpPorts bool) (hash uint32, ok boo
 	binary.BigEndian.PutUint32(in[4:8], uint32(dst))
 	n := 8
 	proto, _ := f.Get(fIPProto)
-	if sp, ok := f.Get(fL4Sport); ok && (proto == ProtoTCP && tcpPorts || proto == ProtoUDP && udpPorts) {
+	if sp, ok := f.Get(fL4Sport); ok && PortsHashed(proto, tcpPorts, udpPorts) {
 		dp, _ := f.Get(fL4Dport)
 		binary.BigEndian.PutUint16(in[8:10], uint16(sp))
 		binary.BigEndian.PutUint16(in[10:12], uint16(dp))
 		n = 12
 	}
 	return Toeplitz(key, in[:n]), true
+}
+
+// PortsHashed is the one rule for whether a hash engine that hashes TCP
+// ports when tcpPorts and UDP ports when udpPorts puts the ports of an
+// IPv4 datagram of protocol proto into its hash: only TCP and UDP have
+// ports to hash, each when its protocol is enabled. RSSHash, PortSumHash,
+// prg.Space.TupleHash and the embedding's knownBucket all decide by it.
+func PortsHashed(proto uint64, tcpPorts, udpPorts bool) bool {
+	return proto == ProtoTCP && tcpPorts || proto == ProtoUDP && udpPorts
 }
 
 var (
@@ -118,7 +127,7 @@ func PortSumHash(f *Frame, tcpPorts, udpPorts bool) (hash uint32, ok bool) {
 	}
 	proto, _ := f.Get(fIPProto)
 	sp, ok := f.Get(fL4Sport)
-	if !ok || !(proto == ProtoTCP && tcpPorts || proto == ProtoUDP && udpPorts) {
+	if !ok || !PortsHashed(proto, tcpPorts, udpPorts) {
 		return 0, true
 	}
 	dp, _ := f.Get(fL4Dport)
