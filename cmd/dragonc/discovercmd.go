@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dragonc/dragonc/discover"
+	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -84,22 +85,7 @@ func runDiscover(e *env, iface, out string) int {
 		fmt.Fprint(e.stdout, text)
 		return 0
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".dragonc-discover-*")
-	if err == nil {
-		_, err = tmp.WriteString(text)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Chmod(tmp.Name(), 0o644)
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), out)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
+	err = outdir.Replace(out, []byte(text), func(tmp *os.File) error { return tmp.Chmod(0o644) })
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: writing %s: %v\n", out, err)
 		return exitInput

@@ -18,6 +18,7 @@ import (
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/load"
+	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/nics"
 )
 
@@ -357,10 +358,10 @@ func runFmt(e *env, paths []string, write, list bool) int {
 // sticky bits included. A file with several hard links is rewritten in
 // place so the links keep sharing it, and so is a file whose owner or
 // group this process cannot give a new file (someone else's, when not
-// root). Any other file is replaced by a temporary file beside it, renamed
-// over it, so a failure never leaves it half-written, and the temporary
-// file is removed on failure.
-func writeFileAtomic(path string, data []byte) (err error) {
+// root). Any other file is replaced by outdir.Replace (a temporary file
+// beside it, renamed over it), so a failure never leaves it half-written,
+// and the temporary file is removed on failure.
+func writeFileAtomic(path string, data []byte) error {
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return err
@@ -378,36 +379,25 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if sys.Nlink > 1 {
 		return rewriteInPlace(target, data)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close() // perhaps closed already
-			os.Remove(tmp.Name())
+	err = outdir.Replace(target, data, func(tmp *os.File) error {
+		// Owner first: chown clears setuid and setgid, chmod sets them again.
+		if err := chownFile(tmp, int(sys.Uid), int(sys.Gid)); err != nil {
+			if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EINVAL) {
+				return err
+			}
+			return errOwnerUnkept
 		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	// Owner first: chown clears setuid and setgid, chmod sets them again.
-	if err := chownFile(tmp, int(sys.Uid), int(sys.Gid)); err != nil {
-		if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EINVAL) {
-			return err
-		}
-		tmp.Close()
-		os.Remove(tmp.Name())
+		return tmp.Chmod(mode)
+	})
+	if err == errOwnerUnkept {
 		return rewriteInPlace(target, data)
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), target)
+	return err
 }
+
+// errOwnerUnkept stops writeFileAtomic's replacement when a new file
+// cannot be given the old one's owner: the file is rewritten in place.
+var errOwnerUnkept = errors.New("the file's owner cannot be kept by a new file")
 
 // chownFile is (*os.File).Chown; tests make it fail.
 var chownFile = (*os.File).Chown

@@ -3,7 +3,8 @@
 // (a temporary file beside it, then a rename), a manifest in the directory
 // lists what dragonc owns there, files of an earlier run that are no longer
 // produced are removed only when that manifest lists them, a lock keeps two
-// runs apart, and modes follow the umask.
+// runs apart, and modes follow the umask. Replace is the atomic write of
+// one file that dragonc's other writers (fmt -w, discover -o) use.
 package outdir
 
 import (
