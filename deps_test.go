@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	"internal/load":                {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
 	"cmd/dragonc":                  {"backends", "backends/dot", "bench", "bench/live", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/load", "internal/outdir", "lpg", "nics", "plan", "prg", "run", "verify"},
 	"internal/outdir":              {},
-	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/graph", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
+	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/graph", "internal/outdir", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard
 	// library only.
 	"run/dataplane": {},

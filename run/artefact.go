@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
 	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -79,24 +81,8 @@ func BuildArtefact(out, base string, a Artefact, helper string) (static bool, er
 	var trailer [24]byte
 	copy(trailer[:16], artefactMagic)
 	binary.LittleEndian.PutUint64(trailer[16:], uint64(zb.Len()))
-	tmp := out + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
-	if err != nil {
-		return false, err
-	}
-	for _, b := range [][]byte{prog, zb.Bytes(), trailer[:]} {
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			os.Remove(tmp)
-			return false, err
-		}
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return false, err
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		os.Remove(tmp)
+	data := slices.Concat(prog, zb.Bytes(), trailer[:])
+	if err := outdir.Replace(out, data, func(f *os.File) error { return f.Chmod(0o755) }); err != nil {
 		return false, err
 	}
 	return isStatic(base), nil

@@ -21,6 +21,7 @@ import (
 	"github.com/dragonc/dragonc/backends/gofallback"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
+	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
@@ -340,12 +341,8 @@ func buildHelper(ctx context.Context, work string, files map[string][]byte, prog
 		// Into the cache by rename, so that no one runs half a binary; a
 		// cache that cannot be written only costs the next build.
 		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
-			tmp := cached + ".tmp" + strconv.Itoa(os.Getpid())
-			if b, err := os.ReadFile(bin); err == nil && os.WriteFile(tmp, b, 0o755) == nil {
-				if os.Rename(tmp, cached) == nil {
-					return cached, nil
-				}
-				os.Remove(tmp)
+			if b, err := os.ReadFile(bin); err == nil && outdir.Replace(cached, b, func(f *os.File) error { return f.Chmod(0o755) }) == nil {
+				return cached, nil
 			}
 		}
 	}

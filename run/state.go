@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
@@ -174,17 +175,14 @@ func (s *State) Alive() bool {
 	return ok && start == s.Start
 }
 
-// writeJSON replaces path with v atomically (a temporary file renamed).
+// writeJSON replaces path with v atomically (outdir.Replace: a temporary
+// file of its own, renamed, removed on failure).
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return outdir.Replace(path, append(b, '\n'), func(f *os.File) error { return f.Chmod(0o644) })
 }
 
 // ReadState reads the state of the run on iface (an interface of this
