@@ -105,21 +105,12 @@ func (l mcLoad) args(netnsPath string) []string {
 
 // mcResult is what mcgen prints.
 type mcResult struct {
-	Answered uint64 `json:"answered"`
+	genCounts
 	Hits     uint64 `json:"hits"`
 	Misses   uint64 `json:"misses"`
-	Lost     uint64 `json:"lost"`
-	Late     uint64 `json:"late"`
-	Stray    uint64 `json:"stray"`
 	Errors   uint64 `json:"errors"`
 	Sent     uint64 `json:"sent"`
 	Skipped  uint64 `json:"skipped"`
-	Drained  uint64 `json:"drained"`
-	WindowNs uint64 `json:"window_ns"`
-	P50Ns    uint64 `json:"p50_ns"`
-	P99Ns    uint64 `json:"p99_ns"`
-	BusyNs   uint64 `json:"busy_ns"`
-	SelfNs   uint64 `json:"self_ns"`
 	ServerNs uint64 `json:"server_ns"`
 	CoreNs   uint64 `json:"core_ns"`
 }

@@ -99,19 +99,25 @@ type load struct {
 	icmp              bool // echo requests (ping) instead of UDP
 }
 
-// genResult is what the load generator prints (gen.c's JSON object).
-type genResult struct {
+// genCounts are the fields both C generators print (gen.c and mcgen.c,
+// whose totals come from csrc/common.h's histogram and CPU readings).
+type genCounts struct {
 	Answered uint64 `json:"answered"`
 	Lost     uint64 `json:"lost"`
 	Late     uint64 `json:"late"`
 	Stray    uint64 `json:"stray"`
-	Refused  uint64 `json:"refused"`
 	Drained  uint64 `json:"drained"`
 	WindowNs uint64 `json:"window_ns"`
 	P50Ns    uint64 `json:"p50_ns"`
 	P99Ns    uint64 `json:"p99_ns"`
 	BusyNs   uint64 `json:"busy_ns"`
 	SelfNs   uint64 `json:"self_ns"`
+}
+
+// genResult is what the load generator prints (gen.c's JSON object).
+type genResult struct {
+	genCounts
+	Refused uint64 `json:"refused"`
 }
 
 // args are the generator's arguments (gen.c's usage line).
