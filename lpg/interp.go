@@ -52,12 +52,10 @@ type Interp struct {
 	prog  *graph.Program
 	trace *graph.Trace
 	frame packet.Frame
-	term  []terminal // nodes that decide an outcome when they fire
-}
-
-type terminal struct {
-	id  int
-	out Outcome
+	// term[id] is the outcome node id stands for when it fires (an
+	// endpoint, a reply or a sink); isTerm[id] says whether it has one.
+	term   []Outcome
+	isTerm []bool
 }
 
 // NewInterp prepares an LPG for execution from its first node.
@@ -69,14 +67,12 @@ func NewInterp(g *graph.Graph) (*Interp, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &Interp{G: g, prog: prog, trace: prog.NewTrace()}
+	in := &Interp{G: g, prog: prog, trace: prog.NewTrace(), term: make([]Outcome, len(g.Nodes)), isTerm: make([]bool, len(g.Nodes))}
 	for _, n := range g.Nodes {
 		if graph.Transmit(n.Name) {
 			continue // the transmit path is spawned, not run on receive
 		}
-		if o, ok := Terminal(n); ok {
-			in.term = append(in.term, terminal{n.ID, o})
-		}
+		in.term[n.ID], in.isTerm[n.ID] = Terminal(n)
 	}
 	return in, nil
 }
@@ -113,17 +109,20 @@ func (in *Interp) RunEnv(env pred.Env) Outcome {
 }
 
 func (in *Interp) outcome() Outcome {
-	for _, t := range in.term {
-		if in.trace.Fired(t.id) {
-			return t.out
+	// The terminal declared first decides, among those that fired.
+	fired := in.trace.FiredOrder()
+	first := -1
+	for _, id := range fired {
+		if in.isTerm[id] && (first < 0 || id < first) {
+			first = id
 		}
 	}
+	if first >= 0 {
+		return in.term[first]
+	}
 	g := in.G
-	for _, id := range in.prog.Order() {
+	for _, id := range fired {
 		n := g.Nodes[id]
-		if !in.trace.Fired(id) {
-			continue
-		}
 		p := in.trace.Enabled(g, id)
 		if p == nil && len(n.Ports) > 0 {
 			return Outcome{Kind: Drop, Node: n.Name, Port: "(none)"}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/dragonc/dragonc/internal/pred"
 )
@@ -17,6 +18,12 @@ type Program struct {
 	inputs [][]input
 	// defaults[n][i] marks ports without a predicate.
 	defaults [][]bool
+	// pos[n] is n's place in order; next[n][i] lists the places of the
+	// successors of n's port i, so a run visits only the nodes a packet
+	// reaches instead of every node of a large graph.
+	pos    []int32
+	next   [][][]int32
+	isGate []bool
 }
 
 type input struct {
@@ -31,8 +38,19 @@ func Compile(g *Graph, entry int) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Program{G: g, Entry: entry, order: order, inputs: make([][]input, len(g.Nodes)), defaults: make([][]bool, len(g.Nodes))}
+	p := &Program{G: g, Entry: entry, order: order, inputs: make([][]input, len(g.Nodes)), defaults: make([][]bool, len(g.Nodes)),
+		pos: make([]int32, len(g.Nodes)), next: make([][][]int32, len(g.Nodes)), isGate: make([]bool, len(g.Nodes))}
+	for i, id := range order {
+		p.pos[id] = int32(i)
+	}
 	for _, n := range g.Nodes {
+		p.isGate[n.ID] = n.Kind.IsGate()
+		p.next[n.ID] = make([][]int32, len(n.Ports))
+		for i, port := range n.Ports {
+			for _, s := range port.Succ {
+				p.next[n.ID][i] = append(p.next[n.ID][i], p.pos[s])
+			}
+		}
 		if n.Kind == Config {
 			return nil, fmt.Errorf("node %s is a configuration node; apply a configuration before running the graph", n.Name)
 		}
@@ -58,13 +76,28 @@ func Compile(g *Graph, entry int) (*Program, error) {
 // the port it enabled (-1 when it did not fire).
 type Trace struct {
 	Port []int
+	// fired lists the nodes whose Port the last run set, so the next run
+	// resets only those; pending marks, by place in the order, the nodes a
+	// predecessor activated and the run has not reached yet.
+	fired   []int
+	pending []uint64
 }
+
+// FiredOrder lists the nodes that fired in the last run, in execution
+// order. It is the trace's own slice: read it before the next run.
+func (t *Trace) FiredOrder() []int { return t.fired }
 
 // Fired reports whether node id fired.
 func (t *Trace) Fired(id int) bool { return t.Port[id] >= 0 }
 
 // NewTrace allocates a trace for p; Run reuses it.
-func (p *Program) NewTrace() *Trace { return &Trace{Port: make([]int, len(p.G.Nodes))} }
+func (p *Program) NewTrace() *Trace {
+	t := &Trace{Port: make([]int, len(p.G.Nodes)), pending: make([]uint64, (len(p.order)+63)/64)}
+	for i := range t.Port {
+		t.Port[i] = -1
+	}
+	return t
+}
 
 // Run executes the program on env, filling t. The rules are Dragonet's:
 //
@@ -80,38 +113,43 @@ func (p *Program) NewTrace() *Trace { return &Trace{Port: make([]int, len(p.G.No
 //     undecided does not fire.
 //   - Successors of an enabled port are all activated (fan-out).
 func (p *Program) Run(env pred.Env, t *Trace) {
-	for i := range t.Port {
-		t.Port[i] = -1
+	for _, id := range t.fired {
+		t.Port[id] = -1
 	}
+	t.fired = t.fired[:0]
 	g := p.G
-	for _, id := range p.order {
-		n := g.Nodes[id]
-		if n.Kind.IsGate() {
-			t.Port[id] = p.gate(n, t)
-			continue
-		}
-		if id != p.Entry && !p.activated(id, t) {
-			continue
-		}
-		t.Port[id] = p.choose(n, env)
-	}
-}
-
-// activated reports whether some predecessor enabled a port leading to id.
-func (p *Program) activated(id int, t *Trace) bool {
-	for _, in := range p.inputs[id] {
-		chosen := t.Port[in.from]
-		if chosen < 0 {
-			continue
-		}
-		for _, port := range in.ports {
-			if port == chosen {
-				return true
+	// A node a packet does not reach neither fires nor changes a gate's
+	// outcome (a gate with no input arrived is undecided and incomplete),
+	// so the run visits, in topological order, only the entry and the
+	// nodes an enabled port leads to. Successors always come later in the
+	// order, so one forward sweep over the pending bits finds them all.
+	t.mark(p.pos[p.Entry])
+	for w := range t.pending {
+		for t.pending[w] != 0 {
+			b := bits.TrailingZeros64(t.pending[w])
+			t.pending[w] &^= 1 << b
+			id := p.order[w*64+b]
+			n := g.Nodes[id]
+			var port int
+			if p.isGate[id] {
+				if port = p.gate(n, t); port < 0 {
+					continue
+				}
+			} else {
+				port = p.choose(n, env)
+			}
+			t.Port[id] = port
+			t.fired = append(t.fired, id)
+			if port < len(p.next[id]) {
+				for _, at := range p.next[id][port] {
+					t.mark(at)
+				}
 			}
 		}
 	}
-	return false
 }
+
+func (t *Trace) mark(at int32) { t.pending[at>>6] |= 1 << (at & 63) }
 
 // choose picks the port an F-node enables.
 func (p *Program) choose(n *Node, env pred.Env) int {
@@ -214,10 +252,7 @@ type Step struct {
 // order, each with the port it enabled.
 func (p *Program) Path(t *Trace) []Step {
 	var out []Step
-	for _, id := range p.order {
-		if !t.Fired(id) {
-			continue
-		}
+	for _, id := range t.fired {
 		out = append(out, Step{Node: p.G.Nodes[id], Port: t.Enabled(p.G, id)})
 	}
 	return out
