@@ -24,6 +24,85 @@ type Program struct {
 	pos    []int32
 	next   [][][]int32
 	isGate []bool
+	// index[n], for a node with many guarded ports, finds the ports whose
+	// predicate can hold from one field's value (nil: none).
+	index []*portIndex
+}
+
+// portIndex narrows a demultiplexer's ports to those that can hold: every
+// guarded port requires field == some value (alone or in a conjunction),
+// so only the ports listed under the frame's value need evaluating.
+type portIndex struct {
+	field int
+	ports map[uint64][]int // in declared order
+}
+
+// indexMin is the fewest guarded ports worth an index.
+const indexMin = 8
+
+// newPortIndex indexes n's guarded ports by the field every one of them
+// compares for equality, the one with the most distinct values; nil when
+// there are few ports or no such field.
+func newPortIndex(n *Node) *portIndex {
+	var counts map[int]map[uint64]bool
+	guarded := 0
+	for _, port := range n.Ports {
+		if port.Pred == nil {
+			continue
+		}
+		guarded++
+		eqs := equalities(port.Pred)
+		if counts == nil {
+			counts = map[int]map[uint64]bool{}
+			for id := range eqs {
+				counts[id] = map[uint64]bool{}
+			}
+		}
+		for id := range counts {
+			v, ok := eqs[id]
+			if !ok {
+				delete(counts, id)
+				continue
+			}
+			counts[id][v] = true
+		}
+	}
+	best, distinct := -1, 0
+	for id, vals := range counts {
+		if len(vals) > distinct || len(vals) == distinct && id < best {
+			best, distinct = id, len(vals)
+		}
+	}
+	if guarded < indexMin || best < 0 || distinct < 2 {
+		return nil
+	}
+	ix := &portIndex{field: best, ports: map[uint64][]int{}}
+	for i, port := range n.Ports {
+		if port.Pred != nil {
+			v := equalities(port.Pred)[best]
+			ix.ports[v] = append(ix.ports[v], i)
+		}
+	}
+	return ix
+}
+
+// equalities lists the fields e requires to equal a constant, unmasked:
+// e itself or a conjunct of it.
+func equalities(e pred.Expr) map[int]uint64 {
+	out := map[int]uint64{}
+	add := func(x pred.Expr) {
+		if c, ok := x.(pred.Cmp); ok && c.Op == pred.Eq && c.Mask == 0 {
+			out[c.ID] = c.Value
+		}
+	}
+	if a, ok := e.(pred.And); ok {
+		for _, x := range a.X {
+			add(x)
+		}
+	} else {
+		add(e)
+	}
+	return out
 }
 
 type input struct {
@@ -39,12 +118,15 @@ func Compile(g *Graph, entry int) (*Program, error) {
 		return nil, err
 	}
 	p := &Program{G: g, Entry: entry, order: order, inputs: make([][]input, len(g.Nodes)), defaults: make([][]bool, len(g.Nodes)),
-		pos: make([]int32, len(g.Nodes)), next: make([][][]int32, len(g.Nodes)), isGate: make([]bool, len(g.Nodes))}
+		pos: make([]int32, len(g.Nodes)), next: make([][][]int32, len(g.Nodes)), isGate: make([]bool, len(g.Nodes)), index: make([]*portIndex, len(g.Nodes))}
 	for i, id := range order {
 		p.pos[id] = int32(i)
 	}
 	for _, n := range g.Nodes {
 		p.isGate[n.ID] = n.Kind.IsGate()
+		if !p.isGate[n.ID] {
+			p.index[n.ID] = newPortIndex(n)
+		}
 		p.next[n.ID] = make([][]int32, len(n.Ports))
 		for i, port := range n.Ports {
 			for _, s := range port.Succ {
@@ -157,6 +239,18 @@ func (p *Program) choose(n *Node, env pred.Env) int {
 		return 0 // fired, leads nowhere
 	}
 	defs := p.defaults[n.ID]
+	if ix := p.index[n.ID]; ix != nil {
+		// Only the listed ports can hold; the rest compare the field with
+		// another value (and with no value, no guarded port holds).
+		if v, ok := env.Value(ix.field); ok {
+			for _, i := range ix.ports[v] {
+				if pred.Eval(n.Ports[i].Pred, env) {
+					return i
+				}
+			}
+		}
+		return firstDefault(defs, len(n.Ports))
+	}
 	allDefault := true
 	for i, port := range n.Ports {
 		if defs[i] {
@@ -175,13 +269,18 @@ func (p *Program) choose(n *Node, env pred.Env) int {
 			}
 		}
 	}
-	for i := range n.Ports {
-		if defs[i] {
+	return firstDefault(defs, len(n.Ports))
+}
+
+// firstDefault is the first port without a predicate, or ports (the node
+// drops the packet) when every port has one.
+func firstDefault(defs []bool, ports int) int {
+	for i, d := range defs {
+		if d {
 			return i
 		}
 	}
-	// Every port has a predicate and none holds: the node drops the packet.
-	return len(n.Ports)
+	return ports
 }
 
 // gate evaluates an O-node; -1 when it does not fire.
