@@ -46,6 +46,7 @@ func TestEveryNICAndExample(t *testing.T) {
 		for _, ex := range examples {
 			name := nic + "/" + strings.TrimSuffix(filepath.Base(ex), ".lpg")
 			t.Run(name, func(t *testing.T) {
+				t.Parallel() // independent: both cores when the package runs alone
 				r, st := planFor(t, nic, ex)
 				rep, err := Run(r, st, Options{Packets: n, Seed: 7, Fallback: haveGo == nil, Work: t.TempDir()})
 				if err != nil {
@@ -75,6 +76,7 @@ func TestLinuxTargets(t *testing.T) {
 	for _, nic := range []string{"82576", "82599", "myri10g", "tigon"} {
 		for _, ex := range examples {
 			t.Run(nic+"/"+strings.TrimSuffix(filepath.Base(ex), ".lpg"), func(t *testing.T) {
+				t.Parallel()
 				r, st := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, embed.TargetLinux)
 				rep, err := Run(r, st, Options{Packets: n, Seed: 11})
 				if err != nil {
