@@ -731,3 +731,27 @@ func TestDocPaths(t *testing.T) {
 		t.Errorf("only %d paths and diagnostics found in the documents", n)
 	}
 }
+
+// TestCIRunsTheReadme: .ci/run ends with the README's two opening
+// commands, in order and word for word, so CI runs what a newcomer runs.
+func TestCIRunsTheReadme(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := strings.Split(strings.TrimSpace(between(t, "README.md", string(b), "```sh\n", "```")), "\n")
+	if len(block) != 2 {
+		t.Fatalf("the README's first block has %d commands, want 2 (the main job, the tests): %q", len(block), block)
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(ci)), "\n")
+	if got := lines[len(lines)-2:]; !slices.Equal(got, block) {
+		t.Errorf(".ci/run ends with %q; the README's commands are %q", got, block)
+	}
+	if !strings.Contains(block[1], "-timeout") {
+		t.Errorf("the README's test command %q sets no -timeout: a loaded machine hits go test's 10-minute default", block[1])
+	}
+}
