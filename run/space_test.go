@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -236,11 +237,54 @@ func TestStageOverStacks(t *testing.T) {
 	start := time.Now()
 	stacks, targets := spaceStacks(t), spaceTargets(t)
 	const perStack = 200
-	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered, nKernelSocket int
+	// The stacks are checked two at a time (both cores), each with its own
+	// counts, which are added up at the end.
+	var total [11]int
+	var mu sync.Mutex
+	work := make(chan spaceStack)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sc := range work {
+				n := checkSpaceStack(t, sc, targets, perStack)
+				mu.Lock()
+				for i := range total {
+					total[i] += n[i]
+				}
+				mu.Unlock()
+			}
+		}()
+	}
 	for _, sc := range stacks {
+		work <- sc
+	}
+	close(work)
+	wg.Wait()
+	nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered, nKernelSocket :=
+		total[0], total[1], total[2], total[3], total[4], total[5], total[6], total[7], total[8], total[9], total[10]
+	t.Logf("%d stacks × %d models: %d stages (%d distinct, loaded; %d declined with a reason) on %d frames: %d checks, "+
+		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP and echo requests it answered, "+
+		"%d the kernel's with kernel-socket endpoints; %v",
+		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, nAnswered, nKernelSocket, time.Since(start).Round(time.Millisecond))
+	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 || nKernelSocket < nChecked/50 {
+		t.Errorf("too few frames of each kind: the frames do not exercise the stage")
+	}
+}
+
+// checkSpaceStack is TestStageOverStacks on one stack: its counts, in the
+// order the test adds them up.
+func checkSpaceStack(t *testing.T, sc spaceStack, targets []spaceTarget, perStack int) [11]int {
+	var nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered, nKernelSocket int
+	counts := func() [11]int {
+		return [11]int{nStages, nLoads, nFrames, nChecked, nRefused, nKernel, nTaken, nQueued, nSites, nAnswered, nKernelSocket}
+	}
+	{
 		st, diags := lpg.LoadStack(sc.name, sc.src)
 		if st == nil || diags.HasErrors() {
-			t.Fatalf("%s: %v\n%s", sc.name, diags, sc.src)
+			t.Errorf("%s: %v\n%s", sc.name, diags, sc.src)
+			return counts()
 		}
 		frames := spaceFrames(st, perStack)
 		nFrames += len(frames)
@@ -253,7 +297,8 @@ func TestStageOverStacks(t *testing.T) {
 			}
 			sm, err := sim.New(r.Embedding)
 			if err != nil {
-				t.Fatal(err)
+				t.Error(err)
+				return counts()
 			}
 			modes, refused, err := spaceModes(r, st)
 			nRefused += refused
@@ -371,13 +416,7 @@ func TestStageOverStacks(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d stacks × %d models: %d stages (%d distinct, loaded; %d declined with a reason) on %d frames: %d checks, "+
-		"%d the LPG takes, %d the kernel's, %d queues compared, %d dropped by the XDP program's checks, %d ARP and echo requests it answered, "+
-		"%d the kernel's with kernel-socket endpoints; %v",
-		len(stacks), len(targets), nStages, nLoads, nRefused, nFrames, nChecked, nTaken, nKernel, nQueued, nSites, nAnswered, nKernelSocket, time.Since(start).Round(time.Millisecond))
-	if nTaken < nChecked/10 || nKernel < nChecked/50 || nQueued < nChecked/10 || nKernelSocket < nChecked/50 {
-		t.Errorf("too few frames of each kind: the frames do not exercise the stage")
-	}
+	return counts()
 }
 
 // spaceMode is a stage made of a plan, and what decides its queues.
