@@ -19,7 +19,6 @@ import (
 
 	"github.com/dragonc/dragonc/backends/gofallback"
 	"github.com/dragonc/dragonc/bench/baseline"
-	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/internal/pred"
@@ -273,7 +272,12 @@ func softwareOnly(r *dembed.Result, st *lpg.Stack) (*dembed.Result, error) {
 	if m == nil {
 		return nil, fmt.Errorf("dragonc: internal error: %v", diags)
 	}
-	return dembed.Run(&dembed.Input{NIC: "software", Model: m, Stack: st, LPG: r.Embedding.LPG, Cost: costmodel.Balance{}, Strategy: dembed.StrategyDragonetGreedy})
+	// The whole (empty) NIC: it has no driver, and nothing to copy with.
+	in, _, err := dembed.NewInput("software", m, st, r.Embedding.LPG, dembed.Options{Strategy: dembed.StrategyDragonetGreedy, Target: dembed.TargetSilicon, CopyEngine: dembed.NoCopyEngine})
+	if err != nil {
+		return nil, err
+	}
+	return dembed.Run(in)
 }
 
 // harness reads the frames of both sets from stdin (length, queue, flags,

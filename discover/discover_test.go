@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/discover"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/golden"
@@ -107,15 +106,14 @@ func embedOn(t *testing.T, m *prg.Model, example string) *embed.Result {
 	if st == nil {
 		t.Fatal(diags)
 	}
-	g, err := lpg.Derive(st)
+	in, warnings, err := embed.NewInput("discovered", m, st, nil, embed.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, why := nics.DriverFor(m)
-	if d == nil {
-		t.Fatalf("no driver facts: %s", why)
+	if len(warnings) > 0 || in.Driver == nil {
+		t.Fatalf("no driver facts: %v", warnings)
 	}
-	r, err := embed.Run(&embed.Input{NIC: "discovered", Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: embed.StrategyDefault, Driver: d})
+	r, err := embed.Run(in)
 	if err != nil {
 		t.Fatal(err)
 	}

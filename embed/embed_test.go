@@ -36,22 +36,32 @@ func loadModel(t testing.TB, nic string) *prg.Model {
 	return m
 }
 
+// stackInput is the input of a plan of src on the whole NIC.
 func stackInput(t testing.TB, nic, src, cost string, strategy Strategy) *Input {
+	t.Helper()
+	return stackInputTarget(t, nic, src, cost, strategy, TargetSilicon)
+}
+
+// stackInputTarget is stackInput for a target; the Linux target must find
+// the model's driver facts.
+func stackInputTarget(t testing.TB, nic, src, cost string, strategy Strategy, target string) *Input {
 	t.Helper()
 	st, diags := lpg.LoadStack("s.lpg", []byte(src))
 	if st == nil {
 		t.Fatalf("%v\n%s", diags, src)
 	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fn, err := costmodel.ByName(cost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ioat := loadModel(t, "ioat")
-	return &Input{NIC: nic, Model: loadModel(t, nic), Stack: st, LPG: g, Cost: fn, Strategy: strategy, CopyEngine: ioat.Engine[0]}
+	in, warnings, err := NewInput(nic, loadModel(t, nic), st, nil, Options{Cost: fn, Strategy: strategy, Target: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) > 0 {
+		t.Fatal(warnings)
+	}
+	return in
 }
 
 // TestGoldenEmbeddings keeps the report of every built-in NIC and example,
@@ -497,7 +507,11 @@ func TestExplicitLPG(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	r, err := Run(&Input{NIC: "82599", Model: loadModel(t, "82599"), Stack: &lpg.Stack{Name: "tiny"}, LPG: g, Cost: costmodel.Balance{}})
+	in, _, err := NewInput("82599", loadModel(t, "82599"), &lpg.Stack{Name: "tiny"}, g, Options{Target: TargetSilicon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +525,11 @@ func TestExplicitLPG(t *testing.T) {
 		t.Errorf("no warning about the NIC's length check: %v", r.Plan.Warnings)
 	}
 	cfg, _, _ := dsl.Load("c.lpg", []byte(`graph c { node RxQueue { attr "source" port out[C] } config C { port a b[] } }`))
-	if _, err := Run(&Input{NIC: "82599", Model: loadModel(t, "82599"), Stack: &lpg.Stack{Name: "c"}, LPG: cfg, Cost: costmodel.Balance{}}); err == nil || !strings.Contains(err.Error(), "is not an LPG") {
+	in, _, err = NewInput("82599", loadModel(t, "82599"), &lpg.Stack{Name: "c"}, cfg, Options{Target: TargetSilicon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(in); err == nil || !strings.Contains(err.Error(), "is not an LPG") {
 		t.Errorf("configuration node in an LPG: %v", err)
 	}
 }
@@ -608,14 +626,7 @@ func TestNeverWorseThanReferences(t *testing.T) {
 				src, _ := os.ReadFile(ex)
 				for _, cost := range costmodel.Names() {
 					name := fmt.Sprintf("%s/%s/%s/%s", nic, target, strings.TrimSuffix(filepath.Base(ex), ".lpg"), cost)
-					in := stackInput(t, nic, string(src), cost, StrategyDefault)
-					if target == TargetLinux {
-						d, why := nics.DriverFor(in.Model)
-						if d == nil {
-							t.Fatalf("%s: %s", name, why)
-						}
-						in.Driver = d
-					}
+					in := stackInputTarget(t, nic, string(src), cost, StrategyDefault, target)
 					r, err := Run(in)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)

@@ -154,9 +154,10 @@ func DropSite(node, port string) string {
 
 // Plan embeds a stack file's source (name is for its diagnostics) on the
 // linux-xdp model as `dragonc embed linux-xdp` does with its defaults
-// (the balance cost, the default strategy).
+// (embed.NewInput's: the balance cost, the default strategy, I/OAT for
+// bulk copies).
 func Plan(name string, src []byte) (*dembed.Result, *lpg.Stack, error) {
-	return PlanCost(name, src, "balance")
+	return PlanCost(name, src, dembed.DefaultCost)
 }
 
 // PlanCost is Plan with the cost function cost (a name costmodel.ByName
@@ -165,10 +166,6 @@ func PlanCost(name string, src []byte, cost string) (*dembed.Result, *lpg.Stack,
 	st, diags := lpg.LoadStack(name, src)
 	if st == nil {
 		return nil, nil, diags
-	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		return nil, nil, err
 	}
 	m, mdiags, err := nics.Load(Model)
 	if err != nil {
@@ -181,7 +178,13 @@ func PlanCost(name string, src []byte, cost string) (*dembed.Result, *lpg.Stack,
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := dembed.Run(&dembed.Input{NIC: Model, Model: m, Stack: st, LPG: g, Cost: fn, Strategy: dembed.StrategyDefault})
+	// No warnings: linux-xdp restricts nothing by driver, and the built-in
+	// copy engine has none.
+	in, _, err := dembed.NewInput(Model, m, st, nil, dembed.Options{Cost: fn})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := dembed.Run(in)
 	if err != nil {
 		return nil, nil, err
 	}

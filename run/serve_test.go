@@ -34,7 +34,6 @@ import (
 	"github.com/dragonc/dragonc/internal/netnstest"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 )
@@ -131,16 +130,13 @@ func embedDriver(t testing.TB, nic, src string, adapted bool) (*dembed.Result, *
 	if st == nil {
 		t.Fatal(diags)
 	}
-	g, err := lpg.Derive(st)
+	in, warnings, err := dembed.NewInput(nic, embedtest.Model(t, nic), st, nil, dembed.Options{Cost: costmodel.Priority{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := embedtest.Model(t, nic)
-	d, why := nics.DriverFor(m)
-	if d == nil {
-		t.Fatal(why)
+	if len(warnings) > 0 || in.Driver == nil {
+		t.Fatalf("no driver facts for %s: %v", nic, warnings)
 	}
-	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Priority{}, Strategy: dembed.StrategyDefault, Driver: d}
 	if notes := Adapt(in); len(notes) == 0 && adapted {
 		t.Fatalf("Adapt fixed nothing on %s", nic)
 	}

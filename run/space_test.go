@@ -19,7 +19,6 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/dragonc/dragonc/backends/linux"
-	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -516,10 +515,6 @@ func planSpace(nic, target, name string, src []byte) (*dembed.Result, error) {
 	if st == nil {
 		return nil, diags
 	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		return nil, err
-	}
 	m, diags, err := nics.Load(nic)
 	if err != nil {
 		return nil, err
@@ -527,13 +522,12 @@ func planSpace(nic, target, name string, src []byte) (*dembed.Result, error) {
 	if m == nil {
 		return nil, diags
 	}
-	in := &dembed.Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: dembed.StrategyDefault}
-	if target == dembed.TargetLinux {
-		d, why := nics.DriverFor(m)
-		if d == nil {
-			return nil, errors.New(why)
-		}
-		in.Driver = d
+	in, warnings, err := dembed.NewInput(nic, m, st, nil, dembed.Options{Target: target})
+	if err != nil {
+		return nil, err
+	}
+	if len(warnings) > 0 {
+		return nil, errors.New(strings.Join(warnings, "; "))
 	}
 	return dembed.Run(in)
 }

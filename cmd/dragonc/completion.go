@@ -13,7 +13,6 @@ import (
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/nics"
-	"github.com/dragonc/dragonc/prg"
 	drun "github.com/dragonc/dragonc/run"
 )
 
@@ -27,9 +26,6 @@ var (
 	stackExts = []string{"lpg"}
 	graphExts = []string{"prg", "unicorn", "lpg"}
 )
-
-// noCopyEngine is the --copy-engine value that names none.
-const noCopyEngine = "none"
 
 // argCompletions completes positional arguments, by command name: the
 // completer of each position; the last one repeats when the command takes
@@ -177,26 +173,16 @@ func completeIface(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Com
 // completeCopyEngine completes to the built-in models --copy-engine
 // takes (those with one copy engine) and none.
 func completeCopyEngine(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	names := []string{noCopyEngine}
+	names := []string{embed.NoCopyEngine}
 	for _, name := range nics.Names() {
 		if m, _, err := nics.Load(name); err == nil && m != nil {
-			if _, ok := copyEngineOf(m); ok {
+			if _, ok := embed.CopyEngineOf(m); ok {
 				names = append(names, name)
 			}
 		}
 	}
 	slices.Sort(names)
 	return withPrefix(names, toComplete), cobra.ShellCompDirectiveNoFileComp
-}
-
-// copyEngineOf returns a model's copy engine; --copy-engine takes a
-// model with exactly one.
-func copyEngineOf(m *prg.Model) (*prg.Engine, bool) {
-	engs := m.Engines(prg.EngineCopy)
-	if len(engs) != 1 {
-		return nil, false
-	}
-	return engs[0], true
 }
 
 // completeExplain completes --explain to the endpoints and LPG nodes of

@@ -21,9 +21,7 @@ import (
 	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/plan"
-	"github.com/dragonc/dragonc/prg"
 )
 
 func init() {
@@ -124,13 +122,13 @@ type embedFlags struct {
 }
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.cost, "cost", "balance", "cost function: "+strings.Join(costmodel.Names(), ", "))
+	fs.StringVar(&f.cost, "cost", embed.DefaultCost, "cost function: "+strings.Join(costmodel.Names(), ", "))
 	fs.IntVar(&f.goldPerQueue, "gold-per-queue", 1, "gold flows a queue may hold, for --cost dragonet-priority (Dragonet's goldFlowsPerQ)")
 	fs.StringVar(&f.strategy, "strategy", string(embed.StrategyDefault), "search strategy: "+strings.Join(embed.Strategies(), ", "))
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
-	fs.StringVar(&f.copyEngine, "copy-engine", "ioat", "host copy engine for bulk copies (a built-in model), or "+noCopyEngine)
-	fs.StringVar(&f.target, "target", embed.TargetLinux, "linux: use only what the NIC's Linux driver exposes; silicon: the whole NIC (a custom driver, DPDK, a research stack)")
+	fs.StringVar(&f.copyEngine, "copy-engine", embed.DefaultCopyEngine, "host copy engine for bulk copies (a built-in model), or "+embed.NoCopyEngine)
+	fs.StringVar(&f.target, "target", embed.DefaultTarget, "linux: use only what the NIC's Linux driver exposes; silicon: the whole NIC (a custom driver, DPDK, a research stack)")
 }
 
 // validate rejects flag values that name nothing, before any work.
@@ -187,30 +185,24 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		}
 		st = &lpg.Stack{Name: l.Graph.Name} // an explicit LPG: no endpoints to steer
 	}
-	in := &embed.Input{NIC: nicArg, Model: m, Stack: st, LPG: l.Graph, Cost: fn, Strategy: embed.Strategy(f.strategy)}
-	if f.target == embed.TargetLinux && m.Props["stage"].Str != "ebpf" {
-		d, why := nics.DriverFor(m)
-		if d == nil {
-			e.warnf("%s; embedding on the whole NIC as --target silicon does", why)
+	opt := embed.Options{Cost: fn, Strategy: embed.Strategy(f.strategy), Target: f.target, CopyEngine: f.copyEngine}
+	in, warnings, err := embed.NewInput(nicArg, m, st, l.Graph, opt)
+	if err != nil {
+		var dl diag.List
+		if errors.As(err, &dl) {
+			printDiags(e, dl, false)
+		} else {
+			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
 		}
-		in.Driver = d
+		return nil, nil, false
+	}
+	for _, w := range warnings {
+		e.warnf("%s", w)
 	}
 	if f.adapt != nil {
 		for _, n := range f.adapt(in) {
 			fmt.Fprintf(e.stderr, "dragonc run: %s\n", n)
 		}
-	}
-	if f.copyEngine != "" && f.copyEngine != noCopyEngine {
-		cm, ok := loadNIC(e, f.copyEngine)
-		if !ok {
-			return nil, nil, false
-		}
-		eng, ok := copyEngineOf(cm)
-		if !ok {
-			fmt.Fprintf(e.stderr, "dragonc: %s has %d copy engines; --copy-engine takes a model with one\n", f.copyEngine, len(cm.Engines(prg.EngineCopy)))
-			return nil, nil, false
-		}
-		in.CopyEngine = eng
 	}
 	if f.previous != "" {
 		b, ok := readFile(e, f.previous)

@@ -59,17 +59,12 @@ func plan(t testing.TB, nic, name string, src []byte, cost costmodel.Function, t
 	if st == nil {
 		t.Fatal(diags)
 	}
-	g, err := lpg.Derive(st)
+	in, warnings, err := embed.NewInput(nic, Model(t, nic), st, nil, embed.Options{Cost: cost, Target: target})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &embed.Input{NIC: nic, Model: Model(t, nic), Stack: st, LPG: g, Cost: cost, Strategy: embed.StrategyDefault}
-	if target == embed.TargetLinux {
-		d, why := nics.DriverFor(in.Model)
-		if d == nil {
-			t.Fatal(why)
-		}
-		in.Driver = d
+	if len(warnings) > 0 {
+		t.Fatal(warnings)
 	}
 	r, err := embed.Run(in)
 	if err != nil {
