@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"internal/solver":   {"internal/pred"},
 	"costmodel":         {},
 	// The plan.json schema, its writer and reader.
-	"plan":         {},
+	"plan":         {"costmodel"},
 	"nics":         {"internal/diag", "prg"},
 	"discover":     {"prg"},
 	"prg":          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},

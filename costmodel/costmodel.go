@@ -60,14 +60,23 @@ func (k Kind) String() string {
 
 var kindNames = [...]string{OK: "ok", Value: "value", Reject: "reject"}
 
-// KindNamed is the kind of a name Kind.String returns.
-func KindNamed(name string) (Kind, bool) {
-	for k, n := range kindNames {
-		if n == name {
-			return Kind(k), true
+// MarshalText writes the kind's name (plan.json's cost kinds).
+func (k Kind) MarshalText() ([]byte, error) {
+	if k < OK || k > Reject {
+		return nil, fmt.Errorf("no cost kind %d", int(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText reads a name MarshalText writes.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if n == string(b) {
+			*k = Kind(i)
+			return nil
 		}
 	}
-	return 0, false
+	return fmt.Errorf("unknown cost kind %q; a cost is %s", b, strings.Join(kindNames[:], ", "))
 }
 
 // String is how dragonc prints a cost for people, everywhere: ok, a
@@ -80,16 +89,6 @@ func (c Cost) String() string {
 		return "reject(" + FormatNumber(c.V) + ")"
 	}
 	return FormatNumber(c.V)
-}
-
-// Format prints a cost given as plan.json holds it, a kind name and a
-// value, as Cost.String does.
-func Format(kind string, v float64) string {
-	k, ok := KindNamed(kind)
-	if !ok {
-		return kind + "(" + FormatNumber(v) + ")"
-	}
-	return Cost{Kind: k, V: v}.String()
 }
 
 // FormatNumber prints a cost figure for people: four significant digits,

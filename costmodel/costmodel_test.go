@@ -3,6 +3,7 @@ package costmodel
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
@@ -47,14 +48,20 @@ func TestFormat(t *testing.T) {
 		if got := c.c.String(); got != c.want {
 			t.Errorf("%#v: %q, want %q", c.c, got, c.want)
 		}
-		if got := Format(c.c.Kind.String(), c.c.V); got != c.want {
-			t.Errorf("Format(%q, %v): %q, want %q", c.c.Kind, c.c.V, got, c.want)
-		}
 	}
 	for _, k := range []Kind{OK, Value, Reject} {
-		if got, ok := KindNamed(k.String()); !ok || got != k {
-			t.Errorf("KindNamed(%q) = %v, %v", k, got, ok)
+		b, err := k.MarshalText()
+		var got Kind
+		if err != nil || string(b) != k.String() || got.UnmarshalText(b) != nil || got != k {
+			t.Errorf("kind %v: text %q (%v), read back as %v", k, b, err, got)
 		}
+	}
+	var k Kind
+	if err := k.UnmarshalText([]byte("cheap")); err == nil || !strings.Contains(err.Error(), `unknown cost kind "cheap"`) {
+		t.Errorf("an unknown kind's name: %v", err)
+	}
+	if _, err := Kind(7).MarshalText(); err == nil {
+		t.Errorf("Kind(7) has a name")
 	}
 }
 

@@ -120,12 +120,13 @@ func (r *Result) WriteReport(w io.Writer) {
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, "  %-28s %d\n", k, counts[k])
 	}
-	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, costmodel.Format(pl.Cost.Kind, pl.Cost.Value))
+	fmt.Fprintf(w, "\nPredicted cost (%s): %s\n", pl.Cost.Function, pl.Cost.Predicted())
 	if pl.Cost.Tie != 0 && pl.Cost.Function != (costmodel.Cycles{}).Name() {
 		fmt.Fprintf(w, "  then, among equal costs, load served off its application's cores: %s\n", costmodel.FormatNumber(pl.Cost.Tie))
 	}
-	fmt.Fprintf(w, "  everything in software: %s\n", costmodel.Format(pl.Cost.SoftwareOnly.Kind, pl.Cost.SoftwareOnly.Value))
-	fmt.Fprintf(w, "  Linux default (RSS only): %s\n", costmodel.Format(pl.Cost.RSSOnly.Kind, pl.Cost.RSSOnly.Value))
+	for _, ref := range pl.Cost.References() {
+		fmt.Fprintf(w, "  %s: %s\n", ref.Long, ref.Cost)
+	}
 	if Strategy(pl.Strategy) != StrategyDragonetGreedy {
 		if g, err := r.Greedy(); err != nil {
 			fmt.Fprintf(w, "  dragonet-greedy: stops: %s\n", strings.TrimPrefix(err.Error(), "dragonet-greedy: "))

@@ -212,8 +212,8 @@ func (r *Result) plan() *plan.Plan {
 		pl.Target, pl.Driver = TargetLinux, p.in.Driver.Name
 	}
 	soft, rss := p.references()
-	pl.Cost = plan.Cost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: r.Cost.Kind.String(), Tie: round(r.Cost.Tie),
-		SoftwareOnly: plan.Ref{Value: round(soft.V), Kind: soft.Kind.String()}, RSSOnly: plan.Ref{Value: round(rss.V), Kind: rss.Kind.String()}}
+	pl.Cost = plan.Cost{Function: p.in.Cost.Name(), Value: round(r.Cost.V), Kind: r.Cost.Kind, Tie: round(r.Cost.Tie),
+		SoftwareOnly: plan.Ref{Value: round(soft.V), Kind: soft.Kind}, RSSOnly: plan.Ref{Value: round(rss.V), Kind: rss.Kind}}
 	coreOf := map[int]int{}
 	for _, q := range p.queues {
 		coreOf[q.id] = q.core

@@ -15,6 +15,8 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+
+	"github.com/dragonc/dragonc/costmodel"
 )
 
 // Plan is the machine-readable result of `dragonc embed` (plan.json). The
@@ -50,20 +52,45 @@ type Plan struct {
 
 // Cost is the predicted cost next to its references.
 type Cost struct {
-	Function string  `json:"function"`
-	Value    float64 `json:"value"`
-	Kind     string  `json:"kind"`
-	Tie      float64 `json:"tie,omitempty"`
+	Function string         `json:"function"`
+	Value    float64        `json:"value"`
+	Kind     costmodel.Kind `json:"kind"`
+	Tie      float64        `json:"tie,omitempty"`
 	// References: everything in software on one queue, and Linux's default
 	// of RSS over every queue with no filters.
 	SoftwareOnly Ref `json:"software_only"`
 	RSSOnly      Ref `json:"rss_only"`
 }
 
+// Predicted is the plan's cost as its cost function gave it.
+func (c Cost) Predicted() costmodel.Cost {
+	return costmodel.Cost{Kind: c.Kind, V: c.Value, Tie: c.Tie}
+}
+
 // Ref is a reference cost.
 type Ref struct {
-	Value float64 `json:"value"`
-	Kind  string  `json:"kind"`
+	Value float64        `json:"value"`
+	Kind  costmodel.Kind `json:"kind"`
+}
+
+// Cost is the reference's cost.
+func (r Ref) Cost() costmodel.Cost { return costmodel.Cost{Kind: r.Kind, V: r.Value} }
+
+// Reference is one of the costs a plan is compared with, named for
+// people.
+type Reference struct {
+	Name string // short: embed -o's summary line
+	Long string // the report's
+	Cost costmodel.Cost
+}
+
+// References are the plan's references, in the order people are shown
+// them: the one table the report and embed -o's summary print.
+func (c Cost) References() []Reference {
+	return []Reference{
+		{"software only", "everything in software", c.SoftwareOnly.Cost()},
+		{"RSS only", "Linux default (RSS only)", c.RSSOnly.Cost()},
+	}
 }
 
 // Queue is one receive queue in use.

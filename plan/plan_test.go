@@ -58,6 +58,7 @@ func TestReadRefuses(t *testing.T) {
 		{`{"cost": {"value": true}}`, "1:20: not a dragonc plan: cost.value is a JSON bool, want a number", true},
 		{`{"queues": [{"endpoints": {}}]}`, "1:27: not a dragonc plan: queues.endpoints is a JSON object, want an array", true},
 		{`[]`, "1:1: not a dragonc plan: the plan is a JSON array, want an object", true},
+		{`{"cost": {"kind": "cheap"}}`, `not a dragonc plan: unknown cost kind "cheap"; a cost is ok, value, reject`, false},
 	} {
 		_, err := plan.Read(strings.NewReader(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

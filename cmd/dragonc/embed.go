@@ -308,9 +308,12 @@ func runEmbed(e *env, f *embedFlags, o *embedOpts, nicArg, stackPath string) int
 		for _, c := range r.Plan.Config {
 			entries += len(c.Entries)
 		}
-		fmt.Fprintf(e.stdout, "dragonc: wrote %s: %d queues, %d filter entries, cost %s %s (software only %s, RSS only %s)\n",
-			o.out, len(r.Plan.Queues), entries, r.Plan.Cost.Function, costmodel.Format(r.Plan.Cost.Kind, r.Plan.Cost.Value),
-			costmodel.Format(r.Plan.Cost.SoftwareOnly.Kind, r.Plan.Cost.SoftwareOnly.Value), costmodel.Format(r.Plan.Cost.RSSOnly.Kind, r.Plan.Cost.RSSOnly.Value))
+		refs := make([]string, 0, 2)
+		for _, ref := range r.Plan.Cost.References() {
+			refs = append(refs, ref.Name+" "+ref.Cost.String())
+		}
+		fmt.Fprintf(e.stdout, "dragonc: wrote %s: %d queues, %d filter entries, cost %s %s (%s)\n",
+			o.out, len(r.Plan.Queues), entries, r.Plan.Cost.Function, r.Plan.Cost.Predicted(), strings.Join(refs, ", "))
 	case f.asJSON:
 		r.Plan.WriteJSON(e.stdout)
 	default:
