@@ -21,10 +21,9 @@ const module = "github.com/dragonc/dragonc"
 // → dsl, internal/*; never the other way). Outside libraries enter through
 // one package each, checked by libraryHome.
 var allowed = map[string][]string{
-	"internal/diag":      {},
-	"internal/golden":    {},
-	"internal/stackgen":  {},
-	"internal/embedtest": {"costmodel", "embed", "lpg", "nics", "prg"},
+	"internal/diag":     {},
+	"internal/golden":   {},
+	"internal/stackgen": {},
 	// Network namespaces entered by a thread: the live benchmark's and
 	// the tests'.
 	"internal/netns":     {},
@@ -61,10 +60,13 @@ var allowed = map[string][]string{
 	"bench/live":                   {"costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run"},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "prg", "sim"},
-	"internal/load":                {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
-	"cmd/dragonc":                  {"backends", "backends/dot", "bench", "bench/live", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/load", "internal/outdir", "lpg", "nics", "plan", "prg", "run", "verify"},
-	"internal/outdir":              {},
-	"run":                          {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/graph", "internal/outdir", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
+	"load":                         {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
+	// Embeddings for the tests of the packages that consume them, as
+	// net/http/httptest serves net/http's.
+	"embed/embedtest": {"costmodel", "embed", "lpg", "nics", "prg"},
+	"cmd/dragonc":     {"backends", "backends/dot", "bench", "bench/live", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "load", "lpg", "nics", "plan", "prg", "run", "verify"},
+	"internal/outdir": {},
+	"run":             {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/graph", "internal/outdir", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard
 	// library only.
 	"run/dataplane": {},
@@ -191,6 +193,23 @@ func TestImports(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInternalBelowEverything: the packages under internal/ sit below
+// everything, as the README says: they may import one another but no
+// top-level package (a helper that needs one is a package of its own, as
+// load and embed/embedtest are).
+func TestInternalBelowEverything(t *testing.T) {
+	for pkg, deps := range allowed {
+		if !strings.HasPrefix(pkg, "internal/") {
+			continue
+		}
+		for _, dep := range deps {
+			if !strings.HasPrefix(dep, "internal/") {
+				t.Errorf("%s may import %s, a package above internal/", pkg, dep)
+			}
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dragonc/dragonc/bench"
 	"github.com/dragonc/dragonc/costmodel"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 )
 

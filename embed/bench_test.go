@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/lpg"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/embedding"
-	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"

@@ -4,8 +4,8 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/engines"
-	"github.com/dragonc/dragonc/internal/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
 )

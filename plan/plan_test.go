@@ -13,7 +13,7 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/plan"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/prg"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/dragonc/dragonc/backends/linux"
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"

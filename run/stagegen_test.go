@@ -15,7 +15,7 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/internal/packet"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/run/dataplane"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/prg"

@@ -22,7 +22,7 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/lpg"

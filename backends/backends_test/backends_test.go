@@ -22,7 +22,7 @@ import (
 	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/stackgen"
 	"github.com/dragonc/dragonc/lpg"

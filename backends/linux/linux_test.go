@@ -14,7 +14,7 @@ import (
 	"github.com/dragonc/dragonc/backends/linux"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/internal/golden"
 )
 

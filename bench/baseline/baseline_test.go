@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dragonc/dragonc/internal/embedtest"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/sim"

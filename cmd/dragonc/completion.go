@@ -11,7 +11,7 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/internal/load"
+	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/nics"
 	drun "github.com/dragonc/dragonc/run"
 )

@@ -18,8 +18,8 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/diag"
-	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/internal/outdir"
+	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 )

@@ -17,8 +17,8 @@ import (
 	"github.com/dragonc/dragonc/backends/dot"
 	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
-	"github.com/dragonc/dragonc/internal/load"
 	"github.com/dragonc/dragonc/internal/outdir"
+	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/nics"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dragonc/dragonc/internal/load"
+	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/lpg"
 )
 

@@ -12,7 +12,7 @@ import (
 // TestKinds: each kind of file is told apart, with what the commands
 // that take it need.
 func TestKinds(t *testing.T) {
-	example, err := os.ReadFile("../../examples/dns_ntp.lpg")
+	example, err := os.ReadFile("../examples/dns_ntp.lpg")
 	if err != nil {
 		t.Fatal(err)
 	}
