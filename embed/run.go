@@ -172,7 +172,6 @@ func Run(in *Input) (*Result, error) {
 	r := &Result{Embedding: em, Cost: s.ev.Cost(), p: p, state: s, Tasks: placement, VIA: via}
 	r.Plan = r.plan()
 	p.modeStates = nil
-	em.DropCaches()
 	p.paths = nil // the endpoints keep their own boxes
 	return r, nil
 }

@@ -102,26 +102,35 @@ func (qe *QueueEmbedding) Software() []string {
 	return out
 }
 
-// Embedding is a configured NIC plus the software each queue runs.
+// Embedding is a configured NIC plus the software each queue runs: the
+// result of New. What only its construction reads (path boxes, port
+// indexes and boxes) is the builder's, gone once New returns.
 type Embedding struct {
-	Model      *prg.Model
-	Config     *prg.Config
-	HW         *graph.Graph // the configured PRG
-	LPG        *graph.Graph
-	Queues     []*QueueEmbedding  // every queue some frame can reach, by ID
-	Reach      map[string][]int   // endpoint -> queue IDs its packets reach
-	Steer      map[string]string  // endpoint -> steering (table node, rss, default)
+	Model   *prg.Model
+	Config  *prg.Config
+	HW      *graph.Graph // the configured PRG
+	LPG     *graph.Graph
+	Queues  []*QueueEmbedding // every queue some frame can reach, by ID
+	Reach   map[string][]int  // endpoint -> queue IDs its packets reach
+	Steer   map[string]string // endpoint -> steering (table node, rss, default)
+	epNode  map[string]int    // endpoint -> its LPG delivery node
+	qByID   map[int]*QueueEmbedding
+	portOff []int // per LPG node ID, where its ports start in a queue's live
+	order   []int
+}
+
+// builder is the construction of an Embedding: the result it fills in
+// and the caches its walks read.
+type builder struct {
+	*Embedding
 	lpgBox     []*solver.Box      // LPG node -> path box
-	index      map[int]*portIndex // configured PRG node -> index of many ports
-	epNode     map[string]int     // endpoint -> its LPG delivery node
+	hwIndex    map[int]*portIndex // configured PRG node -> index of its many ports
+	lpgIndex   map[int]*portIndex // LPG node -> index of its many ports
 	epNum      map[string]int     // endpoint -> its number
 	epOf       []int              // LPG node -> the number of the endpoint it delivers to, or -1
-	qByID      map[int]*QueueEmbedding
-	hwPortBox  [][]portBox // configured PRG node -> its ports' boxes (nil: none made yet)
-	lpgPortBox [][]portBox // LPG node -> its ports' boxes
+	hwPortBox  [][]portBox        // configured PRG node -> its ports' boxes (nil: none made yet)
+	lpgPortBox [][]portBox        // LPG node -> its ports' boxes
 	inPorts    [][]graph.InPort
-	portOff    []int // per LPG node ID, where its ports start in a queue's live
-	order      []int
 	space      []*prg.Space // configured PRG node -> its configuration space
 	hwNode     []hwFacts    // configured PRG node -> what the walks ask of it
 	iota       []int        // 0, 1, 2, ...: see allPorts
@@ -147,7 +156,7 @@ type portBox struct {
 // portBoxOf returns the box of port i of node n, kept in cache (em.hwPortBox
 // for the configured PRG, em.lpgPortBox for the LPG) unless the caches are
 // frozen.
-func (em *Embedding) portBoxOf(cache [][]portBox, n *graph.Node, i int) portBox {
+func (em *builder) portBoxOf(cache [][]portBox, n *graph.Node, i int) portBox {
 	row := cache[n.ID]
 	if row != nil && row[i].box != nil {
 		return row[i]
@@ -166,7 +175,7 @@ func (em *Embedding) portBoxOf(cache [][]portBox, n *graph.Node, i int) portBox 
 
 // mayTake reports whether some frame of b satisfies the predicate of port
 // i of n.
-func (em *Embedding) mayTake(cache [][]portBox, b *solver.Box, n *graph.Node, i int) bool {
+func (em *builder) mayTake(cache [][]portBox, b *solver.Box, n *graph.Node, i int) bool {
 	if pb := em.portBoxOf(cache, n, i); pb.exact {
 		return solver.Intersects(b, pb.box)
 	}
@@ -174,7 +183,7 @@ func (em *Embedding) mayTake(cache [][]portBox, b *solver.Box, n *graph.Node, i 
 }
 
 // mustTake reports whether every frame of b satisfies it.
-func (em *Embedding) mustTake(cache [][]portBox, b *solver.Box, n *graph.Node, i int) bool {
+func (em *builder) mustTake(cache [][]portBox, b *solver.Box, n *graph.Node, i int) bool {
 	if pb := em.portBoxOf(cache, n, i); pb.exact {
 		return solver.Subset(b, pb.box)
 	}
@@ -182,7 +191,7 @@ func (em *Embedding) mustTake(cache [][]portBox, b *solver.Box, n *graph.Node, i
 }
 
 // narrow restricts b by the port's predicate.
-func (em *Embedding) narrow(cache [][]portBox, b *solver.Box, n *graph.Node, i int) *solver.Box {
+func (em *builder) narrow(cache [][]portBox, b *solver.Box, n *graph.Node, i int) *solver.Box {
 	if pb := em.portBoxOf(cache, n, i); pb.exact {
 		return solver.Meet(b, pb.box)
 	}
@@ -250,8 +259,9 @@ func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Emb
 	if err != nil {
 		return nil, err
 	}
-	em := &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
-		index: map[int]*portIndex{}, epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{},
+	em := &builder{Embedding: &Embedding{Model: m, Config: c, HW: hw, LPG: lpgGraph, Reach: map[string][]int{}, Steer: map[string]string{},
+		epNode: map[string]int{}, qByID: map[int]*QueueEmbedding{}},
+		hwIndex: map[int]*portIndex{}, lpgIndex: map[int]*portIndex{},
 		hwPortBox: make([][]portBox, len(hw.Nodes)), lpgPortBox: make([][]portBox, len(lpgGraph.Nodes))}
 	if paths == nil {
 		paths = LPGPaths(lpgGraph)
@@ -288,7 +298,7 @@ func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Emb
 	for _, q := range m.Queues {
 		if cs := byQueue[q.Node]; len(cs) > 0 {
 			qe := &QueueEmbedding{ID: q.ID, Node: q.Name, classes: cs, epOn: make([]bool, len(em.epNum)), lpg: lpgGraph,
-				status: make([]Status, len(lpgGraph.Nodes)), em: em}
+				status: make([]Status, len(lpgGraph.Nodes)), em: em.Embedding}
 			boxes := make([]*solver.Box, len(cs))
 			for i, c := range cs {
 				boxes[i] = c.box
@@ -301,14 +311,14 @@ func New(m *prg.Model, c *prg.Config, lpgGraph *graph.Graph, paths *Paths) (*Emb
 	em.warm()
 	em.endpointReach()
 	parallel(len(em.Queues), func(i int) { em.place(em.Queues[i]) })
-	return em, nil
+	return em.Embedding, nil
 }
 
 // warm fills the caches the walks read (the port boxes and indexes of the
 // configured PRG and of the LPG, the port-number buffer, the LPG's order
 // and in-ports) and freezes them: a frozen cache is only read, so the
 // walks of different endpoints and queues run at the same time.
-func (em *Embedding) warm() {
+func (em *builder) warm() {
 	most := 0
 	for _, g := range []*graph.Graph{em.HW, em.LPG} {
 		for _, n := range g.Nodes {
@@ -321,7 +331,7 @@ func (em *Embedding) warm() {
 	u := solver.Universe()
 	for _, n := range em.HW.Nodes {
 		if len(n.Ports) >= indexMin {
-			em.indexed(n.ID, n, u)
+			em.indexed(em.hwIndex, em.hwPortBox, n, u)
 			continue
 		}
 		for i, p := range n.Ports {
@@ -398,18 +408,6 @@ func parallel(n int, f func(i int)) {
 	}
 }
 
-// DropCaches lets go of what only the construction reads: the port
-// indexes and port boxes its walks filled, which a later walk builds
-// again, and the path box of every LPG node (at 100,000 endpoints, about
-// 200 MB in all).
-func (em *Embedding) DropCaches() {
-	em.frozen = false
-	em.index = map[int]*portIndex{}
-	em.hwPortBox = make([][]portBox, len(em.HW.Nodes))
-	em.lpgPortBox = make([][]portBox, len(em.LPG.Nodes))
-	em.lpgBox = nil
-}
-
 // portIndex finds, among the many ports of a table node, those whose
 // predicate may hold for a box, without trying each. Ports are grouped by
 // the set of fields their predicates fix to one value (a Flow Director
@@ -462,7 +460,7 @@ func (ix *portIndex) ports(b *solver.Box, total int) []int {
 
 // allPorts returns 0, 1, ..., len(n.Ports)-1, from a buffer the
 // embedding keeps: callers only read it.
-func (em *Embedding) allPorts(n *graph.Node) []int {
+func (em *builder) allPorts(n *graph.Node) []int {
 	for len(em.iota) < len(n.Ports) {
 		em.iota = append(em.iota, len(em.iota))
 	}
@@ -471,26 +469,23 @@ func (em *Embedding) allPorts(n *graph.Node) []int {
 
 // portsFor returns, in order, the ports of a configured PRG node that
 // frames of b may take (a superset).
-func (em *Embedding) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
+func (em *builder) portsFor(g *graph.Graph, id int, b *solver.Box) []int {
 	n := g.Nodes[id]
 	if len(n.Ports) < indexMin {
 		return em.allPorts(n)
 	}
-	return em.indexed(id, n, b)
+	return em.indexed(em.hwIndex, em.hwPortBox, n, b)
 }
 
-// indexed looks b up in the index of node n, built when first asked for
-// and kept under key.
-func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
-	ix, ok := em.index[key]
+// indexed looks b up in the index of node n, built from the port boxes of
+// cache when first asked for and kept in index (the configured PRG's or
+// the LPG's) unless the caches are frozen.
+func (em *builder) indexed(index map[int]*portIndex, cache [][]portBox, n *graph.Node, b *solver.Box) []int {
+	ix, ok := index[n.ID]
 	if !ok {
-		cache := em.hwPortBox
-		if key < 0 {
-			cache = em.lpgPortBox
-		}
 		ix = em.buildIndex(cache, n)
 		if !em.frozen {
-			em.index[key] = ix
+			index[n.ID] = ix
 		}
 	}
 	if out := ix.ports(b, len(n.Ports)); out != nil {
@@ -499,7 +494,7 @@ func (em *Embedding) indexed(key int, n *graph.Node, b *solver.Box) []int {
 	return em.allPorts(n)
 }
 
-func (em *Embedding) buildIndex(cache [][]portBox, n *graph.Node) *portIndex {
+func (em *builder) buildIndex(cache [][]portBox, n *graph.Node) *portIndex {
 	ix := &portIndex{}
 	bySig := map[string]int{} // the fields a port fixes -> its group
 	var sig []byte
@@ -547,7 +542,7 @@ func (em *Embedding) buildIndex(cache [][]portBox, n *graph.Node) *portIndex {
 // With boxes false, emit does not read the class boxes, so a port that
 // leads straight to queues does not narrow the box it hands on (listeners
 // spread by RSS meet every bucket).
-func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
+func (em *builder) walk(id int, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
 	g := em.HW
 	n := g.Nodes[id]
 	if em.hwNode[id].source {
@@ -624,7 +619,7 @@ func (em *Embedding) walk(id int, b *solver.Box, steer string, reported map[stri
 // predicate (those that fall to its default port), as far as a box can
 // say it: a port testing one field (eth.type == ipv4) is left out exactly;
 // others leave b as it is.
-func (em *Embedding) besides(b *solver.Box, n *graph.Node) *solver.Box {
+func (em *builder) besides(b *solver.Box, n *graph.Node) *solver.Box {
 	for _, p := range n.Ports {
 		if c, ok := p.Pred.(pred.Cmp); ok {
 			b, _ = solver.Restrict(b, pred.Not{X: c})
@@ -635,7 +630,7 @@ func (em *Embedding) besides(b *solver.Box, n *graph.Node) *solver.Box {
 
 // toQueues reports whether a port of the configured PRG leads only to
 // receive queues.
-func (em *Embedding) toQueues(p *graph.Port) bool {
+func (em *builder) toQueues(p *graph.Port) bool {
 	for _, s := range p.Succ {
 		if !em.hwNode[s].source {
 			return false
@@ -658,7 +653,7 @@ var (
 
 // knownBucket returns the port of an RSS node that every frame of b takes
 // when b fixes the hashed fields (a connected flow), or nil.
-func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
+func (em *builder) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 	sp := em.space[n.ID]
 	if sp == nil || sp.Kind != prg.Hash || sp.Identity {
 		return nil
@@ -698,7 +693,7 @@ func (em *Embedding) knownBucket(n *graph.Node, b *solver.Box) *graph.Port {
 
 // walkGate follows a gate over-approximately: a true input makes OR true,
 // a false input makes AND false; otherwise both outcomes are followed.
-func (em *Embedding) walkGate(n *graph.Node, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
+func (em *builder) walkGate(n *graph.Node, b *solver.Box, steer string, reported map[string]bool, emit func(int, class), boxes bool) {
 	for _, p := range n.Ports {
 		for _, s := range p.Succ {
 			em.walk(s, b, steer, reported, emit, boxes)
@@ -777,21 +772,8 @@ func takenBy(parent, box *solver.Box, n *graph.Node, i int) *solver.Box {
 	return box
 }
 
-// QueuesOf returns the IDs of the queues the frames of a box reach in the
-// configured PRG.
-func (em *Embedding) QueuesOf(b *solver.Box) []int {
-	var ids []int
-	em.walk(0, b, "default", nil, func(q int, c class) {
-		if qq, ok := em.Model.QueueByNode(q); ok && !slices.Contains(ids, qq.ID) {
-			ids = append(ids, qq.ID)
-		}
-	}, false)
-	slices.Sort(ids)
-	return ids
-}
-
 // endpointReach walks each endpoint's packets through the configured PRG.
-func (em *Embedding) endpointReach() {
+func (em *builder) endpointReach() {
 	names := make([]string, 0, len(em.epNode))
 	for name := range em.epNode {
 		names = append(names, name)
@@ -857,7 +839,7 @@ func (em *Embedding) endpointReach() {
 
 // place decides every LPG node's status on one queue and builds its
 // software graph.
-func (em *Embedding) place(qe *QueueEmbedding) {
+func (em *builder) place(qe *QueueEmbedding) {
 	g := em.LPG
 	off := em.portOff
 	live := make([]bool, off[len(g.Nodes)]) // per node, per port
@@ -918,7 +900,7 @@ func endpointName(n *graph.Node) string {
 
 // livePorts works out which ports of a node some frame on the queue
 // takes, into live (one per port, all false).
-func (em *Embedding) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
+func (em *builder) livePorts(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
 	if len(n.Ports) == 0 {
 		return
 	}
@@ -972,7 +954,7 @@ func hasDefaultBefore(n *graph.Node, i int) bool {
 
 // toOtherEndpoints reports whether a port leads only to endpoints whose
 // packets never reach the queue (so it is never taken there).
-func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
+func (em *builder) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
 	if len(p.Succ) == 0 {
 		return false
 	}
@@ -988,7 +970,7 @@ func (em *Embedding) toOtherEndpoints(qe *QueueEmbedding, p *graph.Port) bool {
 // live when that endpoint's packets reach the queue; the default port is
 // dead only when every class fixes the index field and some port
 // predicate covers the class.
-func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
+func (em *builder) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
 	defaultLive := false
 	for i, p := range n.Ports {
 		if p.Pred == nil {
@@ -1033,8 +1015,8 @@ func (em *Embedding) liveMany(qe *QueueEmbedding, n *graph.Node, b *solver.Box, 
 	}
 }
 
-func (em *Embedding) portsForLPG(n *graph.Node, b *solver.Box) []int {
-	return em.indexed(-1-n.ID, n, b) // LPG nodes are indexed apart from PRG nodes
+func (em *builder) portsForLPG(n *graph.Node, b *solver.Box) []int {
+	return em.indexed(em.lpgIndex, em.lpgPortBox, n, b)
 }
 
 // intersectBoxes narrows a class box by a path box.
@@ -1043,7 +1025,7 @@ func intersectBoxes(a, b *solver.Box) *solver.Box {
 }
 
 // decide records a reachable node's status on the queue.
-func (em *Embedding) decide(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
+func (em *builder) decide(qe *QueueEmbedding, n *graph.Node, b *solver.Box, live []bool) {
 	hwNode, inPRG := em.HW.Lookup(n.Name)
 	nLive := 0
 	for _, l := range live {
@@ -1097,7 +1079,7 @@ func (em *Embedding) Reason(qe *QueueEmbedding, node string) string {
 	return fmt.Sprintf("frames on queue %d may leave by %s", qe.ID, strings.Join(ports, ", "))
 }
 
-func (em *Embedding) reportedOnAll(qe *QueueEmbedding, name string, b *solver.Box) bool {
+func (em *builder) reportedOnAll(qe *QueueEmbedding, name string, b *solver.Box) bool {
 	for _, c := range qe.classes {
 		if !c.reported[name] && solver.Intersects(c.box, b) {
 			return false
@@ -1128,7 +1110,7 @@ func (em *Embedding) steeringSummary(qe *QueueEmbedding) []string {
 // port, descriptor-flag nodes reading the flag, dead ports and unreachable
 // nodes dropped. A decided node whose only live port drops is kept as a
 // stub, so the drop is reported by the same node as in the LPG.
-func (em *Embedding) keepNodes(qe *QueueEmbedding) {
+func (em *builder) keepNodes(qe *QueueEmbedding) {
 	g := em.LPG
 	reachable := qe.reachable
 	keep := make([]bool, len(g.Nodes))
