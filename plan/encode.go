@@ -130,80 +130,75 @@ func encodeFloat(e *encodeState, v reflect.Value, _ int) {
 	}
 }
 
-// sliceEncoder writes a list one item per line; nil is null.
+// list writes the n items of a list or map, one per line at depth+1,
+// between open and close: item writes item i. A nil v is null, and an
+// empty one open and close on one line.
+func (e *encodeState) list(v reflect.Value, n, depth int, open, close byte, item func(i int)) {
+	switch {
+	case v.IsNil():
+		e.b = append(e.b, "null"...)
+		return
+	case n == 0:
+		e.b = append(e.b, open, close)
+		return
+	}
+	e.b = append(e.b, open)
+	for i := range n {
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.newline(depth + 1)
+		item(i)
+		if len(e.b) > flushAt {
+			e.flush()
+		}
+	}
+	e.newline(depth)
+	e.b = append(e.b, close)
+}
+
+// sliceEncoder writes a slice as a list.
 func sliceEncoder(t reflect.Type) encoder {
 	elem := newEncoder(t.Elem())
 	return func(e *encodeState, v reflect.Value, depth int) {
-		switch {
-		case v.IsNil():
-			e.b = append(e.b, "null"...)
-			return
-		case v.Len() == 0:
-			e.b = append(e.b, "[]"...)
-			return
-		}
-		e.b = append(e.b, '[')
-		for i := range v.Len() {
-			if i > 0 {
-				e.b = append(e.b, ',')
-			}
-			e.newline(depth + 1)
-			elem(e, v.Index(i), depth+1)
-			if len(e.b) > flushAt {
-				e.flush()
-			}
-		}
-		e.newline(depth)
-		e.b = append(e.b, ']')
+		e.list(v, v.Len(), depth, '[', ']', func(i int) { elem(e, v.Index(i), depth+1) })
 	}
 }
 
-// mapEncoder writes a map with string keys in key order; nil is null.
+// mapEncoder writes a map with string keys as an object, in key order.
 func mapEncoder(t reflect.Type) encoder {
 	if t.Key().Kind() != reflect.String {
 		panic(fmt.Sprintf("plan: the writer has no encoding for %s: map keys are strings", t))
 	}
 	elem := newEncoder(t.Elem())
 	return func(e *encodeState, v reflect.Value, depth int) {
-		switch {
-		case v.IsNil():
-			e.b = append(e.b, "null"...)
-			return
-		case v.Len() == 0:
-			e.b = append(e.b, "{}"...)
-			return
-		}
 		// The entries copied out once, keys and values side by side, then
 		// written in key order: MapKeys and MapIndex would allocate per
 		// entry.
 		n := v.Len()
-		keys := make([]string, 0, n)
-		vals := reflect.MakeSlice(reflect.SliceOf(t.Elem()), n, n)
-		key := reflect.New(t.Key()).Elem()
-		for it, i := v.MapRange(), 0; it.Next(); i++ {
-			key.SetIterKey(it)
-			keys = append(keys, key.String())
-			vals.Index(i).SetIterValue(it)
-		}
-		order := make([]int, n)
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
-		e.b = append(e.b, '{')
-		for i, k := range order {
-			if i > 0 {
-				e.b = append(e.b, ',')
+		var keys []string
+		var vals reflect.Value
+		var order []int
+		if n > 0 {
+			keys = make([]string, 0, n)
+			vals = reflect.MakeSlice(reflect.SliceOf(t.Elem()), n, n)
+			key := reflect.New(t.Key()).Elem()
+			for it, i := v.MapRange(), 0; it.Next(); i++ {
+				key.SetIterKey(it)
+				keys = append(keys, key.String())
+				vals.Index(i).SetIterValue(it)
 			}
-			e.newline(depth + 1)
+			order = make([]int, n)
+			for i := range order {
+				order[i] = i
+			}
+			slices.SortFunc(order, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+		}
+		e.list(v, n, depth, '{', '}', func(i int) {
+			k := order[i]
 			e.b = append(appendString(e.b, keys[k]), ": "...)
 			elem(e, vals.Index(k), depth+1)
-			if len(e.b) > flushAt {
-				e.flush()
-			}
-		}
-		e.newline(depth)
-		e.b = append(e.b, '}')
+		})
 	}
 }
 
