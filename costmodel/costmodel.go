@@ -164,7 +164,7 @@ func ByName(name string) (Function, error) {
 	case "dragonet-balance":
 		return DragonetBalance{}, nil
 	case "dragonet-priority":
-		return DragonetPriority{GoldPerQueue: 1}, nil
+		return DragonetPriority{GoldPerQueue: DefaultGoldPerQueue}, nil
 	}
 	return nil, fmt.Errorf("unknown cost function %q; choose %s", name, strings.Join(Names(), ", "))
 }

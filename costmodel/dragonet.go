@@ -63,8 +63,12 @@ func (DragonetBalance) Cost(p *Problem, a Assignment) Cost {
 }
 
 // DragonetPriority is Dragonet's priorityCost with gold flows per queue
-// as its parameter (Dragonet's Scenarios/S1.hs uses 1 by default).
+// as its parameter; below 1 is DefaultGoldPerQueue.
 type DragonetPriority struct{ GoldPerQueue int }
+
+// DefaultGoldPerQueue is DragonetPriority's default: Dragonet's
+// Scenarios/S1.hs uses 1.
+const DefaultGoldPerQueue = 1
 
 // Name implements Function.
 func (DragonetPriority) Name() string { return "dragonet-priority" }
@@ -76,7 +80,7 @@ func (f DragonetPriority) Cost(p *Problem, a Assignment) Cost {
 
 func (f DragonetPriority) perQueue() int {
 	if f.GoldPerQueue < 1 {
-		return 1
+		return DefaultGoldPerQueue
 	}
 	return f.GoldPerQueue
 }

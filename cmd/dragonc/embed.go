@@ -123,7 +123,7 @@ type embedFlags struct {
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cost, "cost", embed.DefaultCost, "cost function: "+strings.Join(costmodel.Names(), ", "))
-	fs.IntVar(&f.goldPerQueue, "gold-per-queue", 1, "gold flows a queue may hold, for --cost dragonet-priority (Dragonet's goldFlowsPerQ)")
+	fs.IntVar(&f.goldPerQueue, "gold-per-queue", costmodel.DefaultGoldPerQueue, "gold flows a queue may hold, for --cost dragonet-priority (Dragonet's goldFlowsPerQ)")
 	fs.StringVar(&f.strategy, "strategy", string(embed.StrategyDefault), "search strategy: "+strings.Join(embed.Strategies(), ", "))
 	fs.StringVar(&f.previous, "previous", "", "previous plan.json, for --strategy incremental")
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
