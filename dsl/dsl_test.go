@@ -116,7 +116,7 @@ func TestFormat(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bad" || d.Name() == "badstack") {
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bad" || d.Name() == "badstack" || d.Name() == "diag") {
 			return filepath.SkipDir
 		}
 		switch filepath.Ext(p) {
@@ -651,7 +651,7 @@ func TestManyPortsAndUnknownNames(t *testing.T) {
 	_, _, diags := dsl.Load("unknown", []byte(b.String()))
 	n := 0
 	for _, d := range diags {
-		if d.Code == dsl.CodeUnknownNode {
+		if d.Code == diag.CodeUnknownNode {
 			n++
 		}
 	}

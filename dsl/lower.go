@@ -15,39 +15,6 @@ import (
 	"github.com/dragonc/dragonc/internal/pred"
 )
 
-// Diagnostic codes. They are stable: tests and users match on them.
-const (
-	CodeUTF8         = "E100"
-	CodeLex          = "E101"
-	CodeOpenComment  = "E102"
-	CodeOpenString   = "E103"
-	CodeEscape       = "E104"
-	CodeSyntax       = "E110"
-	CodeUnknownNode  = "E201"
-	CodeTooManyDots  = "E202"
-	CodeReserved     = "E203"
-	CodeBadName      = "E204"
-	CodeDupPort      = "E205"
-	CodeUnknownPort  = "E206"
-	CodeGatePorts    = "E301"
-	CodeGateBody     = "E302"
-	CodeConfigOnly   = "E303"
-	CodeRepeated     = "E304"
-	CodeBadPredicate = "E310"
-	CodeBadType      = "E320"
-	CodeBadBounds    = "E321"
-	CodeCycle        = "E330"
-	CodeBadRange     = "E207"
-	CodeBadValue     = "E340"
-	CodeDupName      = "W201"
-	CodeUnreachable  = "W331"
-	CodeSelfSpawn    = "W332"
-	CodeEmptyGraph   = "W333"
-	CodeOpaqueValue  = "W311"
-	CodeAtomNode     = "W312"
-	CodeAtomPort     = "W313"
-)
-
 // Reserved are the words that Unicorn reserves; none may name a node,
 // cluster or port.
 var Reserved = []string{"graph", "cluster", "node", "config", "boolean", "and",
@@ -125,11 +92,11 @@ func (l *lowerer) atPos(start, end lexer.Position) diag.Range { return l.src.rng
 func (l *lowerer) checkName(id *Ident, what string) {
 	name := id.Text
 	if slices.Contains(Reserved, name) {
-		l.diags.Errorf(l.at(id), CodeReserved, "%q is a reserved word and cannot name a %s", name, what)
+		l.diags.Errorf(l.at(id), diag.CodeReserved, "%q is a reserved word and cannot name a %s", name, what)
 		return
 	}
 	if strings.ContainsAny(name, ".-") {
-		l.diags.Errorf(l.at(id), CodeBadName, "%q is not a valid %s name", name, what).Detail =
+		l.diags.Errorf(l.at(id), diag.CodeBadName, "%q is not a valid %s name", name, what).Detail =
 			"names are a letter or _ followed by letters, digits or _"
 	}
 }
@@ -140,7 +107,7 @@ func (l *lowerer) resolve(id *Ident, path []string) (string, bool) {
 	text := id.Text
 	dots := len(text) - len(strings.TrimLeft(text, "."))
 	if dots > len(path) {
-		d := l.diags.Errorf(l.at(id), CodeTooManyDots, "reference %q goes %d cluster(s) up, but it is only %d deep", text, dots, len(path))
+		d := l.diags.Errorf(l.at(id), diag.CodeTooManyDots, "reference %q goes %d cluster(s) up, but it is only %d deep", text, dots, len(path))
 		d.Detail = "each leading dot leaves one enclosing cluster"
 		return "", false
 	}
@@ -152,10 +119,10 @@ func (l *lowerer) declare(decls []*Decl, path []string) {
 		switch {
 		case d.Helpers != nil:
 			if len(path) > 0 {
-				l.diags.Errorf(l.atPos(d.Pos, d.EndPos), CodeSyntax, "helpers belong at graph level, not inside a cluster")
+				l.diags.Errorf(l.atPos(d.Pos, d.EndPos), diag.CodeSyntax, "helpers belong at graph level, not inside a cluster")
 			}
 			if l.g.Helpers != "" {
-				l.diags.Errorf(l.atPos(d.Pos, d.EndPos), CodeRepeated, "a graph has at most one helpers block")
+				l.diags.Errorf(l.atPos(d.Pos, d.EndPos), diag.CodeRepeated, "a graph has at most one helpers block")
 			}
 			l.g.Helpers = l.smtText(d.Helpers)
 		case d.Cluster != nil:
@@ -175,7 +142,7 @@ func (l *lowerer) declareResource(r *Resource, path []string) {
 	res.Props = l.props(r.Props)
 	for _, other := range l.g.Resources {
 		if other.Kind == res.Kind && other.Name == res.Name {
-			l.diags.Errorf(l.at(r.Name), CodeRepeated, "%s %q is declared twice", r.Kind, res.Name)
+			l.diags.Errorf(l.at(r.Name), diag.CodeRepeated, "%s %q is declared twice", r.Kind, res.Name)
 		}
 	}
 	l.g.Resources = append(l.g.Resources, res)
@@ -200,21 +167,21 @@ func (l *lowerer) expandRange(id *Ident, hi *Num) []string {
 	top, err2 := strconv.Atoi(hi.Text)
 	switch {
 	case i == len(text) || err1 != nil:
-		l.diags.Errorf(l.at(id), CodeBadRange, "a numbered range must start with a name ending in digits, as in Queue0..15")
+		l.diags.Errorf(l.at(id), diag.CodeBadRange, "a numbered range must start with a name ending in digits, as in Queue0..15")
 		return nil
 	case err2 != nil || hi.Neg || strings.Contains(hi.Text, "."):
-		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "the end of a numbered range must be a whole number")
+		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), diag.CodeBadRange, "the end of a numbered range must be a whole number")
 		return nil
 	case top < lo:
-		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered range %s..%d ends below its start", text, top)
+		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), diag.CodeBadRange, "numbered range %s..%d ends below its start", text, top)
 		return nil
 	case top-lo >= maxRange:
-		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered range %s..%d has more than %d names", text, top, maxRange)
+		l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), diag.CodeBadRange, "numbered range %s..%d has more than %d names", text, top, maxRange)
 		return nil
 	case l.expanded+top-lo+1 > maxFileRange:
 		if !l.tooMany {
 			l.tooMany = true
-			l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), CodeBadRange, "numbered ranges in this file name more than %d nodes in all", maxFileRange).Detail =
+			l.diags.Errorf(l.atPos(hi.Pos, hi.EndPos), diag.CodeBadRange, "numbered ranges in this file name more than %d nodes in all", maxFileRange).Detail =
 				"each name is a node or an edge held in memory; split the model or use fewer queues"
 		}
 		return nil
@@ -258,7 +225,7 @@ func (l *lowerer) declareOne(n *Node, nameID *Ident, path []string) {
 	node := &graph.Node{Name: full, Cluster: cluster, Kind: kind, Src: l.srcOf(n.Name.Pos)}
 	if first, dup := l.g.Lookup(full); dup {
 		line, _ := l.src.File.Position(first.Src.Offset)
-		d := l.diags.Warnf(l.at(nameID), CodeDupName, "node %q is declared twice", full)
+		d := l.diags.Warnf(l.at(nameID), diag.CodeDupNode, "node %q is declared twice", full)
 		d.Detail = fmt.Sprintf("references bind to the first declaration, on line %d", line)
 	}
 	l.g.Add(node)
@@ -278,7 +245,7 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 	once := func(it *Item, what string) bool {
 		if prev, dup := seen[what]; dup {
 			line, _ := l.src.File.Position(prev.Pos.Offset)
-			l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeRepeated, "%s is given twice in node %q", what, node.Name).Detail =
+			l.diags.Errorf(l.atPos(it.Pos, it.EndPos), diag.CodeRepeated, "%s is given twice in node %q", what, node.Name).Detail =
 				fmt.Sprintf("the first is on line %d", line)
 			return false
 		}
@@ -330,7 +297,7 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 			for _, name := range it.Port.Names {
 				l.checkName(name, "port")
 				if port(name.Text) != nil {
-					l.diags.Errorf(l.at(name), CodeDupPort, "port %q is declared twice in node %q", name.Text, node.Name)
+					l.diags.Errorf(l.at(name), diag.CodeDupPort, "port %q is declared twice in node %q", name.Text, node.Name)
 					continue
 				}
 				p := &graph.Port{Name: name.Text, Succ: slices.Clone(targets)}
@@ -370,7 +337,7 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 	// Port-level items refer to ports declared anywhere in the body.
 	for _, pr := range portRefs {
 		if port(pr.id.Text) == nil {
-			l.diags.Errorf(l.at(pr.id), CodeUnknownPort, "%s names port %q, which node %q does not have", pr.what, pr.id.Text, node.Name).Detail =
+			l.diags.Errorf(l.at(pr.id), diag.CodeUnknownPort, "%s names port %q, which node %q does not have", pr.what, pr.id.Text, node.Name).Detail =
 				l.portSuggestion(node, pr.id.Text)
 		}
 	}
@@ -386,7 +353,7 @@ func (l *lowerer) lowerItems(node *graph.Node, nd *nodeDecl) {
 		case it.Predicate != nil:
 			if port := port(it.Predicate.Port.Text); port != nil {
 				if port.Pred != nil {
-					l.diags.Errorf(l.at(it.Predicate.Port), CodeRepeated, "port %q of node %q has two predicates", port.Name, node.Name)
+					l.diags.Errorf(l.at(it.Predicate.Port), diag.CodeRepeated, "port %q of node %q has two predicates", port.Name, node.Name)
 				}
 				port.Pred = l.predicate(it.Predicate.Expr)
 			}
@@ -419,14 +386,14 @@ func (l *lowerer) portSuggestion(node *graph.Node, name string) string {
 
 func (l *lowerer) notOnGate(gate bool, it *Item, what string, node *graph.Node) {
 	if gate {
-		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeGateBody, "%s node %q cannot have %s", node.Kind, node.Name, what).Detail =
+		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), diag.CodeGateBody, "%s node %q cannot have %s", node.Kind, node.Name, what).Detail =
 			"gate bodies hold only attr and port (and cost, predicate)"
 	}
 }
 
 func (l *lowerer) configOnly(node *graph.Node, it *Item, what string) bool {
 	if node.Kind != graph.Config {
-		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), CodeConfigOnly, "only config nodes have %s; %q is declared with %q", what, node.Name, node.Kind.String())
+		l.diags.Errorf(l.atPos(it.Pos, it.EndPos), diag.CodeConfigOnly, "only config nodes have %s; %q is declared with %q", what, node.Name, node.Kind.String())
 		return false
 	}
 	return true
@@ -446,7 +413,7 @@ func (l *lowerer) checkPorts(node *graph.Node, n *Node) {
 	if slices.Equal(sorted, []string{"false", "true"}) {
 		return
 	}
-	d := l.diags.Errorf(l.at(n.Name), CodeGatePorts, "%s node %q must have exactly the ports true and false", node.Kind, node.Name)
+	d := l.diags.Errorf(l.at(n.Name), diag.CodeGatePorts, "%s node %q must have exactly the ports true and false", node.Kind, node.Name)
 	if len(names) == 0 {
 		d.Detail = "it declares none"
 	} else {
@@ -458,7 +425,7 @@ func (l *lowerer) checkPorts(node *graph.Node, n *Node) {
 // suggestion.
 func (l *lowerer) ref(id *Ident, path []string) (int, bool) {
 	if strings.ContainsAny(strings.TrimLeft(id.Text, "."), ".-") {
-		d := l.diags.Errorf(l.at(id), CodeBadName, "%q is not a valid node reference", id.Text)
+		d := l.diags.Errorf(l.at(id), diag.CodeBadName, "%q is not a valid node reference", id.Text)
 		d.Detail = "refer to other clusters with leading dots (.X is one cluster up) and the concatenated name"
 		return 0, false
 	}
@@ -469,7 +436,7 @@ func (l *lowerer) ref(id *Ident, path []string) (int, bool) {
 	if n, ok := l.g.Lookup(full); ok {
 		return n.ID, true
 	}
-	d := l.diags.Errorf(l.at(id), CodeUnknownNode, "unknown node %q", id.Text)
+	d := l.diags.Errorf(l.at(id), diag.CodeUnknownNode, "unknown node %q", id.Text)
 	if l.suggested < maxSuggestions {
 		// Suggestions cost a scan of every name; the first few are all a
 		// reader uses.
@@ -509,7 +476,7 @@ func (l *lowerer) nodeSuggestion(written, full string, path []string) string {
 func (l *lowerer) unquote(s *Str) string {
 	v, err := Unquote(s.Raw)
 	if err != nil {
-		l.diags.Errorf(l.atPos(s.Pos, s.EndPos), CodeEscape, "bad string literal: %v", err)
+		l.diags.Errorf(l.atPos(s.Pos, s.EndPos), diag.CodeEscape, "bad string literal: %v", err)
 		return strings.Trim(s.Raw, `"`)
 	}
 	return v
@@ -527,7 +494,7 @@ func (l *lowerer) predicate(s *Str) pred.Expr {
 		}
 		// Offsets count in the unquoted text; escapes are rare in predicates.
 		start := s.Pos.Offset + 1 + min(off, len(s.Raw)-2)
-		l.diags.Errorf(diag.Range{File: l.src.File, Start: start, End: start + 1}, CodeBadPredicate, "bad predicate: %s", msg)
+		l.diags.Errorf(diag.Range{File: l.src.File, Start: start, End: start + 1}, diag.CodeBadPredicate, "bad predicate: %s", msg)
 		return nil
 	}
 	l.preds = append(l.preds, parsedPred{s, e})
@@ -555,7 +522,7 @@ func (l *lowerer) checkAtoms() {
 			return true
 		})
 		for _, a := range opaque {
-			d := l.diags.Warnf(l.atomRange(pp.s, a), CodeOpaqueValue, "value %q of %s is not one dragonc knows; it is kept as an opaque value", a.Value, a.Name)
+			d := l.diags.Warnf(l.atomRange(pp.s, a), diag.CodeOpaqueValue, "value %q of %s is not one dragonc knows; it is kept as an opaque value", a.Value, a.Name)
 			d.Detail = "no frame satisfies it by itself, and it excludes every other value of " + diag.Clip(a.Name) + ", as in Dragonet"
 		}
 	}
@@ -569,7 +536,7 @@ func (l *lowerer) checkNodeAtom(s *Str, a pred.Atom, names *[]string) {
 				*names = append(*names, n.Name)
 			}
 		}
-		d := l.diags.Warnf(l.atomRange(s, a), CodeAtomNode, "pred(%s,%s) names no node of graph %s; it stays an opaque atom", a.Name, a.Value, l.g.Name)
+		d := l.diags.Warnf(l.atomRange(s, a), diag.CodeAtomNode, "pred(%s,%s) names no node of graph %s; it stays an opaque atom", a.Name, a.Value, l.g.Name)
 		if best := diag.Closest(a.Name, *names); best != "" {
 			d.Detail = diag.Sprintf("did you mean %q?", best)
 		}
@@ -582,7 +549,7 @@ func (l *lowerer) checkNodeAtom(s *Str, a pred.Atom, names *[]string) {
 	for _, p := range n.Ports {
 		ports = append(ports, p.Name)
 	}
-	d := l.diags.Warnf(l.atomRange(s, a), CodeAtomPort, "pred(%s,%s): node %s has no port %q", a.Name, a.Value, a.Name, a.Value)
+	d := l.diags.Warnf(l.atomRange(s, a), diag.CodeAtomPort, "pred(%s,%s): node %s has no port %q", a.Name, a.Value, a.Name, a.Value)
 	if best := diag.Closest(a.Value, ports); best != "" {
 		d.Detail = diag.Sprintf("did you mean %q?", best)
 	} else if len(ports) > 0 {
@@ -614,7 +581,7 @@ func (l *lowerer) smtText(b *SMTBlock) string {
 func (l *lowerer) number(n *Num, integer bool) (float64, bool) {
 	v, err := strconv.ParseFloat(n.Text, 64)
 	if err != nil || integer && strings.Contains(n.Text, ".") {
-		l.diags.Errorf(l.atPos(n.Pos, n.EndPos), CodeBadValue, "%q is not a whole number", n.Text)
+		l.diags.Errorf(l.atPos(n.Pos, n.EndPos), diag.CodeBadValue, "%q is not a whole number", n.Text)
 		return 0, false
 	}
 	if n.Neg {
@@ -628,7 +595,7 @@ func (l *lowerer) props(ps []*Prop) []graph.Prop {
 	seen := map[string]bool{}
 	for _, p := range ps {
 		if seen[p.Key.Text] {
-			l.diags.Errorf(l.at(p.Key), CodeRepeated, "property %q is given twice", p.Key.Text)
+			l.diags.Errorf(l.at(p.Key), diag.CodeRepeated, "property %q is given twice", p.Key.Text)
 			continue
 		}
 		seen[p.Key.Text] = true
@@ -648,7 +615,7 @@ func (l *lowerer) value(v *Value) graph.Value {
 			hi, _ := l.number(v.Hi, false)
 			out.Hi, out.Range = hi, true
 			if hi < n {
-				l.diags.Errorf(l.atPos(v.Pos, v.EndPos), CodeBadValue, "range %s..%s ends below its start", v.Num.Text, v.Hi.Text)
+				l.diags.Errorf(l.atPos(v.Pos, v.EndPos), diag.CodeBadValue, "range %s..%s ends below its start", v.Num.Text, v.Hi.Text)
 			}
 		}
 		return out
@@ -683,7 +650,7 @@ func (l *lowerer) confType(t *ConfType) *graph.ConfType {
 		seen := map[string]bool{}
 		for _, el := range t.Tuple {
 			if seen[el.Label.Text] {
-				l.diags.Errorf(l.at(el.Label), CodeBadType, "tuple label %q is used twice", el.Label.Text)
+				l.diags.Errorf(l.at(el.Label), diag.CodeBadType, "tuple label %q is used twice", el.Label.Text)
 			}
 			seen[el.Label.Text] = true
 			out.Fields = append(out.Fields, graph.TupleField{Label: el.Label.Text, Type: l.confType(el.Type)})
@@ -692,7 +659,7 @@ func (l *lowerer) confType(t *ConfType) *graph.ConfType {
 		out = &graph.ConfType{Kind: graph.EnumType}
 		for _, e := range t.Enum {
 			if slices.Contains(out.Enum, e.Text) {
-				l.diags.Errorf(l.at(e), CodeBadType, "enum value %q is listed twice", e.Text)
+				l.diags.Errorf(l.at(e), diag.CodeBadType, "enum value %q is listed twice", e.Text)
 				continue
 			}
 			out.Enum = append(out.Enum, e.Text)
@@ -701,7 +668,7 @@ func (l *lowerer) confType(t *ConfType) *graph.ConfType {
 		out = l.namedType(t.Named)
 	}
 	if t.Bounds != nil {
-		l.diags.Errorf(l.atPos(t.Bounds.Pos, t.Bounds.EndPos), CodeBadBounds, "only list types {T} and [T] take a length bound")
+		l.diags.Errorf(l.atPos(t.Bounds.Pos, t.Bounds.EndPos), diag.CodeBadBounds, "only list types {T} and [T] take a length bound")
 	}
 	if out == nil {
 		out = &graph.ConfType{Kind: graph.BoolType}
@@ -719,7 +686,7 @@ func (l *lowerer) bounds(t *graph.ConfType, b *ListBounds) {
 			return -1
 		}
 		if n.Neg || v > math.MaxInt32 {
-			l.diags.Errorf(l.atPos(n.Pos, n.EndPos), CodeBadBounds, "list length %s is out of range", n.Text)
+			l.diags.Errorf(l.atPos(n.Pos, n.EndPos), diag.CodeBadBounds, "list length %s is out of range", n.Text)
 			return -1
 		}
 		return int(v)
@@ -727,13 +694,13 @@ func (l *lowerer) bounds(t *graph.ConfType, b *ListBounds) {
 	lo, hi := get(b.Lo), get(b.Hi)
 	switch {
 	case b.Lo == nil && b.Hi == nil:
-		l.diags.Errorf(l.atPos(b.Pos, b.EndPos), CodeBadBounds, "empty list bound").Detail = "write <N>, <N,>, <,N> or <N,M>"
+		l.diags.Errorf(l.atPos(b.Pos, b.EndPos), diag.CodeBadBounds, "empty list bound").Detail = "write <N>, <N,>, <,N> or <N,M>"
 	case !b.Comma:
 		t.LenMin, t.LenMax = lo, lo
 	default:
 		t.LenMin, t.LenMax = lo, hi
 		if lo >= 0 && hi >= 0 && lo > hi {
-			l.diags.Errorf(l.atPos(b.Pos, b.EndPos), CodeBadBounds, "list bound <%d,%d> has its minimum above its maximum", lo, hi)
+			l.diags.Errorf(l.atPos(b.Pos, b.EndPos), diag.CodeBadBounds, "list bound <%d,%d> has its minimum above its maximum", lo, hi)
 		}
 	}
 }
@@ -753,7 +720,7 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 	want := map[string]int{"UInt": 1, "SInt": 1, "Int": 2, "Bool": 0}
 	nargs, known := want[name]
 	if !known {
-		d := l.diags.Errorf(r, CodeBadType, "unknown configuration type %q", name)
+		d := l.diags.Errorf(r, diag.CodeBadType, "unknown configuration type %q", name)
 		if s := diag.Closest(name, typeNames); s != "" {
 			d.Detail = diag.Sprintf("did you mean %q?", s)
 		} else {
@@ -762,14 +729,14 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 		return &graph.ConfType{Kind: graph.BoolType}
 	}
 	if len(args) != nargs {
-		l.diags.Errorf(r, CodeBadType, "%s takes %d number(s), not %d", name, nargs, len(args))
+		l.diags.Errorf(r, diag.CodeBadType, "%s takes %d number(s), not %d", name, nargs, len(args))
 		return &graph.ConfType{Kind: graph.BoolType}
 	}
 	vals := make([]int64, len(args))
 	for i, a := range args {
 		v, err := strconv.ParseInt(a.Text, 10, 64)
 		if err != nil {
-			l.diags.Errorf(l.atPos(a.Pos, a.EndPos), CodeBadType, "%q is not a whole number that fits 64 bits", a.Text)
+			l.diags.Errorf(l.atPos(a.Pos, a.EndPos), diag.CodeBadType, "%q is not a whole number that fits 64 bits", a.Text)
 			return &graph.ConfType{Kind: graph.BoolType}
 		}
 		if a.Neg {
@@ -783,7 +750,7 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 	case "UInt":
 		bits := vals[0]
 		if bits < 1 || bits > 64 {
-			l.diags.Errorf(r, CodeBadType, "UInt %d: the width must be 1 to 64 bits", bits)
+			l.diags.Errorf(r, diag.CodeBadType, "UInt %d: the width must be 1 to 64 bits", bits)
 			return &graph.ConfType{Kind: graph.BoolType}
 		}
 		maxV := int64(math.MaxInt64)
@@ -794,7 +761,7 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 	case "SInt":
 		bits := vals[0]
 		if bits < 2 || bits > 64 {
-			l.diags.Errorf(r, CodeBadType, "SInt %d: the width must be 2 to 64 bits", bits)
+			l.diags.Errorf(r, diag.CodeBadType, "SInt %d: the width must be 2 to 64 bits", bits)
 			return &graph.ConfType{Kind: graph.BoolType}
 		}
 		if bits == 64 {
@@ -804,7 +771,7 @@ func (l *lowerer) namedType(n *NamedType) *graph.ConfType {
 		return &graph.ConfType{Kind: graph.IntType, Min: -p, Max: p - 1}
 	}
 	if vals[0] >= vals[1] {
-		l.diags.Errorf(r, CodeBadType, "Int %d %d: the lower bound must be below the upper bound", vals[0], vals[1])
+		l.diags.Errorf(r, diag.CodeBadType, "Int %d %d: the lower bound must be below the upper bound", vals[0], vals[1])
 	}
 	return &graph.ConfType{Kind: graph.IntType, Min: vals[0], Max: vals[1]}
 }
@@ -826,7 +793,7 @@ func (l *lowerer) checkCycles() {
 			names[i] = l.g.Nodes[id].Name
 		}
 		first := l.g.Nodes[cyc[0]]
-		d := l.diags.Errorf(l.nodeRange(first), CodeCycle, "cycle through normal edges: %s", diag.Names(names))
+		d := l.diags.Errorf(l.nodeRange(first), diag.CodeCycle, "cycle through normal edges: %s", diag.Names(names))
 		d.Detail = "packets must not loop; use a spawn edge to start a new activation"
 	}
 }
@@ -852,7 +819,7 @@ func (l *lowerer) checkReachable() {
 		}
 	}
 	if len(l.g.Nodes) == 0 {
-		l.diags.Warnf(l.at(l.src.AST.Graph.Name), CodeEmptyGraph, "graph %q declares no nodes", l.g.Name)
+		l.diags.Warnf(l.at(l.src.AST.Graph.Name), diag.CodeEmptyGraph, "graph %q declares no nodes", l.g.Name)
 		return
 	}
 	seen := l.g.Reachable(roots)
@@ -873,6 +840,6 @@ func (l *lowerer) checkReachable() {
 	sort.Ints(unreached)
 	for _, id := range unreached {
 		n := l.g.Nodes[id]
-		l.diags.Warnf(l.nodeRange(n), CodeUnreachable, "node %q is not reachable from any source", n.Name)
+		l.diags.Warnf(l.nodeRange(n), diag.CodeUnreachable, "node %q is not reachable from any source", n.Name)
 	}
 }

@@ -90,16 +90,16 @@ func parse(name string, src []byte) (*Source, diag.List) {
 	s := &Source{File: diag.NewFile(name, src)}
 	var diags diag.List
 	if len(src) > MaxSource {
-		diags.Errorf(diag.Range{File: s.File}, "E112", "file is %d bytes; dragonc reads files of at most %d bytes (%d MiB)", len(src), MaxSource, MaxSource>>20)
+		diags.Errorf(diag.Range{File: s.File}, diag.CodeTooLarge, "file is %d bytes; dragonc reads files of at most %d bytes (%d MiB)", len(src), MaxSource, MaxSource>>20)
 		return s, diags
 	}
 	if bytes.HasPrefix(src, []byte("\xef\xbb\xbf")) {
-		d := diags.Errorf(diag.Range{File: s.File, Start: 0, End: 3}, "E113", "the file starts with a UTF-8 byte-order mark (U+FEFF)")
+		d := diags.Errorf(diag.Range{File: s.File, Start: 0, End: 3}, diag.CodeBOM, "the file starts with a UTF-8 byte-order mark (U+FEFF)")
 		d.Detail = "save it as UTF-8 without a BOM (or remove its first three bytes)"
 		return s, diags
 	}
 	if !utf8Valid(src) {
-		diags.Errorf(diag.Range{File: s.File, Start: invalidUTF8(src)}, "E100", "file is not valid UTF-8")
+		diags.Errorf(diag.Range{File: s.File, Start: invalidUTF8(src)}, diag.CodeUTF8, "file is not valid UTF-8")
 		return s, diags
 	}
 	text := string(src)
@@ -118,11 +118,11 @@ func parse(name string, src []byte) (*Source, diag.List) {
 		t := lex.bad
 		switch t.kind {
 		case kBadComment:
-			diags.Errorf(s.spanOf(t), "E102", "block comment is not closed").Detail = "add */ to end it"
+			diags.Errorf(s.spanOf(t), diag.CodeOpenComment, "block comment is not closed").Detail = "add */ to end it"
 		case kBadString:
-			diags.Errorf(s.spanOf(t), "E103", "string literal is not closed").Detail = `strings end with " on the same line`
+			diags.Errorf(s.spanOf(t), diag.CodeOpenString, "string literal is not closed").Detail = `strings end with " on the same line`
 		default:
-			diags.Errorf(s.spanOf(t), "E111", "brackets nest deeper than %d levels", MaxNesting).Detail = "no model needs that many; is a closing bracket missing?"
+			diags.Errorf(s.spanOf(t), diag.CodeTooDeep, "brackets nest deeper than %d levels", MaxNesting).Detail = "no model needs that many; is a closing bracket missing?"
 		}
 		return s, diags
 	}
@@ -142,7 +142,7 @@ func parse(name string, src []byte) (*Source, diag.List) {
 		t := open[n-1]
 		v := text[t.off:t.end]
 		closer := map[string]string{"{": "}", "(": ")", "[": "]"}[v]
-		first = diag.Diagnostic{Severity: diag.Error, Code: "E114", Range: s.spanOf(t),
+		first = diag.Diagnostic{Severity: diag.Error, Code: diag.CodeUnclosed, Range: s.spanOf(t),
 			Summary: fmt.Sprintf("this %q is never closed: the file ends before its %q", v, closer), Detail: "add the missing " + closer}
 		diags.Add(first)
 		return s, diags
@@ -176,7 +176,7 @@ const (
 // disagree, which the tests rule out), its tree comes back instead.
 func (s *Source) syntaxError(skips []span, h *halt) (diag.Diagnostic, *File) {
 	if h.nest {
-		return diag.Diagnostic{Severity: diag.Error, Code: "E111", Range: s.spanOf(h.at),
+		return diag.Diagnostic{Severity: diag.Error, Code: diag.CodeTooDeep, Range: s.spanOf(h.at),
 			Summary: fmt.Sprintf("types nest deeper than %d levels", MaxNesting)}, nil
 	}
 	if d, ok := s.stray(h.at); ok {
@@ -216,7 +216,7 @@ func (s *Source) syntaxError(skips []span, h *halt) (diag.Diagnostic, *File) {
 			}
 			continue
 		}
-		if d := s.errorAt(err, CodeSyntax); d.Range.Start < cut || cut == len(s.text) {
+		if d := s.errorAt(err, diag.CodeSyntax); d.Range.Start < cut || cut == len(s.text) {
 			return d, nil
 		}
 	}
@@ -242,7 +242,7 @@ func (s *Source) window(skips []span, at token, margin int) (cut, n int) {
 
 // handError words a syntax error as the hand-written parser found it.
 func (s *Source) handError(h *halt) diag.Diagnostic {
-	d := diag.Diagnostic{Severity: diag.Error, Code: CodeSyntax, Range: s.spanOf(h.at)}
+	d := diag.Diagnostic{Severity: diag.Error, Code: diag.CodeSyntax, Range: s.spanOf(h.at)}
 	if h.at.kind == kEOF {
 		d.Summary = "unexpected end of file"
 	} else {
@@ -265,7 +265,7 @@ func (s *Source) stray(t token) (diag.Diagnostic, bool) {
 		return diag.Diagnostic{}, false
 	}
 	r, _ := utf8.DecodeRuneInString(v)
-	return diag.Diagnostic{Severity: diag.Error, Code: CodeLex, Range: s.spanOf(t),
+	return diag.Diagnostic{Severity: diag.Error, Code: diag.CodeLex, Range: s.spanOf(t),
 		Summary: fmt.Sprintf("unexpected character %q (%U): names and keywords are ASCII letters, digits and _", v, r),
 		Detail:  "other text belongs in strings and comments; the column counts characters, not bytes"}, true
 }
@@ -471,12 +471,12 @@ func (s *Source) refine(d *diag.Diagnostic) {
 	}
 	text := s.text[max(start, at-refineReach):min(end, at+refineReach)]
 	if m := ipv6Addr.FindStringSubmatch(text); m != nil && strings.Contains(m[2], ":") && !macValid.MatchString(m[2]) {
-		d.Code, d.Summary = "E515", diag.Sprintf("%q is not an IPv4 address: dragonc stacks are IPv4 only", m[2])
+		d.Code, d.Summary = diag.CodeIPv6, diag.Sprintf("%q is not an IPv4 address: dragonc stacks are IPv4 only", m[2])
 		d.Detail = "write an address such as 10.0.0.1, or * for every address of the stack"
 		return
 	}
 	if m := macWord.FindStringSubmatch(text); m != nil && !macValid.MatchString(m[1]) {
-		d.Code, d.Summary = "E504", diag.Sprintf("malformed MAC address %q", m[1])
+		d.Code, d.Summary = diag.CodeBadMAC, diag.Sprintf("malformed MAC address %q", m[1])
 		d.Detail = "write six hexadecimal bytes separated by colons, as 00:1b:21:3a:4b:5c"
 	}
 }

@@ -64,7 +64,7 @@ func checkWindow(t *testing.T, name, src string) bool {
 	if tree != nil {
 		t.Fatalf("%s: a tree for a broken file", name)
 	}
-	want := s.errorAt(err, CodeSyntax)
+	want := s.errorAt(err, diag.CodeSyntax)
 	if got.String() != want.String() || got.Range != want.Range {
 		t.Fatalf("%s: the window gives\n%s\nthe whole file\n%s\n%s", name, got, want, src)
 	}

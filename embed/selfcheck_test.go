@@ -105,8 +105,8 @@ func TestForeignAtomsRefused(t *testing.T) {
 		t.Fatalf("want two diagnostics, got %v", err)
 	}
 	for i, want := range []string{"nic.unicorn:9:32: error: pred(RxL2EtherValidUnicast,true) names no node of NIC model e10kPRG, nor of the LPG s", "nic.unicorn:9:65: error: pred(RxL2EtherValidLocalMAC,true)"} {
-		if got := dl[i].String(); !strings.HasPrefix(got, want) || dl[i].Code != prg.CodeForeignAtom {
-			t.Errorf("diagnostic %d: %s\nwant %s... [%s]", i, got, want, prg.CodeForeignAtom)
+		if got := dl[i].String(); !strings.HasPrefix(got, want) || dl[i].Code != diag.CodeForeignAtom {
+			t.Errorf("diagnostic %d: %s\nwant %s... [%s]", i, got, want, diag.CodeForeignAtom)
 		}
 	}
 }

@@ -69,7 +69,7 @@ func Parse(name string, src []byte) *File {
 			f.Stack = st
 			g, err := lpg.Derive(st)
 			if err != nil {
-				diags.Errorf(diag.Range{File: s.File}, "E599", "%v", err)
+				diags.Errorf(diag.Range{File: s.File}, diag.CodeDerive, "%v", err)
 			}
 			f.Graph = g
 		}

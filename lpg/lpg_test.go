@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dragonc/dragonc/internal/diag"
 	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/packet"
@@ -258,7 +259,7 @@ func TestShadowed(t *testing.T) {
 	}
 	var got []string
 	for _, d := range diags {
-		if d.Code == lpg.CodeShadowed {
+		if d.Code == diag.CodeShadowed {
 			got = append(got, d.Summary)
 		}
 	}
@@ -472,16 +473,16 @@ func BenchmarkInterp(b *testing.B) {
 // MAC, reversed core ranges and rates beyond any link are diagnostics.
 func TestStackValidation(t *testing.T) {
 	for _, c := range []struct{ item, code string }{
-		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 0.0.0.0/24 }", lpg.CodeBadAddr},
-		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 255.255.255.255/32 }", lpg.CodeBadAddr},
-		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.1.0.255/24 }", lpg.CodeBadAddr},
-		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 224.0.0.5/32 }", lpg.CodeBadAddr},
-		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 127.0.0.1/8 }", lpg.CodeBadAddr},
-		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.0.0.1/24 }", lpg.CodeConflict},
-		{"interface eth1 { mac 00:1b:21:3a:4b:5c ip 10.1.0.1/24 }", lpg.CodeConflict},
-		{"endpoint x udp listen *:9 { cores 3..1 }", lpg.CodeBadNumber},
-		{"endpoint x udp listen *:9 { rate 100000000000000pps }", lpg.CodeBadAttr},
-		{"endpoint x udp listen *:9 { rate 2000Mpps }", lpg.CodeBadAttr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 0.0.0.0/24 }", diag.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 255.255.255.255/32 }", diag.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.1.0.255/24 }", diag.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 224.0.0.5/32 }", diag.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 127.0.0.1/8 }", diag.CodeBadAddr},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5d ip 10.0.0.1/24 }", diag.CodeConflict},
+		{"interface eth1 { mac 00:1b:21:3a:4b:5c ip 10.1.0.1/24 }", diag.CodeConflict},
+		{"endpoint x udp listen *:9 { cores 3..1 }", diag.CodeBadNumber},
+		{"endpoint x udp listen *:9 { rate 100000000000000pps }", diag.CodeBadAttr},
+		{"endpoint x udp listen *:9 { rate 2000Mpps }", diag.CodeBadAttr},
 	} {
 		src := "stack s {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n    cores 0..3\n    " + c.item + "\n}\n"
 		_, diags := lpg.LoadStack("s.lpg", []byte(src))

@@ -20,26 +20,6 @@ import (
 	"github.com/dragonc/dragonc/internal/pred"
 )
 
-// Diagnostic codes of stack files.
-const (
-	CodeDupName      = "E501"
-	CodeBadPort      = "E502"
-	CodeBadAddr      = "E503"
-	CodeBadMAC       = "E504"
-	CodeBadOMX       = "E505"
-	CodeNotOurs      = "E506"
-	CodeBadCore      = "E507"
-	CodeBadKind      = "E508"
-	CodeBadAttr      = "E509"
-	CodeConflict     = "E510"
-	CodeBadService   = "E511"
-	CodeNoInterface  = "E512"
-	CodeBadNumber    = "E513"
-	CodeUnusedCores  = "W501"
-	CodeSanitizedDup = "W502"
-	CodeShadowed     = "W503"
-)
-
 // MaxRate bounds an endpoint's declared packet rate: 1 Gpps, above what
 // any link carries to one endpoint (a 400 Gb/s link carries about 595 Mpps
 // of 64-byte frames with their preamble and gap), so that costs stay
@@ -158,7 +138,7 @@ func LoadStack(name string, src []byte) (*Stack, diag.List) {
 		return nil, diags
 	}
 	if s.AST.Stack == nil {
-		diags.Errorf(diag.Range{File: s.File}, CodeBadKind, "%s holds a graph, not a stack of endpoints", name)
+		diags.Errorf(diag.Range{File: s.File}, diag.CodeBadKind, "%s holds a graph, not a stack of endpoints", name)
 		return nil, diags
 	}
 	st, more := Lower(s)
@@ -194,7 +174,7 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 			l.iface(it.Interface)
 		case it.Cores != nil:
 			if coresAt != nil {
-				l.diags.Errorf(l.rng(it.Pos, it.EndPos), CodeDupName, "cores is declared twice")
+				l.diags.Errorf(l.rng(it.Pos, it.EndPos), diag.CodeDupStackName, "cores is declared twice")
 			}
 			coresAt = it
 			l.st.Cores = l.ranges(it.Cores, 1<<16)
@@ -203,7 +183,7 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 		}
 	}
 	if len(l.st.Interfaces) == 0 {
-		l.diags.Errorf(l.rng(ast.Name.Pos, ast.Name.EndPos), CodeNoInterface, "stack %q declares no interface", ast.Name.Text).Detail =
+		l.diags.Errorf(l.rng(ast.Name.Pos, ast.Name.EndPos), diag.CodeNoInterface, "stack %q declares no interface", ast.Name.Text).Detail =
 			"add interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }"
 	}
 	for _, it := range ast.Items {
@@ -226,7 +206,7 @@ func (l *stackLowerer) service(it *dsl.StackItem, seen map[string]*dsl.StackItem
 	sv := it.Service
 	name := sv.Name.Text
 	if !slices.Contains(serviceNames, name) {
-		d := l.diags.Errorf(l.rng(sv.Name.Pos, sv.Name.EndPos), CodeBadService, "unknown service %q", name)
+		d := l.diags.Errorf(l.rng(sv.Name.Pos, sv.Name.EndPos), diag.CodeBadService, "unknown service %q", name)
 		if best := diag.Closest(name, serviceNames); best != "" {
 			d.Detail = diag.Sprintf("did you mean %q?", best)
 		} else {
@@ -236,7 +216,7 @@ func (l *stackLowerer) service(it *dsl.StackItem, seen map[string]*dsl.StackItem
 	}
 	if first, dup := seen[name]; dup {
 		line, _ := l.src.File.Position(first.Pos.Offset)
-		l.diags.Errorf(l.rng(it.Pos, it.EndPos), CodeDupName, "service %s is declared twice", name).Detail = fmt.Sprintf("the first is on line %d", line)
+		l.diags.Errorf(l.rng(it.Pos, it.EndPos), diag.CodeDupStackName, "service %s is declared twice", name).Detail = fmt.Sprintf("the first is on line %d", line)
 		return
 	}
 	seen[name] = it
@@ -251,7 +231,7 @@ func (l *stackLowerer) service(it *dsl.StackItem, seen map[string]*dsl.StackItem
 	}
 	if n := len(sv.Settings); n > 0 {
 		first, last := sv.Settings[0], sv.Settings[n-1]
-		l.diags.Errorf(l.rng(first.Pos, last.EndPos), CodeBadService, "service %s takes no settings", name).Detail =
+		l.diags.Errorf(l.rng(first.Pos, last.EndPos), diag.CodeBadService, "service %s takes no settings", name).Detail =
 			"only icmp-errors does: rate, burst, peer-rate and peer-burst"
 	}
 }
@@ -269,7 +249,7 @@ func (l *stackLowerer) icmpErrors(settings []*dsl.EpAttr) ICMPErrorLimit {
 		switch key {
 		case "rate", "burst", "peer-rate", "peer-burst":
 		default:
-			d := l.diags.Errorf(l.rng(name.Pos, name.EndPos), CodeBadAttr, "unknown icmp-errors setting %q", key)
+			d := l.diags.Errorf(l.rng(name.Pos, name.EndPos), diag.CodeBadAttr, "unknown icmp-errors setting %q", key)
 			if best := diag.Closest(key, []string{"rate", "burst", "peer-rate", "peer-burst"}); best != "" {
 				d.Detail = diag.Sprintf("did you mean %q?", best)
 			} else {
@@ -278,23 +258,23 @@ func (l *stackLowerer) icmpErrors(settings []*dsl.EpAttr) ICMPErrorLimit {
 			continue
 		}
 		if seen[key] {
-			l.diags.Errorf(at, CodeBadAttr, "icmp-errors sets %s twice", key)
+			l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors sets %s twice", key)
 			continue
 		}
 		seen[key] = true
 		if a.Range == nil {
-			l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s takes a number", key)
+			l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors %s takes a number", key)
 			continue
 		}
 		if len(a.Range.Items) != 1 || a.Range.Items[0].Hi != nil {
-			l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s takes one number, not a range", key)
+			l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors %s takes one number, not a range", key)
 			continue
 		}
 		n := a.Range.Items[0].Lo
 		switch key {
 		case "burst", "peer-burst":
 			if a.Unit != "" {
-				l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s counts errors and takes no unit", key)
+				l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors %s counts errors and takes no unit", key)
 				continue
 			}
 			v := l.integer(n, 1, MaxICMPBurst, "icmp-errors "+key)
@@ -326,7 +306,7 @@ func (l *stackLowerer) icmpRate(a *dsl.EpAttr, n *dsl.Num, key string) (float64,
 	v, err := strconv.ParseFloat(n.Text, 64)
 	mult := map[string]float64{"pps": 1, "kpps": 1e3, "Mpps": 1e6}[a.Unit]
 	if err != nil || mult == 0 {
-		l.diags.Errorf(at, CodeBadAttr, "icmp-errors %s needs a unit: pps, kpps or Mpps (as in %s)", key,
+		l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors %s needs a unit: pps, kpps or Mpps (as in %s)", key,
 			map[string]string{"rate": "1000pps", "peer-rate": "1pps"}[key])
 		return 0, false
 	}
@@ -341,14 +321,14 @@ func (l *stackLowerer) icmpRate(a *dsl.EpAttr, n *dsl.Num, key string) (float64,
 	}
 	switch {
 	case v < least:
-		d := l.diags.Errorf(at, CodeBadNumber, "icmp-errors %s %s is below %s", key, written, leastText)
+		d := l.diags.Errorf(at, diag.CodeBadNumber, "icmp-errors %s %s is below %s", key, written, leastText)
 		d.Detail = "the limits slow ICMP errors down and cannot stop them: a host answers a datagram to a closed port (RFC 1122 §4.1.3.1)"
 		return 0, false
 	case v > MaxRate:
-		l.diags.Errorf(at, CodeBadNumber, "icmp-errors %s %s is above %s", key, written, FormatRate(MaxRate))
+		l.diags.Errorf(at, diag.CodeBadNumber, "icmp-errors %s %s is above %s", key, written, FormatRate(MaxRate))
 		return 0, false
 	case key == "rate" && math.Abs(v-math.Round(v)) > 1e-6:
-		l.diags.Errorf(at, CodeBadNumber, "icmp-errors rate %s is not a whole number of errors a second", written).Detail =
+		l.diags.Errorf(at, diag.CodeBadNumber, "icmp-errors rate %s is not a whole number of errors a second", written).Detail =
 			"the host's rate counts whole errors, as Linux's icmp_msgs_per_sec does"
 		return 0, false
 	}
@@ -359,20 +339,20 @@ func (l *stackLowerer) iface(in *dsl.Interface) {
 	out := Interface{Name: in.Name.Text}
 	hw, err := net.ParseMAC(in.MAC.Text)
 	if err != nil || len(hw) != 6 {
-		l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), CodeBadMAC, "malformed MAC address %q", in.MAC.Text).Detail = "write six hexadecimal bytes separated by colons, as 00:1b:21:3a:4b:5c"
+		l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), diag.CodeBadMAC, "malformed MAC address %q", in.MAC.Text).Detail = "write six hexadecimal bytes separated by colons, as 00:1b:21:3a:4b:5c"
 	} else {
 		for _, b := range hw {
 			out.MAC = out.MAC<<8 | uint64(b)
 		}
 		if hw[0]&1 != 0 {
-			l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), CodeBadMAC, "%s is a multicast address; an interface needs a unicast MAC", in.MAC.Text)
+			l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), diag.CodeBadMAC, "%s is a multicast address; an interface needs a unicast MAC", in.MAC.Text)
 		}
 	}
 	for _, c := range in.IPs {
 		addr, ok := l.ipv4(c.Addr)
 		n, err := strconv.Atoi(c.Len.Text)
 		if err != nil || n < 0 || n > 32 || c.Len.Neg {
-			l.diags.Errorf(l.rng(c.Len.Pos, c.Len.EndPos), CodeBadAddr, "prefix length %s is not 0..32", numText(c.Len))
+			l.diags.Errorf(l.rng(c.Len.Pos, c.Len.EndPos), diag.CodeBadAddr, "prefix length %s is not 0..32", numText(c.Len))
 			continue
 		}
 		if !ok {
@@ -386,22 +366,22 @@ func (l *stackLowerer) iface(in *dsl.Interface) {
 		b, hasB := p.Broadcast()
 		switch {
 		case addr == 0:
-			l.diags.Errorf(at, CodeBadAddr, "0.0.0.0 is not an address an interface can have")
+			l.diags.Errorf(at, diag.CodeBadAddr, "0.0.0.0 is not an address an interface can have")
 			continue
 		case addr == LimitedBroadcast || hasB && addr == b:
-			l.diags.Errorf(at, CodeBadAddr, "%s is a broadcast address, not an interface's own", c.Addr.Text)
+			l.diags.Errorf(at, diag.CodeBadAddr, "%s is a broadcast address, not an interface's own", c.Addr.Text)
 			continue
 		case addr>>28 == 0xE:
-			l.diags.Errorf(at, CodeBadAddr, "%s is a multicast address, not an interface's own", c.Addr.Text)
+			l.diags.Errorf(at, diag.CodeBadAddr, "%s is a multicast address, not an interface's own", c.Addr.Text)
 			continue
 		case addr>>24 == 127:
-			l.diags.Errorf(at, CodeBadAddr, "%s is a loopback address; dragonc stacks serve network interfaces", c.Addr.Text)
+			l.diags.Errorf(at, diag.CodeBadAddr, "%s is a loopback address; dragonc stacks serve network interfaces", c.Addr.Text)
 			continue
 		}
 		for _, other := range l.st.Interfaces {
 			for _, q := range other.IPs {
 				if q.Addr == addr {
-					l.diags.Errorf(at, CodeConflict, "%s is already an address of interface %s", c.Addr.Text, other.Name)
+					l.diags.Errorf(at, diag.CodeConflict, "%s is already an address of interface %s", c.Addr.Text, other.Name)
 				}
 			}
 		}
@@ -414,10 +394,10 @@ func (l *stackLowerer) iface(in *dsl.Interface) {
 	}
 	for _, other := range l.st.Interfaces {
 		if other.Name == out.Name {
-			l.diags.Errorf(l.rng(in.Name.Pos, in.Name.EndPos), CodeDupName, "interface %q is declared twice", out.Name)
+			l.diags.Errorf(l.rng(in.Name.Pos, in.Name.EndPos), diag.CodeDupStackName, "interface %q is declared twice", out.Name)
 		}
 		if other.MAC == out.MAC && out.MAC != 0 {
-			l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), CodeConflict, "MAC %s is already interface %s's", in.MAC.Text, other.Name)
+			l.diags.Errorf(l.rng(in.MAC.Pos, in.MAC.EndPos), diag.CodeConflict, "MAC %s is already interface %s's", in.MAC.Text, other.Name)
 		}
 	}
 	l.st.Interfaces = append(l.st.Interfaces, out)
@@ -437,7 +417,7 @@ func (l *stackLowerer) integer(n *dsl.Num, lo, hi int, what string) int {
 		v = -v
 	}
 	if err != nil || v < lo || v > hi {
-		l.diags.Errorf(l.rng(n.Pos, n.EndPos), CodeBadNumber, "%s %s is not a whole number in %d..%d", what, numText(n), lo, hi)
+		l.diags.Errorf(l.rng(n.Pos, n.EndPos), diag.CodeBadNumber, "%s %s is not a whole number in %d..%d", what, numText(n), lo, hi)
 		return lo
 	}
 	return v
@@ -450,7 +430,7 @@ func (l *stackLowerer) ipv4(t *dsl.Tok) (uint32, bool) {
 		if strings.Count(t.Text, ".") != 3 {
 			detail = "write four numbers 0..255 separated by dots"
 		}
-		l.diags.Errorf(l.rng(t.Pos, t.EndPos), CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = detail
+		l.diags.Errorf(l.rng(t.Pos, t.EndPos), diag.CodeBadAddr, "malformed IPv4 address %q", t.Text).Detail = detail
 		return 0, false
 	}
 	return pred.AddrValue(a), true
@@ -466,7 +446,7 @@ func (l *stackLowerer) ranges(r *dsl.RangeList, limit int) []int {
 		if it.Hi != nil {
 			hi = l.integer(it.Hi, 0, limit-1, "core")
 			if hi < lo {
-				l.diags.Errorf(l.rng(it.Hi.Pos, it.Hi.EndPos), CodeBadNumber, "range %d..%d ends below its start", lo, hi)
+				l.diags.Errorf(l.rng(it.Hi.Pos, it.Hi.EndPos), diag.CodeBadNumber, "range %d..%d ends below its start", lo, hi)
 				continue
 			}
 		}
@@ -500,28 +480,28 @@ func (l *stackLowerer) endpoint(it *dsl.StackItem, ep *dsl.Endpoint) {
 	case "udp", "tcp":
 		base.Proto = Proto(ep.Kind.Text)
 		if ep.Listen == nil && ep.Flow == nil {
-			l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "a %s endpoint needs `listen ADDR:PORT` or `flow ADDR:PORT -> ADDR:PORT`", ep.Kind.Text)
+			l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), diag.CodeBadKind, "a %s endpoint needs `listen ADDR:PORT` or `flow ADDR:PORT -> ADDR:PORT`", ep.Kind.Text)
 			return
 		}
 	case "openmx":
 		base.Proto = OpenMX
 		if ep.ID == nil {
-			l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "an openmx endpoint needs its destination endpoint id, 0..255")
+			l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), diag.CodeBadKind, "an openmx endpoint needs its destination endpoint id, 0..255")
 			return
 		}
 		id, err := strconv.Atoi(ep.ID.Text)
 		if err != nil || id > 255 || ep.ID.Neg {
-			l.diags.Errorf(l.rng(ep.ID.Pos, ep.ID.EndPos), CodeBadOMX, "Open-MX endpoint id %s is above 255", numText(ep.ID)).Detail = "the destination endpoint is one byte of the Open-MX header"
+			l.diags.Errorf(l.rng(ep.ID.Pos, ep.ID.EndPos), diag.CodeBadOMX, "Open-MX endpoint id %s is above 255", numText(ep.ID)).Detail = "the destination endpoint is one byte of the Open-MX header"
 			return
 		}
 		base.OMXID = uint8(id)
 	default:
-		d := l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "unknown endpoint kind %q", ep.Kind.Text)
+		d := l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), diag.CodeBadKind, "unknown endpoint kind %q", ep.Kind.Text)
 		d.Detail = "endpoint kinds are udp, tcp and openmx"
 		return
 	}
 	if (ep.Listen != nil || ep.Flow != nil) && base.Proto == OpenMX {
-		l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), CodeBadKind, "openmx endpoints take an endpoint id, not addresses")
+		l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), diag.CodeBadKind, "openmx endpoints take an endpoint id, not addresses")
 		return
 	}
 	l.attrs(&base, ep.Attrs)
@@ -532,7 +512,7 @@ func (l *stackLowerer) endpoint(it *dsl.StackItem, ep *dsl.Endpoint) {
 		base.AnyAddr, base.Addr = l.localAddr(f.LAddr)
 		base.Port = uint16(l.integer(f.LPort, 1, 65535, "port"))
 		if f.RAddr.Any {
-			l.diags.Errorf(l.rng(f.RAddr.Pos, f.RAddr.EndPos), CodeBadAddr, "a flow's remote address must be an address, not *")
+			l.diags.Errorf(l.rng(f.RAddr.Pos, f.RAddr.EndPos), diag.CodeBadAddr, "a flow's remote address must be an address, not *")
 		} else if r, ok := l.ipv4(f.RAddr.IP); ok {
 			base.Remote = r
 		}
@@ -549,7 +529,7 @@ func (l *stackLowerer) endpoint(it *dsl.StackItem, ep *dsl.Endpoint) {
 		}
 		hi := l.integer(ls.Hi, 1, 65535, "port")
 		if hi < lo {
-			l.diags.Errorf(l.rng(ls.Hi.Pos, ls.Hi.EndPos), CodeBadPort, "port range %d..%d ends below its start", lo, hi)
+			l.diags.Errorf(l.rng(ls.Hi.Pos, ls.Hi.EndPos), diag.CodeBadPort, "port range %d..%d ends below its start", lo, hi)
 			return
 		}
 		for p := lo; p <= hi; p++ {
@@ -583,7 +563,7 @@ func (l *stackLowerer) localAddr(a *dsl.Addr) (bool, uint32) {
 				have = append(have, FormatIP(p.Addr))
 			}
 		}
-		d := l.diags.Errorf(l.rng(a.Pos, a.EndPos), CodeNotOurs, "%s is not an address of any interface of this stack", a.IP.Text)
+		d := l.diags.Errorf(l.rng(a.Pos, a.EndPos), diag.CodeNotOurs, "%s is not an address of any interface of this stack", a.IP.Text)
 		if len(have) > 0 {
 			d.Detail = "its addresses are " + strings.Join(have, ", ") + "; * means all of them"
 		}
@@ -601,14 +581,14 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 		name := a.Name()
 		key := name.Text
 		if seen[key] {
-			l.diags.Errorf(at, CodeBadAttr, "attribute %s is given twice", key)
+			l.diags.Errorf(at, diag.CodeBadAttr, "attribute %s is given twice", key)
 			continue
 		}
 		seen[key] = true
 		want := func(kind string) bool {
 			ok := kind == "string" && a.Str != nil || kind == "range" && a.Range != nil || kind == "word" && a.Word != nil
 			if !ok {
-				l.diags.Errorf(at, CodeBadAttr, "attribute %s takes a %s", key, map[string]string{"string": "quoted string", "range": "number", "word": "name"}[kind])
+				l.diags.Errorf(at, diag.CodeBadAttr, "attribute %s takes a %s", key, map[string]string{"string": "quoted string", "range": "number", "word": "name"}[kind])
 			}
 			return ok
 		}
@@ -617,7 +597,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				return nil, false
 			}
 			if len(a.Range.Items) != 1 || a.Range.Items[0].Hi != nil {
-				l.diags.Errorf(at, CodeBadAttr, "attribute %s takes one number, not a range", key)
+				l.diags.Errorf(at, diag.CodeBadAttr, "attribute %s takes one number, not a range", key)
 				return nil, false
 			}
 			return a.Range.Items[0].Lo, true
@@ -625,7 +605,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 		switch key {
 		case "nodelay":
 			if e.Proto != TCP {
-				l.diags.Errorf(at, CodeBadAttr, "nodelay applies to tcp endpoints").Detail = "it turns off the combining of small writes on a stream, as TCP_NODELAY does"
+				l.diags.Errorf(at, diag.CodeBadAttr, "nodelay applies to tcp endpoints").Detail = "it turns off the combining of small writes on a stream, as TCP_NODELAY does"
 				continue
 			}
 			e.NoDelay = true
@@ -633,7 +613,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 			if want("string") {
 				s, err := dsl.Unquote(a.Str.Raw)
 				if err != nil {
-					l.diags.Errorf(at, CodeBadAttr, "bad string: %v", err)
+					l.diags.Errorf(at, diag.CodeBadAttr, "bad string: %v", err)
 				}
 				e.App = s
 			}
@@ -650,7 +630,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 					if it.Hi != nil {
 						hi = l.core(it.Hi)
 						if hi < lo {
-							l.diags.Errorf(l.rng(it.Hi.Pos, it.Hi.EndPos), CodeBadNumber, "core range %d..%d ends below its start", lo, hi)
+							l.diags.Errorf(l.rng(it.Hi.Pos, it.Hi.EndPos), diag.CodeBadNumber, "core range %d..%d ends below its start", lo, hi)
 							continue
 						}
 					}
@@ -669,7 +649,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				case "best-effort":
 					e.Class = BestEffort
 				default:
-					l.diags.Errorf(at, CodeBadAttr, "unknown class %q", a.Word.Text).Detail = "classes are gold and best-effort"
+					l.diags.Errorf(at, diag.CodeBadAttr, "unknown class %q", a.Word.Text).Detail = "classes are gold and best-effort"
 				}
 			}
 		case "rate":
@@ -677,12 +657,12 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				v, err := strconv.ParseFloat(n.Text, 64)
 				mult := map[string]float64{"pps": 1, "kpps": 1e3, "Mpps": 1e6}[a.Unit]
 				if err != nil || mult == 0 || n.Neg {
-					l.diags.Errorf(at, CodeBadAttr, "rate needs a unit: pps, kpps or Mpps (as in 1.2Mpps)")
+					l.diags.Errorf(at, diag.CodeBadAttr, "rate needs a unit: pps, kpps or Mpps (as in 1.2Mpps)")
 					continue
 				}
 				e.Rate = v * mult
 				if e.Rate > MaxRate || math.IsInf(e.Rate, 0) || math.IsNaN(e.Rate) {
-					l.diags.Errorf(at, CodeBadAttr, "rate %s%s is above %gMpps, more than any one endpoint receives", n.Text, a.Unit, MaxRate/1e6).Detail =
+					l.diags.Errorf(at, diag.CodeBadAttr, "rate %s%s is above %gMpps, more than any one endpoint receives", n.Text, a.Unit, MaxRate/1e6).Detail =
 						"a 400 Gb/s link carries about 600 Mpps of minimum-size frames"
 					e.Rate = 0
 				}
@@ -692,13 +672,13 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				v, err := strconv.Atoi(n.Text)
 				mult := map[string]int{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[a.Unit]
 				if err != nil || mult == 0 || n.Neg || v > math.MaxInt32/mult {
-					l.diags.Errorf(at, CodeBadAttr, "message takes a whole number of bytes, optionally B, KiB or MiB")
+					l.diags.Errorf(at, diag.CodeBadAttr, "message takes a whole number of bytes, optionally B, KiB or MiB")
 					continue
 				}
 				e.Message = v * mult
 			}
 		default:
-			l.diags.Errorf(l.rng(name.Pos, name.EndPos), CodeBadAttr, "unknown endpoint attribute %q", key).Detail = "attributes are app, core, cores, class, rate, message and nodelay"
+			l.diags.Errorf(l.rng(name.Pos, name.EndPos), diag.CodeBadAttr, "unknown endpoint attribute %q", key).Detail = "attributes are app, core, cores, class, rate, message and nodelay"
 		}
 	}
 }
@@ -706,9 +686,9 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 func (l *stackLowerer) core(n *dsl.Num) int {
 	c := l.integer(n, 0, 1<<16-1, "core")
 	if l.st.Cores == nil {
-		l.diags.Errorf(l.rng(n.Pos, n.EndPos), CodeBadCore, "core %d is named, but the stack declares no cores", c).Detail = "add a line such as: cores 0..7"
+		l.diags.Errorf(l.rng(n.Pos, n.EndPos), diag.CodeBadCore, "core %d is named, but the stack declares no cores", c).Detail = "add a line such as: cores 0..7"
 	} else if !slices.Contains(l.st.Cores, c) {
-		l.diags.Errorf(l.rng(n.Pos, n.EndPos), CodeBadCore, "core %d is not among the stack's cores", c)
+		l.diags.Errorf(l.rng(n.Pos, n.EndPos), diag.CodeBadCore, "core %d is not among the stack's cores", c)
 	}
 	return c
 }
@@ -721,13 +701,17 @@ func (l *stackLowerer) checkNames() {
 	for _, e := range l.st.Endpoints {
 		if prev, dup := byName[e.Name]; dup {
 			line, _ := l.src.File.Position(prev.Pos.Start)
-			l.diags.Errorf(e.Pos, CodeDupName, "endpoint %q is declared twice", e.Name).Detail = fmt.Sprintf("the first is on line %d", line)
+			l.diags.Errorf(e.Pos, diag.CodeDupStackName, "endpoint %q is declared twice", e.Name).Detail = fmt.Sprintf("the first is on line %d", line)
 			continue
 		}
 		byName[e.Name] = e
 		id := Sanitize(e.Name)
-		for n := 2; idents[id]; n++ {
-			id = fmt.Sprintf("%s_%d", Sanitize(e.Name), n)
+		if idents[id] {
+			first := id
+			for n := 2; idents[id]; n++ {
+				id = fmt.Sprintf("%s_%d", first, n)
+			}
+			l.diags.Warnf(e.Pos, diag.CodeIdentClash, "endpoint %q becomes the identifier %s in generated code, as an earlier endpoint does; it is %s there", e.Name, first, id)
 		}
 		idents[id] = true
 		e.Ident = id
@@ -763,7 +747,7 @@ func (l *stackLowerer) checkShadowed() {
 				by = append(by, strconv.Quote(o.Name))
 			}
 		}
-		d := l.diags.Warnf(e.Pos, CodeShadowed, "endpoint %q can never receive a packet: %s take every address it listens on", e.Name, strings.Join(by, ", "))
+		d := l.diags.Warnf(e.Pos, diag.CodeShadowed, "endpoint %q can never receive a packet: %s take every address it listens on", e.Name, strings.Join(by, ", "))
 		d.Detail = "address-specific listeners are tried before wildcard ones; remove the wildcard listener or one of the others"
 	}
 }
@@ -783,7 +767,7 @@ func (l *stackLowerer) checkConflicts() {
 			key = fmt.Sprintf("%s/%d:%d/%v", e.Proto, e.Addr, e.Port, e.AnyAddr)
 		}
 		if prev, dup := seen[key]; dup {
-			l.diags.Errorf(e.Pos, CodeConflict, "endpoint %q receives the same packets as %q", e.Name, prev.Name)
+			l.diags.Errorf(e.Pos, diag.CodeConflict, "endpoint %q receives the same packets as %q", e.Name, prev.Name)
 			continue
 		}
 		seen[key] = e

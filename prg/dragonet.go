@@ -123,7 +123,7 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 			}
 		}
 		if nodes := count * (after + 1); nodes > maxQueueNodes {
-			diags.Errorf(at(n.Src), "E403", "configRxQueues would make %d queues of %d nodes each (%d in all); dragonc builds at most %d", count, after+1, nodes, maxQueueNodes).Detail =
+			diags.Errorf(at(n.Src), diag.CodeTooManyQueues, "configRxQueues would make %d queues of %d nodes each (%d in all); dragonc builds at most %d", count, after+1, nodes, maxQueueNodes).Detail =
 				"give the model fewer queues (resources { rx_queues N }) or fewer nodes after RxQueues"
 			return g, true
 		}
@@ -146,7 +146,7 @@ func dragonet(g *graph.Graph, file *diag.File, diags *diag.List) (*graph.Graph, 
 				continue // the node's default port
 			}
 			p.Pred = pred.Atom{Name: n.Name, Value: p.Name}
-			diags.Warnf(at(n.Src), "W403", "node %s: port %s has no predicate and dragonc knows no meaning for the Dragonet label %s; it stays the opaque atom pred(%s,%s), which no frame satisfies", n.Name, p.Name, n.Name, n.Name, p.Name)
+			diags.Warnf(at(n.Src), diag.CodeUnknownLabel, "node %s: port %s has no predicate and dragonc knows no meaning for the Dragonet label %s; it stays the opaque atom pred(%s,%s), which no frame satisfies", n.Name, p.Name, n.Name, n.Name, p.Name)
 		}
 	}
 	return g, true

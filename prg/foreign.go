@@ -29,10 +29,6 @@ type ForeignAtom struct {
 	At   diag.Range
 }
 
-// CodeForeignAtom is the diagnostic of an atom neither the model nor the
-// LPG resolves.
-const CodeForeignAtom = "E405"
-
 // foreignAtoms lists the atoms of g's port predicates that name no node of
 // g, each once, with its place in the file.
 func foreignAtoms(g *graph.Graph, file *diag.File) []ForeignAtom {
@@ -101,13 +97,13 @@ func (m *Model) Resolve(lpg *graph.Graph) (*Model, diag.List) {
 		var d *diag.Diagnostic
 		switch miss {
 		case noLPG:
-			d = diags.Errorf(f.At, CodeForeignAtom, head+", and there is no LPG to resolve it", f.Atom.Name, f.Atom.Value, m.Name)
+			d = diags.Errorf(f.At, diag.CodeForeignAtom, head+", and there is no LPG to resolve it", f.Atom.Name, f.Atom.Value, m.Name)
 		case noNode:
-			d = diags.Errorf(f.At, CodeForeignAtom, head+", nor of the LPG %s: no frame is known to satisfy it", f.Atom.Name, f.Atom.Value, m.Name, lpg.Name)
+			d = diags.Errorf(f.At, diag.CodeForeignAtom, head+", nor of the LPG %s: no frame is known to satisfy it", f.Atom.Name, f.Atom.Value, m.Name, lpg.Name)
 		case noPort:
-			d = diags.Errorf(f.At, CodeForeignAtom, head+", and the LPG's node %s has no port %s", f.Atom.Name, f.Atom.Value, m.Name, f.Atom.Name, f.Atom.Value)
+			d = diags.Errorf(f.At, diag.CodeForeignAtom, head+", and the LPG's node %s has no port %s", f.Atom.Name, f.Atom.Value, m.Name, f.Atom.Name, f.Atom.Value)
 		default:
-			d = diags.Errorf(f.At, CodeForeignAtom, head+", and the LPG's port %s.%s says nothing of packet fields", f.Atom.Name, f.Atom.Value, m.Name, f.Atom.Name, f.Atom.Value)
+			d = diags.Errorf(f.At, diag.CodeForeignAtom, head+", and the LPG's port %s.%s says nothing of packet fields", f.Atom.Name, f.Atom.Value, m.Name, f.Atom.Name, f.Atom.Value)
 		}
 		d.Detail = "Dragonet reads such an atom as the decision of the LPG node of that name on that port; give the port a predicate over packet fields (docs/language.md) instead"
 	}

@@ -253,7 +253,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 		}
 		sp, err := newSpace(n)
 		if err != nil {
-			diags.Errorf(at(n.Src), "E401", "configuration node %q: %v", n.Name, err)
+			diags.Errorf(at(n.Src), diag.CodeBadConfig, "configuration node %q: %v", n.Name, err)
 			continue
 		}
 		sp.resolveActions(g)
@@ -264,7 +264,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 	sort.SliceStable(m.Queues, func(i, j int) bool { return m.Queues[i].ID < m.Queues[j].ID })
 	for i := 1; i < len(m.Queues); i++ {
 		if m.Queues[i].ID == m.Queues[i-1].ID {
-			diags.Errorf(at(g.Nodes[m.Queues[i].Node].Src), "E402", "two receive queues are numbered %d", m.Queues[i].ID)
+			diags.Errorf(at(g.Nodes[m.Queues[i].Node].Src), diag.CodeDupQueue, "two receive queues are numbered %d", m.Queues[i].ID)
 		}
 	}
 	for _, r := range g.Resources {
@@ -283,7 +283,7 @@ func NewModel(g *graph.Graph, file *diag.File) (*Model, diag.List) {
 			t := &Task{Name: r.Name, Props: props}
 			for _, v := range props["tables"].List {
 				if sp := m.byNode[v.Str]; sp == nil || sp.Kind != Table {
-					diags.Errorf(at(r.Src), "E404", "task %s serves %q, which is not a table of the model", r.Name, v.Str)
+					diags.Errorf(at(r.Src), diag.CodeNotATable, "task %s serves %q, which is not a table of the model", r.Name, v.Str)
 					continue
 				}
 				t.Tables = append(t.Tables, v.Str)

@@ -48,7 +48,7 @@ type Range struct {
 // Diagnostic is one message about the input.
 type Diagnostic struct {
 	Severity Severity
-	Code     string // stable, e.g. "E201"; tests match on it
+	Code     string // stable, one of the catalogue (codes.go); tests match on it
 	Summary  string // one line, lower case, no trailing period
 	Detail   string // optional advice, e.g. `did you mean "ValidCRC"?`
 	Range    Range
