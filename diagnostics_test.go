@@ -82,6 +82,10 @@ func corpusCodes(t *testing.T) map[string][]string {
 	return out
 }
 
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ") + "\n"
+}
+
 func lines(l diag.List) string {
 	var b strings.Builder
 	for _, d := range l {
@@ -151,16 +155,24 @@ func TestNoCodeLiterals(t *testing.T) {
 // rewrites it.
 func TestDiagnosticsDoc(t *testing.T) {
 	emitted := corpusCodes(t)
+	const example = "testdata/badstack/misspelt_words.lpg"
+	src, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, diags := dsl.Parse(example, src)
 	var b strings.Builder
 	b.WriteString(`<!-- Code generated from internal/diag/codes.go by TestDiagnosticsDoc (go test . -update). DO NOT EDIT. -->
 
 # Diagnostics
 
 Every message dragonc prints about an input file carries a stable code in
-brackets, as in
+brackets. Of the stack [misspelt_words.lpg](../` + example + `)
 
-    stack.lpg:3:18: error: unexpected "listn": expected listen or flow after the endpoint kind; did you mean "listen"? [E110]
+` + indent(string(src)) + `
+dragonc check says
 
+` + indent(lines(diags)) + `
 The letter is the severity: **E** is an error (the file is rejected and
 the command exits 1), **W** a warning (reported; the file is used). The
 first digit is the phase that finds it: 1 reading the file (characters,

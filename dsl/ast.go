@@ -231,7 +231,7 @@ type Value struct {
 	Str    *Str     `parser:" | @@"`
 	Num    *Num     `parser:" | @@"`
 	Hi     *Num     `parser:"   ( '..' @@ )?"`
-	Unit   string   `parser:"   @('MHz' | 'GHz' | 'KiB' | 'MiB' | 'KB' | 'MB' | 'B' | 'ns' | 'us' | 'pps' | 'kpps' | 'Mpps' | 'percent')?"`
+	Unit   PropUnit `parser:"   @@?"`
 	Name   *Ident   `parser:" | @@ )"`
 	EndPos lexer.Position
 }
@@ -343,7 +343,7 @@ type EpAttr struct {
 	Key    *Ident     `parser:" | @@"`
 	Str    *Str       `parser:"   (  @@"`
 	Range  *RangeList `parser:"    | @@"`
-	Unit   string     `parser:"      @('pps' | 'kpps' | 'Mpps' | 'B' | 'KiB' | 'MiB')?"`
+	Unit   AttrUnit   `parser:"      @@?"`
 	Word   *Ident     `parser:"    | @@ ) )"`
 	EndPos lexer.Position
 }

@@ -468,7 +468,7 @@ func TestSeveralSyntaxErrors(t *testing.T) {
 		line, col := d.Range.File.Position(d.Range.Start)
 		got = append(got, fmt.Sprintf("%d:%d %s", line, col, d.Code))
 	}
-	want := []string{"2:25 E110", "4:36 E110", "6:23 E110"}
+	want := []string{"2:25 E110", "4:41 E110", "6:23 E110"}
 	if !cmp.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -42,7 +42,7 @@ func (p *printer) tokAfter(off int, val string) int {
 	toks := p.src.Tokens()
 	i := sort.Search(len(toks), func(i int) bool { return toks[i].Pos.Offset >= off })
 	for ; i < len(toks); i++ {
-		if toks[i].Value == val && toks[i].Type != sym("Comment") && toks[i].Type != sym("String") {
+		if toks[i].Value == val && toks[i].Type != kindType[kComment] && toks[i].Type != kindType[kString] {
 			return toks[i].Pos.Offset
 		}
 	}
@@ -141,7 +141,7 @@ func (p *printer) closeWith(bracket string, end int) {
 }
 
 func (p *printer) graph(g *Graph) {
-	p.open("graph "+g.Name.Text, g.Pos.Offset, g.Name.EndPos.Offset)
+	p.open(keywords.graph[0]+" "+g.Name.Text, g.Pos.Offset, g.Name.EndPos.Offset)
 	p.decls(g.Decls)
 	p.close(g.EndPos.Offset)
 }
@@ -150,10 +150,10 @@ func (p *printer) decls(ds []*Decl) {
 	for _, d := range ds {
 		switch {
 		case d.Helpers != nil:
-			p.line("helpers "+p.raw(d.Helpers.Pos, d.Helpers.EndPos), d.Pos.Offset, d.EndPos.Offset, false)
+			p.line(keywords.helpers[0]+" "+p.raw(d.Helpers.Pos, d.Helpers.EndPos), d.Pos.Offset, d.EndPos.Offset, false)
 		case d.Cluster != nil:
 			c := d.Cluster
-			p.open("cluster "+c.Name.Text, c.Pos.Offset, c.Name.EndPos.Offset)
+			p.open(keywords.cluster[0]+" "+c.Name.Text, c.Pos.Offset, c.Name.EndPos.Offset)
 			p.decls(c.Decls)
 			p.close(c.EndPos.Offset)
 		case d.Node != nil:
@@ -198,13 +198,13 @@ func (p *printer) item(it *Item) {
 	var t string
 	switch {
 	case it.Impl != nil:
-		t = "implementation " + it.Impl.Text
+		t = keywords.impl[0] + " " + it.Impl.Text
 	case it.Attr != nil:
-		t = "attr " + it.Attr.Raw
+		t = keywords.attr[0] + " " + it.Attr.Raw
 	case it.Spawn != nil:
-		t = "spawn " + it.Spawn.Name.Text + " " + it.Spawn.Target.Text
+		t = keywords.spawn[0] + " " + it.Spawn.Name.Text + " " + it.Spawn.Target.Text
 		for _, pr := range it.Spawn.Preds {
-			t += " [predicate " + pr.Raw + "]"
+			t += " [" + keywords.spawnPredicate[0] + " " + pr.Raw + "]"
 		}
 	case it.Port != nil:
 		targets := make([]string, len(it.Port.Targets))
@@ -214,22 +214,22 @@ func (p *printer) item(it *Item) {
 				targets[i] += ".." + numText(tg.Hi)
 			}
 		}
-		t = p.hang("port "+joinIdents(it.Port.Names, " ")+"[", targets, "]")
+		t = p.hang(keywords.port[0]+" "+joinIdents(it.Port.Names, " ")+"[", targets, "]")
 	case it.Constraint != nil:
-		t = "constraint " + it.Constraint.Port.Text + " " + it.Constraint.Text.Raw
+		t = keywords.constraint[0] + " " + it.Constraint.Port.Text + " " + it.Constraint.Text.Raw
 	case it.Semantics != nil:
-		t = "semantics " + joinIdents(it.Semantics.Ports, " ") + " " + p.raw(it.Semantics.Body.Pos, it.Semantics.Body.EndPos)
+		t = keywords.semantics[0] + " " + joinIdents(it.Semantics.Ports, " ") + " " + p.raw(it.Semantics.Body.Pos, it.Semantics.Body.EndPos)
 	case it.Predicate != nil:
-		t = "predicate " + it.Predicate.Port.Text + " " + it.Predicate.Expr.Raw
+		t = keywords.predicate[0] + " " + it.Predicate.Port.Text + " " + it.Predicate.Expr.Raw
 	case it.Type != nil:
-		t = "type " + typeText(it.Type)
+		t = keywords.typ[0] + " " + typeText(it.Type)
 		if !p.fits(t) {
-			t = "type " + typeHang(it.Type, 4*p.indent+len("type "))
+			t = keywords.typ[0] + " " + typeHang(it.Type, 4*p.indent+len(keywords.typ[0])+1)
 		}
 	case it.Function != nil:
-		t = "function " + it.Function.Text
+		t = keywords.function[0] + " " + it.Function.Text
 	case it.Cost != nil:
-		t = "cost " + it.Cost.Unit.Text + " " + numText(it.Cost.Value)
+		t = keywords.cost[0] + " " + it.Cost.Unit.Text + " " + numText(it.Cost.Value)
 	case it.Config != nil:
 		// A configuration of one property, the usual
 		// `enum { feature rx_checksum }`, reads best on one line.
@@ -403,7 +403,7 @@ func valueText(v *Value) string {
 		if v.Hi != nil {
 			t += ".." + numText(v.Hi)
 		}
-		return t + v.Unit
+		return t + string(v.Unit)
 	case v.Name != nil:
 		return v.Name.Text
 	}
@@ -485,7 +485,7 @@ func typeLayout(t *ConfType, col int) string {
 		}
 		s = "(" + strings.Join(parts, sep) + ")"
 	case len(t.Enum) > 0:
-		s = "Enum (" + joinIdents(t.Enum, ", ") + ")"
+		s = keywords.enum[0] + " (" + joinIdents(t.Enum, ", ") + ")"
 	case t.Named != nil:
 		s = t.Named.Name
 		for _, a := range t.Named.Args {
@@ -509,7 +509,7 @@ func typeLayout(t *ConfType, col int) string {
 }
 
 func (p *printer) stack(st *Stack) {
-	p.open("stack "+st.Name.Text, st.Pos.Offset, st.Name.EndPos.Offset)
+	p.open(keywords.stack[0]+" "+st.Name.Text, st.Pos.Offset, st.Name.EndPos.Offset)
 	for _, it := range st.Items {
 		p.line(stackItemText(it), it.Pos.Offset, it.EndPos.Offset, false)
 	}
@@ -520,30 +520,30 @@ func stackItemText(it *StackItem) string {
 	switch {
 	case it.Interface != nil:
 		in := it.Interface
-		t := "interface " + in.Name.Text + " { mac " + in.MAC.Text
+		t := keywords.iface[0] + " " + in.Name.Text + " { " + keywords.mac[0] + " " + in.MAC.Text
 		for _, ip := range in.IPs {
-			t += " ip " + ip.Addr.Text + "/" + numText(ip.Len)
+			t += " " + keywords.ip[0] + " " + ip.Addr.Text + "/" + numText(ip.Len)
 		}
 		if in.MTU != nil {
-			t += " mtu " + numText(in.MTU)
+			t += " " + keywords.mtu[0] + " " + numText(in.MTU)
 		}
 		return t + " }"
 	case it.Cores != nil:
-		return "cores " + rangeText(it.Cores)
+		return keywords.cores[0] + " " + rangeText(it.Cores)
 	case it.Service != nil:
-		return "service " + it.Service.Name.Text + attrsText(it.Service.Settings)
+		return keywords.service[0] + " " + it.Service.Name.Text + attrsText(it.Service.Settings)
 	}
 	ep := it.Endpoint
-	t := "endpoint " + ep.Name.Text + " " + ep.Kind.Text
+	t := keywords.endpoint[0] + " " + ep.Name.Text + " " + ep.Kind.Text
 	switch {
 	case ep.Listen != nil:
-		t += " listen " + addrText(ep.Listen.Addr) + ":" + numText(ep.Listen.Port)
+		t += " " + keywords.listen[0] + " " + addrText(ep.Listen.Addr) + ":" + numText(ep.Listen.Port)
 		if ep.Listen.Hi != nil {
 			t += ".." + numText(ep.Listen.Hi)
 		}
 	case ep.Flow != nil:
 		f := ep.Flow
-		t += " flow " + addrText(f.LAddr) + ":" + numText(f.LPort) + " -> " + addrText(f.RAddr) + ":" + numText(f.RPort)
+		t += " " + keywords.flow[0] + " " + addrText(f.LAddr) + ":" + numText(f.LPort) + " -> " + addrText(f.RAddr) + ":" + numText(f.RPort)
 	case ep.ID != nil:
 		t += " " + numText(ep.ID)
 	}
@@ -568,7 +568,7 @@ func attrsText(attrs []*EpAttr) string {
 		case a.Str != nil:
 			t += a.Str.Raw
 		case a.Range != nil:
-			t += rangeText(a.Range) + a.Unit
+			t += rangeText(a.Range) + string(a.Unit)
 		case a.Word != nil:
 			t += a.Word.Text
 		}

@@ -35,17 +35,10 @@ package dsl
 // starts its bounds, a unit after a number always belongs to it), this
 // parser decides the same way.
 
-// nodeKinds begin a node declaration.
-var nodeKinds = map[string]bool{"node": true, "boolean": true, "and": true, "or": true, "nand": true, "nor": true, "config": true}
-
-// valueUnits are the units a property's number may carry.
-var valueUnits = map[string]bool{"MHz": true, "GHz": true, "KiB": true, "MiB": true, "KB": true, "MB": true, "B": true,
-	"ns": true, "us": true, "pps": true, "kpps": true, "Mpps": true, "percent": true}
-
 func (p *hparser) graph() *Graph {
 	g := p.graphs.new(p.dry)
 	g.Pos = p.pos()
-	p.expect("graph")
+	p.expectAny(keywords.graph)
 	g.Name = p.ident()
 	p.expect("{")
 	g.Decls = p.declList()
@@ -56,22 +49,20 @@ func (p *hparser) graph() *Graph {
 // declList reads Decl* "}".
 func (p *hparser) declList() []*Decl {
 	var out []*Decl
-	p.open()
 	for {
 		p.elem()
-		v := p.val()
-		if !(v == "helpers" || v == "cluster" || nodeKinds[v] || v == "engine" || v == "task" || v == "resources") {
+		if !p.isAny(keywords.decls) {
 			p.expect("}")
-			p.shut()
 			return out
 		}
+		v := p.val()
 		d := p.decls.new(p.dry)
 		d.Pos = p.pos()
 		switch {
-		case v == "helpers":
+		case keywords.helpers.has(v):
 			p.advance()
 			d.Helpers = p.smtBlock()
-		case v == "cluster":
+		case keywords.cluster.has(v):
 			c := p.clusters.new(p.dry)
 			c.Pos = p.pos()
 			p.advance()
@@ -80,7 +71,7 @@ func (p *hparser) declList() []*Decl {
 			c.Decls = p.declList()
 			c.EndPos = p.end()
 			d.Cluster = c
-		case nodeKinds[v]:
+		case keywords.nodeKinds.has(v):
 			d.Node = p.node()
 		default:
 			r := p.resources.new(p.dry)
@@ -106,7 +97,6 @@ func (p *hparser) node() *Node {
 		n.Hi = p.num()
 	}
 	p.expect("{")
-	p.open()
 	for {
 		p.elem()
 		it := p.nodeItem()
@@ -116,39 +106,39 @@ func (p *hparser) node() *Node {
 		add(p, &n.Items, it)
 	}
 	p.expect("}")
-	p.shut()
 	n.EndPos = p.end()
 	return n
 }
 
 // nodeItem reads one Item, or returns nil when none starts here.
 func (p *hparser) nodeItem() *Item {
-	v := p.val()
-	if p.kind() != kIdent {
+	k := &keywords
+	if p.kind() != kIdent || !p.isAny(k.nodeItems) {
 		return nil
 	}
+	v := p.val()
 	it := p.items.new(p.dry)
 	it.Pos = p.pos()
-	switch v {
-	case "implementation":
+	switch {
+	case k.impl.has(v):
 		p.advance()
 		it.Impl = p.ident()
-	case "attr":
+	case k.attr.has(v):
 		p.advance()
 		it.Attr = p.str()
-	case "spawn":
+	case k.spawn.has(v):
 		p.advance()
 		s := p.spawns.new(p.dry)
 		s.Name = p.ident()
 		s.Target = p.ident()
 		for p.is("[") {
 			p.advance()
-			p.expect("predicate")
+			p.expectAny(k.spawnPredicate)
 			add(p, &s.Preds, p.str())
 			p.expect("]")
 		}
 		it.Spawn = s
-	case "port":
+	case k.port.has(v):
 		p.advance()
 		port := p.ports.new(p.dry)
 		add(p, &port.Names, p.ident())
@@ -156,7 +146,6 @@ func (p *hparser) nodeItem() *Item {
 			add(p, &port.Names, p.ident())
 		}
 		p.expect("[")
-		p.open()
 		for p.elem(); p.isIdent(); p.elem() {
 			t := p.targets.new(p.dry)
 			t.Ref = p.ident()
@@ -167,15 +156,14 @@ func (p *hparser) nodeItem() *Item {
 			add(p, &port.Targets, t)
 		}
 		p.expect("]")
-		p.shut()
 		it.Port = port
-	case "constraint":
+	case k.constraint.has(v):
 		p.advance()
 		c := p.constraints.new(p.dry)
 		c.Port = p.ident()
 		c.Text = p.str()
 		it.Constraint = c
-	case "semantics":
+	case k.semantics.has(v):
 		p.advance()
 		s := p.semantics.new(p.dry)
 		add(p, &s.Ports, p.ident())
@@ -184,25 +172,25 @@ func (p *hparser) nodeItem() *Item {
 		}
 		s.Body = p.smtBlock()
 		it.Semantics = s
-	case "predicate":
+	case k.predicate.has(v):
 		p.advance()
 		pr := p.predicates.new(p.dry)
 		pr.Port = p.ident()
 		pr.Expr = p.str()
 		it.Predicate = pr
-	case "type":
+	case k.typ.has(v):
 		p.advance()
 		it.Type = p.confType()
-	case "function":
+	case k.function.has(v):
 		p.advance()
 		it.Function = p.ident()
-	case "cost":
+	case k.cost.has(v):
 		p.advance()
 		c := p.costs.new(p.dry)
 		c.Unit = p.ident()
 		c.Value = p.num()
 		it.Cost = c
-	case "table", "hash", "place", "enum", "program":
+	case k.config.has(v):
 		c := p.configs.new(p.dry)
 		c.Pos = p.pos()
 		c.Kind = p.take()
@@ -220,7 +208,6 @@ func (p *hparser) nodeItem() *Item {
 func (p *hparser) propBlock() []*Prop {
 	var out []*Prop
 	p.expect("{")
-	p.open()
 	for p.elem(); p.isIdent(); p.elem() {
 		pr := p.props.new(p.dry)
 		pr.Pos = p.pos()
@@ -230,12 +217,11 @@ func (p *hparser) propBlock() []*Prop {
 		add(p, &out, pr)
 	}
 	p.expect("}")
-	p.shut()
 	return out
 }
 
 func (p *hparser) startsValue() bool {
-	return p.is("[") || p.kind() == kString || p.startsNum() || p.isIdent()
+	return p.is("[") || p.isString() || p.startsNum() || p.isIdent()
 }
 
 func (p *hparser) value() *Value {
@@ -244,13 +230,11 @@ func (p *hparser) value() *Value {
 	switch {
 	case p.is("["):
 		p.advance()
-		p.open()
 		for p.elem(); p.startsValue(); p.elem() {
 			add(p, &v.List, p.value())
 		}
 		p.expect("]")
-		p.shut()
-	case p.kind() == kString:
+	case p.isString():
 		v.Str = p.str()
 	case p.startsNum():
 		v.Num = p.num()
@@ -258,9 +242,7 @@ func (p *hparser) value() *Value {
 			p.advance()
 			v.Hi = p.num()
 		}
-		if valueUnits[p.val()] {
-			v.Unit = p.take()
-		}
+		v.Unit = PropUnit(p.unit(nil))
 	case p.isIdent():
 		v.Name = p.ident()
 	default:
@@ -283,7 +265,6 @@ func (p *hparser) smtBlock() *SMTBlock {
 // smtList reads SMTItem* and the closer that ends them.
 func (p *hparser) smtList(closer string) []*SMTItem {
 	var out []*SMTItem
-	p.open()
 	for {
 		p.elem()
 		if p.kind() == kEOF {
@@ -300,7 +281,6 @@ func (p *hparser) smtList(closer string) []*SMTItem {
 			it.Paren = par
 		case p.is("}"), p.is(")"):
 			p.expect(closer)
-			p.shut()
 			return out
 		default:
 			it.Tok = p.take()
@@ -345,7 +325,7 @@ func (p *hparser) confType() *ConfType {
 			p.advance()
 		}
 		p.expect(")")
-	case p.is("Enum") && p.peekIs("("):
+	case p.isAny(keywords.enum) && p.peekIs("("):
 		p.advance()
 		p.advance()
 		for {

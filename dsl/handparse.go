@@ -1,19 +1,21 @@
 package dsl
 
-import "strconv"
-
-// The hand-written parsers read every file first: stack files
-// (stackparse.go), which users write at scale, and graph files
-// (graphparse.go). They build the same syntax tree, positions included, as
-// the participle grammar in ast.go, which stays the definition of the
-// language: TestStackParserAgrees, TestGraphParserAgrees and their fuzz
-// targets compare the two on every file in the repository and on arbitrary
-// input, and each accepts exactly what participle accepts. They only take
-// the happy path: on a syntax error they stop and say where, and Parse
-// asks participle about the tokens around that place, whose messages the
-// diagnostics are made of. Participle keeps every token it is given and
-// allocates 1 to 2.5 KB for each, so it is never given the whole of a
-// large file: a file of closing braces once cost 816 bytes a byte.
+// The hand-written parsers read every file: stack files (stackparse.go),
+// which users write at scale, and graph files (graphparse.go). They build
+// the same syntax tree, positions included, as the participle grammar in
+// ast.go, which stays the definition of the language: its keywords are
+// read from the grammar's tags (keywords.go), its tokens are the scanner's
+// (lex.go, which participle lexes with too), and units are one table
+// (units.go). TestStackParserAgrees, TestGraphParserAgrees and their fuzz
+// targets hold the order of things, what these functions spell out, to
+// participle's on every file in the repository and on arbitrary input.
+// Participle keeps every token it is given and allocates 1 to 2.5 KB for
+// each, which a stack of 100,000 endpoints cannot afford.
+//
+// On a syntax error a parser stops and says where. To explain the error,
+// the file is read again up to that token, and every word the parser
+// looks for there is noted (is, isIdent, ...): they are what was
+// expected, in the words of the language.
 
 // hparser is what both grammars share: the token cursor, where the parser
 // stopped, and the tree's allocator.
@@ -24,9 +26,16 @@ type hparser struct {
 	file, src string
 	// dry parsers build no tree: syntax recovery tries a file again and
 	// again, and only the last try's tree is kept.
-	dry    bool
-	frames []frame // the lists open at the current token, outermost first
-	want   string  // what the parser wanted where it stopped
+	dry bool
+	// watch is the offset of the token whose expectations are noted in
+	// tried (-1: none); inner is how many of them the innermost
+	// construction tried, before a list went on to its next element.
+	watch int32
+	tried []string
+	inner int
+	// badUnit is set when the parser stopped at a word against a number
+	// that is no unit.
+	badUnit *unitError
 	// depth counts the types open; nest is set when they are too many.
 	depth int
 	nest  bool
@@ -35,50 +44,32 @@ type hparser struct {
 
 // halt is where a hand-written parser stopped on a syntax error.
 type halt struct {
-	at   token  // the token it could not take
-	want string // what it wanted there
-	// window lists what participle may leave out of the file and still
-	// stop where the parser did: of each list open there, the elements
-	// before the previous one.
-	window []span
+	at   token // the token it could not take
+	last token // the token before
+	// tried lists what the parser looked for at the token, when it was
+	// watched; the first inner of them are the innermost construction's.
+	tried []string
+	inner int
+	unit  *unitError
 	// scanned is where the scan stopped; nest is set when types nest
 	// deeper than MaxNesting at the token.
 	scanned int
 	nest    bool
 }
 
-// frame is a list open at the current token (a graph's declarations, a
-// node's items, a block's SMT-LIB tokens and the like): the offset just
-// past its opening token, and where its previous and current elements
-// start. Each element of such a list parses the same whatever precedes
-// it, so participle, given the file with the earlier elements left out,
-// stops with the same message. The previous element stays in, because
-// participle reports the deepest error it met, and the previous
-// element's last try looks one token into the current one.
-type frame struct{ body, prev, cur int }
-
-// open starts a list after its opening token.
-func (p *hparser) open() {
-	p.frames = append(p.frames, frame{body: int(p.last.end), prev: -1, cur: -1})
-}
-
-// elem marks the start of the list's next element (or of its closer).
+// elem marks the start of a list's next element (or of its closer): the
+// words tried at the token so far are the innermost construction's.
 func (p *hparser) elem() {
-	f := &p.frames[len(p.frames)-1]
-	f.prev, f.cur = f.cur, int(p.cur.off)
+	if p.cur.off == p.watch && p.inner < 0 {
+		p.inner = len(p.tried)
+	}
 }
 
-// shut ends the innermost list.
-func (p *hparser) shut() { p.frames = p.frames[:len(p.frames)-1] }
-
-func (p *hparser) window() []span {
-	var out []span
-	for _, f := range p.frames {
-		if f.prev > f.body {
-			out = append(out, span{f.body, f.prev})
-		}
+// try notes that the parser looked for what at the current token.
+func (p *hparser) try(what string) {
+	if p.cur.off == p.watch && what != "" {
+		p.tried = append(p.tried, what)
 	}
-	return out
 }
 
 // bailout unwinds a parser on the first token it cannot take.
@@ -86,28 +77,29 @@ type bailout struct{}
 
 // handParse reads a graph or stack file, reading the ranges in skips as
 // blanks, and shows check (if not nil) every token it scans. It returns
-// the tree (none when dry), or where it stopped.
-func handParse(file, src string, skips []span, dry bool, check *lexCheck) (f *File, h *halt) {
-	p := &hparser{sc: newScanner(src, skips), file: file, src: src, dry: dry}
+// the tree (none when dry), or where it stopped. When watch is a token's
+// offset, the halt lists what the parser looked for there.
+func handParse(file, src string, skips []span, dry bool, check *lexCheck, watch int32) (f *File, h *halt) {
+	p := &hparser{sc: newScanner(src, skips), file: file, src: src, dry: dry, watch: watch, inner: -1}
 	p.sc.check = check
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(bailout); !ok {
 				panic(r)
 			}
-			f, h = nil, &halt{at: p.cur, want: p.want, window: p.window(), scanned: p.sc.off, nest: p.nest}
+			f, h = nil, &halt{at: p.cur, last: p.last, tried: p.tried, inner: p.inner, unit: p.badUnit, scanned: p.sc.off, nest: p.nest}
 		}
 	}()
 	p.scan()
 	f = p.files.new(dry)
 	f.Pos = p.pos()
 	switch {
-	case p.is("graph"):
+	case p.isAny(keywords.graph):
 		f.Graph = p.graph()
-	case p.is("stack"):
+	case p.isAny(keywords.stack):
 		f.Stack = p.stack()
 	default:
-		p.fail(`"graph" or "stack"`)
+		p.fail("")
 	}
 	f.EndPos = p.end()
 	if p.cur.kind != kEOF {
@@ -137,17 +129,56 @@ func (p *hparser) peek() token {
 	return t
 }
 
-// fail stops the parser at the current token, which is not what it wanted.
+// fail stops the parser at the current token, which is not what it
+// wanted (want, if not "", besides what it tried).
 func (p *hparser) fail(want string) {
-	p.want = want
+	p.try(want)
 	panic(bailout{})
+}
+
+// failUnit stops the parser at a word against a number that is no unit.
+func (p *hparser) failUnit(err *unitError) {
+	p.badUnit = err
+	p.fail(err.expected())
 }
 
 func (p *hparser) val() string { return p.src[p.cur.off:p.cur.end] }
 
+// is reports whether the current token is v, noting that v was looked
+// for.
 func (p *hparser) is(v string) bool {
 	t := p.cur
-	return int(t.end-t.off) == len(v) && p.src[t.off:t.end] == v
+	if int(t.end-t.off) == len(v) && p.src[t.off:t.end] == v {
+		return true
+	}
+	p.try(v)
+	return false
+}
+
+// isAny reports whether the current token is one of ws.
+func (p *hparser) isAny(ws words) bool {
+	for _, w := range ws {
+		if p.is(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// expectAny takes the current token if it is one of ws.
+func (p *hparser) expectAny(ws words) {
+	if !p.isAny(ws) {
+		p.fail("")
+	}
+	p.advance()
+}
+
+// expectAs is expect whose expectation is said as what.
+func (p *hparser) expectAs(v, what string) {
+	if t := p.cur; int(t.end-t.off) != len(v) || p.src[t.off:t.end] != v {
+		p.fail(what)
+	}
+	p.advance()
 }
 
 func (p *hparser) kind() kind { return p.cur.kind }
@@ -175,17 +206,30 @@ func (p *hparser) take() string {
 
 func (p *hparser) expect(v string) {
 	if !p.is(v) {
-		p.fail(strconv.Quote(v))
+		p.fail("")
 	}
 	p.advance()
 }
 
-func (p *hparser) isIdent() bool { k := p.kind(); return k == kIdent || k == kRef }
+func (p *hparser) isIdent() bool {
+	if k := p.kind(); k == kIdent || k == kRef {
+		return true
+	}
+	p.try(wordName)
+	return false
+}
+
+// What a parser looks for, said as a user would.
+const (
+	wordName   = "a name"
+	wordNumber = "a number"
+	wordString = "a string"
+)
 
 // ident is Ident = <Ident> | <Ref>.
 func (p *hparser) ident() *Ident {
 	if !p.isIdent() {
-		p.fail("<ident>")
+		p.fail("")
 	}
 	id := p.idents.new(p.dry)
 	id.Pos = p.pos()
@@ -194,28 +238,54 @@ func (p *hparser) ident() *Ident {
 	return id
 }
 
-func (p *hparser) startsNum() bool { return p.kind() == kNumber || p.is("-") }
+func (p *hparser) startsNum() bool {
+	if p.kind() == kNumber || p.val() == "-" {
+		return true
+	}
+	p.try(wordNumber)
+	return false
+}
+
+func (p *hparser) isString() bool {
+	if p.kind() == kString {
+		return true
+	}
+	p.try(wordString)
+	return false
+}
 
 // num is Num = "-"? <Number>.
 func (p *hparser) num() *Num {
 	n := p.nums.new(p.dry)
 	n.Pos = p.pos()
-	if p.is("-") {
+	if p.val() == "-" {
 		n.Neg = true
 		p.advance()
 	}
 	if p.kind() != kNumber {
-		p.fail("<number>")
+		p.fail(wordNumber)
 	}
 	n.Text = p.take()
 	n.EndPos = p.end()
 	return n
 }
 
+// unit reads the unit after a number, if there is one (UnitAt).
+func (p *hparser) unit(dims []Dimension) string {
+	u, err := UnitAt(p.val(), p.kind() == kIdent, p.cur.off == p.last.end, dims)
+	if err != nil {
+		p.failUnit(err.(*unitError))
+	}
+	if u != "" {
+		p.advance()
+	}
+	return u
+}
+
 // str is Str = <String>.
 func (p *hparser) str() *Str {
 	if p.kind() != kString {
-		p.fail("<string>")
+		p.fail(wordString)
 	}
 	s := p.strs.new(p.dry)
 	s.Pos = p.pos()

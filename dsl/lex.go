@@ -1,19 +1,36 @@
 package dsl
 
 import (
+	"io"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2/lexer"
 )
 
-// The scanner below tokenises a file in one pass without regular
-// expressions. It produces exactly the tokens of Lexer, the rule list that
-// defines the language's tokens (the rules are tried in order and the
-// first match wins): TestScannerAgreesWithLexer and FuzzScanner hold the
-// two to each other, token by token with positions.
+// The scanner below is the one definition of the language's tokens. It
+// tokenises a file in one pass, and participle lexes with it too (Lexer).
+// The token kinds, as regular expressions tried in order where the first
+// match wins (next spells each out):
+//
+//	Comment     //[^\n]*  |  /\*([^*]|\*+[^*/])*\*+/
+//	BadComment  /\*                      (a block comment never closed)
+//	String      "(\\.|[^"\\\n])*"
+//	BadString   "                        (a string not closed on its line)
+//	Whitespace  [ \t\r\n\f\v]+
+//	SMTComment  ;[^\n]*                  (SMT-LIB: a brace inside does not count)
+//	SMTSymbol   \|[^|]*\|
+//	MAC         [0-9A-Fa-f]+(:[0-9A-Fa-f]+){2,}
+//	IP          [0-9]+(\.[0-9]+){2,}
+//	Number      [0-9]+(\.[0-9]+)?
+//	Ref         \.+[A-Za-z_][A-Za-z0-9_]*
+//	Ident       [A-Za-z_][A-Za-z0-9_]*([.-][A-Za-z_][A-Za-z0-9_]*)*
+//	Punct       ->  |  \.\.  |  any other character
+//
+// TestTokens holds the scanner to its expected tokens, with positions, on
+// the inputs where one kind's match stops and another's starts.
 
-// kind is a token's rule, in the order of Lexer's rules.
+// kind is a token's kind, in the order of the rules above.
 type kind uint8
 
 const (
@@ -37,18 +54,43 @@ const (
 var kindNames = [numKinds]string{"EOF", "Comment", "BadComment", "String", "BadString", "Whitespace",
 	"SMTComment", "SMTSymbol", "MAC", "IP", "Number", "Ref", "Ident", "Punct"}
 
-// kindType maps a kind to the Lexer's token type.
+// kindType maps a kind to participle's token type: EOF is participle's,
+// the others count down from it.
 var kindType = func() (out [numKinds]lexer.TokenType) {
-	syms := Lexer.Symbols()
-	for k, name := range kindNames {
-		t, ok := syms[name]
-		if !ok {
-			panic("dsl: Lexer has no rule " + name)
-		}
-		out[k] = t
+	for k := range out {
+		out[k] = lexer.EOF - lexer.TokenType(k)
 	}
 	return out
 }()
+
+// Lexer is the token definition of every dragonc file for participle:
+// the scanner. Comments and whitespace are elided in one place, the
+// parser's options.
+var Lexer lexer.Definition = scanDef{}
+
+type scanDef struct{}
+
+func (scanDef) Symbols() map[string]lexer.TokenType {
+	out := make(map[string]lexer.TokenType, numKinds)
+	for k, name := range kindNames {
+		out[name] = kindType[k]
+	}
+	return out
+}
+
+func (d scanDef) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return d.LexString(filename, string(b))
+}
+
+// LexString scans src; every input scans (anything unmatched is a
+// one-character Punct).
+func (scanDef) LexString(filename, src string) (lexer.Lexer, error) {
+	return newFeed(newScanner(src, nil), filename), nil
+}
 
 // token is one scanned token: its rule, its byte span, and the line and
 // column (1-based, in characters) where it starts.
@@ -352,12 +394,4 @@ func (f *feed) Next() (lexer.Token, error) {
 		f.prevEnd = t.endPosition(f.file, f.sc.src)
 	}
 	return lt, nil
-}
-
-// peeking prepares scanned tokens for participle, eliding comments and
-// whitespace as the parser's options say. Participle keeps every token it
-// is given, so it is given a window of the file (see syntaxError).
-func peeking(sc scanner, file string) *lexer.PeekingLexer {
-	p, _ := lexer.Upgrade(newFeed(sc, file), kindType[kComment], kindType[kWhitespace])
-	return p
 }

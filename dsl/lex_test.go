@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -8,8 +9,11 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/alecthomas/participle/v2/lexer"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/stackgen"
 )
 
@@ -55,42 +59,33 @@ var tricky = []string{
 	" \t\r\n\f\v", "é", "a é b", "\x00", "{[(<>)]}", "*", "@#$%^&", "µs",
 }
 
-// TestScannerAgreesWithLexer: the scanner gives exactly the tokens of the
-// rule list Lexer, with positions, on every file in the repository and on
-// the inputs where rules meet.
-func TestScannerAgreesWithLexer(t *testing.T) {
-	for name, src := range repoFiles(t) {
-		checkScan(t, name, src)
-	}
+// TestTokens: the scanner's tokens of the inputs where one kind's match
+// stops and another's starts, with their positions, as expected
+// (testdata/tokens.golden).
+func TestTokens(t *testing.T) {
+	var b strings.Builder
 	for _, src := range tricky {
-		checkScan(t, "tricky", src)
-		checkScan(t, "tricky", "x "+src+" y")
-		checkScan(t, "tricky", src+src)
+		fmt.Fprintf(&b, "%q\n", src)
+		lx, _ := Lexer.(scanDef).LexString("tricky", src)
+		for {
+			tok, _ := lx.Next()
+			if tok.EOF() {
+				break
+			}
+			if tok.Type == kindType[kWhitespace] {
+				continue
+			}
+			fmt.Fprintf(&b, "\t%d:%d %s %q\n", tok.Pos.Line, tok.Pos.Column, kindNames[kindOf(tok.Type)], tok.Value)
+		}
 	}
+	golden.Check(t, "../testdata/tokens.golden", []byte(b.String()))
 }
 
-func checkScan(t *testing.T, name, src string) {
-	t.Helper()
-	lx, err := Lexer.LexString(name, src)
-	if err != nil {
-		t.Fatalf("%s: Lexer: %v", name, err)
-	}
-	r := newFeed(newScanner(src, nil), name)
-	for i := 0; ; i++ {
-		want, err := lx.Next()
-		if err != nil {
-			t.Fatalf("%s: Lexer: %v", name, err)
-		}
-		got, _ := r.Next()
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("%s: token %d differs (-Lexer +scanner):\n%s", name, i, diff)
-		}
-		if want.EOF() {
-			return
-		}
-	}
-}
+func kindOf(tt lexer.TokenType) kind { return kind(lexer.EOF - tt) }
 
+// FuzzScanner: whatever the input, the tokens, whitespace included, are
+// the input cut into pieces, in order, and each starts at the line and
+// column diag.File gives its offset.
 func FuzzScanner(f *testing.F) {
 	for _, src := range repoFiles(f) {
 		f.Add(src)
@@ -102,8 +97,42 @@ func FuzzScanner(f *testing.F) {
 		if !utf8.ValidString(src) {
 			return // Parse refuses it before scanning
 		}
-		checkScan(t, "fuzz", src)
+		checkScan(t, src)
 	})
+}
+
+func checkScan(t *testing.T, src string) {
+	file := diag.NewFile("fuzz", []byte(src))
+	lx, _ := Lexer.(scanDef).LexString("fuzz", src)
+	var whole strings.Builder
+	for i := 0; ; i++ {
+		tok, _ := lx.Next()
+		if tok.EOF() {
+			break
+		}
+		if tok.Pos.Offset != whole.Len() || tok.Value == "" {
+			t.Fatalf("token %d %q at offset %d, want %d", i, tok.Value, tok.Pos.Offset, whole.Len())
+		}
+		if line, col := file.Position(tok.Pos.Offset); line != tok.Pos.Line || col != tok.Pos.Column {
+			t.Fatalf("token %d %q at %d:%d, want %d:%d", i, tok.Value, tok.Pos.Line, tok.Pos.Column, line, col)
+		}
+		whole.WriteString(tok.Value)
+	}
+	if whole.String() != src {
+		t.Fatalf("the tokens make %q, not %q", whole.String(), src)
+	}
+}
+
+// TestScannerPieces is FuzzScanner on every file of the repository and on
+// the tricky inputs.
+func TestScannerPieces(t *testing.T) {
+	for _, src := range repoFiles(t) {
+		checkScan(t, src)
+	}
+	for _, src := range tricky {
+		checkScan(t, src)
+		checkScan(t, "x "+src+" y")
+	}
 }
 
 // TestStackParserAgrees: the hand-written parser builds participle's
@@ -204,8 +233,8 @@ var graphCases = []string{
 func checkHandParse(t *testing.T, name, src string) *File {
 	t.Helper()
 	want, err := parser.ParseString(name, src)
-	got, h := handParse(name, src, nil, false, nil)
-	_, dry := handParse(name, src, nil, true, nil)
+	got, h := handParse(name, src, nil, false, nil, -1)
+	_, dry := handParse(name, src, nil, true, nil, -1)
 	if (h == nil) != (dry == nil) {
 		t.Fatalf("%s: the dry parser decides otherwise (%v, dry %v):\n%s", name, h, dry, src)
 	}

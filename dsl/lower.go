@@ -610,7 +610,7 @@ func (l *lowerer) value(v *Value) graph.Value {
 		return graph.Value{Kind: graph.StrValue, Str: l.unquote(v.Str)}
 	case v.Num != nil:
 		n, _ := l.number(v.Num, false)
-		out := graph.Value{Kind: graph.NumValue, Num: n, Unit: v.Unit}
+		out := graph.Value{Kind: graph.NumValue, Num: n, Unit: string(v.Unit)}
 		if v.Hi != nil {
 			hi, _ := l.number(v.Hi, false)
 			out.Hi, out.Range = hi, true

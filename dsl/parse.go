@@ -6,9 +6,9 @@ package dsl
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -17,28 +17,6 @@ import (
 
 	"github.com/dragonc/dragonc/internal/diag"
 )
-
-// Lexer is the one token definition for every dragonc file. Rules are
-// tried in order and the first match wins, so the more specific shapes
-// (MAC before IP before Number, Ref before Punct) come first. Comments and
-// whitespace are elided in one place, the parser options below.
-var Lexer = lexer.MustSimple([]lexer.SimpleRule{
-	{Name: "Comment", Pattern: `//[^\n]*|/\*([^*]|\*+[^*/])*\*+/`},
-	{Name: "BadComment", Pattern: `/\*`},
-	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
-	{Name: "BadString", Pattern: `"`},
-	{Name: "Whitespace", Pattern: `[ \t\r\n\f\v]+`},
-	// SMT-LIB line comments and quoted symbols are single tokens, so a
-	// brace inside them does not upset a block's balance.
-	{Name: "SMTComment", Pattern: `;[^\n]*`},
-	{Name: "SMTSymbol", Pattern: `\|[^|]*\|`},
-	{Name: "MAC", Pattern: `[0-9A-Fa-f]+(:[0-9A-Fa-f]+){2,}`},
-	{Name: "IP", Pattern: `[0-9]+(\.[0-9]+){2,}`},
-	{Name: "Number", Pattern: `[0-9]+(\.[0-9]+)?`},
-	{Name: "Ref", Pattern: `\.+[A-Za-z_][A-Za-z0-9_]*`},
-	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*([.-][A-Za-z_][A-Za-z0-9_]*)*`},
-	{Name: "Punct", Pattern: `->|\.\.|[^ \t\r\n\f\vA-Za-z0-9_"]`},
-})
 
 var parser = participle.MustBuild[File](
 	participle.Lexer(Lexer),
@@ -64,8 +42,6 @@ type Source struct {
 	text     string
 	tokens   []lexer.Token // Tokens, made when first asked for
 	comments []lexer.Token // Comments, made when first asked for
-	// participleTokens counts the tokens given to participle.
-	participleTokens int
 }
 
 // Parse reads one file. It never panics on any input: lexical and syntax
@@ -105,7 +81,7 @@ func parse(name string, src []byte) (*Source, diag.List) {
 	text := string(src)
 	s.text = text
 	lex := &lexCheck{}
-	ast, h := handParse(name, text, nil, false, lex)
+	ast, h := handParse(name, text, nil, false, lex, -1)
 	if h != nil && !lex.found {
 		// The parser stopped early: the rest may hold a lexical error,
 		// which comes first.
@@ -131,11 +107,7 @@ func parse(name string, src []byte) (*Source, diag.List) {
 		return s, diags
 	}
 	open := lex.open
-	first, tree := s.syntaxError(nil, h)
-	if tree != nil {
-		s.AST = tree
-		return s, diags
-	}
+	first := s.syntaxError(nil, h)
 	s.refine(&first)
 	if n := len(open); n > 0 && strings.HasPrefix(first.Summary, "unexpected end of file") {
 		// The file ends inside a bracket: say which one.
@@ -154,104 +126,103 @@ func parse(name string, src []byte) (*Source, diag.List) {
 	return s, diags
 }
 
-// Participle is given a window of the file: the part the hand-written
-// parser read last (halt.window), up to windowMargin tokens past where it
-// stopped, then more if participle's error lies at the window's end, and
-// at last the whole file. Participle allocates 1 to 2.5 KB for each token
-// it is given (measured on windows of 800 to 12,000 tokens), so all the
-// windows of one file hold at most participleBudget tokens, or one for
-// every participleBytes bytes of the file if that is more: some 10 bytes
-// a byte of the file at most. Past that, the hand-written parser words
-// the messages.
-const (
-	windowMargin     = 8
-	participleBudget = 4096
-	participleBytes  = 256
-)
-
 // syntaxError words the syntax error where the hand-written parser
-// stopped (h) in the file with the ranges skips blanked. Participle words
-// it, unless types nest too deep there or the token there is a character
-// outside ASCII. When participle accepts the whole file (the two parsers
-// disagree, which the tests rule out), its tree comes back instead.
-func (s *Source) syntaxError(skips []span, h *halt) (diag.Diagnostic, *File) {
+// stopped (h) in the file with the ranges skips blanked: types nested too
+// deep, a character outside ASCII, or what the parser looked for there,
+// found by reading the file again up to that token.
+func (s *Source) syntaxError(skips []span, h *halt) diag.Diagnostic {
 	if h.nest {
 		return diag.Diagnostic{Severity: diag.Error, Code: diag.CodeTooDeep, Range: s.spanOf(h.at),
-			Summary: fmt.Sprintf("types nest deeper than %d levels", MaxNesting)}, nil
+			Summary: fmt.Sprintf("types nest deeper than %d levels", MaxNesting)}
 	}
 	if d, ok := s.stray(h.at); ok {
-		return d, nil
+		return d
 	}
-	windowed := skips
-	for _, r := range h.window {
-		windowed = withSkip(windowed, r)
+	if _, w := handParse(s.File.Name, s.text, skips, true, nil, h.at.off); w != nil && w.at.off == h.at.off {
+		h = w
 	}
-	type try struct {
-		skips  []span
-		margin int // tokens past the stop; -1: to the end of the file
-	}
-	tries := []try{{windowed, windowMargin}, {windowed, 64 * windowMargin}}
-	if len(h.window) > 0 {
-		tries = append(tries, try{windowed, -1})
-	}
-	tries = append(tries, try{skips, -1})
-	budget := max(participleBudget, len(s.text)/participleBytes) - s.participleTokens
-	for i, try := range tries {
-		full := i == len(tries)-1
-		cut, n := s.window(try.skips, h.at, try.margin)
-		if cut == len(s.text) && !full && len(h.window) == 0 {
-			continue // the same as the whole file
-		}
-		if n > budget {
-			break
-		}
-		budget -= n
-		s.participleTokens += n
-		sc := newScanner(s.text, try.skips)
-		sc.stop = cut
-		ast, err := parser.ParseFromLexer(peeking(sc, s.File.Name))
-		if err == nil {
-			if full {
-				return diag.Diagnostic{}, ast
-			}
-			continue
-		}
-		if d := s.errorAt(err, diag.CodeSyntax); d.Range.Start < cut || cut == len(s.text) {
-			return d, nil
-		}
-	}
-	return s.handError(h), nil
+	return s.handError(h)
 }
 
-// window returns the offset of the token margin tokens past at (or the
-// end of the file) and how many tokens participle is given up to there.
-func (s *Source) window(skips []span, at token, margin int) (cut, n int) {
-	sc := newScanner(s.text, skips)
-	past := -1 // tokens at or past at
-	for t := sc.next(); t.kind != kEOF; t = sc.next() {
-		if t.off >= at.off {
-			past++
-			if margin >= 0 && past > margin {
-				return int(t.off), n
-			}
-		}
-		n++
-	}
-	return len(s.text), n
-}
-
-// handError words a syntax error as the hand-written parser found it.
+// handError words a syntax error from what the parser looked for where it
+// stopped, and the word among them nearest to a misspelt one. When that
+// word belongs to the innermost construction (listen after `endpoint e
+// udp`), only that construction's words are listed, not also the stack's
+// next items.
 func (s *Source) handError(h *halt) diag.Diagnostic {
 	d := diag.Diagnostic{Severity: diag.Error, Code: diag.CodeSyntax, Range: s.spanOf(h.at)}
+	found := s.text[h.at.off:h.at.end]
+	if h.unit != nil {
+		d.Summary = h.unit.Error() + " after " + diag.Quote(s.text[h.last.off:h.last.end])
+		d.Detail = "units here are " + orList(unitsOf(h.unit.dims))
+		if c := diag.Closest(found, unitsOf(h.unit.dims)); c != "" {
+			d.Detail = fmt.Sprintf("did you mean %q? ", c) + d.Detail
+		}
+		return d
+	}
 	if h.at.kind == kEOF {
 		d.Summary = "unexpected end of file"
 	} else {
-		d.Summary = "unexpected token " + diag.Quote(s.text[h.at.off:h.at.end])
+		d.Summary = "unexpected " + diag.Quote(found)
 	}
-	if h.want != "" {
-		d.Summary += " (expected " + h.want + ")"
+	tried := h.tried
+	if h.at.kind == kIdent {
+		if h.inner > 0 {
+			if c := diag.Closest(found, keywordsOf(tried[:h.inner])); c != "" {
+				// A word of the innermost construction, misspelt: what
+				// else the file could say there is beside the point.
+				tried = tried[:h.inner]
+			}
+		}
+		if c := diag.Closest(found, keywordsOf(tried)); c != "" {
+			d.Detail = fmt.Sprintf("did you mean %q?", c)
+		}
+	}
+	if expected := expectations(tried); len(expected) > 0 {
+		d.Summary += ": expected " + orList(expected)
 	}
 	return d
+}
+
+// expectations are the words tried, each once, in order, as a message
+// says them: keywords as written, punctuation in quotes.
+func expectations(tried []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range tried {
+		if seen[w] {
+			continue
+		}
+		seen[w] = true
+		if !strings.ContainsAny(w, " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			w = strconv.Quote(w)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// keywordsOf are the keywords among the words tried: a misspelt word may
+// be meant as one of them.
+func keywordsOf(tried []string) []string {
+	var out []string
+	for _, w := range tried {
+		if w != "" && isLetter(w[0]) && !strings.Contains(w, " ") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// orList says a list of alternatives: "a", "a or b", "a, b or c".
+func orList(list []string) string {
+	switch len(list) {
+	case 0:
+		return ""
+	case 1:
+		return list[0]
+	}
+	return strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
 }
 
 // stray reports a character outside ASCII where the syntax error is,
@@ -308,11 +279,6 @@ func (s *Source) spanOf(t token) diag.Range {
 // of up to about 600 KB reports every error diag.MaxErrors allows).
 const recoverBudget = 32 << 20
 
-// startKeywords begin a declaration at graph, cluster or stack level.
-var startKeywords = map[string]bool{"node": true, "boolean": true, "and": true, "or": true, "nand": true, "nor": true,
-	"config": true, "cluster": true, "engine": true, "task": true, "resources": true, "helpers": true,
-	"endpoint": true, "interface": true, "service": true, "cores": true}
-
 // recover finds further syntax errors after the first: it blanks the
 // declaration holding the last error (reads it as whitespace, so positions
 // stay right) and parses again, as long as each new error lies after the
@@ -330,17 +296,14 @@ func (s *Source) recover(first diag.Diagnostic) (diag.List, *File) {
 			break
 		}
 		skips = withSkip(skips, span{start, end})
-		_, h := handParse(s.File.Name, s.text, skips, true, nil)
+		_, h := handParse(s.File.Name, s.text, skips, true, nil, -1)
 		if h == nil {
-			partial, _ = handParse(s.File.Name, s.text, skips, false, nil)
+			partial, _ = handParse(s.File.Name, s.text, skips, false, nil, -1)
 			break
 		}
-		read += int(h.at.end) + at
-		d, tree := s.syntaxError(skips, h)
-		if tree != nil {
-			partial = tree
-			break
-		}
+		read += 2*int(h.at.end) + at
+		d := s.syntaxError(skips, h)
+		s.refine(&d)
 		if d.Range.Start < end {
 			break // no progress: the rest would only repeat this error
 		}
@@ -350,63 +313,68 @@ func (s *Source) recover(first diag.Diagnostic) (diag.List, *File) {
 	return out, partial
 }
 
-// enclosingDecl returns the byte range of the declaration that holds
-// offset: from its keyword to its matching closing brace. Of the keywords
-// at or before offset, it is the last whose block (the first brace after
-// it, if that opens one) ends after offset.
+// enclosingDecl returns the byte range of the innermost declaration
+// that holds offset: from its keyword to the last token before the next
+// declaration of the same block or that block's closing brace. A
+// declaration is an element of a block that holds declarations (a
+// graph's, a cluster's or a stack's: keywords.containers), beginning with
+// one of their keywords (keywords.decls and keywords.items); an
+// endpoint's attribute named cores is no stack item.
 func (s *Source) enclosingDecl(offset int) (int, int, bool) {
-	// An open "{": the keyword it belongs to (or -1), and the last such
-	// keyword of the braces open down to it.
-	type open struct{ kw, last int }
-	var stack []open
-	kw := -1   // the last keyword at or before offset since the last brace
-	best := -1 // the best keyword found, and its block's end
-	bestEnd := 0
+	type block struct {
+		container bool
+		decl      int // the start of its current declaration, or -1
+		lastEnd   int // the end of the last token read in it
+	}
+	stack := []block{{decl: -1}}
+	pending := false // a container keyword was read since the last brace
+	found := -1      // the depth of the declaration holding offset
+	var start int
 	sc := newScanner(s.text, nil)
 	for t := sc.next(); t.kind != kEOF; t = sc.next() {
 		if t.kind == kComment {
 			continue
 		}
 		v := s.text[t.off:t.end]
+		top := &stack[len(stack)-1]
+		isDecl := top.container && t.kind == kIdent && (keywords.decls.has(v) || keywords.items.has(v))
+		closes := t.kind == kPunct && v == "}"
+		if found >= 0 && len(stack)-1 == found && (isDecl || closes) {
+			return start, top.lastEnd, true
+		}
 		switch {
-		case t.kind == kIdent && startKeywords[v]:
-			if int(t.off) <= offset {
-				kw = int(t.off)
-			}
+		case isDecl:
+			top.decl = int(t.off)
+			pending = keywords.containers.has(v)
+		case t.kind == kIdent && keywords.containers.has(v) && len(stack) == 1:
+			pending = true
 		case t.kind == kPunct && v == "{":
-			o := open{kw, kw}
-			if len(stack) > 0 {
-				o.last = max(o.last, stack[len(stack)-1].last)
-			}
-			stack = append(stack, o)
-			kw = -1
-		case t.kind == kPunct && v == "}":
-			kw = -1
-			if len(stack) == 0 {
-				continue
-			}
-			o := stack[len(stack)-1]
+			stack = append(stack, block{container: pending, decl: -1})
+			pending = false
+		case closes && len(stack) > 1:
 			stack = stack[:len(stack)-1]
-			if end := int(t.end); o.kw > best && end > offset {
-				best, bestEnd = o.kw, end
-			}
+			pending = false
 		}
-		if int(t.off) > offset {
-			// Only the blocks open now, and that of the keyword kw, can
-			// still end after offset; once none of theirs is later than
-			// best, nothing better is to come.
-			if (len(stack) == 0 || stack[len(stack)-1].last <= best) && kw <= best {
-				break
+		stack[len(stack)-1].lastEnd = int(t.end)
+		if found < 0 && int(t.end) > offset {
+			// The token at offset: the innermost block with a declaration
+			// under way holds it.
+			for d := len(stack) - 1; d >= 0; d-- {
+				if stack[d].decl >= 0 && stack[d].decl <= offset {
+					found, start = d, stack[d].decl
+					break
+				}
+			}
+			if found < 0 {
+				return 0, 0, false
 			}
 		}
 	}
-	if best < 0 {
-		return 0, 0, false
+	if found >= 0 {
+		return start, stack[found].lastEnd, true
 	}
-	return best, bestEnd, true
+	return 0, 0, false
 }
-
-func sym(name string) lexer.TokenType { return Lexer.Symbols()[name] }
 
 // Range turns a node's start and end positions into a diagnostic range.
 func (s *Source) Range(start, end lexer.Position) diag.Range { return s.rng(start, end) }
@@ -417,33 +385,6 @@ func (s *Source) rng(start, end lexer.Position) diag.Range {
 		end = start
 	}
 	return diag.Range{File: s.File, Start: start.Offset, End: end.Offset}
-}
-
-// errorAt converts a participle error into a diagnostic, rewording its
-// messages into the project's style.
-func (s *Source) errorAt(err error, code string) diag.Diagnostic {
-	d := diag.Diagnostic{Severity: diag.Error, Code: code, Range: diag.Range{File: s.File}}
-	var perr participle.Error
-	if errors.As(err, &perr) {
-		d.Range.Start = perr.Position().Offset
-		msg := perr.Message()
-		var ute *participle.UnexpectedTokenError
-		if errors.As(err, &ute) {
-			d.Range.End = d.Range.Start + len(ute.Unexpected.Value)
-			// Participle quotes the token whole, and a name can be as long
-			// as the file.
-			if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("unexpected token %q", ute.Unexpected)); ok {
-				msg = "unexpected token " + diag.Quote(ute.Unexpected.String()) + rest
-			}
-		}
-		d.Summary = reword(msg)
-	} else {
-		d.Summary = err.Error()
-	}
-	if d.Summary == "" {
-		d.Summary = "syntax error"
-	}
-	return d
 }
 
 var (
@@ -479,12 +420,6 @@ func (s *Source) refine(d *diag.Diagnostic) {
 		d.Code, d.Summary = diag.CodeBadMAC, diag.Sprintf("malformed MAC address %q", m[1])
 		d.Detail = "write six hexadecimal bytes separated by colons, as 00:1b:21:3a:4b:5c"
 	}
-}
-
-// reword turns participle's messages into lower-case, user-facing ones.
-func reword(msg string) string {
-	msg = strings.ReplaceAll(msg, `unexpected token "<EOF>"`, "unexpected end of file")
-	return msg
 }
 
 func utf8Valid(b []byte) bool { return utf8.Valid(b) }

@@ -25,27 +25,25 @@ package dsl
 func (p *hparser) stack() *Stack {
 	s := p.stacks.new(p.dry)
 	s.Pos = p.pos()
-	p.expect("stack")
+	p.expectAny(keywords.stack)
 	s.Name = p.ident()
 	p.expect("{")
-	p.open()
 	for {
 		p.elem()
 		it := p.stackItems.new(p.dry)
 		it.Pos = p.pos()
 		switch {
-		case p.is("interface"):
+		case p.isAny(keywords.iface):
 			it.Interface = p.iface()
-		case p.is("cores"):
+		case p.isAny(keywords.cores):
 			p.advance()
 			it.Cores = p.rangeList()
-		case p.is("endpoint"):
+		case p.isAny(keywords.endpoint):
 			it.Endpoint = p.endpoint()
-		case p.is("service"):
+		case p.isAny(keywords.service):
 			it.Service = p.service()
 		default:
 			p.expect("}")
-			p.shut()
 			s.EndPos = p.end()
 			return s
 		}
@@ -58,7 +56,7 @@ func (p *hparser) tok() *Tok {
 	switch p.kind() {
 	case kMAC, kIP, kNumber, kIdent:
 	default:
-		p.fail("an address or a number")
+		p.fail("an address")
 	}
 	t := p.tokens.new(p.dry)
 	t.Pos = p.pos()
@@ -68,23 +66,23 @@ func (p *hparser) tok() *Tok {
 }
 
 func (p *hparser) iface() *Interface {
-	p.expect("interface")
+	p.expectAny(keywords.iface)
 	in := p.ifaces.new(p.dry)
 	in.Name = p.ident()
 	p.expect("{")
-	p.expect("mac")
+	p.expectAny(keywords.mac)
 	in.MAC = p.tok()
-	for p.is("ip") {
+	for p.isAny(keywords.ip) {
 		p.advance()
 		c := p.cidrs.new(p.dry)
 		c.Pos = p.pos()
 		c.Addr = p.tok()
-		p.expect("/")
+		p.expectAs("/", "/ and the prefix length (as in 10.0.0.1/24)")
 		c.Len = p.num()
 		c.EndPos = p.end()
 		add(p, &in.IPs, c)
 	}
-	if p.is("mtu") {
+	if p.isAny(keywords.mtu) {
 		p.advance()
 		in.MTU = p.num()
 	}
@@ -126,12 +124,12 @@ func (p *hparser) addr() *Addr {
 }
 
 func (p *hparser) endpoint() *Endpoint {
-	p.expect("endpoint")
+	p.expectAny(keywords.endpoint)
 	ep := p.eps.new(p.dry)
 	ep.Name = p.ident()
 	ep.Kind = p.ident()
 	switch {
-	case p.is("listen"):
+	case p.isAny(keywords.listen):
 		p.advance()
 		l := p.listens.new(p.dry)
 		l.Addr = p.addr()
@@ -142,7 +140,7 @@ func (p *hparser) endpoint() *Endpoint {
 			l.Hi = p.num()
 		}
 		ep.Listen = l
-	case p.is("flow"):
+	case p.isAny(keywords.flow):
 		p.advance()
 		f := p.flows.new(p.dry)
 		f.LAddr = p.addr()
@@ -161,7 +159,7 @@ func (p *hparser) endpoint() *Endpoint {
 }
 
 func (p *hparser) service() *Service {
-	p.expect("service")
+	p.expectAny(keywords.service)
 	sv := p.services.new(p.dry)
 	sv.Name = p.ident()
 	p.attrBlock(&sv.Settings)
@@ -174,21 +172,16 @@ func (p *hparser) attrBlock(list *[]*EpAttr) {
 		return
 	}
 	p.advance()
-	p.open()
 	for p.elem(); p.isIdent(); p.elem() {
 		add(p, list, p.epAttr())
 	}
 	p.expect("}")
-	p.shut()
 }
-
-// attrUnits are the units an attribute's number may carry.
-var attrUnits = map[string]bool{"pps": true, "kpps": true, "Mpps": true, "B": true, "KiB": true, "MiB": true}
 
 func (p *hparser) epAttr() *EpAttr {
 	a := p.attrs.new(p.dry)
 	a.Pos = p.pos()
-	if p.is("nodelay") {
+	if p.isAny(keywords.flag) {
 		a.Flag = p.flags.new(p.dry)
 		a.Flag.Pos = a.Pos
 		a.Flag.Text = p.take()
@@ -198,17 +191,15 @@ func (p *hparser) epAttr() *EpAttr {
 	}
 	a.Key = p.ident()
 	switch {
-	case p.kind() == kString:
+	case p.isString():
 		a.Str = p.str()
 	case p.startsNum():
 		a.Range = p.rangeList()
-		if attrUnits[p.val()] {
-			a.Unit = p.take()
-		}
+		a.Unit = AttrUnit(p.unit(attrDims))
 	case p.isIdent():
 		a.Word = p.ident()
 	default:
-		p.fail("a string, a number or a name")
+		p.fail("")
 	}
 	a.EndPos = p.end()
 	return a

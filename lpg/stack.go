@@ -304,9 +304,9 @@ func (l *stackLowerer) icmpErrors(settings []*dsl.EpAttr) ICMPErrorLimit {
 func (l *stackLowerer) icmpRate(a *dsl.EpAttr, n *dsl.Num, key string) (float64, bool) {
 	at := l.rng(a.Pos, a.EndPos)
 	v, err := strconv.ParseFloat(n.Text, 64)
-	mult := map[string]float64{"pps": 1, "kpps": 1e3, "Mpps": 1e6}[a.Unit]
+	mult, _ := dsl.Scale(string(a.Unit), dsl.Rate)
 	if err != nil || mult == 0 {
-		l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors %s needs a unit: pps, kpps or Mpps (as in %s)", key,
+		l.diags.Errorf(at, diag.CodeBadAttr, "icmp-errors %s needs a unit: %s (as in %s)", key, rateUnits(),
 			map[string]string{"rate": "1000pps", "peer-rate": "1pps"}[key])
 		return 0, false
 	}
@@ -314,7 +314,7 @@ func (l *stackLowerer) icmpRate(a *dsl.EpAttr, n *dsl.Num, key string) (float64,
 	if n.Neg {
 		v = -v
 	}
-	written := numText(n) + a.Unit
+	written := numText(n) + string(a.Unit)
 	least, leastText := 1.0, "1pps"
 	if key == "peer-rate" {
 		least, leastText = MinICMPPeerRate, FormatRate(MinICMPPeerRate)
@@ -655,9 +655,9 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 		case "rate":
 			if n, ok := single(); ok {
 				v, err := strconv.ParseFloat(n.Text, 64)
-				mult := map[string]float64{"pps": 1, "kpps": 1e3, "Mpps": 1e6}[a.Unit]
+				mult, _ := dsl.Scale(string(a.Unit), dsl.Rate)
 				if err != nil || mult == 0 || n.Neg {
-					l.diags.Errorf(at, diag.CodeBadAttr, "rate needs a unit: pps, kpps or Mpps (as in 1.2Mpps)")
+					l.diags.Errorf(at, diag.CodeBadAttr, "rate needs a unit: %s (as in 1.2Mpps)", rateUnits())
 					continue
 				}
 				e.Rate = v * mult
@@ -670,9 +670,13 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 		case "message":
 			if n, ok := single(); ok {
 				v, err := strconv.Atoi(n.Text)
-				mult := map[string]int{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[a.Unit]
-				if err != nil || mult == 0 || n.Neg || v > math.MaxInt32/mult {
-					l.diags.Errorf(at, diag.CodeBadAttr, "message takes a whole number of bytes, optionally B, KiB or MiB")
+				scale, ok := dsl.Scale(string(a.Unit), dsl.Size)
+				mult := int(scale)
+				if a.Unit == "" {
+					mult, ok = 1, true
+				}
+				if err != nil || !ok || n.Neg || v > math.MaxInt32/mult {
+					l.diags.Errorf(at, diag.CodeBadAttr, "message takes a whole number of bytes, optionally %s", orWords(dsl.UnitNames(dsl.Size)))
 					continue
 				}
 				e.Message = v * mult
@@ -716,6 +720,17 @@ func (l *stackLowerer) checkNames() {
 		idents[id] = true
 		e.Ident = id
 	}
+}
+
+// rateUnits says the units of a rate, as a message lists them.
+func rateUnits() string { return orWords(dsl.UnitNames(dsl.Rate)) }
+
+// orWords says a list of words: "a, b or c".
+func orWords(ws []string) string {
+	if len(ws) < 2 {
+		return strings.Join(ws, "")
+	}
+	return strings.Join(ws[:len(ws)-1], ", ") + " or " + ws[len(ws)-1]
 }
 
 // Sanitize turns any name into an identifier: letters, digits and _ kept,

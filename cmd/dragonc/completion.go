@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/nics"
@@ -22,9 +23,9 @@ import (
 
 // File extensions of each kind of input, without the dot.
 var (
-	modelExts = []string{"prg", "unicorn"}
-	stackExts = []string{"lpg"}
-	graphExts = []string{"prg", "unicorn", "lpg"}
+	modelExts = dsl.Extensions(func(k dsl.FileKind) bool { return k.Model })
+	stackExts = dsl.Extensions(func(k dsl.FileKind) bool { return k.Stack })
+	graphExts = dsl.Extensions(func(dsl.FileKind) bool { return true })
 )
 
 // argCompletions completes positional arguments, by command name: the
