@@ -1,34 +1,8 @@
 package dsl
 
-// The graph grammar of the hand-written parser (handparse.go). As ast.go
-// states it (testdata/grammar.ebnf):
-//
-//	Graph      = "graph" Ident "{" Decl* "}" .
-//	Decl       = "helpers" SMTBlock | Cluster | Node | Resource .
-//	Cluster    = "cluster" Ident "{" Decl* "}" .
-//	Node       = NodeKind Ident ( ".." Num )? "{" Item* "}" .
-//	Resource   = ( "engine" | "task" | "resources" ) Ident "{" Prop* "}" .
-//	SMTBlock   = "{" SMTItem* "}" .
-//	SMTItem    = SMTBlock | SMTParen | ~( "{" | "}" | "(" | ")" ) .
-//	SMTParen   = "(" SMTItem* ")" .
-//	Item       = "implementation" Ident | "attr" Str | Spawn | Port | Constraint
-//	           | Semantics | Predicate | "type" ConfType | "function" Ident | Cost | ConfigSpec .
-//	Spawn      = "spawn" Ident Ident ( "[" "predicate" Str "]" )* .
-//	Port       = "port" Ident+ "[" Target* "]" .
-//	Target     = Ident ( ".." Num )? .
-//	Constraint = "constraint" Ident Str .
-//	Semantics  = "semantics" Ident+ SMTBlock .
-//	Predicate  = "predicate" Ident Str .
-//	Cost       = "cost" Ident Num .
-//	ConfigSpec = ( "table" | "hash" | "place" | "enum" | "program" ) "{" Prop* "}" .
-//	ConfType   = ( "<" ConfType ">" | "{" ConfType "}" | "[" ConfType "]"
-//	           | "(" TupleEl ( "," TupleEl )* ")" | "Enum" "(" Ident ( "," Ident )* ")"
-//	           | NamedType ) ListBounds? .
-//	TupleEl    = Ident ":" ConfType .
-//	NamedType  = <Ident> Num* .
-//	ListBounds = "<" Num? ( "," Num? )? ">" .
-//	Prop       = Ident Value .
-//	Value      = "[" Value* "]" | Str | Num ( ".." Num )? Unit? | Ident .
+// The graph grammar of the hand-written parser (handparse.go). It follows
+// the productions Graph to Value of ast.go (testdata/grammar.ebnf,
+// generated from it, states them).
 //
 // Where participle's ordered choice with one token of lookahead decides
 // (Enum not followed by "(" is a NamedType, "<" after a type always

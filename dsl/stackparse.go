@@ -2,25 +2,9 @@ package dsl
 
 // The stack grammar of the hand-written parser (handparse.go), for the
 // files users write at scale: one line per endpoint, 100,000 lines and
-// more. As ast.go states it:
-//
-//	Stack     = "stack" Ident "{" StackItem* "}" .
-//	StackItem = Interface | "cores" RangeList | Endpoint | Service .
-//	Interface = "interface" Ident "{" "mac" Tok ( "ip" CIDR )* ( "mtu" Num )? "}" .
-//	CIDR      = Tok "/" Num .
-//	RangeList = RangeItem ( "," RangeItem )* .
-//	RangeItem = Num ( ".." Num )? .
-//	Endpoint  = "endpoint" Ident Ident ( "listen" Listen | "flow" Flow | Num )? ( "{" EpAttr* "}" )? .
-//	Listen    = Addr ":" Num ( ".." Num )? .
-//	Flow      = Addr ":" Num "->" Addr ":" Num .
-//	Addr      = "*" | Tok .
-//	Service   = "service" Ident ( "{" EpAttr* "}" )? .
-//	EpAttr    = "nodelay" | Ident ( Str | RangeList Unit? | Ident ) .
-//	Ident     = <Ident> | <Ref> .   Tok = <MAC> | <IP> | <Number> | <Ident> .
-//	Num       = "-"? <Number> .     Str = <String> .
-//
-// A quoted word matches a token of that text whatever its kind, as in
-// participle.
+// more. It follows the productions Stack to EpAttr of ast.go
+// (testdata/grammar.ebnf, generated from it, states them); a quoted word
+// matches a token of that text whatever its kind, as in participle.
 
 func (p *hparser) stack() *Stack {
 	s := p.stacks.new(p.dry)

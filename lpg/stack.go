@@ -497,7 +497,7 @@ func (l *stackLowerer) endpoint(it *dsl.StackItem, ep *dsl.Endpoint) {
 		base.OMXID = uint8(id)
 	default:
 		d := l.diags.Errorf(l.rng(ep.Kind.Pos, ep.Kind.EndPos), diag.CodeBadKind, "unknown endpoint kind %q", ep.Kind.Text)
-		d.Detail = "endpoint kinds are udp, tcp and openmx"
+		suggest(d, ep.Kind.Text, endpointKinds, "endpoint kinds are udp, tcp and openmx")
 		return
 	}
 	if (ep.Listen != nil || ep.Flow != nil) && base.Proto == OpenMX {
@@ -649,7 +649,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				case "best-effort":
 					e.Class = BestEffort
 				default:
-					l.diags.Errorf(at, diag.CodeBadAttr, "unknown class %q", a.Word.Text).Detail = "classes are gold and best-effort"
+					suggest(l.diags.Errorf(at, diag.CodeBadAttr, "unknown class %q", a.Word.Text), a.Word.Text, classNames, "classes are gold and best-effort")
 				}
 			}
 		case "rate":
@@ -682,7 +682,7 @@ func (l *stackLowerer) attrs(e *Endpoint, attrs []*dsl.EpAttr) {
 				e.Message = v * mult
 			}
 		default:
-			l.diags.Errorf(l.rng(name.Pos, name.EndPos), diag.CodeBadAttr, "unknown endpoint attribute %q", key).Detail = "attributes are app, core, cores, class, rate, message and nodelay"
+			suggest(l.diags.Errorf(l.rng(name.Pos, name.EndPos), diag.CodeBadAttr, "unknown endpoint attribute %q", key), key, attrNames, "attributes are "+listWords(attrNames, "and"))
 		}
 	}
 }
@@ -722,15 +722,35 @@ func (l *stackLowerer) checkNames() {
 	}
 }
 
+// The words a stack's semantics give meaning to, beyond the grammar's:
+// for the likely word in a diagnostic.
+var (
+	endpointKinds = []string{"udp", "tcp", "openmx"}
+	classNames    = []string{"gold", "best-effort"}
+	attrNames     = []string{"app", "core", "cores", "class", "rate", "message", "nodelay"}
+)
+
+// suggest gives d the likely word among cands, if there is one, before
+// the list of what may stand there.
+func suggest(d *diag.Diagnostic, word string, cands []string, list string) {
+	d.Detail = list
+	if best := diag.Closest(word, cands); best != "" {
+		d.Detail = diag.Sprintf("did you mean %q? ", best) + list
+	}
+}
+
 // rateUnits says the units of a rate, as a message lists them.
 func rateUnits() string { return orWords(dsl.UnitNames(dsl.Rate)) }
 
 // orWords says a list of words: "a, b or c".
-func orWords(ws []string) string {
+func orWords(ws []string) string { return listWords(ws, "or") }
+
+// listWords says a list of words joined by conj: "a, b and c".
+func listWords(ws []string, conj string) string {
 	if len(ws) < 2 {
 		return strings.Join(ws, "")
 	}
-	return strings.Join(ws[:len(ws)-1], ", ") + " or " + ws[len(ws)-1]
+	return strings.Join(ws[:len(ws)-1], ", ") + " " + conj + " " + ws[len(ws)-1]
 }
 
 // Sanitize turns any name into an identifier: letters, digits and _ kept,
