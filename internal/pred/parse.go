@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -106,12 +108,47 @@ func Parse(src string) (Expr, error) {
 	if err != nil {
 		var perr participle.Error
 		if errors.As(err, &perr) {
-			msg := strings.ReplaceAll(perr.Message(), `unexpected token "<EOF>"`, "unexpected end of expression")
-			return nil, &Error{Offset: perr.Position().Offset, Msg: msg}
+			return nil, &Error{Offset: perr.Position().Offset, Msg: reword(perr.Message())}
 		}
 		return nil, &Error{Msg: err.Error()}
 	}
 	return ast.build()
+}
+
+// productionWords say what each production of the grammar is, as a user
+// would: participle's messages name the production expected.
+var productionWords = map[string]string{
+	"XOr": "an expression", "XAnd": "an expression", "XUnary": "an expression", "XPrimary": "an expression",
+	"XArg": "an argument", "XCmp": "a comparison such as udp.dport == 53", "XCall": "an expression",
+	"XItem": "a value or a range", "XValue": "a value (a number, an address or a name)",
+}
+
+var expectedProduction = regexp.MustCompile(` \(expected (.*)\)$`)
+
+// reword turns participle's message into the words of the predicate
+// language: no token or production names.
+func reword(msg string) string {
+	if text, ok := strings.CutPrefix(strings.TrimPrefix(msg, "lexer: "), "invalid input text "); ok {
+		rest, err := strconv.Unquote(text)
+		if err != nil || rest == "" {
+			return "unexpected character"
+		}
+		r, _ := utf8.DecodeRuneInString(rest)
+		if r == '=' {
+			return `"=" is no operator: compare with ==`
+		}
+		return fmt.Sprintf("unexpected character %q", string(r))
+	}
+	msg = strings.ReplaceAll(msg, `unexpected token "<EOF>"`, "unexpected end of expression")
+	msg = strings.ReplaceAll(msg, "unexpected token ", "unexpected ")
+	if m := expectedProduction.FindStringSubmatchIndex(msg); m != nil {
+		want := msg[m[2]:m[3]]
+		if w, ok := productionWords[want]; ok {
+			want = w
+		}
+		msg = msg[:m[0]] + ": expected " + want
+	}
+	return msg
 }
 
 // MustParse is Parse for expressions known to be valid, such as the

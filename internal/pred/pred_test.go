@@ -2,6 +2,7 @@ package pred
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	_ "github.com/dragonc/dragonc/internal/golden" // defines -update
@@ -131,5 +132,28 @@ func TestInspect(t *testing.T) {
 	})
 	if fmt.Sprint(all) != "[ip.proto udp.dport udp.dport]" || fmt.Sprint(top) != "[ip.proto]" {
 		t.Errorf("all %v, without the negation %v", all, top)
+	}
+}
+
+// TestSyntaxErrorWords: syntax errors name what was expected in the
+// words of the language, never a token type or a production.
+func TestSyntaxErrorWords(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"udp.dport = 53", `offset 10: "=" is no operator: compare with ==`},
+		{"udp.dport == ", "offset 13: unexpected end of expression: expected a value (a number, an address or a name)"},
+		{"(udp.dport == 53", `offset 16: unexpected end of expression: expected ")"`},
+		{"udp.dport in {1, }", `offset 17: unexpected "}": expected a value or a range`},
+		{"udp.dport == 53 &&", "offset 18: unexpected end of expression: expected an expression"},
+		{"€", `offset 0: unexpected character "€"`},
+	} {
+		_, err := Parse(c.in)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q): %v, want %s", c.in, err, c.want)
+		}
+	}
+	for _, line := range strings.Split(exprParser.String(), "\n") {
+		if name, _, ok := strings.Cut(line, " = "); ok && productionWords[name] == "" {
+			t.Errorf("production %s has no words in productionWords", name)
+		}
 	}
 }
