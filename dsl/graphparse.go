@@ -13,7 +13,7 @@ func (p *hparser) graph() *Graph {
 	g := p.graphs.new(p.dry)
 	g.Pos = p.pos()
 	p.expectAny(keywords.graph)
-	g.Name = p.ident()
+	g.Name = p.parseIdent()
 	p.expect("{")
 	g.Decls = p.declList()
 	g.EndPos = p.end()
@@ -40,7 +40,7 @@ func (p *hparser) declList() []*Decl {
 			c := p.clusters.new(p.dry)
 			c.Pos = p.pos()
 			p.advance()
-			c.Name = p.ident()
+			c.Name = p.parseIdent()
 			p.expect("{")
 			c.Decls = p.declList()
 			c.EndPos = p.end()
@@ -51,7 +51,7 @@ func (p *hparser) declList() []*Decl {
 			r := p.resources.new(p.dry)
 			r.Pos = p.pos()
 			r.Kind = p.take()
-			r.Name = p.ident()
+			r.Name = p.parseIdent()
 			r.Props = p.propBlock()
 			r.EndPos = p.end()
 			d.Resource = r
@@ -65,10 +65,10 @@ func (p *hparser) node() *Node {
 	n := p.nodes.new(p.dry)
 	n.Pos = p.pos()
 	n.Kind = p.take()
-	n.Name = p.ident()
+	n.Name = p.parseIdent()
 	if p.is("..") {
 		p.advance()
-		n.Hi = p.num()
+		n.Hi = p.parseNum()
 	}
 	p.expect("{")
 	for {
@@ -96,36 +96,36 @@ func (p *hparser) nodeItem() *Item {
 	switch {
 	case k.impl.has(v):
 		p.advance()
-		it.Impl = p.ident()
+		it.Impl = p.parseIdent()
 	case k.attr.has(v):
 		p.advance()
-		it.Attr = p.str()
+		it.Attr = p.parseStr()
 	case k.spawn.has(v):
 		p.advance()
 		s := p.spawns.new(p.dry)
-		s.Name = p.ident()
-		s.Target = p.ident()
+		s.Name = p.parseIdent()
+		s.Target = p.parseIdent()
 		for p.is("[") {
 			p.advance()
 			p.expectAny(k.spawnPredicate)
-			add(p, &s.Preds, p.str())
+			add(p, &s.Preds, p.parseStr())
 			p.expect("]")
 		}
 		it.Spawn = s
 	case k.port.has(v):
 		p.advance()
 		port := p.ports.new(p.dry)
-		add(p, &port.Names, p.ident())
-		for p.isIdent() {
-			add(p, &port.Names, p.ident())
+		add(p, &port.Names, p.parseIdent())
+		for p.startsIdent() {
+			add(p, &port.Names, p.parseIdent())
 		}
 		p.expect("[")
-		for p.elem(); p.isIdent(); p.elem() {
+		for p.elem(); p.startsIdent(); p.elem() {
 			t := p.targets.new(p.dry)
-			t.Ref = p.ident()
+			t.Ref = p.parseIdent()
 			if p.is("..") {
 				p.advance()
-				t.Hi = p.num()
+				t.Hi = p.parseNum()
 			}
 			add(p, &port.Targets, t)
 		}
@@ -134,35 +134,35 @@ func (p *hparser) nodeItem() *Item {
 	case k.constraint.has(v):
 		p.advance()
 		c := p.constraints.new(p.dry)
-		c.Port = p.ident()
-		c.Text = p.str()
+		c.Port = p.parseIdent()
+		c.Text = p.parseStr()
 		it.Constraint = c
 	case k.semantics.has(v):
 		p.advance()
 		s := p.semantics.new(p.dry)
-		add(p, &s.Ports, p.ident())
-		for p.isIdent() {
-			add(p, &s.Ports, p.ident())
+		add(p, &s.Ports, p.parseIdent())
+		for p.startsIdent() {
+			add(p, &s.Ports, p.parseIdent())
 		}
 		s.Body = p.smtBlock()
 		it.Semantics = s
 	case k.predicate.has(v):
 		p.advance()
 		pr := p.predicates.new(p.dry)
-		pr.Port = p.ident()
-		pr.Expr = p.str()
+		pr.Port = p.parseIdent()
+		pr.Expr = p.parseStr()
 		it.Predicate = pr
 	case k.typ.has(v):
 		p.advance()
 		it.Type = p.confType()
 	case k.function.has(v):
 		p.advance()
-		it.Function = p.ident()
+		it.Function = p.parseIdent()
 	case k.cost.has(v):
 		p.advance()
 		c := p.costs.new(p.dry)
-		c.Unit = p.ident()
-		c.Value = p.num()
+		c.Unit = p.parseIdent()
+		c.Value = p.parseNum()
 		it.Cost = c
 	case k.config.has(v):
 		c := p.configs.new(p.dry)
@@ -182,10 +182,10 @@ func (p *hparser) nodeItem() *Item {
 func (p *hparser) propBlock() []*Prop {
 	var out []*Prop
 	p.expect("{")
-	for p.elem(); p.isIdent(); p.elem() {
+	for p.elem(); p.startsIdent(); p.elem() {
 		pr := p.props.new(p.dry)
 		pr.Pos = p.pos()
-		pr.Key = p.ident()
+		pr.Key = p.parseIdent()
 		pr.Value = p.value()
 		pr.EndPos = p.end()
 		add(p, &out, pr)
@@ -195,7 +195,7 @@ func (p *hparser) propBlock() []*Prop {
 }
 
 func (p *hparser) startsValue() bool {
-	return p.is("[") || p.isString() || p.startsNum() || p.isIdent()
+	return p.is("[") || p.startsStr() || p.startsNum() || p.startsIdent()
 }
 
 func (p *hparser) value() *Value {
@@ -208,17 +208,17 @@ func (p *hparser) value() *Value {
 			add(p, &v.List, p.value())
 		}
 		p.expect("]")
-	case p.isString():
-		v.Str = p.str()
+	case p.startsStr():
+		v.Str = p.parseStr()
 	case p.startsNum():
-		v.Num = p.num()
+		v.Num = p.parseNum()
 		if p.is("..") {
 			p.advance()
-			v.Hi = p.num()
+			v.Hi = p.parseNum()
 		}
 		v.Unit = PropUnit(p.unit(nil))
-	case p.isIdent():
-		v.Name = p.ident()
+	case p.startsIdent():
+		v.Name = p.parseIdent()
 	default:
 		p.fail("a value")
 	}
@@ -289,7 +289,7 @@ func (p *hparser) confType() *ConfType {
 		p.advance()
 		for {
 			el := p.tupleEls.new(p.dry)
-			el.Label = p.ident()
+			el.Label = p.parseIdent()
 			p.expect(":")
 			el.Type = p.confType()
 			add(p, &t.Tuple, el)
@@ -303,7 +303,7 @@ func (p *hparser) confType() *ConfType {
 		p.advance()
 		p.advance()
 		for {
-			add(p, &t.Enum, p.ident())
+			add(p, &t.Enum, p.parseIdent())
 			if !p.is(",") {
 				break
 			}
@@ -315,7 +315,7 @@ func (p *hparser) confType() *ConfType {
 		n.Pos = p.pos()
 		n.Name = p.take()
 		for p.startsNum() {
-			add(p, &n.Args, p.num())
+			add(p, &n.Args, p.parseNum())
 		}
 		n.EndPos = p.end()
 		t.Named = n
@@ -327,13 +327,13 @@ func (p *hparser) confType() *ConfType {
 		b.Pos = p.pos()
 		p.advance()
 		if p.startsNum() {
-			b.Lo = p.num()
+			b.Lo = p.parseNum()
 		}
 		if p.is(",") {
 			b.Comma = true
 			p.advance()
 			if p.startsNum() {
-				b.Hi = p.num()
+				b.Hi = p.parseNum()
 			}
 		}
 		p.expect(">")

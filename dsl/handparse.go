@@ -1,21 +1,24 @@
 package dsl
 
-// The hand-written parsers read every file: stack files (stackparse.go),
-// which users write at scale, and graph files (graphparse.go). They build
-// the same syntax tree, positions included, as the participle grammar in
-// ast.go, which stays the definition of the language: its keywords are
-// read from the grammar's tags (keywords.go), its tokens are the scanner's
-// (lex.go, which participle lexes with too), and units are one table
-// (units.go). TestStackParserAgrees, TestGraphParserAgrees and their fuzz
-// targets hold the order of things, what these functions spell out, to
-// participle's on every file in the repository and on arbitrary input.
-// Participle keeps every token it is given and allocates 1 to 2.5 KB for
-// each, which a stack of 100,000 endpoints cannot afford.
+// Two parsers read every file without participle, which keeps every
+// token it is given and allocates 1 to 2.5 KB for each (a stack of
+// 100,000 endpoints could not afford it): the stack parser
+// (stackparse_gen.go), generated from the grammar's struct tags in ast.go
+// by TestStackParserGenerated, for the files users write at scale; and
+// the hand-written graph parser (graphparse.go) for NIC models and
+// explicit graphs. Both build participle's syntax tree, positions
+// included, from the one grammar: the graph parser's keywords are read
+// from the tags (keywords.go), the tokens are the scanner's (lex.go, which
+// participle lexes with too) and units are one table (units.go).
+// TestStackParserAgrees, TestGraphParserAgrees and their fuzz targets
+// compare them with participle on every file of the repository and on
+// arbitrary input. This file holds what both share: the token cursor and
+// the tree's allocator.
 //
 // On a syntax error a parser stops and says where. To explain the error,
 // the file is read again up to that token, and every word the parser
-// looks for there is noted (is, isIdent, ...): they are what was
-// expected, in the words of the language.
+// looks for there is noted (is, isKind, ...): they are what was expected,
+// in the words of the language.
 
 // hparser is what both grammars share: the token cursor, where the parser
 // stopped, and the tree's allocator.
@@ -96,8 +99,8 @@ func handParse(file, src string, skips []span, dry bool, check *lexCheck, watch 
 	switch {
 	case p.isAny(keywords.graph):
 		f.Graph = p.graph()
-	case p.isAny(keywords.stack):
-		f.Stack = p.stack()
+	case p.startsStack():
+		f.Stack = p.parseStack()
 	default:
 		p.fail("")
 	}
@@ -211,63 +214,13 @@ func (p *hparser) expect(v string) {
 	p.advance()
 }
 
-func (p *hparser) isIdent() bool {
-	if k := p.kind(); k == kIdent || k == kRef {
-		return true
+// isKind reports ok, noting word as looked for when it does not hold:
+// the generated parser asks for tokens by kind through it.
+func (p *hparser) isKind(word string, ok bool) bool {
+	if !ok {
+		p.try(word)
 	}
-	p.try(wordName)
-	return false
-}
-
-// What a parser looks for, said as a user would.
-const (
-	wordName   = "a name"
-	wordNumber = "a number"
-	wordString = "a string"
-)
-
-// ident is Ident = <Ident> | <Ref>.
-func (p *hparser) ident() *Ident {
-	if !p.isIdent() {
-		p.fail("")
-	}
-	id := p.idents.new(p.dry)
-	id.Pos = p.pos()
-	id.Text = p.take()
-	id.EndPos = p.end()
-	return id
-}
-
-func (p *hparser) startsNum() bool {
-	if p.kind() == kNumber || p.val() == "-" {
-		return true
-	}
-	p.try(wordNumber)
-	return false
-}
-
-func (p *hparser) isString() bool {
-	if p.kind() == kString {
-		return true
-	}
-	p.try(wordString)
-	return false
-}
-
-// num is Num = "-"? <Number>.
-func (p *hparser) num() *Num {
-	n := p.nums.new(p.dry)
-	n.Pos = p.pos()
-	if p.val() == "-" {
-		n.Neg = true
-		p.advance()
-	}
-	if p.kind() != kNumber {
-		p.fail(wordNumber)
-	}
-	n.Text = p.take()
-	n.EndPos = p.end()
-	return n
+	return ok
 }
 
 // unit reads the unit after a number, if there is one (UnitAt).
@@ -280,18 +233,6 @@ func (p *hparser) unit(dims []Dimension) string {
 		p.advance()
 	}
 	return u
-}
-
-// str is Str = <String>.
-func (p *hparser) str() *Str {
-	if p.kind() != kString {
-		p.fail(wordString)
-	}
-	s := p.strs.new(p.dry)
-	s.Pos = p.pos()
-	s.Raw = p.take()
-	s.EndPos = p.end()
-	return s
 }
 
 // add appends v to *list unless the parser is dry.
@@ -325,25 +266,8 @@ func (s *slab[T]) new(dry bool) *T {
 
 // arena holds a slab for each node type.
 type arena struct {
-	files  slab[File]
-	idents slab[Ident]
-	nums   slab[Num]
-	strs   slab[Str]
-	// stacks
-	stacks     slab[Stack]
-	stackItems slab[StackItem]
-	ifaces     slab[Interface]
-	cidrs      slab[CIDR]
-	tokens     slab[Tok]
-	rangeLists slab[RangeList]
-	rangeItems slab[RangeItem]
-	eps        slab[Endpoint]
-	listens    slab[Listen]
-	flows      slab[Flow]
-	addrs      slab[Addr]
-	attrs      slab[EpAttr]
-	flags      slab[Flag]
-	services   slab[Service]
+	files    slab[File]
+	genArena // the generated parser's: stacks, names, numbers, strings
 	// graphs
 	graphs      slab[Graph]
 	decls       slab[Decl]
