@@ -1,26 +1,23 @@
 package dsl
 
-// Two parsers read every file without participle, which keeps every
-// token it is given and allocates 1 to 2.5 KB for each (a stack of
-// 100,000 endpoints could not afford it): the stack parser
-// (stackparse_gen.go), generated from the grammar's struct tags in ast.go
-// by TestStackParserGenerated, for the files users write at scale; and
-// the hand-written graph parser (graphparse.go) for NIC models and
-// explicit graphs. Both build participle's syntax tree, positions
-// included, from the one grammar: the graph parser's keywords are read
-// from the tags (keywords.go), the tokens are the scanner's (lex.go, which
-// participle lexes with too) and units are one table (units.go).
-// TestStackParserAgrees, TestGraphParserAgrees and their fuzz targets
-// compare them with participle on every file of the repository and on
-// arbitrary input. This file holds what both share: the token cursor and
-// the tree's allocator.
+// Every file is read by the parser generated from the grammar's struct
+// tags in ast.go (parse_gen.go, written by TestParserGenerated: go test
+// ./dsl -update), not by participle, which keeps every token it is given
+// and allocates 1 to 2.5 KB for each (a stack of 100,000 endpoints could
+// not afford it). It builds participle's syntax tree, positions included;
+// its tokens are the scanner's (lex.go, which participle lexes with too)
+// and units are one table (units.go). TestStackParserAgrees,
+// TestGraphParserAgrees and their fuzz targets compare it with participle
+// on every file of the repository and on arbitrary input. This file holds
+// what the generated code reads tokens with: the cursor, the noting of
+// what was looked for, and the tree's allocator.
 //
-// On a syntax error a parser stops and says where. To explain the error,
-// the file is read again up to that token, and every word the parser
-// looks for there is noted (is, isKind, ...): they are what was expected,
-// in the words of the language.
+// On a syntax error the parser stops and says where. To explain the
+// error, the file is read again up to that token, and every word the
+// parser looks for there is noted (is, isKind, ...): they are what was
+// expected, in the words of the language.
 
-// hparser is what both grammars share: the token cursor, where the parser
+// hparser is the generated parser's state: the token cursor, where it
 // stopped, and the tree's allocator.
 type hparser struct {
 	sc        scanner
@@ -45,7 +42,7 @@ type hparser struct {
 	arena
 }
 
-// halt is where a hand-written parser stopped on a syntax error.
+// halt is where the parser stopped on a syntax error.
 type halt struct {
 	at   token // the token it could not take
 	last token // the token before
@@ -94,17 +91,7 @@ func handParse(file, src string, skips []span, dry bool, check *lexCheck, watch 
 		}
 	}()
 	p.scan()
-	f = p.files.new(dry)
-	f.Pos = p.pos()
-	switch {
-	case p.isAny(keywords.graph):
-		f.Graph = p.graph()
-	case p.startsStack():
-		f.Stack = p.parseStack()
-	default:
-		p.fail("")
-	}
-	f.EndPos = p.end()
+	f = p.parseFile()
 	if p.cur.kind != kEOF {
 		p.fail("the end of the file")
 	}
@@ -158,22 +145,26 @@ func (p *hparser) is(v string) bool {
 	return false
 }
 
-// isAny reports whether the current token is one of ws.
-func (p *hparser) isAny(ws words) bool {
-	for _, w := range ws {
-		if p.is(w) {
-			return true
-		}
-	}
-	return false
+// at reports whether the current token is v, noting nothing.
+func (p *hparser) at(v string) bool {
+	t := p.cur
+	return int(t.end-t.off) == len(v) && p.src[t.off:t.end] == v
 }
 
-// expectAny takes the current token if it is one of ws.
-func (p *hparser) expectAny(ws words) {
-	if !p.isAny(ws) {
-		p.fail("")
+// peekIs reports whether the token after the current one is v.
+func (p *hparser) peekIs(v string) bool {
+	t := p.peek()
+	return int(t.end-t.off) == len(v) && p.src[t.off:t.end] == v
+}
+
+// enter counts a type opened; "<" nests types without a bracket the
+// scanner counts, so the parser bounds its recursion itself (a file of
+// "<" once overflowed the stack).
+func (p *hparser) enter() {
+	if p.depth++; p.depth > MaxNesting {
+		p.nest = true
+		panic(bailout{})
 	}
-	p.advance()
 }
 
 // expectAs is expect whose expectation is said as what.
@@ -266,30 +257,5 @@ func (s *slab[T]) new(dry bool) *T {
 
 // arena holds a slab for each node type.
 type arena struct {
-	files    slab[File]
-	genArena // the generated parser's: stacks, names, numbers, strings
-	// graphs
-	graphs      slab[Graph]
-	decls       slab[Decl]
-	clusters    slab[Cluster]
-	nodes       slab[Node]
-	items       slab[Item]
-	spawns      slab[Spawn]
-	ports       slab[Port]
-	targets     slab[Target]
-	constraints slab[Constraint]
-	semantics   slab[Semantics]
-	predicates  slab[Predicate]
-	costs       slab[Cost]
-	configs     slab[ConfigSpec]
-	resources   slab[Resource]
-	props       slab[Prop]
-	values      slab[Value]
-	smtBlocks   slab[SMTBlock]
-	smtItems    slab[SMTItem]
-	smtParens   slab[SMTParen]
-	confTypes   slab[ConfType]
-	tupleEls    slab[TupleEl]
-	namedTypes  slab[NamedType]
-	bounds      slab[ListBounds]
+	genArena // a slab for each production
 }

@@ -7,12 +7,13 @@ import (
 )
 
 // The keywords of the language are written once, in the struct tags of
-// ast.go. Everything else that needs them (the hand-written parser, the
-// formatter, syntax recovery, the words of syntax errors) reads them from
-// there: keywords is filled once, at init, from the tags, and a tag that
-// does not say what the parser expects stops the program at start-up
-// (every test run starts it). A synonym is one edit of a tag: `'listen'`
-// becoming `( 'listen' | 'accept' )` makes both parsers take either word.
+// ast.go. The generated parser (parse_gen.go) is made from the tags; the
+// formatter and syntax recovery read the keywords from them: keywords is
+// filled once, at init, and a tag that does not say what they expect
+// stops the program at start-up (every test run starts it). A synonym is
+// one edit of a tag: `'listen'` becoming `( 'listen' | 'accept' )` makes
+// both parsers take either word (go test ./dsl -update regenerates
+// parse_gen.go and testdata/grammar.ebnf), and fmt writes the first.
 
 // words is a keyword and its synonyms, the first the canonical spelling
 // (the formatter's).

@@ -135,7 +135,7 @@ func TestScannerPieces(t *testing.T) {
 	}
 }
 
-// TestStackParserAgrees: the hand-written parser builds participle's
+// TestStackParserAgrees: the generated parser builds participle's
 // tree, with positions, for every stack in the repository and generated
 // ones, and stops exactly where participle finds a syntax error.
 func TestStackParserAgrees(t *testing.T) {
@@ -228,7 +228,7 @@ var graphCases = []string{
 	"node é { }", "node Aé { }", "node A { port o [ Tx€ ] }",
 }
 
-// checkHandParse compares the hand-written parser with participle on src
+// checkHandParse compares the generated parser with participle on src
 // and returns the tree when participle accepts it.
 func checkHandParse(t *testing.T, name, src string) *File {
 	t.Helper()
@@ -240,15 +240,15 @@ func checkHandParse(t *testing.T, name, src string) *File {
 	}
 	if err != nil {
 		if h == nil {
-			t.Fatalf("%s: participle rejects (%v) but the hand-written parser accepts:\n%s", name, err, src)
+			t.Fatalf("%s: participle rejects (%v) but the generated parser accepts:\n%s", name, err, src)
 		}
 		return nil
 	}
 	if h != nil {
-		t.Fatalf("%s: participle accepts but the hand-written parser stops at offset %d:\n%s", name, h.at.off, src)
+		t.Fatalf("%s: participle accepts but the generated parser stops at offset %d:\n%s", name, h.at.off, src)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("%s: the trees differ (-participle +hand-written parser):\n%s", name, diff)
+		t.Fatalf("%s: the trees differ (-participle +generated parser):\n%s", name, diff)
 	}
 	return got
 }

@@ -126,7 +126,7 @@ func parse(name string, src []byte) (*Source, diag.List) {
 	return s, diags
 }
 
-// syntaxError words the syntax error where the hand-written parser
+// syntaxError words the syntax error where the generated parser
 // stopped (h) in the file with the ranges skips blanked: types nested too
 // deep, a character outside ASCII, or what the parser looked for there,
 // found by reading the file again up to that token.

@@ -105,7 +105,7 @@ func unitsOf(dims []Dimension) []string {
 }
 
 // UnitAt is the grammar's rule for the unit after a number, shared by
-// participle (through AttrUnit and PropUnit) and the hand-written parser.
+// participle (through AttrUnit and PropUnit) and the generated parser.
 // The unit is the next token when that is a unit of dims, with or without
 // a space before it (`1.2Mpps`, `4 MiB`). A word written against the
 // number that is no such unit (`300kps`) is an error: the number has a
