@@ -47,9 +47,9 @@ var allowed = map[string][]string{
 	"lpg":          {"dsl", "internal/diag", "internal/graph", "internal/packet", "internal/pred"},
 	// The per-queue embedding of an LPG into a configured PRG.
 	"embedding":           {"internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "prg"},
-	"engines":             {"internal/graph", "prg"},
+	"engines":             {"dsl", "internal/graph", "prg"},
 	"embed":               {"costmodel", "embedding", "engines", "internal/diag", "internal/graph", "internal/packet", "internal/pred", "internal/solver", "lpg", "nics", "plan", "prg", "sim", "streams"},
-	"streams":             {"internal/graph", "internal/pred", "lpg", "prg", "sovia"},
+	"streams":             {"dsl", "internal/graph", "internal/pred", "lpg", "prg", "sovia"},
 	"sim":                 {"embedding", "internal/graph", "internal/packet", "internal/pred", "lpg", "prg"},
 	"backends/linux":      {"embed", "internal/graph", "internal/pred", "plan", "prg"},
 	"backends/nicconf":    {"embed", "lpg", "plan", "prg", "sovia"},

@@ -39,8 +39,10 @@ var Units = []UnitDef{
 	{"B", Size, 1},
 	{"KiB", Size, 1 << 10},
 	{"MiB", Size, 1 << 20},
-	{"KB", Size, 1e3},
-	{"MB", Size, 1e6},
+	// KB and MB are read as KiB and MiB, as the NIC datasheets the models
+	// cite write memory sizes.
+	{"KB", Size, 1 << 10},
+	{"MB", Size, 1 << 20},
 	{"MHz", Frequency, 1e6},
 	{"GHz", Frequency, 1e9},
 	{"ns", Duration, 1e-9},

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/prg"
 )
@@ -277,8 +278,10 @@ func subsetAssign(assign []int, keep []bool) []int {
 func ModelTasks(m *prg.Model, rate float64, steers func(table string) bool) ([]Task, []Engine) {
 	clock := 0.0
 	for _, e := range m.Engine {
-		if v, ok := e.Props["clock"]; ok && v.Unit == "MHz" {
-			clock = v.Num * 1e6
+		if v, ok := e.Props["clock"]; ok {
+			if hz, ok := dsl.Scale(v.Unit, dsl.Frequency); ok {
+				clock = v.Num * hz
+			}
 		}
 	}
 	var tasks []Task
@@ -321,11 +324,8 @@ func names(v graph.Value) []string {
 }
 
 func bytesOf(v graph.Value) float64 {
-	switch v.Unit {
-	case "KiB", "KB":
-		return v.Num * 1024
-	case "MiB", "MB":
-		return v.Num * 1024 * 1024
+	if scale, ok := dsl.Scale(v.Unit, dsl.Size); ok {
+		return v.Num * scale
 	}
 	return v.Num
 }

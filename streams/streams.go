@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
@@ -112,13 +113,10 @@ func ProviderOf(m *prg.Model) (*Provider, error) {
 	return p, nil
 }
 
-// scaled is a number with its byte unit applied (KiB, MiB).
+// scaled is a number with its byte unit applied (dsl.Units).
 func scaled(v graph.Value) float64 {
-	switch v.Unit {
-	case "KiB":
-		return v.Num * (1 << 10)
-	case "MiB":
-		return v.Num * (1 << 20)
+	if scale, ok := dsl.Scale(v.Unit, dsl.Size); ok {
+		return v.Num * scale
 	}
 	return v.Num
 }
