@@ -57,7 +57,9 @@ var allowed = map[string][]string{
 	"bench":               {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
 	"bench/baseline":      {"internal/packet", "lpg"},
 	// The live benchmark serves with dragonc run beside other servers.
-	"bench/live":                   {"costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run"},
+	"bench/live": {"costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run"},
+	// Providers measured side by side (dragonc sovia bench, calibrate).
+	"bench/sovialat":               {},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "prg", "sim"},
 	"load":                         {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
