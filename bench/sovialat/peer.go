@@ -25,7 +25,7 @@ func PeerMAC(ctx context.Context, ifname, host string) (net.HardwareAddr, error)
 	}
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("no interface %s", ifname)
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {

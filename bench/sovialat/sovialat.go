@@ -90,30 +90,32 @@ func (o *Options) defaults() error {
 
 // Result is a measurement of every target at every size.
 type Result struct {
-	Rounds, Exchanges int
-	Sizes             []Size
+	Rounds    int    `json:"rounds"`
+	Exchanges int    `json:"exchanges"`
+	Sizes     []Size `json:"sizes"`
 }
 
 // Size is the measurements at one message size, one per target in the
 // order given to Run.
 type Size struct {
-	Size int
-	Of   []Measure
+	Size int       `json:"size"`
+	Of   []Measure `json:"targets"`
 }
 
 // Measure is one target's figures at one size.
 type Measure struct {
-	Target string
+	Target string `json:"target"`
 	// P50us and P99us are percentiles of the one-way latency (half a
 	// round trip) over every exchange of every round, in microseconds;
 	// RoundP50us the lowest and highest median of a single round.
-	P50us, P99us float64
-	RoundP50us   [2]float64
-	Samples      int
+	P50us      float64    `json:"p50_us"`
+	P99us      float64    `json:"p99_us"`
+	RoundP50us [2]float64 `json:"round_p50_us"`
+	Samples    int        `json:"samples"`
 	// Mbps is the median over the rounds of the echoed stream's
 	// bandwidth, in megabits (10^6 bits) per second of the bytes written;
 	// 0 when bandwidth was not measured.
-	Mbps float64
+	Mbps float64 `json:"mbps"`
 }
 
 // Target returns target name's figures at this size.

@@ -253,3 +253,17 @@ func TestNeighbour(t *testing.T) {
 		t.Errorf("a failed entry gave %v", got)
 	}
 }
+
+func TestWriteTable(t *testing.T) {
+	r := &Result{Sizes: []Size{{Size: 64, Of: []Measure{{Target: "sovia", P50us: 20, P99us: 90, Mbps: 0}, {Target: "tcp", P50us: 10, P99us: 30, Mbps: 400}}}}}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"  size B  sovia p50 µs  p99 µs  Mb/s  tcp p50 µs  p99 µs  Mb/s  sovia/tcp p50   p99  Mb/s\n" +
+		"      64          20.0    90.0     -        10.0    30.0   400           2.00  3.00     -\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
