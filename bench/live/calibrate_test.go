@@ -1,0 +1,60 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func calibrateNamespaces() []string {
+	var out []string
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), CalibratePrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestCalibrateCancelled: a calibration stopped half-way (SIGINT, as the
+// command maps it to its context) returns the context's error and removes
+// its namespaces; one that ran leaves none either.
+func TestCalibrateCancelled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("calibrate needs root")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var made bool
+	say := func(format string, args ...any) {
+		if strings.HasPrefix(format, "namespaces") {
+			made = len(calibrateNamespaces()) == 2
+		}
+		if strings.HasPrefix(format, "round") {
+			cancel()
+		}
+	}
+	_, _, err := Calibrate(ctx, CalibrateOptions{Sizes: []int{64}, Rounds: 3, Exchanges: 5, StreamBytes: -1, Say: say})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	if !made {
+		t.Error("the namespaces were not there while it measured")
+	}
+	if left := calibrateNamespaces(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	c, res, err := Calibrate(context.Background(), CalibrateOptions{Sizes: []int{4, 256}, Rounds: 1, Exchanges: 5, StreamBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sizes) != 2 || res.Sizes[0].Of[0].Samples != 5 || !(c.Sizes[1].VIMbps > 0) || !strings.Contains(c.Machine, "load average") {
+		t.Errorf("calibration %+v", c)
+	}
+	if left := calibrateNamespaces(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
