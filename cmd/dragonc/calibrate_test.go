@@ -12,7 +12,7 @@ import (
 )
 
 // TestCalibrate runs dragonc calibrate briefly: it writes a calibration
-// that reads back, and leaves no namespace behind.
+// embed reads, and leaves no namespace behind.
 func TestCalibrate(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("calibrate needs root")
@@ -41,5 +41,8 @@ func TestCalibrate(t *testing.T) {
 		if strings.HasPrefix(e.Name(), "ca-dragonc-calibrate-") {
 			t.Errorf("namespace %s is left behind", e.Name())
 		}
+	}
+	if code, _, errs := dragonc(t, "embed", "--calibration", out, "mvia", "examples/cluster_db.lpg"); code != 0 {
+		t.Errorf("embed with the calibration: exit %d: %s", code, errs)
 	}
 }

@@ -117,6 +117,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
+			f.calibrationImplicit = !cmd.Flags().Changed("calibration")
 			if sf.every < 0 {
 				return usagef("--every %v is negative", sf.every)
 			}
@@ -141,6 +142,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		},
 	}
 	f.register(c.Flags())
+	f.servesOnSoftwareVI(c.Flags())
 	c.Flags().DurationVar(&sf.every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
 	c.Flags().StringVar(&sf.socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
 	c.Flags().BoolVar(&detached, "detach", false, "serve in the background, with the eBPF objects pinned in /sys/fs/bpf/dragonc/IFACE; return once it serves (dragonc status, dragonc stop)")
