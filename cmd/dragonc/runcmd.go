@@ -82,7 +82,10 @@ checksum verdicts), so the interface's offload switches are left alone.
 On a model with Virtual Interfaces (mvia, clan1000), the TCP endpoints
 the plan puts on VIs are served with SOVIA over the software VI on the
 same sockets (EtherType 0x88B5), each on its local port with its
-sovia.conf settings and its app (echo or discard).
+sovia.conf settings and its app (echo or discard). Since the software VI
+carries them, the plan puts a stream on a VI only where a calibration of
+the software VI (--calibration, builtin by default; dragonc calibrate
+measures yours) measured it faster than kernel TCP.
 IFACE's hardware address must be the stack interface's. IFACE must not
 carry the host's default route, and a hardware plan's driver must be
 IFACE's (--force overrides both). Needs CAP_NET_ADMIN, CAP_NET_RAW and
@@ -91,7 +94,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
   dragonc run linux-xdp examples/dns_ntp.lpg veth0
   dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first
-  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs
+  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs where the calibration says so
   dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0
   dragonc run --busy-poll --socket xdp linux-xdp examples/dns_ntp.lpg veth0`,
 		Args: func(cmd *cobra.Command, args []string) error {
