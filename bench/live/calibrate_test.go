@@ -20,8 +20,9 @@ func calibrateNamespaces() []string {
 }
 
 // TestCalibrateCancelled: a calibration stopped half-way (SIGINT, as the
-// command maps it to its context) returns the context's error and removes
-// its namespaces; one that ran leaves none either.
+// command maps it to its context), with dragonc run serving the VI,
+// returns the context's error and removes its namespaces; one that ran,
+// with package sovia serving the VI, leaves none either.
 func TestCalibrateCancelled(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("calibrate needs root")
@@ -47,11 +48,11 @@ func TestCalibrateCancelled(t *testing.T) {
 	if left := calibrateNamespaces(); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
-	c, res, err := Calibrate(context.Background(), CalibrateOptions{Sizes: []int{4, 256}, Rounds: 1, Exchanges: 5, StreamBytes: 4096})
+	c, res, err := Calibrate(context.Background(), CalibrateOptions{Server: CalibrateSovia, Sizes: []int{4, 256}, Rounds: 1, Exchanges: 5, StreamBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Sizes) != 2 || res.Sizes[0].Of[0].Samples != 5 || !(c.Sizes[1].VIMbps > 0) || !strings.Contains(c.Machine, "load average") {
+	if len(c.Sizes) != 2 || res.Sizes[0].Of[0].Samples != 5 || !(c.Sizes[1].VIMbps > 0) || !strings.Contains(c.Machine, "load average") || !strings.Contains(c.Method, "a sovia.OpenHost on each end") {
 		t.Errorf("calibration %+v", c)
 	}
 	if left := calibrateNamespaces(); len(left) > 0 {

@@ -24,7 +24,7 @@ type calibrateFlags struct {
 	sizes                          []int
 	rounds, exchanges, streamBytes int
 	stall                          time.Duration
-	out, note                      string
+	out, note, server              string
 }
 
 func newCalibrateCmd(e *env) *cobra.Command {
@@ -35,9 +35,12 @@ func newCalibrateCmd(e *env) *cobra.Command {
 		Long: `As root: makes two network namespaces joined by a veth pair (named
 ` + live.CalibratePrefix + `PID-N-a and -b; removed on every way out, and a later
 calibrate removes those of a run that was killed), serves an echo over
-SOVIA on the software VI (package sovia on a packet socket, EtherType
-0x88B5) and an echo over kernel TCP in one, and measures both from the
-other in interleaved rounds, as dragonc sovia bench does: for each
+SOVIA on the software VI (EtherType 0x88B5) and an echo over kernel TCP
+in one, and measures both from the other in interleaved rounds, as
+dragonc sovia bench does. The VI's echo is served by dragonc run on the
+mvia model (--server run, the default: what carries the streams of a
+served plan; it builds its helper with the go command the first time),
+or by package sovia on a packet socket of its own (--server sovia). For each
 --size, one-way latency at the 50th and 99th percentiles (half a
 ping-pong's round trip) and the bandwidth of an echoed stream; SOVIA
 without combining against TCP with TCP_NODELAY.
@@ -73,10 +76,15 @@ written, 2 usage.`,
 	fs.DurationVar(&f.stall, "stall", 10*time.Second, "give up when nothing completes for this long")
 	fs.StringVarP(&f.out, "output", "o", "", "write the calibration to this file instead of standard output")
 	fs.StringVar(&f.note, "note", "", "a note the calibration file carries (its note field)")
+	fs.StringVar(&f.server, "server", live.CalibrateRun, "what serves the VI's echo: run (dragonc run on the mvia model, which carries a served plan's streams; it builds its helper with the go command) or sovia (package sovia on a packet socket of its own)")
 	return c
 }
 
 func runCalibrate(e *env, f *calibrateFlags) int {
+	if f.server != live.CalibrateRun && f.server != live.CalibrateSovia {
+		fmt.Fprintf(e.stderr, "dragonc: --server %q: want %s or %s\n", f.server, live.CalibrateRun, live.CalibrateSovia)
+		return exitUsage
+	}
 	if f.rounds < 1 || f.exchanges < 1 || f.streamBytes < 0 {
 		fmt.Fprintln(e.stderr, "dragonc: --rounds and --exchanges must be at least 1, --stream-bytes at least 0")
 		return exitUsage
@@ -87,7 +95,7 @@ func runCalibrate(e *env, f *calibrateFlags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	say := func(format string, args ...any) { e.notef("calibrate: "+format, args...) }
-	cal, res, err := live.Calibrate(ctx, live.CalibrateOptions{Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall, Say: say})
+	cal, res, err := live.Calibrate(ctx, live.CalibrateOptions{Server: f.server, Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall, Say: say})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: calibrate: %v\n", err)
 		return exitInput
