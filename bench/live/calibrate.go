@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dragonc/dragonc/bench/sovialat"
-	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/internal/netns"
 	"github.com/dragonc/dragonc/lpg"
@@ -90,16 +89,14 @@ func calibrationPlan() (*embed.Result, *lpg.Stack, sovia.Params, error) {
 	if st == nil || diags.HasErrors() {
 		return fail(diags)
 	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		return fail(err)
-	}
 	m, mdiags, err := nics.Load("mvia")
 	if err != nil || m == nil {
 		return fail(errors.Join(err, mdiags))
 	}
-	in := &embed.Input{NIC: "mvia", Model: m, Stack: st, LPG: g, Cost: costmodel.Balance{}, Strategy: embed.StrategyDefault}
-	in.Driver, _ = nics.DriverFor(m)
+	in, _, err := embed.NewInput("mvia", m, st, nil, embed.Options{})
+	if err != nil {
+		return fail(err)
+	}
 	run.Adapt(in)
 	r, err := embed.Run(in)
 	if err != nil {
