@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/dragonc/dragonc/plan"
 )
 
 // TestEmbedCalibration: embed --calibration decides the streams by the
@@ -83,5 +85,29 @@ func TestServingPlansUseSoftwareVI(t *testing.T) {
 	}
 	if basis, ok := plan("linux-xdp"); !ok || basis != "" {
 		t.Errorf("run's plan on linux-xdp: basis %q, ok %v: %s", basis, ok, errs.String())
+	}
+}
+
+// TestCalibrationNote: run names the streams the calibration kept off
+// VIs (the test calibration keeps repl and bulk, and locks goes over a
+// VI), and says nothing for a plan the model's table decided.
+func TestCalibrationNote(t *testing.T) {
+	planOf := func(args ...string) *plan.Plan {
+		code, out, errs := dragonc(t, append([]string{"embed", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		p, err := plan.Read(strings.NewReader(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n := calibrationNote(planOf("--calibration", "testdata/embed/calibrated/fastsmall.json", "mvia", "examples/cluster_db.lpg").VIA)
+	if !strings.HasPrefix(n, "repl, bulk stay on kernel TCP by the calibration of test VI, measured") {
+		t.Errorf("note %q", n)
+	}
+	if n := calibrationNote(planOf("mvia", "examples/cluster_db.lpg").VIA); n != "" {
+		t.Errorf("a plan of the model's table: note %q", n)
 	}
 }

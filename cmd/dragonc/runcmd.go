@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dragonc/dragonc/plan"
 	drun "github.com/dragonc/dragonc/run"
 )
 
@@ -175,6 +176,9 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 	if !ok {
 		return exitInput
 	}
+	if n := calibrationNote(r.Plan.VIA); n != "" {
+		e.notef("%s", n)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	usr1 := make(chan os.Signal, 1)
@@ -205,4 +209,25 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 		return exitInput
 	}
 	return exitOK
+}
+
+// calibrationNote names the streams a calibration left on kernel TCP
+// (their reasons, streams.Decide's, say "measured"), which a model's
+// table alone might have put on VIs: the software VI that would carry
+// them measured slower, or was not measured at their size. "" when there
+// are none.
+func calibrationNote(v *plan.VIA) string {
+	if v == nil || v.Basis != "calibration" {
+		return ""
+	}
+	var kept []string
+	for _, s := range v.Streams {
+		if s.Transport == "tcp" && strings.Contains(s.Reason, "measured") {
+			kept = append(kept, s.Endpoint)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s stay on kernel TCP by the calibration of %s (dragonc embed --calibration shows the numbers)", strings.Join(kept, ", "), v.Calibration)
 }
