@@ -57,14 +57,16 @@ var allowed = map[string][]string{
 	"bench":               {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
 	"bench/baseline":      {"internal/packet", "lpg"},
 	// The live benchmark serves with dragonc run beside other servers.
-	"bench/live":                   {"costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run"},
+	"bench/live": {"bench/sovialat", "costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run", "sovia", "streams"},
+	// Providers measured side by side (dragonc sovia bench, calibrate).
+	"bench/sovialat":               {},
 	"verify/internal/fuzzfallback": {},
 	"verify":                       {"backends/gofallback", "embed", "internal/graph", "internal/packet", "lpg", "prg", "sim"},
 	"load":                         {"dsl", "internal/diag", "internal/graph", "lpg", "prg"},
 	// Embeddings for the tests of the packages that consume them, as
 	// net/http/httptest serves net/http's.
 	"embed/embedtest": {"costmodel", "embed", "lpg", "nics", "prg"},
-	"cmd/dragonc":     {"backends", "backends/dot", "bench", "bench/live", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "load", "lpg", "nics", "plan", "prg", "run", "verify"},
+	"cmd/dragonc":     {"backends", "backends/dot", "bench", "bench/live", "bench/sovialat", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "load", "lpg", "nics", "plan", "prg", "run", "sovia", "streams", "verify"},
 	"internal/outdir": {},
 	"run":             {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/graph", "internal/outdir", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard

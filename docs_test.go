@@ -466,7 +466,7 @@ type cli struct {
 	flags    map[string]bool // name (or one-letter shorthand) -> takes a value
 }
 
-var flagCall = regexp.MustCompile(`^(Bool|Count|String|StringArray|StringSlice|Int|Int64|Uint|Uint64|Float64|Duration|)(Var)?(P)?$`)
+var flagCall = regexp.MustCompile(`^(Bool|Count|String|StringArray|StringSlice|Int|IntSlice|Int64|Uint|Uint64|Float64|Duration|)(Var)?(P)?$`)
 
 func readCLI(t *testing.T) cli {
 	t.Helper()

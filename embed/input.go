@@ -10,6 +10,7 @@ import (
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
+	"github.com/dragonc/dragonc/streams"
 )
 
 // The defaults of a plan's choices: what `dragonc embed NIC STACK` uses
@@ -45,6 +46,9 @@ type Options struct {
 	// file) that bulk copies may use, or NoCopyEngine; "" is
 	// DefaultCopyEngine.
 	CopyEngine string
+	// Calibration, if set, decides the streams of a model with Virtual
+	// Interfaces (Input.Calibration).
+	Calibration *streams.Calibration
 }
 
 // NewInput builds the input of a plan of the stack st on the NIC model m
@@ -72,7 +76,7 @@ func NewInput(nic string, m *prg.Model, st *lpg.Stack, g *graph.Graph, opt Optio
 	if strategy == "" {
 		strategy = StrategyDefault
 	}
-	in := &Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: cost, Strategy: strategy, Previous: opt.Previous}
+	in := &Input{NIC: nic, Model: m, Stack: st, LPG: g, Cost: cost, Strategy: strategy, Previous: opt.Previous, Calibration: opt.Calibration}
 	var warnings []string
 	target := opt.Target
 	if target == "" {

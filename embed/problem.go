@@ -18,6 +18,7 @@ import (
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/prg"
+	"github.com/dragonc/dragonc/streams"
 )
 
 // Input is everything a plan is computed from.
@@ -39,6 +40,12 @@ type Input struct {
 	// whatever the driver exposes (dragonc run fixes the checksum offloads
 	// off: their per-frame verdicts never reach its sockets).
 	Fixed map[string]string
+	// Calibration, if set, is the VIA provider that will carry the
+	// streams as measured beside kernel TCP (dragonc calibrate): on a
+	// model with Virtual Interfaces it decides each stream instead of the
+	// model's table (streams.Provider.Calibrated). dragonc run serves
+	// every VI on the software VI, so it passes that one's.
+	Calibration *streams.Calibration
 }
 
 // Strategy names a search strategy, as --strategy and plan.json's

@@ -396,6 +396,15 @@ func reportVIA(w io.Writer, v *plan.VIA) {
 				"", s.Window, s.AckThreshold, s.Descriptors, s.Chunk, s.CopyMax, combine)
 		}
 	}
+	if v.Basis == "calibration" {
+		fmt.Fprintf(w, "  decided by the calibration of %s\n", v.Calibration)
+		fmt.Fprintf(w, "  (a VI only where it measured faster than kernel TCP, at the median and the 99th percentile); copy up to %d B:\n", v.CopyMax)
+		fmt.Fprintf(w, "  %8s  %-8s %9s %9s %9s %9s %9s %9s\n", "size", "policy", "vi p50", "vi p99", "tcp p50", "tcp p99", "vi Mb/s", "tcp Mb/s")
+		for _, r := range v.Sizes {
+			fmt.Fprintf(w, "  %8d  %-8s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", r.Size, r.Policy, r.Predicted, r.SOVIAp99, r.TCP, r.TCPp99, r.SOVIAMbps, r.TCPMbps)
+		}
+		return
+	}
 	fmt.Fprintf(w, "  one-way latency (us) by message size: copy up to %d B, chosen from the provider's table,\n", v.CopyMax)
 	fmt.Fprintln(w, "  beside the paper's SOVIA_HYBRID (copy up to 2 KB, measured) and TCP (estimated):")
 	fmt.Fprintf(w, "  %8s  %-8s %9s %9s %9s %9s\n", "size", "policy", "predicted", "hybrid", "native", "tcp")

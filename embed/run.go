@@ -129,6 +129,12 @@ func Run(in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in.Calibration != nil {
+		if via == nil {
+			return nil, fmt.Errorf("a calibration of %s decides the streams of a model with Virtual Interfaces; %s has none", in.Calibration.Provider, in.Model.Name)
+		}
+		via = via.Calibrated(in.Calibration)
+	}
 	p, err := newProblem(in)
 	if err != nil {
 		return nil, err
@@ -676,17 +682,28 @@ func (r *Result) SoftwareStage() bool {
 // planVIA records the VI decision: the provider's predicted latencies and
 // how each stream endpoint travels.
 func planVIA(prov *streams.Provider, st *lpg.Stack) *plan.VIA {
-	copyMax, rows := prov.Table()
-	v := &plan.VIA{Engine: prov.Engine, Provider: prov.Name, VIs: prov.VIs, CopyMax: copyMax, Sizes: []plan.VIASize{}, Streams: []plan.Stream{}}
-	for _, r := range rows {
-		policy := "register"
-		if r.Copy {
-			policy = "copy"
+	v := &plan.VIA{Engine: prov.Engine, Provider: prov.Name, VIs: prov.VIs, CopyMax: prov.CopyMax, Basis: "model", Sizes: []plan.VIASize{}, Streams: []plan.Stream{}}
+	policy := func(size int) string {
+		if size <= prov.CopyMax {
+			return "copy"
 		}
-		v.Sizes = append(v.Sizes, plan.VIASize{Size: r.Size, Policy: policy, Predicted: r.Predicted, Hybrid: r.Hybrid, Native: r.Native, TCP: r.TCP})
+		return "register"
+	}
+	if c := prov.Calibration; c != nil {
+		v.Basis, v.Calibration = "calibration", c.Source()
+		for _, m := range c.Sizes {
+			v.Sizes = append(v.Sizes, plan.VIASize{Size: m.Size, Policy: policy(m.Size), Predicted: m.VIP50, TCP: m.TCPP50,
+				SOVIAp99: m.VIP99, TCPp99: m.TCPP99, SOVIAMbps: m.VIMbps, TCPMbps: m.TCPMbps})
+		}
+	} else {
+		_, rows := prov.Table()
+		for _, r := range rows {
+			v.Sizes = append(v.Sizes, plan.VIASize{Size: r.Size, Policy: policy(r.Size), Predicted: r.Predicted, Hybrid: r.Hybrid, Native: r.Native, TCP: r.TCP})
+		}
 	}
 	for _, c := range streams.Decide(prov, st) {
-		ps := plan.Stream{Endpoint: c.Endpoint, Transport: c.Transport, Reason: c.Reason, Local: c.Local.String(), Message: c.Size, SOVIA: c.SOVIAus, TCP: c.TCPus}
+		ps := plan.Stream{Endpoint: c.Endpoint, Transport: c.Transport, Carrier: c.Carrier, Reason: c.Reason, Local: c.Local.String(), Message: c.Size,
+			SOVIA: c.SOVIAus, TCP: c.TCPus, SOVIAp99: c.SOVIAp99, TCPp99: c.TCPp99}
 		if c.Remote.IsValid() {
 			ps.Remote = c.Remote.String()
 		}

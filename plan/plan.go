@@ -169,23 +169,35 @@ type Engine struct {
 // chosen from its latency table with the predicted latency per size beside
 // the paper's SOVIA_HYBRID, and each stream endpoint's transport.
 type VIA struct {
-	Engine   string    `json:"engine"`
-	Provider string    `json:"provider,omitempty"`
-	VIs      int       `json:"vis"`
-	VIsUsed  int       `json:"vis_used"`
-	CopyMax  int       `json:"copy_max"`
-	Sizes    []VIASize `json:"sizes"`
-	Streams  []Stream  `json:"streams"`
+	Engine   string `json:"engine"`
+	Provider string `json:"provider,omitempty"`
+	// Basis is what decided the streams: "model", the NIC model's latency
+	// table, or "calibration", the provider measured beside kernel TCP
+	// (Calibration cites the measurement: provider, time, machine).
+	Basis       string    `json:"basis"`
+	Calibration string    `json:"calibration,omitempty"`
+	VIs         int       `json:"vis"`
+	VIsUsed     int       `json:"vis_used"`
+	CopyMax     int       `json:"copy_max"`
+	Sizes       []VIASize `json:"sizes"`
+	Streams     []Stream  `json:"streams"`
 }
 
-// VIASize is one message size of the provider's table, in µs.
+// VIASize is one message size of the provider's table, in µs: from the
+// model, predicted beside the paper's measured HYBRID and native VIA and
+// TCP estimated; from a calibration, measured one way at the median
+// (predicted_us, tcp_us) and the 99th percentile, with bandwidths.
 type VIASize struct {
 	Size      int     `json:"size"`
 	Policy    string  `json:"policy"` // copy or register
 	Predicted float64 `json:"predicted_us"`
-	Hybrid    float64 `json:"hybrid_us"` // measured, the paper's fixed 2 KB threshold
-	Native    float64 `json:"native_us"`
-	TCP       float64 `json:"tcp_us"` // estimated
+	Hybrid    float64 `json:"hybrid_us,omitempty"` // measured, the paper's fixed 2 KB threshold
+	Native    float64 `json:"native_us,omitempty"`
+	TCP       float64 `json:"tcp_us"` // estimated from the model, or measured
+	SOVIAp99  float64 `json:"sovia_p99_us,omitempty"`
+	TCPp99    float64 `json:"tcp_p99_us,omitempty"`
+	SOVIAMbps float64 `json:"sovia_mbps,omitempty"`
+	TCPMbps   float64 `json:"tcp_mbps,omitempty"`
 }
 
 // Stream is how one TCP endpoint travels: over a VI with SOVIA's
@@ -193,12 +205,15 @@ type VIASize struct {
 type Stream struct {
 	Endpoint       string  `json:"endpoint"`
 	Transport      string  `json:"transport"` // vi or tcp
+	Carrier        string  `json:"carrier"`   // the VIA provider, or kernel TCP
 	Reason         string  `json:"reason"`
 	Local          string  `json:"local"`
 	Remote         string  `json:"remote,omitempty"`
 	Message        int     `json:"message_bytes"`
 	SOVIA          float64 `json:"sovia_latency_us"`
 	TCP            float64 `json:"tcp_latency_us"`
+	SOVIAp99       float64 `json:"sovia_p99_us,omitempty"` // from a calibration
+	TCPp99         float64 `json:"tcp_p99_us,omitempty"`
 	VI             int     `json:"vi,omitempty"`
 	Window         int     `json:"window,omitempty"`
 	AckThreshold   int     `json:"ack_threshold,omitempty"`

@@ -38,8 +38,12 @@ type Provider struct {
 	TCPLatency       float64
 	VIAMbps, TCPMbps float64
 	Rows             []Latency // by size, ascending
-	// CopyMax is the copy threshold chosen from Rows (CopyThreshold).
+	// CopyMax is the copy threshold chosen from Rows (CopyThreshold), or
+	// the calibration's.
 	CopyMax int
+	// Calibration, if set, is the provider as measured beside kernel TCP
+	// (Calibrated): it decides, not Rows.
+	Calibration *Calibration
 }
 
 // ProviderOf reads the VIA provider of a model: nil when the model has no
@@ -191,6 +195,12 @@ type Choice struct {
 	// endpoint's `message`, or 4 bytes, the paper's "latency" (§3.2).
 	Size           int
 	SOVIAus, TCPus float64
+	// SOVIAp99 and TCPp99 are the 99th percentiles a calibration
+	// measured; 0 from a model's table.
+	SOVIAp99, TCPp99 float64
+	// Carrier names what carries the stream: the VIA provider, or kernel
+	// TCP.
+	Carrier string
 }
 
 // Decide chooses, for every TCP endpoint of a stack, a VI or kernel TCP,
@@ -221,15 +231,24 @@ func Decide(p *Provider, st *lpg.Stack) []Choice {
 			c.Local = netip.AddrPortFrom(netip.IPv4Unspecified(), e.Port)
 		}
 		params := p.Params(e.NoDelay)
-		c.SOVIAus, c.TCPus = round(p.SOVIALatencyAt(c.Size, params.CopyMax)), round(p.TCPLatencyAt(c.Size))
+		var faster bool
+		if p.Calibration != nil {
+			faster = p.calibratedChoice(&c)
+		} else {
+			c.SOVIAus, c.TCPus = round(p.SOVIALatencyAt(c.Size, params.CopyMax)), round(p.TCPLatencyAt(c.Size))
+			faster = c.SOVIAus < c.TCPus
+			c.Reason = fmt.Sprintf("%d B messages: SOVIA %.1f us against TCP's %.1f us", c.Size, c.SOVIAus, c.TCPus)
+			if !faster {
+				c.Reason = fmt.Sprintf("%d B messages: SOVIA %.1f us is not below TCP's %.1f us", c.Size, c.SOVIAus, c.TCPus)
+			}
+		}
+		c.Carrier = "kernel TCP"
 		switch {
 		case !e.Flow:
 			c.Reason = "a listener: hosts beyond the VI network reach it only by TCP"
 		case !onLink(st, e.Remote):
 			c.Reason = fmt.Sprintf("the peer %s is not on a subnet of the stack's interfaces: VIA does not route", pred.Addr(e.Remote))
-		case c.SOVIAus >= c.TCPus:
-			c.Reason = fmt.Sprintf("%d B messages: SOVIA %.1f us is not below TCP's %.1f us", c.Size, c.SOVIAus, c.TCPus)
-		default:
+		case faster:
 			c.Params = params
 			cands = append(cands, cand{len(out), e})
 		}
@@ -252,8 +271,7 @@ func Decide(p *Provider, st *lpg.Stack) []Choice {
 			c.Reason = fmt.Sprintf("no VI left: %s has %d, taken by endpoints ahead of it (gold first, then rate)", p.label(), p.VIs)
 			continue
 		}
-		c.Transport, c.VI = "vi", n+1
-		c.Reason = fmt.Sprintf("%d B messages: SOVIA %.1f us against TCP's %.1f us", c.Size, c.SOVIAus, c.TCPus)
+		c.Transport, c.VI, c.Carrier = "vi", n+1, p.label()
 	}
 	return out
 }

@@ -111,7 +111,12 @@ func soviaConf(v *plan.VIA, header string) []byte {
 	var b strings.Builder
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# How each stream endpoint travels on %s: over a VI with the SOVIA protocol,\n", oneLine(v.Provider))
-	fmt.Fprintf(&b, "# or kernel TCP. Copy threshold %d B, chosen from the provider's latency table.\n\n", v.CopyMax)
+	if v.Basis == "calibration" {
+		fmt.Fprintf(&b, "# or kernel TCP, as the calibration measured them: %s.\n", oneLine(v.Calibration))
+		fmt.Fprintf(&b, "# Copy threshold %d B, as measured.\n\n", v.CopyMax)
+	} else {
+		fmt.Fprintf(&b, "# or kernel TCP. Copy threshold %d B, chosen from the provider's latency table.\n\n", v.CopyMax)
+	}
 	streams := Streams(v)
 	if err := sovia.WriteConf(&b, streams); err != nil {
 		fmt.Fprintf(&b, "# not written: %s\n", oneLine(err.Error()))

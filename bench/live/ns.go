@@ -55,10 +55,13 @@ func ipCmd(args ...string) error {
 
 // removeStale removes the namespaces earlier benchmarks left when they
 // were killed without a chance to clean up, and says which.
-func removeStale(say func(string, ...any)) {
+func removeStale(say func(string, ...any)) { removeStaleOf(nsPrefix, say) }
+
+// removeStaleOf is removeStale for the namespaces named with prefix.
+func removeStaleOf(prefix string, say func(string, ...any)) {
 	ents, _ := os.ReadDir(netns.Dir)
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), nsPrefix)
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
 		if !ok {
 			continue
 		}
@@ -81,8 +84,11 @@ func removeStale(say func(string, ...any)) {
 // finishes its UDP checksums itself (a veth would leave them to a NIC
 // that is not there, and the dragonc stack checks them). The returned
 // pair is removed by close, also after a failure half-way.
-func newPair(cores int) (*pair, error) {
-	id := fmt.Sprintf("%s%d-%d", nsPrefix, os.Getpid(), nextID())
+func newPair(cores int) (*pair, error) { return newPairOf(nsPrefix, cores) }
+
+// newPairOf is newPair with namespace names that start with prefix.
+func newPairOf(prefix string, cores int) (*pair, error) {
+	id := fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), nextID())
 	p := &pair{a: id + "-a", b: id + "-b"}
 	q := strconv.Itoa(max(1, cores))
 	steps := [][]string{

@@ -21,7 +21,8 @@ func init() {
 
 // artefactFlags are the embed flags an artefact keeps: what its plan was
 // made with.
-var artefactFlags = []string{"cost", "gold-per-queue", "strategy", "copy-engine", "target"}
+// A --calibration file is read again when the program serves.
+var artefactFlags = []string{"cost", "gold-per-queue", "strategy", "copy-engine", "target", "calibration"}
 
 func newBuildCmd(e *env) *cobra.Command {
 	var f embedFlags
@@ -51,6 +52,7 @@ Exit: 0 written, 1 errors, 2 usage.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
+			f.calibrationImplicit = !cmd.Flags().Changed("calibration")
 			if out == "" {
 				return usagef("build needs -o FILE")
 			}
@@ -61,6 +63,7 @@ Exit: 0 written, 1 errors, 2 usage.`,
 		},
 	}
 	f.register(c.Flags())
+	f.servesOnSoftwareVI(c.Flags())
 	c.Flags().StringVarP(&out, "output", "o", "", "the program to write")
 	return c
 }

@@ -120,11 +120,13 @@ func blockExamples(doc string, first int, lines []string) []docExample {
 // with placeholders, and files of the reader's own.
 func TestDocExamples(t *testing.T) {
 	skipCommands := map[string]string{
-		"run":      "serves on an interface, as root (TestReadmeRecipe runs the README's recipe)",
-		"status":   "reports the runs of an interface (TestReadmeRecipe)",
-		"stop":     "stops a run (TestReadmeRecipe)",
-		"build":    "builds a server with the go command",
-		"discover": "reads a live interface",
+		"run":       "serves on an interface, as root (TestReadmeRecipe runs the README's recipe)",
+		"status":    "reports the runs of an interface (TestReadmeRecipe)",
+		"stop":      "stops a run (TestReadmeRecipe)",
+		"build":     "builds a server with the go command",
+		"discover":  "reads a live interface",
+		"sovia":     "talks to a live stream over an interface, as root (TestSoviaBench runs it)",
+		"calibrate": "measures as root in namespaces of its own (TestCalibrate runs it)",
 	}
 	readerFiles := map[string]bool{"my.prg": true} // README: fmt -w my.prg
 	_, noDot := exec.LookPath("dot")

@@ -22,6 +22,8 @@ import (
 	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
+	"github.com/dragonc/dragonc/prg"
+	"github.com/dragonc/dragonc/streams"
 )
 
 func init() {
@@ -119,6 +121,25 @@ type embedFlags struct {
 	// noSelfCheck skips embed's self-check (embed.Result.SelfCheck):
 	// verify and trace check every frame themselves, and show them.
 	noSelfCheck bool
+	// calibration is --calibration: a calibration file, builtin (the
+	// software VI's checked-in one) or "" (the model's table decides);
+	// calibrationImplicit says it is the command's default (run and
+	// build serve on the software VI), which a model without Virtual
+	// Interfaces ignores.
+	calibration         string
+	calibrationImplicit bool
+}
+
+// calibrationBuiltin names the checked-in calibration of the software VI.
+const calibrationBuiltin = "builtin"
+
+// servesOnSoftwareVI makes --calibration default to the software VI's
+// checked-in calibration, for the commands that serve streams on it.
+func (f *embedFlags) servesOnSoftwareVI(fs *pflag.FlagSet) {
+	f.calibration = calibrationBuiltin
+	fl := fs.Lookup("calibration")
+	fl.DefValue = calibrationBuiltin
+	fl.Usage = "the calibration that decides which streams go over a VI: a file of dragonc calibrate, or builtin, the software VI's checked-in one; dragonc run serves every VI on the software VI"
 }
 
 func (f *embedFlags) register(fs *pflag.FlagSet) {
@@ -129,6 +150,33 @@ func (f *embedFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.asJSON, "json", false, "machine-readable output")
 	fs.StringVar(&f.copyEngine, "copy-engine", embed.DefaultCopyEngine, "host copy engine for bulk copies (a built-in model), or "+embed.NoCopyEngine)
 	fs.StringVar(&f.target, "target", embed.DefaultTarget, "linux: use only what the NIC's Linux driver exposes; silicon: the whole NIC (a custom driver, DPDK, a research stack)")
+	fs.StringVar(&f.calibration, "calibration", "", "on a model with Virtual Interfaces, decide which streams go over a VI by a calibration (a file of dragonc calibrate, or builtin: the software VI's checked-in one) instead of the model's latency table")
+}
+
+// loadCalibration reads --calibration; nil when it is unset, or is the
+// command's default and the model has no Virtual Interfaces.
+func (f *embedFlags) loadCalibration(e *env, m *prg.Model) (*streams.Calibration, bool) {
+	if f.calibration == "" || f.calibrationImplicit && len(m.Engines(prg.EngineVIA)) == 0 {
+		return nil, true
+	}
+	if f.calibration == calibrationBuiltin {
+		c, err := streams.SoftwareVI()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dragonc: %v\n", err)
+			return nil, false
+		}
+		return c, true
+	}
+	b, ok := readFile(e, f.calibration)
+	if !ok {
+		return nil, false
+	}
+	c, err := streams.ReadCalibration(bytes.NewReader(b))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: %s: %v\n", displayName(f.calibration), err)
+		return nil, false
+	}
+	return c, true
 }
 
 // validate rejects flag values that name nothing, before any work.
@@ -185,7 +233,11 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		}
 		st = &lpg.Stack{Name: l.Graph.Name} // an explicit LPG: no endpoints to steer
 	}
-	opt := embed.Options{Cost: fn, Strategy: embed.Strategy(f.strategy), Target: f.target, CopyEngine: f.copyEngine}
+	cal, ok := f.loadCalibration(e, m)
+	if !ok {
+		return nil, nil, false
+	}
+	opt := embed.Options{Cost: fn, Strategy: embed.Strategy(f.strategy), Target: f.target, CopyEngine: f.copyEngine, Calibration: cal}
 	in, warnings, err := embed.NewInput(nicArg, m, st, l.Graph, opt)
 	if err != nil {
 		var dl diag.List

@@ -633,6 +633,11 @@ func TestJSONOutputs(t *testing.T) {
 					}
 				}},
 		},
+		// Measuring needs root and a live peer (TestSoviaBench); without an
+		// interface, one line on stderr and nothing on stdout.
+		"sovia bench": {
+			{args: []string{"sovia", "bench", "--json", "nosuch0", "[02:00:00:00:00:01]:7"}, code: 1, stderr: "nosuch0"},
+		},
 		"stop": {
 			{args: []string{"stop", "--json", "nosuch0"}, docs: 1,
 				check: func(t *testing.T, docs []any) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dragonc/dragonc/plan"
 	drun "github.com/dragonc/dragonc/run"
 )
 
@@ -82,7 +83,10 @@ checksum verdicts), so the interface's offload switches are left alone.
 On a model with Virtual Interfaces (mvia, clan1000), the TCP endpoints
 the plan puts on VIs are served with SOVIA over the software VI on the
 same sockets (EtherType 0x88B5), each on its local port with its
-sovia.conf settings and its app (echo or discard).
+sovia.conf settings and its app (echo or discard). Since the software VI
+carries them, the plan puts a stream on a VI only where a calibration of
+the software VI (--calibration, builtin by default; dragonc calibrate
+measures yours) measured it faster than kernel TCP.
 IFACE's hardware address must be the stack interface's. IFACE must not
 carry the host's default route, and a hardware plan's driver must be
 IFACE's (--force overrides both). Needs CAP_NET_ADMIN, CAP_NET_RAW and
@@ -91,7 +95,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		Example: `  ip link set dev veth0 address 00:1b:21:00:00:01
   dragonc run linux-xdp examples/dns_ntp.lpg veth0
   dragonc run 82599 examples/dns_ntp.lpg eth1      # an ixgbe port: hardware first
-  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs
+  dragonc run mvia examples/cluster_db.lpg veth0   # streams over software VIs where the calibration says so
   dragonc run --json --metrics-addr 127.0.0.1:9477 linux-xdp examples/dns_ntp.lpg veth0
   dragonc run --busy-poll --socket xdp linux-xdp examples/dns_ntp.lpg veth0`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -117,6 +121,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if err := f.validate(); err != nil {
 				return err
 			}
+			f.calibrationImplicit = !cmd.Flags().Changed("calibration")
 			if sf.every < 0 {
 				return usagef("--every %v is negative", sf.every)
 			}
@@ -141,6 +146,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 		},
 	}
 	f.register(c.Flags())
+	f.servesOnSoftwareVI(c.Flags())
 	c.Flags().DurationVar(&sf.every, "every", time.Second, "counter report interval (0: only on SIGUSR1 and at exit)")
 	c.Flags().StringVar(&sf.socket, "socket", "auto", "socket kind: auto, xdp (AF_XDP) or packet (AF_PACKET)")
 	c.Flags().BoolVar(&detached, "detach", false, "serve in the background, with the eBPF objects pinned in /sys/fs/bpf/dragonc/IFACE; return once it serves (dragonc status, dragonc stop)")
@@ -169,6 +175,9 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 	r, st, ok := f.plan(e, nicArg, stackPath)
 	if !ok {
 		return exitInput
+	}
+	if n := calibrationNote(r.Plan.VIA); n != "" {
+		e.notef("%s", n)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -200,4 +209,25 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 		return exitInput
 	}
 	return exitOK
+}
+
+// calibrationNote names the streams a calibration left on kernel TCP
+// (their reasons, streams.Decide's, say "measured"), which a model's
+// table alone might have put on VIs: the software VI that would carry
+// them measured slower, or was not measured at their size. "" when there
+// are none.
+func calibrationNote(v *plan.VIA) string {
+	if v == nil || v.Basis != "calibration" {
+		return ""
+	}
+	var kept []string
+	for _, s := range v.Streams {
+		if s.Transport == "tcp" && strings.Contains(s.Reason, "measured") {
+			kept = append(kept, s.Endpoint)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s stay on kernel TCP by the calibration of %s (dragonc embed --calibration shows the numbers)", strings.Join(kept, ", "), v.Calibration)
 }

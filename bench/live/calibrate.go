@@ -1,0 +1,411 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dragonc/dragonc/bench/sovialat"
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/netns"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/run"
+	"github.com/dragonc/dragonc/sovia"
+	"github.com/dragonc/dragonc/streams"
+)
+
+// CalibratePrefix starts the names of the namespaces dragonc calibrate
+// makes, followed by its process id (a later run removes those of a
+// process that is gone).
+const CalibratePrefix = "ca-dragonc-calibrate-"
+
+// CalibrateSizes are the message sizes calibrate measures by default: the
+// SOVIA paper's Tables 2 and 3, 4 B to 32 KB by powers of two.
+func CalibrateSizes() []int {
+	var s []int
+	for n := 4; n <= 32<<10; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+// CalibrateOptions control Calibrate.
+type CalibrateOptions struct {
+	// Sizes, Rounds, Exchanges, StreamBytes and Stall are sovialat's;
+	// Sizes CalibrateSizes when empty.
+	Sizes                          []int
+	Rounds, Exchanges, StreamBytes int
+	Stall                          time.Duration
+	// Say, if set, is told what happens.
+	Say func(format string, args ...any)
+	// Now reads the time the calibration is stamped with; time.Now when
+	// nil.
+	Now func() time.Time
+	// Server is what serves the VI's echo: CalibrateRun (the default),
+	// dragonc run on the mvia model, which carries the streams of a plan
+	// that is served; or CalibrateSovia, package sovia on a packet socket
+	// of its own, as the client is.
+	Server string
+}
+
+// The servers of the VI's echo.
+const (
+	CalibrateRun   = "run"
+	CalibrateSovia = "sovia"
+)
+
+// calibrationStack is the stack dragonc run serves for a calibration: an
+// echo stream on a VI (the M-VIA model's table puts a 4-byte nodelay flow
+// to a peer on the subnet on one) beside the kernel's TCP echo on the
+// same port, whose address the kernel owns.
+func calibrationStack() string {
+	return fmt.Sprintf(`stack calibrate {
+    interface eth0 { mac %s ip %s/24 }
+    endpoint echo tcp flow %s:%d -> %s:%d { app "echo" message 4B nodelay }
+    service arp
+}
+`, serverMAC, serverAddr, serverAddr, calibrationPort, peerAddr, calibrationPort)
+}
+
+// calibrationPlan embeds calibrationStack on mvia as dragonc run does
+// (through the driver's interfaces, run.Adapt) and returns the SOVIA
+// settings of its VI stream.
+func calibrationPlan() (*embed.Result, *lpg.Stack, sovia.Params, error) {
+	fail := func(err error) (*embed.Result, *lpg.Stack, sovia.Params, error) {
+		return nil, nil, sovia.Params{}, fmt.Errorf("internal error: calibrate's stack: %w", err)
+	}
+	st, diags := lpg.LoadStack("calibrate.lpg", []byte(calibrationStack()))
+	if st == nil || diags.HasErrors() {
+		return fail(diags)
+	}
+	m, mdiags, err := nics.Load("mvia")
+	if err != nil || m == nil {
+		return fail(errors.Join(err, mdiags))
+	}
+	in, _, err := embed.NewInput("mvia", m, st, nil, embed.Options{})
+	if err != nil {
+		return fail(err)
+	}
+	run.Adapt(in)
+	r, err := embed.Run(in)
+	if err != nil {
+		return fail(err)
+	}
+	if r.Plan.VIA == nil || len(r.Plan.VIA.Streams) != 1 || r.Plan.VIA.Streams[0].Transport != "vi" {
+		return fail(errors.New("the plan puts no stream on a VI"))
+	}
+	s := r.Plan.VIA.Streams[0]
+	p := sovia.Params{Window: s.Window, AckThreshold: s.AckThreshold, ChunkSize: s.Chunk, CopyMax: s.CopyMax, NoDelay: true}
+	return r, st, p, nil
+}
+
+// serveRun serves the calibration's stack with dragonc run in namespace
+// ns until stop is called. The first time, run builds its helper with
+// the go command.
+func serveRun(ctx context.Context, ns string, r *embed.Result, st *lpg.Stack, say func(string, ...any)) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	notes := &prefixWriter{w: sayWriter(say)} // run's notes name it
+	go func() {
+		served <- netns.In(ns, func() error {
+			return run.Serve(ctx, r, st, run.Options{Iface: serverIf, Force: true, Stderr: notes, Ready: func() { close(ready) }})
+		})
+	}()
+	stop = func() {
+		cancel()
+		select {
+		case <-served:
+		case <-time.After(30 * time.Second):
+			say("dragonc run did not stop within 30s")
+		}
+	}
+	select {
+	case <-ready:
+		return stop, nil
+	case err := <-served:
+		cancel()
+		if err == nil {
+			err = errors.New("dragonc run returned before it served")
+		}
+		return nil, fmt.Errorf("dragonc run: %w", err)
+	case <-time.After(10 * time.Minute):
+		stop()
+		return nil, errors.New("dragonc run did not serve within 10 minutes")
+	case <-ctx.Done():
+		stop()
+		return nil, ctx.Err()
+	}
+}
+
+// sayWriter hands each line written to it to a say function.
+type sayWriter func(string, ...any)
+
+func (s sayWriter) Write(b []byte) (int, error) {
+	s("%s", strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// calibrationPort is where both echo servers listen.
+const calibrationPort = 7
+
+// Calibrate measures the software VI beside kernel TCP on one veth pair
+// between two namespaces of its own, which it always removes: an echo
+// server of each in one namespace (the VI's served by dragonc run, which
+// carries the streams of a served plan, or by package sovia on a packet
+// socket: Options.Server), a client of each in the other (package sovia
+// over AF_PACKET, Go's net), measured in interleaved rounds by sovialat,
+// SOVIA without combining against TCP with TCP_NODELAY. It needs root.
+func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration, *sovialat.Result, error) {
+	say := opt.Say
+	if say == nil {
+		say = func(string, ...any) {}
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if len(opt.Sizes) == 0 {
+		opt.Sizes = CalibrateSizes()
+	}
+	if opt.Server == "" {
+		opt.Server = CalibrateRun
+	}
+	if opt.Server != CalibrateRun && opt.Server != CalibrateSovia {
+		return nil, nil, fmt.Errorf("no VI echo server %q (%s or %s)", opt.Server, CalibrateRun, CalibrateSovia)
+	}
+	if os.Geteuid() != 0 {
+		return nil, nil, errors.New("calibrate needs root: it makes two network namespaces and a veth pair, and opens packet sockets")
+	}
+	removeStaleOf(CalibratePrefix, say)
+	p, err := newPairOf(CalibratePrefix, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer p.close()
+	say("namespaces %s and %s joined by a veth pair", p.a, p.b)
+	if err := waitRunning(p.a, serverIf); err != nil {
+		return nil, nil, err
+	}
+	if err := waitRunning(p.b, peerIf); err != nil {
+		return nil, nil, err
+	}
+
+	params := sovia.PaperParams()
+	params.NoDelay, params.CombineMax, params.CombineDelay = true, 0, 0
+	if opt.Server == CalibrateRun {
+		r, st, sp, err := calibrationPlan()
+		if err != nil {
+			return nil, nil, err
+		}
+		params = sp
+		say("the VI's echo served by dragonc run on the mvia model (AF_XDP, or AF_PACKET where it cannot)")
+		stopRun, err := serveRun(ctx, p.a, r, st, say)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer stopRun()
+	}
+
+	// What is opened is closed at the end, and at once when the context
+	// ends or the measurement stalls (a blocked Read returns).
+	var (
+		mu      sync.Mutex
+		closers []io.Closer
+	)
+	own := func(c io.Closer) {
+		mu.Lock()
+		closers = append(closers, c)
+		mu.Unlock()
+	}
+	closeAll := func() {
+		mu.Lock()
+		cs := closers
+		closers = nil
+		mu.Unlock()
+		for i := len(cs) - 1; i >= 0; i-- {
+			cs[i].Close()
+		}
+	}
+	defer closeAll()
+	stop := context.AfterFunc(ctx, closeAll)
+	defer stop()
+
+	// The servers, in namespace a.
+	err = netns.In(p.a, func() error {
+		if opt.Server == CalibrateSovia {
+			h, err := sovia.OpenHost(serverIf)
+			if err != nil {
+				return err
+			}
+			own(h)
+			l, err := h.Listen(calibrationPort, params)
+			if err != nil {
+				return err
+			}
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					io.Copy(c, c)
+					c.Close()
+				}
+			}()
+		}
+		tl, err := net.Listen("tcp4", fmt.Sprintf("%s:%d", serverAddr, calibrationPort))
+		if err != nil {
+			return err
+		}
+		own(tl)
+		go func() {
+			for {
+				c, err := tl.Accept()
+				if err != nil {
+					return
+				}
+				own(c)
+				go func() { io.Copy(c, c); c.Close() }()
+			}
+		}()
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the echo servers: %w", err)
+	}
+	// The clients, in namespace b.
+	var targets []sovialat.Target
+	err = netns.In(p.b, func() error {
+		h, err := sovia.OpenHost(peerIf)
+		if err != nil {
+			return err
+		}
+		own(h)
+		mac, _ := net.ParseMAC(serverMAC)
+		sc, err := h.Dial(mac, calibrationPort, params)
+		if err != nil {
+			return err
+		}
+		d := net.Dialer{Timeout: 5 * time.Second}
+		tc, err := d.DialContext(ctx, "tcp4", fmt.Sprintf("%s:%d", serverAddr, calibrationPort))
+		if err != nil {
+			return err
+		}
+		own(tc)
+		if err := tc.(*net.TCPConn).SetNoDelay(true); err != nil {
+			return err
+		}
+		targets = []sovialat.Target{
+			{Name: "vi", Conn: sc, Abort: func() { h.Close() }},
+			{Name: "tcp", Conn: tc, Abort: func() { tc.Close() }},
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the clients: %w", err)
+	}
+	before := sovialat.LoadAverage()
+	start := opt.Now().UTC()
+	say("measuring %d sizes, %d B to %d B", len(opt.Sizes), opt.Sizes[0], opt.Sizes[len(opt.Sizes)-1])
+	res, err := sovialat.Run(targets, sovialat.Options{Sizes: opt.Sizes, Rounds: opt.Rounds, Exchanges: opt.Exchanges, StreamBytes: opt.StreamBytes, Stall: opt.Stall,
+		Progress: func(r, n int) { say("round %d of %d done", r, n) }})
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	after := sovialat.LoadAverage()
+	return calibration(res, params, opt.Server, start, machine(before, after)), res, nil
+}
+
+// calibration is a measurement as a calibration file holds it.
+func calibration(res *sovialat.Result, p sovia.Params, server string, at time.Time, machine string) *streams.Calibration {
+	vi := "dragonc run serving the mvia model's VI stream (app echo) on one end, a sovia.OpenHost on the other"
+	if server == CalibrateSovia {
+		vi = "a sovia.OpenHost on each end"
+	}
+	c := &streams.Calibration{
+		Format:   streams.CalibrationFormat,
+		Provider: "software VI",
+		// 16-bit VI numbers, VI 0 kept for connection setup
+		// (sovia/rawvi.go, sovia/rawsetup.go).
+		VIs:      65535,
+		Measured: at.Truncate(time.Second).Format(time.RFC3339),
+		Machine:  machine,
+		Link:     "a veth pair between two network namespaces, MTU 1500",
+		Method: fmt.Sprintf("dragonc calibrate: SOVIA over the software VI (%s) and kernel TCP (a Go echo server), each to its echo across the veth; "+
+			"%d rounds, each size's targets in turn with the order rotated every round, %d ping-pongs a target, size and round (one way = half the round trip; percentiles over all), "+
+			"then an echoed stream (bandwidth of the bytes written, the median of the rounds); SOVIA nodelay (no combining) against TCP_NODELAY",
+			vi, res.Rounds, res.Exchanges),
+		Params: streams.CalibratedParams{Window: p.Window, AckThreshold: p.AckThreshold, Chunk: p.ChunkSize, CopyMax: p.CopyMax},
+	}
+	for _, s := range res.Sizes {
+		vi, _ := s.Target("vi")
+		tcp, _ := s.Target("tcp")
+		c.Sizes = append(c.Sizes, streams.Measured{Size: s.Size,
+			VIP50: round1(vi.P50us), VIP99: round1(vi.P99us), VIMbps: round1(vi.Mbps),
+			TCPP50: round1(tcp.P50us), TCPP99: round1(tcp.P99us), TCPMbps: round1(tcp.Mbps)})
+	}
+	return c
+}
+
+func round1(x float64) float64 {
+	r := math.Round(x*10) / 10
+	if r == 0 && x > 0 {
+		return 0.1 // a positive figure stays positive
+	}
+	return r
+}
+
+// machine describes this host for a calibration: its name, kernel,
+// processor count and the load average before and after.
+func machine(before, after [3]float64) string {
+	host, _ := os.Hostname()
+	var u unix.Utsname
+	kernel := "Linux"
+	if unix.Uname(&u) == nil {
+		kernel = "Linux " + unix.ByteSliceToString(u.Release[:])
+	}
+	return fmt.Sprintf("%s (%s, %s, %d CPUs; load average %.2f %.2f %.2f before, %.2f %.2f %.2f after)",
+		host, kernel, runtime.GOARCH, runtime.NumCPU(), before[0], before[1], before[2], after[0], after[1], after[2])
+}
+
+// waitRunning waits up to 5 s until interface ifc of namespace ns is
+// running: until the kernel attaches a veth's queueing discipline
+// (linkwatch, net/core/link_watch.c), its noop_qdisc drops every frame
+// while a packet socket's send reports success, and the software VI does
+// not retransmit.
+func waitRunning(ns, ifc string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var up bool
+		if err := netns.In(ns, func() error {
+			i, err := net.InterfaceByName(ifc)
+			if err == nil {
+				up = i.Flags&net.FlagRunning != 0
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if up {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("interface %s in %s is not running after 5 s", ifc, ns)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

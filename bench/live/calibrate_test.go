@@ -1,0 +1,63 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+func calibrateNamespaces() []string {
+	var out []string
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		// This process's: another test binary may calibrate meanwhile.
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", CalibratePrefix, os.Getpid())) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestCalibrateCancelled: a calibration stopped half-way (SIGINT, as the
+// command maps it to its context), with dragonc run serving the VI,
+// returns the context's error and removes its namespaces; one that ran,
+// with package sovia serving the VI, leaves none either.
+func TestCalibrateCancelled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("calibrate needs root")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var made bool
+	say := func(format string, args ...any) {
+		if strings.HasPrefix(format, "namespaces") {
+			made = len(calibrateNamespaces()) == 2
+		}
+		if strings.HasPrefix(format, "round") {
+			cancel()
+		}
+	}
+	_, _, err := Calibrate(ctx, CalibrateOptions{Sizes: []int{64}, Rounds: 3, Exchanges: 5, StreamBytes: -1, Say: say})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	if !made {
+		t.Error("the namespaces were not there while it measured")
+	}
+	if left := calibrateNamespaces(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	c, res, err := Calibrate(context.Background(), CalibrateOptions{Server: CalibrateSovia, Sizes: []int{4, 256}, Rounds: 1, Exchanges: 5, StreamBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sizes) != 2 || res.Sizes[0].Of[0].Samples != 5 || !(c.Sizes[1].VIMbps > 0) || !strings.Contains(c.Machine, "load average") || !strings.Contains(c.Method, "a sovia.OpenHost on each end") {
+		t.Errorf("calibration %+v", c)
+	}
+	if left := calibrateNamespaces(); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/streams"
+)
+
+// TestCalibrate runs dragonc calibrate briefly: it writes a calibration
+// embed reads, and leaves no namespace behind.
+func TestCalibrate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("calibrate needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("calibrate needs ip")
+	}
+	out := filepath.Join(t.TempDir(), "cal.json")
+	code, stdout, errs := dragonc(t, "calibrate", "--size", "4,1024", "--rounds", "2", "--exchanges", "10", "--stream-bytes", "65536", "--note", "a test", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := streams.ReadCalibration(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sizes) != 2 || c.Sizes[1].Size != 1024 || c.Note != "a test" || !strings.Contains(c.Method, "2 rounds") || !strings.Contains(c.Method, "dragonc run serving") || !strings.Contains(stdout, "vi/tcp p50") {
+		t.Errorf("calibration %+v\nstdout:\n%s", c, stdout)
+	}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		// This process's: another test binary may calibrate meanwhile.
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("ca-dragonc-calibrate-%d-", os.Getpid())) {
+			t.Errorf("namespace %s is left behind", e.Name())
+		}
+	}
+	if code, _, errs := dragonc(t, "embed", "--calibration", out, "mvia", "examples/cluster_db.lpg"); code != 0 {
+		t.Errorf("embed with the calibration: exit %d: %s", code, errs)
+	}
+}
