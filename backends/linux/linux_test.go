@@ -32,9 +32,11 @@ func examples(t *testing.T) []string {
 }
 
 var (
-	ruleLine    = regexp.MustCompile(`(?m)^run ethtool -N "\$ifc" (flow-type \S+ .*) loc '\d+'`)
-	combinedArg = regexp.MustCompile(`(?m)^run ethtool -L "\$ifc" combined '(\d+)'`)
-	maskWords   = regexp.MustCompile(`(src-ip|dst-ip|src-port|dst-port) '[^']*'( m '[^']*')?`)
+	// The rows of the script's step table: a rule's words after
+	// flow-type, the channel count.
+	ruleLine    = regexp.MustCompile(`(?m)^ *\d+ add_rule +\d+ \d+ (\S+ .*)$`)
+	combinedArg = regexp.MustCompile(`(?m)^ *\d+ set_channels +(\d+)$`)
+	maskWords   = regexp.MustCompile(`(src-ip|dst-ip|src-port|dst-port) \S+( m \S+)?`)
 )
 
 // shape is what ixgbe compares between rules: which fields a rule
@@ -77,7 +79,7 @@ func TestLinuxTargetUsesOnlyDriverFeatures(t *testing.T) {
 							t.Errorf("ixgbe takes one mask per port; rule %q and rule %q differ", rules[0][1], m[1])
 							break
 						}
-						if !regexp.MustCompile(`^flow-type (tcp4|udp4|sctp4|ip4) `).MatchString(m[1]) {
+						if !regexp.MustCompile(`^(tcp4|udp4|sctp4|ip4) `).MatchString(m[1]) {
 							t.Errorf("flow type ixgbe does not take: %s", m[1])
 						}
 					}
@@ -523,19 +525,19 @@ func TestChecksumSwitchesByFeature(t *testing.T) {
 	if err := os.WriteFile(path, []byte(renamed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	features := regexp.MustCompile(`(?m)^# (rx|tx) \S+ \(ethtool -K\)$`)
+	features := regexp.MustCompile(`(?m)^ *\d+ set_feature +(rx|tx) \S+ (on|off)$`)
 	ex := filepath.Join(root, "examples", "dns_ntp.lpg")
 	var got [2][]string
 	for i, nic := range []string{"82599", path} {
 		r, _ := embedtest.PlanTarget(t, nic, ex, costmodel.Balance{}, embed.TargetSilicon)
-		for _, m := range features.FindAllString(linux.Script(r, "dns_ntp.lpg"), -1) {
-			got[i] = append(got[i], m)
+		for _, m := range features.FindAllStringSubmatch(linux.Script(r, "dns_ntp.lpg"), -1) {
+			got[i] = append(got[i], m[1]+" "+m[2])
 		}
 	}
 	if len(got[0]) != 2 || !slices.Equal(got[0], got[1]) {
 		t.Errorf("checksum steps: the 82599 %q, renamed %q", got[0], got[1])
 	}
-	if !slices.Contains(got[0], "# rx on (ethtool -K)") {
+	if !slices.Contains(got[0], "rx on") {
 		t.Errorf("the 82599 does not verify receive checksums: %q", got[0])
 	}
 }
@@ -627,8 +629,9 @@ func TestScriptMyri10geModuleParameters(t *testing.T) {
 		t.Errorf("the plan does not hash, yet the hash type stopped it: exit %d:\n%s", code, out)
 	}
 	// No step asks ethtool for what myri10ge_ethtool_ops lacks.
-	if m := regexp.MustCompile(`(?m)^\s*run ethtool -[LXN] .*$`).FindString(linux.Script(r, "mpi_openmx.lpg")); m != "" {
-		t.Errorf("the script asks myri10ge for %s", m)
+	out, code = f.run(t, script, nil, "--dry-run", "eth0")
+	if m := regexp.MustCompile(`(?m)^ethtool -[LXN] .*$`).FindString(out); code != 0 || m != "" {
+		t.Errorf("--dry-run: exit %d; the script asks myri10ge for %q:\n%s", code, m, out)
 	}
 }
 
