@@ -6,11 +6,15 @@ package backends_test
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,9 +51,59 @@ func outputs(t testing.TB, r *embed.Result, st *lpg.Stack, source string) map[st
 	for k, v := range files {
 		if strings.HasPrefix(k, "fallback/") && strings.HasSuffix(k, ".go") {
 			gofmtClean(t, k, v)
+			readable(t, k, v)
 		}
 	}
 	return files
+}
+
+// maxNesting is how deep the generated code may nest blocks (if, switch,
+// case, for) inside a function.
+const maxNesting = 6
+
+// hexPort is a port compared with, or keyed by, a hex constant; the
+// generated code writes ports in decimal.
+var hexPort = regexp.MustCompile(`(?i)(port\(\)|port\]) (==|!=|<=|>=|<|>) 0x|\{0x[0-9a-f]+, 0x[0-9a-f]+, Verdict`)
+
+// readable fails the test when generated Go nests deeper than maxNesting,
+// writes ports in hex, or names an endpoint in a table by its number.
+func readable(t testing.TB, name string, src []byte) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), name, src, 0)
+	if err != nil {
+		t.Fatalf("%s does not parse: %v", name, err)
+	}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+			if n := nesting(fd.Body); n > maxNesting {
+				t.Errorf("%s: %s nests %d blocks deep, more than %d", name, fd.Name.Name, n, maxNesting)
+			}
+		}
+	}
+	if m := hexPort.Find(src); m != nil {
+		t.Errorf("%s writes a port or a table key in hex: %s", name, m)
+	}
+	if m := regexp.MustCompile(`Verdict\{Deliver, \d+\}`).Find(src); m != nil {
+		t.Errorf("%s names an endpoint by its number: %s", name, m)
+	}
+}
+
+// nesting is the depth of the deepest block below n: an if, for, switch,
+// select or function literal counts one, a case clause one more.
+func nesting(n ast.Node) int {
+	deepest := 0
+	ast.Inspect(n, func(c ast.Node) bool {
+		if c == n || c == nil {
+			return true
+		}
+		switch c.(type) {
+		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt, *ast.SwitchStmt, *ast.TypeSwitchStmt, *ast.SelectStmt, *ast.FuncLit, *ast.CaseClause, *ast.CommClause:
+			deepest = max(deepest, 1+nesting(c))
+			return false
+		}
+		return true
+	})
+	return deepest
 }
 
 // gofmtClean fails the test when gofmt would change a generated file.

@@ -49,8 +49,8 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		opt.TestFrames = 200
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
-		tableNames: map[string]string{},
-		used:       map[string]bool{}}
+		tableNames: map[string]string{}, tableType: map[string]string{}, addrs: map[string]uint64{},
+		used: map[string]bool{}}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
@@ -157,12 +157,18 @@ type gen struct {
 	// lookup tables of all queues, declared once each
 	tables     strings.Builder
 	tableNames map[string]string // entries -> table
+	tableType  map[string]string // table -> its type (dense or hashed)
 	curSW      *graph.Graph
 	// Per queue, for both copies of its checks: each node's runs and
 	// each table run's declared table (by node and first port).
 	runs    map[int][]run
 	tableOf map[[2]int]tableDecl
 	used    map[string]bool // the fields the queues' software reads
+	// The current queue's predecessors and the sizes of its nodes' code
+	// (emitAlts).
+	preds [][]int
+	sizes map[int]int
+	addrs map[string]uint64 // the address constants the code names
 	// fast: the code being written is a queue's fixed-layout copy, which
 	// reads fields with the methods of fast (internal/fallback/fast.go)
 	// instead of from the decoded fields f.
@@ -363,6 +369,190 @@ func FieldDecls(used map[string]bool) string {
 // so that queues whose code comes out the same can share one function.
 const qPrefix = "qQQ"
 
+// hole marks, in a queue's code as it is generated, a place that may be
+// all that tells it from another queue's: a table it looks ports up in,
+// an endpoint it delivers to, and the parameters and arguments that
+// carry such differences. share fills the holes in.
+func hole(kind, value string) string {
+	return "\x01" + kind + "\x02" + value + "\x03"
+}
+
+// holes splits code into its text and holes: text[i] precedes hole i,
+// and text has one more element than kinds and values.
+func holes(code string) (text, kinds, values []string) {
+	for {
+		i := strings.IndexByte(code, '\x01')
+		if i < 0 {
+			return append(text, code), kinds, values
+		}
+		j := strings.IndexByte(code[i:], '\x02') + i
+		k := strings.IndexByte(code[i:], '\x03') + i
+		text = append(text, code[:i])
+		kinds = append(kinds, code[i+1:j])
+		values = append(values, code[j+1:k])
+		code = code[k+1:]
+	}
+}
+
+// share writes the queues' functions: queues whose code is the same but
+// for its holes share one function, and what fills the holes differently
+// from queue to queue (tables, endpoints) becomes data, one struct per
+// queue that the shared function reads. It returns the code and the
+// cases of Process: the queues and the call that serves them.
+func (g *gen) share(qids []int, bodies []string) (string, [][2]string) {
+	type member struct {
+		q      int
+		values []string
+	}
+	type group struct {
+		text, kinds []string
+		members     []member
+	}
+	var groups []*group
+	byShape := map[string]*group{}
+	for i, body := range bodies {
+		text, kinds, values := holes(body)
+		// A table's type is part of the shape: the shared code calls
+		// one kind of table.
+		shape := strings.Join(text, "\x01")
+		for k, kind := range kinds {
+			shape += "\x02" + kind
+			if kind == "table" {
+				shape += g.tableType[values[k]]
+			}
+		}
+		gr, ok := byShape[shape]
+		if !ok {
+			gr = &group{text: text, kinds: kinds}
+			byShape[shape] = gr
+			groups = append(groups, gr)
+		}
+		gr.members = append(gr.members, member{qids[i], values})
+	}
+	var code strings.Builder
+	var cases [][2]string
+	for _, gr := range groups {
+		name := fmt.Sprintf("queue%d", gr.members[0].q)
+		// The holes whose filling differs between the members become
+		// fields; holes filled alike in every member share a field.
+		field := make([]string, len(gr.kinds))
+		var fields []string // in order
+		var fieldHole []int // a hole of each field
+		byFill := map[string]string{}
+		for k, kind := range gr.kinds {
+			if kind == "params" || kind == "args" {
+				continue
+			}
+			var fill []string
+			for _, m := range gr.members {
+				fill = append(fill, m.values[k])
+			}
+			if slices.Equal(fill, slices.Repeat(fill[:1], len(fill))) {
+				continue
+			}
+			key := kind + "\x00" + strings.Join(fill, "\x00")
+			if f, ok := byFill[key]; ok {
+				field[k] = f
+				continue
+			}
+			prefix := "endpoint"
+			if kind == "table" {
+				prefix = "table"
+			}
+			n := 0
+			for _, f := range fields {
+				if strings.HasPrefix(f, prefix) {
+					n++
+				}
+			}
+			field[k] = fmt.Sprintf("%s%d", prefix, n)
+			byFill[key] = field[k]
+			fields = append(fields, field[k])
+			fieldHole = append(fieldHole, k)
+		}
+		data := name + "Data"
+		params, args := "", ""
+		if len(fields) > 0 {
+			params, args = ", d *"+data, ", d"
+			fmt.Fprintf(&code, "// %s is what the code of %s reads that differs between the\n// queues it serves, one value per queue.\ntype %s struct {\n", data, name, data)
+			for i, f := range fields {
+				typ := "Verdict"
+				if gr.kinds[fieldHole[i]] == "table" {
+					typ = "*" + g.tableType[gr.members[0].values[fieldHole[i]]]
+				}
+				fmt.Fprintf(&code, "\t%s %s\n", f, typ)
+			}
+			code.WriteString("}\n\n")
+			fmt.Fprintf(&code, "// The data of each queue %s serves.\nvar (\n", name)
+			for _, m := range gr.members {
+				fmt.Fprintf(&code, "\tdataQueue%d = %s{", m.q, data)
+				for i, f := range fields {
+					if i > 0 {
+						code.WriteString(", ")
+					}
+					fmt.Fprintf(&code, "%s: %s", f, fillValue(gr.kinds[fieldHole[i]], m.values[fieldHole[i]]))
+				}
+				code.WriteString("}\n")
+			}
+			code.WriteString(")\n\n")
+		}
+		var body strings.Builder
+		first := gr.members[0].values
+		for k, t := range gr.text {
+			body.WriteString(t)
+			if k == len(gr.kinds) {
+				break
+			}
+			switch kind := gr.kinds[k]; {
+			case kind == "params":
+				body.WriteString(params)
+			case kind == "args":
+				body.WriteString(args)
+			case field[k] != "" && kind == "table":
+				body.WriteString("d." + field[k])
+			case field[k] != "":
+				ind, _, _ := strings.Cut(first[k], "\x00")
+				fmt.Fprintf(&body, "%s// the queue's endpoint\n%sreturn d.%s", ind, ind, field[k])
+			default:
+				body.WriteString(fill(kind, first[k]))
+			}
+		}
+		code.WriteString(strings.ReplaceAll(body.String(), qPrefix, name))
+		if len(fields) > 0 {
+			for _, m := range gr.members {
+				cases = append(cases, [2]string{strconv.Itoa(m.q), fmt.Sprintf("%s(frame, &meta, &dataQueue%d)", name, m.q)})
+			}
+			continue
+		}
+		// One case for the queues of a function: consecutive queues
+		// compile to one range check, so the dispatch does not depend
+		// on which of them a frame came from.
+		var qs []string
+		for _, m := range gr.members {
+			qs = append(qs, strconv.Itoa(m.q))
+		}
+		cases = append(cases, [2]string{strings.Join(qs, ", "), name + "(frame, &meta)"})
+	}
+	return code.String(), cases
+}
+
+// fill is the code a hole stands for where it is filled in place.
+func fill(kind, value string) string {
+	if kind != "deliver" {
+		return value
+	}
+	parts := strings.Split(value, "\x00") // indent, verdict, node, outcome
+	return fmt.Sprintf("%s// %s\n%sreturn %s // %s", parts[0], parts[2], parts[0], parts[1], parts[3])
+}
+
+// fillValue is the value of a field that fills a hole, for a queue's data.
+func fillValue(kind, value string) string {
+	if kind != "deliver" {
+		return value
+	}
+	return strings.Split(value, "\x00")[1]
+}
+
 func (g *gen) mainFile() ([]byte, error) {
 	pl := g.r.Plan
 	for i, e := range g.st.Endpoints {
@@ -373,25 +563,17 @@ func (g *gen) mainFile() ([]byte, error) {
 	g.endpointIdents()
 	// Queue code first: it decides which names the verdicts refer to.
 	g.dropSite("", "")
-	var code strings.Builder
-	fn := map[int]string{}        // queue -> function
-	byBody := map[string]string{} // code -> function
 	var qids []int
+	var bodies []string
 	for _, q := range g.r.Embedding.Queues {
 		qids = append(qids, q.ID)
 		body, err := g.queueFunc(q)
 		if err != nil {
 			return nil, err
 		}
-		if name, ok := byBody[body]; ok {
-			fn[q.ID] = name
-			continue
-		}
-		name := fmt.Sprintf("queue%d", q.ID)
-		byBody[body] = name
-		fn[q.ID] = name
-		code.WriteString(strings.ReplaceAll(body, qPrefix, name))
+		bodies = append(bodies, body)
 	}
+	code, cases := g.share(qids, bodies)
 
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -444,6 +626,7 @@ func (g *gen) mainFile() ([]byte, error) {
 		}
 		w(")\n\n")
 	}
+	w("%s", g.addrConsts())
 	w("// Queues lists the receive queues this stack serves.\nvar Queues = [...]int{")
 	for i, q := range qids {
 		if i > 0 {
@@ -454,22 +637,11 @@ func (g *gen) mainFile() ([]byte, error) {
 	w("}\n\n")
 	w("// Process runs the software part of queue's pipeline on one frame.\n// It does not allocate and accepts any bytes.\n")
 	w("func Process(queue int, frame []byte, meta Meta) Verdict {\n\tswitch queue {\n")
-	// One case per function, listing its queues: consecutive queues
-	// compile to one range check, so the dispatch does not depend on
-	// which of them a frame came from.
-	var order []string
-	byFn := map[string][]string{}
-	for _, q := range qids {
-		if byFn[fn[q]] == nil {
-			order = append(order, fn[q])
-		}
-		byFn[fn[q]] = append(byFn[fn[q]], strconv.Itoa(q))
-	}
-	for _, name := range order {
-		w("\tcase %s:\n\t\treturn %s(frame, &meta)\n", strings.Join(byFn[name], ", "), name)
+	for _, c := range cases {
+		w("\tcase %s:\n\t\treturn %s\n", c[0], c[1])
 	}
 	w("\t}\n\treturn Verdict{Kind: Drop, Index: %d} // no such queue\n}\n\n", g.dropSite("(no such queue)", ""))
-	b.WriteString(code.String())
+	b.WriteString(code)
 	return g.format(b.String()), nil
 }
 
@@ -526,7 +698,7 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	g.runs, g.tableOf = map[int][]run{}, map[[2]int]tableDecl{}
 	var b strings.Builder
 	fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
-	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta) Verdict {\n", qPrefix)
+	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta%s) Verdict {\n", qPrefix, hole("params", ""))
 	if len(sw.Nodes) == 0 {
 		b.WriteString("\treturn Verdict{Kind: Drop}\n}\n\n")
 		return b.String(), nil
@@ -536,6 +708,7 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	// The decoded copy is written first, so that verdict indexes are
 	// numbered as the whole graph meets them.
 	preds := sw.Preds()
+	g.preds, g.sizes = preds, map[int]int{}
 	var helpers [2]strings.Builder
 	var decoded, fast strings.Builder
 	if err := g.emitQueue(&decoded, &helpers[0], sw, preds); err != nil {
@@ -548,12 +721,16 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b.WriteString("\tif isFast(frame) {\n\t\tx := fast{frame, m}\n")
+	// The fixed layout is checked in the entry point itself; any other
+	// frame is decoded in a function of its own.
+	fmt.Fprintf(&b, "\tif !isFast(frame) {\n\t\treturn %sDecoded(frame, m%s)\n\t}\n\tx := fast{frame, m}\n", qPrefix, hole("args", ""))
 	if !used {
-		b.WriteString("\t\t_ = x\n")
+		b.WriteString("\t_ = x\n")
 	}
 	b.WriteString(fast.String())
-	b.WriteString("\t}\n\tvar f fields\n\tf.decode(frame, m)\n")
+	b.WriteString("}\n\n")
+	fmt.Fprintf(&b, "// %sDecoded runs the software graph of the queue on a frame of any\n// layout, from its decoded fields.\n", qPrefix)
+	fmt.Fprintf(&b, "func %sDecoded(frame []byte, m *Meta%s) Verdict {\n\tvar f fields\n\tf.decode(frame, m)\n", qPrefix, hole("params", ""))
 	b.WriteString(decoded.String())
 	b.WriteString("}\n\n")
 	b.WriteString(helpers[0].String())
@@ -576,9 +753,6 @@ func (g *gen) helperName() string {
 func (g *gen) emitQueue(b, helpers *strings.Builder, sw *graph.Graph, preds [][]int) error {
 	var todo []int
 	depth := 1
-	if g.fast {
-		depth = 2
-	}
 	// The decoder always sets the frame's own fields.
 	if err := g.emitAt(b, sw, 0, preds, &todo, depth, false, map[string]bool{"frame": true}); err != nil {
 		return err
@@ -592,9 +766,9 @@ func (g *gen) emitQueue(b, helpers *strings.Builder, sw *graph.Graph, preds [][]
 		}
 		done[id] = true
 		if g.fast {
-			fmt.Fprintf(helpers, "func %s%d(x fast, m *Meta) Verdict {\n\t_ = m\n", g.helperName(), id)
+			fmt.Fprintf(helpers, "func %s%d(x fast, m *Meta%s) Verdict {\n\t_ = m\n", g.helperName(), id, hole("params", ""))
 		} else {
-			fmt.Fprintf(helpers, "func %s%d(f *fields, m *Meta) Verdict {\n\t_ = m\n", g.helperName(), id)
+			fmt.Fprintf(helpers, "func %s%d(f *fields, m *Meta%s) Verdict {\n\t_ = m\n", g.helperName(), id, hole("params", ""))
 		}
 		if err := g.emitAt(helpers, sw, id, preds, &todo, 1, true, map[string]bool{"frame": true}); err != nil {
 			return err
@@ -639,11 +813,28 @@ func present(known map[string]bool, e pred.Expr) map[string]bool {
 	return out
 }
 
+// maxDepth is how deep a generated statement may be indented (tabs; a
+// function's body is at 1). A node whose code could reach deeper starts a
+// helper function of its own instead; the guard clauses of emitAlts keep
+// that rare.
+const maxDepth = 6
+
+// nodeDepth is how many levels below its first line a node's own code
+// may reach: a switch on a key (emitSwitch) reaches three.
+const nodeDepth = 3
+
 // emitAt writes the code of node id and what follows it. Nodes with
-// several predecessors become helper functions.
+// several predecessors, and nodes that would nest too deep, become helper
+// functions.
 func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int, helpers *[]int, depth int, inHelper bool, known map[string]bool) error {
 	n := sw.Nodes[id]
 	ind := strings.Repeat("\t", depth)
+	if v, ok := lpg.Terminal(n); ok && v.Kind == lpg.Deliver {
+		// Which endpoint a queue delivers to may be all that tells its
+		// code from another queue's: a hole (see share).
+		fmt.Fprintf(b, "%s\n", hole("deliver", ind+"\x00"+g.verdict(v)+"\x00"+oneLine(n.Name)+"\x00"+oneLine(v.String())))
+		return nil
+	}
 	fmt.Fprintf(b, "%s// %s\n", ind, oneLine(n.Name))
 	if v, ok := lpg.Terminal(n); ok {
 		fmt.Fprintf(b, "%sreturn %s // %s\n", ind, g.verdict(v), oneLine(v.String()))
@@ -665,7 +856,8 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			return nil
 		case 1:
 			s := p.Succ[0]
-			if len(preds[s]) > 1 {
+			_, terminal := lpg.Terminal(sw.Nodes[s])
+			if len(preds[s]) > 1 || !terminal && d+nodeDepth > maxDepth {
 				*helpers = append(*helpers, s)
 				arg := "&f"
 				switch {
@@ -675,7 +867,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 				case inHelper:
 					arg = "f"
 				}
-				fmt.Fprintf(bb, "%sreturn %s%d(%s, m)\n", ind, g.helperName(), s, arg)
+				fmt.Fprintf(bb, "%sreturn %s%d(%s, m%s)\n", ind, g.helperName(), s, arg, hole("args", ""))
 				return nil
 			}
 			return g.emitAt(bb, sw, s, preds, helpers, d, inHelper, known)
@@ -715,11 +907,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			return err
 		}
 	} else {
-		for _, i := range predicated {
-			if done, err := g.emitPort(b, n.Ports[i], depth, known, next); done || err != nil {
-				return err
-			}
-		}
+		return g.emitAlts(b, n.Name, g.alts(n, predicated, def), depth, known, next)
 	}
 	if def >= 0 {
 		return next(b, n.Ports[def], depth, known)
@@ -751,6 +939,190 @@ func (g *gen) emitPort(b *strings.Builder, p *graph.Port, depth int, known map[s
 	}
 	fmt.Fprintf(b, "%s}\n", ind)
 	return false, nil
+}
+
+// An alt is one way out of a node: a port, taken when cond holds (nil:
+// always), or, with port nil, the drop of a frame no port takes.
+type alt struct {
+	port *graph.Port
+	cond pred.Expr
+}
+
+// alts lists a node's ways out in the order they are tried: its
+// predicated ports, then its default port or the drop. In the
+// fixed-layout copy the conditions are folded first (foldFast): a port
+// the layout rules out is left out, and one it settles is the last.
+func (g *gen) alts(n *graph.Node, predicated []int, def int) []alt {
+	var out []alt
+	for _, i := range predicated {
+		p := n.Ports[i]
+		e := p.Pred
+		if g.fast {
+			e = foldFast(e)
+			if c, ok := e.(pred.Const); ok {
+				if !c {
+					continue
+				}
+				return append(out, alt{p, nil})
+			}
+		}
+		out = append(out, alt{p, e})
+	}
+	if def >= 0 {
+		return append(out, alt{n.Ports[def], nil})
+	}
+	return append(out, alt{})
+}
+
+// emitAlts writes a node's ways out, tried in order, as guard clauses:
+// the largest continues at the node's own depth. The ones before it get
+// an if each; the ones after it, which run when its condition fails, go
+// inside an if of the negated condition. Every way out returns, so
+// nothing falls through.
+func (g *gen) emitAlts(b *strings.Builder, node string, alts []alt, depth int, known map[string]bool, next func(*strings.Builder, *graph.Port, int, map[string]bool) error) error {
+	ind := strings.Repeat("\t", depth)
+	main := len(alts) - 1
+	for i := range alts[:main] {
+		if g.altSize(alts[i]) > g.altSize(alts[main]) {
+			main = i
+		}
+	}
+	// When the conditions exclude each other, the largest is tried last,
+	// so that only the way out after all of them (the default) goes
+	// inside its negation.
+	if last := len(alts) - 1; main < last-1 && exclusive(alts[:last]) {
+		alts = append(append(append(append([]alt(nil), alts[:main]...), alts[main+1:last]...), alts[main]), alts[last])
+		main = last - 1
+	}
+	take := func(a alt, d int) error {
+		if a.port == nil {
+			fmt.Fprintf(b, "%s%s\n", strings.Repeat("\t", d), g.dropCode(node, "(none)"))
+			return nil
+		}
+		return next(b, a.port, d, present(known, a.port.Pred))
+	}
+	for _, a := range alts[:main] {
+		fmt.Fprintf(b, "%sif %s {\n", ind, g.appendCond(nil, a.cond, known))
+		if err := take(a, depth+1); err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "%s}\n", ind)
+	}
+	if main < len(alts)-1 {
+		fmt.Fprintf(b, "%sif %s {\n", ind, g.negCond(alts[main].cond, known))
+		if err := g.emitAlts(b, node, alts[main+1:], depth+1, known, next); err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "%s}\n", ind)
+	}
+	return take(alts[main], depth)
+}
+
+// altSize is how many nodes the code of a way out writes inline: its
+// successor and theirs, up to the nodes that get a helper of their own.
+func (g *gen) altSize(a alt) int {
+	if a.port == nil || len(a.port.Succ) != 1 {
+		return 0
+	}
+	return g.size(a.port.Succ[0])
+}
+
+func (g *gen) size(id int) int {
+	if n, ok := g.sizes[id]; ok {
+		return n
+	}
+	g.sizes[id] = 1 // a cycle counts once
+	n := 1
+	for _, p := range g.curSW.Nodes[id].Ports {
+		for _, s := range p.Succ {
+			if len(g.preds[s]) <= 1 {
+				n += g.size(s)
+			}
+		}
+	}
+	g.sizes[id] = n
+	return n
+}
+
+// negCond renders the negation of a condition, as a reader writes it
+// where that is plain: the opposite of a lone comparison, ! before a
+// lone call.
+func (g *gen) negCond(e pred.Expr, known map[string]bool) string {
+	if n, ok := e.(pred.Not); ok {
+		return string(g.appendCond(nil, n.X, known))
+	}
+	c := string(g.appendCond(nil, e, known))
+	for strings.HasPrefix(c, "(") && strings.HasSuffix(c, ")") && strings.Count(c, "(") == 1+strings.Count(c[1:len(c)-1], "(") && balanced(c[1:len(c)-1]) {
+		c = c[1 : len(c)-1]
+	}
+	if strings.Contains(c, "&&") || strings.Contains(c, "||") {
+		return "!(" + c + ")"
+	}
+	opposite := map[string]string{" == ": " != ", " != ": " == ", " <= ": " > ", " >= ": " < ", " < ": " >= ", " > ": " <= "}
+	found, at, op := 0, 0, ""
+	for o := range opposite {
+		if n := strings.Count(c, o); n > 0 {
+			found += n
+			at, op = strings.Index(c, o), o
+		}
+	}
+	switch {
+	case found == 1:
+		return c[:at] + opposite[op] + c[at+len(op):]
+	case found == 0 && !strings.Contains(c, " "):
+		return "!" + c
+	}
+	return "!(" + c + ")"
+}
+
+// balanced reports whether the parentheses of s pair up.
+func balanced(s string) bool {
+	n := 0
+	for _, r := range s {
+		switch r {
+		case '(':
+			n++
+		case ')':
+			n--
+			if n < 0 {
+				return false
+			}
+		}
+	}
+	return n == 0
+}
+
+// exclusive reports whether at most one of the conditions can hold: each
+// fixes the same field, unmasked, to values none of the others names.
+// Their order then does not matter.
+func exclusive(alts []alt) bool {
+	field := ""
+	seen := map[uint64]bool{}
+	for _, a := range alts {
+		cmp, ok := a.cond.(pred.Cmp)
+		if !ok || cmp.Mask != 0 || field != "" && cmp.Field != field {
+			return false
+		}
+		field = cmp.Field
+		var vals []uint64
+		switch {
+		case cmp.Op == pred.Eq:
+			vals = []uint64{cmp.Value}
+		case cmp.Op == pred.In && singletons(cmp.Ranges):
+			for _, r := range cmp.Ranges {
+				vals = append(vals, r.Lo)
+			}
+		default:
+			return false
+		}
+		for _, v := range vals {
+			if seen[v] {
+				return false
+			}
+			seen[v] = true
+		}
+	}
+	return true
 }
 
 // Table demultiplexing. A run is a stretch of consecutive predicated
@@ -1041,12 +1413,12 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 	}
 	// Tables with the same entries (the listeners every queue serves)
 	// are declared once for all queues.
-	body := make([]byte, 0, len(ents)*48)
+	body := make([]byte, 0, len(ents)*64)
 	for _, e := range ents {
-		body = append(body, "\t{0x"...)
-		body = strconv.AppendUint(body, e.k[0], 16)
-		body = append(body, ", 0x"...)
-		body = strconv.AppendUint(body, e.k[1], 16)
+		body = append(body, "\t{"...)
+		body = g.appendKey(body, slots, 0, e.k[0])
+		body = append(body, ", "...)
+		body = g.appendKey(body, slots, 1, e.k[1])
 		body = append(body, ", "...)
 		body = append(body, e.v...)
 		body = append(body, "},\n"...)
@@ -1062,10 +1434,14 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		lo, hi = min(lo, e.k[0]), max(hi, e.k[0])
 	}
 	denseOK := words == 1 && hi-lo < uint64(4*len(ents)+64)
+	g.tableType[name] = "hashed"
+	if denseOK {
+		g.tableType[name] = "dense"
+	}
 	if !declared {
 		fmt.Fprintf(&g.tables, "// %s holds %d ports of %s by (%s).\n", name, len(r.ports), oneLine(n.Name), strings.Join(r.keys, ", "))
 		if denseOK {
-			fmt.Fprintf(&g.tables, "var %s = newDense(%#x, %#x, []entry{\n", name, lo, hi)
+			fmt.Fprintf(&g.tables, "var %s = newDense(%s, %s, []entry{\n", name, g.appendKey(nil, slots, 0, lo), g.appendKey(nil, slots, 0, hi))
 		} else {
 			fmt.Fprintf(&g.tables, "var %s = newHashed([]entry{\n", name)
 		}
@@ -1073,6 +1449,34 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		g.tables.WriteString("})\n\n")
 	}
 	return tableDecl{name: name, dense: denseOK, words: words, slots: slots}
+}
+
+// appendKey appends word w of a packed key as the lookup builds it:
+// each field's value, as appendValue writes it, shifted into place.
+func (g *gen) appendKey(buf []byte, slots []keySlot, w int, k uint64) []byte {
+	n := 0
+	for _, s := range slots {
+		if s.word != w {
+			continue
+		}
+		if n > 0 {
+			buf = append(buf, " | "...)
+		}
+		n++
+		x := k >> uint(s.shift)
+		if bits := pred.Fields[s.field].Bits; bits < 64 {
+			x &= 1<<uint(bits) - 1
+		}
+		buf = g.appendValue(buf, s.field, x)
+		if s.shift > 0 {
+			buf = append(buf, "<<"...)
+			buf = strconv.AppendInt(buf, int64(s.shift), 10)
+		}
+	}
+	if n == 0 {
+		buf = append(buf, '0')
+	}
+	return buf
 }
 
 // emitLookup writes the lookup of a run in its table.
@@ -1098,7 +1502,8 @@ func (g *gen) emitLookup(b *strings.Builder, n *graph.Node, r run, t tableDecl, 
 		}
 		word[s.word] = append(word[s.word], x)
 	}
-	fmt.Fprintf(b, "%s// %d ports by table %s\n", ind, len(r.ports), t.name)
+	name := hole("table", t.name)
+	fmt.Fprintf(b, "%s// the ports by table %s\n", ind, name)
 	if len(guard) > 0 {
 		fmt.Fprintf(b, "%sif %s {\n", ind, strings.Join(guard, " && "))
 	} else {
@@ -1107,11 +1512,11 @@ func (g *gen) emitLookup(b *strings.Builder, n *graph.Node, r run, t tableDecl, 
 	var lookup string
 	switch {
 	case t.dense:
-		lookup = fmt.Sprintf("%s.find(%s)", t.name, strings.Join(word[0], " | "))
+		lookup = fmt.Sprintf("%s.find(%s)", name, strings.Join(word[0], " | "))
 	case t.words == 1:
-		lookup = fmt.Sprintf("%s.find(%s, 0)", t.name, strings.Join(word[0], " | "))
+		lookup = fmt.Sprintf("%s.find(%s, 0)", name, strings.Join(word[0], " | "))
 	default:
-		lookup = fmt.Sprintf("%s.find(%s, %s)", t.name, strings.Join(word[0], " | "), strings.Join(word[1], " | "))
+		lookup = fmt.Sprintf("%s.find(%s, %s)", name, strings.Join(word[0], " | "), strings.Join(word[1], " | "))
 	}
 	cond := "v.Kind != missing"
 	if r.rest != nil {
@@ -1202,7 +1607,7 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 	}
 	fmt.Fprintf(b, "%sif %s {\n%s\tswitch %s {\n", ind, g.appendHas(nil, key), ind, g.appendRead(nil, key))
 	for _, v := range vals {
-		fmt.Fprintf(b, "%s\tcase %d:\n", ind, v)
+		fmt.Fprintf(b, "%s\tcase %s:\n", ind, g.appendValue(nil, key, v))
 		cand := append(append([]int(nil), byVal[v]...), free...)
 		sort.Ints(cand)
 		inCase := present(known, pred.Cmp{Field: key})
@@ -1233,9 +1638,13 @@ func (g *gen) verdict(o lpg.Outcome) string {
 	return fmt.Sprintf("Verdict{Kind: %s, Index: %s}", kind, index)
 }
 
-// compactVerdict is a verdict as a table entry writes it.
+// compactVerdict is a verdict as a table entry writes it, an endpoint
+// by its constant.
 func (g *gen) compactVerdict(o lpg.Outcome) string {
 	kind, index := g.verdictParts(o)
+	if o.Kind == lpg.Deliver {
+		index = "uint32(" + g.epIdent[o.Endpoint] + ")"
+	}
 	return "Verdict{" + kind + ", " + index + "}"
 }
 
@@ -1320,6 +1729,63 @@ func foldFast(e pred.Expr) pred.Expr {
 	return e
 }
 
+// appendValue appends a constant of field as people write it: an IPv4
+// address or a MAC as a named constant that spells it (declared in
+// fallback.go, see addrConsts), an EtherType or TCP flags in hex, any
+// other value (ports, lengths, protocol numbers) in decimal.
+func (g *gen) appendValue(buf []byte, field string, x uint64) []byte {
+	switch addrKind(field) {
+	case "ip4":
+		if x <= 0xffffffff {
+			name := fmt.Sprintf("ip%d_%d_%d_%d", x>>24, x>>16&0xff, x>>8&0xff, x&0xff)
+			g.addrs[name] = x
+			return append(buf, name...)
+		}
+	case "mac":
+		if x <= 0xffffffffffff {
+			name := fmt.Sprintf("mac%02x_%02x_%02x_%02x_%02x_%02x", x>>40, x>>32&0xff, x>>24&0xff, x>>16&0xff, x>>8&0xff, x&0xff)
+			g.addrs[name] = x
+			return append(buf, name...)
+		}
+	case "hex":
+		return appendHex(buf, x)
+	}
+	return strconv.AppendUint(buf, x, 10)
+}
+
+// addrKind says how the constants of a field are written (appendValue),
+// as pred.FormatValue prints them.
+func addrKind(field string) string {
+	switch field {
+	case "ip.src", "ip.dst", "arp.tpa", "arp.spa":
+		return "ip4"
+	case "eth.dst", "eth.src", "arp.sha":
+		return "mac"
+	case "eth.type", "tcp.flags":
+		return "hex"
+	}
+	return "dec"
+}
+
+// addrConsts declares the address constants the code names, by name.
+func (g *gen) addrConsts() string {
+	if len(g.addrs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("// The addresses the checks compare with, named as written.\nconst (\n")
+	for _, name := range slices.Sorted(maps.Keys(g.addrs)) {
+		x := g.addrs[name]
+		dotted := pred.FormatValue("ip.dst", x)
+		if strings.HasPrefix(name, "mac") {
+			dotted = pred.FormatValue("eth.dst", x)
+		}
+		fmt.Fprintf(&b, "\t%s = %#x // %s\n", name, x, dotted)
+	}
+	b.WriteString(")\n\n")
+	return b.String()
+}
+
 // appendHex appends x as %#x does.
 func appendHex(buf []byte, x uint64) []byte {
 	return strconv.AppendUint(append(buf, "0x"...), x, 16)
@@ -1390,10 +1856,20 @@ func (g *gen) appendCond(buf []byte, e pred.Expr, known map[string]bool) []byte 
 			}
 			return buf
 		}
+		// A masked field is compared in hex, as its mask is written.
+		val := func(buf []byte, x uint64) []byte {
+			if e.Mask != 0 && x == 0 {
+				return append(buf, '0')
+			}
+			if e.Mask != 0 {
+				return appendHex(buf, x)
+			}
+			return g.appendValue(buf, e.Field, x)
+		}
 		if e.Op != pred.In {
 			buf = append(v(buf), ' ')
 			buf = append(buf, e.Op.String()...)
-			return appendHex(append(buf, ' '), e.Value)
+			return val(append(buf, ' '), e.Value)
 		}
 		buf = append(buf, '(')
 		for i, r := range e.Ranges {
@@ -1402,12 +1878,12 @@ func (g *gen) appendCond(buf []byte, e pred.Expr, known map[string]bool) []byte 
 			}
 			switch {
 			case r.Lo == r.Hi:
-				buf = appendHex(append(v(buf), " == "...), r.Lo)
+				buf = val(append(v(buf), " == "...), r.Lo)
 			case r.Lo == 0:
-				buf = appendHex(append(v(buf), " <= "...), r.Hi)
+				buf = val(append(v(buf), " <= "...), r.Hi)
 			default:
-				buf = appendHex(append(v(buf), " >= "...), r.Lo)
-				buf = appendHex(append(v(append(buf, " && "...)), " <= "...), r.Hi)
+				buf = val(append(v(buf), " >= "...), r.Lo)
+				buf = val(append(v(append(buf, " && "...)), " <= "...), r.Hi)
 			}
 		}
 		return append(buf, ')')

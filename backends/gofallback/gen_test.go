@@ -3,6 +3,7 @@ package gofallback
 import (
 	"fmt"
 	"go/format"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -74,5 +75,74 @@ func TestLayerNeeds(t *testing.T) {
 		if !slices.Equal(got, want[n.name]) {
 			t.Errorf("need%s serves %v, want %v", n.name, got, want[n.name])
 		}
+	}
+}
+
+// TestConstantsAsWritten: ports and lengths in decimal, addresses as
+// constants named after their dotted or colon form (declared with that
+// form in a comment), EtherTypes and TCP flags in hex.
+func TestConstantsAsWritten(t *testing.T) {
+	g := &gen{addrs: map[string]uint64{}}
+	for _, c := range []struct {
+		field string
+		v     uint64
+		want  string
+	}{
+		{"udp.dport", 53, "53"},
+		{"frame.len", 1514, "1514"},
+		{"ip.proto", 17, "17"},
+		{"ip.dst", 0x0a000001, "ip10_0_0_1"},
+		{"arp.tpa", 0xffffffff, "ip255_255_255_255"},
+		{"eth.dst", 0x001b213a4b5c, "mac00_1b_21_3a_4b_5c"},
+		{"eth.type", 0x800, "0x800"},
+	} {
+		if got := string(g.appendValue(nil, c.field, c.v)); got != c.want {
+			t.Errorf("%s %#x: %q, want %q", c.field, c.v, got, c.want)
+		}
+	}
+	decl := g.addrConsts()
+	b, err := format.Source([]byte("package p\n" + decl))
+	for _, want := range []string{`ip10_0_0_1\s+= 0xa000001\s+// 10\.0\.0\.1\n`, `mac00_1b_21_3a_4b_5c = 0x1b213a4b5c // 00:1b:21:3a:4b:5c\n`} {
+		if err != nil || !regexp.MustCompile(want).Match(b) {
+			t.Errorf("declarations %v:\n%s\nwant a line %q", err, b, want)
+		}
+	}
+}
+
+// TestNegCond: a guard clause negates a lone comparison by its opposite
+// operator, a lone call with !, anything else with !( ).
+func TestNegCond(t *testing.T) {
+	g := &gen{addrs: map[string]uint64{}, fast: true}
+	known := map[string]bool{"udp": true, "ip": true}
+	port := pred.Cmp{Field: "udp.dport", Op: pred.Eq, Value: 53}
+	for _, c := range []struct {
+		e    pred.Expr
+		want string
+	}{
+		{port, "x.UdpDport() != 53"},
+		{pred.Cmp{Field: "udp.dport", Op: pred.Le, Value: 1023}, "x.UdpDport() > 1023"},
+		{pred.Cmp{Field: "udp.dport", Op: pred.In, Ranges: []pred.Range{{Lo: 53, Hi: 53}}}, "x.UdpDport() != 53"},
+		{pred.Not{X: port}, "x.UdpDport() == 53"},
+		{pred.And{X: []pred.Expr{port, pred.Cmp{Field: "ip.dst", Op: pred.Eq, Value: 0x0a000001}}}, "!((x.UdpDport() == 53) && (x.IpDst() == ip10_0_0_1))"},
+	} {
+		if got := g.negCond(c.e, known); got != c.want {
+			t.Errorf("negCond(%v) = %q, want %q", c.e, got, c.want)
+		}
+	}
+}
+
+// TestExclusive: conditions that fix one field to distinct values may be
+// tried in any order; overlapping or masked ones may not.
+func TestExclusive(t *testing.T) {
+	eq := func(v uint64) alt { return alt{cond: pred.Cmp{Field: "ip.proto", Op: pred.Eq, Value: v}} }
+	if !exclusive([]alt{eq(6), eq(17), eq(1)}) {
+		t.Error("protocols 6, 17 and 1 are not exclusive")
+	}
+	if exclusive([]alt{eq(6), eq(6)}) {
+		t.Error("protocol 6 twice is exclusive")
+	}
+	masked := alt{cond: pred.Cmp{Field: "ip.proto", Op: pred.Eq, Value: 6, Mask: 0xf0}}
+	if exclusive([]alt{eq(6), masked}) {
+		t.Error("a masked comparison is exclusive")
 	}
 }
