@@ -3,8 +3,12 @@
 // offloads, RSS spreading, ntuple rules, interrupt affinity, and the
 // per-queue RPS and XPS masks that keep the kernel's own processing of a
 // queue on its core) and prints process-binding commands. The interface is the script's argument;
-// --dry-run prints every command instead of running it. Every value that
-// comes from a user file is single-quoted.
+// --dry-run prints every command instead of running it. The steps are rows
+// of a table that one loop feeds to one shell function per kind of step
+// (steps.go). Every value that comes from a user file is single-quoted,
+// or, in a row, a plain word checked to hold only letters, digits and
+// _.,:/- (which the quoted here-document and the loop's word splitting
+// pass through as written).
 package linux
 
 import (
