@@ -43,9 +43,10 @@ type step struct {
 }
 
 // newStep makes the step of kind k with the row's words args and fills
-// its Desc in. A row's words come from the plan (numbers, addresses, node
-// names of the model, which are identifiers), never a free string, and
-// must read back as written: letters, digits and _.,:/- only.
+// its Desc in. A row's words come from the plan (numbers, addresses, the
+// names of a driver, its module parameters and of the model's nodes, see
+// plainWord), never a free string, and must read back as written: letters,
+// digits and _.,:/- only; anything else is an internal error.
 func newStep(s Step, k *kind, args ...string) step {
 	fixed := len(k.fields)
 	if fixed > 0 && strings.HasSuffix(k.fields[fixed-1], "...") {
@@ -55,14 +56,30 @@ func newStep(s Step, k *kind, args ...string) step {
 		panic(fmt.Sprintf("dragonc: internal error: %s row %q has %d words for fields %q", k.name, args, len(args), k.fields))
 	}
 	for _, a := range args {
-		if a == "" || strings.IndexFunc(a, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.,:/-", r))
-		}) >= 0 {
+		if a == "" || strings.IndexFunc(a, func(r rune) bool { return !isPlain(r) }) >= 0 {
 			panic(fmt.Sprintf("dragonc: internal error: %s row word %q is not a plain word", k.name, a))
 		}
 	}
 	s.Desc = k.expand(args)
 	return step{Step: s, kind: k, args: args}
+}
+
+// isPlain reports whether r may stand in a row's word.
+func isPlain(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.,:/-", r)
+}
+
+// plainWord is s with _ for each character a row's word cannot hold.
+func plainWord(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		if isPlain(r) {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // expand is the kind's desc with a row's words.
@@ -333,7 +350,10 @@ func stepsOf(r *embed.Result) (steps []step, unsupported []string) {
 			}
 		}
 		var want []string
-		args := []string{rssNode, ""}
+		// The node's name is the model's identifier; one a foreign
+		// model spells otherwise is shown with _ for what a row cannot
+		// hold (it only names the step).
+		args := []string{plainWord(rssNode), ""}
 		for q, x := range weights {
 			args = append(args, fmt.Sprint(x))
 			if x > 0 {

@@ -61,3 +61,13 @@ func TestNewStepPlainWords(t *testing.T) {
 		t.Errorf("Desc %q", st.Desc)
 	}
 }
+
+// TestPlainWord: a node name a row cannot hold as it is becomes a plain
+// word.
+func TestPlainWord(t *testing.T) {
+	for in, want := range map[string]string{"RxCRSS": "RxCRSS", "Rx C'RSS$": "Rx_C_RSS_", "": "_", "a.b-c": "a.b-c"} {
+		if got := plainWord(in); got != want {
+			t.Errorf("plainWord(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
