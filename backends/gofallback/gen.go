@@ -49,7 +49,7 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 		opt.TestFrames = 200
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
-		tableNames: map[string]string{}, tableType: map[string]string{}, addrs: map[string]uint64{},
+		tableNames: map[string]string{}, addrs: map[string]uint64{},
 		used: map[string]bool{}}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
@@ -157,7 +157,6 @@ type gen struct {
 	// lookup tables of all queues, declared once each
 	tables     strings.Builder
 	tableNames map[string]string // entries -> table
-	tableType  map[string]string // table -> its type (dense or hashed)
 	curSW      *graph.Graph
 	// Per queue, for both copies of its checks: each node's runs and
 	// each table run's declared table (by node and first port).
@@ -168,7 +167,10 @@ type gen struct {
 	// (emitAlts).
 	preds [][]int
 	sizes map[int]int
-	addrs map[string]uint64 // the address constants the code names
+	// helperKnown are the headers known present where a helper of one
+	// caller is called, by node.
+	helperKnown map[int]map[string]bool
+	addrs       map[string]uint64 // the address constants the code names
 	// fast: the code being written is a queue's fixed-layout copy, which
 	// reads fields with the methods of fast (internal/fallback/fast.go)
 	// instead of from the decoded fields f.
@@ -370,9 +372,11 @@ func FieldDecls(used map[string]bool) string {
 const qPrefix = "qQQ"
 
 // hole marks, in a queue's code as it is generated, a place that may be
-// all that tells it from another queue's: a table it looks ports up in,
-// an endpoint it delivers to, and the parameters and arguments that
-// carry such differences. share fills the holes in.
+// all that tells it from another queue's: an endpoint it delivers to
+// (the ranks of an MPI job, each on a queue of its own), and the
+// parameters and arguments that carry such differences. share fills the
+// holes in. (A queue's tables stay its own: reading them through a
+// pointer cost the fixed-layout path of web_and_dns on the 82599 5-10%.)
 func hole(kind, value string) string {
 	return "\x01" + kind + "\x02" + value + "\x03"
 }
@@ -396,8 +400,8 @@ func holes(code string) (text, kinds, values []string) {
 
 // share writes the queues' functions: queues whose code is the same but
 // for its holes share one function, and what fills the holes differently
-// from queue to queue (tables, endpoints) becomes data, one struct per
-// queue that the shared function reads. It returns the code and the
+// from queue to queue (endpoints) becomes data, one struct per queue that
+// the shared function reads. It returns the code and the
 // cases of Process: the queues and the call that serves them.
 func (g *gen) share(qids []int, bodies []string) (string, [][2]string) {
 	type member struct {
@@ -412,15 +416,7 @@ func (g *gen) share(qids []int, bodies []string) (string, [][2]string) {
 	byShape := map[string]*group{}
 	for i, body := range bodies {
 		text, kinds, values := holes(body)
-		// A table's type is part of the shape: the shared code calls
-		// one kind of table.
-		shape := strings.Join(text, "\x01")
-		for k, kind := range kinds {
-			shape += "\x02" + kind
-			if kind == "table" {
-				shape += g.tableType[values[k]]
-			}
-		}
+		shape := strings.Join(text, "\x01") + "\x02" + strings.Join(kinds, "\x02")
 		gr, ok := byShape[shape]
 		if !ok {
 			gr = &group{text: text, kinds: kinds}
@@ -455,17 +451,7 @@ func (g *gen) share(qids []int, bodies []string) (string, [][2]string) {
 				field[k] = f
 				continue
 			}
-			prefix := "endpoint"
-			if kind == "table" {
-				prefix = "table"
-			}
-			n := 0
-			for _, f := range fields {
-				if strings.HasPrefix(f, prefix) {
-					n++
-				}
-			}
-			field[k] = fmt.Sprintf("%s%d", prefix, n)
+			field[k] = fmt.Sprintf("endpoint%d", len(fields))
 			byFill[key] = field[k]
 			fields = append(fields, field[k])
 			fieldHole = append(fieldHole, k)
@@ -476,11 +462,7 @@ func (g *gen) share(qids []int, bodies []string) (string, [][2]string) {
 			params, args = ", d *"+data, ", d"
 			fmt.Fprintf(&code, "// %s is what the code of %s reads that differs between the\n// queues it serves, one value per queue.\ntype %s struct {\n", data, name, data)
 			for i, f := range fields {
-				typ := "Verdict"
-				if gr.kinds[fieldHole[i]] == "table" {
-					typ = "*" + g.tableType[gr.members[0].values[fieldHole[i]]]
-				}
-				fmt.Fprintf(&code, "\t%s %s\n", f, typ)
+				fmt.Fprintf(&code, "\t%s Verdict // %s\n", f, strings.Split(gr.members[0].values[fieldHole[i]], "\x00")[2])
 			}
 			code.WriteString("}\n\n")
 			fmt.Fprintf(&code, "// The data of each queue %s serves.\nvar (\n", name)
@@ -508,8 +490,6 @@ func (g *gen) share(qids []int, bodies []string) (string, [][2]string) {
 				body.WriteString(params)
 			case kind == "args":
 				body.WriteString(args)
-			case field[k] != "" && kind == "table":
-				body.WriteString("d." + field[k])
 			case field[k] != "":
 				ind, _, _ := strings.Cut(first[k], "\x00")
 				fmt.Fprintf(&body, "%s// the queue's endpoint\n%sreturn d.%s", ind, ind, field[k])
@@ -721,17 +701,16 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// The fixed layout is checked in the entry point itself; any other
-	// frame is decoded in a function of its own.
-	fmt.Fprintf(&b, "\tif !isFast(frame) {\n\t\treturn %sDecoded(frame, m%s)\n\t}\n\tx := fast{frame, m}\n", qPrefix, hole("args", ""))
+	// A frame of another layout is decoded first; the fixed layout is
+	// read where it is. Both copies are in the entry point, so that
+	// neither costs a call.
+	b.WriteString("\tif !isFast(frame) {\n\t\tvar f fields\n\t\tf.decode(frame, m)\n")
+	b.WriteString(decoded.String())
+	b.WriteString("\t}\n\tx := fast{frame, m}\n")
 	if !used {
 		b.WriteString("\t_ = x\n")
 	}
 	b.WriteString(fast.String())
-	b.WriteString("}\n\n")
-	fmt.Fprintf(&b, "// %sDecoded runs the software graph of the queue on a frame of any\n// layout, from its decoded fields.\n", qPrefix)
-	fmt.Fprintf(&b, "func %sDecoded(frame []byte, m *Meta%s) Verdict {\n\tvar f fields\n\tf.decode(frame, m)\n", qPrefix, hole("params", ""))
-	b.WriteString(decoded.String())
 	b.WriteString("}\n\n")
 	b.WriteString(helpers[0].String())
 	b.WriteString(helpers[1].String())
@@ -752,7 +731,11 @@ func (g *gen) helperName() string {
 // predecessors reach into helpers.
 func (g *gen) emitQueue(b, helpers *strings.Builder, sw *graph.Graph, preds [][]int) error {
 	var todo []int
+	g.helperKnown = map[int]map[string]bool{}
 	depth := 1
+	if !g.fast {
+		depth = 2 // inside if !isFast(frame)
+	}
 	// The decoder always sets the frame's own fields.
 	if err := g.emitAt(b, sw, 0, preds, &todo, depth, false, map[string]bool{"frame": true}); err != nil {
 		return err
@@ -770,7 +753,11 @@ func (g *gen) emitQueue(b, helpers *strings.Builder, sw *graph.Graph, preds [][]
 		} else {
 			fmt.Fprintf(helpers, "func %s%d(f *fields, m *Meta%s) Verdict {\n\t_ = m\n", g.helperName(), id, hole("params", ""))
 		}
-		if err := g.emitAt(helpers, sw, id, preds, &todo, 1, true, map[string]bool{"frame": true}); err != nil {
+		known := map[string]bool{"frame": true}
+		if k, ok := g.helperKnown[id]; ok {
+			known = k
+		}
+		if err := g.emitAt(helpers, sw, id, preds, &todo, 1, true, known); err != nil {
 			return err
 		}
 		helpers.WriteString("}\n\n")
@@ -813,15 +800,35 @@ func present(known map[string]bool, e pred.Expr) map[string]bool {
 	return out
 }
 
-// maxDepth is how deep a generated statement may be indented (tabs; a
-// function's body is at 1). A node whose code could reach deeper starts a
-// helper function of its own instead; the guard clauses of emitAlts keep
-// that rare.
-const maxDepth = 6
+// maxDepth bounds how deep a generated statement may be: a function's
+// body is at depth 1, a statement inside six blocks at 7. A node whose
+// code could reach deeper starts a helper function of its own instead;
+// the guard clauses of emitAlts keep that rare.
+const maxDepth = 7
 
-// nodeDepth is how many levels below its first line a node's own code
-// may reach: a switch on a key (emitSwitch) reaches three.
-const nodeDepth = 3
+// need is how many blocks a node's own code may open around what follows
+// it (depth counts blocks, not tabs: gofmt indents the code): a switch
+// on a key (emitSwitch) opens four (if, switch, case, if), a table lookup
+// two, a switch of exclusive conditions three (if, switch, case), guard
+// clauses one each, nested at most to maxDepth (emitAlts).
+func need(n *graph.Node) int {
+	if _, ok := lpg.Terminal(n); ok {
+		return 0
+	}
+	k := 0
+	for _, p := range n.Ports {
+		if p.Pred != nil {
+			k++
+		}
+	}
+	switch {
+	case k >= 8:
+		return 4
+	case k >= 2:
+		return max(k, 3)
+	}
+	return k
+}
 
 // emitAt writes the code of node id and what follows it. Nodes with
 // several predecessors, and nodes that would nest too deep, become helper
@@ -856,9 +863,12 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			return nil
 		case 1:
 			s := p.Succ[0]
-			_, terminal := lpg.Terminal(sw.Nodes[s])
-			if len(preds[s]) > 1 || !terminal && d+nodeDepth > maxDepth {
+			if len(preds[s]) > 1 || d+need(sw.Nodes[s]) > maxDepth {
 				*helpers = append(*helpers, s)
+				if len(preds[s]) == 1 {
+					// Its one caller knows which headers are there.
+					g.helperKnown[s] = known
+				}
 				arg := "&f"
 				switch {
 				case g.fast:
@@ -983,16 +993,15 @@ func (g *gen) emitAlts(b *strings.Builder, node string, alts []alt, depth int, k
 	ind := strings.Repeat("\t", depth)
 	main := len(alts) - 1
 	for i := range alts[:main] {
-		if g.altSize(alts[i]) > g.altSize(alts[main]) {
+		if g.altSize(alts[i]) > g.altSize(alts[main]) && depth < maxDepth-1 {
 			main = i
 		}
 	}
-	// When the conditions exclude each other, the largest is tried last,
-	// so that only the way out after all of them (the default) goes
-	// inside its negation.
-	if last := len(alts) - 1; main < last-1 && exclusive(alts[:last]) {
-		alts = append(append(append(append([]alt(nil), alts[:main]...), alts[main+1:last]...), alts[main]), alts[last])
-		main = last - 1
+	// Conditions that fix one field to different values (a protocol,
+	// an EtherType) are a switch on it, in the ports' order, and what
+	// none of them takes follows it.
+	if last := len(alts) - 1; last >= 2 && exclusive(alts[:last]) {
+		return g.emitCases(b, node, alts, depth, known, next)
 	}
 	take := func(a alt, d int) error {
 		if a.port == nil {
@@ -1016,6 +1025,49 @@ func (g *gen) emitAlts(b *strings.Builder, node string, alts []alt, depth int, k
 		fmt.Fprintf(b, "%s}\n", ind)
 	}
 	return take(alts[main], depth)
+}
+
+// emitCases writes ways out whose conditions exclude each other as a
+// switch on their field (see exclusive), then the last way out.
+func (g *gen) emitCases(b *strings.Builder, node string, alts []alt, depth int, known map[string]bool, next func(*strings.Builder, *graph.Port, int, map[string]bool) error) error {
+	ind := strings.Repeat("\t", depth)
+	last := len(alts) - 1
+	field := alts[0].cond.(pred.Cmp).Field
+	inner := depth
+	if !known[group(field)] && !(g.fast && fallback.FastHas[PresenceBit(field)]) {
+		// A field of a header the frame lacks takes no case.
+		fmt.Fprintf(b, "%sif %s {\n", ind, g.appendHas(nil, field))
+		inner++
+	}
+	fmt.Fprintf(b, "%sswitch %s {\n", strings.Repeat("\t", inner), g.appendRead(nil, field))
+	inCase := present(known, pred.Cmp{Field: field})
+	for _, a := range alts[:last] {
+		cmp := a.cond.(pred.Cmp)
+		vals := []uint64{cmp.Value}
+		if cmp.Op == pred.In {
+			vals = vals[:0]
+			for _, r := range cmp.Ranges {
+				vals = append(vals, r.Lo)
+			}
+		}
+		var cs []string
+		for _, v := range vals {
+			cs = append(cs, string(g.appendValue(nil, field, v)))
+		}
+		fmt.Fprintf(b, "%scase %s:\n", strings.Repeat("\t", inner), strings.Join(cs, ", "))
+		if err := next(b, a.port, inner+2, present(inCase, a.port.Pred)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(b, "%s}\n", strings.Repeat("\t", inner))
+	if inner > depth {
+		fmt.Fprintf(b, "%s}\n", ind)
+	}
+	if a := alts[last]; a.port != nil {
+		return next(b, a.port, depth, present(known, a.port.Pred))
+	}
+	fmt.Fprintf(b, "%s%s\n", ind, g.dropCode(node, "(none)"))
+	return nil
 }
 
 // altSize is how many nodes the code of a way out writes inline: its
@@ -1434,10 +1486,6 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		lo, hi = min(lo, e.k[0]), max(hi, e.k[0])
 	}
 	denseOK := words == 1 && hi-lo < uint64(4*len(ents)+64)
-	g.tableType[name] = "hashed"
-	if denseOK {
-		g.tableType[name] = "dense"
-	}
 	if !declared {
 		fmt.Fprintf(&g.tables, "// %s holds %d ports of %s by (%s).\n", name, len(r.ports), oneLine(n.Name), strings.Join(r.keys, ", "))
 		if denseOK {
@@ -1502,7 +1550,7 @@ func (g *gen) emitLookup(b *strings.Builder, n *graph.Node, r run, t tableDecl, 
 		}
 		word[s.word] = append(word[s.word], x)
 	}
-	name := hole("table", t.name)
+	name := t.name
 	fmt.Fprintf(b, "%s// the ports by table %s\n", ind, name)
 	if len(guard) > 0 {
 		fmt.Fprintf(b, "%sif %s {\n", ind, strings.Join(guard, " && "))
@@ -1613,7 +1661,8 @@ func (g *gen) emitSwitch(b *strings.Builder, n *graph.Node, ports []int, key str
 		inCase := present(known, pred.Cmp{Field: key})
 		for _, i := range cand {
 			fmt.Fprintf(b, "%s\t\tif %s {\n", ind, g.condKnown(n.Ports[i].Pred, inCase))
-			if err := next(b, n.Ports[i], depth+3, present(inCase, n.Ports[i].Pred)); err != nil {
+			// depth counts blocks (gofmt indents): if, switch, case, if.
+			if err := next(b, n.Ports[i], depth+4, present(inCase, n.Ports[i].Pred)); err != nil {
 				return err
 			}
 			fmt.Fprintf(b, "%s\t\t}\n", ind)

@@ -232,7 +232,7 @@ var EndpointNames = [...]string{
 var Replies = [...]string{"arp", "icmp-echo"}
 
 // Sinks name the LPG nodes a Sink verdict means.
-var Sinks = [...]string{"RxOMXUnknownEndpoint", "RxL3IPv4Fragments", "RxL4TCPReset", "RxL4UDPPortUnreachable"}
+var Sinks = [...]string{"RxL3IPv4Fragments", "RxOMXUnknownEndpoint", "RxL4UDPPortUnreachable", "RxL4TCPReset"}
 
 // DropSites are where Drop verdicts were decided.
 var DropSites = [...]DropSite{
@@ -241,18 +241,23 @@ var DropSites = [...]DropSite{
 	{"RxL2EtherValidMTU", "false"},
 	{"RxL2EtherValidDest", "false"},
 	{"RxL2EtherValidSource", "false"},
-	{"RxL3ARPValidHeader", "false"},
-	{"RxL3ARPIsRequest", "false"},
-	{"RxL3ARPLocalIPDest", "false"},
-	{"RxL3ARPValidSender", "false"},
-	{"RxOMXValidHeader", "false"},
-	{"RxL2EtherClassifyL3", "other"},
 	{"RxL3IPv4ValidVersion", "false"},
 	{"RxL3IPv4ValidHeaderLength", "false"},
 	{"RxL3IPv4ValidLength", "false"},
 	{"RxL3IPv4ValidChecksum", "false"},
 	{"RxL3IPv4ValidSource", "false"},
 	{"RxL3IPv4ValidLocalIP", "false"},
+	{"RxL3ARPValidHeader", "false"},
+	{"RxL3ARPIsRequest", "false"},
+	{"RxL3ARPLocalIPDest", "false"},
+	{"RxL3ARPValidSender", "false"},
+	{"RxOMXValidHeader", "false"},
+	{"RxL2EtherClassifyL3", "other"},
+	{"RxL4UDPValidHeaderLength", "false"},
+	{"RxL4UDPValidLength", "false"},
+	{"RxL4UDPValidChecksum", "false"},
+	{"RxL4UDPValidUnicastDest", "false"},
+	{"RxL4UDPValidErrorSource", "false"},
 	{"RxL4TCPValidUnicastDest", "false"},
 	{"RxL4TCPValidHeaderLength", "false"},
 	{"RxL4TCPValidChecksum", "false"},
@@ -263,11 +268,6 @@ var DropSites = [...]DropSite{
 	{"RxL3ICMPIsTypeRequest", "false"},
 	{"RxL3ICMPValidUnicastDest", "false"},
 	{"RxL3IPv4Classify", "other"},
-	{"RxL4UDPValidHeaderLength", "false"},
-	{"RxL4UDPValidLength", "false"},
-	{"RxL4UDPValidChecksum", "false"},
-	{"RxL4UDPValidUnicastDest", "false"},
-	{"RxL4UDPValidErrorSource", "false"},
 	{"RxL4UDPDemux", "(none)"},
 	{"RxL3IPv4Classify", "(none)"},
 }
@@ -309,9 +309,9 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 	case 1:
 		return queue1(frame, &meta)
 	case 2:
-		return queue2(frame, &meta, &dataQueue2)
+		return queue2(frame, &meta)
 	case 3:
-		return queue2(frame, &meta, &dataQueue3)
+		return queue3(frame, &meta)
 	case 4:
 		return queue4(frame, &meta)
 	case 5:
@@ -327,7 +327,93 @@ func Process(queue int, frame []byte, meta Meta) Verdict {
 // queue0 runs the software graph of a queue (43 nodes).
 func queue0(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue0Decoded(frame, m)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL2EtherClassifyL3
+		if f.has&hasEthType != 0 {
+			switch f.v[fEthType] {
+			case 0x800:
+				// RxL3IPv4ValidVersion
+				if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+					return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+				}
+				// RxL3IPv4ValidHeaderLength
+				if f.v[fIpHdrOk] == 0 {
+					return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+				}
+				// RxL3IPv4ValidLength
+				if f.v[fIpLenOk] == 0 {
+					return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+				}
+				// RxL3IPv4ValidChecksum
+				if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+					return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+				}
+				// RxL3IPv4ValidSource
+				if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+					return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+				}
+				// RxL3IPv4ValidLocalIP
+				if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
+					return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+				}
+				// RxL3IPv4ValidReassembly
+				if f.v[fIpFrag] != 0 {
+					// RxL3IPv4Fragments
+					return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
+				}
+				return queue0Node19(&f, m)
+			case 0x806:
+				// RxL3ARPValidHeader
+				if !(f.has&hasArp != 0 && f.v[fArpValid] != 0) {
+					return Verdict{Kind: Drop, Index: 11} // RxL3ARPValidHeader.false
+				}
+				// RxL3ARPIsRequest
+				if f.v[fArpOp] != 1 {
+					return Verdict{Kind: Drop, Index: 12} // RxL3ARPIsRequest.false
+				}
+				// RxL3ARPLocalIPDest
+				if f.v[fArpTpa] != ip10_0_0_1 {
+					return Verdict{Kind: Drop, Index: 13} // RxL3ARPLocalIPDest.false
+				}
+				// RxL3ARPValidSender
+				if !(((f.v[fArpSha] & 0x10000000000) == 0) && (!(f.v[fArpSpa] >= ip0_0_0_1 && f.v[fArpSpa] <= ip0_255_255_255 || f.v[fArpSpa] == ip10_0_0_1 || f.v[fArpSpa] == ip10_0_0_255 || f.v[fArpSpa] >= ip127_0_0_0 && f.v[fArpSpa] <= ip127_255_255_255 || f.v[fArpSpa] >= ip224_0_0_0 && f.v[fArpSpa] <= ip239_255_255_255 || f.v[fArpSpa] == ip255_255_255_255))) {
+					return Verdict{Kind: Drop, Index: 14} // RxL3ARPValidSender.false
+				}
+				// RxL3ARPNeedsResponse
+				return Verdict{Kind: Reply, Index: 0} // reply arp
+			case 0x86df:
+				// RxOMXValidHeader
+				if f.has&hasOmx == 0 {
+					return Verdict{Kind: Drop, Index: 15} // RxOMXValidHeader.false
+				}
+				// RxOMXDemux
+				if f.v[fOmxDstEp] == 0 {
+					// RxOMXEndpoint_r0
+					return Verdict{Kind: Deliver, Index: uint32(EndpointR0)} // deliver r0
+				}
+				// RxOMXUnknownEndpoint
+				return Verdict{Kind: Sink, Index: 1} // sink RxOMXUnknownEndpoint
+			}
+		}
+		return Verdict{Kind: Drop, Index: 16} // RxL2EtherClassifyL3.other
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -349,271 +435,290 @@ func queue0(frame []byte, m *Meta) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL3IPv4ValidLocalIP
 	if !(x.IpDst() == ip10_0_0_1 || x.IpDst() == ip10_0_0_255 || x.IpDst() == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+		return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
 	}
 	// RxL3IPv4ValidReassembly
 	if x.IpFrag() != 0 {
 		// RxL3IPv4Fragments
-		return Verdict{Kind: Sink, Index: 1} // sink RxL3IPv4Fragments
+		return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
 	}
 	// RxL3IPv4Classify
-	if x.IpProto() == 6 {
+	switch x.IpProto() {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if !x.hasUdp() {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if x.UdpLenOk() == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		if (x.IpDst() == ip10_0_0_1) && (x.UdpDport() == 11211) {
+			// RxL4UDPSocket_mc
+			return Verdict{Kind: Deliver, Index: uint32(EndpointMc)} // deliver mc
+		}
+		// RxL4UDPValidUnicastDest
+		if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
+		}
+		// RxL4UDPValidErrorSource
+		if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
+			return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
+		}
+		// RxL4UDPPortUnreachable
+		return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
+	case 6:
 		// RxL4TCPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 		}
 		// RxL4TCPValidHeaderLength
 		if !(x.hasTcp() && x.TcpHdrOk() != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
 		}
 		// RxL4TCPValidChecksum
 		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
 		}
 		// RxL4TCPValidNotReset
 		if (x.TcpFlags() & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
 		}
 		// RxL4TCPListenDiscard
 		if (x.TcpDport() == 80) && ((x.TcpFlags() & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
+			return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
 		}
 		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if x.IpProto() == 1 {
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+	case 1:
 		// RxL3ICMPValidHeaderLength
 		if !x.hasIcmp() {
-			return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
 		}
 		// RxL3ICMPValidChecksum
 		if x.IcmpCsumOk() == 0 {
-			return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
 		}
 		// RxL3ICMPIsTypeRequest
 		if x.IcmpType() != 8 {
-			return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
 		}
 		// RxL3ICMPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
 		}
 		// RxL3ICMPNeedsResponse
 		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 	}
-	if x.IpProto() != 17 {
-		return Verdict{Kind: Drop, Index: 26} // RxL3IPv4Classify.other
-	}
-	// RxL4UDPValidHeaderLength
-	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	if (x.IpDst() == ip10_0_0_1) && (x.UdpDport() == 11211) {
-		// RxL4UDPSocket_mc
-		return Verdict{Kind: Deliver, Index: uint32(EndpointMc)} // deliver mc
-	}
-	// RxL4UDPValidUnicastDest
-	if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 30} // RxL4UDPValidUnicastDest.false
-	}
-	// RxL4UDPValidErrorSource
-	if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
-		return Verdict{Kind: Drop, Index: 31} // RxL4UDPValidErrorSource.false
-	}
-	// RxL4UDPPortUnreachable
-	return Verdict{Kind: Sink, Index: 3} // sink RxL4UDPPortUnreachable
+	return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 }
 
-// queue0Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue0Decoded(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL2EtherClassifyL3
-	if f.has&hasEthType != 0 && f.v[fEthType] == 0x806 {
-		// RxL3ARPValidHeader
-		if !(f.has&hasArp != 0 && f.v[fArpValid] != 0) {
-			return Verdict{Kind: Drop, Index: 5} // RxL3ARPValidHeader.false
-		}
-		// RxL3ARPIsRequest
-		if f.v[fArpOp] != 1 {
-			return Verdict{Kind: Drop, Index: 6} // RxL3ARPIsRequest.false
-		}
-		// RxL3ARPLocalIPDest
-		if f.v[fArpTpa] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 7} // RxL3ARPLocalIPDest.false
-		}
-		// RxL3ARPValidSender
-		if !(((f.v[fArpSha] & 0x10000000000) == 0) && (!(f.v[fArpSpa] >= ip0_0_0_1 && f.v[fArpSpa] <= ip0_255_255_255 || f.v[fArpSpa] == ip10_0_0_1 || f.v[fArpSpa] == ip10_0_0_255 || f.v[fArpSpa] >= ip127_0_0_0 && f.v[fArpSpa] <= ip127_255_255_255 || f.v[fArpSpa] >= ip224_0_0_0 && f.v[fArpSpa] <= ip239_255_255_255 || f.v[fArpSpa] == ip255_255_255_255))) {
-			return Verdict{Kind: Drop, Index: 8} // RxL3ARPValidSender.false
-		}
-		// RxL3ARPNeedsResponse
-		return Verdict{Kind: Reply, Index: 0} // reply arp
-	}
-	if f.has&hasEthType != 0 && f.v[fEthType] == 0x86df {
-		// RxOMXValidHeader
-		if f.has&hasOmx == 0 {
-			return Verdict{Kind: Drop, Index: 9} // RxOMXValidHeader.false
-		}
-		// RxOMXDemux
-		if f.v[fOmxDstEp] == 0 {
-			// RxOMXEndpoint_r0
-			return Verdict{Kind: Deliver, Index: uint32(EndpointR0)} // deliver r0
-		}
-		// RxOMXUnknownEndpoint
-		return Verdict{Kind: Sink, Index: 0} // sink RxOMXUnknownEndpoint
-	}
-	if !(f.has&hasEthType != 0 && f.v[fEthType] == 0x800) {
-		return Verdict{Kind: Drop, Index: 10} // RxL2EtherClassifyL3.other
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL3IPv4ValidLocalIP
-	if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
-	}
-	// RxL3IPv4ValidReassembly
-	if f.v[fIpFrag] != 0 {
-		// RxL3IPv4Fragments
-		return Verdict{Kind: Sink, Index: 1} // sink RxL3IPv4Fragments
-	}
+func queue0Node19(f *fields, m *Meta) Verdict {
+	_ = m
 	// RxL3IPv4Classify
-	if f.v[fIpProto] == 6 {
+	switch f.v[fIpProto] {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if f.has&hasUdp == 0 {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if f.v[fUdpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		if (f.v[fIpDst] == ip10_0_0_1) && (f.v[fUdpDport] == 11211) {
+			// RxL4UDPSocket_mc
+			return Verdict{Kind: Deliver, Index: uint32(EndpointMc)} // deliver mc
+		}
+		// RxL4UDPValidUnicastDest
+		if !((f.v[fIpDst] == ip10_0_0_1) && (f.v[fEthDst] != macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
+		}
+		// RxL4UDPValidErrorSource
+		if f.v[fIpSrc] >= ip240_0_0_0 && f.v[fIpSrc] <= ip255_255_255_255 {
+			return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
+		}
+		// RxL4UDPPortUnreachable
+		return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
+	case 6:
 		// RxL4TCPValidUnicastDest
 		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 		}
 		// RxL4TCPValidHeaderLength
 		if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
 		}
 		// RxL4TCPValidChecksum
 		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
 		}
 		// RxL4TCPValidNotReset
 		if (f.v[fTcpFlags] & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
 		}
 		// RxL4TCPListenDiscard
 		if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
+			return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
 		}
 		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if f.v[fIpProto] == 1 {
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+	case 1:
 		// RxL3ICMPValidHeaderLength
 		if f.has&hasIcmp == 0 {
-			return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
 		}
 		// RxL3ICMPValidChecksum
 		if f.v[fIcmpCsumOk] == 0 {
-			return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
 		}
 		// RxL3ICMPIsTypeRequest
 		if f.v[fIcmpType] != 8 {
-			return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
 		}
 		// RxL3ICMPValidUnicastDest
 		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
 		}
 		// RxL3ICMPNeedsResponse
 		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 	}
-	if f.v[fIpProto] != 17 {
-		return Verdict{Kind: Drop, Index: 26} // RxL3IPv4Classify.other
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	if (f.v[fIpDst] == ip10_0_0_1) && (f.v[fUdpDport] == 11211) {
-		// RxL4UDPSocket_mc
-		return Verdict{Kind: Deliver, Index: uint32(EndpointMc)} // deliver mc
-	}
-	// RxL4UDPValidUnicastDest
-	if !((f.v[fIpDst] == ip10_0_0_1) && (f.v[fEthDst] != macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 30} // RxL4UDPValidUnicastDest.false
-	}
-	// RxL4UDPValidErrorSource
-	if f.v[fIpSrc] >= ip240_0_0_0 && f.v[fIpSrc] <= ip255_255_255_255 {
-		return Verdict{Kind: Drop, Index: 31} // RxL4UDPValidErrorSource.false
-	}
-	// RxL4UDPPortUnreachable
-	return Verdict{Kind: Sink, Index: 3} // sink RxL4UDPPortUnreachable
+	return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 }
 
 // queue1 runs the software graph of a queue (47 nodes).
 func queue1(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue1Decoded(frame, m)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL3IPv4ValidLocalIP
+		if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
+			return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+		}
+		// RxL3IPv4ValidReassembly
+		if f.v[fIpFrag] != 0 {
+			// RxL3IPv4Fragments
+			return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
+		}
+		// RxL3IPv4Classify
+		switch f.v[fIpProto] {
+		case 17:
+			// RxL4UDPValidHeaderLength
+			if f.has&hasUdp == 0 {
+				return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+			}
+			// RxL4UDPValidLength
+			if f.v[fUdpLenOk] == 0 {
+				return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+			}
+			// RxL4UDPValidChecksum
+			if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+			}
+			return queue1Node22(&f, m)
+		case 6:
+			// RxL4TCPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+			}
+			// RxL4TCPValidHeaderLength
+			if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
+				return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
+			}
+			// RxL4TCPValidChecksum
+			if m.Flags&FlagRxL4TCPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
+			}
+			// RxL4TCPValidNotReset
+			if (f.v[fTcpFlags] & 0x4) != 0 {
+				return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
+			}
+			// RxL4TCPListenDiscard
+			if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
+				return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
+			}
+			// RxL4TCPReset
+			return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+		case 1:
+			// RxL3ICMPValidHeaderLength
+			if f.has&hasIcmp == 0 {
+				return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
+			}
+			// RxL3ICMPValidChecksum
+			if f.v[fIcmpCsumOk] == 0 {
+				return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
+			}
+			// RxL3ICMPIsTypeRequest
+			if f.v[fIcmpType] != 8 {
+				return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
+			}
+			// RxL3ICMPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
+			}
+			// RxL3ICMPNeedsResponse
+			return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+		}
+		return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -634,215 +739,105 @@ func queue1(frame []byte, m *Meta) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL3IPv4ValidLocalIP
 	if !(x.IpDst() == ip10_0_0_1 || x.IpDst() == ip10_0_0_255 || x.IpDst() == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+		return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
 	}
 	// RxL3IPv4ValidReassembly
 	if x.IpFrag() != 0 {
 		// RxL3IPv4Fragments
-		return Verdict{Kind: Sink, Index: 1} // sink RxL3IPv4Fragments
+		return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
 	}
 	// RxL3IPv4Classify
-	if x.IpProto() == 6 {
+	switch x.IpProto() {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if !x.hasUdp() {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if x.UdpLenOk() == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		// the ports by table table0
+		if x.IpDst() == ip10_0_0_1 {
+			if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
+				return v
+			}
+		}
+		// RxL4UDPValidUnicastDest
+		if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
+		}
+		// RxL4UDPValidErrorSource
+		if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
+			return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
+		}
+		// RxL4UDPPortUnreachable
+		return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
+	case 6:
 		// RxL4TCPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 		}
 		// RxL4TCPValidHeaderLength
 		if !(x.hasTcp() && x.TcpHdrOk() != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
 		}
 		// RxL4TCPValidChecksum
 		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
 		}
 		// RxL4TCPValidNotReset
 		if (x.TcpFlags() & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
 		}
 		// RxL4TCPListenDiscard
 		if (x.TcpDport() == 80) && ((x.TcpFlags() & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
+			return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
 		}
 		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if x.IpProto() == 1 {
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+	case 1:
 		// RxL3ICMPValidHeaderLength
 		if !x.hasIcmp() {
-			return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
 		}
 		// RxL3ICMPValidChecksum
 		if x.IcmpCsumOk() == 0 {
-			return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
 		}
 		// RxL3ICMPIsTypeRequest
 		if x.IcmpType() != 8 {
-			return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
 		}
 		// RxL3ICMPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
 		}
 		// RxL3ICMPNeedsResponse
 		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 	}
-	if x.IpProto() != 17 {
-		return Verdict{Kind: Drop, Index: 26} // RxL3IPv4Classify.other
-	}
-	// RxL4UDPValidHeaderLength
-	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	// the ports by table table0
-	if x.IpDst() == ip10_0_0_1 {
-		if v := table0.find(x.UdpDport(), 0); v.Kind != missing {
-			return v
-		}
-	}
-	// RxL4UDPValidUnicastDest
-	if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 30} // RxL4UDPValidUnicastDest.false
-	}
-	// RxL4UDPValidErrorSource
-	if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
-		return Verdict{Kind: Drop, Index: 31} // RxL4UDPValidErrorSource.false
-	}
-	// RxL4UDPPortUnreachable
-	return Verdict{Kind: Sink, Index: 3} // sink RxL4UDPPortUnreachable
+	return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 }
 
-// queue1Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue1Decoded(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL3IPv4ValidLocalIP
-	if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
-	}
-	// RxL3IPv4ValidReassembly
-	if f.v[fIpFrag] != 0 {
-		// RxL3IPv4Fragments
-		return Verdict{Kind: Sink, Index: 1} // sink RxL3IPv4Fragments
-	}
-	// RxL3IPv4Classify
-	if f.v[fIpProto] == 6 {
-		// RxL4TCPValidUnicastDest
-		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
-		}
-		// RxL4TCPValidHeaderLength
-		if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
-		}
-		// RxL4TCPValidChecksum
-		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
-		}
-		// RxL4TCPValidNotReset
-		if (f.v[fTcpFlags] & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
-		}
-		// RxL4TCPListenDiscard
-		if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
-		}
-		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if f.v[fIpProto] == 1 {
-		// RxL3ICMPValidHeaderLength
-		if f.has&hasIcmp == 0 {
-			return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidHeaderLength.false
-		}
-		// RxL3ICMPValidChecksum
-		if f.v[fIcmpCsumOk] == 0 {
-			return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidChecksum.false
-		}
-		// RxL3ICMPIsTypeRequest
-		if f.v[fIcmpType] != 8 {
-			return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-		}
-		// RxL3ICMPValidUnicastDest
-		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidUnicastDest.false
-		}
-		// RxL3ICMPNeedsResponse
-		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-	}
-	if f.v[fIpProto] != 17 {
-		return Verdict{Kind: Drop, Index: 26} // RxL3IPv4Classify.other
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
+func queue1Node22(f *fields, m *Meta) Verdict {
+	_ = m
 	// RxL4UDPDemux
 	// the ports by table table0
 	if f.v[fIpDst] == ip10_0_0_1 {
@@ -852,32 +847,127 @@ func queue1Decoded(frame []byte, m *Meta) Verdict {
 	}
 	// RxL4UDPValidUnicastDest
 	if !((f.v[fIpDst] == ip10_0_0_1) && (f.v[fEthDst] != macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 30} // RxL4UDPValidUnicastDest.false
+		return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
 	}
 	// RxL4UDPValidErrorSource
 	if f.v[fIpSrc] >= ip240_0_0_0 && f.v[fIpSrc] <= ip255_255_255_255 {
-		return Verdict{Kind: Drop, Index: 31} // RxL4UDPValidErrorSource.false
+		return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
 	}
 	// RxL4UDPPortUnreachable
-	return Verdict{Kind: Sink, Index: 3} // sink RxL4UDPPortUnreachable
+	return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
 }
-
-// queue2Data is what the code of queue2 reads that differs between the
-// queues it serves, one value per queue.
-type queue2Data struct {
-	table0 *hashed
-}
-
-// The data of each queue queue2 serves.
-var (
-	dataQueue2 = queue2Data{table0: table1}
-	dataQueue3 = queue2Data{table0: table2}
-)
 
 // queue2 runs the software graph of a queue (48 nodes).
-func queue2(frame []byte, m *Meta, d *queue2Data) Verdict {
+func queue2(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue2Decoded(frame, m, d)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL3IPv4ValidLocalIP
+		if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
+			return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+		}
+		// RxL3IPv4ValidReassembly
+		if f.v[fIpFrag] != 0 {
+			// RxL3IPv4Fragments
+			return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
+		}
+		// RxL3IPv4Classify
+		switch f.v[fIpProto] {
+		case 17:
+			// RxL4UDPValidHeaderLength
+			if f.has&hasUdp == 0 {
+				return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+			}
+			// RxL4UDPValidLength
+			if f.v[fUdpLenOk] == 0 {
+				return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+			}
+			// RxL4UDPValidChecksum
+			if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+			}
+			return queue2Node22(&f, m)
+		case 6:
+			// RxL4TCPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+			}
+			// RxL4TCPValidHeaderLength
+			if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
+				return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
+			}
+			// RxL4TCPValidChecksum
+			if m.Flags&FlagRxL4TCPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
+			}
+			// RxL4TCPValidNotReset
+			if (f.v[fTcpFlags] & 0x4) != 0 {
+				return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
+			}
+			// RxL4TCPListenDiscard
+			if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
+				return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
+			}
+			// RxL4TCPReset
+			return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+		case 1:
+			// RxL3ICMPValidHeaderLength
+			if f.has&hasIcmp == 0 {
+				return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
+			}
+			// RxL3ICMPValidChecksum
+			if f.v[fIcmpCsumOk] == 0 {
+				return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
+			}
+			// RxL3ICMPIsTypeRequest
+			if f.v[fIcmpType] != 8 {
+				return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
+			}
+			// RxL3ICMPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
+			}
+			// RxL3ICMPNeedsResponse
+			return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+		}
+		return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -898,238 +988,235 @@ func queue2(frame []byte, m *Meta, d *queue2Data) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL3IPv4ValidLocalIP
 	if !(x.IpDst() == ip10_0_0_1 || x.IpDst() == ip10_0_0_255 || x.IpDst() == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+		return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
 	}
 	// RxL3IPv4ValidReassembly
 	if x.IpFrag() != 0 {
 		// RxL3IPv4Fragments
-		return Verdict{Kind: Sink, Index: 1} // sink RxL3IPv4Fragments
+		return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
 	}
 	// RxL3IPv4Classify
-	if x.IpProto() == 6 {
+	switch x.IpProto() {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if !x.hasUdp() {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if x.UdpLenOk() == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		// the ports by table table1
+		if x.IpDst() == ip10_0_0_1 {
+			if v := table1.find(x.UdpDport(), 0); v.Kind != missing {
+				return v
+			}
+		}
+		// RxL4UDPValidUnicastDest
+		if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
+		}
+		// RxL4UDPValidErrorSource
+		if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
+			return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
+		}
+		// RxL4UDPPortUnreachable
+		return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
+	case 6:
 		// RxL4TCPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 		}
 		// RxL4TCPValidHeaderLength
 		if !(x.hasTcp() && x.TcpHdrOk() != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
 		}
 		// RxL4TCPValidChecksum
 		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
 		}
 		// RxL4TCPValidNotReset
 		if (x.TcpFlags() & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
 		}
 		// RxL4TCPListenDiscard
 		if (x.TcpDport() == 80) && ((x.TcpFlags() & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
+			return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
 		}
 		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if x.IpProto() == 1 {
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+	case 1:
 		// RxL3ICMPValidHeaderLength
 		if !x.hasIcmp() {
-			return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
 		}
 		// RxL3ICMPValidChecksum
 		if x.IcmpCsumOk() == 0 {
-			return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
 		}
 		// RxL3ICMPIsTypeRequest
 		if x.IcmpType() != 8 {
-			return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
+			return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
 		}
 		// RxL3ICMPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
 		}
 		// RxL3ICMPNeedsResponse
 		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
 	}
-	if x.IpProto() != 17 {
-		return Verdict{Kind: Drop, Index: 26} // RxL3IPv4Classify.other
-	}
-	// RxL4UDPValidHeaderLength
-	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	// the ports by table d.table0
-	if x.IpDst() == ip10_0_0_1 {
-		if v := d.table0.find(x.UdpDport(), 0); v.Kind != missing {
-			return v
-		}
-	}
-	// RxL4UDPValidUnicastDest
-	if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 30} // RxL4UDPValidUnicastDest.false
-	}
-	// RxL4UDPValidErrorSource
-	if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
-		return Verdict{Kind: Drop, Index: 31} // RxL4UDPValidErrorSource.false
-	}
-	// RxL4UDPPortUnreachable
-	return Verdict{Kind: Sink, Index: 3} // sink RxL4UDPPortUnreachable
+	return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 }
 
-// queue2Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue2Decoded(frame []byte, m *Meta, d *queue2Data) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL3IPv4ValidLocalIP
-	if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
-	}
-	// RxL3IPv4ValidReassembly
-	if f.v[fIpFrag] != 0 {
-		// RxL3IPv4Fragments
-		return Verdict{Kind: Sink, Index: 1} // sink RxL3IPv4Fragments
-	}
-	// RxL3IPv4Classify
-	if f.v[fIpProto] == 6 {
-		// RxL4TCPValidUnicastDest
-		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
-		}
-		// RxL4TCPValidHeaderLength
-		if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
-		}
-		// RxL4TCPValidChecksum
-		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
-		}
-		// RxL4TCPValidNotReset
-		if (f.v[fTcpFlags] & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
-		}
-		// RxL4TCPListenDiscard
-		if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
-		}
-		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if f.v[fIpProto] == 1 {
-		// RxL3ICMPValidHeaderLength
-		if f.has&hasIcmp == 0 {
-			return Verdict{Kind: Drop, Index: 22} // RxL3ICMPValidHeaderLength.false
-		}
-		// RxL3ICMPValidChecksum
-		if f.v[fIcmpCsumOk] == 0 {
-			return Verdict{Kind: Drop, Index: 23} // RxL3ICMPValidChecksum.false
-		}
-		// RxL3ICMPIsTypeRequest
-		if f.v[fIcmpType] != 8 {
-			return Verdict{Kind: Drop, Index: 24} // RxL3ICMPIsTypeRequest.false
-		}
-		// RxL3ICMPValidUnicastDest
-		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 25} // RxL3ICMPValidUnicastDest.false
-		}
-		// RxL3ICMPNeedsResponse
-		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
-	}
-	if f.v[fIpProto] != 17 {
-		return Verdict{Kind: Drop, Index: 26} // RxL3IPv4Classify.other
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
+func queue2Node22(f *fields, m *Meta) Verdict {
+	_ = m
 	// RxL4UDPDemux
-	// the ports by table d.table0
+	// the ports by table table1
 	if f.v[fIpDst] == ip10_0_0_1 {
-		if v := d.table0.find(f.v[fUdpDport], 0); v.Kind != missing {
+		if v := table1.find(f.v[fUdpDport], 0); v.Kind != missing {
 			return v
 		}
 	}
 	// RxL4UDPValidUnicastDest
 	if !((f.v[fIpDst] == ip10_0_0_1) && (f.v[fEthDst] != macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 30} // RxL4UDPValidUnicastDest.false
+		return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
 	}
 	// RxL4UDPValidErrorSource
 	if f.v[fIpSrc] >= ip240_0_0_0 && f.v[fIpSrc] <= ip255_255_255_255 {
-		return Verdict{Kind: Drop, Index: 31} // RxL4UDPValidErrorSource.false
+		return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
 	}
 	// RxL4UDPPortUnreachable
-	return Verdict{Kind: Sink, Index: 3} // sink RxL4UDPPortUnreachable
+	return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
 }
 
-// queue4 runs the software graph of a queue (30 nodes).
-func queue4(frame []byte, m *Meta) Verdict {
+// queue3 runs the software graph of a queue (48 nodes).
+func queue3(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue4Decoded(frame, m)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL3IPv4ValidLocalIP
+		if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
+			return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+		}
+		// RxL3IPv4ValidReassembly
+		if f.v[fIpFrag] != 0 {
+			// RxL3IPv4Fragments
+			return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
+		}
+		// RxL3IPv4Classify
+		switch f.v[fIpProto] {
+		case 17:
+			// RxL4UDPValidHeaderLength
+			if f.has&hasUdp == 0 {
+				return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+			}
+			// RxL4UDPValidLength
+			if f.v[fUdpLenOk] == 0 {
+				return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+			}
+			// RxL4UDPValidChecksum
+			if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+			}
+			return queue3Node22(&f, m)
+		case 6:
+			// RxL4TCPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+			}
+			// RxL4TCPValidHeaderLength
+			if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
+				return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
+			}
+			// RxL4TCPValidChecksum
+			if m.Flags&FlagRxL4TCPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
+			}
+			// RxL4TCPValidNotReset
+			if (f.v[fTcpFlags] & 0x4) != 0 {
+				return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
+			}
+			// RxL4TCPListenDiscard
+			if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
+				return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
+			}
+			// RxL4TCPReset
+			return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+		case 1:
+			// RxL3ICMPValidHeaderLength
+			if f.has&hasIcmp == 0 {
+				return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
+			}
+			// RxL3ICMPValidChecksum
+			if f.v[fIcmpCsumOk] == 0 {
+				return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
+			}
+			// RxL3ICMPIsTypeRequest
+			if f.v[fIcmpType] != 8 {
+				return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
+			}
+			// RxL3ICMPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
+			}
+			// RxL3ICMPNeedsResponse
+			return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+		}
+		return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -1150,31 +1237,239 @@ func queue4(frame []byte, m *Meta) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL3IPv4ValidLocalIP
 	if !(x.IpDst() == ip10_0_0_1 || x.IpDst() == ip10_0_0_255 || x.IpDst() == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+		return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+	}
+	// RxL3IPv4ValidReassembly
+	if x.IpFrag() != 0 {
+		// RxL3IPv4Fragments
+		return Verdict{Kind: Sink, Index: 0} // sink RxL3IPv4Fragments
+	}
+	// RxL3IPv4Classify
+	switch x.IpProto() {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if !x.hasUdp() {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if x.UdpLenOk() == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		// the ports by table table2
+		if x.IpDst() == ip10_0_0_1 {
+			if v := table2.find(x.UdpDport(), 0); v.Kind != missing {
+				return v
+			}
+		}
+		// RxL4UDPValidUnicastDest
+		if !((x.IpDst() == ip10_0_0_1) && (x.EthDst() != macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
+		}
+		// RxL4UDPValidErrorSource
+		if x.IpSrc() >= ip240_0_0_0 && x.IpSrc() <= ip255_255_255_255 {
+			return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
+		}
+		// RxL4UDPPortUnreachable
+		return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
+	case 6:
+		// RxL4TCPValidUnicastDest
+		if x.IpDst() != ip10_0_0_1 {
+			return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+		}
+		// RxL4TCPValidHeaderLength
+		if !(x.hasTcp() && x.TcpHdrOk() != 0) {
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
+		}
+		// RxL4TCPValidChecksum
+		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
+		}
+		// RxL4TCPValidNotReset
+		if (x.TcpFlags() & 0x4) != 0 {
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
+		}
+		// RxL4TCPListenDiscard
+		if (x.TcpDport() == 80) && ((x.TcpFlags() & 0x10) == 0) {
+			return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
+		}
+		// RxL4TCPReset
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+	case 1:
+		// RxL3ICMPValidHeaderLength
+		if !x.hasIcmp() {
+			return Verdict{Kind: Drop, Index: 27} // RxL3ICMPValidHeaderLength.false
+		}
+		// RxL3ICMPValidChecksum
+		if x.IcmpCsumOk() == 0 {
+			return Verdict{Kind: Drop, Index: 28} // RxL3ICMPValidChecksum.false
+		}
+		// RxL3ICMPIsTypeRequest
+		if x.IcmpType() != 8 {
+			return Verdict{Kind: Drop, Index: 29} // RxL3ICMPIsTypeRequest.false
+		}
+		// RxL3ICMPValidUnicastDest
+		if x.IpDst() != ip10_0_0_1 {
+			return Verdict{Kind: Drop, Index: 30} // RxL3ICMPValidUnicastDest.false
+		}
+		// RxL3ICMPNeedsResponse
+		return Verdict{Kind: Reply, Index: 1} // reply icmp-echo
+	}
+	return Verdict{Kind: Drop, Index: 31} // RxL3IPv4Classify.other
+}
+
+func queue3Node22(f *fields, m *Meta) Verdict {
+	_ = m
+	// RxL4UDPDemux
+	// the ports by table table2
+	if f.v[fIpDst] == ip10_0_0_1 {
+		if v := table2.find(f.v[fUdpDport], 0); v.Kind != missing {
+			return v
+		}
+	}
+	// RxL4UDPValidUnicastDest
+	if !((f.v[fIpDst] == ip10_0_0_1) && (f.v[fEthDst] != macff_ff_ff_ff_ff_ff)) {
+		return Verdict{Kind: Drop, Index: 20} // RxL4UDPValidUnicastDest.false
+	}
+	// RxL4UDPValidErrorSource
+	if f.v[fIpSrc] >= ip240_0_0_0 && f.v[fIpSrc] <= ip255_255_255_255 {
+		return Verdict{Kind: Drop, Index: 21} // RxL4UDPValidErrorSource.false
+	}
+	// RxL4UDPPortUnreachable
+	return Verdict{Kind: Sink, Index: 2} // sink RxL4UDPPortUnreachable
+}
+
+// queue4 runs the software graph of a queue (30 nodes).
+func queue4(frame []byte, m *Meta) Verdict {
+	if !isFast(frame) {
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL3IPv4ValidLocalIP
+		if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
+			return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+		}
+		// RxL4UDPValidHeaderLength
+		if f.has&hasUdp == 0 {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if f.v[fUdpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		// the ports by table table3
+		if f.v[fIpDst] == ip10_0_0_1 {
+			if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
+				return v
+			}
+		}
+		if f.v[fUdpDport] == 53 {
+			// RxL4UDPSocket_dns
+			return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
+		}
+		return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+	}
+	x := fast{frame, m}
+	// RxQueue
+	// RxL2EtherValidUntagged
+	// RxL2EtherValidMTU
+	if x.FrameLen() > 1514 {
+		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+	}
+	// RxL2EtherValidDest
+	if !(x.EthDst() == mac00_1b_21_3a_4b_5c || x.EthDst() == macff_ff_ff_ff_ff_ff) {
+		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+	}
+	// RxL2EtherValidSource
+	if (x.EthSrc() & 0x10000000000) != 0 {
+		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+	}
+	// RxL3IPv4ValidVersion
+	// RxL3IPv4ValidHeaderLength
+	// RxL3IPv4ValidLength
+	if x.IpLenOk() == 0 {
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+	}
+	// RxL3IPv4ValidChecksum
+	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+	}
+	// RxL3IPv4ValidSource
+	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+	}
+	// RxL3IPv4ValidLocalIP
+	if !(x.IpDst() == ip10_0_0_1 || x.IpDst() == ip10_0_0_255 || x.IpDst() == ip255_255_255_255) {
+		return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
 	}
 	// RxL4UDPValidHeaderLength
 	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
+		return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 	}
 	// RxL4UDPValidLength
 	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
+		return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
 	}
 	// RxL4UDPValidChecksum
 	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
+		return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
 	}
 	// RxL4UDPDemux
 	// the ports by table table3
@@ -1190,82 +1485,72 @@ func queue4(frame []byte, m *Meta) Verdict {
 	return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 }
 
-// queue4Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue4Decoded(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL3IPv4ValidLocalIP
-	if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	// the ports by table table3
-	if f.v[fIpDst] == ip10_0_0_1 {
-		if v := table3.find(f.v[fUdpDport]); v.Kind != missing {
-			return v
-		}
-	}
-	if f.v[fUdpDport] == 53 {
-		// RxL4UDPSocket_dns
-		return Verdict{Kind: Deliver, Index: uint32(EndpointDns)} // deliver dns
-	}
-	return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
-}
-
 // queue5 runs the software graph of a queue (29 nodes).
 func queue5(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue5Decoded(frame, m)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL4UDPValidHeaderLength
+		if f.has&hasUdp == 0 {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if f.v[fUdpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		if (f.v[fIpSrc] == ip10_0_0_9) && (f.v[fUdpSport] == 7001) && (f.v[fIpDst] == ip10_0_0_1) && (f.v[fUdpDport] == 7000) {
+			// RxL4UDPSocket_repl
+			return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
+		}
+		// the ports by table table4
+		if f.v[fIpDst] == ip10_0_0_1 {
+			if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
+				return v
+			}
+		}
+		return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -1286,27 +1571,27 @@ func queue5(frame []byte, m *Meta) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL4UDPValidHeaderLength
 	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
+		return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
 	}
 	// RxL4UDPValidLength
 	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
+		return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
 	}
 	// RxL4UDPValidChecksum
 	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
+		return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
 	}
 	// RxL4UDPDemux
 	if (x.IpSrc() == ip10_0_0_9) && (x.UdpSport() == 7001) && (x.IpDst() == ip10_0_0_1) && (x.UdpDport() == 7000) {
@@ -1322,78 +1607,98 @@ func queue5(frame []byte, m *Meta) Verdict {
 	return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
 }
 
-// queue5Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue5Decoded(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	if (f.v[fIpSrc] == ip10_0_0_9) && (f.v[fUdpSport] == 7001) && (f.v[fIpDst] == ip10_0_0_1) && (f.v[fUdpDport] == 7000) {
-		// RxL4UDPSocket_repl
-		return Verdict{Kind: Deliver, Index: uint32(EndpointRepl)} // deliver repl
-	}
-	// the ports by table table4
-	if f.v[fIpDst] == ip10_0_0_1 {
-		if v := table4.find(f.v[fUdpDport]); v.Kind != missing {
-			return v
-		}
-	}
-	return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
-}
-
 // queue6 runs the software graph of a queue (38 nodes).
 func queue6(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue6Decoded(frame, m)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL3IPv4ValidLocalIP
+		if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
+			return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
+		}
+		// RxL3IPv4Classify
+		switch f.v[fIpProto] {
+		case 17:
+			// RxL4UDPValidHeaderLength
+			if f.has&hasUdp == 0 {
+				return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+			}
+			// RxL4UDPValidLength
+			if f.v[fUdpLenOk] == 0 {
+				return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+			}
+			// RxL4UDPValidChecksum
+			if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+			}
+			return queue6Node15(&f, m)
+		case 6:
+			// RxL4TCPValidUnicastDest
+			if f.v[fIpDst] != ip10_0_0_1 {
+				return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
+			}
+			// RxL4TCPValidHeaderLength
+			if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
+				return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
+			}
+			// RxL4TCPValidChecksum
+			if m.Flags&FlagRxL4TCPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
+			}
+			// RxL4TCPDemux
+			if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
+				// RxL4TCPSocket_web
+				return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
+			}
+			// RxL4TCPValidNotReset
+			if (f.v[fTcpFlags] & 0x4) != 0 {
+				return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
+			}
+			// RxL4TCPListenDiscard
+			if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
+				return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
+			}
+			// RxL4TCPReset
+			return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+		}
+		return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -1414,33 +1719,55 @@ func queue6(frame []byte, m *Meta) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL3IPv4ValidLocalIP
 	if !(x.IpDst() == ip10_0_0_1 || x.IpDst() == ip10_0_0_255 || x.IpDst() == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
+		return Verdict{Kind: Drop, Index: 10} // RxL3IPv4ValidLocalIP.false
 	}
 	// RxL3IPv4Classify
-	if x.IpProto() == 6 {
+	switch x.IpProto() {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if !x.hasUdp() {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if x.UdpLenOk() == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		// the ports by table table5
+		if x.IpDst() == ip10_0_0_1 {
+			if v := table5.find(x.UdpDport()); v.Kind != missing {
+				return v
+			}
+		}
+		return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+	case 6:
 		// RxL4TCPValidUnicastDest
 		if x.IpDst() != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
+			return Verdict{Kind: Drop, Index: 22} // RxL4TCPValidUnicastDest.false
 		}
 		// RxL4TCPValidHeaderLength
 		if !(x.hasTcp() && x.TcpHdrOk() != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
 		}
 		// RxL4TCPValidChecksum
 		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
 		}
 		// RxL4TCPDemux
 		if (x.TcpDport() == 80) && ((x.TcpFlags() & 0x17) == 0x2) {
@@ -1449,131 +1776,20 @@ func queue6(frame []byte, m *Meta) Verdict {
 		}
 		// RxL4TCPValidNotReset
 		if (x.TcpFlags() & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
 		}
 		// RxL4TCPListenDiscard
 		if (x.TcpDport() == 80) && ((x.TcpFlags() & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
+			return Verdict{Kind: Drop, Index: 26} // RxL4TCPListenDiscard.web
 		}
 		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
 	}
-	if x.IpProto() != 17 {
-		return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
-	}
-	// RxL4UDPValidHeaderLength
-	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	// the ports by table table5
-	if x.IpDst() == ip10_0_0_1 {
-		if v := table5.find(x.UdpDport()); v.Kind != missing {
-			return v
-		}
-	}
-	return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+	return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 }
 
-// queue6Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue6Decoded(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL3IPv4ValidLocalIP
-	if !(f.v[fIpDst] == ip10_0_0_1 || f.v[fIpDst] == ip10_0_0_255 || f.v[fIpDst] == ip255_255_255_255) {
-		return Verdict{Kind: Drop, Index: 16} // RxL3IPv4ValidLocalIP.false
-	}
-	// RxL3IPv4Classify
-	if f.v[fIpProto] == 6 {
-		// RxL4TCPValidUnicastDest
-		if f.v[fIpDst] != ip10_0_0_1 {
-			return Verdict{Kind: Drop, Index: 17} // RxL4TCPValidUnicastDest.false
-		}
-		// RxL4TCPValidHeaderLength
-		if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
-		}
-		// RxL4TCPValidChecksum
-		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
-		}
-		// RxL4TCPDemux
-		if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x17) == 0x2) {
-			// RxL4TCPSocket_web
-			return Verdict{Kind: Deliver, Index: uint32(EndpointWeb)} // deliver web
-		}
-		// RxL4TCPValidNotReset
-		if (f.v[fTcpFlags] & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
-		}
-		// RxL4TCPListenDiscard
-		if (f.v[fTcpDport] == 80) && ((f.v[fTcpFlags] & 0x10) == 0) {
-			return Verdict{Kind: Drop, Index: 21} // RxL4TCPListenDiscard.web
-		}
-		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if f.v[fIpProto] != 17 {
-		return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
+func queue6Node15(f *fields, m *Meta) Verdict {
+	_ = m
 	// RxL4UDPDemux
 	// the ports by table table5
 	if f.v[fIpDst] == ip10_0_0_1 {
@@ -1587,7 +1803,83 @@ func queue6Decoded(frame []byte, m *Meta) Verdict {
 // queue7 runs the software graph of a queue (35 nodes).
 func queue7(frame []byte, m *Meta) Verdict {
 	if !isFast(frame) {
-		return queue7Decoded(frame, m)
+		var f fields
+		f.decode(frame, m)
+		// RxQueue
+		// RxL2EtherValidUntagged
+		if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
+			return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
+		}
+		// RxL2EtherValidMTU
+		if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
+			return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
+		}
+		// RxL2EtherValidDest
+		if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
+			return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
+		}
+		// RxL2EtherValidSource
+		if (f.v[fEthSrc] & 0x10000000000) != 0 {
+			return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
+		}
+		// RxL3IPv4ValidVersion
+		if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
+			return Verdict{Kind: Drop, Index: 5} // RxL3IPv4ValidVersion.false
+		}
+		// RxL3IPv4ValidHeaderLength
+		if f.v[fIpHdrOk] == 0 {
+			return Verdict{Kind: Drop, Index: 6} // RxL3IPv4ValidHeaderLength.false
+		}
+		// RxL3IPv4ValidLength
+		if f.v[fIpLenOk] == 0 {
+			return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
+		}
+		// RxL3IPv4ValidChecksum
+		if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
+		}
+		// RxL3IPv4ValidSource
+		if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
+			return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
+		}
+		// RxL3IPv4Classify
+		switch f.v[fIpProto] {
+		case 17:
+			// RxL4UDPValidHeaderLength
+			if f.has&hasUdp == 0 {
+				return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+			}
+			// RxL4UDPValidLength
+			if f.v[fUdpLenOk] == 0 {
+				return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+			}
+			// RxL4UDPValidChecksum
+			if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+			}
+			return queue7Node14(&f, m)
+		case 6:
+			// RxL4TCPValidHeaderLength
+			if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
+				return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
+			}
+			// RxL4TCPValidChecksum
+			if m.Flags&FlagRxL4TCPValidChecksum == 0 {
+				return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
+			}
+			// RxL4TCPDemux
+			if (f.v[fIpSrc] == ip10_0_0_7) && (f.v[fTcpSport] == 51000) && (f.v[fIpDst] == ip10_0_0_1) && (f.v[fTcpDport] == 22) {
+				// RxL4TCPSocket_ssh
+				return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
+			}
+			// RxL4TCPValidNotReset
+			if (f.v[fTcpFlags] & 0x4) != 0 {
+				return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
+			}
+			// RxL4TCPReset
+			return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
+		}
+		return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 	}
 	x := fast{frame, m}
 	// RxQueue
@@ -1608,25 +1900,47 @@ func queue7(frame []byte, m *Meta) Verdict {
 	// RxL3IPv4ValidHeaderLength
 	// RxL3IPv4ValidLength
 	if x.IpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
+		return Verdict{Kind: Drop, Index: 7} // RxL3IPv4ValidLength.false
 	}
 	// RxL3IPv4ValidChecksum
 	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
+		return Verdict{Kind: Drop, Index: 8} // RxL3IPv4ValidChecksum.false
 	}
 	// RxL3IPv4ValidSource
 	if !((!(x.IpSrc() == ip10_0_0_1 || x.IpSrc() == ip10_0_0_255 || x.IpSrc() >= ip127_0_0_0 && x.IpSrc() <= ip127_255_255_255 || x.IpSrc() >= ip224_0_0_0 && x.IpSrc() <= ip239_255_255_255 || x.IpSrc() == ip255_255_255_255)) && ((!(x.IpSrc() <= ip0_255_255_255)) || (x.IpDst() == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
+		return Verdict{Kind: Drop, Index: 9} // RxL3IPv4ValidSource.false
 	}
 	// RxL3IPv4Classify
-	if x.IpProto() == 6 {
+	switch x.IpProto() {
+	case 17:
+		// RxL4UDPValidHeaderLength
+		if !x.hasUdp() {
+			return Verdict{Kind: Drop, Index: 17} // RxL4UDPValidHeaderLength.false
+		}
+		// RxL4UDPValidLength
+		if x.UdpLenOk() == 0 {
+			return Verdict{Kind: Drop, Index: 18} // RxL4UDPValidLength.false
+		}
+		// RxL4UDPValidChecksum
+		if m.Flags&FlagRxL4UDPValidChecksum == 0 {
+			return Verdict{Kind: Drop, Index: 19} // RxL4UDPValidChecksum.false
+		}
+		// RxL4UDPDemux
+		// the ports by table table6
+		if x.IpDst() == ip10_0_0_1 {
+			if v := table6.find(x.UdpDport()); v.Kind != missing {
+				return v
+			}
+		}
+		return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+	case 6:
 		// RxL4TCPValidHeaderLength
 		if !(x.hasTcp() && x.TcpHdrOk() != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
+			return Verdict{Kind: Drop, Index: 23} // RxL4TCPValidHeaderLength.false
 		}
 		// RxL4TCPValidChecksum
 		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
+			return Verdict{Kind: Drop, Index: 24} // RxL4TCPValidChecksum.false
 		}
 		// RxL4TCPDemux
 		if (x.IpSrc() == ip10_0_0_7) && (x.TcpSport() == 51000) && (x.IpDst() == ip10_0_0_1) && (x.TcpDport() == 22) {
@@ -1635,115 +1949,16 @@ func queue7(frame []byte, m *Meta) Verdict {
 		}
 		// RxL4TCPValidNotReset
 		if (x.TcpFlags() & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
+			return Verdict{Kind: Drop, Index: 25} // RxL4TCPValidNotReset.false
 		}
 		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
+		return Verdict{Kind: Sink, Index: 3} // sink RxL4TCPReset
 	}
-	if x.IpProto() != 17 {
-		return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
-	}
-	// RxL4UDPValidHeaderLength
-	if !x.hasUdp() {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if x.UdpLenOk() == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
-	// RxL4UDPDemux
-	// the ports by table table6
-	if x.IpDst() == ip10_0_0_1 {
-		if v := table6.find(x.UdpDport()); v.Kind != missing {
-			return v
-		}
-	}
-	return Verdict{Kind: Drop, Index: 32} // RxL4UDPDemux.(none)
+	return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
 }
 
-// queue7Decoded runs the software graph of the queue on a frame of any
-// layout, from its decoded fields.
-func queue7Decoded(frame []byte, m *Meta) Verdict {
-	var f fields
-	f.decode(frame, m)
-	// RxQueue
-	// RxL2EtherValidUntagged
-	if f.has&hasVlan != 0 && (f.v[fVlanId] >= 1 && f.v[fVlanId] <= 4095) {
-		return Verdict{Kind: Drop, Index: 1} // RxL2EtherValidUntagged.false
-	}
-	// RxL2EtherValidMTU
-	if !((f.v[fFrameLen] <= 1514) || ((f.has&hasVlan != 0) && (f.v[fFrameLen] <= 1518))) {
-		return Verdict{Kind: Drop, Index: 2} // RxL2EtherValidMTU.false
-	}
-	// RxL2EtherValidDest
-	if !(f.has&hasEth != 0 && (f.v[fEthDst] == mac00_1b_21_3a_4b_5c || f.v[fEthDst] == macff_ff_ff_ff_ff_ff)) {
-		return Verdict{Kind: Drop, Index: 3} // RxL2EtherValidDest.false
-	}
-	// RxL2EtherValidSource
-	if (f.v[fEthSrc] & 0x10000000000) != 0 {
-		return Verdict{Kind: Drop, Index: 4} // RxL2EtherValidSource.false
-	}
-	// RxL3IPv4ValidVersion
-	if !(f.has&hasIp != 0 && f.v[fIpVersion] == 4) {
-		return Verdict{Kind: Drop, Index: 11} // RxL3IPv4ValidVersion.false
-	}
-	// RxL3IPv4ValidHeaderLength
-	if f.v[fIpHdrOk] == 0 {
-		return Verdict{Kind: Drop, Index: 12} // RxL3IPv4ValidHeaderLength.false
-	}
-	// RxL3IPv4ValidLength
-	if f.v[fIpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 13} // RxL3IPv4ValidLength.false
-	}
-	// RxL3IPv4ValidChecksum
-	if m.Flags&FlagRxL3IPv4ValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 14} // RxL3IPv4ValidChecksum.false
-	}
-	// RxL3IPv4ValidSource
-	if !((!(f.v[fIpSrc] == ip10_0_0_1 || f.v[fIpSrc] == ip10_0_0_255 || f.v[fIpSrc] >= ip127_0_0_0 && f.v[fIpSrc] <= ip127_255_255_255 || f.v[fIpSrc] >= ip224_0_0_0 && f.v[fIpSrc] <= ip239_255_255_255 || f.v[fIpSrc] == ip255_255_255_255)) && ((!(f.v[fIpSrc] <= ip0_255_255_255)) || (f.v[fIpDst] == ip255_255_255_255))) {
-		return Verdict{Kind: Drop, Index: 15} // RxL3IPv4ValidSource.false
-	}
-	// RxL3IPv4Classify
-	if f.v[fIpProto] == 6 {
-		// RxL4TCPValidHeaderLength
-		if !(f.has&hasTcp != 0 && f.v[fTcpHdrOk] != 0) {
-			return Verdict{Kind: Drop, Index: 18} // RxL4TCPValidHeaderLength.false
-		}
-		// RxL4TCPValidChecksum
-		if m.Flags&FlagRxL4TCPValidChecksum == 0 {
-			return Verdict{Kind: Drop, Index: 19} // RxL4TCPValidChecksum.false
-		}
-		// RxL4TCPDemux
-		if (f.v[fIpSrc] == ip10_0_0_7) && (f.v[fTcpSport] == 51000) && (f.v[fIpDst] == ip10_0_0_1) && (f.v[fTcpDport] == 22) {
-			// RxL4TCPSocket_ssh
-			return Verdict{Kind: Deliver, Index: uint32(EndpointSsh)} // deliver ssh
-		}
-		// RxL4TCPValidNotReset
-		if (f.v[fTcpFlags] & 0x4) != 0 {
-			return Verdict{Kind: Drop, Index: 20} // RxL4TCPValidNotReset.false
-		}
-		// RxL4TCPReset
-		return Verdict{Kind: Sink, Index: 2} // sink RxL4TCPReset
-	}
-	if f.v[fIpProto] != 17 {
-		return Verdict{Kind: Drop, Index: 33} // RxL3IPv4Classify.(none)
-	}
-	// RxL4UDPValidHeaderLength
-	if f.has&hasUdp == 0 {
-		return Verdict{Kind: Drop, Index: 27} // RxL4UDPValidHeaderLength.false
-	}
-	// RxL4UDPValidLength
-	if f.v[fUdpLenOk] == 0 {
-		return Verdict{Kind: Drop, Index: 28} // RxL4UDPValidLength.false
-	}
-	// RxL4UDPValidChecksum
-	if m.Flags&FlagRxL4UDPValidChecksum == 0 {
-		return Verdict{Kind: Drop, Index: 29} // RxL4UDPValidChecksum.false
-	}
+func queue7Node14(f *fields, m *Meta) Verdict {
+	_ = m
 	// RxL4UDPDemux
 	// the ports by table table6
 	if f.v[fIpDst] == ip10_0_0_1 {
