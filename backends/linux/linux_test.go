@@ -337,6 +337,7 @@ func TestScriptRefusedRule(t *testing.T) {
 
 // TestScriptApplyAndUndo applies a plan and restores the old settings.
 func TestScriptApplyAndUndo(t *testing.T) {
+	t.Parallel() // each test its own fake NIC, in its own directories
 	script := writeScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", 4)
 	before := f.snapshot(t)
@@ -469,6 +470,7 @@ func TestLinuxGoldens(t *testing.T) {
 // "refused N: why", where N is its place in Steps, the other steps are
 // applied, and --undo restores everything.
 func TestScriptKeepGoing(t *testing.T) {
+	t.Parallel() // each test its own fake NIC, in its own directories
 	r, _ := embedtest.PlanTarget(t, "82599", filepath.Join(root, "examples", "web_and_dns.lpg"), rules, embed.TargetLinux)
 	script := filepath.Join(t.TempDir(), "linux.sh")
 	if err := os.WriteFile(script, []byte(linux.Script(r, "web_and_dns.lpg")), 0o755); err != nil {
@@ -560,6 +562,7 @@ func TestScriptEveryDriver(t *testing.T) {
 	for _, c := range []struct{ nic, driver string }{{"82599", "ixgbe"}, {"82576", "igb"}, {"myri10g", "myri10ge"}, {"tigon", "acenic"}} {
 		for _, ex := range examples(t) {
 			t.Run(c.nic+"/"+filepath.Base(ex), func(t *testing.T) {
+				t.Parallel()
 				r, _ := embedtest.PlanTarget(t, c.nic, ex, costmodel.Balance{}, embed.TargetLinux)
 				script := filepath.Join(t.TempDir(), "linux.sh")
 				if err := os.WriteFile(script, []byte(linux.Script(r, filepath.Base(ex))), 0o755); err != nil {
@@ -690,6 +693,7 @@ func TestCPUMask(t *testing.T) {
 // prints), and --undo writes back the values found, driver-set XPS masks
 // included. --dry-run prints the writes.
 func TestScriptQueueMasks(t *testing.T) {
+	t.Parallel() // each test its own fake NIC, in its own directories
 	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
 	steps := linux.Steps(r)
 	for _, q := range r.Plan.Queues {
@@ -733,6 +737,7 @@ func TestScriptQueueMasks(t *testing.T) {
 // not failed: the run applies the rest and says so, with --keep-going as
 // "skipped N: why" lines.
 func TestScriptQueueMasksSkipped(t *testing.T) {
+	t.Parallel() // each test its own fake NIC, in its own directories
 	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
 	steps := linux.Steps(r)
 	nq := planQueues(r)
@@ -790,6 +795,7 @@ func TestScriptQueueMasksSkipped(t *testing.T) {
 // (the kernel keeps only online CPUs in an RPS map, store_rps_map) fails
 // its step, and the run undoes what it applied.
 func TestScriptQueueMaskNotTaken(t *testing.T) {
+	t.Parallel() // each test its own fake NIC, in its own directories
 	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", planQueues(r))
 	rps := filepath.Join(f.sys, "class", "net", "eth0", "queues", "rx-1", "rps_cpus")
@@ -814,6 +820,7 @@ func TestScriptQueueMaskNotTaken(t *testing.T) {
 // mounted in another network namespace) refuses the mask steps and says
 // why, under --keep-going.
 func TestScriptQueueMasksOtherNamespace(t *testing.T) {
+	t.Parallel() // each test its own fake NIC, in its own directories
 	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", planQueues(r))
 	net := filepath.Join(f.sys, "class", "net")
