@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -183,21 +184,26 @@ func TestStackParserAgrees(t *testing.T) {
 // model in the repository, each cut short and with tokens dropped, and the
 // places where participle's choices with one token of lookahead decide.
 func TestGraphParserAgrees(t *testing.T) {
-	n := 0
-	for name, src := range repoFiles(t) {
-		f := checkHandParse(t, name, src)
-		if f == nil || f.Graph == nil {
-			continue
+	var graphs atomic.Int32
+	t.Run("files", func(t *testing.T) {
+		for name, src := range repoFiles(t) {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel() // independent files: both cores
+				f := checkHandParse(t, name, src)
+				if f == nil || f.Graph == nil {
+					return
+				}
+				graphs.Add(1)
+				// Each line cut short, and each line dropped, somewhere.
+				lines := strings.SplitAfter(src, "\n")
+				for i := 1; i < len(lines); i += 5 {
+					checkHandParse(t, name+" cut", strings.Join(lines[:i], "")+lines[i][:len(lines[i])/2]+strings.Join(lines[i+1:], ""))
+					checkHandParse(t, name+" dropped", strings.Join(lines[:i], "")+strings.Join(lines[i+1:], ""))
+				}
+			})
 		}
-		n++
-		// Each line cut short, and each line dropped, somewhere.
-		lines := strings.SplitAfter(src, "\n")
-		for i := 1; i < len(lines); i += 5 {
-			checkHandParse(t, name+" cut", strings.Join(lines[:i], "")+lines[i][:len(lines[i])/2]+strings.Join(lines[i+1:], ""))
-			checkHandParse(t, name+" dropped", strings.Join(lines[:i], "")+strings.Join(lines[i+1:], ""))
-		}
-	}
-	if n < 20 {
+	})
+	if n := graphs.Load(); n < 20 {
 		t.Fatalf("only %d files in the repository are graphs", n)
 	}
 	for _, src := range graphCases {
