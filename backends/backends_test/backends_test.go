@@ -139,6 +139,7 @@ func write(t testing.TB, dir string, files map[string][]byte) {
 // TestOutputs keeps golden copies of the outputs of the smaller examples
 // and builds, vets and tests every generated fallback module.
 func TestOutputs(t *testing.T) {
+	t.Parallel() // runs beside the other long test of the package
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go command is not on PATH")

@@ -22,6 +22,7 @@ const maxPicture = 4000
 // example, and every built-in model, with Graphviz, and keeps each side
 // under maxPicture pixels.
 func TestPictureSizes(t *testing.T) {
+	t.Parallel() // runs beside the other long test of the package
 	dotCmd, err := exec.LookPath("dot")
 	if err != nil {
 		t.Skip("Graphviz's dot is not installed; skipping the picture sizes (apt-get install graphviz)")
