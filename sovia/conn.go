@@ -2,9 +2,10 @@ package sovia
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -76,18 +77,23 @@ type Stats struct {
 	MaxInFlight int // the most DATA ever unacknowledged (at most w)
 }
 
-// pollWait bounds one wait for a completion, so a timer or a peer's
-// close is noticed.
-const pollWait = 5 * time.Millisecond
-
 // Conn is one end of a SOVIA connection. It has no handler thread, as in
-// the paper: the protocol makes progress inside Read, Write and Close,
-// which poll the VI's completion queue. A timer flushes combined writes,
-// and after Close the library finishes the FIN exchange. One goroutine
-// may read while another writes.
+// the paper's SOVIA_SINGLE: the protocol makes progress inside Read,
+// Write and Close, in the caller's goroutine, which takes the VI's
+// completions itself (and, on the software VI, receives the link's
+// frames itself). A timer flushes combined writes, and after Close the
+// library finishes the FIN exchange.
+//
+// One goroutine may read while another writes: the connection's lock is
+// held only while its state changes, never while a call waits, so a Write
+// waiting for window space blocks neither Read nor Stats. Writes are
+// serialised with each other, so that two writers' chunks do not mix.
 type Conn struct {
+	wmu   sync.Mutex // one Write at a time
 	mu    sync.Mutex
 	vi    VI
+	w     waitable
+	clock Clock
 	p     Params
 	ctl   *Region   // for messages without payload
 	free  []*Region // registered copy buffers not in flight
@@ -100,13 +106,28 @@ type Conn struct {
 
 	comb    *Region // the message small writes are combined into
 	combN   int
-	timer   *time.Timer
-	closed  bool
+	timer   Timer
+	kick    chan struct{} // closed when a waiter must look again (deadline, close); nil while none waits
+	rdl     deadline
+	wdl     deadline
+	closed  bool // Close was called
 	ownVI   bool // the connection's setup opened its VI: closed after the close exchange
 	finAck  bool // our FIN was acknowledged
 	peerFin bool // the peer closed
 	err     error
 	stats   Stats
+
+	// A window-blocked write, for tests: set while a Write waits for a
+	// credit.
+	windowWaits int
+}
+
+// deadline is one direction's deadline (net.Conn's SetReadDeadline,
+// SetWriteDeadline), under Conn.mu.
+type deadline struct {
+	timer   Timer
+	gen     int
+	expired bool
 }
 
 // sendKind says what to do with a region when its send completes.
@@ -118,11 +139,18 @@ const (
 	userChunk           // the caller's memory: deregister it
 )
 
+// errClosed is what calls on a connection after its Close return.
+var errClosed = fmt.Errorf("sovia: %w", net.ErrClosed)
+
 func newConn(vi VI, p Params) (*Conn, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	c := &Conn{vi: vi, p: p, credits: p.Window, done: map[*Region]sendKind{}}
+	w, ok := vi.(waitable)
+	if !ok {
+		w = pollingVI{vi}
+	}
+	c := &Conn{vi: vi, w: w, clock: w.clockOf(), p: p, credits: p.Window, done: map[*Region]sendKind{}}
 	var err error
 	if c.ctl, err = vi.Register(make([]byte, 1)); err != nil {
 		return nil, err
@@ -140,10 +168,32 @@ func newConn(vi VI, p Params) (*Conn, error) {
 	return c, nil
 }
 
+// pollingVI waits on a VI of another provider through its public
+// interface: CQWait in short steps.
+type pollingVI struct{ VI }
+
+func (p pollingVI) arm() (<-chan struct{}, bool) { return nil, p.CQWait(0) }
+func (p pollingVI) block(_, stop <-chan struct{}) {
+	for !p.CQWait(time.Millisecond) {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+func (p pollingVI) wake()                           {}
+func (p pollingVI) take() (Completion, bool, error) { return p.Wait(0) }
+func (p pollingVI) clockOf() Clock                  { return RealClock{} }
+
 // NewPair connects two SOVIA endpoints over an in-memory VI pair, each
 // with its receive descriptors posted before either can send.
 func NewPair(p Params) (a, b *Conn, va, vb *MemVI, err error) {
-	va, vb = NewMemPair()
+	return newPairClock(p, nil)
+}
+
+func newPairClock(p Params, clock Clock) (a, b *Conn, va, vb *MemVI, err error) {
+	va, vb = NewMemPairClock(clock)
 	if a, err = newConn(va, p); err != nil {
 		return
 	}
@@ -151,49 +201,167 @@ func NewPair(p Params) (a, b *Conn, va, vb *MemVI, err error) {
 	return
 }
 
-// Stats returns the connection's counters.
+// Stats returns the connection's counters. It never waits for the
+// network.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
 }
 
+// kickAll makes every waiter of the connection look at its state again
+// (c.mu held).
+func (c *Conn) kickAll() {
+	if c.kick != nil {
+		close(c.kick)
+		c.kick = nil
+	}
+}
+
+// await waits, without the connection's lock, for the VI's next event or
+// a kick, then handles every completion queued (c.mu held on entry and
+// return). The caller checks what it waits for again.
+func (c *Conn) await() {
+	ev, ready := c.w.arm()
+	if !ready {
+		if c.kick == nil {
+			c.kick = make(chan struct{})
+		}
+		k := c.kick
+		c.mu.Unlock()
+		c.w.block(ev, k)
+		c.mu.Lock()
+	}
+	c.drain()
+}
+
+// drain handles every completion queued, without waiting.
+func (c *Conn) drain() {
+	for {
+		comp, ok, err := c.w.take()
+		if err != nil {
+			if c.err == nil {
+				c.err = err
+				c.kickAll()
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+		c.handle(comp)
+	}
+}
+
+// SetDeadline sets the read and write deadlines (net.Conn's: a call
+// waiting when it passes returns os.ErrDeadlineExceeded, and so does every
+// call until it is moved; the zero time means none).
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setDeadline(&c.rdl, t)
+	c.setDeadline(&c.wdl, t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline of Read.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setDeadline(&c.rdl, t)
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of Write (a write whose bytes all
+// went out, or into a combined message, succeeds).
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setDeadline(&c.wdl, t)
+	return nil
+}
+
+// setDeadline (c.mu held) arms dl's timer on the connection's clock.
+func (c *Conn) setDeadline(dl *deadline, t time.Time) {
+	if dl.timer != nil {
+		dl.timer.Stop()
+		dl.timer = nil
+	}
+	dl.gen++
+	dl.expired = false
+	if t.IsZero() {
+		return
+	}
+	d := t.Sub(c.clock.Now())
+	if d <= 0 {
+		dl.expired = true
+		c.kickAll()
+		return
+	}
+	gen := dl.gen
+	dl.timer = c.clock.AfterFunc(d, func() {
+		c.mu.Lock()
+		if dl.gen == gen {
+			dl.expired = true
+			c.kickAll()
+		}
+		c.mu.Unlock()
+		c.w.wake()
+	})
+}
+
+// writable says why a user's send cannot go on: the connection broke or
+// closed, or the write deadline passed (c.mu held). The library's own
+// sends after Close (user false) go on.
+func (c *Conn) writable(user bool) error {
+	switch {
+	case c.err != nil:
+		return c.err
+	case user && c.closed:
+		return errClosed
+	case user && c.wdl.expired:
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
 // Write sends b. Writes shorter than CombineMax wait in one message for
 // up to CombineDelay (unless NoDelay); longer ones flush it and go out in
 // chunks, copied or registered by size.
 func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return 0, errors.New("sovia: write on a closed connection")
-	}
-	if c.err != nil {
-		return 0, c.err
+	c.drain() // acknowledgements that came: piggyback what is pending
+	if err := c.writable(true); err != nil {
+		return 0, err
 	}
 	if len(b) == 0 {
 		return 0, nil
 	}
 	if !c.p.NoDelay && len(b) < c.p.CombineMax {
 		if c.comb != nil && c.combN+len(b) > len(c.comb.Buf) {
-			c.flush()
+			if err := c.flush(true); err != nil {
+				return 0, err
+			}
 		}
 		if c.comb == nil {
-			c.comb, c.combN = c.takeBuffer(), 0
-			if c.comb == nil {
-				return 0, c.err
+			r, err := c.takeBuffer(true)
+			if err != nil {
+				return 0, err
 			}
-			c.timer = time.AfterFunc(c.p.CombineDelay, func() {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				c.flush()
-			})
+			c.comb, c.combN = r, 0
+			c.armFlush(c.comb)
 		} else {
 			c.stats.Combined++
 		}
 		c.combN += copy(c.comb.Buf[c.combN:], b)
 		return len(b), nil
 	}
-	c.flush()
+	if err := c.flush(true); err != nil {
+		return 0, err
+	}
 	for off := 0; off < len(b); {
 		chunk := b[off:min(off+c.p.ChunkSize, len(b))]
 		if err := c.sendChunk(chunk); err != nil {
@@ -209,58 +377,80 @@ func (c *Conn) Write(b []byte) (int, error) {
 // caller's buffer is released when the send completes).
 func (c *Conn) sendChunk(chunk []byte) error {
 	if len(chunk) <= c.p.CopyMax {
-		r := c.takeBuffer()
-		if r == nil {
-			return c.err
+		r, err := c.takeBuffer(true)
+		if err != nil {
+			return err
 		}
 		n := copy(r.Buf, chunk)
 		c.stats.Copied++
-		return c.sendData(r, n, copyBuffer)
+		return c.sendData(r, n, copyBuffer, true)
+	}
+	if err := c.waitCredit(true); err != nil {
+		return err
 	}
 	r, err := c.vi.Register(chunk)
 	if err != nil {
 		return err
 	}
 	c.stats.Registered++
-	if err := c.sendData(r, len(chunk), userChunk); err != nil {
+	if err := c.sendData(r, len(chunk), userChunk, true); err != nil {
 		return err
 	}
+	// The caller may reuse chunk once Write returns: wait for the send
+	// (the providers here complete it inside PostSend).
 	for c.done[r] != none && c.err == nil {
-		c.poll(pollWait)
+		c.await()
 	}
 	return c.err
 }
 
 // takeBuffer returns a registered copy buffer, waiting for a send to
 // complete when all are in flight.
-func (c *Conn) takeBuffer() *Region {
-	for len(c.free) == 0 && len(c.done) >= c.p.Window+1 && c.err == nil {
-		c.poll(pollWait)
+func (c *Conn) takeBuffer(user bool) (*Region, error) {
+	for len(c.free) == 0 && len(c.done) >= c.p.Window+1 {
+		if err := c.writable(user); err != nil {
+			return nil, err
+		}
+		c.await()
 	}
-	if c.err != nil {
-		return nil
+	if err := c.writable(user); err != nil {
+		return nil, err
 	}
 	if n := len(c.free); n > 0 {
 		r := c.free[n-1]
 		c.free = c.free[:n-1]
-		return r
+		return r, nil
 	}
 	r, err := c.vi.Register(make([]byte, c.p.ChunkSize))
 	if err != nil {
 		c.err = err
-		return nil
+		return nil, err
 	}
-	return r
+	return r, nil
+}
+
+// waitCredit waits for a window slot: an acknowledgement of DATA the peer
+// took. Only this goroutine waits here; Read and Stats go on meanwhile.
+func (c *Conn) waitCredit(user bool) error {
+	for c.credits == 0 {
+		if err := c.writable(user); err != nil {
+			return err
+		}
+		c.windowWaits++
+		c.await()
+		c.windowWaits--
+	}
+	return c.writable(user)
 }
 
 // sendData sends a DATA message once the window allows, piggybacking the
 // pending acknowledgements.
-func (c *Conn) sendData(r *Region, n int, kind sendKind) error {
-	for c.credits == 0 && c.err == nil {
-		c.poll(pollWait)
-	}
-	if c.err != nil {
-		return c.err
+func (c *Conn) sendData(r *Region, n int, kind sendKind, user bool) error {
+	if err := c.waitCredit(user); err != nil {
+		if kind == copyBuffer {
+			c.free = append(c.free, r)
+		}
+		return err
 	}
 	c.credits--
 	c.stats.MaxInFlight = max(c.stats.MaxInFlight, c.p.Window-c.credits)
@@ -270,6 +460,7 @@ func (c *Conn) sendData(r *Region, n int, kind sendKind) error {
 	c.done[r] = kind
 	if err := c.vi.PostSend(r, 0, n, immediate(typeData, c.pending)); err != nil {
 		c.err = err
+		c.kickAll()
 		return err
 	}
 	c.pending = 0
@@ -277,16 +468,36 @@ func (c *Conn) sendData(r *Region, n int, kind sendKind) error {
 	return nil
 }
 
+// armFlush sets the timer that sends the combined message r after
+// CombineDelay. The timer never waits for a window slot (a later write
+// could overtake its message meanwhile): with none free it looks again
+// after another CombineDelay; a Read or Write flushes sooner.
+func (c *Conn) armFlush(r *Region) {
+	c.timer = c.clock.AfterFunc(c.p.CombineDelay, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.comb != r {
+			return // flushed already
+		}
+		c.drain()
+		if c.credits > 0 || c.err != nil {
+			c.flush(false)
+			return
+		}
+		c.armFlush(r)
+	})
+}
+
 // flush sends the combined message, if any.
-func (c *Conn) flush() {
+func (c *Conn) flush(user bool) error {
 	if c.comb == nil {
-		return
+		return nil
 	}
 	r, n := c.comb, c.combN
 	c.comb, c.combN = nil, 0
 	c.timer.Stop()
 	c.stats.Copied++
-	c.sendData(r, n, copyBuffer)
+	return c.sendData(r, n, copyBuffer, user)
 }
 
 // sendControl sends an ACK, FIN or FINACK carrying the pending
@@ -294,8 +505,8 @@ func (c *Conn) flush() {
 // beyond the window; the FIN takes a window slot.
 func (c *Conn) sendControl(typ uint8) {
 	if typ == typeFin {
-		for c.credits == 0 && c.err == nil {
-			c.poll(pollWait)
+		if c.waitCredit(false) != nil {
+			return
 		}
 		c.credits--
 	}
@@ -307,22 +518,13 @@ func (c *Conn) sendControl(typ uint8) {
 	}
 	if err := c.vi.PostSend(c.ctl, 0, 0, immediate(typ, c.pending)); err != nil {
 		c.err = err
+		c.kickAll()
 	}
 	c.pending = 0
 }
 
-// poll handles the next completion, waiting at most d for it.
-func (c *Conn) poll(d time.Duration) bool {
-	comp, ok, err := c.vi.Wait(d)
-	if err != nil {
-		if c.err == nil {
-			c.err = err
-		}
-		return false
-	}
-	if !ok {
-		return false
-	}
+// handle takes one completion.
+func (c *Conn) handle(comp Completion) {
 	if !comp.Recv {
 		switch c.done[comp.Region] {
 		case copyBuffer:
@@ -331,7 +533,7 @@ func (c *Conn) poll(d time.Duration) bool {
 			c.vi.Deregister(comp.Region)
 		}
 		delete(c.done, comp.Region)
-		return true
+		return
 	}
 	typ, acks := uint8(comp.Imm), int(comp.Imm>>8)
 	c.credits += acks
@@ -362,41 +564,41 @@ func (c *Conn) poll(d time.Duration) bool {
 		// w + w/t descriptors then cover the ACKs in flight.
 		c.sendControl(typeAck)
 	}
-	return true
 }
 
 // Read reads what has arrived, waiting for something when nothing has;
-// io.EOF once the peer closed and everything it sent was read.
+// io.EOF once the peer closed and everything it sent was read. A Read
+// waiting while another goroutine writes does not hold that writer up.
 func (c *Conn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.flush() // the paper flushes combined writes on recv()
-	for c.poll(0) {
-	}
-	for c.rx.Len() == 0 && !c.peerFin && c.err == nil {
-		if !c.poll(0) {
-			// Nothing is queued: wait for a completion without the
-			// connection's lock, so that a writer on another goroutine
-			// goes on meanwhile (a reader and a writer may share a
-			// connection, as net.Conn allows). Completions are taken
-			// under the lock only, so they are handled in order.
-			c.mu.Unlock()
-			c.vi.CQWait(pollWait)
-			c.mu.Lock()
+	c.drain()
+	for {
+		if c.comb != nil && c.credits > 0 {
+			c.flush(true) // the paper flushes combined writes on recv()
 		}
+		switch {
+		case c.closed:
+			return 0, errClosed
+		case c.rx.Len() > 0:
+			return c.rx.Read(b)
+		case c.peerFin:
+			return 0, io.EOF
+		case c.err != nil:
+			return 0, c.err
+		case c.rdl.expired:
+			return 0, os.ErrDeadlineExceeded
+		case len(b) == 0:
+			return 0, nil
+		}
+		c.await()
 	}
-	if c.rx.Len() > 0 {
-		return c.rx.Read(b)
-	}
-	if c.peerFin {
-		return 0, io.EOF
-	}
-	return 0, c.err
 }
 
-// Close flushes, sends a FIN (waiting for a window slot if the peer holds
-// them all) and returns; the library then answers the peer until both
-// FINs are acknowledged (the paper's close exchange), for at most linger.
+// Close flushes, sends a FIN and returns; the library then answers the
+// peer until both FINs are acknowledged (the paper's close exchange), for
+// at most linger. A Read or Write waiting in another goroutine returns
+// net.ErrClosed. A FIN that finds no window slot goes out once one comes.
 // A connection made by a host's Dial or a listener's Accept then closes
 // its VI; one made by NewConn leaves the VI to the caller.
 func (c *Conn) Close() error {
@@ -405,32 +607,48 @@ func (c *Conn) Close() error {
 	if c.closed {
 		return nil
 	}
-	c.flush()
-	c.sendControl(typeFin)
 	c.closed = true
+	c.kickAll()
 	c.rx.Reset()
 	err := c.err
-	go c.linger()
+	if c.credits > 0 && (c.comb == nil || c.credits > 1) {
+		c.flush(false)
+		c.sendControl(typeFin)
+		go c.linger(false)
+	} else {
+		go c.linger(true)
+	}
+	c.w.wake()
 	return err
 }
 
 const linger = 5 * time.Second
 
-func (c *Conn) linger() {
+// linger finishes the close exchange: the flush and FIN first when Close
+// could not send them without waiting.
+func (c *Conn) linger(fin bool) {
 	defer func() {
 		if v, ok := c.vi.(io.Closer); ok && c.ownVI {
 			v.Close()
 		}
 	}()
-	deadline := time.Now().Add(linger)
-	for time.Now().Before(deadline) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	over := false
+	t := c.clock.AfterFunc(linger, func() {
 		c.mu.Lock()
-		c.poll(pollWait)
-		done := c.finAck && c.peerFin || c.err != nil
+		over = true
+		c.kickAll()
 		c.mu.Unlock()
-		if done {
-			return
-		}
+		c.w.wake()
+	})
+	defer t.Stop()
+	if fin {
+		c.flush(false)
+		c.sendControl(typeFin)
+	}
+	for !(c.finAck && c.peerFin) && c.err == nil && !over {
+		c.await()
 	}
 }
 

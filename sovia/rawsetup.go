@@ -110,14 +110,17 @@ func (h *RawHost) Dial(peer net.HardwareAddr, port uint16, p Params) (*Conn, err
 			v.Close()
 			return nil, err
 		}
+		tick := make(chan struct{})
+		t := h.clock.AfterFunc(200*time.Millisecond, func() { close(tick) })
 		select {
 		case a := <-answer:
+			t.Stop()
 			if a.kind == setupRefuse {
 				v.Close()
 				return nil, fmt.Errorf("sovia: %s refused port %d (no listener, or other protocol settings)", peer, port)
 			}
 			return c, nil
-		case <-time.After(200 * time.Millisecond):
+		case <-tick:
 		}
 	}
 	v.Close()

@@ -53,6 +53,7 @@ type RawVI struct {
 type RawHost struct {
 	link  Link
 	local [6]byte
+	clock Clock
 
 	sendMu  sync.Mutex
 	sendBuf []byte
@@ -89,6 +90,7 @@ func NewHost(link Link, mac net.HardwareAddr) (*RawHost, error) {
 	h := &RawHost{link: link, vis: map[uint16]*RawVI{}, next: 1,
 		listeners: map[uint16]*RawListener{}, dials: map[uint16]chan setup{}, accepted: map[[8]byte]uint16{}}
 	copy(h.local[:], mac)
+	h.clock = RealClock{}
 	return h, nil
 }
 
@@ -192,6 +194,10 @@ func (h *RawHost) Close() error {
 	return h.link.Close()
 }
 
+// SetClock makes the host's VIs and connections take their timers from
+// clock; call it before the first VI opens.
+func (h *RawHost) SetClock(clock Clock) { h.clock = orReal(clock) }
+
 // VI opens VI lvi of this host, joined to VI rvi of the host whose MAC
 // is peer (0 for lvi: the next free number).
 func (h *RawHost) VI(lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, error) {
@@ -219,7 +225,7 @@ func (h *RawHost) VI(lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, err
 	}
 	v := &RawVI{host: h, lvi: lvi, rvi: rvi}
 	copy(v.remote[:], peer)
-	v.init(v)
+	v.init(v, h.clock)
 	h.vis[lvi] = v
 	return v, nil
 }
@@ -254,10 +260,7 @@ func (v *RawVI) Close() error {
 		}
 	}
 	h.mu.Unlock()
-	v.mu.Lock()
-	v.closed = true
-	v.cond.Broadcast()
-	v.mu.Unlock()
+	v.shut()
 	return nil
 }
 
@@ -373,13 +376,13 @@ func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
 		// waiting for a window credit that never comes.
 		if seq != v.lastSeq+1 && v.err == nil {
 			v.err = fmt.Errorf("sovia: message %d arrived after message %d: %d message(s) lost on the link", seq, v.lastSeq, seq-v.lastSeq-1)
-			v.cond.Broadcast()
+			v.event()
 			return
 		}
 		v.lastSeq = seq
 		if v.cur != nil {
 			v.err = fmt.Errorf("sovia: message %d began before message %d ended: a frame was lost", seq, v.curSeq)
-			v.cond.Broadcast()
+			v.event()
 			return
 		}
 		if len(v.posted) == 0 || len(v.posted[0].Buf) < total {
@@ -395,7 +398,7 @@ func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
 		if v.err == nil {
 			v.err = fmt.Errorf("sovia: a frame of message %d is missing", seq)
 		}
-		v.cond.Broadcast()
+		v.event()
 		return
 	}
 	copy(v.cur.Buf[at:], data)
@@ -404,15 +407,6 @@ func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
 		v.complete(Completion{Recv: true, Region: v.cur, N: v.curLen, Imm: v.curImm})
 		v.cur = nil
 	}
-}
-
-func (v *RawVI) fail(err error) {
-	v.mu.Lock()
-	if v.err == nil && !v.closed {
-		v.err = err
-	}
-	v.cond.Broadcast()
-	v.mu.Unlock()
 }
 
 // NewConn makes a SOVIA connection over a VI, posting its receive

@@ -65,20 +65,28 @@ var ErrNoDescriptor = errors.New("sovia: a message arrived with no receive descr
 
 // queues are a VI's receive queue and completion queue, and the rules
 // both providers share: registration, posting, waiting.
+//
+// Waiting has no handler thread and no condition variable: a goroutine
+// that needs a completion takes the channel the next event closes (arm),
+// and then waits on it (block) — on the software VI it receives the
+// link's frames itself meanwhile. Only receive completions, errors and
+// the close are events; a send completes inside PostSend, in the
+// goroutine that posted it, which finds it queued.
 type queues struct {
 	mu     sync.Mutex
-	cond   *sync.Cond
 	self   VI // the provider these queues belong to (regions name it)
+	clock  Clock
 	posted []*Region
 	cq     []Completion
-	lost   int // messages that found no descriptor
+	ev     chan struct{} // closed at the next event; nil while no one waits
+	lost   int           // messages that found no descriptor
 	err    error
 	closed bool
 }
 
-func (q *queues) init(self VI) {
+func (q *queues) init(self VI, clock Clock) {
 	q.self = self
-	q.cond = sync.NewCond(&q.mu)
+	q.clock = orReal(clock)
 }
 
 // Lost returns how many messages arrived with no descriptor.
@@ -125,10 +133,20 @@ func (q *queues) PostRecv(r *Region) error {
 	return nil
 }
 
-// complete queues a completion (q.mu held).
+// event wakes whoever waits for this VI (q.mu held).
+func (q *queues) event() {
+	if q.ev != nil {
+		close(q.ev)
+		q.ev = nil
+	}
+}
+
+// complete queues a completion (q.mu held); a receive is an event.
 func (q *queues) complete(c Completion) {
 	q.cq = append(q.cq, c)
-	q.cond.Broadcast()
+	if c.Recv {
+		q.event()
+	}
 }
 
 // lose records a message that found no descriptor, or no room in it (q.mu
@@ -136,15 +154,64 @@ func (q *queues) complete(c Completion) {
 func (q *queues) lose(err error) {
 	q.lost++
 	q.err = err
-	q.cond.Broadcast()
+	q.event()
 }
 
-func (q *queues) Wait(d time.Duration) (Completion, bool, error) {
+// fail breaks the VI with err unless it is broken or closed already.
+func (q *queues) fail(err error) {
+	q.mu.Lock()
+	if q.err == nil && !q.closed {
+		q.err = err
+	}
+	q.event()
+	q.mu.Unlock()
+}
+
+// shut marks the VI closed and wakes its waiters.
+func (q *queues) shut() {
+	q.mu.Lock()
+	q.closed = true
+	q.event()
+	q.mu.Unlock()
+}
+
+// ready reports whether a waiter has something to look at (q.mu held).
+func (q *queues) ready() bool { return len(q.cq) > 0 || q.err != nil || q.closed }
+
+// arm returns the channel the VI's next event closes, or ready when a
+// completion, an error or the close is there already.
+func (q *queues) arm() (ev <-chan struct{}, ready bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.wait(d)
+	if q.ready() {
+		return nil, true
+	}
+	if q.ev == nil {
+		q.ev = make(chan struct{})
+	}
+	return q.ev, false
+}
+
+// block waits until ev or stop is closed. A provider that receives its
+// frames itself does so meanwhile (RawVI).
+func (q *queues) block(ev, stop <-chan struct{}) {
+	select {
+	case <-ev:
+	case <-stop:
+	}
+}
+
+// wake makes a goroutine in block look at stop again (the in-memory VI
+// needs nothing: block waits on the channels alone).
+func (q *queues) wake() {}
+
+// take returns the next completion, or the VI's error or close.
+func (q *queues) take() (Completion, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(q.cq) > 0 {
 		c := q.cq[0]
+		q.cq[0] = Completion{}
 		q.cq = q.cq[1:]
 		return c, true, nil
 	}
@@ -157,28 +224,43 @@ func (q *queues) Wait(d time.Duration) (Completion, bool, error) {
 	return Completion{}, false, nil
 }
 
-func (q *queues) CQWait(d time.Duration) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.wait(d)
-	return len(q.cq) > 0 || q.err != nil || q.closed
+// waitable is what Conn uses of a provider to wait without a handler
+// thread; both providers have it (through queues).
+type waitable interface {
+	arm() (ev <-chan struct{}, ready bool)
+	block(ev, stop <-chan struct{})
+	wake()
+	take() (Completion, bool, error)
+	clockOf() Clock
 }
 
-// wait waits at most d for a completion, an error or the close (q.mu
-// held).
-func (q *queues) wait(d time.Duration) {
-	if len(q.cq) == 0 && d > 0 && q.err == nil && !q.closed {
-		t := time.AfterFunc(d, func() {
-			q.mu.Lock()
-			q.cond.Broadcast()
-			q.mu.Unlock()
-		})
-		deadline := time.Now().Add(d)
-		for len(q.cq) == 0 && q.err == nil && !q.closed && time.Now().Before(deadline) {
-			q.cond.Wait()
-		}
-		t.Stop()
+func (q *queues) clockOf() Clock { return q.clock }
+
+func (q *queues) Wait(d time.Duration) (Completion, bool, error) {
+	if c, ok, err := q.take(); ok || err != nil || d <= 0 {
+		return c, ok, err
 	}
+	q.await(d)
+	return q.take()
+}
+
+func (q *queues) CQWait(d time.Duration) bool {
+	q.await(d)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ready()
+}
+
+// await waits at most d (on the VI's clock) for an event.
+func (q *queues) await(d time.Duration) {
+	ev, ready := q.arm()
+	if ready || d <= 0 {
+		return
+	}
+	stop := make(chan struct{})
+	t := q.clock.AfterFunc(d, func() { close(stop); q.wake() })
+	defer t.Stop()
+	q.self.(waitable).block(ev, stop)
 }
 
 // MemVI is an in-memory VI, one end of a pair made by NewMemPair. A send
@@ -189,22 +271,22 @@ type MemVI struct {
 }
 
 // NewMemPair connects two in-memory VIs.
-func NewMemPair() (*MemVI, *MemVI) {
+func NewMemPair() (*MemVI, *MemVI) { return NewMemPairClock(nil) }
+
+// NewMemPairClock connects two in-memory VIs whose connections take their
+// timers from clock (nil: the real clock).
+func NewMemPairClock(clock Clock) (*MemVI, *MemVI) {
 	a, b := &MemVI{}, &MemVI{}
-	a.init(a)
-	b.init(b)
+	a.init(a, clock)
+	b.init(b, clock)
 	a.peer, b.peer = b, a
 	return a, b
 }
 
 // Close breaks the VI: waits on either end return an error.
 func (v *MemVI) Close() {
-	for _, x := range []*MemVI{v, v.peer} {
-		x.mu.Lock()
-		x.closed = true
-		x.cond.Broadcast()
-		x.mu.Unlock()
-	}
+	v.shut()
+	v.peer.shut()
 }
 
 func (v *MemVI) PostSend(r *Region, off, n int, imm uint32) error {
