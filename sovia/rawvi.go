@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
 )
 
 // EtherType of the software VI's frames: IEEE 802's "local experimental"
@@ -54,6 +51,7 @@ type RawHost struct {
 	link  Link
 	local [6]byte
 	clock Clock
+	poll  *poller // the link's frames are received by whoever waits (nil: they come through Input)
 
 	sendMu  sync.Mutex
 	sendBuf []byte
@@ -94,86 +92,6 @@ func NewHost(link Link, mac net.HardwareAddr) (*RawHost, error) {
 	return h, nil
 }
 
-// packetLink is a raw packet socket of the host's own, bound to the VI
-// EtherType on one interface.
-type packetLink struct {
-	fd, ifindex, mtu int
-	closed           atomic.Bool
-}
-
-// OpenHost opens the software VIs of interface ifname on a raw socket of
-// their own. It needs CAP_NET_RAW.
-func OpenHost(ifname string) (*RawHost, error) {
-	ifc, err := net.InterfaceByName(ifname)
-	if err != nil {
-		return nil, err
-	}
-	if len(ifc.HardwareAddr) != 6 {
-		return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
-	}
-	proto := htons(EtherType)
-	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, int(proto))
-	if err != nil {
-		return nil, fmt.Errorf("sovia: a raw socket on %s: %w", ifname, err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: proto, Ifindex: ifc.Index}); err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	// A window of messages in flight must fit the socket's buffer: a
-	// dropped fragment breaks the VI.
-	const buffer = 32 << 20
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, buffer); err != nil {
-		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, buffer)
-	}
-	tv := syscall.NsecToTimeval(int64(50 * time.Millisecond))
-	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
-	l := &packetLink{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU}
-	h, err := NewHost(l, ifc.HardwareAddr)
-	if err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	go l.receive(h)
-	return h, nil
-}
-
-func (l *packetLink) MTU() int { return l.mtu }
-
-// Close stops the receiver, which closes the socket when it notices.
-func (l *packetLink) Close() error {
-	l.closed.Store(true)
-	return nil
-}
-
-func (l *packetLink) SendFrame(f []byte) error {
-	sa := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: l.ifindex, Halen: 6}
-	copy(sa.Addr[:], f[0:6])
-	for {
-		err := syscall.Sendto(l.fd, f, 0, sa)
-		if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
-			return err
-		}
-		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
-	}
-}
-
-func (l *packetLink) receive(h *RawHost) {
-	buf := make([]byte, 65536)
-	defer syscall.Close(l.fd)
-	for !l.closed.Load() {
-		n, _, err := syscall.Recvfrom(l.fd, buf, 0)
-		if err != nil {
-			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			h.failAll(err)
-			return
-		}
-		h.Input(buf[:n])
-	}
-}
-
 // Close closes the host, its listeners and its link; its VIs fail.
 func (h *RawHost) Close() error {
 	h.mu.Lock()
@@ -191,7 +109,7 @@ func (h *RawHost) Close() error {
 		l.Close() // Accept returns ErrClosed
 	}
 	h.failAll(errors.New("sovia: the host is closed"))
-	return h.link.Close()
+	return h.closeLink()
 }
 
 // SetClock makes the host's VIs and connections take their timers from
@@ -261,6 +179,7 @@ func (v *RawVI) Close() error {
 	}
 	h.mu.Unlock()
 	v.shut()
+	v.wake()
 	return nil
 }
 
@@ -360,6 +279,9 @@ func (h *RawHost) failAll(err error) {
 	h.mu.Unlock()
 	for _, v := range vis {
 		v.fail(err)
+	}
+	if h.poll != nil {
+		h.poll.wakeSleeper()
 	}
 }
 

@@ -1,0 +1,379 @@
+//go:build linux
+
+package sovia
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// The single-threaded data path (the SOVIA paper's SOVIA_SINGLE, §4.1):
+// on a host with a socket of its own, no goroutine is set aside to
+// receive. The goroutine that waits for a completion of any of the host's
+// VIs (a Read, a Write waiting for a window slot, a close exchange)
+// receives the socket's frames itself, a batch at a time with
+// recvmmsg(2), and hands each to the VI it names; it sleeps in poll(2)
+// only when the socket is empty, after an optional busy-poll. One
+// goroutine receives at a time (pollMu). Others wait on their VI's event
+// channel, which the receiving goroutine closes when it completes one of
+// their messages; when it stops receiving and someone waits, it hands the
+// socket on (turn). So whoever waits drives the input, two goroutines
+// waiting both progress, and none sleeps while a frame waits.
+//
+// When no one waits for a while (idleSweep), a goroutine of the host
+// takes the socket until the next waiter comes, so that connection
+// requests, acknowledgements and retransmissions of idle VIs are
+// answered (the paper's connection and close threads). A waiter that
+// finds it receiving makes it stop (preempt) and receives itself.
+
+// pollLink is a Link whose frames the host's goroutines receive
+// themselves.
+type pollLink interface {
+	Link
+	// receive hands every frame queued now, up to a batch, to in without
+	// waiting; it returns how many there were.
+	receive(in func([]byte)) (int, error)
+	// sleep waits until a frame is queued or wake is called.
+	sleep() error
+	wake()
+}
+
+// idleSweep is how long the host's own goroutine leaves the socket to
+// the application's goroutines before it receives in their place. It is
+// not a protocol timer: it bounds how late a frame for a VI no one waits
+// on is taken from the socket.
+const idleSweep = 2 * time.Millisecond
+
+// poller is the state of a host whose link is a pollLink.
+type poller struct {
+	link     pollLink
+	mu       sync.Mutex    // held by the goroutine receiving
+	waiters  atomic.Int32  // goroutines waiting for the socket
+	turn     chan struct{} // the socket is free and someone waits
+	sleeping atomic.Bool   // the receiver is in poll(2)
+	bg       atomic.Bool   // the receiver is the host's own goroutine
+	preempt  atomic.Bool   // a waiter wants the socket from it
+	polls    atomic.Uint64 // receive passes by the application's goroutines
+	stop     atomic.Bool
+	done     chan struct{} // the host's goroutine ended
+
+	// BusyPoll is how long a receiver spins on the empty socket before
+	// it sleeps in poll(2) (0: not at all).
+	busyPoll time.Duration
+}
+
+// SetBusyPoll makes a goroutine that finds the socket empty try again for
+// up to d before it sleeps in poll(2): lower latency for a core spent
+// spinning (0, the default, never spins). It has no effect on a host
+// whose frames come through Input.
+func (h *RawHost) SetBusyPoll(d time.Duration) {
+	if h.poll != nil {
+		h.poll.busyPoll = d
+	}
+}
+
+// block waits for ev or stop, receiving the host's frames meanwhile when
+// no other goroutine does.
+func (v *RawVI) block(ev, stop <-chan struct{}) {
+	p := v.host.poll
+	if p == nil {
+		v.queues.block(ev, stop) // frames come through Input
+		return
+	}
+	done := func() bool {
+		select {
+		case <-ev:
+			return true
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	for {
+		p.waiters.Add(1)
+		if p.mu.TryLock() {
+			p.waiters.Add(-1)
+			v.host.drive(done, false)
+			p.release()
+			return
+		}
+		if p.bg.Load() {
+			p.preempt.Store(true)
+			p.wakeSleeper()
+		}
+		select {
+		case <-ev:
+		case <-stop:
+		case <-p.turn:
+			p.waiters.Add(-1)
+			continue // the socket is free: take it
+		}
+		p.waiters.Add(-1)
+		return
+	}
+}
+
+// wake makes the goroutine in poll(2) look at its stop channel again.
+func (v *RawVI) wake() {
+	if p := v.host.poll; p != nil {
+		p.wakeSleeper()
+	}
+}
+
+func (p *poller) wakeSleeper() {
+	if p.sleeping.Load() {
+		p.link.wake()
+	}
+}
+
+// release gives the socket up, to a waiter if there is one.
+func (p *poller) release() {
+	p.mu.Unlock()
+	if p.waiters.Load() > 0 {
+		select {
+		case p.turn <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drive receives frames until done (p.mu held).
+func (h *RawHost) drive(done func() bool, bg bool) {
+	p := h.poll
+	for !p.stop.Load() {
+		if !bg {
+			p.polls.Add(1)
+		}
+		n, err := p.link.receive(h.Input)
+		if err != nil {
+			h.failAll(fmt.Errorf("sovia: receiving: %w", err))
+			return
+		}
+		if done() {
+			return
+		}
+		if n > 0 {
+			continue
+		}
+		if p.busyPoll > 0 && !bg {
+			for start := time.Now(); n == 0 && time.Since(start) < p.busyPoll; {
+				if n, err = p.link.receive(h.Input); err != nil {
+					h.failAll(fmt.Errorf("sovia: receiving: %w", err))
+					return
+				}
+				if done() {
+					return
+				}
+			}
+			if n > 0 {
+				continue
+			}
+		}
+		p.sleeping.Store(true)
+		if done() || p.stop.Load() {
+			p.sleeping.Store(false)
+			return
+		}
+		err = p.link.sleep()
+		p.sleeping.Store(false)
+		if err != nil {
+			h.failAll(fmt.Errorf("sovia: waiting for frames: %w", err))
+			return
+		}
+	}
+}
+
+// background is the host's own goroutine: it receives while no
+// application goroutine has for idleSweep.
+func (h *RawHost) background() {
+	p := h.poll
+	defer close(p.done)
+	for !p.stop.Load() {
+		seen := p.polls.Load()
+		time.Sleep(idleSweep)
+		if p.polls.Load() != seen || !p.mu.TryLock() {
+			continue
+		}
+		p.bg.Store(true)
+		h.drive(func() bool { return p.preempt.Swap(false) }, true)
+		p.bg.Store(false)
+		p.release()
+	}
+}
+
+// packetLink is a raw packet socket of the host's own, bound to the VI
+// EtherType on one interface, non-blocking; an eventfd wakes whoever
+// sleeps in poll(2).
+type packetLink struct {
+	fd, efd, ifindex, mtu int
+	closed                atomic.Bool
+
+	bufs [][]byte
+	iov  []syscall.Iovec
+	msgs []mmsghdr
+}
+
+// mmsghdr is struct mmsghdr (recvmmsg(2)).
+type mmsghdr struct {
+	hdr syscall.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+// rxBatch is how many frames one recvmmsg(2) takes.
+const rxBatch = 32
+
+// packetIgnoreOutgoing is PACKET_IGNORE_OUTGOING (linux/if_packet.h,
+// Linux 4.20): the socket does not see the frames the host sends.
+const packetIgnoreOutgoing = 23
+
+// OpenHost opens the software VIs of interface ifname on a raw socket of
+// their own. It needs CAP_NET_RAW.
+func OpenHost(ifname string) (*RawHost, error) {
+	ifc, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, err
+	}
+	if len(ifc.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
+	}
+	proto := htons(EtherType)
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, int(proto))
+	if err != nil {
+		return nil, fmt.Errorf("sovia: a raw socket on %s: %w", ifname, err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: proto, Ifindex: ifc.Index}); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	// A window of messages in flight should fit the socket's buffer: a
+	// dropped frame costs a retransmission.
+	const buffer = 32 << 20
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, buffer); err != nil {
+		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, buffer)
+	}
+	syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetIgnoreOutgoing, 1) // an optimisation: Input ignores them anyway
+	efd, _, e := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if e != 0 {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("sovia: eventfd2: %w", e)
+	}
+	l := &packetLink{fd: fd, efd: int(efd), ifindex: ifc.Index, mtu: ifc.MTU}
+	size := 14 + ifc.MTU + 4 // a VLAN tag or padding beyond the MTU is cut
+	l.bufs, l.iov, l.msgs = make([][]byte, rxBatch), make([]syscall.Iovec, rxBatch), make([]mmsghdr, rxBatch)
+	for i := range rxBatch {
+		l.bufs[i] = make([]byte, size)
+		l.iov[i] = syscall.Iovec{Base: &l.bufs[i][0], Len: uint64(size)}
+	}
+	h, err := NewHost(l, ifc.HardwareAddr)
+	if err != nil {
+		l.closeFDs()
+		return nil, err
+	}
+	h.poll = &poller{link: l, turn: make(chan struct{}, 1), done: make(chan struct{})}
+	go h.background()
+	return h, nil
+}
+
+func (l *packetLink) MTU() int { return l.mtu }
+
+func (l *packetLink) closeFDs() {
+	syscall.Close(l.fd)
+	syscall.Close(l.efd)
+}
+
+// Close marks the link closed; the host closes the sockets once no
+// goroutine receives (closeLink).
+func (l *packetLink) Close() error {
+	l.closed.Store(true)
+	return nil
+}
+
+func (l *packetLink) SendFrame(f []byte) error {
+	sa := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: l.ifindex, Halen: 6}
+	copy(sa.Addr[:], f[0:6])
+	for {
+		if l.closed.Load() {
+			return errors.New("sovia: the link is closed")
+		}
+		err := syscall.Sendto(l.fd, f, 0, sa)
+		if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
+			return err
+		}
+		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+	}
+}
+
+// receive takes up to a batch of frames with one recvmmsg(2), without
+// waiting (RawSyscall: it never blocks, so the scheduler need not know).
+func (l *packetLink) receive(in func([]byte)) (int, error) {
+	for i := range l.msgs {
+		l.msgs[i] = mmsghdr{hdr: syscall.Msghdr{Iov: &l.iov[i], Iovlen: 1}}
+	}
+	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.msgs[0])), rxBatch, syscall.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case 0:
+	case syscall.EAGAIN, syscall.EINTR:
+		return 0, nil
+	default:
+		return 0, e
+	}
+	n := int(r)
+	for i := range n {
+		in(l.bufs[i][:min(int(l.msgs[i].len), len(l.bufs[i]))])
+	}
+	return n, nil
+}
+
+// pollFd is struct pollfd.
+type pollFd struct {
+	fd      int32
+	events  int16
+	revents int16
+}
+
+const pollIn = 0x1
+
+// sleep waits in poll(2) until the socket has a frame or the eventfd was
+// written, and empties the eventfd.
+func (l *packetLink) sleep() error {
+	fds := [2]pollFd{{fd: int32(l.fd), events: pollIn}, {fd: int32(l.efd), events: pollIn}}
+	_, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), 2, ^uintptr(0)) // -1: no timeout
+	if e != 0 && e != syscall.EINTR {
+		return e
+	}
+	if fds[1].revents != 0 {
+		var b [8]byte
+		syscall.Read(l.efd, b[:])
+	}
+	return nil
+}
+
+func (l *packetLink) wake() {
+	one := [8]byte{1}
+	syscall.Write(l.efd, one[:])
+}
+
+// closeLink stops the receivers and closes the socket once none uses it.
+func (h *RawHost) closeLink() error {
+	err := h.link.Close()
+	p := h.poll
+	if p == nil {
+		return err
+	}
+	p.stop.Store(true)
+	p.link.wake()
+	<-p.done
+	p.mu.Lock() // no goroutine receives now, nor will
+	if l, ok := p.link.(*packetLink); ok {
+		l.closeFDs()
+	}
+	return err
+}
