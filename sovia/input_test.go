@@ -32,9 +32,9 @@ func viFrame(dvi, svi uint16, seq uint32, total, at int, imm uint32, data []byte
 	binary.BigEndian.PutUint16(f[14:], dvi)
 	binary.BigEndian.PutUint16(f[16:], svi)
 	binary.BigEndian.PutUint32(f[18:], seq)
-	binary.BigEndian.PutUint32(f[22:], uint32(total))
-	binary.BigEndian.PutUint32(f[26:], uint32(at))
-	binary.BigEndian.PutUint32(f[30:], imm)
+	binary.BigEndian.PutUint32(f[26:], uint32(total)) // the acknowledgement (22) is 0: nothing came
+	binary.BigEndian.PutUint32(f[30:], uint32(at))
+	binary.BigEndian.PutUint32(f[34:], imm)
 	copy(f[14+rawHeader:], data)
 	return f
 }
@@ -90,8 +90,11 @@ func FuzzHostInput(f *testing.F) {
 			}
 		}
 		for _, s := range link.sent {
-			if len(s) < 14+rawHeader || binary.BigEndian.Uint16(s[12:]) != EtherType || binary.BigEndian.Uint16(s[14:]) != 0 {
-				t.Fatalf("the host sent %x: only setup answers on VI 0 are expected", s)
+			if len(s) < 14+rawHeader || binary.BigEndian.Uint16(s[12:]) != EtherType {
+				t.Fatalf("the host sent %x: not a VI frame", s)
+			}
+			if dvi := binary.BigEndian.Uint16(s[14:]); dvi != 0 && (dvi != 7 || s[14+24]&flagAckOnly == 0 || len(s) != 14+rawHeader) {
+				t.Fatalf("the host sent %x: only setup answers on VI 0 and acknowledgements to VI 7 are expected", s)
 			}
 		}
 	})

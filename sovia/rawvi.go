@@ -14,33 +14,44 @@ import (
 // EtherType 1 (0x88B5), free for protocols that never leave a site.
 const EtherType = 0x88B5
 
-// rawHeader is a VI frame's header after the Ethernet header:
-// destination VI (2 bytes), source VI (2), message number (4), message
-// length (4), this fragment's offset (4), immediate data (4).
-const rawHeader = 20
+// rawHeader is a VI frame's header after the Ethernet header (the wire
+// format is in docs/sovia.md):
+//
+//	0  destination VI   2 bytes
+//	2  source VI        2
+//	4  message number   4  (from 1 on each VI)
+//	8  acknowledgement  4  (cumulative: every message up to it arrived)
+//	12 message length   4
+//	16 fragment offset  4
+//	20 immediate data   4
+//	24 flags            1  (flagAckOnly, flagNak)
+//	25 reserved         3  (zero)
+const rawHeader = 28
+
+const (
+	flagAckOnly = 1 << 0 // no message: the frame carries the acknowledgement alone
+	flagNak     = 1 << 1 // messages after the acknowledged one came first: send the next again
+)
 
 // RawVI is a VI in software over Ethernet, as M-VIA runs VIA over Fast
-// Ethernet: a message goes out as frames of its own EtherType, cut to the
-// interface's MTU, and is put together again in the receive descriptor
-// posted first. A message that finds no descriptor is lost and reported
-// (ErrNoDescriptor), as VIA's unreliable delivery does; a frame missing
-// from a message breaks the VI.
+// Ethernet, at VIA's Reliable Delivery level: a message goes out as
+// frames of its own EtherType, cut to the interface's MTU, and is put
+// together again in the receive descriptor posted first. Messages are
+// numbered; each frame carries the cumulative acknowledgement of what its
+// sender received; a message not acknowledged in time is sent again, and
+// after Retries times in a row the VI breaks with an error. Duplicates
+// are dropped and messages that overtook a lost one wait in the
+// descriptors after it. A message that finds no descriptor breaks the VI
+// (ErrNoDescriptor), as VIA's reliable levels do.
 type RawVI struct {
 	queues
 	host     *RawHost
 	remote   [6]byte
 	lvi, rvi uint16
-	seq      uint32 // messages sent (under host.sendMu)
+	rel      Reliability
 
-	// The message being received (under queues.mu).
-	cur     *Region // the descriptor being filled
-	curSeq  uint32
-	curLen  int
-	curGot  int
-	curImm  uint32
-	skipSeq uint32 // a message that found no descriptor: its fragments go
-	skip    bool
-	lastSeq uint32 // the last message that began
+	tx txState // under tx.mu
+	rx rxState // under queues.mu
 }
 
 // RawHost is one interface's end of the software VIs: a link that
@@ -52,6 +63,7 @@ type RawHost struct {
 	local [6]byte
 	clock Clock
 	poll  *poller // the link's frames are received by whoever waits (nil: they come through Input)
+	rel   Reliability
 
 	sendMu  sync.Mutex
 	sendBuf []byte
@@ -89,6 +101,7 @@ func NewHost(link Link, mac net.HardwareAddr) (*RawHost, error) {
 		listeners: map[uint16]*RawListener{}, dials: map[uint16]chan setup{}, accepted: map[[8]byte]uint16{}}
 	copy(h.local[:], mac)
 	h.clock = RealClock{}
+	h.rel = DefaultReliability()
 	return h, nil
 }
 
@@ -141,9 +154,10 @@ func (h *RawHost) VI(lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, err
 	if h.vis[lvi] != nil {
 		return nil, fmt.Errorf("sovia: VI %d is open", lvi)
 	}
-	v := &RawVI{host: h, lvi: lvi, rvi: rvi}
+	v := &RawVI{host: h, lvi: lvi, rvi: rvi, rel: h.rel}
 	copy(v.remote[:], peer)
 	v.init(v, h.clock)
+	v.tx.next, v.rx.expect = 1, 1
 	h.vis[lvi] = v
 	return v, nil
 }
@@ -179,41 +193,27 @@ func (v *RawVI) Close() error {
 	}
 	h.mu.Unlock()
 	v.shut()
+	v.stopTimers()
 	v.wake()
 	return nil
 }
 
-func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
-	if err := v.registered(r); err != nil {
-		return err
-	}
-	if off < 0 || n < 0 || off+n > len(r.Buf) {
-		return fmt.Errorf("sovia: a send descriptor outside its region")
-	}
-	h := v.host
-	h.sendMu.Lock()
-	v.seq++
-	var err error
-	for at := 0; at < n || at == 0; {
-		k := min(h.link.MTU()-rawHeader, n-at)
-		err = h.send(v.remote, v.rvi, v.lvi, v.seq, n, at, imm, r.Buf[off+at:off+at+k])
-		if err != nil || n == 0 {
-			break
-		}
-		at += k
-	}
-	h.sendMu.Unlock()
-	v.mu.Lock()
-	if err != nil && v.err == nil {
-		v.err = err
-	}
-	v.complete(Completion{Region: r})
-	v.mu.Unlock()
-	return err
+// send writes one frame with no acknowledgement: connection setup on VI
+// 0 (h.sendMu held).
+func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, imm uint32, data []byte) error {
+	return h.sendFrame(to, header{dvi: dvi, svi: svi, seq: seq, total: uint32(total), at: uint32(at), imm: imm}, data)
 }
 
-// send writes one frame (h.sendMu held).
-func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, imm uint32, data []byte) error {
+// header is a VI frame's header.
+type header struct {
+	dvi, svi       uint16
+	seq, ack       uint32
+	total, at, imm uint32
+	flags          uint8
+}
+
+// sendFrame writes one frame (h.sendMu held).
+func (h *RawHost) sendFrame(to [6]byte, x header, data []byte) error {
 	n := 14 + rawHeader + len(data)
 	if cap(h.sendBuf) < n {
 		h.sendBuf = make([]byte, n)
@@ -223,12 +223,14 @@ func (h *RawHost) send(to [6]byte, dvi, svi uint16, seq uint32, total, at int, i
 	copy(f[6:12], h.local[:])
 	binary.BigEndian.PutUint16(f[12:], EtherType)
 	hd := f[14:]
-	binary.BigEndian.PutUint16(hd[0:], dvi)
-	binary.BigEndian.PutUint16(hd[2:], svi)
-	binary.BigEndian.PutUint32(hd[4:], seq)
-	binary.BigEndian.PutUint32(hd[8:], uint32(total))
-	binary.BigEndian.PutUint32(hd[12:], uint32(at))
-	binary.BigEndian.PutUint32(hd[16:], imm)
+	binary.BigEndian.PutUint16(hd[0:], x.dvi)
+	binary.BigEndian.PutUint16(hd[2:], x.svi)
+	binary.BigEndian.PutUint32(hd[4:], x.seq)
+	binary.BigEndian.PutUint32(hd[8:], x.ack)
+	binary.BigEndian.PutUint32(hd[12:], x.total)
+	binary.BigEndian.PutUint32(hd[16:], x.at)
+	binary.BigEndian.PutUint32(hd[20:], x.imm)
+	hd[24], hd[25], hd[26], hd[27] = x.flags, 0, 0, 0
 	copy(hd[rawHeader:], data)
 	return h.link.SendFrame(f)
 }
@@ -256,18 +258,23 @@ func (h *RawHost) Input(f []byte) {
 	if !ours {
 		return // no such VI, or another VI's
 	}
-	total, at := binary.BigEndian.Uint32(hd[8:]), binary.BigEndian.Uint32(hd[12:])
-	if total > 1<<30 || at > total {
+	x := header{dvi: dvi, svi: svi, seq: binary.BigEndian.Uint32(hd[4:]), ack: binary.BigEndian.Uint32(hd[8:]),
+		total: binary.BigEndian.Uint32(hd[12:]), at: binary.BigEndian.Uint32(hd[16:]), imm: binary.BigEndian.Uint32(hd[20:]), flags: hd[24]}
+	v.acked(x.ack, x.flags&flagNak != 0)
+	if x.flags&flagAckOnly != 0 {
+		return
+	}
+	if x.total > 1<<30 || x.at > x.total {
 		return // no descriptor is this long
 	}
 	data := hd[rawHeader:]
-	if rest := int(total - at); len(data) > rest {
+	if rest := int(x.total - x.at); len(data) > rest {
 		// Padding: a frame shorter than Ethernet's 60 bytes (an
-		// acknowledgement: 34) arrives padded from a wire (IEEE 802.3
+		// acknowledgement: 42) arrives padded from a wire (IEEE 802.3
 		// §4.2.8); the header says where the message ends.
 		data = data[:rest]
 	}
-	v.fragment(binary.BigEndian.Uint32(hd[4:]), int(total), int(at), binary.BigEndian.Uint32(hd[16:]), data)
+	v.fragment(x, data)
 }
 
 func (h *RawHost) failAll(err error) {
@@ -282,52 +289,6 @@ func (h *RawHost) failAll(err error) {
 	}
 	if h.poll != nil {
 		h.poll.wakeSleeper()
-	}
-}
-
-// fragment puts one frame's piece into the message being received.
-func (v *RawVI) fragment(seq uint32, total, at int, imm uint32, data []byte) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.skip && seq == v.skipSeq {
-		return
-	}
-	if at == 0 {
-		// Messages are numbered from 1 on each VI: a gap is a message
-		// the link lost whole, which would otherwise leave both ends
-		// waiting for a window credit that never comes.
-		if seq != v.lastSeq+1 && v.err == nil {
-			v.err = fmt.Errorf("sovia: message %d arrived after message %d: %d message(s) lost on the link", seq, v.lastSeq, seq-v.lastSeq-1)
-			v.event()
-			return
-		}
-		v.lastSeq = seq
-		if v.cur != nil {
-			v.err = fmt.Errorf("sovia: message %d began before message %d ended: a frame was lost", seq, v.curSeq)
-			v.event()
-			return
-		}
-		if len(v.posted) == 0 || len(v.posted[0].Buf) < total {
-			v.lose(ErrNoDescriptor)
-			v.skip, v.skipSeq = true, seq
-			return
-		}
-		v.skip = false
-		v.cur, v.posted = v.posted[0], v.posted[1:]
-		v.curSeq, v.curLen, v.curGot, v.curImm = seq, total, 0, imm
-	}
-	if v.cur == nil || seq != v.curSeq || at != v.curGot || at+len(data) > v.curLen {
-		if v.err == nil {
-			v.err = fmt.Errorf("sovia: a frame of message %d is missing", seq)
-		}
-		v.event()
-		return
-	}
-	copy(v.cur.Buf[at:], data)
-	v.curGot += len(data)
-	if v.curGot == v.curLen {
-		v.complete(Completion{Recv: true, Region: v.cur, N: v.curLen, Imm: v.curImm})
-		v.cur = nil
 	}
 }
 

@@ -1,0 +1,414 @@
+//go:build linux
+
+package sovia
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Reliability is how the software VI delivers reliably (VIA's Reliable
+// Delivery level): when it acknowledges and when it sends again.
+type Reliability struct {
+	// AckDelay is how long a receiver may hold an acknowledgement back,
+	// hoping for a frame going the other way to carry it.
+	AckDelay time.Duration
+	// AckEvery: a receiver acknowledges at once when this many messages
+	// wait for an acknowledgement.
+	AckEvery int
+	// RTO is the first retransmission timeout; each timeout in a row
+	// doubles it, up to MaxRTO.
+	RTO, MaxRTO time.Duration
+	// Retries is how many timeouts in a row a VI takes before it breaks.
+	Retries int
+}
+
+// DefaultReliability: acknowledgements within 1 ms or every 8 messages;
+// a first timeout of 10 ms (a hundred round trips of a veth, where the
+// scheduler of a loaded host can hold a goroutine back for milliseconds),
+// doubled up to 1 s, and 12 in a row (about 6 s without an
+// acknowledgement) break the VI.
+func DefaultReliability() Reliability {
+	return Reliability{AckDelay: time.Millisecond, AckEvery: 8, RTO: 10 * time.Millisecond, MaxRTO: time.Second, Retries: 12}
+}
+
+// SetReliability sets the retransmission and acknowledgement timing of
+// the VIs the host opens from now on.
+func (h *RawHost) SetReliability(r Reliability) error {
+	if r.AckDelay <= 0 || r.AckEvery < 1 || r.RTO <= 0 || r.MaxRTO < r.RTO || r.Retries < 1 {
+		return fmt.Errorf("sovia: reliability %+v: every setting must be positive and MaxRTO at least RTO", r)
+	}
+	h.rel = r
+	return nil
+}
+
+// ErrRetransmit is the error of a VI whose peer stopped acknowledging.
+var ErrRetransmit = errors.New("sovia: the peer acknowledged nothing through the retransmissions")
+
+// maxUnacked bounds a VI's messages awaiting acknowledgement: SOVIA's
+// window keeps far fewer in flight; a sender without one gets an error.
+const maxUnacked = 4096
+
+// nakAfter is how many frames of later messages must arrive before the
+// awaited one for a receiver to ask for it (TCP's duplicate-ACK
+// threshold, RFC 5681 §3.2): fewer would answer every reordering.
+const nakAfter = 3
+
+// outMsg is a message sent and not acknowledged.
+type outMsg struct {
+	seq, imm uint32
+	data     []byte // a copy: the send descriptor completes at once
+	sentAt   time.Time
+}
+
+// txState is a VI's sending side.
+type txState struct {
+	mu       sync.Mutex
+	next     uint32 // the next message's number
+	unacked  []*outMsg
+	spare    [][]byte // copies' buffers to use again
+	timer    Timer    // the retransmission timer, while armed
+	rto      time.Duration
+	tries    int       // timeouts since the acknowledgement last moved
+	progress time.Time // when it last moved
+	lastNak  uint32    // the message a NAK last had sent again
+	resent   int       // messages sent again (for tests and reports)
+}
+
+// rxState is a VI's receiving side (under queues.mu).
+type rxState struct {
+	expect   uint32   // the next message in order
+	slots    []*reasm // slots[k]: message expect+k, filling posted[k]
+	owed     int      // messages taken and not acknowledged
+	ackTimer Timer
+	ooo      int    // frames of later messages since expect moved
+	nakFor   uint32 // the message a NAK was sent for (0: none)
+	dups     int    // duplicate frames dropped
+}
+
+// reasm is a message being put together.
+type reasm struct {
+	r          *Region
+	total, imm uint32
+	got        uint32
+	offs       []uint32 // fragment offsets taken
+}
+
+// serial compares message numbers across the wrap (RFC 1982).
+func diff(a, b uint32) int32 { return int32(a - b) }
+
+// PostSend sends r's bytes [off, off+n): the message is copied for
+// retransmission and the descriptor completes at once.
+func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
+	if err := v.registered(r); err != nil {
+		return err
+	}
+	if off < 0 || n < 0 || off+n > len(r.Buf) {
+		return fmt.Errorf("sovia: a send descriptor outside its region")
+	}
+	v.mu.Lock()
+	err := v.err
+	if v.closed {
+		err = errors.New("sovia: the VI is closed")
+	}
+	v.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	t := &v.tx
+	t.mu.Lock()
+	if len(t.unacked) >= maxUnacked {
+		t.mu.Unlock()
+		return fmt.Errorf("sovia: %d messages await acknowledgement on VI %d", maxUnacked, v.lvi)
+	}
+	m := &outMsg{seq: t.next, imm: imm, sentAt: v.clock.Now()}
+	t.next++
+	m.data = t.buffer(n)
+	copy(m.data, r.Buf[off:off+n])
+	t.unacked = append(t.unacked, m)
+	if t.timer == nil {
+		if len(t.unacked) == 1 {
+			t.progress = m.sentAt
+		}
+		v.armRetransmit()
+	}
+	t.mu.Unlock()
+	err = v.transmit(m)
+	v.mu.Lock()
+	if err != nil && v.err == nil {
+		v.err = err
+		v.event()
+	}
+	v.complete(Completion{Region: r})
+	v.mu.Unlock()
+	return err
+}
+
+// buffer returns a buffer of n bytes, a spare one if one is long enough
+// (t.mu held).
+func (t *txState) buffer(n int) []byte {
+	for i := len(t.spare) - 1; i >= 0; i-- {
+		if b := t.spare[i]; cap(b) >= n {
+			t.spare[i] = t.spare[len(t.spare)-1]
+			t.spare = t.spare[:len(t.spare)-1]
+			return b[:n]
+		}
+	}
+	return make([]byte, n, max(n, 64))
+}
+
+// transmit sends a message's frames, all together, carrying the
+// acknowledgement of what has arrived.
+func (v *RawVI) transmit(m *outMsg) error {
+	h := v.host
+	h.sendMu.Lock()
+	defer h.sendMu.Unlock()
+	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
+	per := h.link.MTU() - rawHeader
+	if per < 1 {
+		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
+	}
+	for at := 0; at < len(m.data) || at == 0; {
+		k := min(per, len(m.data)-at)
+		x.at = uint32(at)
+		if err := h.sendFrame(v.remote, x, m.data[at:at+k]); err != nil {
+			return err
+		}
+		if len(m.data) == 0 {
+			break
+		}
+		at += k
+	}
+	return nil
+}
+
+// takeAck returns the cumulative acknowledgement to send; a frame
+// carrying it settles what was owed.
+func (v *RawVI) takeAck() uint32 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.rx.owed = 0
+	return v.rx.expect - 1
+}
+
+// sendAck sends an acknowledgement alone (a NAK with nak).
+func (v *RawVI) sendAck(nak bool) {
+	h := v.host
+	h.sendMu.Lock()
+	defer h.sendMu.Unlock()
+	x := header{dvi: v.rvi, svi: v.lvi, ack: v.takeAck(), flags: flagAckOnly}
+	if nak {
+		x.flags |= flagNak
+	}
+	h.sendFrame(v.remote, x, nil) // a lost acknowledgement is made good by the next, or the sender's timeout
+}
+
+// armRetransmit sets the retransmission timer (t.mu held).
+func (v *RawVI) armRetransmit() {
+	t := &v.tx
+	if t.rto == 0 {
+		t.rto = v.rel.RTO
+	}
+	t.timer = v.clock.AfterFunc(t.rto, v.retransmit)
+}
+
+// retransmit runs when the timer fires: once the oldest message waited a
+// whole timeout since the acknowledgement last moved, every message not
+// acknowledged goes again and the timeout doubles; after Retries timeouts
+// in a row the VI breaks.
+func (v *RawVI) retransmit() {
+	t := &v.tx
+	t.mu.Lock()
+	t.timer = nil
+	v.mu.Lock()
+	gone := v.closed || v.err != nil
+	v.mu.Unlock()
+	if len(t.unacked) == 0 || gone {
+		t.mu.Unlock()
+		return
+	}
+	since := t.progress
+	if first := t.unacked[0].sentAt; first.After(since) {
+		since = first
+	}
+	if wait := t.rto - v.clock.Now().Sub(since); wait > 0 {
+		t.timer = v.clock.AfterFunc(wait, v.retransmit) // not yet
+		t.mu.Unlock()
+		return
+	}
+	t.tries++
+	if t.tries > v.rel.Retries {
+		seq := t.unacked[0].seq
+		t.mu.Unlock()
+		v.fail(fmt.Errorf("%w: message %d of VI %d unacknowledged after %d retransmissions", ErrRetransmit, seq, v.lvi, v.rel.Retries))
+		v.wake()
+		return
+	}
+	t.rto = min(2*t.rto, v.rel.MaxRTO)
+	t.progress = v.clock.Now()
+	again := append([]*outMsg(nil), t.unacked...)
+	t.resent += len(again)
+	v.armRetransmit()
+	t.mu.Unlock()
+	for _, m := range again {
+		if v.transmit(m) != nil {
+			return
+		}
+	}
+}
+
+// acked takes the peer's cumulative acknowledgement: messages up to ack
+// are settled; with nak, the one after it is sent again at once.
+func (v *RawVI) acked(ack uint32, nak bool) {
+	t := &v.tx
+	t.mu.Lock()
+	n := 0
+	for n < len(t.unacked) && diff(t.unacked[n].seq, ack) <= 0 {
+		n++
+	}
+	if n > 0 {
+		for _, m := range t.unacked[:n] {
+			if len(t.spare) < 64 {
+				t.spare = append(t.spare, m.data[:0])
+			}
+		}
+		t.unacked = append(t.unacked[:0], t.unacked[n:]...)
+		t.tries = 0
+		t.rto = v.rel.RTO
+		t.progress = v.clock.Now()
+		if len(t.unacked) == 0 && t.timer != nil {
+			t.timer.Stop()
+			t.timer = nil
+		}
+	}
+	var again *outMsg
+	if nak && len(t.unacked) > 0 && t.unacked[0].seq == ack+1 && t.lastNak != ack+1 {
+		again = t.unacked[0]
+		t.lastNak = ack + 1
+		t.resent++
+	}
+	t.mu.Unlock()
+	if again != nil {
+		v.transmit(again)
+	}
+}
+
+// stopTimers stops the VI's timers (it closed).
+func (v *RawVI) stopTimers() {
+	v.tx.mu.Lock()
+	if v.tx.timer != nil {
+		v.tx.timer.Stop()
+		v.tx.timer = nil
+	}
+	v.tx.mu.Unlock()
+	v.mu.Lock()
+	if v.rx.ackTimer != nil {
+		v.rx.ackTimer.Stop()
+		v.rx.ackTimer = nil
+	}
+	v.mu.Unlock()
+}
+
+// Resent returns how many messages the VI sent again.
+func (v *RawVI) Resent() int {
+	v.tx.mu.Lock()
+	defer v.tx.mu.Unlock()
+	return v.tx.resent
+}
+
+// fragment takes one frame of a message: in order, or of a later message
+// that waits in its descriptor for the ones before it; duplicates and
+// messages beyond the posted descriptors are dropped (the sender sends
+// them again).
+func (v *RawVI) fragment(x header, data []byte) {
+	ack, nak := false, false
+	defer func() {
+		if ack || nak {
+			v.sendAck(nak)
+		}
+	}()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed || v.err != nil {
+		return
+	}
+	rx := &v.rx
+	k := int(diff(x.seq, rx.expect))
+	if k < 0 {
+		// Arrived already: the sender missed our acknowledgement. One
+		// answer a message (its first frame), not one a frame.
+		rx.dups++
+		ack = x.at == 0
+		return
+	}
+	if k > 0 {
+		rx.ooo++
+		if rx.ooo >= nakAfter && rx.nakFor != rx.expect {
+			rx.nakFor = rx.expect
+			nak = true
+		}
+	}
+	if k >= len(v.posted) {
+		if k == 0 {
+			v.lose(ErrNoDescriptor) // the VI breaks: reliable delivery loses nothing silently
+		}
+		return // beyond the descriptors posted: it comes again
+	}
+	for len(rx.slots) <= k {
+		rx.slots = append(rx.slots, nil)
+	}
+	m := rx.slots[k]
+	if m == nil {
+		if int(x.total) > len(v.posted[k].Buf) {
+			v.lose(fmt.Errorf("sovia: a %d-byte message for a %d-byte receive descriptor", x.total, len(v.posted[k].Buf)))
+			return
+		}
+		m = &reasm{r: v.posted[k], total: x.total, imm: x.imm}
+		rx.slots[k] = m
+	}
+	if x.total != m.total || x.imm != m.imm || x.at+uint32(len(data)) > m.total {
+		return // not the message this number began as: a forged or broken frame
+	}
+	for _, o := range m.offs {
+		if o == x.at {
+			rx.dups++
+			return
+		}
+	}
+	if len(data) == 0 && m.total > 0 {
+		return
+	}
+	m.offs = append(m.offs, x.at)
+	copy(m.r.Buf[x.at:], data)
+	m.got += uint32(len(data))
+	// Deliver what is whole, in order.
+	for len(rx.slots) > 0 && rx.slots[0] != nil && rx.slots[0].got == rx.slots[0].total {
+		m := rx.slots[0]
+		rx.slots = rx.slots[1:]
+		v.posted[0] = nil
+		v.posted = v.posted[1:]
+		v.complete(Completion{Recv: true, Region: m.r, N: int(m.total), Imm: m.imm})
+		rx.expect++
+		rx.owed++
+		rx.ooo = 0
+	}
+	switch {
+	case rx.owed >= v.rel.AckEvery:
+		ack = true
+	case rx.owed > 0 && rx.ackTimer == nil:
+		rx.ackTimer = v.clock.AfterFunc(v.rel.AckDelay, v.delayedAck)
+	}
+}
+
+// delayedAck sends the acknowledgement no frame carried meanwhile.
+func (v *RawVI) delayedAck() {
+	v.mu.Lock()
+	v.rx.ackTimer = nil
+	owed := v.rx.owed > 0 && !v.closed
+	v.mu.Unlock()
+	if owed {
+		v.sendAck(false)
+	}
+}
