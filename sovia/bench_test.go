@@ -3,29 +3,59 @@
 package sovia
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/dragonc/dragonc/internal/netnstest"
 )
 
-// BenchmarkVersusTCP measures, for each message size of the paper's
-// Tables 2 and 3 and Figures 7 and 8 (4 B ... 32 KB), SOVIA over the
-// software VI against kernel TCP (Go's net, TCP_NODELAY as Go sets it) on
-// the same veth pair between two namespaces, interleaved in one run:
-// latency as half a ping-pong round trip, and bandwidth as the bytes per
-// second of a stream of such messages that the peer echoes back (both
-// directions flow at once, unlike the paper's one-way test).
+var busyPoll = flag.Duration("sovia.busypoll", 0, "BenchmarkVersusTCP: how long the software VI spins on an empty socket before it sleeps")
+
+// BenchmarkVersusTCP measures SOVIA over the software VI against kernel
+// TCP (Go's net) on one veth pair between two namespaces, interleaved in
+// one run, like with like:
+//
+//   - nodelay: SOVIA with NoDelay against TCP with TCP_NODELAY (Go's
+//     default): every write is a message / a segment;
+//   - combining: SOVIA combining small writes against TCP with Nagle's
+//     algorithm (SetNoDelay(false)).
+//
+// latency/SIZE is half a ping-pong round trip, reported as p50 and p99
+// over b.N round trips of each (the two alternate, each going first every
+// other time); bandwidth/SIZE is the bytes per second of a stream of
+// SIZE-byte writes that the peer echoes back (both directions at once).
+// A healthy run is never cut short: the software VI retransmits what the
+// link loses, and a VI whose peer stops answering breaks with an error.
 //
 //	go test ./sovia -run XXX -bench VersusTCP -benchtime 2000x
 func BenchmarkVersusTCP(b *testing.B) {
-	p := PaperParams()
-	sa, sb, _, _, nsA, nsB := rawPair(b, p)
+	nsA, nsB := netnstest.Two(b)
+	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	netnstest.IP(b, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
+	netnstest.IP(b, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
+	netnstest.IP(b, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
 	netnstest.IP(b, "-n", nsA, "addr", "add", "10.77.0.1/24", "dev", "vA")
 	netnstest.IP(b, "-n", nsB, "addr", "add", "10.77.0.2/24", "dev", "vB")
+	netnstest.Running(b, nsA, "vA")
+	netnstest.Running(b, nsB, "vB")
+	host := func(ns, ifc string) *RawHost {
+		var h *RawHost
+		if err := netnstest.In(ns, func() (err error) {
+			h, err = OpenHost(ifc)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		h.SetBusyPoll(*busyPoll)
+		b.Cleanup(func() { h.Close() })
+		return h
+	}
+	ha, hb := host(nsA, "vA"), host(nsB, "vB")
 	var ln net.Listener
 	if err := netnstest.In(nsB, func() (err error) {
 		ln, err = net.Listen("tcp4", "10.77.0.2:7777")
@@ -34,59 +64,107 @@ func BenchmarkVersusTCP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	var ta net.Conn
-	if err := netnstest.In(nsA, func() (err error) {
-		ta, err = net.Dial("tcp4", "10.77.0.2:7777")
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer ta.Close()
-	tb := <-accepted
-	defer tb.Close()
-	// Both servers echo: a ping-pong returns the message, a stream's end
-	// marker (one byte) returns one byte.
-	go echo(sb)
-	go echo(tb)
 
-	for size := 4; size <= 32<<10; size *= 2 {
-		b.Run(fmt.Sprintf("latency/%dB", size), func(b *testing.B) {
-			msg, buf := make([]byte, size), make([]byte, size)
-			var soviaT, tcpT time.Duration
-			for range b.N {
-				soviaT += pingPong(b, sa, msg, buf)
-				tcpT += pingPong(b, ta, msg, buf)
+	for i, mode := range []struct {
+		name    string
+		nodelay bool
+	}{{"nodelay", true}, {"combining", false}} {
+		p := PaperParams()
+		p.NoDelay = mode.nodelay
+		lvi := uint16(1 + i)
+		va, err := ha.VI(lvi, macB, lvi)
+		if err != nil {
+			b.Fatal(err)
+		}
+		vb, err := hb.VI(lvi, macA, lvi)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sa, err := NewConn(va, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb, err := NewConn(vb, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				accepted <- c
 			}
-			s, t := us(soviaT, 2*b.N), us(tcpT, 2*b.N)
-			b.ReportMetric(s, "sovia-µs")
-			b.ReportMetric(t, "tcp-µs")
-			b.ReportMetric(t/s, "tcp/sovia")
-		})
-	}
-	for size := 4; size <= 32<<10; size *= 2 {
-		b.Run(fmt.Sprintf("bandwidth/%dB", size), func(b *testing.B) {
-			msg := make([]byte, size)
-			count := min(4096, max(64, (1<<20)/size)) // up to 1 MiB a stream
-			var soviaT, tcpT time.Duration
-			for range b.N {
-				soviaT += stream(b, sa, msg, count)
-				tcpT += stream(b, ta, msg, count)
-			}
-			mb := float64(size*count*b.N) / 1e6
-			b.ReportMetric(mb/soviaT.Seconds(), "sovia-MB/s")
-			b.ReportMetric(mb/tcpT.Seconds(), "tcp-MB/s")
-		})
+		}()
+		var ta net.Conn
+		if err := netnstest.In(nsA, func() (err error) {
+			ta, err = net.Dial("tcp4", "10.77.0.2:7777")
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		tb := <-accepted
+		for _, c := range []net.Conn{ta, tb} {
+			c.(*net.TCPConn).SetNoDelay(mode.nodelay)
+		}
+		go echo(sb)
+		go echo(tb)
+
+		for _, size := range []int{4, 64, 1024, 8 << 10, 32 << 10} {
+			b.Run(fmt.Sprintf("%s/latency/%dB", mode.name, size), func(b *testing.B) {
+				msg, buf := make([]byte, size), make([]byte, size)
+				so, tc := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+				for i := range b.N {
+					if i%2 == 0 {
+						so = append(so, pingPong(b, sa, msg, buf))
+						tc = append(tc, pingPong(b, ta, msg, buf))
+					} else {
+						tc = append(tc, pingPong(b, ta, msg, buf))
+						so = append(so, pingPong(b, sa, msg, buf))
+					}
+				}
+				s50, s99, t50, t99 := quantile(so, 0.5), quantile(so, 0.99), quantile(tc, 0.5), quantile(tc, 0.99)
+				b.ReportMetric(s50, "sovia-p50-µs")
+				b.ReportMetric(s99, "sovia-p99-µs")
+				b.ReportMetric(t50, "tcp-p50-µs")
+				b.ReportMetric(t99, "tcp-p99-µs")
+				b.ReportMetric(s50/t50, "p50-sovia/tcp")
+				b.ReportMetric(s99/t99, "p99-sovia/tcp")
+			})
+		}
+		for _, size := range []int{64, 1024, 32 << 10} {
+			b.Run(fmt.Sprintf("%s/bandwidth/%dB", mode.name, size), func(b *testing.B) {
+				msg := make([]byte, size)
+				count := min(4096, max(64, (1<<20)/size)) // up to 1 MiB a stream
+				var soviaT, tcpT time.Duration
+				for i := range b.N {
+					if i%2 == 0 {
+						soviaT += stream(b, sa, msg, count)
+						tcpT += stream(b, ta, msg, count)
+					} else {
+						tcpT += stream(b, ta, msg, count)
+						soviaT += stream(b, sa, msg, count)
+					}
+				}
+				mb := float64(size*count*b.N) / 1e6
+				s, t := mb/soviaT.Seconds(), mb/tcpT.Seconds()
+				b.ReportMetric(s, "sovia-MB/s")
+				b.ReportMetric(t, "tcp-MB/s")
+				b.ReportMetric(s/t, "sovia/tcp")
+			})
+		}
+		sa.Close()
+		ta.Close()
+		tb.Close()
 	}
 }
 
-func us(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
+// quantile is the q-quantile of one-way latencies (half the round trips
+// ds), in µs.
+func quantile(ds []time.Duration, q float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Nanoseconds()) / 2e3
+}
 
 func pingPong(b *testing.B, c io.ReadWriter, msg, buf []byte) time.Duration {
 	start := time.Now()
