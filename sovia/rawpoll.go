@@ -218,6 +218,10 @@ type packetLink struct {
 	bufs [][]byte
 	iov  []syscall.Iovec
 	msgs []mmsghdr
+
+	to     syscall.RawSockaddrLinklayer // where sendFrames sends: the interface
+	txIov  []syscall.Iovec
+	txMsgs []mmsghdr
 }
 
 // mmsghdr is struct mmsghdr (recvmmsg(2)).
@@ -266,6 +270,7 @@ func OpenHost(ifname string) (*RawHost, error) {
 		return nil, fmt.Errorf("sovia: eventfd2: %w", e)
 	}
 	l := &packetLink{fd: fd, efd: int(efd), ifindex: ifc.Index, mtu: ifc.MTU}
+	l.to = syscall.RawSockaddrLinklayer{Family: syscall.AF_PACKET, Protocol: proto, Ifindex: int32(ifc.Index), Halen: 6}
 	size := 14 + ifc.MTU + 4 // a VLAN tag or padding beyond the MTU is cut
 	l.bufs, l.iov, l.msgs = make([][]byte, rxBatch), make([]syscall.Iovec, rxBatch), make([]mmsghdr, rxBatch)
 	for i := range rxBatch {
@@ -309,6 +314,36 @@ func (l *packetLink) SendFrame(f []byte) error {
 		}
 		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
 	}
+}
+
+// sendFrames sends frames with sendmmsg(2) (the socket is bound to the
+// interface; each frame names its destination in its Ethernet header, and
+// a packet socket sends what it is given). It waits while the socket's
+// queue is full.
+func (l *packetLink) sendFrames(frames [][]byte) error {
+	for len(l.txIov) < len(frames) {
+		l.txIov = append(l.txIov, syscall.Iovec{})
+		l.txMsgs = append(l.txMsgs, mmsghdr{})
+	}
+	for i, f := range frames {
+		l.txIov[i] = syscall.Iovec{Base: &f[0], Len: uint64(len(f))}
+		l.txMsgs[i] = mmsghdr{hdr: syscall.Msghdr{Name: (*byte)(unsafe.Pointer(&l.to)), Namelen: uint32(unsafe.Sizeof(l.to)), Iov: &l.txIov[i], Iovlen: 1}}
+	}
+	for sent := 0; sent < len(frames); {
+		if l.closed.Load() {
+			return errors.New("sovia: the link is closed")
+		}
+		r, _, e := syscall.Syscall6(sysSendmmsg, uintptr(l.fd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(frames)-sent), 0, 0, 0)
+		switch e {
+		case 0:
+			sent += int(r)
+		case syscall.ENOBUFS, syscall.EAGAIN, syscall.EINTR:
+			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+		default:
+			return e
+		}
+	}
+	return nil
 }
 
 // receive takes up to a batch of frames with one recvmmsg(2), without

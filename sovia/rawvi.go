@@ -65,8 +65,9 @@ type RawHost struct {
 	poll  *poller // the link's frames are received by whoever waits (nil: they come through Input)
 	rel   Reliability
 
-	sendMu  sync.Mutex
-	sendBuf []byte
+	sendMu   sync.Mutex
+	sendBufs [][]byte // frames being built
+	frames   [][]byte
 
 	mu        sync.Mutex
 	vis       map[uint16]*RawVI
@@ -214,11 +215,19 @@ type header struct {
 
 // sendFrame writes one frame (h.sendMu held).
 func (h *RawHost) sendFrame(to [6]byte, x header, data []byte) error {
+	return h.link.SendFrame(h.frame(0, to, x, data))
+}
+
+// frame builds a frame in send buffer i (h.sendMu held).
+func (h *RawHost) frame(i int, to [6]byte, x header, data []byte) []byte {
 	n := 14 + rawHeader + len(data)
-	if cap(h.sendBuf) < n {
-		h.sendBuf = make([]byte, n)
+	for len(h.sendBufs) <= i {
+		h.sendBufs = append(h.sendBufs, nil)
 	}
-	f := h.sendBuf[:n]
+	if cap(h.sendBufs[i]) < n {
+		h.sendBufs[i] = make([]byte, n, max(n, 14+rawHeader+h.link.MTU()))
+	}
+	f := h.sendBufs[i][:n]
 	copy(f[0:6], to[:])
 	copy(f[6:12], h.local[:])
 	binary.BigEndian.PutUint16(f[12:], EtherType)
@@ -232,7 +241,7 @@ func (h *RawHost) sendFrame(to [6]byte, x header, data []byte) error {
 	binary.BigEndian.PutUint32(hd[20:], x.imm)
 	hd[24], hd[25], hd[26], hd[27] = x.flags, 0, 0, 0
 	copy(hd[rawHeader:], data)
-	return h.link.SendFrame(f)
+	return f
 }
 
 // Input takes one frame the link received: a fragment of a message for

@@ -170,6 +170,16 @@ func (v *RawVI) transmit(m *outMsg) error {
 	if per < 1 {
 		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
 	}
+	if b, ok := h.link.(batchLink); ok && len(m.data) > per {
+		// Every frame of the message with one system call.
+		frames := h.frames[:0]
+		for at := 0; at < len(m.data); at += per {
+			x.at = uint32(at)
+			frames = append(frames, h.frame(len(frames), v.remote, x, m.data[at:min(at+per, len(m.data))]))
+		}
+		h.frames = frames
+		return b.sendFrames(frames)
+	}
 	for at := 0; at < len(m.data) || at == 0; {
 		k := min(per, len(m.data)-at)
 		x.at = uint32(at)
@@ -182,6 +192,11 @@ func (v *RawVI) transmit(m *outMsg) error {
 		at += k
 	}
 	return nil
+}
+
+// batchLink is a Link that sends many frames with one system call.
+type batchLink interface {
+	sendFrames(frames [][]byte) error
 }
 
 // takeAck returns the cumulative acknowledgement to send; a frame
@@ -278,10 +293,9 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 		t.tries = 0
 		t.rto = v.rel.RTO
 		t.progress = v.clock.Now()
-		if len(t.unacked) == 0 && t.timer != nil {
-			t.timer.Stop()
-			t.timer = nil
-		}
+		// The timer stays set: when it fires with nothing unacknowledged
+		// it ends, which costs less than stopping and setting one a
+		// round trip.
 	}
 	var again *outMsg
 	if nak && len(t.unacked) > 0 && t.unacked[0].seq == ack+1 && t.lastNak != ack+1 {
