@@ -92,8 +92,9 @@ var libraryHome = map[string][]string{
 	"github.com/schollz/progressbar/v3": {"cmd/dragonc"},
 	"golang.org/x/term":                 {"cmd/dragonc"},
 	// dragonc run writes its eBPF stage with cilium/ebpf's asm package.
-	// bench/live's XDP_TX reflector too.
-	"github.com/cilium/ebpf": {"run", "bench/live"},
+	// bench/live's XDP_TX reflector too, and internal/netnstest's
+	// frame-dropping XDP program (loss without netem).
+	"github.com/cilium/ebpf": {"run", "bench/live", "internal/netnstest"},
 }
 
 // skipDir reports whether a walk of the module skips a directory: test
