@@ -100,20 +100,30 @@ func FuzzHostInput(f *testing.F) {
 	})
 }
 
-// pipeLink delivers a host's frames to another host's Input at once, as
-// a wire would.
-type pipeLink struct{ to *RawHost }
+// pipeLink delivers a host's frames to another host's Input in order,
+// on a goroutine of its own, as a wire and the receiving loop of
+// `dragonc run` would.
+type pipeLink struct {
+	to     *RawHost
+	frames chan []byte
+}
 
 func (l *pipeLink) SendFrame(f []byte) error {
-	l.to.Input(append([]byte(nil), f...))
+	l.frames <- append([]byte(nil), f...)
 	return nil
+}
+
+func (l *pipeLink) deliver() {
+	for f := range l.frames {
+		l.to.Input(f)
+	}
 }
 func (l *pipeLink) MTU() int     { return 1500 }
 func (l *pipeLink) Close() error { return nil }
 
 // pipeHosts are two hosts joined by pipe links.
 func pipeHosts(t *testing.T) (a, b *RawHost) {
-	la, lb := &pipeLink{}, &pipeLink{}
+	la, lb := &pipeLink{frames: make(chan []byte, 4096)}, &pipeLink{frames: make(chan []byte, 4096)}
 	a, err := NewHost(la, net.HardwareAddr{2, 0, 0, 0, 0, 0xa})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +133,9 @@ func pipeHosts(t *testing.T) (a, b *RawHost) {
 		t.Fatal(err)
 	}
 	la.to, lb.to = b, a
-	t.Cleanup(func() { a.Close(); b.Close() })
+	go la.deliver()
+	go lb.deliver()
+	t.Cleanup(func() { a.Close(); b.Close() }) // the deliver goroutines stay, idle: a late frame must not meet a closed channel
 	return a, b
 }
 

@@ -134,8 +134,10 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 		}
 		v.armRetransmit()
 	}
-	t.mu.Unlock()
+	// Sent under t.mu: an acknowledgement (even a forged one) cannot
+	// give the copy's buffer to another message while it goes out.
 	err = v.transmit(m)
+	t.mu.Unlock()
 	v.mu.Lock()
 	if err != nil && v.err == nil {
 		v.err = err
@@ -160,7 +162,8 @@ func (t *txState) buffer(n int) []byte {
 }
 
 // transmit sends a message's frames, all together, carrying the
-// acknowledgement of what has arrived.
+// acknowledgement of what has arrived (v.tx.mu held: the lock order is
+// tx.mu, then the host's sendMu, then queues.mu).
 func (v *RawVI) transmit(m *outMsg) error {
 	h := v.host
 	h.sendMu.Lock()
@@ -263,11 +266,10 @@ func (v *RawVI) retransmit() {
 	}
 	t.rto = min(2*t.rto, v.rel.MaxRTO)
 	t.progress = v.clock.Now()
-	again := append([]*outMsg(nil), t.unacked...)
-	t.resent += len(again)
+	t.resent += len(t.unacked)
 	v.armRetransmit()
-	t.mu.Unlock()
-	for _, m := range again {
+	defer t.mu.Unlock()
+	for _, m := range t.unacked {
 		if v.transmit(m) != nil {
 			return
 		}
@@ -297,16 +299,12 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 		// it ends, which costs less than stopping and setting one a
 		// round trip.
 	}
-	var again *outMsg
 	if nak && len(t.unacked) > 0 && t.unacked[0].seq == ack+1 && t.lastNak != ack+1 {
-		again = t.unacked[0]
 		t.lastNak = ack + 1
 		t.resent++
+		v.transmit(t.unacked[0])
 	}
 	t.mu.Unlock()
-	if again != nil {
-		v.transmit(again)
-	}
 }
 
 // stopTimers stops the VI's timers (it closed).
@@ -420,7 +418,7 @@ func (v *RawVI) fragment(x header, data []byte) {
 func (v *RawVI) delayedAck() {
 	v.mu.Lock()
 	v.rx.ackTimer = nil
-	owed := v.rx.owed > 0 && !v.closed
+	owed := v.rx.owed > 0 && !v.closed && v.err == nil
 	v.mu.Unlock()
 	if owed {
 		v.sendAck(false)
