@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -212,8 +213,13 @@ func (h *RawHost) background() {
 // EtherType on one interface, non-blocking; an eventfd wakes whoever
 // sleeps in poll(2).
 type packetLink struct {
-	fd, efd, ifindex, mtu int
-	closed                atomic.Bool
+	fd, ifindex, mtu int
+	file             *os.File // fd in Go's network poller, for sleep
+	rc               syscall.RawConn
+	woken            atomic.Bool // wake was called since the last sleep
+	deadline         atomic.Bool // wake set the file's deadline: sleep clears it
+	stashed          int         // frames sleep received and receive has not handed on
+	closed           atomic.Bool
 
 	bufs [][]byte
 	iov  []syscall.Iovec
@@ -264,12 +270,15 @@ func OpenHost(ifname string) (*RawHost, error) {
 		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, buffer)
 	}
 	syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetIgnoreOutgoing, 1) // an optimisation: Input ignores them anyway
-	efd, _, e := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if e != 0 {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("sovia: eventfd2: %w", e)
+	l := &packetLink{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU}
+	// The socket sleeps in Go's network poller (epoll), as a TCP socket
+	// does, so that the goroutine waking from it finds a processor as a
+	// TCP reader would; the fd stays non-blocking (os.NewFile sees it is).
+	l.file = os.NewFile(uintptr(fd), "sovia-"+ifname)
+	if l.rc, err = l.file.SyscallConn(); err != nil {
+		l.file.Close()
+		return nil, err
 	}
-	l := &packetLink{fd: fd, efd: int(efd), ifindex: ifc.Index, mtu: ifc.MTU}
 	l.to = syscall.RawSockaddrLinklayer{Family: syscall.AF_PACKET, Protocol: proto, Ifindex: int32(ifc.Index), Halen: 6}
 	size := 14 + ifc.MTU + 4 // a VLAN tag or padding beyond the MTU is cut
 	l.bufs, l.iov, l.msgs = make([][]byte, rxBatch), make([]syscall.Iovec, rxBatch), make([]mmsghdr, rxBatch)
@@ -289,10 +298,7 @@ func OpenHost(ifname string) (*RawHost, error) {
 
 func (l *packetLink) MTU() int { return l.mtu }
 
-func (l *packetLink) closeFDs() {
-	syscall.Close(l.fd)
-	syscall.Close(l.efd)
-}
+func (l *packetLink) closeFDs() { l.file.Close() }
 
 // Close marks the link closed; the host closes the sockets once no
 // goroutine receives (closeLink).
@@ -347,53 +353,70 @@ func (l *packetLink) sendFrames(frames [][]byte) error {
 }
 
 // receive takes up to a batch of frames with one recvmmsg(2), without
-// waiting (RawSyscall: it never blocks, so the scheduler need not know).
+// waiting (RawSyscall: it never blocks, so the scheduler need not know),
+// or hands on those sleep received.
 func (l *packetLink) receive(in func([]byte)) (int, error) {
-	for i := range l.msgs {
-		l.msgs[i] = mmsghdr{hdr: syscall.Msghdr{Iov: &l.iov[i], Iovlen: 1}}
+	n := l.stashed
+	l.stashed = 0
+	if n == 0 {
+		var err error
+		if n, err = l.recv(); err != nil {
+			return 0, err
+		}
 	}
-	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.msgs[0])), rxBatch, syscall.MSG_DONTWAIT, 0, 0)
-	switch e {
-	case 0:
-	case syscall.EAGAIN, syscall.EINTR:
-		return 0, nil
-	default:
-		return 0, e
-	}
-	n := int(r)
 	for i := range n {
 		in(l.bufs[i][:min(int(l.msgs[i].len), len(l.bufs[i]))])
 	}
 	return n, nil
 }
 
-// pollFd is struct pollfd.
-type pollFd struct {
-	fd      int32
-	events  int16
-	revents int16
+// recv fills the batch's buffers; it returns how many frames came.
+func (l *packetLink) recv() (int, error) {
+	for i := range l.msgs {
+		l.msgs[i] = mmsghdr{hdr: syscall.Msghdr{Iov: &l.iov[i], Iovlen: 1}}
+	}
+	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.msgs[0])), rxBatch, syscall.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case 0:
+		return int(r), nil
+	case syscall.EAGAIN, syscall.EINTR:
+		return 0, nil
+	default:
+		return 0, e
+	}
 }
 
-const pollIn = 0x1
-
-// sleep waits in poll(2) until the socket has a frame or the eventfd was
-// written, and empties the eventfd.
+// sleep waits in Go's network poller until the socket has frames (which
+// it takes: receive hands them on) or wake was called.
 func (l *packetLink) sleep() error {
-	fds := [2]pollFd{{fd: int32(l.fd), events: pollIn}, {fd: int32(l.efd), events: pollIn}}
-	_, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), 2, ^uintptr(0)) // -1: no timeout
-	if e != 0 && e != syscall.EINTR {
-		return e
+	if l.deadline.Swap(false) {
+		l.file.SetReadDeadline(time.Time{})
 	}
-	if fds[1].revents != 0 {
-		var b [8]byte
-		syscall.Read(l.efd, b[:])
+	if l.woken.Swap(false) {
+		return nil
 	}
-	return nil
+	var rerr error
+	err := l.rc.Read(func(uintptr) bool {
+		if l.woken.Load() {
+			return true
+		}
+		l.stashed, rerr = l.recv()
+		return l.stashed > 0 || rerr != nil
+	})
+	l.woken.Store(false)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return rerr
 }
 
+// wake ends a sleep: a deadline in the past makes the poller return.
+// The deadline is set before the flags that make sleep clear it, so a
+// deadline is never left behind unnoticed.
 func (l *packetLink) wake() {
-	one := [8]byte{1}
-	syscall.Write(l.efd, one[:])
+	l.file.SetReadDeadline(time.Unix(1, 0))
+	l.deadline.Store(true)
+	l.woken.Store(true)
 }
 
 // closeLink stops the receivers and closes the socket once none uses it.
