@@ -19,9 +19,9 @@ import (
 // receive. The goroutine that waits for a completion of any of the host's
 // VIs (a Read, a Write waiting for a window slot, a close exchange)
 // receives the socket's frames itself, a batch at a time with
-// recvmmsg(2), and hands each to the VI it names; it sleeps in poll(2)
-// only when the socket is empty, after an optional busy-poll. One
-// goroutine receives at a time (pollMu). Others wait on their VI's event
+// recvmmsg(2), and hands each to the VI it names; it sleeps in Go's
+// network poller only when the socket is empty, after an optional
+// busy-poll. One goroutine receives at a time (poller.mu). Others wait on their VI's event
 // channel, which the receiving goroutine closes when it completes one of
 // their messages; when it stops receiving and someone waits, it hands the
 // socket on (turn). So whoever waits drives the input, two goroutines
@@ -57,7 +57,7 @@ type poller struct {
 	mu       sync.Mutex    // held by the goroutine receiving
 	waiters  atomic.Int32  // goroutines waiting for the socket
 	turn     chan struct{} // the socket is free and someone waits
-	sleeping atomic.Bool   // the receiver is in poll(2)
+	sleeping atomic.Bool   // the receiver sleeps
 	bg       atomic.Bool   // the receiver is the host's own goroutine
 	preempt  atomic.Bool   // a waiter wants the socket from it
 	polls    atomic.Uint64 // receive passes by the application's goroutines
@@ -65,12 +65,12 @@ type poller struct {
 	done     chan struct{} // the host's goroutine ended
 
 	// BusyPoll is how long a receiver spins on the empty socket before
-	// it sleeps in poll(2) (0: not at all).
+	// it sleeps (0: not at all).
 	busyPoll time.Duration
 }
 
 // SetBusyPoll makes a goroutine that finds the socket empty try again for
-// up to d before it sleeps in poll(2): lower latency for a core spent
+// up to d before it sleeps: lower latency for a core spent
 // spinning (0, the default, never spins). It has no effect on a host
 // whose frames come through Input.
 func (h *RawHost) SetBusyPoll(d time.Duration) {
@@ -121,7 +121,7 @@ func (v *RawVI) block(ev, stop <-chan struct{}) {
 	}
 }
 
-// wake makes the goroutine in poll(2) look at its stop channel again.
+// wake makes the goroutine sleeping look at its stop channel again.
 func (v *RawVI) wake() {
 	if p := v.host.poll; p != nil {
 		p.wakeSleeper()
@@ -210,8 +210,7 @@ func (h *RawHost) background() {
 }
 
 // packetLink is a raw packet socket of the host's own, bound to the VI
-// EtherType on one interface, non-blocking; an eventfd wakes whoever
-// sleeps in poll(2).
+// EtherType on one interface, non-blocking, in Go's network poller.
 type packetLink struct {
 	fd, ifindex, mtu int
 	file             *os.File // fd in Go's network poller, for sleep
