@@ -34,28 +34,12 @@ var busyPoll = flag.Duration("sovia.busypoll", 0, "BenchmarkVersusTCP: how long 
 //
 //	go test ./sovia -run XXX -bench VersusTCP -benchtime 2000x
 func BenchmarkVersusTCP(b *testing.B) {
-	nsA, nsB := netnstest.Two(b)
-	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
-	netnstest.IP(b, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
-	netnstest.IP(b, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
-	netnstest.IP(b, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
+	nsA, nsB, macA, macB := vethPair(b)
 	netnstest.IP(b, "-n", nsA, "addr", "add", "10.77.0.1/24", "dev", "vA")
 	netnstest.IP(b, "-n", nsB, "addr", "add", "10.77.0.2/24", "dev", "vB")
-	netnstest.Running(b, nsA, "vA")
-	netnstest.Running(b, nsB, "vB")
-	host := func(ns, ifc string) *RawHost {
-		var h *RawHost
-		if err := netnstest.In(ns, func() (err error) {
-			h, err = OpenHost(ifc)
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-		h.SetBusyPoll(*busyPoll)
-		b.Cleanup(func() { h.Close() })
-		return h
-	}
-	ha, hb := host(nsA, "vA"), host(nsB, "vB")
+	ha, hb := openHost(b, nsA, "vA"), openHost(b, nsB, "vB")
+	ha.SetBusyPoll(*busyPoll)
+	hb.SetBusyPoll(*busyPoll)
 	var ln net.Listener
 	if err := netnstest.In(nsB, func() (err error) {
 		ln, err = net.Listen("tcp4", "10.77.0.2:7777")

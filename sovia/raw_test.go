@@ -5,6 +5,7 @@ package sovia
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -18,13 +19,7 @@ import (
 // namespaces the test makes, and a SOVIA connection over them.
 func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI, nsA, nsB string) {
 	t.Helper()
-	nsA, nsB = netnstest.Two(t)
-	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
-	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
-	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
-	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
-	netnstest.Running(t, nsA, "vA")
-	netnstest.Running(t, nsB, "vB")
+	nsA, nsB, macA, macB := vethPair(t)
 	open := func(ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi uint16) *RawVI {
 		var v *RawVI
 		if err := netnstest.In(ns, func() (err error) {
@@ -102,41 +97,9 @@ func TestRawEchoAndBulk(t *testing.T) {
 		}
 	}
 
-	// Bulk: 64 MiB one way, in 1 MiB writes.
-	const total = 64 << 20
-	want := sha256.New()
-	sent := make(chan error, 1)
-	go func() {
-		block := make([]byte, 1<<20)
-		r := rand.New(rand.NewPCG(6, 7))
-		for range total / len(block) {
-			for i := range block {
-				block[i] = byte(r.Uint32())
-			}
-			want.Write(block)
-			if _, err := a.Write(block); err != nil {
-				sent <- err
-				return
-			}
-		}
-		sent <- nil
-	}()
-	// The echo server returns it all; read it back while writing.
-	got := sha256.New()
-	buf := make([]byte, 256<<10)
-	for n := 0; n < total; {
-		k, err := a.Read(buf)
-		got.Write(buf[:k])
-		n += k
-		if err != nil {
-			t.Fatalf("bulk after %d bytes: %v", n, err)
-		}
-	}
-	if err := <-sent; err != nil {
+	// Bulk: 64 MiB, echoed as it goes.
+	if err := bulkEcho(a, 64<<20, 6); err != nil {
 		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
-		t.Fatal("the 64 MiB arrived different")
 	}
 	a.Close()
 	if err := <-served; err != nil {
@@ -151,25 +114,8 @@ func TestRawEchoAndBulk(t *testing.T) {
 // reaches a listener by port and both exchange data at once; a port no
 // one listens on and other protocol settings are refused.
 func TestRawDialListen(t *testing.T) {
-	nsA, nsB := netnstest.Two(t)
-	macA, macB := net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
-	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
-	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
-	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
-	netnstest.Running(t, nsA, "vA")
-	netnstest.Running(t, nsB, "vB")
-	host := func(ns, ifc string) *RawHost {
-		var h *RawHost
-		if err := netnstest.In(ns, func() (err error) {
-			h, err = OpenHost(ifc)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
-	ha, hb := host(nsA, "vA"), host(nsB, "vB")
+	nsA, nsB, _, macB := vethPair(t)
+	ha, hb := openHost(t, nsA, "vA"), openHost(t, nsB, "vB")
 	p := PaperParams()
 	l, err := hb.Listen(7, p)
 	if err != nil {
@@ -262,18 +208,30 @@ func TestRawLossyBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	go echo(b)
-	const total = 64 << 20
+	if err := bulkEcho(a, 64<<20, 12); err != nil {
+		t.Fatalf("%v (a resent %d, b %d)", err, va.Resent(), vb.Resent())
+	}
+	if va.Resent() == 0 || vb.Resent() == 0 || relay.Reordered.Load() == 0 {
+		t.Fatalf("resent %d and %d, reordered %d: nothing was lost or reordered", va.Resent(), vb.Resent(), relay.Reordered.Load())
+	}
+	t.Logf("relay: %d frames, %d held back; resent: a %d messages, b %d", relay.Frames.Load(), relay.Reordered.Load(), va.Resent(), vb.Resent())
+}
+
+// bulkEcho writes total bytes (a seeded sequence, in 1 MiB writes) on c,
+// whose peer echoes them, reads the echo as it comes, and compares the
+// two by SHA-256.
+func bulkEcho(c *Conn, total int, seed uint64) error {
 	want := sha256.New()
 	sent := make(chan error, 1)
 	go func() {
 		block := make([]byte, 1<<20)
-		r := rand.New(rand.NewPCG(12, 13))
+		r := rand.New(rand.NewPCG(seed, seed+1))
 		for range total / len(block) {
 			for i := range block {
 				block[i] = byte(r.Uint32())
 			}
 			want.Write(block)
-			if _, err := a.Write(block); err != nil {
+			if _, err := c.Write(block); err != nil {
 				sent <- err
 				return
 			}
@@ -283,21 +241,47 @@ func TestRawLossyBulk(t *testing.T) {
 	got := sha256.New()
 	buf := make([]byte, 256<<10)
 	for n := 0; n < total; {
-		k, err := a.Read(buf)
+		k, err := c.Read(buf)
 		got.Write(buf[:k])
 		n += k
 		if err != nil {
-			t.Fatalf("after %d bytes: %v (a resent %d, b %d)", n, err, va.Resent(), vb.Resent())
+			return fmt.Errorf("the echo after %d bytes: %w", n, err)
 		}
 	}
 	if err := <-sent; err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
-		t.Fatal("the 64 MiB came back different")
+		return fmt.Errorf("the %d bytes came back different", total)
 	}
-	if va.Resent() == 0 || vb.Resent() == 0 || relay.Reordered.Load() == 0 {
-		t.Fatalf("resent %d and %d, reordered %d: nothing was lost or reordered", va.Resent(), vb.Resent(), relay.Reordered.Load())
+	return nil
+}
+
+// openHost opens the software VIs of interface ifc in namespace ns,
+// closed when the test ends.
+func openHost(t testing.TB, ns, ifc string) *RawHost {
+	t.Helper()
+	var h *RawHost
+	if err := netnstest.In(ns, func() (err error) {
+		h, err = OpenHost(ifc)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("relay: %d frames, %d held back; resent: a %d messages, b %d", relay.Frames.Load(), relay.Reordered.Load(), va.Resent(), vb.Resent())
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// vethPair makes two namespaces joined by a veth pair, vA (MAC
+// 02:00:00:00:00:0a) in nsA and vB (…:0b) in nsB, both running.
+func vethPair(t testing.TB) (nsA, nsB string, macA, macB net.HardwareAddr) {
+	t.Helper()
+	nsA, nsB = netnstest.Two(t)
+	macA, macB = net.HardwareAddr{2, 0, 0, 0, 0, 0xa}, net.HardwareAddr{2, 0, 0, 0, 0, 0xb}
+	netnstest.IP(t, "link", "add", "vA", "netns", nsA, "type", "veth", "peer", "name", "vB", "netns", nsB)
+	netnstest.IP(t, "-n", nsA, "link", "set", "vA", "address", macA.String(), "up")
+	netnstest.IP(t, "-n", nsB, "link", "set", "vB", "address", macB.String(), "up")
+	netnstest.Running(t, nsA, "vA")
+	netnstest.Running(t, nsB, "vB")
+	return nsA, nsB, macA, macB
 }
