@@ -20,18 +20,7 @@ import (
 func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI, nsA, nsB string) {
 	t.Helper()
 	nsA, nsB, macA, macB := vethPair(t)
-	open := func(ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi uint16) *RawVI {
-		var v *RawVI
-		if err := netnstest.In(ns, func() (err error) {
-			v, err = OpenRaw(ifc, lvi, peer, rvi)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { v.Close() })
-		return v
-	}
-	va, vb = open(nsA, "vA", 1, macB, 2), open(nsB, "vB", 2, macA, 1)
+	va, vb = openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
 	var err error
 	if a, err = NewConn(va, p); err != nil {
 		t.Fatal(err)
@@ -185,18 +174,7 @@ func TestRawLossyBulk(t *testing.T) {
 	relay := netnstest.Relay(t, nsR, "rA", "rB", 0.01, 11)
 	netnstest.Drop(t, nsA, "vA", EtherType, 0.01)
 	netnstest.Drop(t, nsB, "vB", EtherType, 0.01)
-	open := func(ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi uint16) *RawVI {
-		var v *RawVI
-		if err := netnstest.In(ns, func() (err error) {
-			v, err = OpenRaw(ifc, lvi, peer, rvi)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { v.host.Close() })
-		return v
-	}
-	va, vb := open(nsA, "vA", 1, macB, 2), open(nsB, "vB", 2, macA, 1)
+	va, vb := openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
 	p := PaperParams()
 	p.CombineDelay = time.Millisecond
 	a, err := NewConn(va, p)
@@ -284,4 +262,19 @@ func vethPair(t testing.TB) (nsA, nsB string, macA, macB net.HardwareAddr) {
 	netnstest.Running(t, nsA, "vA")
 	netnstest.Running(t, nsB, "vB")
 	return nsA, nsB, macA, macB
+}
+
+// openVI opens VI lvi on interface ifc in namespace ns, on a host of its
+// own, joined to VI rvi of peer; the host closes when the test ends.
+func openVI(t testing.TB, ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi uint16) *RawVI {
+	t.Helper()
+	var v *RawVI
+	if err := netnstest.In(ns, func() (err error) {
+		v, err = OpenRaw(ifc, lvi, peer, rvi)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.host.Close() })
+	return v
 }

@@ -148,6 +148,7 @@ func (p *poller) release() {
 // drive receives frames until done (p.mu held).
 func (h *RawHost) drive(done func() bool, bg bool) {
 	p := h.poll
+	var spun time.Time // when the socket was first found empty, while spinning
 	for !p.stop.Load() {
 		if !bg {
 			p.polls.Add(1)
@@ -161,21 +162,17 @@ func (h *RawHost) drive(done func() bool, bg bool) {
 			return
 		}
 		if n > 0 {
+			spun = time.Time{}
 			continue
 		}
 		if p.busyPoll > 0 && !bg {
-			for start := time.Now(); n == 0 && time.Since(start) < p.busyPoll; {
-				if n, err = p.link.receive(h.Input); err != nil {
-					h.failAll(fmt.Errorf("sovia: receiving: %w", err))
-					return
-				}
-				if done() {
-					return
-				}
+			if spun.IsZero() {
+				spun = time.Now()
 			}
-			if n > 0 {
+			if time.Since(spun) < p.busyPoll {
 				continue
 			}
+			spun = time.Time{}
 		}
 		p.sleeping.Store(true)
 		if done() || p.stop.Load() {
