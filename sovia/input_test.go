@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -49,7 +50,8 @@ func FuzzHostInput(f *testing.F) {
 	f.Add(viFrame(1, 7, 1, 5, 0, 0x10, []byte("hello")), []byte{})
 	f.Add(viFrame(1, 7, 1, 3000, 0, 0, make([]byte, 1480)), viFrame(1, 7, 1, 3000, 1480, 0, make([]byte, 1520)))
 	f.Add(viFrame(1, 7, 2, 5, 0, 0, []byte("gap!!")), []byte{})
-	f.Add(viFrame(0, 9, 0, setupLen, 0, 0, setupFrame(setupConnect, 80, 9, 0, p)), viFrame(0, 9, 0, setupLen, 0, 0, setupFrame(setupConnect, 81, 9, 0, p)))
+	f.Add(viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConnect, port: 80, dialer: 9, p: p, nonce: 1}.frame()), viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConnect, port: 81, dialer: 9, p: p, nonce: 2}.frame()))
+	f.Add(viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConnect, port: 80, dialer: 9, p: p, nonce: 1}.frame()), viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConfirm, port: 80, dialer: 9, listener: 2, p: p, nonce: 1}.frame()))
 	f.Add(viFrame(1, 7, 1, 1<<31, 0, 0, nil), []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		link := &recordLink{}
@@ -99,11 +101,24 @@ func FuzzHostInput(f *testing.F) {
 
 // pipeLink delivers a host's frames to another host's Input at once, as
 // a wire would.
-type pipeLink struct{ to *RawHost }
+type pipeLink struct {
+	mu sync.Mutex
+	to *RawHost
+}
 
 func (l *pipeLink) SendFrame(f []byte) error {
-	l.to.Input(append([]byte(nil), f...))
+	l.mu.Lock()
+	to := l.to
+	l.mu.Unlock()
+	to.Input(append([]byte(nil), f...))
 	return nil
+}
+
+// setTo puts another host at the link's far end.
+func (l *pipeLink) setTo(h *RawHost) {
+	l.mu.Lock()
+	l.to = h
+	l.mu.Unlock()
 }
 func (l *pipeLink) MTU() int     { return 1500 }
 func (l *pipeLink) Close() error { return nil }
@@ -119,7 +134,8 @@ func pipeHosts(t *testing.T) (a, b *RawHost) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	la.to, lb.to = b, a
+	la.setTo(b)
+	lb.setTo(a)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
@@ -167,7 +183,7 @@ func TestServeStreamsOneAtATime(t *testing.T) {
 	open := func(h *RawHost) int {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return len(h.vis) + len(h.accepted)
+		return len(h.vis) + len(h.setup.byVI) + len(h.setup.halfOpen)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for open(a)+open(b) > 0 && time.Now().Before(deadline) {
@@ -175,28 +191,6 @@ func TestServeStreamsOneAtATime(t *testing.T) {
 	}
 	if n, m := open(a), open(b); n+m > 0 {
 		t.Errorf("after both closes: %d VIs and accepted requests open on the dialer, %d on the listener", n, m)
-	}
-}
-
-// TestVINumbersRunOut: a host whose every VI number is taken refuses
-// another VI instead of looking for one forever.
-func TestVINumbersRunOut(t *testing.T) {
-	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := net.HardwareAddr{2, 0, 0, 0, 0, 2}
-	for n := 1; n < 1<<16; n++ {
-		if _, err := h.VI(uint16(n), peer, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := h.VI(0, peer, 1); err == nil || !strings.Contains(err.Error(), "every VI number") {
-		t.Fatalf("a VI on a full host: %v", err)
-	}
-	h.vis[77].Close()
-	if v, err := h.VI(0, peer, 1); err != nil || v.lvi != 77 {
-		t.Fatalf("after VI 77 closed: %v, %v", v, err)
 	}
 }
 
