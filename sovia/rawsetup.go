@@ -279,15 +279,22 @@ func (h *RawHost) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), 
 // reason, in one fixed order, leaving out the reasons that never
 // happened.
 func (h *RawHost) SetupCounts() []SetupCount {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var out []SetupCount
-	for i, n := range h.setup.counts {
+	h.EachSetupCount(func(reason string, n uint64) { out = append(out, SetupCount{reason, n}) })
+	return out
+}
+
+// EachSetupCount calls f with each reason setup dropped something for,
+// and how many, in SetupCounts' order (what `dragonc run` reports).
+func (h *RawHost) EachSetupCount(f func(reason string, count uint64)) {
+	h.mu.Lock()
+	counts := h.setup.counts
+	h.mu.Unlock()
+	for i, n := range counts {
 		if n > 0 {
-			out = append(out, SetupCount{dropNames[i], n})
+			f(dropNames[i], n)
 		}
 	}
-	return out
 }
 
 // count counts a drop (h.mu held).

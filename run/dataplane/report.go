@@ -23,6 +23,10 @@ type Report struct {
 	// XDP program left to the kernel's stack on the endpoint's planned
 	// core; run fills it in.
 	KernelSockets []KernelSocket `json:"kernel_sockets,omitempty"`
+	// VIADrops count what the software VIs' connection setup dropped,
+	// by reason ("half-open connection evicted (host's limit)"), from
+	// Stack.VIA's Drops.
+	VIADrops []Outcome `json:"via_drops,omitempty"`
 }
 
 // KernelSocket is what the XDP program did with a kernel-socket
@@ -145,6 +149,16 @@ func (r Report) WriteText(w io.Writer) {
 	if len(r.Stage) > 0 {
 		b.WriteString("xdp stage:")
 		for i, o := range r.Stage {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %s %d", o.Name, o.Count)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.VIADrops) > 0 {
+		b.WriteString("via drops:")
+		for i, o := range r.VIADrops {
 			if i > 0 {
 				b.WriteString(",")
 			}
