@@ -126,11 +126,16 @@ type SetupLimits struct {
 // DefaultSetupLimits are a host's limits until SetLimits: 4 half-open
 // connections per peer and 64 in all, 2 s for the handshake (the
 // dialer's default patience), 60 s of silence, 10 s of quarantine (twice
-// the close exchange's linger), and answers at the rate and burst of
-// Linux's ICMP limit (icmp_msgs_per_sec 1000, icmp_msgs_burst 50).
+// the close exchange's linger), and 10,000 answers a second in bursts of
+// 1,000. An answer is no larger than the request, so the limit bounds
+// the work a flood costs rather than an amplification; it is ten times
+// Linux's ICMP limit (icmp_msgs_per_sec 1000) because a limit every
+// request shares is also what a flood takes from real peers, while the
+// eviction of the oldest half-open connection keeps the table a flood
+// can fill from ever shutting them out.
 func DefaultSetupLimits() SetupLimits {
 	return SetupLimits{HalfOpenPerPeer: 4, HalfOpen: 64, Handshake: 2 * time.Second, Idle: 60 * time.Second,
-		Quarantine: 2 * linger, AnswerRate: 1000, AnswerBurst: 50}
+		Quarantine: 2 * linger, AnswerRate: 10000, AnswerBurst: 1000}
 }
 
 func (l SetupLimits) check() error {
@@ -502,6 +507,12 @@ func (h *RawHost) DialContext(ctx context.Context, peer net.HardwareAddr, port u
 			wait = dialRetry
 		case a.kind == setupEstablished:
 			return c, nil
+		case msg.kind == setupConfirm:
+			// No answer to the confirmation: the listener may have
+			// evicted the half-open connection, or the answer was
+			// lost. Asking from the start works in both cases (the
+			// listener repeats its ACCEPT for this nonce).
+			msg = setupMsg{kind: setupConnect, port: port, dialer: v.lvi, p: p, nonce: d.nonce}
 		}
 		// else the timer ran out: ask again
 	}

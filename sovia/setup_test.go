@@ -475,3 +475,67 @@ func TestSetupClientsInARow(t *testing.T) {
 		a.Close() // the process exits: no close exchange
 	}
 }
+
+// floodLink is a pipe link that holds its host's first answer to a
+// request back until it has handed the host n forged requests from other
+// addresses, as a flood between the answer and its confirmation would.
+type floodLink struct {
+	pipeLink
+	from    *RawHost
+	n       int
+	flooded bool
+	done    chan struct{}
+}
+
+func (l *floodLink) SendFrame(f []byte) error {
+	if m, ok := parseSetup(f[14+rawHeader:]); ok && binary.BigEndian.Uint16(f[14:]) == 0 && m.kind == setupAccept && !l.flooded {
+		l.flooded = true
+		held := append([]byte(nil), f...)
+		go func() { // once the host's send is over: Input answers
+			defer close(l.done)
+			for i := range l.n {
+				g := setupFrom([6]byte{2, 9, 0, 0, byte(i >> 8), byte(i)}, 5, setupMsg{kind: setupConnect, port: m.port, dialer: 5, p: m.p, nonce: 1})
+				copy(g[0:6], held[6:12]) // to the host
+				l.from.Input(g)
+			}
+			l.pipeLink.SendFrame(held)
+		}()
+		return nil
+	}
+	return l.pipeLink.SendFrame(f)
+}
+
+// TestSetupEvictedDialerStartsOver: a dialer whose half-open connection
+// a flood evicted before its confirmation arrived asks again from the
+// start and connects.
+func TestSetupEvictedDialerStartsOver(t *testing.T) {
+	la := &pipeLink{}
+	a, err := NewHost(la, net.HardwareAddr{2, 0, 0, 0, 0, 0xa})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	lb := &floodLink{n: 64, done: make(chan struct{})}
+	lb.setTo(a)
+	b, err := NewHost(lb, net.HardwareAddr{2, 0, 0, 0, 0, 0xb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	lb.from = b
+	la.setTo(b)
+	p := PaperParams()
+	if _, err := b.Listen(80, p); err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Dial(b.MAC(), 80, p)
+	if err != nil {
+		t.Fatalf("dial after the flood evicted the half-open connection: %v (counts %v)", err, counts(b))
+	}
+	c.Close()
+	<-lb.done
+	got := counts(b)
+	if got[dropNames[dropEvictedTotal]] < 1 || got[dropNames[dropConfirmUnknown]] != 1 {
+		t.Errorf("counted %v: want the dialer's half-open connection evicted and its confirmation unknown once", got)
+	}
+}
