@@ -14,38 +14,39 @@ import (
 	"time"
 )
 
-// fakeClock is a setupClock a test advances by hand: timers fire, in
+// fakeSetupClock is a setupClock a test advances by hand (until setup
+// takes its timers from the package's Clock): timers fire, in
 // order, only inside Advance.
-type fakeClock struct {
+type fakeSetupClock struct {
 	mu     sync.Mutex
 	now    time.Time
-	timers []*fakeTimer
+	timers []*fakeSetupTimer
 }
 
-type fakeTimer struct {
-	c    *fakeClock
+type fakeSetupTimer struct {
+	c    *fakeSetupClock
 	at   time.Time
 	f    func()
 	done bool // fired or stopped
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1e9, 0)} }
+func newFakeSetupClock() *fakeSetupClock { return &fakeSetupClock{now: time.Unix(1e9, 0)} }
 
-func (c *fakeClock) Now() time.Time {
+func (c *fakeSetupClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) setupTimer {
+func (c *fakeSetupClock) AfterFunc(d time.Duration, f func()) setupTimer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	t := &fakeSetupTimer{c: c, at: c.now.Add(d), f: f}
 	c.timers = append(c.timers, t)
 	return t
 }
 
-func (t *fakeTimer) Stop() bool {
+func (t *fakeSetupTimer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	was := !t.done
@@ -55,13 +56,13 @@ func (t *fakeTimer) Stop() bool {
 
 // Advance moves the clock on by d, firing the timers due on the way at
 // their own times, earliest first.
-func (c *fakeClock) Advance(d time.Duration) {
+func (c *fakeSetupClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	end := c.now.Add(d)
 	c.mu.Unlock()
 	for {
 		c.mu.Lock()
-		var next *fakeTimer
+		var next *fakeSetupTimer
 		for _, t := range c.timers {
 			if !t.done && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
 				next = t
@@ -69,7 +70,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 		}
 		if next == nil {
 			c.now = end
-			c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
+			c.timers = slices.DeleteFunc(c.timers, func(t *fakeSetupTimer) bool { return t.done })
 			c.mu.Unlock()
 			return
 		}
@@ -81,14 +82,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // clocked makes a host on a recording link whose setup runs on a fake
 // clock, with limits l.
-func clocked(t *testing.T, mac net.HardwareAddr, l SetupLimits) (*RawHost, *recordLink, *fakeClock) {
+func clocked(t *testing.T, mac net.HardwareAddr, l SetupLimits) (*RawHost, *recordLink, *fakeSetupClock) {
 	t.Helper()
 	link := &recordLink{}
 	h, err := NewHost(link, mac)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := newFakeClock()
+	clk := newFakeSetupClock()
 	h.setup.clock = clk
 	if err := h.SetLimits(l); err != nil {
 		t.Fatal(err)
@@ -376,7 +377,7 @@ func TestSetupQuarantine(t *testing.T) {
 // peer does not.
 func TestSetupIdleTimeout(t *testing.T) {
 	a, b := pipeHosts(t)
-	clk := newFakeClock()
+	clk := newFakeSetupClock()
 	b.setup.clock = clk
 	lim := DefaultSetupLimits()
 	if err := b.SetLimits(lim); err != nil {
