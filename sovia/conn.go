@@ -107,6 +107,8 @@ type Conn struct {
 	peerFin bool // the peer closed
 	err     error
 	stats   Stats
+
+	addrs connAddrs // LocalAddr, RemoteAddr (netconn.go)
 }
 
 // sendKind says what to do with a region when its send completes.

@@ -267,7 +267,7 @@ func TestHostCloseClosesListeners(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Accept()
+		_, err := l.AcceptConn()
 		done <- err
 	}()
 	h.Close()

@@ -1,8 +1,8 @@
 package sovia
 
 import (
-	"errors"
 	"fmt"
+	"net"
 	"sync"
 )
 
@@ -33,8 +33,9 @@ func newBacklogOf(n int) backlog {
 	return backlog{queue: make(chan *Conn, n), done: make(chan struct{})}
 }
 
-// Accept returns the next connection.
-func (b *backlog) Accept() (*Conn, error) {
+// AcceptConn returns the next connection; on a closed listener,
+// ErrClosed, also for an AcceptConn that was waiting when it closed.
+func (b *backlog) AcceptConn() (*Conn, error) {
 	select {
 	case c := <-b.queue:
 		return c, nil
@@ -42,6 +43,10 @@ func (b *backlog) Accept() (*Conn, error) {
 		return nil, ErrClosed
 	}
 }
+
+// Accept is AcceptConn. (It is to become net.Listener's Accept, returning
+// a net.Conn, once *Conn has net.Conn's deadline methods.)
+func (b *backlog) Accept() (*Conn, error) { return b.AcceptConn() }
 
 // shut runs forget once and ends the backlog.
 func (b *backlog) shut(forget func()) {
@@ -59,8 +64,9 @@ type Listener struct {
 	p    Params
 }
 
-// ErrClosed is returned by Accept on a closed listener.
-var ErrClosed = errors.New("sovia: the listener is closed")
+// ErrClosed is what Accept returns on a closed listener; it wraps
+// net.ErrClosed, as Go's own listeners' errors do.
+var ErrClosed = fmt.Errorf("sovia: the listener is closed: %w", net.ErrClosed)
 
 // Listen takes connections for name with settings p.
 func (n *Network) Listen(name string, p Params) (*Listener, error) {

@@ -252,6 +252,7 @@ type setupState struct {
 	tokens    float64 // answers the rate limit allows now
 	refilled  time.Time
 	sweeper   setupTimer
+	owner     uint16 // the VI whose close closes the host (package Dial's), or 0
 }
 
 func newSetupState() setupState {
@@ -337,6 +338,9 @@ func (h *RawHost) forget(v *RawVI) {
 	}
 	if h.setup.limits.Quarantine > 0 {
 		h.setup.closedAt[v.lvi] = h.setup.clock.Now()
+	}
+	if h.setup.owner != 0 && h.setup.owner == v.lvi {
+		go h.Close() // the host was the connection's own (package Dial)
 	}
 }
 
@@ -506,6 +510,7 @@ func (h *RawHost) DialContext(ctx context.Context, peer net.HardwareAddr, port u
 			msg = setupMsg{kind: setupConfirm, port: port, dialer: v.lvi, listener: a.listener, p: p, nonce: d.nonce}
 			wait = dialRetry
 		case a.kind == setupEstablished:
+			c.addrs = connAddrs{local: Addr{MAC: h.MAC()}, remote: Addr{MAC: append(net.HardwareAddr(nil), peer...), Port: port}}
 			return c, nil
 		case msg.kind == setupConfirm:
 			// No answer to the confirmation: the listener may have
@@ -680,6 +685,7 @@ func (h *RawHost) listenerSide(from [6]byte, svi uint16, m setupMsg) {
 			queued := false
 			if err == nil {
 				c.ownVI = true
+				c.addrs = connAddrs{local: Addr{MAC: h.MAC(), Port: m.port}, remote: Addr{MAC: append(net.HardwareAddr(nil), from[:]...)}}
 				select {
 				case e.l.queue <- c:
 					queued = true

@@ -394,7 +394,7 @@ func TestSetupIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s, err := l.Accept()
+	s, err := l.AcceptConn()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,144 @@
+//go:build linux
+
+package sovia
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+var _ net.Addr = Addr{}
+
+// TestParseAddr: both spellings of an address read back, String writes
+// the bracketed one, and malformed ones are refused with the reason.
+func TestParseAddr(t *testing.T) {
+	want := Addr{MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0xb}, Port: 5000}
+	for _, s := range []string{"[02:00:00:00:00:0b]:5000", "02:00:00:00:00:0b:5000", "02-00-00-00-00-0B:5000", "[0200.0000.000b]:5000"} {
+		a, err := ParseAddr(s)
+		if err != nil || a.String() != want.String() {
+			t.Errorf("ParseAddr(%q) = %v, %v; want %v", s, a, err, want)
+		}
+	}
+	if want.String() != "[02:00:00:00:00:0b]:5000" || want.Network() != "sovia" {
+		t.Errorf("String %q, Network %q", want.String(), want.Network())
+	}
+	for _, s := range []string{"02:00:00:00:00:0b", "[02:00:00:00:00:0b]:70000", "[02:00:00:00:00:0b]:x", "[10.0.0.1]:5000",
+		"[00:00:00:00:00:00:00:00]:1", "nohost", "[02:00:00:00:00:0b:5000"} {
+		if a, err := ParseAddr(s); err == nil {
+			t.Errorf("ParseAddr(%q) = %v, want an error", s, a)
+		}
+	}
+}
+
+// TestConnAddrs: a dialed connection and the accepted one name each
+// other's ends, and the listener its own.
+func TestConnAddrs(t *testing.T) {
+	a, b := pipeHosts(t)
+	p := PaperParams()
+	l, err := b.Listen(80, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := a.Dial(b.MAC(), 80, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.AcceptConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, x := range []struct {
+		what string
+		got  net.Addr
+		want string
+	}{
+		{"the listener's Addr", l.Addr(), "[02:00:00:00:00:0b]:80"},
+		{"the dialer's LocalAddr", c.LocalAddr(), "[02:00:00:00:00:0a]:0"},
+		{"the dialer's RemoteAddr", c.RemoteAddr(), "[02:00:00:00:00:0b]:80"},
+		{"the accepted LocalAddr", s.LocalAddr(), "[02:00:00:00:00:0b]:80"},
+		{"the accepted RemoteAddr", s.RemoteAddr(), "[02:00:00:00:00:0a]:0"},
+	} {
+		if x.got.Network() != "sovia" || x.got.String() != x.want {
+			t.Errorf("%s: %s %s, want sovia %s", x.what, x.got.Network(), x.got, x.want)
+		}
+	}
+}
+
+// TestAcceptClosed: an AcceptConn waiting when the listener closes, and
+// one after, return an error that is net.ErrClosed.
+func TestAcceptClosed(t *testing.T) {
+	h, err := NewHost(&recordLink{}, hostMAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.Listen(80, PaperParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.AcceptConn()
+		done <- err
+	}()
+	l.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("a waiting Accept on closing: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept still waits 10 s after Close")
+	}
+	if _, err := l.AcceptConn(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := h.Listen(80, PaperParams()); err != nil {
+		t.Errorf("the port is not free after Close: %v", err)
+	}
+}
+
+// notifyLink is a Link that tells when the host sends.
+type notifyLink struct{ sent chan struct{} }
+
+func (l *notifyLink) SendFrame([]byte) error {
+	select {
+	case l.sent <- struct{}{}:
+	default:
+	}
+	return nil
+}
+func (l *notifyLink) MTU() int     { return 1500 }
+func (l *notifyLink) Close() error { return nil }
+
+// TestDialCancel: a dial nobody answers ends when its context is
+// cancelled, with the context's error, and closes its VI.
+func TestDialCancel(t *testing.T) {
+	link := &notifyLink{sent: make(chan struct{}, 1)}
+	h, err := NewHost(link, hostMAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-link.sent // the first CONNECT
+		cancel()
+	}()
+	_, err = h.DialContext(ctx, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 80, PaperParams())
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled dial: %v, want context.Canceled", err)
+	}
+	if n := h.openVIs(); n != 0 {
+		t.Errorf("%d VIs open after the cancelled dial", n)
+	}
+	if _, err := h.DialContext(context.Background(), net.HardwareAddr{3, 0, 0, 0, 0, 2}, 80, PaperParams()); err == nil {
+		t.Error("a dial to a group address went ahead")
+	}
+}
