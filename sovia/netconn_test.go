@@ -142,3 +142,27 @@ func TestDialCancel(t *testing.T) {
 		t.Error("a dial to a group address went ahead")
 	}
 }
+
+// TestDialSettingsRefused: a dial with other protocol settings is
+// refused with the listener's, which a second dial adopts.
+func TestDialSettingsRefused(t *testing.T) {
+	a, b := pipeHosts(t)
+	p := PaperParams()
+	p.Window, p.AckThreshold, p.ChunkSize = 8, 4, 4096
+	if _, err := b.Listen(80, p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Dial(b.MAC(), 80, PaperParams())
+	var se *SettingsError
+	if !errors.As(err, &se) || se.Listener.Window != 8 || se.Listener.AckThreshold != 4 || se.Listener.ChunkSize != 4096 || se.Port != 80 {
+		t.Fatalf("a dial with other settings: %v, want a SettingsError with the listener's", err)
+	}
+	mine := PaperParams()
+	mine.Window, mine.AckThreshold, mine.ChunkSize = se.Listener.Window, se.Listener.AckThreshold, se.Listener.ChunkSize
+	mine.CopyMax, mine.CombineMax = min(mine.CopyMax, mine.ChunkSize), min(mine.CombineMax, mine.ChunkSize)
+	c, err := a.Dial(b.MAC(), 80, mine)
+	if err != nil {
+		t.Fatalf("a dial with the listener's settings: %v", err)
+	}
+	c.Close()
+}

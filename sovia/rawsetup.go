@@ -61,6 +61,20 @@ var refuseText = map[uint16]string{
 	refuseNoVI:       "the listener has no VI number free",
 }
 
+// SettingsError is a listener's refusal of a dialer whose protocol
+// settings differ from its own; Listener has the listener's window,
+// acknowledgement threshold and chunk size, which a dialer may adopt.
+type SettingsError struct {
+	Peer     net.HardwareAddr
+	Port     uint16
+	Listener Params
+}
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("sovia: %s refused port %d: the listener uses other protocol settings (window %d, acknowledgement threshold %d, chunk size %d)",
+		e.Peer, e.Port, e.Listener.Window, e.Listener.AckThreshold, e.Listener.ChunkSize)
+}
+
 // setupMsg is a setup frame's fields.
 type setupMsg struct {
 	kind             byte
@@ -497,12 +511,14 @@ func (h *RawHost) DialContext(ctx context.Context, peer net.HardwareAddr, port u
 			return fail(fmt.Errorf("sovia: no answer from %s to a connection request for port %d: %w", peer, port, err))
 		case err != nil:
 			return fail(fmt.Errorf("sovia: %s accepted a connection to port %d but did not confirm it: %w", peer, port, err))
+		case a.kind == setupRefuse && a.listener == refuseSettings:
+			return fail(&SettingsError{Peer: append(net.HardwareAddr(nil), peer...), Port: port, Listener: a.p})
 		case a.kind == setupRefuse:
 			why := refuseText[a.listener]
 			if why == "" {
 				why = fmt.Sprintf("reason %d", a.listener)
 			}
-			return fail(fmt.Errorf("sovia: %s refused a connection to port %d: %s", peer, port, why))
+			return fail(fmt.Errorf("sovia: %s refused port %d: %s", peer, port, why))
 		case a.kind == setupAccept:
 			h.mu.Lock()
 			v.rvi = a.listener // before the listener's first DATA can arrive
@@ -614,7 +630,12 @@ func (h *RawHost) listenerSide(from [6]byte, svi uint16, m setupMsg) {
 		reply = &setupMsg{kind: kind, port: m.port, dialer: m.dialer, listener: lvi, p: m.p, nonce: m.nonce}
 		replyFrom = lvi
 		if kind == setupRefuse {
+			// A refusal for other settings carries the listener's,
+			// so the dialer can say which (or adopt them).
 			reply.p, replyFrom = Params{}, 0
+			if l := s.listeners[m.port]; l != nil && lvi == refuseSettings {
+				reply.p = l.p
+			}
 		}
 	}
 	now := s.clock.Now()
