@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dragonc/dragonc/internal/netnstest"
+)
+
+// connectStack is served by TestSoviaConnect: on mvia, the plan puts the
+// echo stream to the peer's subnet on a VI.
+const connectStack = `stack connect {
+    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }
+    cores 0..1
+    endpoint repl tcp flow 10.9.0.1:5000 -> 10.9.0.2:6000 { app "echo" message 4KiB }
+    service arp
+}
+`
+
+// saPair is vethPair with namespaces named sa-PID-a and -b.
+func saPair(t *testing.T) (a, b string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("this test needs root (ip netns, veth)")
+	}
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("this test needs %s", tool)
+		}
+	}
+	a, b = fmt.Sprintf("sa-%d-a", os.Getpid()), fmt.Sprintf("sa-%d-b", os.Getpid())
+	for _, ns := range []string{a, b} {
+		netnstest.IP(t, "netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	netnstest.IP(t, "link", "add", "vA", "netns", a, "type", "veth", "peer", "name", "vB", "netns", b)
+	netnstest.IP(t, "-n", a, "link", "set", "vA", "address", "02:00:00:00:00:01", "up")
+	netnstest.IP(t, "-n", b, "addr", "add", "10.9.0.2/24", "dev", "vB")
+	netnstest.IP(t, "-n", b, "link", "set", "vB", "address", "02:00:00:00:00:02", "up")
+	if out, err := exec.Command("ip", "netns", "exec", b, "ethtool", "-K", "vB", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v\n%s", err, out)
+	}
+	netnstest.Running(t, a, "vA")
+	netnstest.Running(t, b, "vB")
+	return a, b
+}
+
+// connectIn runs dragonc sovia connect with args in namespace ns, its
+// standard input a pipe the test writes: it waits until standard output
+// holds want (if any), then ends standard input, and returns the exit
+// code and what the command wrote.
+func connectIn(t *testing.T, ns, input, want string, args ...string) (int, string, string) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	var out, errs netnstest.SyncBuffer
+	done := make(chan int, 1)
+	go netnstest.In(ns, func() error {
+		done <- run(append([]string{"sovia", "connect"}, args...), pr, &out, &errs)
+		return nil
+	})
+	ended := false
+	if input != "" {
+		go pw.Write([]byte(input))
+	}
+	for deadline := time.Now().Add(10 * time.Second); want != "" && !ended && time.Now().Before(deadline); {
+		if strings.Contains(out.String(), want) {
+			break
+		}
+		select {
+		case code := <-done:
+			done <- code
+			ended = true
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	pw.Close()
+	select {
+	case code := <-done:
+		return code, out.String(), errs.String()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("sovia connect %v still runs 20 s after its input ended; stdout %q, stderr %q", args, out.String(), errs.String())
+		return 0, "", ""
+	}
+}
+
+// TestSoviaConnect: dragonc sovia connect against the echo stream of
+// dragonc run mvia: by IPv4 address (the neighbour table, filled by ARP,
+// which the stack answers), then three sessions in a row by Ethernet
+// address; a port with no stream is refused, an address with no
+// neighbour is not found, a malformed peer is a usage error.
+func TestSoviaConnect(t *testing.T) {
+	a, b := saPair(t)
+	dir := t.TempDir()
+	bpffs := filepath.Join(dir, "bpffs")
+	os.Mkdir(bpffs, 0o700)
+	if err := syscall.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
+		t.Skipf("no bpf file system to pin in: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bpffs, syscall.MNT_DETACH) })
+	t.Setenv("DRAGONC_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(bpffs, "dragonc"))
+	t.Setenv("DRAGONC_TEST_AS_DRAGONC", "1")
+	stack := filepath.Join(dir, "connect.lpg")
+	os.WriteFile(stack, []byte(connectStack), 0o644)
+	t.Cleanup(func() { netnstest.In(a, func() error { dragoncIn(t, "stop", "vA"); return nil }) })
+	var code int
+	var errs string
+	netnstest.In(a, func() error {
+		code, _, errs = dragoncIn(t, "run", "--detach", "--force", "--socket", "packet", "mvia", stack, "vA")
+		return nil
+	})
+	if code != 0 {
+		t.Fatalf("run --detach mvia: exit %d:\n%s", code, errs)
+	}
+
+	code, out, errs := connectIn(t, b, "hello over a VI\n", "hello over a VI\n", "-v", "-q", "100ms", "vB", "10.9.0.1:5000")
+	if code != 0 || out != "hello over a VI\n" || !strings.Contains(errs, "connected to [02:00:00:00:00:01]:5000 from [02:00:00:00:00:02]:0 over vB") {
+		t.Fatalf("by IPv4 address: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	for i := range 3 {
+		msg := fmt.Sprintf("session %d\n", i)
+		code, out, errs := connectIn(t, b, msg, msg, "-q", "100ms", "vB", "[02:00:00:00:00:01]:5000")
+		if code != 0 || out != msg || errs != "" {
+			t.Fatalf("session %d by Ethernet address: exit %d, stdout %q, stderr:\n%s", i, code, out, errs)
+		}
+	}
+	code, _, errs = connectIn(t, b, "", "", "vB", "02:00:00:00:00:01:5999")
+	if code != 1 || !strings.Contains(errs, "refused port 5999: no listener on the port") {
+		t.Errorf("a port with no stream: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = connectIn(t, b, "", "", "--timeout", "1500ms", "vB", "10.9.0.99:5000")
+	if code != 1 || !strings.Contains(errs, "10.9.0.99 has no neighbour entry on vB") {
+		t.Errorf("an address nobody has: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = connectIn(t, b, "", "", "vB", "10.9.0.1")
+	if code != 2 || !strings.Contains(errs, "is not HOST:PORT") {
+		t.Errorf("no port: exit %d, stderr %q", code, errs)
+	}
+}
