@@ -350,7 +350,11 @@ func (h *RawHost) forget(v *RawVI) {
 	if e := h.setup.byVI[v.lvi]; e != nil && e.v == v {
 		h.drop(e)
 	}
-	if h.setup.limits.Quarantine > 0 {
+	// A VI never joined to a peer's (a half-open connection, a dial
+	// that got no ACCEPT) could receive nothing: its number is free at
+	// once, so a flood of requests, whose half-open connections are
+	// evicted by the thousand, cannot quarantine every number.
+	if h.setup.limits.Quarantine > 0 && v.rvi != 0 {
 		h.setup.closedAt[v.lvi] = h.setup.clock.Now()
 	}
 	if h.setup.owner != 0 && h.setup.owner == v.lvi {

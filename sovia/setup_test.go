@@ -203,6 +203,14 @@ func TestSetupHalfOpenBounded(t *testing.T) {
 	if accepts != 23 {
 		t.Errorf("%d ACCEPTs sent, want one a request (23)", accepts)
 	}
+	// The evicted connections' VIs were never joined to a peer's:
+	// their numbers are not quarantined.
+	h.mu.Lock()
+	q := len(h.setup.closedAt)
+	h.mu.Unlock()
+	if q != 0 {
+		t.Errorf("%d VI numbers quarantined after evicting half-open connections, want none", q)
+	}
 }
 
 // TestSetupHandshakeTimeout: a half-open connection lives for the
