@@ -16,6 +16,8 @@ type Addr struct {
 	Port uint16
 }
 
+var _ net.Addr = Addr{}
+
 // Network is "sovia".
 func (a Addr) Network() string { return "sovia" }
 

@@ -10,7 +10,13 @@ import (
 	"time"
 )
 
-var _ net.Addr = Addr{}
+// *Conn becomes a net.Conn, and RawListener a net.Listener (its Accept
+// returning a net.Conn instead of being AcceptConn), once *Conn has the
+// deadline methods of branch soviacore; then these assertions go into
+// netdial.go:
+//
+//	var _ net.Conn = (*Conn)(nil)
+//	var _ net.Listener = (*RawListener)(nil)
 
 // TestParseAddr: both spellings of an address read back, String writes
 // the bracketed one, and malformed ones are refused with the reason.
