@@ -135,6 +135,18 @@ func TestSoviaConnect(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "refused port 5999: no listener on the port") {
 		t.Errorf("a port with no stream: exit %d, stderr %q", code, errs)
 	}
+	// The refusal is counted where dragonc run's counters show it.
+	counted := false
+	for deadline := time.Now().Add(5 * time.Second); !counted && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if es := statusOf(t, a); len(es) == 1 && es[0].Report != nil {
+			for _, o := range es[0].Report.VIADrops {
+				counted = counted || o.Name == "connection request refused" && o.Count >= 1
+			}
+		}
+	}
+	if !counted {
+		t.Errorf("status shows no refused connection request among the VIs' drops: %+v", statusOf(t, a))
+	}
 	code, _, errs = connectIn(t, b, "", "", "--timeout", "1500ms", "vB", "10.9.0.99:5000")
 	if code != 1 || !strings.Contains(errs, "10.9.0.99 has no neighbour entry on vB") {
 		t.Errorf("an address nobody has: exit %d, stderr %q", code, errs)
