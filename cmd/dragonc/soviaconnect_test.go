@@ -5,9 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,19 +95,7 @@ func connectIn(t *testing.T, ns, input, want string, args ...string) (int, strin
 // neighbour is not found, a malformed peer is a usage error.
 func TestSoviaConnect(t *testing.T) {
 	a, b := saPair(t)
-	dir := t.TempDir()
-	bpffs := filepath.Join(dir, "bpffs")
-	os.Mkdir(bpffs, 0o700)
-	if err := syscall.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
-		t.Skipf("no bpf file system to pin in: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(bpffs, syscall.MNT_DETACH) })
-	t.Setenv("DRAGONC_RUN_DIR", filepath.Join(dir, "run"))
-	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(bpffs, "dragonc"))
-	t.Setenv("DRAGONC_TEST_AS_DRAGONC", "1")
-	stack := filepath.Join(dir, "connect.lpg")
-	os.WriteFile(stack, []byte(connectStack), 0o644)
-	t.Cleanup(func() { netnstest.In(a, func() error { dragoncIn(t, "stop", "vA"); return nil }) })
+	stack := detachEnv(t, a, "connect.lpg", connectStack)
 	var code int
 	var errs string
 	netnstest.In(a, func() error {
