@@ -265,18 +265,5 @@ func TestHostCloseClosesListeners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := l.AcceptConn()
-		done <- err
-	}()
-	h.Close()
-	select {
-	case err := <-done:
-		if err != ErrClosed {
-			t.Errorf("Accept after the host closed: %v, want ErrClosed", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Accept still waits 10 s after the host closed")
-	}
+	acceptEnds(t, l, func() { h.Close() })
 }

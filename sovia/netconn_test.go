@@ -88,25 +88,32 @@ func TestAcceptClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := l.AcceptConn()
-		done <- err
-	}()
-	l.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("a waiting Accept on closing: %v, want net.ErrClosed", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Accept still waits 10 s after Close")
-	}
+	acceptEnds(t, l, func() { l.Close() })
 	if _, err := l.AcceptConn(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 	if _, err := h.Listen(80, PaperParams()); err != nil {
 		t.Errorf("the port is not free after Close: %v", err)
+	}
+}
+
+// acceptEnds checks that an AcceptConn waiting on l returns ErrClosed, a
+// net.ErrClosed, once shut runs.
+func acceptEnds(t *testing.T, l *RawListener, shut func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.AcceptConn()
+		done <- err
+	}()
+	shut()
+	select {
+	case err := <-done:
+		if err != ErrClosed || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("a waiting Accept on closing: %v, want ErrClosed (net.ErrClosed)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept still waits 10 s after the close")
 	}
 }
 
