@@ -179,3 +179,39 @@ func TestDialSettingsRefused(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestDialOwnsHost: a host opened for one connection (package Dial's)
+// closes when that connection's VI does, and not before.
+func TestDialOwnsHost(t *testing.T) {
+	a, b := pipeHosts(t)
+	p := PaperParams()
+	if _, err := b.Listen(80, p); err != nil {
+		t.Fatal(err)
+	}
+	other, err := a.VI(0, b.MAC(), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Dial(b.MAC(), 80, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.setup.owner = c.vi.(*RawVI).lvi
+	a.mu.Unlock()
+	closed := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.closed
+	}
+	other.Close()
+	if closed() {
+		t.Fatal("the host closed with another VI")
+	}
+	c.vi.(*RawVI).Close()
+	for deadline := time.Now().Add(10 * time.Second); !closed() && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	}
+	if !closed() {
+		t.Fatal("the host is open 10 s after its connection's VI closed")
+	}
+}
