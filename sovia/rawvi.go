@@ -331,7 +331,7 @@ func (h *RawHost) Input(f []byte) {
 	}
 	h.mu.Lock()
 	v := h.vis[dvi]
-	ours := v != nil && svi == v.rvi && [6]byte(f[6:12]) == v.remote
+	ours := v != nil && svi != 0 && svi == v.rvi && [6]byte(f[6:12]) == v.remote // VI 0 sends setup only
 	if !ours {
 		h.stray(v) // counted (rawsetup.go)
 	}

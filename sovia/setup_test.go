@@ -282,6 +282,18 @@ func TestSetupValidates(t *testing.T) {
 		t.Fatalf("answer to a request: %+v", as)
 	}
 	lvi := as[0].m.listener
+	// A data frame from VI 0 reaches no VI, not even the half-open one
+	// (whose peer VI is not known yet, 0).
+	zeroData := viFrame(lvi, 0, 1, 3, 0, typeData, []byte("abc"))
+	copy(zeroData[0:6], hostMAC)
+	copy(zeroData[6:12], peer[:])
+	h.Input(zeroData)
+	h.mu.Lock()
+	half := h.vis[lvi]
+	h.mu.Unlock()
+	if half.heard.Load() != 0 {
+		t.Fatal("a data frame from VI 0 reached the half-open connection's VI")
+	}
 	confirm := setupMsg{kind: setupConfirm, port: 80, dialer: 5, listener: lvi, p: p, nonce: 3}
 	h.Input(setupFrom([6]byte{2, 0, 0, 0, 0, 3}, 5, confirm))
 	wrongNonce := confirm
@@ -315,8 +327,8 @@ func TestSetupValidates(t *testing.T) {
 	if v.heard.Load() != 1 {
 		t.Fatal("the peer's own frame did not reach its VI")
 	}
-	if c := counts(h)[dropNames[dropForeign]]; c != 1 {
-		t.Errorf("frames from another peer counted %d, want 1", c)
+	if c := counts(h)[dropNames[dropForeign]]; c != 2 {
+		t.Errorf("frames from another peer or VI 0 counted %d, want 2", c)
 	}
 }
 
