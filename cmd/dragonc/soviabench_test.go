@@ -37,7 +37,7 @@ func TestSoviaBench(t *testing.T) {
 		}
 		go func() {
 			for {
-				c, err := l.Accept()
+				c, err := l.AcceptConn()
 				if err != nil {
 					return
 				}
