@@ -466,6 +466,9 @@ type cli struct {
 	flags    map[string]bool // name (or one-letter shorthand) -> takes a value
 }
 
+// commandWord is how a command's or subcommand's name is spelled.
+var commandWord = regexp.MustCompile(`^[a-z][a-z-]*$`)
+
 var flagCall = regexp.MustCompile(`^(Bool|Count|String|StringArray|StringSlice|Int|IntSlice|Int64|Uint|Uint64|Float64|Duration|)(Var)?(P)?$`)
 
 func readCLI(t *testing.T) cli {
@@ -661,7 +664,13 @@ func TestDocCommands(t *testing.T) {
 	for _, row := range tableAfter(t, "docs/cli.md", string(b), "## Commands") {
 		for _, s := range spans(row[0]) {
 			if rest, ok := strings.CutPrefix(s, "dragonc "); ok {
-				if name := strings.Fields(rest)[0]; !strings.HasPrefix(name, "-") {
+				// The command and its subcommand (dragonc sovia
+				// connect): the words before the first flag or
+				// placeholder.
+				for _, name := range strings.Fields(rest) {
+					if !commandWord.MatchString(name) {
+						break
+					}
 					rows[name] = true
 				}
 			}

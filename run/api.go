@@ -115,7 +115,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 			return err
 		}
 		defer host.Close()
-		dst.VIA.Input = host.Input
+		dst.VIA.Input, dst.VIA.Drops = host.Input, host.EachSetupCount
 		app := func(name string) func(*sovia.Conn) {
 			if f := opt.Streams[name]; f != nil {
 				return f

@@ -176,7 +176,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	st.VIA.Input = host.Input
+	st.VIA.Input, st.VIA.Drops = host.Input, host.EachSetupCount
 	if err := sovia.ServeStreams(host, streams, func(name string) func(*sovia.Conn) { return sovia.Apps[streamApps[name]] }); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -39,6 +39,7 @@ var (
 	descRefused = prometheus.NewDesc("dragonc_answers_refused_total", "Answers the data plane would not send (no source address, a sender's port 0).", []string{"queue"}, nil)
 	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
 	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint the XDP program left to the kernel's stack on the endpoint's planned core (how: redirected through the cpumap, or on_core: passed up on the CPU that already was it).", []string{"endpoint", "how"}, nil)
+	descVIADrop = prometheus.NewDesc("dragonc_via_setup_drops_total", "Frames and connections the software VIs' connection setup dropped, by reason (docs/sovia.md).", []string{"reason"}, nil)
 	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
 )
 
@@ -64,7 +65,7 @@ func (m *Metrics) Update(r dataplane.Report) {
 
 // Describe is prometheus.Collector's.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descUp} {
+	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descVIADrop, descUp} {
 		ch <- d
 	}
 }
@@ -99,6 +100,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range r.KernelSockets {
 		counter(descKSocket, k.Redirected, k.Endpoint, "redirected")
 		counter(descKSocket, k.OnCore, k.Endpoint, "on_core")
+	}
+	for _, o := range r.VIADrops {
+		counter(descVIADrop, o.Count, o.Name)
 	}
 }
 

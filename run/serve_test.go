@@ -320,7 +320,7 @@ func soviaEchoServer(t *testing.T, ns string) func() error {
 		t.Fatal(err)
 	}
 	go func() {
-		c, err := l.Accept()
+		c, err := l.AcceptConn()
 		if err != nil {
 			return
 		}

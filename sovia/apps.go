@@ -42,7 +42,7 @@ func ServeStreams(h *RawHost, streams []Stream, app func(name string) func(*Conn
 		ls = append(ls, l)
 		go func() {
 			for {
-				c, err := l.Accept()
+				c, err := l.AcceptConn()
 				if err != nil {
 					return
 				}

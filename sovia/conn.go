@@ -120,6 +120,8 @@ type Conn struct {
 	// A window-blocked write, for tests: set while a Write waits for a
 	// credit.
 	windowWaits int
+
+	addrs connAddrs // LocalAddr, RemoteAddr (netconn.go)
 }
 
 // deadline is one direction's deadline (net.Conn's SetReadDeadline,

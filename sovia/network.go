@@ -1,8 +1,8 @@
 package sovia
 
 import (
-	"errors"
 	"fmt"
+	"net"
 	"sync"
 )
 
@@ -33,14 +33,24 @@ func newBacklogOf(n int) backlog {
 	return backlog{queue: make(chan *Conn, n), done: make(chan struct{})}
 }
 
-// Accept returns the next connection.
-func (b *backlog) Accept() (*Conn, error) {
+// AcceptConn returns the next connection; on a closed listener,
+// ErrClosed, also for an AcceptConn that was waiting when it closed.
+func (b *backlog) AcceptConn() (*Conn, error) {
 	select {
 	case c := <-b.queue:
 		return c, nil
 	case <-b.done:
 		return nil, ErrClosed
 	}
+}
+
+// Accept is net.Listener's: AcceptConn's connection as a net.Conn.
+func (b *backlog) Accept() (net.Conn, error) {
+	c, err := b.AcceptConn()
+	if err != nil {
+		return nil, err // not a nil *Conn in a non-nil net.Conn
+	}
+	return c, nil
 }
 
 // shut runs forget once and ends the backlog.
@@ -59,8 +69,9 @@ type Listener struct {
 	p    Params
 }
 
-// ErrClosed is returned by Accept on a closed listener.
-var ErrClosed = errors.New("sovia: the listener is closed")
+// ErrClosed is what Accept returns on a closed listener; it wraps
+// net.ErrClosed, as Go's own listeners' errors do.
+var ErrClosed = fmt.Errorf("sovia: the listener is closed: %w", net.ErrClosed)
 
 // Listen takes connections for name with settings p.
 func (n *Network) Listen(name string, p Params) (*Listener, error) {

@@ -112,7 +112,7 @@ func TestRawDialListen(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() {
-		c, err := l.Accept()
+		c, err := l.AcceptConn()
 		if err != nil {
 			served <- err
 			return

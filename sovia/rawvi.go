@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // EtherType of the software VI's frames: IEEE 802's "local experimental"
@@ -52,6 +53,8 @@ type RawVI struct {
 
 	tx txState // under tx.mu
 	rx rxState // under queues.mu
+
+	heard atomic.Uint64 // frames received: connection setup's idle timeout reads it
 }
 
 // RawHost is one interface's end of the software VIs: a link that
@@ -69,13 +72,11 @@ type RawHost struct {
 	sendBufs [][]byte // frames being built
 	frames   [][]byte
 
-	mu        sync.Mutex
-	vis       map[uint16]*RawVI
-	next      uint16
-	listeners map[uint16]*RawListener
-	dials     map[uint16]chan setup // by the dialing VI
-	accepted  map[[8]byte]uint16    // (peer MAC, peer VI) -> our VI, for repeated requests
-	closed    bool
+	mu     sync.Mutex
+	vis    map[uint16]*RawVI
+	next   uint16
+	setup  setupState // listeners, dials, half-open connections (rawsetup.go)
+	closed bool
 }
 
 // Link carries a host's VI frames: whole Ethernet frames of EtherType
@@ -98,8 +99,7 @@ func NewHost(link Link, mac net.HardwareAddr) (*RawHost, error) {
 	if len(mac) != 6 {
 		return nil, fmt.Errorf("sovia: a host needs an Ethernet address, not %q", mac)
 	}
-	h := &RawHost{link: link, vis: map[uint16]*RawVI{}, next: 1,
-		listeners: map[uint16]*RawListener{}, dials: map[uint16]chan setup{}, accepted: map[[8]byte]uint16{}}
+	h := &RawHost{link: link, vis: map[uint16]*RawVI{}, next: firstVI(), setup: newSetupState()}
 	copy(h.local[:], mac)
 	h.clock = RealClock{}
 	h.rel = DefaultReliability()
@@ -114,12 +114,9 @@ func (h *RawHost) Close() error {
 		return nil
 	}
 	h.closed = true
-	ls := make([]*RawListener, 0, len(h.listeners))
-	for _, l := range h.listeners {
-		ls = append(ls, l)
-	}
+	h.stopSweep()
 	h.mu.Unlock()
-	for _, l := range ls {
+	for _, l := range h.listenersOf() {
 		l.Close() // Accept returns ErrClosed
 	}
 	h.failAll(errors.New("sovia: the host is closed"))
@@ -139,28 +136,38 @@ func (h *RawHost) VI(lvi uint16, peer net.HardwareAddr, rvi uint16) (*RawVI, err
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if lvi == 0 {
-		// The next free number; at most every number once, so a host
-		// whose 65,535 VIs are all open says so instead of spinning.
-		for range 1 << 16 {
-			if h.next != 0 && h.vis[h.next] == nil {
-				lvi = h.next
-				break
-			}
-			h.next++
-		}
-		if lvi == 0 {
-			return nil, errors.New("sovia: every VI number of the host is in use")
+		var err error
+		if lvi, err = h.freeVI(); err != nil {
+			return nil, err
 		}
 	}
 	if h.vis[lvi] != nil {
 		return nil, fmt.Errorf("sovia: VI %d is open", lvi)
 	}
-	v := &RawVI{host: h, lvi: lvi, rvi: rvi, rel: h.rel}
-	copy(v.remote[:], peer)
+	return h.openVI(lvi, [6]byte(peer), rvi), nil
+}
+
+// freeVI is the next free VI number, one not closed too recently
+// (h.mu held). At most every number is tried once, so a host whose
+// 65,535 VIs are all open says so instead of spinning.
+func (h *RawHost) freeVI() (uint16, error) {
+	for range 1 << 16 {
+		if n := h.next; n != 0 && h.vis[n] == nil && !h.quarantined(n) {
+			h.next++
+			return n, nil
+		}
+		h.next++
+	}
+	return 0, errors.New("sovia: every VI number of the host is in use or closed too recently to be used again")
+}
+
+// openVI opens VI lvi, a free number (h.mu held).
+func (h *RawHost) openVI(lvi uint16, peer [6]byte, rvi uint16) *RawVI {
+	v := &RawVI{host: h, lvi: lvi, rvi: rvi, remote: peer, rel: h.rel}
 	v.init(v, h.clock)
 	v.tx.next, v.rx.expect = 1, 1
 	h.vis[lvi] = v
-	return v, nil
+	return v
 }
 
 // OpenRaw opens a software VI on interface ifname, on a host of its own,
@@ -186,11 +193,7 @@ func (v *RawVI) Close() error {
 	h.mu.Lock()
 	if h.vis[v.lvi] == v {
 		delete(h.vis, v.lvi)
-	}
-	for k, lvi := range h.accepted {
-		if lvi == v.lvi {
-			delete(h.accepted, k) // the request it answered is over
-		}
+		h.forget(v) // connection setup's records (rawsetup.go)
 	}
 	h.mu.Unlock()
 	v.shut()
@@ -262,11 +265,15 @@ func (h *RawHost) Input(f []byte) {
 	}
 	h.mu.Lock()
 	v := h.vis[dvi]
-	ours := v != nil && svi == v.rvi
+	ours := v != nil && svi != 0 && svi == v.rvi && [6]byte(f[6:12]) == v.remote // VI 0 sends setup only
+	if !ours {
+		h.stray(v) // counted (rawsetup.go)
+	}
 	h.mu.Unlock()
 	if !ours {
-		return // no such VI, or another VI's
+		return // no such VI, or another VI's or peer's
 	}
+	v.heard.Add(1)
 	x := header{dvi: dvi, svi: svi, seq: binary.BigEndian.Uint32(hd[4:]), ack: binary.BigEndian.Uint32(hd[8:]),
 		total: binary.BigEndian.Uint32(hd[12:]), at: binary.BigEndian.Uint32(hd[16:]), imm: binary.BigEndian.Uint32(hd[20:]), flags: hd[24]}
 	v.acked(x.ack, x.flags&flagNak != 0)

@@ -301,7 +301,7 @@ func TestNetwork(t *testing.T) {
 	mine := PaperParams()
 	mine.Window, mine.NoDelay = 4, true
 	go func() {
-		c, err := l.Accept()
+		c, err := l.AcceptConn()
 		if err != nil {
 			return
 		}
@@ -323,7 +323,7 @@ func TestNetwork(t *testing.T) {
 		t.Fatalf("%q %v", buf, err)
 	}
 	l.Close()
-	if _, err := l.Accept(); !errors.Is(err, ErrClosed) {
+	if _, err := l.AcceptConn(); !errors.Is(err, ErrClosed) {
 		t.Errorf("accept on a closed listener: %v", err)
 	}
 	if _, err := n.Dial("db", mine); err == nil {

@@ -36,6 +36,28 @@ const detachStack = `stack detached {
 }
 `
 
+// detachEnv prepares detached runs of stack src on vA in namespace a: a
+// bpf file system and a state directory of the test's own, this binary
+// standing in for dragonc, and a stop when the test ends. It returns the
+// stack file's path (name in a temporary directory).
+func detachEnv(t *testing.T, a, name, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bpffs := filepath.Join(dir, "bpffs")
+	os.Mkdir(bpffs, 0o700)
+	if err := syscall.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
+		t.Skipf("no bpf file system to pin in: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bpffs, syscall.MNT_DETACH) })
+	t.Setenv("DRAGONC_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(bpffs, "dragonc"))
+	t.Setenv("DRAGONC_TEST_AS_DRAGONC", "1")
+	stack := filepath.Join(dir, name)
+	os.WriteFile(stack, []byte(src), 0o644)
+	t.Cleanup(func() { netnstest.In(a, func() error { dragoncIn(t, "stop", "vA"); return nil }) })
+	return stack
+}
+
 // statusOf runs dragonc status --json in namespace ns.
 func statusOf(t *testing.T, ns string) []statusEntry {
 	t.Helper()
@@ -78,19 +100,7 @@ func xdpAttached(t *testing.T, ns string) bool {
 // run stops with SIGTERM.
 func TestDetachStatusStop(t *testing.T) {
 	a, b := vethPair(t)
-	dir := t.TempDir()
-	bpffs := filepath.Join(dir, "bpffs")
-	os.Mkdir(bpffs, 0o700)
-	if err := syscall.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
-		t.Skipf("no bpf file system to pin in: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(bpffs, syscall.MNT_DETACH) })
-	t.Setenv("DRAGONC_RUN_DIR", filepath.Join(dir, "run"))
-	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(bpffs, "dragonc"))
-	t.Setenv("DRAGONC_TEST_AS_DRAGONC", "1")
-	stack := filepath.Join(dir, "detached.lpg")
-	os.WriteFile(stack, []byte(detachStack), 0o644)
-	t.Cleanup(func() { netnstest.In(a, func() error { dragoncIn(t, "stop", "vA"); return nil }) })
+	stack := detachEnv(t, a, "detached.lpg", detachStack)
 
 	detachRun := func() int {
 		var code int

@@ -125,7 +125,7 @@ func TestDocExamples(t *testing.T) {
 		"stop":      "stops a run (TestReadmeRecipe)",
 		"build":     "builds a server with the go command",
 		"discover":  "reads a live interface",
-		"sovia":     "talks to a live stream over an interface, as root (TestSoviaBench runs it)",
+		"sovia":     "talks to a live stream over an interface, as root (TestSoviaBench and TestSoviaConnect run it)",
 		"calibrate": "measures as root in namespaces of its own (TestCalibrate runs it)",
 	}
 	readerFiles := map[string]bool{"my.prg": true} // README: fmt -w my.prg

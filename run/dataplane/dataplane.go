@@ -595,6 +595,9 @@ func isBroadcastMAC(frame []byte) bool { return len(frame) > 0 && frame[0]&1 != 
 // "drop NODE.PORT"), and the kernel's counters of the sockets.
 func (s *Server) Snapshot(final bool) Report {
 	r := Report{Final: final}
+	if s.st.VIA != nil && s.st.VIA.Drops != nil {
+		s.st.VIA.Drops(func(reason string, n uint64) { r.VIADrops = append(r.VIADrops, Outcome{reason, n}) })
+	}
 	for _, l := range s.queues {
 		q := QueueCounts{Queue: l.q.ID, In: l.c.in.Load(), Outcomes: []Outcome{}}
 		add := func(name string, n uint64) {

@@ -254,6 +254,19 @@ func TestReportKernelSockets(t *testing.T) {
 	}
 }
 
+// TestReportVIADrops: the software VIs' setup drops are a line of their
+// own, by reason, after the stage's.
+func TestReportVIADrops(t *testing.T) {
+	r := Report{Stage: []Outcome{{"drop x.false", 1}}, VIADrops: []Outcome{{"half-open connection evicted (host's limit)", 936}, {"setup from a group or zero address", 2}},
+		Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
+	var b strings.Builder
+	r.WriteText(&b)
+	want := "xdp stage: drop x.false 1\nvia drops: half-open connection evicted (host's limit) 936, setup from a group or zero address 2\nqueue 0: in 1, sent 1\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
 // TestKernelCountsAdd: adding counters adds each to its own.
 func TestKernelCountsAdd(t *testing.T) {
 	k := KernelCounts{RxDropped: 1, TxRingEmptyDescs: 2}

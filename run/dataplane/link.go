@@ -23,7 +23,12 @@ const EtherTypeVIA = 0x88B5
 type Link struct {
 	// Input takes each frame of the VIs' EtherType on the loop that
 	// received it; it must not keep the frame. Set it before Start.
-	Input  func(frame []byte)
+	Input func(frame []byte)
+	// Drops, if set, calls its argument with each reason the VIs'
+	// connection setup dropped frames or connections for and how many
+	// (sovia's RawHost.EachSetupCount); reports show them (Report's
+	// VIADrops).
+	Drops  func(each func(reason string, count uint64))
 	srv    atomic.Pointer[Server]
 	mtu    atomic.Int64
 	closed atomic.Bool

@@ -23,6 +23,10 @@ type Report struct {
 	// XDP program left to the kernel's stack on the endpoint's planned
 	// core; run fills it in.
 	KernelSockets []KernelSocket `json:"kernel_sockets,omitempty"`
+	// VIADrops count what the software VIs' connection setup dropped,
+	// by reason ("half-open connection evicted (host's limit)"), from
+	// Stack.VIA's Drops.
+	VIADrops []Outcome `json:"via_drops,omitempty"`
 }
 
 // KernelSocket is what the XDP program did with a kernel-socket
@@ -134,6 +138,21 @@ const (
 	packetStatisticsOpt = 6 // PACKET_STATISTICS
 )
 
+// outcomes writes a line of counts after a label, if there are any.
+func outcomes(b *strings.Builder, label string, os []Outcome) {
+	if len(os) == 0 {
+		return
+	}
+	b.WriteString(label + ":")
+	for i, o := range os {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(b, " %s %d", o.Name, o.Count)
+	}
+	b.WriteString("\n")
+}
+
 // WriteText writes the report as `dragonc run` prints it: one line per
 // queue, frames in, then every outcome seen with its count, then frames
 // sent, and the kernel's drops where there are any.
@@ -142,16 +161,8 @@ func (r Report) WriteText(w io.Writer) {
 	if r.Final {
 		b.WriteString("final:\n")
 	}
-	if len(r.Stage) > 0 {
-		b.WriteString("xdp stage:")
-		for i, o := range r.Stage {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, " %s %d", o.Name, o.Count)
-		}
-		b.WriteString("\n")
-	}
+	outcomes(&b, "xdp stage", r.Stage)
+	outcomes(&b, "via drops", r.VIADrops)
 	if len(r.KernelSockets) > 0 {
 		b.WriteString("kernel sockets:")
 		for i, k := range r.KernelSockets {
