@@ -245,7 +245,7 @@ func testServe(t *testing.T, socket, nic string) {
 			return fmt.Errorf("sovia beside run: %w", err)
 		}
 		// The discard endpoint answers nothing.
-		if got, err := udpExchange(9, []byte("gone")); err == nil {
+		if got, err := udpWithin(0, 9, []byte("gone"), time.Second); err == nil {
 			return fmt.Errorf("discard answered %q", got)
 		}
 		// A closed port: ICMP port unreachable, seen as ECONNREFUSED.
@@ -456,13 +456,19 @@ func udpExchange(port int, msg []byte) ([]byte, error) { return udpFrom(0, port,
 // udpFrom sends msg from local port sport (0: any) to the stack's port
 // dport and returns the answer, resending on silence for up to two seconds.
 func udpFrom(sport, dport int, msg []byte) ([]byte, error) {
+	return udpWithin(sport, dport, msg, 2*time.Second)
+}
+
+// udpWithin is udpFrom resending for up to d: a shorter d for an
+// exchange that must stay silent (three or more sends still go out).
+func udpWithin(sport, dport int, msg []byte, d time.Duration) ([]byte, error) {
 	c, err := net.DialUDP("udp4", &net.UDPAddr{Port: sport}, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: dport})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	buf := make([]byte, 2048)
-	for deadline := time.Now().Add(2 * time.Second); ; {
+	for deadline := time.Now().Add(d); ; {
 		if _, err := c.Write(msg); err != nil {
 			return nil, err
 		}
