@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -22,13 +21,13 @@ func init() {
 
 // soviaBenchFlags are dragonc sovia bench's flags.
 type soviaBenchFlags struct {
-	sizes                    []int
-	tcp                      string
-	rounds, exchanges        int
-	streamBytes              int
-	window, threshold, chunk int
-	stall                    time.Duration
-	asJSON                   bool
+	sizes             []int
+	tcp               string
+	rounds, exchanges int
+	streamBytes       int
+	stream            streamFlags
+	stall             time.Duration
+	asJSON            bool
 }
 
 func newSoviaBenchCmd(e *env) *cobra.Command {
@@ -69,16 +68,13 @@ failed, 2 usage.`,
 			return exitStatus(runSoviaBench(e, &f, args[0], args[1]))
 		},
 	}
-	p := sovia.PaperParams()
 	fs := c.Flags()
 	fs.IntSliceVar(&f.sizes, "size", []int{4, 64, 1024, 8192, 32768}, "message sizes in bytes, comma-separated")
 	fs.StringVar(&f.tcp, "tcp", "", "HOST:PORT of a kernel TCP echo server to measure beside the stream")
 	fs.IntVar(&f.rounds, "rounds", 5, "rounds; every target is measured at every size in each")
 	fs.IntVar(&f.exchanges, "exchanges", 200, "ping-pongs per target, size and round")
 	fs.IntVar(&f.streamBytes, "stream-bytes", 1<<20, "bytes a bandwidth measurement writes per target, size and round (0: no bandwidth)")
-	fs.IntVar(&f.window, "window", p.Window, "the stream's window w (sovia.conf)")
-	fs.IntVar(&f.threshold, "ack-threshold", p.AckThreshold, "the stream's acknowledgement threshold t (sovia.conf)")
-	fs.IntVar(&f.chunk, "chunk", p.ChunkSize, "the stream's chunk size in bytes (sovia.conf)")
+	f.stream.add(fs)
 	fs.DurationVar(&f.stall, "stall", 10*time.Second, "give up when nothing completes for this long")
 	fs.BoolVar(&f.asJSON, "json", false, "one JSON document on standard output")
 	return c
@@ -99,10 +95,9 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 		fmt.Fprintf(e.stderr, "dragonc: "+format+"\n", args...)
 		return exitInput
 	}
-	host, portText, err := net.SplitHostPort(peer)
-	port, perr := strconv.ParseUint(portText, 10, 16)
-	if err != nil || perr != nil || port == 0 {
-		fmt.Fprintf(e.stderr, "dragonc: %q is not HOST:PORT with a port in 1..65535 (an Ethernet address goes in brackets: [02:00:00:00:00:01]:5000)\n", peer)
+	host, port, ok := soviaPeer(peer)
+	if !ok {
+		fmt.Fprintf(e.stderr, "dragonc: %s\n", badPeer(peer))
 		return exitUsage
 	}
 	if f.streamBytes == 0 {
@@ -112,10 +107,7 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 		fmt.Fprintln(e.stderr, "dragonc: --rounds and --exchanges must be at least 1, --stream-bytes at least 0")
 		return exitUsage
 	}
-	p := sovia.PaperParams()
-	p.Window, p.AckThreshold, p.ChunkSize = f.window, f.threshold, f.chunk
-	p.NoDelay, p.CombineMax, p.CombineDelay = true, 0, 0
-	p.CopyMax = min(p.CopyMax, p.ChunkSize)
+	p := f.stream.params()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	mac, err := sovialat.PeerMAC(ctx, iface, host)

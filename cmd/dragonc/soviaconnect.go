@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -23,9 +22,9 @@ func init() {
 
 // soviaConnectFlags are dragonc sovia connect's flags.
 type soviaConnectFlags struct {
-	window, threshold, chunk int
-	timeout, quit            time.Duration
-	verbose                  bool
+	stream        streamFlags
+	timeout, quit time.Duration
+	verbose       bool
 }
 
 func newSoviaConnectCmd(e *env) *cobra.Command {
@@ -62,38 +61,15 @@ reached, refused, or the stream failed, 2 usage.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs := cmd.Flags()
-			given := fs.Changed("window") || fs.Changed("ack-threshold") || fs.Changed("chunk")
-			return exitStatus(runSoviaConnect(e, &f, given, args[0], args[1]))
+			return exitStatus(runSoviaConnect(e, &f, f.stream.given(fs), args[0], args[1]))
 		},
 	}
-	p := sovia.PaperParams()
 	fs := c.Flags()
-	fs.IntVar(&f.window, "window", p.Window, "the stream's window w (sovia.conf)")
-	fs.IntVar(&f.threshold, "ack-threshold", p.AckThreshold, "the stream's acknowledgement threshold t (sovia.conf)")
-	fs.IntVar(&f.chunk, "chunk", p.ChunkSize, "the stream's chunk size in bytes (sovia.conf)")
+	f.stream.add(fs)
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "give up finding and connecting to the peer after this long")
 	fs.DurationVarP(&f.quit, "quit-after", "q", -1, "after standard input ends, close the stream after this long (negative: wait for the peer to close it)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "say on standard error when connected, with the settings, and when the session ends")
 	return c
-}
-
-// soviaPeer splits HOST:PORT: HOST an Ethernet address in brackets, or
-// written out before the port (02:00:00:00:00:01:5000), or an IPv4
-// address or name; PORT in 1..65535.
-func soviaPeer(peer string) (host string, port uint16, ok bool) {
-	h, portText, err := net.SplitHostPort(peer)
-	if err != nil {
-		a, aerr := sovia.ParseAddr(peer)
-		if aerr != nil || a.Port == 0 {
-			return "", 0, false
-		}
-		return a.MAC.String(), a.Port, true
-	}
-	n, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil || n == 0 || h == "" {
-		return "", 0, false
-	}
-	return h, uint16(n), true
 }
 
 func runSoviaConnect(e *env, f *soviaConnectFlags, given bool, iface, peer string) int {
@@ -103,17 +79,14 @@ func runSoviaConnect(e *env, f *soviaConnectFlags, given bool, iface, peer strin
 	}
 	host, port, ok := soviaPeer(peer)
 	if !ok {
-		fmt.Fprintf(e.stderr, "dragonc: %q is not HOST:PORT with a port in 1..65535 (an Ethernet address goes in brackets: [02:00:00:00:00:01]:5000)\n", peer)
+		fmt.Fprintf(e.stderr, "dragonc: %s\n", badPeer(peer))
 		return exitUsage
 	}
 	if f.timeout <= 0 {
 		fmt.Fprintln(e.stderr, "dragonc: --timeout must be positive")
 		return exitUsage
 	}
-	p := sovia.PaperParams()
-	p.Window, p.AckThreshold, p.ChunkSize = f.window, f.threshold, f.chunk
-	p.NoDelay, p.CombineMax, p.CombineDelay = true, 0, 0
-	p.CopyMax = min(p.CopyMax, p.ChunkSize)
+	p := f.stream.params()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
