@@ -227,12 +227,12 @@ func TestLossyLink(t *testing.T) {
 	}
 	va, vb := ca.vi.(*RawVI), cb.vi.(*RawVI)
 	la.mu.Lock()
-	dropped, swapped := la.dropped, la.swapped
+	sent, dropped, swapped := la.sent, la.dropped, la.swapped
 	la.mu.Unlock()
 	if dropped == 0 || swapped == 0 || va.Resent() == 0 {
 		t.Fatalf("dropped %d, reordered %d, resent %d: the test exercised nothing", dropped, swapped, va.Resent())
 	}
-	t.Logf("a→b: %d frames, %d dropped, %d reordered; a resent %d messages, b %d", la.sent, dropped, swapped, va.Resent(), vb.Resent())
+	t.Logf("a→b: %d frames, %d dropped, %d reordered; a resent %d messages, b %d", sent, dropped, swapped, va.Resent(), vb.Resent())
 }
 
 // TestRetransmitBreaks: a VI whose peer never acknowledges sends its

@@ -351,6 +351,7 @@ func TestSetupIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := make(chan error, 1)
+	heard := make(chan bool, 1)
 	go func() {
 		buf := make([]byte, 8)
 		for {
@@ -358,11 +359,21 @@ func TestSetupIdleTimeout(t *testing.T) {
 				read <- err
 				return
 			}
+			heard <- true
 		}
 	}()
 	clk.Advance(lim.Idle * 3 / 4)
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
+	}
+	// The link delivers on a goroutine of its own: the listener has heard
+	// the peer once the byte is read.
+	select {
+	case <-heard:
+	case err := <-read:
+		t.Fatalf("Read before the byte arrived: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the byte written has not arrived after 10 s")
 	}
 	clk.Advance(lim.Idle * 3 / 4) // 1.5 idle in all, 0.75 since the peer spoke
 	select {
