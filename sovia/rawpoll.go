@@ -153,7 +153,7 @@ func (h *RawHost) drive(done func() bool, bg bool) {
 		if !bg {
 			p.polls.Add(1)
 		}
-		n, err := p.link.receive(h.Input)
+		n, err := p.link.receive(h.input)
 		if err != nil {
 			h.failAll(fmt.Errorf("sovia: receiving: %w", err))
 			return

@@ -65,7 +65,8 @@ type RawHost struct {
 	link  Link
 	local [6]byte
 	clock Clock
-	poll  *poller // the link's frames are received by whoever waits (nil: they come through Input)
+	poll  *poller      // the link's frames are received by whoever waits (nil: they come through Input)
+	input func([]byte) // Input, made a func value once (one made at each receive is an allocation)
 	rel   Reliability
 
 	sendMu   sync.Mutex
@@ -101,6 +102,7 @@ func NewHost(link Link, mac net.HardwareAddr) (*RawHost, error) {
 	}
 	h := &RawHost{link: link, vis: map[uint16]*RawVI{}, next: firstVI(), setup: newSetupState()}
 	copy(h.local[:], mac)
+	h.input = h.Input
 	h.clock = RealClock{}
 	h.rel = DefaultReliability()
 	return h, nil

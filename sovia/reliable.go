@@ -68,8 +68,8 @@ type txState struct {
 	mu       sync.Mutex
 	next     uint32 // the next message's number
 	unacked  []*outMsg
-	spare    [][]byte // copies' buffers to use again
-	timer    Timer    // the retransmission timer, while armed
+	spare    []*outMsg // acknowledged messages, their buffers to use again
+	timer    Timer     // the retransmission timer, while armed
 	rto      time.Duration
 	tries    int       // timeouts since the acknowledgement last moved
 	progress time.Time // when it last moved
@@ -83,9 +83,10 @@ type rxState struct {
 	slots    []*reasm // slots[k]: message expect+k, filling posted[k]
 	owed     int      // messages taken and not acknowledged
 	ackTimer Timer
-	ooo      int    // frames of later messages since expect moved
-	nakFor   uint32 // the message a NAK was sent for (0: none)
-	dups     int    // duplicate frames dropped
+	ooo      int      // frames of later messages since expect moved
+	nakFor   uint32   // the message a NAK was sent for (0: none)
+	dups     int      // duplicate frames dropped
+	spare    []*reasm // delivered messages' records to use again
 }
 
 // reasm is a message being put together.
@@ -123,9 +124,9 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 		t.mu.Unlock()
 		return fmt.Errorf("sovia: %d messages await acknowledgement on VI %d", maxUnacked, v.lvi)
 	}
-	m := &outMsg{seq: t.next, imm: imm, sentAt: v.clock.Now()}
+	m := t.message(n)
+	m.seq, m.imm, m.sentAt = t.next, imm, v.clock.Now()
 	t.next++
-	m.data = t.buffer(n)
 	copy(m.data, r.Buf[off:off+n])
 	t.unacked = append(t.unacked, m)
 	if t.timer == nil {
@@ -148,17 +149,19 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 	return err
 }
 
-// buffer returns a buffer of n bytes, a spare one if one is long enough
-// (t.mu held).
-func (t *txState) buffer(n int) []byte {
+// message returns a record for a message of n bytes, an acknowledged
+// one whose buffer is long enough if there is one (t.mu held).
+func (t *txState) message(n int) *outMsg {
 	for i := len(t.spare) - 1; i >= 0; i-- {
-		if b := t.spare[i]; cap(b) >= n {
+		if m := t.spare[i]; cap(m.data) >= n {
 			t.spare[i] = t.spare[len(t.spare)-1]
+			t.spare[len(t.spare)-1] = nil
 			t.spare = t.spare[:len(t.spare)-1]
-			return b[:n]
+			m.data = m.data[:n]
+			return m
 		}
 	}
-	return make([]byte, n, max(n, 64))
+	return &outMsg{data: make([]byte, n, max(n, 64))}
 }
 
 // transmit sends a message's frames, all together, carrying the
@@ -288,10 +291,12 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 	if n > 0 {
 		for _, m := range t.unacked[:n] {
 			if len(t.spare) < 64 {
-				t.spare = append(t.spare, m.data[:0])
+				t.spare = append(t.spare, m)
 			}
 		}
-		t.unacked = append(t.unacked[:0], t.unacked[n:]...)
+		k := copy(t.unacked, t.unacked[n:])
+		clear(t.unacked[k:])
+		t.unacked = t.unacked[:k]
 		t.tries = 0
 		t.rto = v.rel.RTO
 		t.progress = v.clock.Now()
@@ -377,7 +382,8 @@ func (v *RawVI) fragment(x header, data []byte) {
 			v.lose(fmt.Errorf("sovia: a %d-byte message for a %d-byte receive descriptor", x.total, len(v.posted[k].Buf)))
 			return
 		}
-		m = &reasm{r: v.posted[k], total: x.total, imm: x.imm}
+		m = rx.record()
+		m.r, m.total, m.imm = v.posted[k], x.total, x.imm
 		rx.slots[k] = m
 	}
 	if x.total != m.total || x.imm != m.imm || x.at+uint32(len(data)) > m.total {
@@ -397,11 +403,14 @@ func (v *RawVI) fragment(x header, data []byte) {
 	m.got += uint32(len(data))
 	// Deliver what is whole, in order.
 	for len(rx.slots) > 0 && rx.slots[0] != nil && rx.slots[0].got == rx.slots[0].total {
-		m := rx.slots[0]
-		rx.slots = rx.slots[1:]
-		v.posted[0] = nil
-		v.posted = v.posted[1:]
+		var m *reasm
+		m, rx.slots = popFront(rx.slots)
+		_, v.posted = popFront(v.posted)
 		v.complete(Completion{Recv: true, Region: m.r, N: int(m.total), Imm: m.imm})
+		if len(rx.spare) < 64 {
+			*m = reasm{offs: m.offs[:0]}
+			rx.spare = append(rx.spare, m)
+		}
 		rx.expect++
 		rx.owed++
 		rx.ooo = 0
@@ -412,6 +421,18 @@ func (v *RawVI) fragment(x header, data []byte) {
 	case rx.owed > 0 && rx.ackTimer == nil:
 		rx.ackTimer = v.clock.AfterFunc(v.rel.AckDelay, v.delayedAck)
 	}
+}
+
+// record returns a record for a message to put together, a delivered
+// one's if there is one (queues.mu held).
+func (rx *rxState) record() *reasm {
+	if n := len(rx.spare); n > 0 {
+		m := rx.spare[n-1]
+		rx.spare[n-1] = nil
+		rx.spare = rx.spare[:n-1]
+		return m
+	}
+	return &reasm{}
 }
 
 // delayedAck sends the acknowledgement no frame carried meanwhile.

@@ -205,14 +205,25 @@ func (q *queues) block(ev, stop <-chan struct{}) {
 // needs nothing: block waits on the channels alone).
 func (q *queues) wake() {}
 
+// popFront takes a queue's first element: the rest move down, so that
+// the queue keeps its array and appending to it allocates nothing once it
+// has grown (a queue that slides along its array needs a new one every
+// few messages). The queues here hold a window of elements at most.
+func popFront[T any](s []T) (T, []T) {
+	first := s[0]
+	copy(s, s[1:])
+	var zero T
+	s[len(s)-1] = zero
+	return first, s[:len(s)-1]
+}
+
 // take returns the next completion, or the VI's error or close.
 func (q *queues) take() (Completion, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.cq) > 0 {
-		c := q.cq[0]
-		q.cq[0] = Completion{}
-		q.cq = q.cq[1:]
+		var c Completion
+		c, q.cq = popFront(q.cq)
 		return c, true, nil
 	}
 	if q.err != nil {
@@ -305,8 +316,8 @@ func (v *MemVI) PostSend(r *Region, off, n int, imm uint32) error {
 	case len(p.posted[0].Buf) < n:
 		p.lose(fmt.Errorf("sovia: a %d-byte message for a %d-byte receive descriptor", n, len(p.posted[0].Buf)))
 	default:
-		d := p.posted[0]
-		p.posted = p.posted[1:]
+		var d *Region
+		d, p.posted = popFront(p.posted)
 		copy(d.Buf, r.Buf[off:off+n])
 		p.complete(Completion{Recv: true, Region: d, N: n, Imm: imm})
 	}
