@@ -40,7 +40,8 @@ type pollLink interface {
 	// receive hands every frame queued now, up to a batch, to in without
 	// waiting; it returns how many there were.
 	receive(in func([]byte)) (int, error)
-	// sleep waits until a frame is queued or wake is called.
+	// sleep waits until a frame is queued or wake is called; it
+	// returns at once when one is queued already.
 	sleep() error
 	wake()
 }
@@ -145,11 +146,36 @@ func (p *poller) release() {
 	}
 }
 
-// drive receives frames until done (p.mu held).
+// drive receives frames until done (p.mu held). A receiver that is not
+// busy-polling goes to sleep first: the link's sleep looks at the socket
+// before it waits, so a wait costs two receive calls (the empty one and
+// the one that takes the frame), as a TCP socket's read does, and not a
+// third one before it.
 func (h *RawHost) drive(done func() bool, bg bool) {
 	p := h.poll
-	var spun time.Time // when the socket was first found empty, while spinning
+	var spun time.Time             // when the socket was first found empty, while spinning
+	empty := bg || p.busyPoll == 0 // sleep before receiving
 	for !p.stop.Load() {
+		if empty && p.busyPoll > 0 && !bg {
+			if spun.IsZero() {
+				spun = time.Now()
+			}
+			empty = time.Since(spun) >= p.busyPoll
+		}
+		if empty {
+			spun = time.Time{}
+			p.sleeping.Store(true)
+			if done() || p.stop.Load() {
+				p.sleeping.Store(false)
+				return
+			}
+			err := p.link.sleep()
+			p.sleeping.Store(false)
+			if err != nil {
+				h.failAll(fmt.Errorf("sovia: waiting for frames: %w", err))
+				return
+			}
+		}
 		if !bg {
 			p.polls.Add(1)
 		}
@@ -161,30 +187,7 @@ func (h *RawHost) drive(done func() bool, bg bool) {
 		if done() {
 			return
 		}
-		if n > 0 {
-			spun = time.Time{}
-			continue
-		}
-		if p.busyPoll > 0 && !bg {
-			if spun.IsZero() {
-				spun = time.Now()
-			}
-			if time.Since(spun) < p.busyPoll {
-				continue
-			}
-			spun = time.Time{}
-		}
-		p.sleeping.Store(true)
-		if done() || p.stop.Load() {
-			p.sleeping.Store(false)
-			return
-		}
-		err = p.link.sleep()
-		p.sleeping.Store(false)
-		if err != nil {
-			h.failAll(fmt.Errorf("sovia: waiting for frames: %w", err))
-			return
-		}
+		empty = n == 0
 	}
 }
 
