@@ -224,7 +224,7 @@ type packetLink struct {
 	iov  []syscall.Iovec
 	msgs []mmsghdr
 
-	to     syscall.RawSockaddrLinklayer // where sendFrames sends: the interface
+	to     syscall.RawSockaddrLinklayer // where frames are sent: the interface
 	txIov  []syscall.Iovec
 	txMsgs []mmsghdr
 }
@@ -306,39 +306,51 @@ func (l *packetLink) Close() error {
 	return nil
 }
 
+// SendFrame sends one frame with sendto(2) to the interface's address,
+// made once (the socket is bound to the interface, and a packet socket
+// sends the frame as given, its Ethernet header naming the destination).
+// It waits while the socket's queue is full.
 func (l *packetLink) SendFrame(f []byte) error {
-	sa := &syscall.SockaddrLinklayer{Protocol: htons(EtherType), Ifindex: l.ifindex, Halen: 6}
-	copy(sa.Addr[:], f[0:6])
 	for {
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		err := syscall.Sendto(l.fd, f, 0, sa)
-		if !errors.Is(err, syscall.ENOBUFS) && !errors.Is(err, syscall.EAGAIN) {
-			return err
+		_, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(l.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), 0, uintptr(unsafe.Pointer(&l.to)), unsafe.Sizeof(l.to))
+		switch e {
+		case 0:
+			return nil
+		case syscall.ENOBUFS, syscall.EAGAIN, syscall.EINTR:
+			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+		default:
+			return e
 		}
-		time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
 	}
 }
 
-// sendFrames sends frames with sendmmsg(2) (the socket is bound to the
-// interface; each frame names its destination in its Ethernet header, and
-// a packet socket sends what it is given). It waits while the socket's
-// queue is full.
-func (l *packetLink) sendFrames(frames [][]byte) error {
-	for len(l.txIov) < len(frames) {
-		l.txIov = append(l.txIov, syscall.Iovec{})
+// sendGather sends frames with one sendmmsg(2), frame i gathered from
+// hdrs[i] and parts[i] (the socket is bound to the interface; each frame
+// names its destination in its Ethernet header, and a packet socket sends
+// what it is given). It waits while the socket's queue is full.
+func (l *packetLink) sendGather(hdrs, parts [][]byte) error {
+	for len(l.txMsgs) < len(hdrs) {
+		l.txIov = append(l.txIov, syscall.Iovec{}, syscall.Iovec{})
 		l.txMsgs = append(l.txMsgs, mmsghdr{})
 	}
-	for i, f := range frames {
-		l.txIov[i] = syscall.Iovec{Base: &f[0], Len: uint64(len(f))}
-		l.txMsgs[i] = mmsghdr{hdr: syscall.Msghdr{Name: (*byte)(unsafe.Pointer(&l.to)), Namelen: uint32(unsafe.Sizeof(l.to)), Iov: &l.txIov[i], Iovlen: 1}}
+	for i, h := range hdrs {
+		iov := l.txIov[2*i : 2*i+2]
+		iov[0] = syscall.Iovec{Base: &h[0], Len: uint64(len(h))}
+		n := 1
+		if d := parts[i]; len(d) > 0 {
+			iov[1] = syscall.Iovec{Base: &d[0], Len: uint64(len(d))}
+			n = 2
+		}
+		l.txMsgs[i] = mmsghdr{hdr: syscall.Msghdr{Name: (*byte)(unsafe.Pointer(&l.to)), Namelen: uint32(unsafe.Sizeof(l.to)), Iov: &iov[0], Iovlen: uint64(n)}}
 	}
-	for sent := 0; sent < len(frames); {
+	for sent := 0; sent < len(hdrs); {
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		r, _, e := syscall.Syscall6(sysSendmmsg, uintptr(l.fd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(frames)-sent), 0, 0, 0)
+		r, _, e := syscall.Syscall6(sysSendmmsg, uintptr(l.fd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(hdrs)-sent), 0, 0, 0)
 		switch e {
 		case 0:
 			sent += int(r)

@@ -70,8 +70,9 @@ type RawHost struct {
 	rel   Reliability
 
 	sendMu   sync.Mutex
-	sendBufs [][]byte // frames being built
+	sendBufs [][]byte // frames (or headers) being built
 	frames   [][]byte
+	parts    [][]byte // the message's bytes after each header (gatherLink)
 
 	mu     sync.Mutex
 	vis    map[uint16]*RawVI

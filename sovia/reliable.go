@@ -176,15 +176,17 @@ func (v *RawVI) transmit(m *outMsg) error {
 	if per < 1 {
 		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
 	}
-	if b, ok := h.link.(batchLink); ok && len(m.data) > per {
-		// Every frame of the message with one system call.
-		frames := h.frames[:0]
-		for at := 0; at < len(m.data); at += per {
+	if g, ok := h.link.(gatherLink); ok {
+		// Every frame of the message with one system call, each a
+		// header built here and the message's bytes where they lie.
+		hdrs, parts := h.frames[:0], h.parts[:0]
+		for at := 0; at < len(m.data) || at == 0; at += per {
 			x.at = uint32(at)
-			frames = append(frames, h.frame(len(frames), v.remote, x, m.data[at:min(at+per, len(m.data))]))
+			hdrs = append(hdrs, h.frame(len(hdrs), v.remote, x, nil))
+			parts = append(parts, m.data[at:min(at+per, len(m.data))])
 		}
-		h.frames = frames
-		return b.sendFrames(frames)
+		h.frames, h.parts = hdrs, parts
+		return g.sendGather(hdrs, parts)
 	}
 	for at := 0; at < len(m.data) || at == 0; {
 		k := min(per, len(m.data)-at)
@@ -200,9 +202,11 @@ func (v *RawVI) transmit(m *outMsg) error {
 	return nil
 }
 
-// batchLink is a Link that sends many frames with one system call.
-type batchLink interface {
-	sendFrames(frames [][]byte) error
+// gatherLink is a Link that sends many frames with one system call,
+// each gathered from a header and a part of a message (no frame is built
+// by copying the message's bytes).
+type gatherLink interface {
+	sendGather(hdrs, parts [][]byte) error
 }
 
 // takeAck returns the cumulative acknowledgement to send; a frame
