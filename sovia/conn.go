@@ -103,6 +103,8 @@ type Conn struct {
 	pending int                  // d: DATA received and not yet acknowledged
 	done    map[*Region]sendKind // in-flight sends
 	rx      bytes.Buffer         // received bytes not yet read
+	direct  []byte               // a waiting Read's buffer, which DATA arriving while rx is empty fills
+	directN int                  // bytes in direct
 
 	comb    *Region // the message small writes are combined into
 	combN   int
@@ -544,8 +546,13 @@ func (c *Conn) handle(comp Completion) {
 	}
 	switch typ {
 	case typeData:
-		if !c.closed {
-			c.rx.Write(comp.Region.Buf[:comp.N])
+		data := comp.Region.Buf[:comp.N]
+		switch {
+		case c.closed:
+		case c.rx.Len() == 0 && len(data) <= len(c.direct)-c.directN:
+			c.directN += copy(c.direct[c.directN:], data) // one copy, not two through rx
+		default:
+			c.rx.Write(data)
 		}
 		c.pending++
 	case typeFin:
@@ -574,6 +581,13 @@ func (c *Conn) handle(comp Completion) {
 func (c *Conn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	mine := c.direct == nil && c.rx.Len() == 0 && len(b) > 0
+	if mine {
+		// Nothing to read: what comes while this Read waits goes
+		// straight into b (one Read at a time does this).
+		c.direct, c.directN = b, 0
+		defer func() { c.direct, c.directN = nil, 0 }()
+	}
 	c.drain()
 	for {
 		if c.comb != nil && c.credits > 0 {
@@ -582,6 +596,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 		switch {
 		case c.closed:
 			return 0, errClosed
+		case mine && c.directN > 0:
+			n := c.directN
+			m, _ := c.rx.Read(b[n:]) // what came after, when it did not fit
+			return n + m, nil
 		case c.rx.Len() > 0:
 			return c.rx.Read(b)
 		case c.peerFin:
