@@ -99,12 +99,12 @@ type Conn struct {
 	free  []*Region // registered copy buffers not in flight
 	recvs []*Region
 
-	credits int                  // DATA the peer can still take
-	pending int                  // d: DATA received and not yet acknowledged
-	done    map[*Region]sendKind // in-flight sends
-	rx      bytes.Buffer         // received bytes not yet read
-	direct  []byte               // a waiting Read's buffer, which DATA arriving while rx is empty fills
-	directN int                  // bytes in direct
+	credits  int          // DATA the peer can still take
+	pending  int          // d: DATA received and not yet acknowledged
+	inFlight int          // sends not completed (each region says what it is: Region.sending)
+	rx       bytes.Buffer // received bytes not yet read
+	direct   []byte       // a waiting Read's buffer, which DATA arriving while rx is empty fills
+	directN  int          // bytes in direct
 
 	comb    *Region // the message small writes are combined into
 	combN   int
@@ -154,7 +154,7 @@ func newConn(vi VI, p Params) (*Conn, error) {
 	if !ok {
 		w = pollingVI{vi}
 	}
-	c := &Conn{vi: vi, w: w, clock: w.clockOf(), p: p, credits: p.Window, done: map[*Region]sendKind{}}
+	c := &Conn{vi: vi, w: w, clock: w.clockOf(), p: p, credits: p.Window}
 	var err error
 	if c.ctl, err = vi.Register(make([]byte, 1)); err != nil {
 		return nil, err
@@ -402,7 +402,7 @@ func (c *Conn) sendChunk(chunk []byte) error {
 	}
 	// The caller may reuse chunk once Write returns: wait for the send
 	// (the providers here complete it inside PostSend).
-	for c.done[r] != none && c.err == nil {
+	for r.sending != none && c.err == nil {
 		c.await()
 	}
 	return c.err
@@ -411,7 +411,7 @@ func (c *Conn) sendChunk(chunk []byte) error {
 // takeBuffer returns a registered copy buffer, waiting for a send to
 // complete when all are in flight.
 func (c *Conn) takeBuffer(user bool) (*Region, error) {
-	for len(c.free) == 0 && len(c.done) >= c.p.Window+1 {
+	for len(c.free) == 0 && c.inFlight >= c.p.Window+1 {
 		if err := c.writable(user); err != nil {
 			return nil, err
 		}
@@ -461,7 +461,8 @@ func (c *Conn) sendData(r *Region, n int, kind sendKind, user bool) error {
 	if c.pending > 0 {
 		c.stats.Piggybacked += c.pending
 	}
-	c.done[r] = kind
+	r.sending = kind
+	c.inFlight++
 	if err := c.vi.PostSend(r, 0, n, immediate(typeData, c.pending)); err != nil {
 		c.err = err
 		c.kickAll()
@@ -530,13 +531,17 @@ func (c *Conn) sendControl(typ uint8) {
 // handle takes one completion.
 func (c *Conn) handle(comp Completion) {
 	if !comp.Recv {
-		switch c.done[comp.Region] {
+		r := comp.Region
+		switch r.sending {
 		case copyBuffer:
-			c.free = append(c.free, comp.Region)
+			c.free = append(c.free, r)
 		case userChunk:
-			c.vi.Deregister(comp.Region)
+			c.vi.Deregister(r)
 		}
-		delete(c.done, comp.Region)
+		if r.sending != none {
+			r.sending = none
+			c.inFlight--
+		}
 		return
 	}
 	typ, acks := uint8(comp.Imm), int(comp.Imm>>8)

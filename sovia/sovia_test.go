@@ -82,8 +82,8 @@ func TestStreams(t *testing.T) {
 			case <-wait:
 			case <-time.After(20 * time.Second):
 				for i, c := range conns {
-					t.Logf("end %d: credits %d pending %d rx %d closed %v peerFin %v finAck %v err %v done %d free %d posted %d comb %v got %d/%d",
-						i, c.credits, c.pending, c.rx.Len(), c.closed, c.peerFin, c.finAck, c.err, len(c.done), len(c.free), vis[i].Posted(), c.comb != nil, len(got[i]), len(sent[1-i]))
+					t.Logf("end %d: credits %d pending %d rx %d closed %v peerFin %v finAck %v err %v in flight %d free %d posted %d comb %v got %d/%d",
+						i, c.credits, c.pending, c.rx.Len(), c.closed, c.peerFin, c.finAck, c.err, c.inFlight, len(c.free), vis[i].Posted(), c.comb != nil, len(got[i]), len(sent[1-i]))
 				}
 				t.Fatalf("deadlock: settings %+v, scripts %v", p, scripts)
 			}

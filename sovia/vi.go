@@ -45,9 +45,10 @@ type VI interface {
 
 // Region is registered memory.
 type Region struct {
-	Buf  []byte
-	vi   VI
-	live bool
+	Buf     []byte
+	vi      VI
+	live    bool
+	sending sendKind // what the connection that sent it does when the send completes (under its lock)
 }
 
 // Completion is a finished descriptor.
