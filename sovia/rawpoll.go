@@ -284,6 +284,8 @@ func OpenHost(ifname string) (*RawHost, error) {
 	for i := range rxBatch {
 		l.bufs[i] = make([]byte, size)
 		l.iov[i] = syscall.Iovec{Base: &l.bufs[i][0], Len: uint64(size)}
+		// Made once: the kernel writes only the lengths and flags.
+		l.msgs[i] = mmsghdr{hdr: syscall.Msghdr{Iov: &l.iov[i], Iovlen: 1}}
 	}
 	h, err := NewHost(l, ifc.HardwareAddr)
 	if err != nil {
@@ -371,7 +373,7 @@ func (l *packetLink) receive(in func([]byte)) (int, error) {
 	l.stashed = 0
 	if n == 0 {
 		var err error
-		if n, err = l.recv(); err != nil {
+		if n, err = l.recv(false); err != nil {
 			return 0, err
 		}
 	}
@@ -382,11 +384,20 @@ func (l *packetLink) receive(in func([]byte)) (int, error) {
 }
 
 // recv fills the batch's buffers; it returns how many frames came.
-func (l *packetLink) recv() (int, error) {
-	for i := range l.msgs {
-		l.msgs[i] = mmsghdr{hdr: syscall.Msghdr{Iov: &l.iov[i], Iovlen: 1}}
+// With one, it takes a single frame with recvmsg(2): a receiver woken
+// for a frame mostly finds that one alone, and recvmmsg(2) would look for
+// a second in vain.
+func (l *packetLink) recv(one bool) (int, error) {
+	var r uintptr
+	var e syscall.Errno
+	if one {
+		r, _, e = syscall.RawSyscall(syscall.SYS_RECVMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.msgs[0].hdr)), syscall.MSG_DONTWAIT)
+		if e == 0 {
+			l.msgs[0].len, r = uint32(r), 1
+		}
+	} else {
+		r, _, e = syscall.RawSyscall6(syscall.SYS_RECVMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.msgs[0])), rxBatch, syscall.MSG_DONTWAIT, 0, 0)
 	}
-	r, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, uintptr(l.fd), uintptr(unsafe.Pointer(&l.msgs[0])), rxBatch, syscall.MSG_DONTWAIT, 0, 0)
 	switch e {
 	case 0:
 		return int(r), nil
@@ -407,11 +418,13 @@ func (l *packetLink) sleep() error {
 		return nil
 	}
 	var rerr error
+	woke := false // the first look is before the wait: a batch may be queued
 	err := l.rc.Read(func(uintptr) bool {
 		if l.woken.Load() {
 			return true
 		}
-		l.stashed, rerr = l.recv()
+		l.stashed, rerr = l.recv(woke)
+		woke = true
 		return l.stashed > 0 || rerr != nil
 	})
 	l.woken.Store(false)
