@@ -325,3 +325,44 @@ func TestReorderedAndDuplicateFrames(t *testing.T) {
 		t.Fatalf("expect %d, %d duplicates; want 4 and 2", v.rx.expect, v.rx.dups)
 	}
 }
+
+// TestRetransmitTimesFromSend: once an acknowledgement settles every
+// message, the next message's timeout counts from when it was sent, not
+// from the acknowledgement nor from when the timer (left set) was armed.
+func TestRetransmitTimesFromSend(t *testing.T) {
+	clock := NewFakeClock()
+	link := &recordLink{}
+	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetClock(clock)
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Register([]byte("m"))
+	ackAll := func(seq uint32) {
+		f := viFrame(1, 7, 0, 0, 0, 0, nil)
+		binary.BigEndian.PutUint32(f[22:], seq)
+		f[14+24] = flagAckOnly
+		h.Input(f)
+	}
+	if err := v.PostSend(r, 0, 1, 0); err != nil { // message 1 at 0: the timer is set for 10 ms
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Millisecond)
+	ackAll(1) // at 5 ms: nothing waits
+	clock.Advance(3 * time.Millisecond)
+	if err := v.PostSend(r, 0, 1, 0); err != nil { // message 2 at 8 ms
+		t.Fatal(err)
+	}
+	clock.Advance(10*time.Millisecond - 1) // the timer fired at 10 ms and looked again
+	if v.Resent() != 0 {
+		t.Fatalf("message 2 resent %d times before it waited 10 ms", v.Resent())
+	}
+	clock.Advance(1) // 18 ms: message 2 waited a whole timeout
+	if v.Resent() != 1 {
+		t.Fatalf("message 2 resent %d times after it waited 10 ms, want 1", v.Resent())
+	}
+}

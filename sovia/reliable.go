@@ -303,7 +303,11 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 		t.unacked = t.unacked[:k]
 		t.tries = 0
 		t.rto = v.rel.RTO
-		t.progress = v.clock.Now()
+		if len(t.unacked) > 0 {
+			// The clock is read only for messages still waiting: a
+			// message sent to an empty queue has its own time (sentAt).
+			t.progress = v.clock.Now()
+		}
 		// The timer stays set: when it fires with nothing unacknowledged
 		// it ends, which costs less than stopping and setting one a
 		// round trip.
