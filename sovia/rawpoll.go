@@ -187,7 +187,9 @@ func (h *RawHost) drive(done func() bool, bg bool) {
 		if done() {
 			return
 		}
-		empty = n == 0
+		if empty = n == 0; !empty {
+			spun = time.Time{}
+		}
 	}
 }
 
@@ -212,13 +214,13 @@ func (h *RawHost) background() {
 // packetLink is a raw packet socket of the host's own, bound to the VI
 // EtherType on one interface, non-blocking, in Go's network poller.
 type packetLink struct {
-	fd, ifindex, mtu int
-	file             *os.File // fd in Go's network poller, for sleep
-	rc               syscall.RawConn
-	woken            atomic.Bool // wake was called since the last sleep
-	deadline         atomic.Bool // wake set the file's deadline: sleep clears it
-	stashed          int         // frames sleep received and receive has not handed on
-	closed           atomic.Bool
+	fd, mtu  int
+	file     *os.File // fd in Go's network poller, for sleep
+	rc       syscall.RawConn
+	woken    atomic.Bool // wake was called since the last sleep
+	deadline atomic.Bool // wake set the file's deadline: sleep clears it
+	stashed  int         // frames sleep received and receive has not handed on
+	closed   atomic.Bool
 
 	bufs [][]byte
 	iov  []syscall.Iovec
@@ -269,7 +271,7 @@ func OpenHost(ifname string) (*RawHost, error) {
 		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, buffer)
 	}
 	syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetIgnoreOutgoing, 1) // an optimisation: Input ignores them anyway
-	l := &packetLink{fd: fd, ifindex: ifc.Index, mtu: ifc.MTU}
+	l := &packetLink{fd: fd, mtu: ifc.MTU}
 	// The socket sleeps in Go's network poller (epoll), as a TCP socket
 	// does, so that the goroutine waking from it finds a processor as a
 	// TCP reader would; the fd stays non-blocking (os.NewFile sees it is).
