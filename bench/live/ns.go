@@ -59,20 +59,9 @@ func removeStale(say func(string, ...any)) { removeStaleOf(nsPrefix, say) }
 
 // removeStaleOf is removeStale for the namespaces named with prefix.
 func removeStaleOf(prefix string, say func(string, ...any)) {
-	ents, _ := os.ReadDir(netns.Dir)
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil || syscall.Kill(pid, 0) == syscall.EPERM {
-			continue
-		}
-		if ipCmd("netns", "del", e.Name()) == nil {
-			say("removed namespace %s, left by benchmark process %d, which is gone", e.Name(), pid)
-		}
+	names, pids := netns.RemoveStale(prefix)
+	for i, name := range names {
+		say("removed namespace %s, left by benchmark process %d, which is gone", name, pids[i])
 	}
 }
 

@@ -7,7 +7,10 @@ package netns
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -62,3 +65,34 @@ func Join(path string) error {
 
 // sysSetns is setns(2) on amd64 and arm64 (the syscall package lacks it).
 var sysSetns = map[string]uintptr{"amd64": 308, "arm64": 268}[runtime.GOARCH]
+
+// RemoveStale removes the namespaces named PREFIX + PID + "-…" whose
+// process PID is gone: those a test or benchmark made and could not
+// remove because it was killed. It returns the names it removed, with
+// their PIDs. A namespace is removed as `ip netns del` does (lib/namespace.c
+// in iproute2): its bind mount detached, then its name unlinked.
+func RemoveStale(prefix string) (removed []string, pids []int) {
+	ents, _ := os.ReadDir(Dir)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || err == syscall.EPERM {
+			continue // alive
+		}
+		path := Dir + "/" + e.Name()
+		if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL {
+			continue
+		}
+		if os.Remove(path) == nil {
+			removed, pids = append(removed, e.Name()), append(pids, pid)
+		}
+	}
+	return removed, pids
+}

@@ -39,6 +39,9 @@ func Two(t testing.TB, tools ...string) (a, b string) {
 			t.Skipf("this test needs %s", tool)
 		}
 	}
+	// A test binary that was killed left its namespaces: remove those of
+	// processes that are gone.
+	netns.RemoveStale("dragonc-")
 	id := fmt.Sprintf("dragonc-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	a, b = id+"-a", id+"-b"
 	IP(t, "netns", "add", a)
