@@ -366,3 +366,48 @@ func TestRetransmitTimesFromSend(t *testing.T) {
 		t.Fatalf("message 2 resent %d times after it waited 10 ms, want 1", v.Resent())
 	}
 }
+
+// TestAckOfUnsentIgnored: an acknowledgement of a message the VI never
+// sent (forged, or from a confused peer) is ignored and counted, as TCP
+// ignores an ACK beyond SND.NXT (RFC 793 §3.9): the messages waiting are
+// still resent at their timeout, and a true acknowledgement settles them.
+func TestAckOfUnsentIgnored(t *testing.T) {
+	clock := NewFakeClock()
+	link := &recordLink{}
+	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetClock(clock)
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Register([]byte("m"))
+	ack := func(seq uint32) {
+		f := viFrame(1, 7, 0, 0, 0, 0, nil)
+		binary.BigEndian.PutUint32(f[22:], seq)
+		f[14+24] = flagAckOnly
+		h.Input(f)
+	}
+	for range 2 {
+		if err := v.PostSend(r, 0, 1, 0); err != nil { // messages 1 and 2
+			t.Fatal(err)
+		}
+	}
+	ack(1000)
+	ack(3)
+	if n := v.IgnoredAcks(); n != 2 {
+		t.Fatalf("%d acknowledgements ignored, want 2 (of messages 3 and 1000, never sent)", n)
+	}
+	clock.Advance(10 * time.Millisecond)
+	resent := v.Resent()
+	if resent == 0 {
+		t.Fatal("nothing resent at the timeout: the forged acknowledgement settled the messages")
+	}
+	ack(2)
+	clock.Advance(time.Second)
+	if v.Resent() != resent || v.IgnoredAcks() != 2 {
+		t.Fatalf("after a true acknowledgement of both: resent %d (was %d), ignored %d; want no more and 2", v.Resent(), resent, v.IgnoredAcks())
+	}
+}

@@ -75,6 +75,7 @@ type txState struct {
 	progress time.Time // when it last moved
 	lastNak  uint32    // the message a NAK last had sent again
 	resent   int       // messages sent again (for tests and reports)
+	unsent   int       // acknowledgements of messages not yet sent, ignored
 }
 
 // rxState is a VI's receiving side (under queues.mu).
@@ -288,6 +289,15 @@ func (v *RawVI) retransmit() {
 func (v *RawVI) acked(ack uint32, nak bool) {
 	t := &v.tx
 	t.mu.Lock()
+	if diff(ack, t.next-1) > 0 {
+		// An acknowledgement of a message not yet sent is forged or
+		// broken: taken, it would drop messages the peer never had.
+		// It is ignored and counted, as TCP ignores an ACK beyond
+		// SND.NXT (RFC 793 §3.9, SEGMENT ARRIVES, fifth check).
+		t.unsent++
+		t.mu.Unlock()
+		return
+	}
 	n := 0
 	for n < len(t.unacked) && diff(t.unacked[n].seq, ack) <= 0 {
 		n++
@@ -334,6 +344,14 @@ func (v *RawVI) stopTimers() {
 		v.rx.ackTimer = nil
 	}
 	v.mu.Unlock()
+}
+
+// IgnoredAcks counts the acknowledgements of messages the VI had not
+// sent, which it ignored.
+func (v *RawVI) IgnoredAcks() int {
+	v.tx.mu.Lock()
+	defer v.tx.mu.Unlock()
+	return v.tx.unsent
 }
 
 // Resent returns how many messages the VI sent again.
