@@ -461,17 +461,11 @@ func udpExchange(port int, msg []byte) ([]byte, error) { return udpFrom(0, port,
 // udpFrom sends msg from local port sport (0: any) to the stack's port
 // dport and returns the answer, resending on silence for up to two seconds.
 func udpFrom(sport, dport int, msg []byte) ([]byte, error) {
-	return udpWithin(sport, dport, msg, 2*time.Second)
-}
-
-// udpWithin is udpFrom resending for up to d: a shorter d for an
-// exchange that must stay silent (three or more sends still go out).
-func udpWithin(sport, dport int, msg []byte, d time.Duration) ([]byte, error) {
 	c, err := net.DialUDP("udp4", &net.UDPAddr{Port: sport}, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: dport})
 	if err != nil {
 		return nil, err
 	}
-	return udpOn(c, msg, d)
+	return udpOn(c, msg, 2*time.Second)
 }
 
 // udpSilence starts an exchange that must stay silent for d: the socket
@@ -496,7 +490,8 @@ func udpSilence(dport int, msg []byte, d time.Duration) (<-chan error, error) {
 	return done, nil
 }
 
-// udpOn is udpWithin's exchange on a connected socket, which it closes.
+// udpOn sends msg on connected socket c, resending every 300 ms for up
+// to d, and returns the answer; it closes c.
 func udpOn(c *net.UDPConn, msg []byte, d time.Duration) ([]byte, error) {
 	defer c.Close()
 	buf := make([]byte, 2048)
