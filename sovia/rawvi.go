@@ -170,6 +170,7 @@ func (h *RawHost) openVI(lvi uint16, peer [6]byte, rvi uint16) *RawVI {
 	v.init(v, h.clock)
 	v.tx.next, v.rx.expect = 1, 1
 	h.vis[lvi] = v
+	v.armKeepAlive()
 	return v
 }
 

@@ -23,22 +23,29 @@ type Reliability struct {
 	RTO, MaxRTO time.Duration
 	// Retries is how many timeouts in a row a VI takes before it breaks.
 	Retries int
+	// KeepAlive: a VI that sent nothing for this long sends an
+	// acknowledgement alone, so that a quiet connection outlives the
+	// peer's idle timeout (SetupLimits.Idle) as a TCP keep-alive does
+	// (RFC 1122 §4.2.3.6); 0 sends none.
+	KeepAlive time.Duration
 }
 
 // DefaultReliability: acknowledgements within 1 ms or every 8 messages;
 // a first timeout of 10 ms (a hundred round trips of a veth, where the
 // scheduler of a loaded host can hold a goroutine back for milliseconds),
 // doubled up to 1 s, and 12 in a row (about 6 s without an
-// acknowledgement) break the VI.
+// acknowledgement) break the VI; a keep-alive after 20 s of silence, a
+// third of the default idle timeout, so two may be lost.
 func DefaultReliability() Reliability {
-	return Reliability{AckDelay: time.Millisecond, AckEvery: 8, RTO: 10 * time.Millisecond, MaxRTO: time.Second, Retries: 12}
+	return Reliability{AckDelay: time.Millisecond, AckEvery: 8, RTO: 10 * time.Millisecond, MaxRTO: time.Second, Retries: 12,
+		KeepAlive: DefaultSetupLimits().Idle / 3}
 }
 
 // SetReliability sets the retransmission and acknowledgement timing of
 // the VIs the host opens from now on.
 func (h *RawHost) SetReliability(r Reliability) error {
-	if r.AckDelay <= 0 || r.AckEvery < 1 || r.RTO <= 0 || r.MaxRTO < r.RTO || r.Retries < 1 {
-		return fmt.Errorf("sovia: reliability %+v: every setting must be positive and MaxRTO at least RTO", r)
+	if r.AckDelay <= 0 || r.AckEvery < 1 || r.RTO <= 0 || r.MaxRTO < r.RTO || r.Retries < 1 || r.KeepAlive < 0 {
+		return fmt.Errorf("sovia: reliability %+v: every setting but KeepAlive (0: none) must be positive and MaxRTO at least RTO", r)
 	}
 	h.rel = r
 	return nil
@@ -76,6 +83,8 @@ type txState struct {
 	lastNak  uint32    // the message a NAK last had sent again
 	resent   int       // messages sent again (for tests and reports)
 	unsent   int       // acknowledgements of messages not yet sent, ignored
+	alive    Timer     // the keep-alive timer
+	spoke    bool      // a frame went to the peer since the keep-alive timer was set
 }
 
 // rxState is a VI's receiving side (under queues.mu).
@@ -173,6 +182,7 @@ func (v *RawVI) transmit(m *outMsg) error {
 	h.sendMu.Lock()
 	defer h.sendMu.Unlock()
 	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
+	v.tx.spoke = true // t.mu is held
 	per := h.link.MTU() - rawHeader
 	if per < 1 {
 		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
@@ -330,12 +340,55 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 	t.mu.Unlock()
 }
 
+// armKeepAlive sets the keep-alive timer, if the VI sends keep-alives.
+func (v *RawVI) armKeepAlive() {
+	if v.rel.KeepAlive <= 0 {
+		return
+	}
+	v.tx.mu.Lock()
+	defer v.tx.mu.Unlock()
+	if v.tx.alive == nil {
+		v.tx.alive = v.clock.AfterFunc(v.rel.KeepAlive, v.keepAlive)
+	}
+}
+
+// keepAlive runs when the keep-alive timer fires: a VI that sent no
+// message since it was set, and is connected (its peer's VI number is
+// known), sends an acknowledgement alone. An acknowledgement repeats
+// what the peer already has, so it costs the peer nothing but a frame
+// heard.
+func (v *RawVI) keepAlive() {
+	t := &v.tx
+	t.mu.Lock()
+	spoke := t.spoke
+	t.spoke, t.alive = false, nil
+	t.mu.Unlock()
+	v.mu.Lock()
+	gone := v.closed || v.err != nil
+	v.mu.Unlock()
+	if gone {
+		return
+	}
+	h := v.host
+	h.mu.Lock()
+	connected := h.vis[v.lvi] == v && v.rvi != 0
+	h.mu.Unlock()
+	if connected && !spoke {
+		v.sendAck(false)
+	}
+	v.armKeepAlive()
+}
+
 // stopTimers stops the VI's timers (it closed).
 func (v *RawVI) stopTimers() {
 	v.tx.mu.Lock()
 	if v.tx.timer != nil {
 		v.tx.timer.Stop()
 		v.tx.timer = nil
+	}
+	if v.tx.alive != nil {
+		v.tx.alive.Stop()
+		v.tx.alive = nil
 	}
 	v.tx.mu.Unlock()
 	v.mu.Lock()

@@ -503,3 +503,106 @@ func TestSetupEvictedDialerStartsOver(t *testing.T) {
 		t.Errorf("counted %v: want the dialer's half-open connection evicted and its confirmation unknown once", got)
 	}
 }
+
+// TestKeepAliveOutlivesIdle: a connection on which nothing is written
+// for three idle timeouts stays open while the dialer sends keep-alives
+// (an acknowledgement alone after KeepAlive of silence), and fails on the
+// listener's idle timeout when it sends none.
+func TestKeepAliveOutlivesIdle(t *testing.T) {
+	lim := DefaultSetupLimits()
+	for _, tc := range []struct {
+		name      string
+		keepAlive time.Duration
+		survives  bool
+	}{
+		{"keep-alive", DefaultReliability().KeepAlive, true},
+		{"none", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := pipeHosts(t)
+			clk := NewFakeClock()
+			a.SetClock(clk)
+			b.SetClock(clk)
+			if err := b.SetLimits(lim); err != nil {
+				t.Fatal(err)
+			}
+			rel := DefaultReliability()
+			rel.KeepAlive = tc.keepAlive
+			if err := a.SetReliability(rel); err != nil {
+				t.Fatal(err)
+			}
+			// The listener's side sends none: only the dialer's keep it.
+			rel.KeepAlive = 0
+			if err := b.SetReliability(rel); err != nil {
+				t.Fatal(err)
+			}
+			p := PaperParams()
+			p.NoDelay, p.CombineMax = true, 0
+			l, err := b.Listen(80, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := a.Dial(b.MAC(), 80, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			s, err := l.AcceptConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := make(chan error, 1)
+			go func() {
+				_, err := s.Read(make([]byte, 8))
+				read <- err
+			}()
+			heard := func() (n uint64) {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				for _, v := range b.vis {
+					n += v.heard.Load()
+				}
+				return n
+			}
+			// Step by a keep-alive interval (a third of the idle timeout)
+			// and, when keep-alives are on, wait until the listener heard
+			// one: the link delivers on a goroutine of its own.
+			step := DefaultReliability().KeepAlive
+			for k := 0; k < 9; k++ {
+				before := heard()
+				clk.Advance(step)
+				deadline := time.Now().Add(10 * time.Second)
+				for tc.survives && heard() == before && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				if tc.survives && heard() == before {
+					t.Fatalf("step %d: the listener heard no keep-alive within 10 s", k)
+				}
+			}
+			wait := 10 * time.Second // for the failure
+			if tc.survives {
+				wait = 100 * time.Millisecond // a failure would be on its way
+			}
+			select {
+			case err := <-read:
+				if tc.survives {
+					t.Fatalf("a quiet connection with keep-alives failed after %v: %v", 9*step, err)
+				}
+				if err == nil || !strings.Contains(err.Error(), "idle") {
+					t.Errorf("Read: %v, want the idle timeout", err)
+				}
+			case <-time.After(wait):
+				if !tc.survives {
+					t.Fatalf("a connection without keep-alives outlived %v of silence (idle timeout %v)", 9*step, lim.Idle)
+				}
+			}
+			want := uint64(1)
+			if tc.survives {
+				want = 0
+			}
+			if n := counts(b)[dropNames[dropIdle]]; n != want {
+				t.Errorf("idle timeouts counted %d, want %d", n, want)
+			}
+		})
+	}
+}
