@@ -295,3 +295,30 @@ func TestBounceOutweighsBalance(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueLoads: the loads the balance function sees, by rate when every
+// endpoint declares one and by flows otherwise, and the evaluator's
+// assignment as it was set.
+func TestQueueLoads(t *testing.T) {
+	p := &Problem{Queues: []Queue{{ID: 0, Default: true}, {ID: 1, Core: 1}, {ID: 2, Core: 2}},
+		Endpoints: []Endpoint{{Name: "a", Rate: 100}, {Name: "b", Rate: 10}, {Name: "c", Rate: 30}}}
+	a := Assignment{{{Queue: 1, Frac: 1}}, {{Queue: 2, Frac: 0.5}, {Queue: 1, Frac: 0.5}}, {{Queue: 2, Frac: 1}}}
+	got, byRate := QueueLoads(p, a)
+	if want := []float64{0, 105, 35}; !slices.Equal(got, want) || !byRate {
+		t.Errorf("QueueLoads = %v, %v; want %v, true", got, byRate, want)
+	}
+	p.Endpoints[2].Rate = 0
+	got, byRate = QueueLoads(p, a)
+	if want := []float64{0, 1.5, 1.5}; !slices.Equal(got, want) || byRate {
+		t.Errorf("without c's rate QueueLoads = %v, %v; want %v, false (flows)", got, byRate, want)
+	}
+	ev := NewEvaluator(p, Balance{}, a)
+	b := ev.Assignment()
+	if len(b) != 3 || len(b[1]) != 2 || b[1][1] != a[1][1] {
+		t.Errorf("Assignment = %v, want %v", b, a)
+	}
+	b[0][0].Frac = 0 // a copy: the evaluator keeps its own
+	if ev.Assignment()[0][0].Frac != 1 {
+		t.Error("Assignment shares the evaluator's slices")
+	}
+}
