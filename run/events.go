@@ -24,6 +24,9 @@ type Event struct {
 	PlanQueues int    `json:"plan_queues,omitempty"` // serving: the receive loops, one per plan queue
 	Error      string `json:"error,omitempty"`       // stopped: why, if not by a signal
 	*dataplane.Report
+	// Load is, in a report, the load measured since the previous report
+	// beside the plan's prediction.
+	Load *Load `json:"load,omitempty"`
 }
 
 // output is where a run says what it does: notes on Stderr as
@@ -63,9 +66,10 @@ func (o *output) note(kind, format string, args ...any) {
 	o.emit(Event{Event: kind, Message: msg})
 }
 
-// report hands a reading of the counters on: text or an event on Stdout,
-// and to Options.OnReport.
-func (o *output) report(r dataplane.Report) {
+// report hands a reading of the counters on, with the load measured
+// since the previous one (nil for the first): text or an event on
+// Stdout, and to Options.OnReport.
+func (o *output) report(r dataplane.Report, l *Load) {
 	if o.opt.OnReport != nil {
 		o.opt.OnReport(r)
 	}
@@ -73,10 +77,13 @@ func (o *output) report(r dataplane.Report) {
 		return
 	}
 	if o.enc != nil {
-		o.emit(Event{Event: "report", Report: &r})
+		o.emit(Event{Event: "report", Report: &r, Load: l})
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r.WriteText(o.opt.Stdout)
+	if l != nil {
+		l.WriteText(o.opt.Stdout)
+	}
 }

@@ -26,6 +26,7 @@ type Metrics struct {
 	mu     sync.Mutex
 	last   dataplane.Report
 	have   bool
+	load   *Load             // the latest measured load, if any
 	labels prometheus.Labels // the build-info metric's
 	reg    *prometheus.Registry
 }
@@ -40,6 +41,8 @@ var (
 	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
 	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint the XDP program left to the kernel's stack on the endpoint's planned core (how: redirected through the cpumap, or on_core: passed up on the CPU that already was it).", []string{"endpoint", "how"}, nil)
 	descVIADrop = prometheus.NewDesc("dragonc_via_setup_drops_total", "Frames and connections the software VIs' connection setup dropped, by reason (docs/sovia.md).", []string{"reason"}, nil)
+	descEPRate  = prometheus.NewDesc("dragonc_endpoint_rate_fps", "An endpoint's frame rate: measured between the last two reports, or predicted (its declared rate; absent when it declares none).", []string{"endpoint", "source"}, nil)
+	descQShare  = prometheus.NewDesc("dragonc_queue_share", "A queue's share of the endpoints' frames (0 to 1): measured between the last two reports, or predicted by the plan's cost model.", []string{"queue", "source"}, nil)
 	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
 )
 
@@ -63,9 +66,16 @@ func (m *Metrics) Update(r dataplane.Report) {
 	m.last, m.have = r, true
 }
 
+// UpdateLoad takes a new measurement of the load (Options.OnLoad).
+func (m *Metrics) UpdateLoad(l *Load) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.load = l
+}
+
 // Describe is prometheus.Collector's.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descVIADrop, descUp} {
+	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descVIADrop, descEPRate, descQShare, descUp} {
 		ch <- d
 	}
 }
@@ -73,7 +83,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect is prometheus.Collector's: the latest report as counters.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	r, have := m.last, m.have
+	r, have, load := m.last, m.have, m.load
 	m.mu.Unlock()
 	up := 0.0
 	if have {
@@ -103,6 +113,22 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, o := range r.VIADrops {
 		counter(descVIADrop, o.Count, o.Name)
+	}
+	if load != nil {
+		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		}
+		for _, e := range load.Endpoints {
+			gauge(descEPRate, e.Measured, e.Endpoint, "measured")
+			if e.Predicted > 0 {
+				gauge(descEPRate, e.Predicted, e.Endpoint, "predicted")
+			}
+		}
+		for _, q := range load.Queues {
+			id := strconv.Itoa(q.Queue)
+			gauge(descQShare, q.MeasuredShare, id, "measured")
+			gauge(descQShare, q.PredictedShare, id, "predicted")
+		}
 	}
 }
 

@@ -100,6 +100,15 @@ type Options struct {
 	// stream's own, each closed when the function returns (ServeCode
 	// only; without one, the endpoint's app: echo or discard).
 	Streams map[string]func(c *sovia.Conn)
+	// OnLoad, if set, receives the load measured between each report and
+	// the one before it, beside the plan's prediction (Load).
+	OnLoad func(Load)
+	// Rebalance re-plans from the measured rates when the plan at those
+	// rates would cost less by more than RebalanceThreshold (a fraction;
+	// 0 is DefaultRebalanceThreshold), with no endpoint moving queues
+	// twice within RebalanceHold (Rebalancer).
+	Rebalance          bool
+	RebalanceThreshold float64
 }
 
 // Sockets are the socket kinds Options.Socket takes: auto (AF_XDP, and
@@ -245,6 +254,9 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options,
 	}
 	sv := &serving{ctx: ctx, opt: *opt, out: out, ifc: ifc, stage: stage, chains: chains, name: st.Name, queues: pl.Queues, r: r, st: st, hw: hw, via: vs, handled: handled}
 	sv.out.opt = &sv.opt // the serving's options, which the metrics extend
+	if err := sv.startRebalance(); err != nil {
+		return nil, err
+	}
 	if opt.MetricsAddr != "" && opt.Every <= 0 {
 		return nil, usage("--metrics-addr needs counters to serve: --every must be above 0")
 	}
@@ -256,6 +268,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options,
 		}
 		sv.cleanup = append(sv.cleanup, stop)
 		sv.onReport(m.Update)
+		sv.load.onLoad = append(sv.load.onLoad, m.UpdateLoad)
 		sv.metrics = "http://" + addr + "/metrics"
 		out.note("metrics", "metrics at %s", sv.metrics)
 	}
@@ -433,6 +446,8 @@ type serving struct {
 	// kernelCounts the kernel-socket endpoints' (nil without them).
 	stageCounts  func() []dataplane.Outcome
 	kernelCounts func() []dataplane.KernelSocket
+	load         measuring    // the measured load (load.go)
+	rebalance    *rebalancing // with Options.Rebalance (rebalance.go)
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
@@ -706,7 +721,7 @@ func (sv *serving) report(r dataplane.Report) {
 	if f := sv.kernelCounts; f != nil {
 		r.KernelSockets = f()
 	}
-	sv.out.report(r)
+	sv.out.report(r, sv.measure(r))
 }
 
 // attachXDP attaches an XDP program to ifc: in driver mode where the

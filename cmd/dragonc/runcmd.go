@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -59,10 +60,21 @@ The serving line says which.
 
 Every --every, on SIGUSR1 and at exit, one line per queue counts the
 frames in, each outcome by the names verify uses, the frames sent and
-the kernel's drops on the sockets. With --json, standard output is
-NDJSON: one object per event (note, refused, fallback, serving,
-stopped) and per report of the counters; the notes still go to
+the kernel's drops on the sockets. From the second report on, a table
+follows with the load measured since the report before beside the
+plan's prediction: each endpoint's frame rate against its declared
+rate, each queue's share of the endpoints' frames against the share
+the cost model predicts. With --json, standard output is NDJSON: one
+object per event (note, refused, fallback, serving, rebalance, stopped)
+and per report of the counters, with the load; the notes still go to
 standard error as text.
+With --rebalance, run plans again from the measured rates (each
+endpoint's declared rate replaced by its measured one) after each
+report with enough traffic, and would serve the new plan when the
+served one costs, at those rates, more than 1+--rebalance-threshold
+times it, unless that moves an endpoint that changed queues within the
+last 10s. A served plan cannot change yet: run says which endpoints it
+would move, and why, once for each different move.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 With --detach it serves in the background (its own session, its output
 in /run/dragonc/IFACE.log) with its eBPF programs, maps and links pinned
@@ -132,6 +144,12 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 				return usagef("--spin %v is negative", sf.spin)
 			}
 			sf.spinSet = cmd.Flags().Changed("spin")
+			if sf.threshold <= 0 || math.IsNaN(sf.threshold) || math.IsInf(sf.threshold, 0) {
+				return usagef("--rebalance-threshold %v: want a fraction above 0 (0.2 is 20%%)", sf.threshold)
+			}
+			if sf.rebalance && sf.every <= 0 {
+				return usagef("--rebalance needs rates to measure: --every must be above 0")
+			}
 			if sf.busyPoll && sf.spinSet {
 				return usagef("--busy-poll and --spin: a busy-polling loop never sleeps, so it has no spin to set")
 			}
@@ -154,6 +172,8 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	c.Flags().StringVar(&sf.xdpTX, "xdp-tx", "auto", "whether the XDP stage answers ARP (and ping) itself with XDP_TX: auto (yes, except on a veth, whose peer must run XDP or GRO to receive them), on or off")
 	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
+	c.Flags().BoolVar(&sf.rebalance, "rebalance", false, "re-plan from the measured rates when that gains more than --rebalance-threshold, no endpoint changing queues twice within 10s (a served plan cannot change yet: run says what it would move)")
+	c.Flags().Float64Var(&sf.threshold, "rebalance-threshold", drun.DefaultRebalanceThreshold, "the least gain of a re-plan: the served plan must cost, at the measured rates, more than 1+THRESHOLD times the new one")
 	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "a fixed time a receive loop keeps looking at empty rings before it sleeps (0: never spins; unset: up to 50µs, none while other threads want the core)")
 	return c
 }
@@ -168,6 +188,8 @@ type serveFlags struct {
 	spin        time.Duration
 	spinSet     bool // --spin given; otherwise run chooses
 	xdpTX       string
+	rebalance   bool
+	threshold   float64 // --rebalance-threshold
 }
 
 func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface string) int {
@@ -192,7 +214,7 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 		}
 	}
 	opt := drun.Options{Iface: iface, Every: sf.every, Socket: sf.socket, Force: sf.force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: sf.metricsAddr,
-		BusyPoll: sf.busyPoll, Spin: spin, XDPTX: sf.xdpTX,
+		BusyPoll: sf.busyPoll, Spin: spin, XDPTX: sf.xdpTX, Rebalance: sf.rebalance, RebalanceThreshold: sf.threshold,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {

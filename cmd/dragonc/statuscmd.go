@@ -29,6 +29,9 @@ type statusEntry struct {
 	UptimeSeconds float64      `json:"uptime_seconds"`
 	ReportAge     float64      `json:"report_age_seconds,omitempty"`
 	Report        *drun.Report `json:"report,omitempty"`
+	// Load is the load measured between the latest two reports beside
+	// the plan's prediction.
+	Load *drun.Load `json:"load,omitempty"`
 }
 
 func newStatusCmd(e *env) *cobra.Command {
@@ -38,8 +41,11 @@ func newStatusCmd(e *env) *cobra.Command {
 		Short: "show the stacks dragonc run serves on this host",
 		Long: `Lists every stack dragonc run serves (in the foreground or detached):
 interface, pid, stack and NIC, socket kind, receive loops and their
-cores, eBPF program ids, pinned objects, uptime, and the latest counters
-with the kernel's socket drops (written at each report, --every). A run
+cores, eBPF program ids, pinned objects, uptime, the latest counters
+with the kernel's socket drops (written at each report, --every), and
+the load measured between the latest two reports beside the plan's
+prediction: each endpoint's frame rate against its declared rate, each
+queue's share of the endpoints' frames against the cost model's. A run
 that is gone but left state behind (killed with SIGKILL) is shown as not
 alive; dragonc stop IFACE removes what it left.
 The state lives in /run/dragonc ($DRAGONC_RUN_DIR).
@@ -77,6 +83,9 @@ func runStatus(e *env, args []string, asJSON bool) int {
 		en := statusEntry{State: *s, Name: name, Alive: s.Alive(), UptimeSeconds: time.Since(s.Started).Round(time.Second).Seconds()}
 		if r, at, err := drun.LatestReport(name); err == nil {
 			en.Report, en.ReportAge = r, time.Since(at).Round(time.Millisecond).Seconds()
+		}
+		if l, err := drun.LatestLoad(name); err == nil {
+			en.Load = l
 		}
 		entries = append(entries, en)
 	}
@@ -141,6 +150,13 @@ func writeStatus(e *env, en statusEntry) {
 		en.Report.WriteText(&b)
 		for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	if en.Load != nil {
+		var b strings.Builder
+		en.Load.WriteText(&b)
+		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
 }

@@ -594,7 +594,7 @@ func isBroadcastMAC(frame []byte) bool { return len(frame) > 0 && frame[0]&1 != 
 // names `dragonc verify` uses ("deliver NAME", "reply arp", "sink NODE",
 // "drop NODE.PORT"), and the kernel's counters of the sockets.
 func (s *Server) Snapshot(final bool) Report {
-	r := Report{Final: final}
+	r := Report{Final: final, At: time.Now()}
 	if s.st.VIA != nil && s.st.VIA.Drops != nil {
 		s.st.VIA.Drops(func(reason string, n uint64) { r.VIADrops = append(r.VIADrops, Outcome{reason, n}) })
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -13,7 +14,10 @@ import (
 // It is JSON as the helper program hands it to its parent and as
 // `run --json` prints it (docs/cli.md).
 type Report struct {
-	Final  bool          `json:"final"` // the last reading, after the loops stopped
+	Final bool `json:"final"` // the last reading, after the loops stopped
+	// At is when the counters were read: rates are the differences of
+	// two reports over the difference of their times (run's Load).
+	At     time.Time     `json:"at,omitzero"`
 	Queues []QueueCounts `json:"queues"`
 	// Stage counts what the XDP program's checks decided before any
 	// receive loop saw the frames, named as verify names outcomes ("drop
