@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -273,12 +274,13 @@ func LatestLoad(iface string) (*Load, error) {
 // measuring is a serving's measurement of its load, and what receives
 // each Load.
 type measuring struct {
+	mu     sync.Mutex
 	meter  *LoadMeter
 	onLoad []func(*Load)
 }
 
-// measure takes a report's load (nil for the first) and hands it on.
-func (sv *serving) measure(r dataplane.Report) *Load {
+// meterOf is the serving's LoadMeter, made on first use.
+func (sv *serving) meterOf() *LoadMeter {
 	if sv.load.meter == nil {
 		sv.load.meter = NewLoadMeter(sv.r)
 		sv.load.onLoad = append(sv.load.onLoad, sv.saveLoad)
@@ -286,7 +288,22 @@ func (sv *serving) measure(r dataplane.Report) *Load {
 			sv.load.onLoad = append(sv.load.onLoad, func(l *Load) { f(*l) })
 		}
 	}
-	l, ok := sv.load.meter.Observe(r)
+	return sv.load.meter
+}
+
+// measureFrom starts measuring at the time the data plane serves from:
+// its counters are all 0 then, so the first report measures a load too.
+func (sv *serving) measureFrom(at time.Time) {
+	sv.load.mu.Lock()
+	defer sv.load.mu.Unlock()
+	sv.meterOf().Observe(dataplane.Report{At: at})
+}
+
+// measure takes a report's load (nil for the first) and hands it on.
+func (sv *serving) measure(r dataplane.Report) *Load {
+	sv.load.mu.Lock()
+	defer sv.load.mu.Unlock()
+	l, ok := sv.meterOf().Observe(r)
 	if !ok {
 		return nil
 	}

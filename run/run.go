@@ -387,6 +387,7 @@ func (sv *serving) serveAll() (err error) {
 
 // ready says the stack is served, and how, and tells opt.Ready.
 func (sv *serving) ready(kind, how string) {
+	sv.measureFrom(time.Now())
 	msg := fmt.Sprintf("serving %s on %s: %d queue(s), %s", sv.name, sv.opt.Iface, len(sv.queues), how)
 	sv.out.mu.Lock()
 	fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", msg)
