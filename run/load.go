@@ -50,6 +50,10 @@ type EndpointLoad struct {
 	// program counts per endpoint (Report.KernelSockets); they are set on
 	// its planned queues as the plan shares them out.
 	KernelSocket bool `json:"kernel_socket,omitempty"`
+	// Unmeasured: a stream the plan puts on a VI, whose frames the data
+	// plane counts per queue (a report's via), not per endpoint: its
+	// rate is not measured, and rebalancing keeps its declared one.
+	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 
 // QueueLoad is one queue's share of the endpoints' frames, measured and
@@ -68,7 +72,8 @@ type QueueLoad struct {
 // (Report.At is their clock, so a test's reports can carry any times).
 type LoadMeter struct {
 	pred  dembed.PredictedLoad
-	loops []int // the plan's queues
+	loops []int           // the plan's queues
+	onVI  map[string]bool // the streams on VIs (EndpointLoad.Unmeasured)
 	prev  *counted
 }
 
@@ -82,9 +87,14 @@ type counted struct {
 
 // NewLoadMeter starts measuring the load of r's plan.
 func NewLoadMeter(r *dembed.Result) *LoadMeter {
-	m := &LoadMeter{pred: r.PredictedLoad()}
+	m := &LoadMeter{pred: r.PredictedLoad(), onVI: map[string]bool{}}
 	for _, q := range r.Plan.Queues {
 		m.loops = append(m.loops, q.ID)
+	}
+	if v := r.Plan.VIA; v != nil {
+		for _, s := range v.Streams {
+			m.onVI[s.Endpoint] = s.Transport == "vi"
+		}
 	}
 	return m
 }
@@ -150,7 +160,8 @@ func (m *LoadMeter) Observe(r dataplane.Report) (*Load, bool) {
 	perQueue := map[int]float64{}
 	var all float64
 	for _, pe := range m.pred.Endpoints {
-		el := EndpointLoad{Endpoint: pe.Name, Frames: cur.total[pe.Name] - prev.total[pe.Name], Predicted: pe.Rate, Queues: []int{}, PlanQueues: []int{}, KernelSocket: cur.kernel[pe.Name]}
+		el := EndpointLoad{Endpoint: pe.Name, Frames: cur.total[pe.Name] - prev.total[pe.Name], Predicted: pe.Rate, Queues: []int{}, PlanQueues: []int{},
+			KernelSocket: cur.kernel[pe.Name], Unmeasured: m.onVI[pe.Name]}
 		el.Measured = float64(el.Frames) / secs
 		for _, s := range pe.Shares {
 			el.PlanQueues = append(el.PlanQueues, s.Queue)
@@ -195,11 +206,13 @@ func (m *LoadMeter) Observe(r dataplane.Report) (*Load, bool) {
 	return l, true
 }
 
-// Rates are the measured rates by endpoint.
+// Rates are the measured rates by endpoint (of the measured ones).
 func (l *Load) Rates() map[string]float64 {
 	out := make(map[string]float64, len(l.Endpoints))
 	for _, e := range l.Endpoints {
-		out[e.Endpoint] = e.Measured
+		if !e.Unmeasured {
+			out[e.Endpoint] = e.Measured
+		}
 	}
 	return out
 }
@@ -229,7 +242,11 @@ func (l *Load) WriteText(w io.Writer) {
 		if e.Predicted > 0 {
 			pred = fps(e.Predicted)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", e.Endpoint, fps(e.Measured), pred, ints(e.Queues), ints(e.PlanQueues))
+		measured := fps(e.Measured)
+		if e.Unmeasured {
+			measured = "on a VI"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", e.Endpoint, measured, pred, ints(e.Queues), ints(e.PlanQueues))
 	}
 	tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -186,3 +186,33 @@ func TestMetricsLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadStreamsOnVIs: a stream the mvia plan puts on a VI is not
+// measured (the VIs' frames are counted per queue, not per endpoint) and
+// has no measured rate to re-plan from; a stream on kernel TCP and a UDP
+// endpoint are.
+func TestLoadStreamsOnVIs(t *testing.T) {
+	r, _ := embedDriver(t, "mvia", viaStack, false)
+	m := NewLoadMeter(r)
+	m.Observe(dataplane.Report{At: t0})
+	l, ok := m.Observe(dataplane.Report{At: t0.Add(time.Second), Queues: []dataplane.QueueCounts{{Queue: 0, Via: 50, Outcomes: []dataplane.Outcome{{Name: "deliver echo", Count: 5}}}}})
+	if !ok {
+		t.Fatal("no load")
+	}
+	unmeasured := map[string]bool{}
+	for _, e := range l.Endpoints {
+		unmeasured[e.Endpoint] = e.Unmeasured
+	}
+	if !unmeasured["repl"] || !unmeasured["drain"] || unmeasured["far"] || unmeasured["echo"] {
+		t.Errorf("unmeasured: %v; want repl and drain (on VIs)", unmeasured)
+	}
+	rates := l.Rates()
+	if _, ok := rates["repl"]; ok || rates["echo"] != 5 {
+		t.Errorf("rates %v: want echo's, none of repl", rates)
+	}
+	var b strings.Builder
+	l.WriteText(&b)
+	if !strings.Contains(b.String(), "on a VI") {
+		t.Errorf("the table does not say which are on VIs:\n%s", b.String())
+	}
+}
