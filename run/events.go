@@ -25,7 +25,8 @@ type Event struct {
 	Error      string `json:"error,omitempty"`       // stopped: why, if not by a signal
 	*dataplane.Report
 	// Load is, in a report, the load measured since the previous report
-	// beside the plan's prediction.
+	// (or since the data plane began serving) beside the plan's
+	// prediction.
 	Load *Load `json:"load,omitempty"`
 }
 
@@ -67,7 +68,7 @@ func (o *output) note(kind, format string, args ...any) {
 }
 
 // report hands a reading of the counters on, with the load measured
-// since the previous one (nil for the first): text or an event on
+// since the previous one (nil if none was measured): text or an event on
 // Stdout, and to Options.OnReport.
 func (o *output) report(r dataplane.Report, l *Load) {
 	if o.opt.OnReport != nil {
@@ -82,8 +83,9 @@ func (o *output) report(r dataplane.Report, l *Load) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r.WriteText(o.opt.Stdout)
+	// The load first: what follows "final:" stays the counters alone.
 	if l != nil {
 		l.WriteText(o.opt.Stdout)
 	}
+	r.WriteText(o.opt.Stdout)
 }

@@ -271,7 +271,7 @@ func ints(xs []int) string {
 }
 
 // LatestLoad reads the last load the run on iface measured (load.json
-// in its state directory, written with each report after the first).
+// in its state directory, written with each report).
 func LatestLoad(iface string) (*Load, error) {
 	name, err := nameOf(iface)
 	if err != nil {
@@ -316,7 +316,8 @@ func (sv *serving) measureFrom(at time.Time) {
 	sv.meterOf().Observe(dataplane.Report{At: at})
 }
 
-// measure takes a report's load (nil for the first) and hands it on.
+// measure takes a report's load (nil when Observe measures none) and
+// hands it on.
 func (sv *serving) measure(r dataplane.Report) *Load {
 	sv.load.mu.Lock()
 	defer sv.load.mu.Unlock()

@@ -60,8 +60,8 @@ The serving line says which.
 
 Every --every, on SIGUSR1 and at exit, one line per queue counts the
 frames in, each outcome by the names verify uses, the frames sent and
-the kernel's drops on the sockets. From the second report on, a table
-follows with the load measured since the report before beside the
+the kernel's drops on the sockets, after a table of the load measured
+since the report before (or since serving began) beside the
 plan's prediction: each endpoint's frame rate against its declared
 rate, each queue's share of the endpoints' frames against the share
 the cost model predicts. With --json, standard output is NDJSON: one
