@@ -99,6 +99,14 @@ func NewLoadMeter(r *dembed.Result) *LoadMeter {
 	return m
 }
 
+// Follow makes r's plan the one the meter compares with, from the next
+// report on (the counters go on: a plan changed while serving).
+func (m *LoadMeter) Follow(r *dembed.Result) {
+	n := NewLoadMeter(r)
+	n.prev = m.prev
+	*m = *n
+}
+
 // Prediction is the plan's prediction the meter compares with.
 func (m *LoadMeter) Prediction() dembed.PredictedLoad { return m.pred }
 

@@ -105,6 +105,20 @@ func TestLoadMeasured(t *testing.T) {
 	}
 }
 
+// TestLoadFollow: a meter that follows another plan compares with its
+// prediction from the next report on, the counters going on.
+func TestLoadFollow(t *testing.T) {
+	skew, _ := embedtest.Plan(t, Model, "skew.lpg", []byte(skewStack), costmodel.Balance{})
+	even, _ := embedtest.Plan(t, Model, "even.lpg", []byte(evenStack), costmodel.Balance{})
+	m := NewLoadMeter(even)
+	m.Observe(countsAt(t0, map[int]map[string]uint64{1: {"e0": 100}}))
+	m.Follow(skew)
+	l, ok := m.Observe(countsAt(t0.Add(time.Second), map[int]map[string]uint64{1: {"e0": 300}}))
+	if !ok || l.Endpoints[0].Measured != 200 || l.Endpoints[0].Predicted != 2000 {
+		t.Errorf("after Follow: %+v, %v; want e0 measured at 200 against skew's 2000", l, ok)
+	}
+}
+
 // TestLoadKernelSockets: a kernel-socket endpoint's frames, counted by
 // the XDP program per endpoint, are its planned queue's.
 func TestLoadKernelSockets(t *testing.T) {

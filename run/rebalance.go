@@ -283,6 +283,9 @@ func (sv *serving) rebalanceOn(l *Load) {
 				msg += fmt.Sprintf(": not applied, %v", err)
 			} else {
 				rb.b.Applied(d)
+				sv.load.mu.Lock()
+				sv.meterOf().Follow(d.Plan)
+				sv.load.mu.Unlock()
 				key = ""
 			}
 		}
