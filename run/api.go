@@ -109,21 +109,24 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 		return err
 	}
 	if sv.via != nil {
-		dst.VIA = &dataplane.Link{}
-		host, err := sovia.NewHost(dst.VIA, dst.MAC[:])
-		if err != nil {
-			return err
-		}
-		defer host.Close()
-		dst.VIA.Input, dst.VIA.Drops = host.Input, host.EachSetupCount
 		app := func(name string) func(*sovia.Conn) {
 			if f := opt.Streams[name]; f != nil {
 				return f
 			}
 			return sovia.Apps[sv.via.apps[name]]
 		}
-		if err := sovia.ServeStreams(host, sv.via.streams, app); err != nil {
-			return err
+		// As the helper program's (mainFile): the VIs on a packet
+		// socket of their own, read by the goroutines that wait on them.
+		dst.OpenVIs = func(ifname string) (dataplane.VIs, error) {
+			host, err := sovia.OpenHostAs(ifname, dst.MAC[:])
+			if err != nil {
+				return dataplane.VIs{}, err
+			}
+			if err := sovia.ServeStreams(host, sv.via.streams, app); err != nil {
+				host.Close()
+				return dataplane.VIs{}, err
+			}
+			return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close}, nil
 		}
 	}
 	sv.run = func(kind, how string, cfg dataplane.Config) error {

@@ -64,7 +64,6 @@ type Stage struct {
 	ARP       bool         // the stack answers ARP
 	ICMP      bool         // the stack answers echo requests
 	OpenMX    bool         // the stack has Open-MX endpoints
-	VIA       bool         // stream endpoints travel over the data plane's software VIs
 	Groups    []Group      // rules, tried in order
 	Miss      int          // MissQueue, MissDevice or MissRSS
 	MissQueue uint32
@@ -305,7 +304,6 @@ const (
 	ethIPv4 = 0x0008
 	ethOMX  = 0xdf86 // Open-MX's EtherType 0x86DF, read little-endian
 	ethVLAN = 0x0081 // 802.1Q's 0x8100, read little-endian
-	ethVIA  = 0xb588 // the software VI's EtherType 0x88B5 (package sovia), read little-endian
 )
 
 // hasDrops reports whether a rule of s drops.
@@ -321,8 +319,12 @@ func (s *Stage) hasDrops() bool {
 }
 
 // takesL2 reports whether a frame other than IPv4 can be one of ours
-// (ARP, Open-MX, the software VI's).
-func (s *Stage) takesL2() bool { return s.ARP || s.OpenMX || s.VIA }
+// (ARP, Open-MX). The software VI's frames (EtherType 0x88B5) never are:
+// every program passes them to the kernel, which hands them to the VIs'
+// own packet socket (dataplane.VIs); the tc program's TCX_NEXT keeps them
+// visible to it, a socket bound to one EtherType seeing frames after tc
+// ingress (__netif_receive_skb_core).
+func (s *Stage) takesL2() bool { return s.ARP || s.OpenMX }
 
 // classifier returns the program of the given kind for stage s over m.
 // The kernel's verifier refuses a program with an instruction no jump
@@ -409,9 +411,6 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 	}
 	if s.OpenMX {
 		add(asm.JEq.Imm(asm.R0, ethOMX, l2))
-	}
-	if s.VIA {
-		add(asm.JEq.Imm(asm.R0, ethVIA, l2))
 	}
 	add(asm.JNE.Imm(asm.R0, ethIPv4, "pass"))
 

@@ -135,7 +135,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 		w("import (\n\t\"fmt\"\n\t\"os\"\n\n\t\"dragoncrun/dataplane\"\n\tfb \"dragoncrun/fallback\"\n)\n\n")
 	} else {
 		w("import (\n\t\"fmt\"\n\t\"os\"\n\t\"strings\"\n\n\t\"dragoncrun/dataplane\"\n\tfb \"dragoncrun/fallback\"\n\t\"dragoncrun/sovia\"\n)\n\n")
-		w("// soviaConf is the plan's sovia.conf: the streams that travel over the\n// software VIs, served on the data plane's sockets.\nconst soviaConf = %s\n\n", strconv.Quote(string(vs.conf)))
+		w("// soviaConf is the plan's sovia.conf: the streams that travel over the\n// software VIs, served beside the data plane on a socket of their own.\nconst soviaConf = %s\n\n", strconv.Quote(string(vs.conf)))
 		w("// streamApps are the streams' applications (package sovia's Apps).\nvar streamApps = map[string]string{\n")
 		for _, n := range slices.Sorted(gomaps.Keys(vs.apps)) {
 			w("\t%q: %q,\n", n, vs.apps[n])
@@ -170,16 +170,18 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	st.VIA = &dataplane.Link{}
-	host, err := sovia.NewHost(st.VIA, st.MAC[:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	st.VIA.Input, st.VIA.Drops = host.Input, host.EachSetupCount
-	if err := sovia.ServeStreams(host, streams, func(name string) func(*sovia.Conn) { return sovia.Apps[streamApps[name]] }); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	// The VIs have a packet socket of their own, which the goroutines
+	// waiting on them read (package sovia's single-threaded design).
+	st.OpenVIs = func(ifname string) (dataplane.VIs, error) {
+		host, err := sovia.OpenHostAs(ifname, st.MAC[:])
+		if err != nil {
+			return dataplane.VIs{}, err
+		}
+		if err := sovia.ServeStreams(host, streams, func(name string) func(*sovia.Conn) { return sovia.Apps[streamApps[name]] }); err != nil {
+			host.Close()
+			return dataplane.VIs{}, err
+		}
+		return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close}, nil
 	}
 `)
 	}

@@ -50,9 +50,10 @@ type EndpointLoad struct {
 	// program counts per endpoint (Report.KernelSockets); they are set on
 	// its planned queues as the plan shares them out.
 	KernelSocket bool `json:"kernel_socket,omitempty"`
-	// Unmeasured: a stream the plan puts on a VI, whose frames the data
-	// plane counts per queue (a report's via), not per endpoint: its
-	// rate is not measured, and rebalancing keeps its declared one.
+	// Unmeasured: a stream the plan puts on a VI, whose frames the VIs'
+	// own socket counts for every VI together (a report's vi), not per
+	// endpoint: its rate is not measured, and rebalancing keeps its
+	// declared one.
 	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 

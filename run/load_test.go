@@ -202,14 +202,15 @@ func TestMetricsLoad(t *testing.T) {
 }
 
 // TestLoadStreamsOnVIs: a stream the mvia plan puts on a VI is not
-// measured (the VIs' frames are counted per queue, not per endpoint) and
+// measured (the VIs' frames are counted together, not per endpoint) and
 // has no measured rate to re-plan from; a stream on kernel TCP and a UDP
 // endpoint are.
 func TestLoadStreamsOnVIs(t *testing.T) {
 	r, _ := embedDriver(t, "mvia", viaStack, false)
 	m := NewLoadMeter(r)
 	m.Observe(dataplane.Report{At: t0})
-	l, ok := m.Observe(dataplane.Report{At: t0.Add(time.Second), Queues: []dataplane.QueueCounts{{Queue: 0, Via: 50, Outcomes: []dataplane.Outcome{{Name: "deliver echo", Count: 5}}}}})
+	l, ok := m.Observe(dataplane.Report{At: t0.Add(time.Second), VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 50}},
+		Queues: []dataplane.QueueCounts{{Queue: 0, Outcomes: []dataplane.Outcome{{Name: "deliver echo", Count: 5}}}}})
 	if !ok {
 		t.Fatal("no load")
 	}

@@ -237,7 +237,7 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options,
 			if app != e.App {
 				app = fmt.Sprintf("%s: app %q is not built in (echo, discard)", app, e.App)
 			}
-			out.note("note", "endpoint %s: over VI %d with SOVIA on the data plane's sockets (port %d, %s); TCP frames for it pass up", e.Name, s.VI, s.Local.Port(), app)
+			out.note("note", "endpoint %s: over VI %d with SOVIA on a packet socket of its own (port %d, %s); TCP frames for it pass up", e.Name, s.VI, s.Local.Port(), app)
 		}
 	}
 	for _, n := range kernelNotes(kern, pl) {

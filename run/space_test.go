@@ -564,11 +564,11 @@ func TestClassifierEveryShape(t *testing.T) {
 		tcp, udp bool // RSS hashes the ports of TCP, of UDP
 	}{{MissQueue, false, false}, {MissDevice, false, false}, {MissRSS, false, false}, {MissRSS, true, false}, {MissRSS, false, true}, {MissRSS, true, true}}
 	loaded := 0
-	for flags := 0; flags < 16; flags++ {
+	for flags := 0; flags < 8; flags++ {
 		for _, miss := range misses {
 			for _, groups := range [][]Group{nil, rules} {
 				for _, queues := range [][]uint32{{0}, {2, 5}} {
-					s := &Stage{Addrs: []netip.Addr{us}, ARP: flags&1 != 0, ICMP: flags&2 != 0, OpenMX: flags&4 != 0, VIA: flags&8 != 0,
+					s := &Stage{Addrs: []netip.Addr{us}, ARP: flags&1 != 0, ICMP: flags&2 != 0, OpenMX: flags&4 != 0,
 						Groups: groups, Queues: queues, Miss: miss.miss, MissQueue: queues[0]}
 					if miss.miss == MissRSS {
 						s.RSS = &RSS{Key: make([]byte, 40), Indirection: []uint32{0, 2}, TCPPorts: miss.tcp, UDPPorts: miss.udp}
@@ -580,7 +580,7 @@ func TestClassifierEveryShape(t *testing.T) {
 					for _, kind := range []int{progXDP, progFanout, progFilter, progTC} {
 						p, err := loadProgram(kind, s, m)
 						if err != nil {
-							t.Errorf("ARP %v, echo %v, Open-MX %v, VI %v, miss %+v, %d groups, queues %v: %v", s.ARP, s.ICMP, s.OpenMX, s.VIA, miss, len(groups), queues, err)
+							t.Errorf("ARP %v, echo %v, Open-MX %v, miss %+v, %d groups, queues %v: %v", s.ARP, s.ICMP, s.OpenMX, miss, len(groups), queues, err)
 							continue
 						}
 						p.Close()

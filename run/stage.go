@@ -35,7 +35,6 @@ func baseStage(pl *plan.Plan, st *lpg.Stack, handled map[string]bool) (*Stage, e
 	for _, q := range pl.Queues {
 		s.Queues = append(s.Queues, uint32(q.ID))
 	}
-	s.VIA = pl.VIA != nil && pl.VIA.VIsUsed > 0
 	kern, err := kernelSockets(pl, st, handled)
 	if err != nil {
 		return nil, err

@@ -229,6 +229,50 @@ type packetLink struct {
 	to     syscall.RawSockaddrLinklayer // where frames are sent: the interface
 	txIov  []syscall.Iovec
 	txMsgs []mmsghdr
+
+	counts struct {
+		in, sent, sendErrors atomic.Uint64
+		mu                   sync.Mutex // held to read the kernel's drops, and by closeFDs
+		dropped              uint64     // the kernel's drops (PACKET_STATISTICS) read so far
+		fdClosed             bool
+	}
+}
+
+// LinkCounts are the counters of a host's own socket (OpenHost): what
+// `dragonc run` reports of its VIs.
+type LinkCounts struct {
+	Received   uint64 // frames the socket took (every VI's, and setup's)
+	Sent       uint64 // frames sent
+	SendErrors uint64 // frames the socket refused (the VI reports the error)
+	Dropped    uint64 // frames the kernel dropped for want of room in the socket's buffer (PACKET_STATISTICS' tp_drops)
+}
+
+// LinkCounts reads the counters of the host's own socket; they stay
+// readable after Close. A host on a Link of the caller's (NewHost) has
+// none: they are zero.
+func (h *RawHost) LinkCounts() LinkCounts {
+	l, ok := h.link.(*packetLink)
+	if !ok {
+		return LinkCounts{}
+	}
+	return LinkCounts{Received: l.counts.in.Load(), Sent: l.counts.sent.Load(), SendErrors: l.counts.sendErrors.Load(), Dropped: l.kernelDrops()}
+}
+
+// kernelDrops adds the kernel's drops since the last reading (reading
+// PACKET_STATISTICS resets them, af_packet.c packet_getsockopt) to those
+// read before.
+func (l *packetLink) kernelDrops() uint64 {
+	l.counts.mu.Lock()
+	defer l.counts.mu.Unlock()
+	if !l.counts.fdClosed {
+		var st struct{ packets, drops uint32 } // struct tpacket_stats (linux/if_packet.h)
+		size := uint32(unsafe.Sizeof(st))
+		_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(l.fd), syscall.SOL_PACKET, syscall.PACKET_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&size)), 0)
+		if e == 0 {
+			l.counts.dropped += uint64(st.drops)
+		}
+	}
+	return l.counts.dropped
 }
 
 // mmsghdr is struct mmsghdr (recvmmsg(2)).
@@ -246,7 +290,8 @@ const rxBatch = 32
 const packetIgnoreOutgoing = 23
 
 // OpenHost opens the software VIs of interface ifname on a raw socket of
-// their own. It needs CAP_NET_RAW.
+// their own, as the host whose Ethernet address is the interface's. It
+// needs CAP_NET_RAW.
 func OpenHost(ifname string) (*RawHost, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -255,6 +300,26 @@ func OpenHost(ifname string) (*RawHost, error) {
 	if len(ifc.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
 	}
+	return openOn(ifc, ifc.HardwareAddr)
+}
+
+// OpenHostAs is OpenHost for a host whose Ethernet address is mac, which
+// need not be the interface's: `dragonc run` serves the VIs of a stack
+// whose interface declares its own MAC. The socket sees the frames sent
+// to mac when the interface delivers them (a veth does; a NIC's filter
+// may need promiscuous mode). It needs CAP_NET_RAW.
+func OpenHostAs(ifname string, mac net.HardwareAddr) (*RawHost, error) {
+	ifc, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, err
+	}
+	return openOn(ifc, mac)
+}
+
+// openOn opens the host of address mac on a raw socket on ifc (NewHost
+// checks the address).
+func openOn(ifc *net.Interface, mac net.HardwareAddr) (*RawHost, error) {
+	ifname := ifc.Name
 	proto := htons(EtherType)
 	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, int(proto))
 	if err != nil {
@@ -289,7 +354,7 @@ func OpenHost(ifname string) (*RawHost, error) {
 		// Made once: the kernel writes only the lengths and flags.
 		l.msgs[i] = mmsghdr{hdr: syscall.Msghdr{Iov: &l.iov[i], Iovlen: 1}}
 	}
-	h, err := NewHost(l, ifc.HardwareAddr)
+	h, err := NewHost(l, mac)
 	if err != nil {
 		l.closeFDs()
 		return nil, err
@@ -301,7 +366,14 @@ func OpenHost(ifname string) (*RawHost, error) {
 
 func (l *packetLink) MTU() int { return l.mtu }
 
-func (l *packetLink) closeFDs() { l.file.Close() }
+// closeFDs closes the socket, its drops read a last time.
+func (l *packetLink) closeFDs() {
+	l.kernelDrops()
+	l.counts.mu.Lock()
+	defer l.counts.mu.Unlock()
+	l.counts.fdClosed = true
+	l.file.Close()
+}
 
 // Close marks the link closed; the host closes the sockets once no
 // goroutine receives (closeLink).
@@ -322,10 +394,12 @@ func (l *packetLink) SendFrame(f []byte) error {
 		_, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(l.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), 0, uintptr(unsafe.Pointer(&l.to)), unsafe.Sizeof(l.to))
 		switch e {
 		case 0:
+			l.counts.sent.Add(1)
 			return nil
 		case syscall.ENOBUFS, syscall.EAGAIN, syscall.EINTR:
 			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
 		default:
+			l.counts.sendErrors.Add(1)
 			return e
 		}
 	}
@@ -358,9 +432,11 @@ func (l *packetLink) sendGather(hdrs, parts [][]byte) error {
 		switch e {
 		case 0:
 			sent += int(r)
+			l.counts.sent.Add(uint64(r))
 		case syscall.ENOBUFS, syscall.EAGAIN, syscall.EINTR:
 			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
 		default:
+			l.counts.sendErrors.Add(uint64(len(hdrs) - sent))
 			return e
 		}
 	}
@@ -378,6 +454,9 @@ func (l *packetLink) receive(in func([]byte)) (int, error) {
 		if n, err = l.recv(false); err != nil {
 			return 0, err
 		}
+	}
+	if n > 0 {
+		l.counts.in.Add(uint64(n))
 	}
 	for i := range n {
 		in(l.bufs[i][:min(int(l.msgs[i].len), len(l.bufs[i]))])

@@ -242,8 +242,8 @@ func TestSoviaConnect(t *testing.T) {
 	t.Logf("a session (connect, echo, 100 ms after input's end, close) during 1,000 forged requests took %v", took)
 	evicted := false
 	for deadline := time.Now().Add(5 * time.Second); !evicted && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if es := statusOf(t, a); len(es) == 1 && es[0].Report != nil {
-			for _, o := range es[0].Report.VIADrops {
+		if es := statusOf(t, a); len(es) == 1 && es[0].Report != nil && es[0].Report.VI != nil {
+			for _, o := range es[0].Report.VI.SetupDrops {
 				evicted = evicted || strings.HasPrefix(o.Name, "half-open connection evicted") && o.Count > 0
 			}
 		}
@@ -259,8 +259,8 @@ func TestSoviaConnect(t *testing.T) {
 	// The refusal is counted where dragonc run's counters show it.
 	counted := false
 	for deadline := time.Now().Add(5 * time.Second); !counted && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if es := statusOf(t, a); len(es) == 1 && es[0].Report != nil {
-			for _, o := range es[0].Report.VIADrops {
+		if es := statusOf(t, a); len(es) == 1 && es[0].Report != nil && es[0].Report.VI != nil {
+			for _, o := range es[0].Report.VI.SetupDrops {
 				counted = counted || o.Name == "connection request refused" && o.Count >= 1
 			}
 		}

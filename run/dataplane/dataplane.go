@@ -92,9 +92,12 @@ type Stack struct {
 	// ICMP error (Host.ICMPErrors limits them).
 	ReplyErr, SinkErr []bool
 	Host
-	// VIA, if set, takes the software VIs' frames (EtherType 0x88B5)
-	// before the generated code sees them, and sends theirs.
-	VIA *Link
+	// OpenVIs, if set, opens the software VIs of the stack on the
+	// interface it names (VIs): Start calls it once the sockets are open
+	// and Stop closes what it returned. The eBPF stage leaves the VIs'
+	// frames (EtherType 0x88B5) to the kernel, which hands them to the
+	// VIs' own socket.
+	OpenVIs func(ifname string) (VIs, error)
 }
 
 // Queue is one receive loop.
@@ -157,7 +160,7 @@ type Server struct {
 	errMu  sync.Mutex
 	err    error
 	xsks   []*xsk
-	link   linkTx // Stack.VIA's sends
+	vis    *VIs // Stack.OpenVIs's; nil without VIs
 	limit  *limiter
 
 	stopFD  int             // an eventfd Stop writes to, in every loop's poll set
@@ -179,7 +182,6 @@ type counters struct {
 	in, sent, txErr      atomic.Uint64
 	limited              atomic.Uint64 // ICMP errors held back by Host.ICMPErrors
 	refused              atomic.Uint64 // answers the data plane would not send (see send)
-	via                  atomic.Uint64 // frames to Stack.VIA
 	deliver, reply, sink []atomic.Uint64
 	drop                 []atomic.Uint64
 }
@@ -216,6 +218,9 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 	if err == nil {
 		err = s.prepareWaits(cfg)
 	}
+	if err == nil {
+		s.vis, err = openVIs(st, cfg.Ifindex)
+	}
 	if err != nil {
 		s.closeAll()
 		return nil, err
@@ -235,9 +240,6 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		}
 	}
 	sort.Strings(s.Notes)
-	if st.VIA != nil {
-		st.VIA.attach(s, cfg.Ifindex)
-	}
 	return s, nil
 }
 
@@ -360,10 +362,10 @@ func (s *Server) closeAll() {
 // Stop ends every loop, closes the sockets and reports the first error a
 // loop met.
 func (s *Server) Stop() error {
-	if s.st.VIA != nil {
-		s.st.VIA.srv.CompareAndSwap(s, nil)
+	var viErr error
+	if s.vis != nil {
+		viErr = s.vis.Close()
 	}
-	s.link.stop() // a VI send in progress ends before the sockets close
 	s.stop.Store(true)
 	if s.stopFD >= 0 {
 		one := [8]byte{1}
@@ -381,6 +383,9 @@ func (s *Server) Stop() error {
 	s.closeAll()
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
+	if s.err == nil && viErr != nil {
+		return fmt.Errorf("closing the software VIs: %w", viErr)
+	}
 	return s.err
 }
 
@@ -422,16 +427,8 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		l.c.sent.Add(uint64(n))
 		l.c.txErr.Add(uint64(want - n))
 	}
-	via := s.st.VIA
 	handle := func(frame []byte) {
 		l.c.in.Add(1)
-		if via != nil && len(frame) >= ethLen && binary.BigEndian.Uint16(frame[12:]) == EtherTypeVIA {
-			l.c.via.Add(1)
-			if via.Input != nil {
-				via.Input(frame)
-			}
-			return
-		}
 		// The frame goes to the generated code as it arrived: nothing is
 		// padded or stripped, so that what verify checks is what runs.
 		v := s.st.Process(l.q.ID, frame)
@@ -595,8 +592,8 @@ func isBroadcastMAC(frame []byte) bool { return len(frame) > 0 && frame[0]&1 != 
 // "drop NODE.PORT"), and the kernel's counters of the sockets.
 func (s *Server) Snapshot(final bool) Report {
 	r := Report{Final: final, At: time.Now()}
-	if s.st.VIA != nil && s.st.VIA.Drops != nil {
-		s.st.VIA.Drops(func(reason string, n uint64) { r.VIADrops = append(r.VIADrops, Outcome{reason, n}) })
+	if s.vis != nil {
+		r.VI = s.vis.counts()
 	}
 	for _, l := range s.queues {
 		q := QueueCounts{Queue: l.q.ID, In: l.c.in.Load(), Outcomes: []Outcome{}}
@@ -621,12 +618,8 @@ func (s *Server) Snapshot(final bool) Report {
 			}
 			add(site, l.c.drop[i].Load())
 		}
-		q.Via, q.ICMPRateLimited, q.AnswersRefused = l.c.via.Load(), l.c.limited.Load(), l.c.refused.Load()
+		q.ICMPRateLimited, q.AnswersRefused = l.c.limited.Load(), l.c.refused.Load()
 		q.Sent, q.SendErrors = l.c.sent.Load(), l.c.txErr.Load()
-		if l == s.queues[0] && s.st.VIA != nil {
-			// The VIs send through the first queue's socket.
-			q.VIASent, q.VIASendErrors = s.link.sent.Load(), s.link.fail.Load()
-		}
 		switch final := l.final.Load(); {
 		case final != nil:
 			q.Kernel = *final

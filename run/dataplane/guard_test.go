@@ -254,16 +254,31 @@ func TestReportKernelSockets(t *testing.T) {
 	}
 }
 
-// TestReportVIADrops: the software VIs' setup drops are a line of their
-// own, by reason, after the stage's.
-func TestReportVIADrops(t *testing.T) {
-	r := Report{Stage: []Outcome{{"drop x.false", 1}}, VIADrops: []Outcome{{"half-open connection evicted (host's limit)", 936}, {"setup from a group or zero address", 2}},
+// TestReportVI: the software VIs' counters are lines of their own after
+// the stage's: their socket's frames, then setup's drops by reason; a
+// count that is zero is left out, and a stack without VIs has no line.
+func TestReportVI(t *testing.T) {
+	r := Report{Stage: []Outcome{{"drop x.false", 1}}, VI: &VICounts{VILink: VILink{Received: 7, Sent: 5, Dropped: 3},
+		SetupDrops: []Outcome{{"half-open connection evicted (host's limit)", 936}, {"setup from a group or zero address", 2}}},
 		Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
 	var b strings.Builder
 	r.WriteText(&b)
-	want := "xdp stage: drop x.false 1\nvia drops: half-open connection evicted (host's limit) 936, setup from a group or zero address 2\nqueue 0: in 1, sent 1\n"
+	want := "xdp stage: drop x.false 1\nvi: received 7, sent 5, kernel dropped 3\nvi setup drops: half-open connection evicted (host's limit) 936, setup from a group or zero address 2\nqueue 0: in 1, sent 1\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	r.VI = &VICounts{VILink: VILink{Received: 2, SendErrors: 1}}
+	b.Reset()
+	r.WriteText(&b)
+	want = "xdp stage: drop x.false 1\nvi: received 2, sent 0, send errors 1\nqueue 0: in 1, sent 1\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	r.VI = nil
+	b.Reset()
+	r.WriteText(&b)
+	if want = "xdp stage: drop x.false 1\nqueue 0: in 1, sent 1\n"; b.String() != want {
+		t.Errorf("without VIs: got %q, want %q", b.String(), want)
 	}
 }
 

@@ -27,10 +27,18 @@ type Report struct {
 	// XDP program left to the kernel's stack on the endpoint's planned
 	// core; run fills it in.
 	KernelSockets []KernelSocket `json:"kernel_sockets,omitempty"`
-	// VIADrops count what the software VIs' connection setup dropped,
-	// by reason ("half-open connection evicted (host's limit)"), from
-	// Stack.VIA's Drops.
-	VIADrops []Outcome `json:"via_drops,omitempty"`
+	// VI counts the software VIs' frames and what their connection
+	// setup dropped, when the stack serves streams on VIs
+	// (Stack.OpenVIs).
+	VI *VICounts `json:"vi,omitempty"`
+}
+
+// VICounts are the software VIs' counters: their socket's, and what
+// connection setup dropped, by reason ("half-open connection evicted
+// (host's limit)"; docs/sovia.md).
+type VICounts struct {
+	VILink
+	SetupDrops []Outcome `json:"setup_drops"`
 }
 
 // KernelSocket is what the XDP program did with a kernel-socket
@@ -51,7 +59,6 @@ type QueueCounts struct {
 	// them, named as verify names them ("deliver echo", "reply arp",
 	// "sink RxL4UDPPortUnreachable", "drop RxL2EtherValidSource.false").
 	Outcomes []Outcome `json:"outcomes"`
-	Via      uint64    `json:"via,omitempty"` // frames to the software VIs
 	// ICMPRateLimited are ICMP errors the limits held back;
 	// AnswersRefused answers the data plane would not send (no source
 	// address, a sender's port 0).
@@ -59,8 +66,6 @@ type QueueCounts struct {
 	AnswersRefused  uint64 `json:"answers_refused,omitempty"`
 	Sent            uint64 `json:"sent"`
 	SendErrors      uint64 `json:"send_errors,omitempty"`
-	VIASent         uint64 `json:"via_sent,omitempty"`
-	VIASendErrors   uint64 `json:"via_send_errors,omitempty"`
 	// Kernel are the kernel's own counters of the loop's sockets: frames
 	// it dropped before the loop could see them.
 	Kernel KernelCounts `json:"kernel"`
@@ -166,7 +171,17 @@ func (r Report) WriteText(w io.Writer) {
 		b.WriteString("final:\n")
 	}
 	outcomes(&b, "xdp stage", r.Stage)
-	outcomes(&b, "via drops", r.VIADrops)
+	if v := r.VI; v != nil {
+		fmt.Fprintf(&b, "vi: received %d, sent %d", v.Received, v.Sent)
+		if v.SendErrors > 0 {
+			fmt.Fprintf(&b, ", send errors %d", v.SendErrors)
+		}
+		if v.Dropped > 0 {
+			fmt.Fprintf(&b, ", kernel dropped %d", v.Dropped)
+		}
+		b.WriteString("\n")
+		outcomes(&b, "vi setup drops", v.SetupDrops)
+	}
 	if len(r.KernelSockets) > 0 {
 		b.WriteString("kernel sockets:")
 		for i, k := range r.KernelSockets {
@@ -185,7 +200,7 @@ func (r Report) WriteText(w io.Writer) {
 		for _, c := range []struct {
 			name string
 			n    uint64
-		}{{"via", q.Via}, {"icmp errors rate-limited", q.ICMPRateLimited}, {"answers refused", q.AnswersRefused}} {
+		}{{"icmp errors rate-limited", q.ICMPRateLimited}, {"answers refused", q.AnswersRefused}} {
 			if c.n > 0 {
 				fmt.Fprintf(&b, ", %s %d", c.name, c.n)
 			}
@@ -193,12 +208,6 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(&b, ", sent %d", q.Sent)
 		if q.SendErrors > 0 {
 			fmt.Fprintf(&b, ", send errors %d", q.SendErrors)
-		}
-		if q.VIASent > 0 || q.VIASendErrors > 0 {
-			fmt.Fprintf(&b, ", via sent %d", q.VIASent)
-			if q.VIASendErrors > 0 {
-				fmt.Fprintf(&b, ", via send errors %d", q.VIASendErrors)
-			}
 		}
 		if k := q.Kernel; k.dropped() {
 			b.WriteString("; kernel:")
