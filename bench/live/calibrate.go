@@ -57,6 +57,12 @@ type CalibrateOptions struct {
 	// that is served; or CalibrateSovia, package sovia on a packet socket
 	// of its own, as the client is.
 	Server string
+	// Self is how to start this program as calibrate's echo server,
+	// which serves kernel TCP's echo (and package sovia's, with
+	// CalibrateSovia) in a process of its own, as dragonc run's helper
+	// serves the VI's (Child runs first in the program's main); the
+	// running executable when nil.
+	Self []string
 }
 
 // The servers of the VI's echo.
@@ -241,49 +247,26 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	stop := context.AfterFunc(ctx, closeAll)
 	defer stop()
 
-	// The servers, in namespace a.
-	err = netns.In(p.a, func() error {
-		if opt.Server == CalibrateSovia {
-			h, err := sovia.OpenHost(serverIf)
-			if err != nil {
-				return err
-			}
-			own(h)
-			l, err := h.Listen(calibrationPort, params)
-			if err != nil {
-				return err
-			}
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					io.Copy(c, c)
-					c.Close()
-				}
-			}()
-		}
-		tl, err := net.Listen("tcp4", fmt.Sprintf("%s:%d", serverAddr, calibrationPort))
+	// The servers, in namespace a, each in a process other than the
+	// clients' (echoChild says why): kernel TCP's echo, and package
+	// sovia's, in a child of this program; dragonc run's is its helper.
+	self := opt.Self
+	if self == nil {
+		exe, err := os.Executable()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		own(tl)
-		go func() {
-			for {
-				c, err := tl.Accept()
-				if err != nil {
-					return
-				}
-				own(c)
-				go func() { io.Copy(c, c); c.Close() }()
-			}
-		}()
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("the echo servers: %w", err)
+		self = []string{exe}
 	}
+	var viEcho *sovia.Params
+	if opt.Server == CalibrateSovia {
+		viEcho = &params
+	}
+	stopEcho, err := startEcho(self, p.a, fmt.Sprintf("%s:%d", serverAddr, calibrationPort), viEcho)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stopEcho()
 	// The clients, in namespace b.
 	var targets []sovialat.Target
 	err = netns.In(p.b, func() error {
@@ -336,6 +319,7 @@ func calibration(res *sovialat.Result, p sovia.Params, server string, at time.Ti
 	if server == CalibrateSovia {
 		vi = "a sovia.OpenHost on each end"
 	}
+	vi += "; each echo served by a process other than the clients'"
 	c := &streams.Calibration{
 		Format:   streams.CalibrationFormat,
 		Provider: "software VI",

@@ -16,7 +16,8 @@ import (
 )
 
 // childEnv names the benchmark's child program when a process re-executes
-// itself to run it (the Go load generator, where there is no C compiler).
+// itself to run it (the Go load generator, where there is no C compiler;
+// calibrate's echo server, childEcho).
 const (
 	childEnv       = "DRAGONC_LIVE_CHILD"
 	childGenerator = "generator"
@@ -28,7 +29,15 @@ const (
 // the Go load generator can be this same program in a process of its own,
 // whose CPU time is then its own.
 func Child() {
-	if os.Getenv(childEnv) != childGenerator {
+	switch os.Getenv(childEnv) {
+	case childEcho:
+		if err := echoChild(os.Args[len(os.Args)-echoArgs:]); err != nil {
+			fmt.Fprintf(os.Stderr, "calibrate's echo server: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case childGenerator:
+	default:
 		return
 	}
 	r, err := goGenerator(os.Args[len(os.Args)-11:])

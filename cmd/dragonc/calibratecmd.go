@@ -40,7 +40,11 @@ in one, and measures both from the other in interleaved rounds, as
 dragonc sovia bench does. The VI's echo is served by dragonc run on the
 mvia model (--server run, the default: what carries the streams of a
 served plan; it builds its helper with the go command the first time),
-or by package sovia on a packet socket of its own (--server sovia). For each
+or by package sovia on a packet socket of its own (--server sovia).
+Every echo is served by a process other than the clients' (dragonc run's
+helper, or a child of calibrate for TCP's and package sovia's): Go wakes
+a goroutine of its own process sooner than another process's, which
+would favour whichever echo shares the clients' process. For each
 --size, one-way latency at the 50th and 99th percentiles (half a
 ping-pong's round trip) and the bandwidth of an echoed stream; SOVIA
 without combining against TCP with TCP_NODELAY.
