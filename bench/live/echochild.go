@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/dragonc/dragonc/internal/netns"
@@ -103,7 +102,10 @@ func startEcho(self []string, ns, tcpAddr string, vi *sovia.Params) (stop func()
 	}
 	cmd := exec.Command(self[0], append(self[1:], filepath.Join(netns.Dir, ns), tcpAddr, p)...)
 	cmd.Env = append(os.Environ(), childEnv+"="+childEcho)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: it is sent when the forking thread ends, and
+	// netns.In ends the threads it ran on, which may be that one. The
+	// child ends when its standard input closes, as it does when this
+	// process is gone.
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
