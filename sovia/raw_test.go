@@ -5,6 +5,7 @@ package sovia
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -277,4 +278,78 @@ func openVI(t testing.TB, ns, ifc string, lvi uint16, peer net.HardwareAddr, rvi
 	}
 	t.Cleanup(func() { v.host.Close() })
 	return v
+}
+
+// TestOpenHostAs: a host opened as another Ethernet address than its
+// interface's (as dragonc run opens a stack's) is reached at that address
+// and answers from it; one at the interface's address beside it sees none
+// of its frames. The socket's counters count the frames each way, and the
+// frames the kernel dropped (none here).
+func TestOpenHostAs(t *testing.T) {
+	nsA, nsB, macA, _ := vethPair(t)
+	stack := net.HardwareAddr{2, 0, 0, 0, 0, 0x77}
+	var ha *RawHost
+	if err := netnstest.In(nsA, func() (err error) {
+		ha, err = OpenHostAs("vA", stack)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ha.Close() })
+	if got := ha.MAC(); !bytes.Equal(got, stack) {
+		t.Fatalf("the host's address is %s, want %s", got, stack)
+	}
+	own, hb := openHost(t, nsA, "vA"), openHost(t, nsB, "vB")
+	p := PaperParams()
+	p.NoDelay = true
+	l, err := ha.Listen(7, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := own.Listen(7, p); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		c, err := l.AcceptConn()
+		if err != nil {
+			served <- err
+			return
+		}
+		_, err = io.Copy(c, c)
+		served <- errors.Join(err, c.Close())
+	}()
+	c, err := hb.Dial(stack, 7, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		msg := fmt.Appendf(nil, "message %d", i)
+		c.Write(msg)
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("%q, %v; want %q", got, err, msg)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	ha.Close()
+	as := ha.LinkCounts()
+	// Setup (3 frames at least each way), n messages, the close.
+	if as.Received < n+3 || as.Sent < n+3 || as.SendErrors != 0 || as.Dropped != 0 {
+		t.Errorf("the host's socket counted %+v", as)
+	}
+	if o := own.LinkCounts(); o.Sent != 0 || len(own.SetupCounts()) != 0 {
+		t.Errorf("the host at the interface's address %s sent %d frames and counted %v: it answered another address's frames", macA, o.Sent, own.SetupCounts())
+	}
+	// The peer may have sent more (after the host closed), or not yet
+	// taken all the host sent; no more can have arrived than was sent.
+	if b := hb.LinkCounts(); b.Received > as.Sent || as.Received > b.Sent || b.Received < n+3 {
+		t.Errorf("the peer counted %+v, the host %+v", b, as)
+	}
 }
