@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	gomaps "maps"
 	"math/rand/v2"
 	"net"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/internal/netnstest"
+	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 )
 
@@ -417,4 +419,43 @@ func TestServeVIALossyReordered(t *testing.T) {
 	}
 	t.Logf("%d MiB; relay: %d frames, %d held back; of the peer's %d VI frames the stack received %d, of the stack's %d the peer %d",
 		total>>20, relay.Frames.Load(), relay.Reordered.Load(), peerCounts.Sent, in, sent, peerCounts.Received)
+}
+
+// TestMetricsVI: the VIs' socket counters are exported by what they
+// count, and setup's drops by reason; a report without VIs exports
+// neither.
+func TestMetricsVI(t *testing.T) {
+	m := NewMetrics("vis", "mvia", "vA")
+	gather := func() map[string]float64 {
+		fams, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			if f.GetName() != "dragonc_vi_frames_total" && f.GetName() != "dragonc_via_setup_drops_total" {
+				continue
+			}
+			for _, x := range f.GetMetric() {
+				for _, l := range x.GetLabel() {
+					got[f.GetName()+" "+l.GetValue()] = x.GetCounter().GetValue()
+				}
+			}
+		}
+		return got
+	}
+	m.Update(dataplane.Report{})
+	if got := gather(); len(got) != 0 {
+		t.Errorf("without VIs: %v", got)
+	}
+	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1},
+		SetupDrops: []dataplane.Outcome{{Name: "connection request refused", Count: 3}}}})
+	want := map[string]float64{
+		"dragonc_vi_frames_total received": 9, "dragonc_vi_frames_total sent": 8,
+		"dragonc_vi_frames_total send_errors": 2, "dragonc_vi_frames_total dropped": 1,
+		"dragonc_via_setup_drops_total connection request refused": 3,
+	}
+	if got := gather(); !gomaps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
 }
