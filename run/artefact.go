@@ -186,7 +186,7 @@ func HelperFor(r *dembed.Result, st *lpg.Stack, work string, progress func(strin
 	if err != nil {
 		return "", "", err
 	}
-	files, err := helperFiles(r, st, chains, builtinHandlers(st), vs)
+	files, _, err := helperFiles(r, st, chains, builtinHandlers(st), vs)
 	if err != nil {
 		return "", "", err
 	}

@@ -15,7 +15,9 @@ type Event struct {
 	// (a step of a hardware plan the driver refused, done by the eBPF
 	// stage instead), "fallback" (AF_XDP could not be used), "metrics"
 	// (where the Prometheus endpoint is), "serving" (every queue
-	// receives), "report" (the counters), "stopped".
+	// receives), "report" (the counters), "reloaded", "reload-refused"
+	// and "reload-failed" (a reload applied, refused, or failed while
+	// applied), "stopped".
 	Event      string `json:"event"`
 	Message    string `json:"message,omitempty"`
 	Stack      string `json:"stack,omitempty"`

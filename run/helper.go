@@ -164,6 +164,11 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 	w("\tfor _, d := range fb.DropSites {\n\t\tsite := \"\"\n\t\tif d.Node != \"\" {\n\t\t\tsite = d.Node + \".\" + d.Port\n\t\t}\n\t\tcode.DropSites = append(code.DropSites, site)\n\t}\n")
 	w("\tst, err := dataplane.Wire(code, chains, handlers, %s)\n", hostLiteral(hostOf(st)))
 	w("\tif err != nil {\n\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n")
+	w("\t// A reload replaces the endpoint tables while the loops run.\n")
+	w("\tst.Tables = func(name string, entries []dataplane.TableEntry) error {\n")
+	w("\t\tes := make([]fb.Entry, len(entries))\n\t\tfor i, e := range entries {\n")
+	w("\t\t\tes[i] = fb.Entry{K0: e.K0, K1: e.K1, V: fb.Verdict{Kind: fb.Kind(e.Kind), Index: e.Index}}\n\t\t}\n")
+	w("\t\treturn fb.SetTable(name, es)\n\t}\n")
 	if vs != nil {
 		w(`	streams, err := sovia.ReadConf(strings.NewReader(soviaConf))
 	if err != nil {
@@ -235,8 +240,9 @@ func sanitizeComment(s string) string {
 }
 
 // helperFiles are the files of the helper module: its main, the
-// generated fallback package, the data plane and, for VIs, package sovia.
-func helperFiles(r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) (map[string][]byte, error) {
+// generated fallback package (its endpoint tables swappable: a reload
+// replaces them), the data plane and, for VIs, package sovia.
+func helperFiles(r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) (map[string][]byte, *gofallback.Swappable, error) {
 	files := map[string][]byte{
 		"go.mod":  []byte("module dragoncrun\n\ngo 1.22\n"), // sovia ranges over integers
 		"main.go": mainFile(st, c, handlers, vs),
@@ -252,13 +258,14 @@ func helperFiles(r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, 
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if err := gofallback.AddTo(files, "dragoncrun", "fallback", "run", r, st); err != nil {
-		return nil, err
+	code, err := gofallback.AddSwappableTo(files, "dragoncrun", "fallback", "run", r, st)
+	if err != nil {
+		return nil, nil, err
 	}
-	err := fs.WalkDir(dataplaneSrc, "dataplane", func(path string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(dataplaneSrc, "dataplane", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
@@ -267,9 +274,9 @@ func helperFiles(r *dembed.Result, st *lpg.Stack, c *Chains, handlers []string, 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return files, nil
+	return files, code, nil
 }
 
 // filesKey identifies the helper a set of files builds: a digest of

@@ -33,6 +33,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/dragonc/dragonc/backends/gofallback"
 	"github.com/dragonc/dragonc/backends/nicconf"
 	"github.com/dragonc/dragonc/discover"
 	dembed "github.com/dragonc/dragonc/embed"
@@ -94,6 +95,19 @@ type Options struct {
 	// stageEdit, if set, changes the eBPF stage before it is loaded (a
 	// test's way to point a kernel-socket endpoint at the wrong core).
 	stageEdit func(*Stage)
+	// Replan plans a new stack for a reload from the running plan; nil:
+	// Replan (linux-xdp's defaults and the incremental search).
+	Replan func(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error)
+	// Restack reads the stack again for a reload that dragonc reload or
+	// SIGHUP asks for (Live.ReloadSource); its error says why the stack
+	// cannot be read (a stack file's diagnostics). Nil: such reloads are
+	// refused.
+	Restack func() (*lpg.Stack, error)
+	// Source is what the state records of where the stack came from.
+	Source *Source
+	// Live, if set, receives the run's handle once it serves: Reload
+	// changes its stack while it serves (Serve only).
+	Live func(*Live)
 	// Streams serve, by endpoint name, the stream endpoints the plan puts
 	// on VIs (a NIC model with Virtual Interfaces): a stream's
 	// connections are served one at a time, on a goroutine of the
@@ -140,10 +154,11 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 		return err
 	}
 	defer os.RemoveAll(work)
-	files, err := helperFiles(r, st, sv.chains, handlers, sv.via)
+	files, code, err := helperFiles(r, st, sv.chains, handlers, sv.via)
 	if err != nil {
 		return err
 	}
+	sv.code = code
 	bin, err := sv.helperBinary(work, files)
 	if err != nil {
 		return err
@@ -276,7 +291,14 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options,
 		sv.stopped(err)
 		return nil, err
 	}
-	sv.state.Metrics = sv.metrics
+	sv.state.Metrics, sv.state.Source = sv.metrics, opt.Source
+	path, closeControl, err := sv.listenControl()
+	if err != nil {
+		sv.stopped(err)
+		return nil, err
+	}
+	sv.cleanup = append(sv.cleanup, closeControl)
+	sv.state.Control = path
 	sv.onReport(sv.saveReport)
 	sv.onReport(sv.checksumHint())
 	return sv, nil
@@ -402,6 +424,9 @@ func (sv *serving) ready(kind, how string) {
 	if sv.opt.Ready != nil {
 		sv.opt.Ready()
 	}
+	if sv.opt.Live != nil {
+		sv.live.Do(func() { sv.opt.Live(&Live{sv}) })
+	}
 }
 
 // stopped says the run is over (an event; the error is the caller's to
@@ -452,6 +477,16 @@ type serving struct {
 	// run serves with the data plane configured by cfg (its descriptors
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
+	// What a reload changes (reload.go), under reloadMu: the helper's
+	// generated code (nil for ServeCode's linked code), the stage's maps
+	// and the helper's control channel while it serves.
+	reloadMu sync.Mutex
+	reloads  int // reloads asked for
+	pushSeq  int // updates sent to the helper
+	code     *gofallback.Swappable
+	maps     *maps
+	send     func(*dataplane.Update) error
+	live     sync.Once
 }
 
 // serve attaches the eBPF stage for socket kind kind, runs the helper on
@@ -471,6 +506,14 @@ func (sv *serving) serve(kind string) error {
 		return err
 	}
 	defer m.Close()
+	sv.reloadMu.Lock()
+	sv.maps = m
+	sv.reloadMu.Unlock()
+	defer func() {
+		sv.reloadMu.Lock()
+		sv.maps = nil
+		sv.reloadMu.Unlock()
+	}()
 	for _, n := range m.notes {
 		sv.out.note("note", "%s", n)
 	}
@@ -657,6 +700,12 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	if opt.Signal != nil {
 		opt.Signal(cmd.Process)
 	}
+	ctl := &helperControl{w: stdin, waiting: map[int]chan string{}}
+	defer func() {
+		sv.reloadMu.Lock()
+		sv.send = nil
+		sv.reloadMu.Unlock()
+	}()
 	var ready atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -666,7 +715,11 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			switch {
 			case strings.HasPrefix(line, "ready: "):
 				ready.Store(true)
+				sv.reloadMu.Lock()
+				sv.send = ctl.send
+				sv.reloadMu.Unlock()
 				sv.ready(kind, how)
+			case strings.HasPrefix(line, "control ") && ctl.answer(line[len("control "):]):
 			case strings.HasPrefix(line, "note: "):
 				sv.out.note("note", "%s", strings.TrimPrefix(line, "note: "))
 			case strings.HasPrefix(line, "report "):

@@ -29,6 +29,15 @@ import (
 // its eBPF programs, maps and links pinned under BPFDir, so that they
 // outlive the process and `stop` can remove them after a crash.
 
+// Source is what a run reads again when it reloads: the stack file (an
+// absolute path) and how it was planned (the NIC, and the command line's
+// embed flags).
+type Source struct {
+	Stack string   `json:"stack"`
+	NIC   string   `json:"nic"`
+	Flags []string `json:"flags,omitempty"`
+}
+
 // RunDir is where runs keep their state: $DRAGONC_RUN_DIR, or /run/dragonc.
 func RunDir() string {
 	if d := os.Getenv("DRAGONC_RUN_DIR"); d != "" {
@@ -71,6 +80,12 @@ type State struct {
 	Pinned   string `json:"pinned,omitempty"`
 	Hardware string `json:"hardware,omitempty"`
 	Metrics  string `json:"metrics,omitempty"` // the Prometheus endpoint
+	// Control is the run's control socket (dragonc reload); Source what
+	// it reads again when asked to reload; Reloads how many reloads were
+	// asked for.
+	Control string  `json:"control,omitempty"`
+	Source  *Source `json:"source,omitempty"`
+	Reloads int     `json:"reloads,omitempty"`
 	// Netns is the inode of the run's network namespace.
 	Netns string `json:"netns"`
 	name  string // the state's name (stateName)

@@ -41,16 +41,108 @@ type Options struct {
 	Module     string // module path; default derived from the stack name
 	TestFrames int    // frames in the generated test (default 200)
 	Seed       int64
+	// Swappable generates the module dragonc run builds around a plan
+	// whose endpoints change while it serves: every run of ports that
+	// deliver to an endpoint is a table, however short, keyed on all
+	// the fields its ports fix, and each such table is replaced whole
+	// by SetTable (swap.go) while frames are looked up in it. The
+	// endpoints' constants go into endpoints.go. Nothing else changes;
+	// `dragonc embed` never sets it.
+	Swappable bool
+	// NoTest leaves the generated test out (and the frames it needs,
+	// which take the NIC and the LPG through every test frame).
+	NoTest bool
+}
+
+// A Table is a swappable table (Options.Swappable) as data: a reload
+// hands its entries to the running program's SetTable.
+type Table struct {
+	Name    string
+	Entries []TableEntry
+}
+
+// TableEntry is one key of a table and its verdict: Kind is a
+// fallback.Kind; a Deliver names its endpoint (Index is the endpoint's
+// position in the stack), the others' Index is that of their Replies,
+// Sinks or DropSites entry.
+type TableEntry struct {
+	K0, K1   uint64
+	Kind     uint8
+	Index    uint32
+	Endpoint string `json:",omitempty"`
+}
+
+// Swappable is the module of a plan generated with Options.Swappable:
+// its files, its swappable tables, and its shape, a digest of the code
+// with the swappable tables' entries and the endpoints' names left out.
+// Two plans of the same shape run on the same compiled program: the
+// second's tables can replace the first's.
+type Swappable struct {
+	Files  map[string][]byte
+	Tables []Table
+	Shape  string
+}
+
+// GenerateSwappable generates the module of r with Options.Swappable set.
+func GenerateSwappable(r *dembed.Result, st *lpg.Stack, opt Options) (*Swappable, error) {
+	opt.Swappable = true
+	g, files, err := generate(r, st, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &Swappable{Files: files, Tables: g.swapTables, Shape: shapeOf(files)}, nil
+}
+
+// shapeOf digests a swappable module without what a reload replaces: the
+// endpoints (endpoints.go) and the entries of the swappable tables.
+func shapeOf(files map[string][]byte) string {
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if name == "endpoints.go" || strings.HasSuffix(name, "/endpoints.go") {
+			continue
+		}
+		b := files[name]
+		if name == "tables.go" || strings.HasSuffix(name, "/tables.go") {
+			b = stripSwapped(b)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// stripSwapped leaves the entry lines of the swappable tables out of
+// tables.go.
+func stripSwapped(b []byte) []byte {
+	var out []byte
+	in := false
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		switch {
+		case strings.Contains(l, "= newSwapped("):
+			in = true
+		case in && strings.HasPrefix(l, "})"):
+			in = false
+		case in:
+			continue
+		}
+		out = append(out, l...)
+	}
+	return out
 }
 
 // Generate returns the files of the fallback module, by name.
 func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, error) {
+	_, files, err := generate(r, st, opt)
+	return files, err
+}
+
+func generate(r *dembed.Result, st *lpg.Stack, opt Options) (*gen, map[string][]byte, error) {
 	if opt.TestFrames == 0 {
 		opt.TestFrames = 200
 	}
 	g := &gen{r: r, st: st, opt: opt, flags: map[string]int{}, epIdent: map[string]string{}, epIndex: map[string]int{},
 		tableNames: map[string]string{}, addrs: map[string]uint64{},
-		used: map[string]bool{}}
+		used: map[string]bool{}, swap: opt.Swappable}
 	if opt.Module == "" {
 		opt.Module = "dragonc.generated/" + shortName(strings.ToLower(lpg.Sanitize(r.Plan.Stack)))
 		g.opt.Module = opt.Module
@@ -62,6 +154,9 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 	casesDone := make(chan struct{})
 	go func() {
 		defer close(casesDone)
+		if opt.NoTest {
+			return
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				casesErr = fmt.Errorf("dragonc: internal error: %v", p)
@@ -72,10 +167,10 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 	main, err := g.mainFile()
 	<-casesDone
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if casesErr != nil {
-		return nil, casesErr
+		return nil, nil, casesErr
 	}
 	files := map[string][]byte{
 		"go.mod":      []byte(fmt.Sprintf("module %s\n\ngo 1.21\n", opt.Module)),
@@ -90,24 +185,30 @@ func Generate(r *dembed.Result, st *lpg.Stack, opt Options) (map[string][]byte, 
 	}
 	runtime, err := fs.ReadDir(fallback.Source, ".")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, e := range runtime {
 		b, err := fallback.Source.ReadFile(e.Name())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		files[e.Name()] = append([]byte(g.header()+"\n"), b...)
 	}
-	test, err := g.testFile(cases)
-	if err != nil {
-		return nil, err
+	if g.swap {
+		files["swap.go"] = append([]byte(g.header()+"\n"), fallback.SwapSource...)
+		files["endpoints.go"] = g.format(g.header() + "\npackage fallback\n\n" + g.endpointDecls())
 	}
-	files["fallback_test.go"] = test
+	if !opt.NoTest {
+		test, err := g.testFile(cases)
+		if err != nil {
+			return nil, nil, err
+		}
+		files["fallback_test.go"] = test
+	}
 	if g.err != nil {
-		return nil, g.err
+		return nil, nil, g.err
 	}
-	return files, nil
+	return g, files, nil
 }
 
 // AddTo generates the fallback as package dir of a harness module named
@@ -125,6 +226,22 @@ func AddTo(files map[string][]byte, module, dir, source string, r *dembed.Result
 		}
 	}
 	return nil
+}
+
+// AddSwappableTo is AddTo with Options.Swappable, without the generated
+// test: the module dragonc run builds, whose endpoint tables a reload
+// replaces. It returns the tables and the shape (GenerateSwappable).
+func AddSwappableTo(files map[string][]byte, module, dir, source string, r *dembed.Result, st *lpg.Stack) (*Swappable, error) {
+	sw, err := GenerateSwappable(r, st, Options{Source: source, Module: module + "/" + dir, NoTest: true})
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range sw.Files {
+		if name != "go.mod" {
+			files[dir+"/"+name] = data
+		}
+	}
+	return sw, nil
 }
 
 // WriteTree writes files, named by slash-separated paths, under dir,
@@ -176,7 +293,11 @@ type gen struct {
 	// instead of from the decoded fields f.
 	fast     bool
 	fastUsed bool // the fixed-layout code read x
-	err      error
+	// swap: Options.Swappable; swapTables are the swappable tables
+	// declared, in order.
+	swap       bool
+	swapTables []Table
+	err        error
 }
 
 // appendRead appends the read of a field's value.
@@ -560,20 +681,9 @@ func (g *gen) mainFile() ([]byte, error) {
 	w("%s\n", g.header())
 	w("// Package fallback is the software part of stack %s embedded on %s:\n", oneLine(pl.Stack), oneLine(pl.NIC))
 	w("// the work of the Logical Protocol Graph that the NIC does not do, one\n// entry point per receive queue. Call Process for every received frame.\npackage fallback\n\n")
-	// Endpoints.
-	w("// Endpoint identifies a declared endpoint.\ntype Endpoint uint32\n\n")
-	if len(g.st.Endpoints) > 0 {
-		w("// The stack's endpoints.\nconst (\n")
-		for i, e := range g.st.Endpoints {
-			w("\t%s Endpoint = %d // %s\n", g.epIdent[e.Name], i, strconv.Quote(e.Name))
-		}
-		w(")\n\n")
+	if !g.swap {
+		w("%s", g.endpointDecls())
 	}
-	w("// EndpointNames are the endpoints' names as declared.\nvar EndpointNames = [...]string{\n")
-	for _, e := range g.st.Endpoints {
-		w("\t%s,\n", strconv.Quote(e.Name))
-	}
-	w("}\n\n")
 	w("// Replies name the answers a Reply verdict asks for.\nvar Replies = [...]string{")
 	for i, r := range g.replies.list {
 		if i > 0 {
@@ -623,6 +733,26 @@ func (g *gen) mainFile() ([]byte, error) {
 	w("\t}\n\treturn Verdict{Kind: Drop, Index: %d} // no such queue\n}\n\n", g.dropSite("(no such queue)", ""))
 	b.WriteString(code)
 	return g.format(b.String()), nil
+}
+
+// endpointDecls declares the endpoints: their type, constants and names.
+func (g *gen) endpointDecls() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("// Endpoint identifies a declared endpoint.\ntype Endpoint uint32\n\n")
+	if len(g.st.Endpoints) > 0 {
+		w("// The stack's endpoints.\nconst (\n")
+		for i, e := range g.st.Endpoints {
+			w("\t%s Endpoint = %d // %s\n", g.epIdent[e.Name], i, strconv.Quote(e.Name))
+		}
+		w(")\n\n")
+	}
+	w("// EndpointNames are the endpoints' names as declared.\nvar EndpointNames = [...]string{\n")
+	for _, e := range g.st.Endpoints {
+		w("\t%s,\n", strconv.Quote(e.Name))
+	}
+	w("}\n\n")
+	return b.String()
 }
 
 // endpointIdents names the endpoint constants, none of which can spell
@@ -677,7 +807,12 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	g.curSW = sw
 	g.runs, g.tableOf = map[int][]run{}, map[[2]int]tableDecl{}
 	var b strings.Builder
-	fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
+	if g.swap {
+		// Its endpoints come and go: the count would change the code.
+		fmt.Fprintf(&b, "// %s runs the software graph of a queue.\n", qPrefix)
+	} else {
+		fmt.Fprintf(&b, "// %s runs the software graph of a queue (%d nodes).\n", qPrefix, len(sw.Nodes))
+	}
 	fmt.Fprintf(&b, "func %s(frame []byte, m *Meta%s) Verdict {\n", qPrefix, hole("params", ""))
 	if len(sw.Nodes) == 0 {
 		b.WriteString("\treturn Verdict{Kind: Drop}\n}\n\n")
@@ -830,6 +965,29 @@ func need(n *graph.Node) int {
 	return k
 }
 
+// need is need(sw.Nodes[id]), except that with Options.Swappable a node
+// with ports to endpoints needs what a table needs, however many
+// endpoints it has now.
+func (g *gen) need(sw *graph.Graph, id int) int {
+	if g.swap && g.delivers(sw, id) {
+		return 4
+	}
+	return need(sw.Nodes[id])
+}
+
+// delivers reports whether a port of node id leads straight to an
+// endpoint.
+func (g *gen) delivers(sw *graph.Graph, id int) bool {
+	for _, p := range sw.Nodes[id].Ports {
+		if len(p.Succ) == 1 {
+			if o, ok := lpg.Terminal(sw.Nodes[p.Succ[0]]); ok && o.Kind == lpg.Deliver {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // emitAt writes the code of node id and what follows it. Nodes with
 // several predecessors, and nodes that would nest too deep, become helper
 // functions.
@@ -863,7 +1021,7 @@ func (g *gen) emitAt(b *strings.Builder, sw *graph.Graph, id int, preds [][]int,
 			return nil
 		case 1:
 			s := p.Succ[0]
-			if len(preds[s]) > 1 || d+need(sw.Nodes[s]) > maxDepth {
+			if len(preds[s]) > 1 || d+g.need(sw, s) > maxDepth {
 				*helpers = append(*helpers, s)
 				if len(preds[s]) == 1 {
 					// Its one caller knows which headers are there.
@@ -1085,6 +1243,9 @@ func (g *gen) size(id int) int {
 	}
 	g.sizes[id] = 1 // a cycle counts once
 	n := 1
+	if o, ok := lpg.Terminal(g.curSW.Nodes[id]); ok && o.Kind == lpg.Deliver && g.swap {
+		n = 0 // endpoints come and go (Options.Swappable): they take no room
+	}
 	for _, p := range g.curSW.Nodes[id].Ports {
 		for _, s := range p.Succ {
 			if len(g.preds[s]) <= 1 {
@@ -1197,6 +1358,10 @@ type run struct {
 	common []pred.Expr // the tests every port of the run makes
 	keys   []string    // fields whose values differ, packed into the key
 	rest   pred.Expr   // the conditions besides the keys, shared
+	// swap: a swappable table (Options.Swappable), whose key is every
+	// field its ports fix, so that another plan's ports of the same
+	// shape fit it whatever their values.
+	swap bool
 }
 
 // portShape splits a port's predicate into equality fields and the rest.
@@ -1296,7 +1461,16 @@ func and(xs []pred.Expr) pred.Expr {
 // tableRuns splits a node's predicated ports into runs, or returns nil
 // when no run is long enough for a table.
 func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[string]bool) []run {
-	if len(ports) < minTableRun {
+	delivers := make([]bool, len(ports))
+	anyDeliver := false
+	for k, i := range ports {
+		if p := n.Ports[i]; len(p.Succ) == 1 {
+			if o, ok := lpg.Terminal(sw.Nodes[p.Succ[0]]); ok && o.Kind == lpg.Deliver {
+				delivers[k], anyDeliver = true, g.swap
+			}
+		}
+	}
+	if len(ports) < minTableRun && !anyDeliver {
 		return nil
 	}
 	errBefore := g.err
@@ -1322,8 +1496,8 @@ func (g *gen) tableRuns(sw *graph.Graph, n *graph.Node, ports []int, known map[s
 				end++
 			}
 		}
-		r := run{ports: ports[k:end]}
-		if end-k >= minTableRun && g.planTable(&r, shapes[k:end]) {
+		r := run{ports: ports[k:end], swap: anyDeliver && slices.Contains(delivers[k:end], true)}
+		if (end-k >= minTableRun || r.swap) && g.planTable(&r, shapes[k:end]) {
 			r.table, r.shapes = true, shapes[k:end]
 			any = true
 		}
@@ -1353,7 +1527,7 @@ func (g *gen) planTable(r *run, shapes []portShape) bool {
 				break
 			}
 		}
-		if same {
+		if same && !r.swap {
 			r.common = append(r.common, f.conj)
 			continue
 		}
@@ -1431,8 +1605,9 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 	}
 	// The entries: every combination of each port's key values.
 	type ent struct {
-		k [2]uint64
-		v string
+		k    [2]uint64
+		v    string
+		data TableEntry // the entry as data, for a swappable table
 	}
 	var ents []ent
 	seen := map[[2]uint64]bool{}
@@ -1444,6 +1619,10 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 			out, _ = lpg.Terminal(g.curSW.Nodes[p.Succ[0]])
 		}
 		v := g.compactVerdict(out)
+		var data TableEntry
+		if r.swap {
+			data = g.entryData(out)
+		}
 		combos := [][2]uint64{{}}
 		for _, ks := range slots {
 			var nc [][2]uint64
@@ -1459,7 +1638,9 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		for _, c := range combos {
 			if !seen[c] {
 				seen[c] = true
-				ents = append(ents, ent{c, v})
+				d := data
+				d.K0, d.K1 = c[0], c[1]
+				ents = append(ents, ent{c, v, d})
 			}
 		}
 	}
@@ -1476,10 +1657,27 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		body = append(body, "},\n"...)
 	}
 	content := strconv.Itoa(words) + "|" + string(body)
+	if r.swap {
+		// A swappable table is its run's own: another plan may give the
+		// runs that share its entries now different ones.
+		content = fmt.Sprintf("swap %d", len(g.tableNames))
+	}
 	name, declared := g.tableNames[content]
 	if !declared {
 		name = fmt.Sprintf("table%d", len(g.tableNames))
 		g.tableNames[content] = name
+	}
+	if r.swap {
+		t := Table{Name: name}
+		for _, e := range ents {
+			t.Entries = append(t.Entries, e.data)
+		}
+		g.swapTables = append(g.swapTables, t)
+		fmt.Fprintf(&g.tables, "// %s holds the ports of %s by (%s); a reload replaces its\n// entries (SetTable).\n", name, oneLine(n.Name), strings.Join(r.keys, ", "))
+		fmt.Fprintf(&g.tables, "var %s = newSwapped(%q, []entry{\n", name, name)
+		g.tables.Write(body)
+		g.tables.WriteString("})\n\n")
+		return tableDecl{name: name, words: words, slots: slots}
 	}
 	lo, hi := ents[0].k[0], ents[0].k[0]
 	for _, e := range ents {
@@ -1695,6 +1893,19 @@ func (g *gen) compactVerdict(o lpg.Outcome) string {
 		index = "uint32(" + g.epIdent[o.Endpoint] + ")"
 	}
 	return "Verdict{" + kind + ", " + index + "}"
+}
+
+// entryData is the verdict of a swappable table's entry as data.
+func (g *gen) entryData(o lpg.Outcome) TableEntry {
+	switch o.Kind {
+	case lpg.Deliver:
+		return TableEntry{Kind: uint8(fallback.Deliver), Index: uint32(g.epIndex[o.Endpoint]), Endpoint: o.Endpoint}
+	case lpg.Reply:
+		return TableEntry{Kind: uint8(fallback.Reply), Index: uint32(g.reply(o.Reply))}
+	case lpg.Sink:
+		return TableEntry{Kind: uint8(fallback.Sink), Index: uint32(g.sink(o.Node))}
+	}
+	return TableEntry{Kind: uint8(fallback.Drop), Index: uint32(g.dropSite(o.Node, o.Port))}
 }
 
 // verdictParts is a verdict's kind and the number of its endpoint, reply,

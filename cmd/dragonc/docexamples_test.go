@@ -123,6 +123,7 @@ func TestDocExamples(t *testing.T) {
 		"run":       "serves on an interface, as root (TestReadmeRecipe runs the README's recipe)",
 		"status":    "reports the runs of an interface (TestReadmeRecipe)",
 		"stop":      "stops a run (TestReadmeRecipe)",
+		"reload":    "reloads a run (TestReloadCommand)",
 		"build":     "builds a server with the go command",
 		"discover":  "reads a live interface",
 		"sovia":     "talks to a live stream over an interface, as root (TestSoviaBench and TestSoviaConnect run it)",

@@ -128,6 +128,11 @@ type embedFlags struct {
 	// Interfaces ignores.
 	calibration         string
 	calibrationImplicit bool
+	// running, if set, is the plan a reload of dragonc run starts from
+	// (the incremental search's previous plan, instead of --previous).
+	running *plan.Plan
+	// stack, if set, is the stack to plan, read already (a reload's).
+	stack *lpg.Stack
 }
 
 // calibrationBuiltin names the checked-in calibration of the software VI.
@@ -213,17 +218,20 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 	if !ok {
 		return nil, nil, false
 	}
-	src, ok := f.source, true
-	if src == nil {
-		src, ok = readFile(e, stackPath)
-	}
-	if !ok {
-		return nil, nil, false
-	}
-	l := load.Parse(stackPath, src)
-	printDiags(e, l.Diags, false)
-	if l.Diags.HasErrors() {
-		return nil, nil, false
+	l := &load.File{Stack: f.stack}
+	if f.stack == nil {
+		src, ok := f.source, true
+		if src == nil {
+			src, ok = readFile(e, stackPath)
+		}
+		if !ok {
+			return nil, nil, false
+		}
+		l = load.Parse(stackPath, src)
+		printDiags(e, l.Diags, false)
+		if l.Diags.HasErrors() {
+			return nil, nil, false
+		}
 	}
 	st := l.Stack
 	if st == nil {
@@ -238,6 +246,11 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 		return nil, nil, false
 	}
 	opt := embed.Options{Cost: fn, Strategy: embed.Strategy(f.strategy), Target: f.target, CopyEngine: f.copyEngine, Calibration: cal}
+	if f.running != nil {
+		// A reload of dragonc run: the incremental search from the
+		// running plan.
+		opt.Strategy, opt.Previous = embed.StrategyIncremental, f.running
+	}
 	in, warnings, err := embed.NewInput(nicArg, m, st, l.Graph, opt)
 	if err != nil {
 		var dl diag.List
@@ -256,7 +269,7 @@ func (f *embedFlags) plan(e *env, nicArg, stackPath string) (*embed.Result, *lpg
 			fmt.Fprintf(e.stderr, "dragonc run: %s\n", n)
 		}
 	}
-	if f.previous != "" {
+	if f.previous != "" && f.running == nil {
 		b, ok := readFile(e, f.previous)
 		if !ok {
 			return nil, nil, false

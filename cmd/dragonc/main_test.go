@@ -638,6 +638,10 @@ func TestJSONOutputs(t *testing.T) {
 		"sovia bench": {
 			{args: []string{"sovia", "bench", "--json", "nosuch0", "[02:00:00:00:00:01]:7"}, code: 1, stderr: "nosuch0"},
 		},
+		// The reload of a live run is TestReloadCommand's.
+		"reload": {
+			{args: []string{"reload", "--json", "nosuch0"}, code: 2, stderr: "nothing runs on nosuch0"},
+		},
 		"stop": {
 			{args: []string{"stop", "--json", "nosuch0"}, docs: 1,
 				check: func(t *testing.T, docs []any) {

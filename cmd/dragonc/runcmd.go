@@ -1,18 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/load"
+	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	drun "github.com/dragonc/dragonc/run"
 )
@@ -76,6 +83,10 @@ times it, unless that moves an endpoint that changed queues within the
 last 10s. A served plan cannot change yet: run says which endpoints it
 would move, and why, once for each different move.
 SIGINT or SIGTERM stops it and detaches every program and socket.
+SIGHUP, or dragonc reload IFACE, makes it read STACK.lpg again and serve
+what it now says without a restart: endpoints added and removed while
+every other endpoint's frames keep flowing, or a refusal that says why
+(the running plan serves on).
 With --detach it serves in the background (its own session, its output
 in /run/dragonc/IFACE.log) with its eBPF programs, maps and links pinned
 under /sys/fs/bpf/dragonc/IFACE, and returns once it serves; dragonc
@@ -160,6 +171,9 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 				}
 				return exitStatus(detach(e, cmd, dargs, args[2], f.asJSON))
 			}
+			if art == nil {
+				sf.source = runSource(cmd, args[0], args[1])
+			}
 			return exitStatus(runRun(e, &f, &sf, args[0], args[1], args[2]))
 		},
 	}
@@ -190,6 +204,70 @@ type serveFlags struct {
 	xdpTX       string
 	rebalance   bool
 	threshold   float64 // --rebalance-threshold
+	// source is what a reload reads again (nil: an artefact's own
+	// stack, or standard input: no reload).
+	source *drun.Source
+}
+
+// runSource is what the state records for a reload: the stack file as an
+// absolute path, the NIC and the embed flags the command line gave.
+func runSource(cmd *cobra.Command, nicArg, stackPath string) *drun.Source {
+	if stackPath == "-" {
+		return nil
+	}
+	abs, err := filepath.Abs(stackPath)
+	if err != nil {
+		return nil
+	}
+	src := &drun.Source{Stack: abs, NIC: nicArg}
+	embedFlagSet := map[string]bool{"cost": true, "gold-per-queue": true, "strategy": true, "previous": true, "copy-engine": true, "target": true, "calibration": true}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if embedFlagSet[fl.Name] {
+			src.Flags = append(src.Flags, "--"+fl.Name+"="+fl.Value.String())
+		}
+	})
+	return src
+}
+
+// restack reads the stack file of a run again, for a reload: its
+// diagnostics, as dragonc check prints them, are the error.
+func restack(path string) func() (*lpg.Stack, error) {
+	return func() (*lpg.Stack, error) {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		l := load.Parse(path, src)
+		if l.Diags.HasErrors() {
+			var lines []string
+			for _, d := range l.Diags.Shown() {
+				lines = append(lines, d.String())
+			}
+			return nil, fmt.Errorf("%s", strings.Join(lines, "\n"))
+		}
+		if l.Stack == nil {
+			return nil, fmt.Errorf("%s holds no stack", path)
+		}
+		return l.Stack, nil
+	}
+}
+
+// replan plans a reloaded stack from the running plan as run planned the
+// first: the same NIC and embed flags, the incremental search (a reload
+// of dragonc run calls only this to plan, so that another search can
+// take its place). What embed would print goes into the error.
+func replan(f *embedFlags, nicArg, stackPath string) func(*lpg.Stack, *embed.Result) (*embed.Result, error) {
+	return func(st *lpg.Stack, running *embed.Result) (*embed.Result, error) {
+		var msgs bytes.Buffer
+		e := &env{stdout: io.Discard, stderr: &msgs, stdin: strings.NewReader(""), quiet: true}
+		g := *f
+		g.running, g.stack = running.Plan, st
+		r, _, ok := g.plan(e, nicArg, stackPath)
+		if !ok {
+			return nil, fmt.Errorf("%s", strings.TrimSpace(strings.ReplaceAll(msgs.String(), "dragonc: ", "")))
+		}
+		return r, nil
+	}
 }
 
 func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface string) int {
@@ -222,6 +300,21 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 				}
 			}()
 		}}
+	// SIGHUP reloads the stack file, as dragonc reload does.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	opt.Source = sf.source
+	if sf.source != nil {
+		opt.Restack, opt.Replan = restack(sf.source.Stack), replan(f, nicArg, stackPath)
+	}
+	opt.Live = func(l *drun.Live) {
+		go func() {
+			for range hup {
+				l.ReloadSource()
+			}
+		}()
+	}
 	if ready, ok := drun.DetachedReady(); ok {
 		// Started by run --detach: pin, and tell the parent once serving.
 		opt.Pin, opt.Ready, opt.FinalOnly = true, ready, true

@@ -12,6 +12,12 @@ import "embed"
 //go:embed decode.go fast.go table.go verdict.go
 var Source embed.FS
 
+// SwapSource is swap.go, which a module whose endpoint tables a reload
+// replaces carries besides Source (gofallback's Options.Swappable).
+//
+//go:embed swap.go
+var SwapSource []byte
+
 // Fields is every field of the vocabulary decoded from one frame. Slot i
 // holds the field named SlotName(i); the slots are the vocabulary in name
 // order, as internal/pred numbers it.

@@ -98,6 +98,13 @@ type Stack struct {
 	// frames (EtherType 0x88B5) to the kernel, which hands them to the
 	// VIs' own socket.
 	OpenVIs func(ifname string) (VIs, error)
+	// Tables, if set, replaces the generated code's swapped tables: a
+	// reload's Update on the helper's standard input is applied with it
+	// (Main).
+	Tables SetTable
+	// eps are the endpoints the loops serve, from Endpoints, UDP, OMX
+	// and Handlers when the server starts, then from each Update.
+	eps atomic.Pointer[endpointSet]
 }
 
 // Queue is one receive loop.
@@ -179,11 +186,12 @@ type queueLoop struct {
 
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
-	in, sent, txErr      atomic.Uint64
-	limited              atomic.Uint64 // ICMP errors held back by Host.ICMPErrors
-	refused              atomic.Uint64 // answers the data plane would not send (see send)
-	deliver, reply, sink []atomic.Uint64
-	drop                 []atomic.Uint64
+	in, sent, txErr atomic.Uint64
+	limited         atomic.Uint64 // ICMP errors held back by Host.ICMPErrors
+	refused         atomic.Uint64 // answers the data plane would not send (see send)
+	deliver         deliverCounters
+	reply, sink     []atomic.Uint64
+	drop            []atomic.Uint64
 }
 
 // Start opens the sockets of every queue and starts their loops.
@@ -198,9 +206,12 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		now = func() time.Duration { return time.Since(start) }
 	}
 	s.limit = newLimiter(st.ICMPErrors, now)
+	if st.eps.Load() == nil {
+		st.eps.Store(newEndpointSet(st.Endpoints, st.UDP, st.OMX, st.Handlers))
+	}
 	for _, q := range cfg.Queues {
 		l := &queueLoop{q: q}
-		l.c.deliver = make([]atomic.Uint64, len(st.Endpoints))
+		l.c.deliver.grow(len(st.eps.Load().names))
 		l.c.reply = make([]atomic.Uint64, len(st.Replies))
 		l.c.sink = make([]atomic.Uint64, len(st.Sinks))
 		l.c.drop = make([]atomic.Uint64, len(st.DropSites)+1)
@@ -436,11 +447,13 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		var chain []TxFunc
 		switch v.Kind {
 		case Deliver:
-			if int(v.Index) >= len(l.c.deliver) {
+			eps := s.st.eps.Load()
+			n := l.c.deliver.at(v.Index)
+			if n == nil || int(v.Index) >= len(eps.names) {
 				return
 			}
-			l.c.deliver[v.Index].Add(1)
-			if s.st.OMX[v.Index] && s.st.Handlers[v.Index] != nil {
+			n.Add(1)
+			if eps.omx[v.Index] && eps.handlers[v.Index] != nil {
 				// Open-MX frames carry no length: the message is the rest
 				// of the frame, padding included.
 				at, _, ok := l2(frame)
@@ -450,14 +463,14 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 				*dg = Datagram{Endpoint: int(v.Index), Queue: l.q.ID, Payload: frame[at+omxHeader:], OpenMX: true}
 				dg.SPort, dg.DPort = uint16(frame[at+4]), uint16(frame[at+3])
 				dg.Broadcast = isBroadcastMAC(frame)
-				if t.Payload = s.st.Handlers[v.Index](dg); t.Payload == nil {
+				if t.Payload = eps.handlers[v.Index](dg); t.Payload == nil {
 					return
 				}
 				copy(t.DstMAC[:], frame[6:12])
 				chain = s.st.SendOMX
 				break
 			}
-			if !s.st.UDP[v.Index] || s.st.Handlers[v.Index] == nil {
+			if !eps.udp[v.Index] || eps.handlers[v.Index] == nil {
 				return
 			}
 			l3, l4, end, ok := ipv4(frame)
@@ -477,7 +490,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			}
 			dg.Payload = frame[l4+8 : l4+ulen]
 			dg.Broadcast = isBroadcastMAC(frame) || !s.st.local(dg.Dst)
-			out := s.st.Handlers[v.Index](dg)
+			out := eps.handlers[v.Index](dg)
 			if out == nil {
 				return
 			}
@@ -602,8 +615,10 @@ func (s *Server) Snapshot(final bool) Report {
 				q.Outcomes = append(q.Outcomes, Outcome{name, n})
 			}
 		}
-		for i := range l.c.deliver {
-			add("deliver "+s.st.Endpoints[i], l.c.deliver[i].Load())
+		for i, name := range s.st.eps.Load().names {
+			if n := l.c.deliver.at(uint32(i)); n != nil {
+				add("deliver "+name, n.Load())
+			}
 		}
 		for i := range l.c.reply {
 			add("reply "+s.st.Replies[i], l.c.reply[i].Load())

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -75,22 +76,34 @@ func Main(st *Stack, args []string) int {
 			}
 		}
 	}()
+	// Standard output is the parent's, a line each: a report of the
+	// counters as JSON, or the answer to a control line.
+	var outMu sync.Mutex
+	enc := json.NewEncoder(os.Stdout)
+	emit := func(r Report) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		os.Stdout.WriteString("report ")
+		enc.Encode(r)
+	}
 	go func() {
-		// Standard input closes when the parent is gone.
-		var b [1]byte
+		// Standard input carries the parent's control lines (a reload's
+		// Update each), and closes when the parent is gone.
+		in := bufio.NewReader(os.Stdin)
 		for {
-			if _, err := os.Stdin.Read(b[:]); err != nil {
+			line, err := in.ReadBytes('\n')
+			if len(line) > 1 && err == nil {
+				answer := srv.control(line, st.Tables)
+				outMu.Lock()
+				fmt.Printf("control %s\n", answer)
+				outMu.Unlock()
+			}
+			if err != nil {
 				stop()
 				return
 			}
 		}
 	}()
-	// The parent reads the counters as JSON, a line each.
-	enc := json.NewEncoder(os.Stdout)
-	emit := func(r Report) {
-		os.Stdout.WriteString("report ")
-		enc.Encode(r)
-	}
 	if err := srv.Watch(emit, *every, poke, done); err != nil {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		return 1

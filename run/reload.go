@@ -1,0 +1,676 @@
+package run
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/costmodel"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/diag"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// A run changes its endpoints while it serves (issue 39): Reload plans
+// the new stack from the running plan (the incremental search keeps what
+// did not change where it was), and applies the difference without a
+// restart. The helper's generated code looks its endpoints up in swapped
+// tables (gofallback's Options.Swappable), so a new plan whose code has
+// the same shape (the same code but for those tables' entries) is a new
+// set of tables for the running helper, sent as one line on its standard
+// input and swapped between two frames; the eBPF stage's rules are map
+// entries, inserted before the old ones are deleted. A new plan that
+// needs other code (a new protocol, a queue's graph that changes shape)
+// or another eBPF program is refused, and the old plan keeps serving.
+
+// ReloadResult says what a reload did, or why it did nothing.
+type ReloadResult struct {
+	Seq     int    `json:"seq"`     // the reload's number in this run, from 1
+	Applied bool   `json:"applied"` // the new plan serves
+	Stack   string `json:"stack,omitempty"`
+	// Error is why the new stack was refused: the old plan serves on.
+	Error   string   `json:"error,omitempty"`
+	Added   []string `json:"added,omitempty"`   // endpoints the new stack has and the old had not
+	Removed []string `json:"removed,omitempty"` // the old stack's endpoints the new one has not
+	Changed []string `json:"changed,omitempty"` // endpoints declared otherwise
+	// Tables is how many of the generated code's tables were swapped;
+	// the rules the eBPF stage's maps gained, changed and lost.
+	Tables       int `json:"tables_swapped"`
+	RulesAdded   int `json:"rules_added"`
+	RulesChanged int `json:"rules_changed"`
+	RulesRemoved int `json:"rules_removed"`
+	// PlanMS is how long planning took, TookMS the whole reload (in
+	// milliseconds).
+	PlanMS float64 `json:"plan_ms"`
+	TookMS float64 `json:"took_ms"`
+}
+
+// String is the result as run and dragonc reload print it.
+func (r *ReloadResult) String() string {
+	if !r.Applied {
+		return fmt.Sprintf("reload %d refused, the running plan serves on: %s", r.Seq, r.Error)
+	}
+	var parts []string
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"added", r.Added}, {"removed", r.Removed}, {"changed", r.Changed}} {
+		if len(l.names) > 0 {
+			parts = append(parts, l.what+" "+shortList(l.names))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no endpoint changed")
+	}
+	return fmt.Sprintf("reload %d applied to stack %s: %s; %d table(s) swapped, rules +%d ~%d -%d; planned in %.1f ms, applied in %.1f ms, without a restart",
+		r.Seq, r.Stack, strings.Join(parts, ", "), r.Tables, r.RulesAdded, r.RulesChanged, r.RulesRemoved, r.PlanMS, r.TookMS)
+}
+
+// shortList names up to 10 names, and how many more.
+func shortList(names []string) string {
+	if len(names) <= 10 {
+		return strings.Join(names, " ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:10], " "), len(names)-10)
+}
+
+// Live is a running Serve (Options.Live): a program drives its own
+// changes with it.
+type Live struct{ sv *serving }
+
+// Reload serves st instead of the running stack: it plans st from the
+// running plan (Options.Replan) and applies the difference while the old
+// plan serves. A stack or plan it cannot apply returns a result with
+// Error set (and no error): the old plan serves on. The error is for a
+// failure while applying, after which the run stops.
+func (l *Live) Reload(st *lpg.Stack) (*ReloadResult, error) { return l.sv.reload(st) }
+
+// ReloadSource reads the stack again (Options.Restack) and reloads it,
+// as SIGHUP and dragonc reload do.
+func (l *Live) ReloadSource() (*ReloadResult, error) { return l.sv.reloadSource() }
+
+// Replan is the default Options.Replan: st embedded on linux-xdp by the
+// incremental search from the running plan, with the running plan's cost
+// function.
+func Replan(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error) {
+	m, mdiags, err := nics.Load(Model)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, mdiags
+	}
+	fn, err := costmodel.ByName(running.Plan.Cost.Function)
+	if err != nil {
+		return nil, err
+	}
+	in, _, err := dembed.NewInput(Model, m, st, nil, dembed.Options{Cost: fn, Strategy: dembed.StrategyIncremental, Previous: running.Plan})
+	if err != nil {
+		return nil, err
+	}
+	return dembed.Run(in)
+}
+
+// refused is a reload the running plan survives: the reason is said.
+type refused struct{ msg string }
+
+func (e *refused) Error() string { return e.msg }
+
+func refuse(format string, args ...any) error { return &refused{fmt.Sprintf(format, args...)} }
+
+// reloadSource is a reload of the stack as Options.Restack reads it.
+func (sv *serving) reloadSource() (*ReloadResult, error) {
+	if sv.opt.Restack == nil {
+		sv.reloadMu.Lock()
+		sv.reloads++
+		res := &ReloadResult{Seq: sv.reloads, Error: "this run was given no stack file to read again (a Go program reloads with Live.Reload)"}
+		sv.reloadMu.Unlock()
+		sv.said(res)
+		return res, nil
+	}
+	st, err := sv.opt.Restack()
+	if err != nil {
+		sv.reloadMu.Lock()
+		sv.reloads++
+		res := &ReloadResult{Seq: sv.reloads, Error: err.Error()}
+		sv.reloadMu.Unlock()
+		sv.said(res)
+		return res, nil
+	}
+	return sv.reload(st)
+}
+
+// said tells the run's own output what a reload did.
+func (sv *serving) said(res *ReloadResult) {
+	kind := "reloaded"
+	if !res.Applied {
+		kind = "reload-refused"
+	}
+	sv.out.note(kind, "%s", res)
+}
+
+// reload plans st and applies it (Live.Reload).
+func (sv *serving) reload(st *lpg.Stack) (*ReloadResult, error) {
+	sv.reloadMu.Lock()
+	sv.reloads++
+	res := &ReloadResult{Seq: sv.reloads, Stack: st.Name}
+	err := sv.apply(st, res)
+	sv.reloadMu.Unlock()
+	var r *refused
+	if errors.As(err, &r) {
+		res.Error, err = r.msg, nil
+	}
+	if err == nil {
+		res.Applied = res.Error == ""
+		sv.said(res)
+		return res, nil
+	}
+	res.Error = err.Error()
+	sv.out.note("reload-failed", "reload %d failed while it was applied: %v", res.Seq, err)
+	return res, err
+}
+
+// apply does the work of reload, under reloadMu.
+func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
+	start := time.Now()
+	defer func() { res.TookMS = ms(time.Since(start)) }()
+	switch {
+	case sv.code == nil:
+		return refuse("this run serves code linked into the program (ServeCode), which it cannot replace")
+	case sv.hw:
+		return refuse("the run applied a hardware plan through the NIC's driver; reload changes a linux-xdp plan (restart dragonc run)")
+	case sv.maps == nil || sv.send == nil:
+		return refuse("the stack is not served yet")
+	}
+	if len(st.Interfaces) != 1 || st.Interfaces[0].MAC != sv.st.Interfaces[0].MAC {
+		return refuse("the new stack's interface is not the running one's (%s); restart dragonc run", macString(sv.st.Interfaces[0].MAC))
+	}
+	if !reflect.DeepEqual(hostOf(st), hostOf(sv.st)) {
+		return refuse("the new stack's addresses or ICMP error limits differ from the running one's; restart dragonc run")
+	}
+	replan := sv.opt.Replan
+	if replan == nil {
+		replan = Replan
+	}
+	t := time.Now()
+	r, err := replan(st, sv.r)
+	res.PlanMS = ms(time.Since(t))
+	if err != nil {
+		return refuse("no plan for the new stack: %v", err)
+	}
+	if !r.SoftwareStage() {
+		return refuse("the new plan is for a NIC's hardware; reload changes a linux-xdp plan")
+	}
+	stage, err := stageOf(r.Plan, st, sv.handled)
+	if err != nil {
+		return refuse("the new plan's eBPF stage: %v", err)
+	}
+	if sv.opt.stageEdit != nil {
+		sv.opt.stageEdit(stage)
+	}
+	if why := stageShapeDiff(sv.stage, stage); why != "" {
+		return refuse("the eBPF program would change (%s), which reload does not do yet; restart dragonc run", why)
+	}
+	g, err := lpg.Derive(st)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	chains, err := TxChains(g, r.Plan, st)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	vs, err := viaOf(r.Plan, st)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	if !reflect.DeepEqual(chains, sv.chains) || !reflect.DeepEqual(vs, sv.via) {
+		return refuse("needs new generated code: the new stack's transmit paths or VI streams differ; restart dragonc run")
+	}
+	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
+	if err != nil {
+		return refuse("generating the new plan's code: %v", err)
+	}
+	if code.Shape != sv.code.Shape {
+		return refuse("needs new generated code: %s; restart dragonc run", codeDiff(sv.code, code))
+	}
+	res.Added, res.Removed, res.Changed = endpointDiff(sv.st, st)
+	// The running helper's tables first: a new endpoint is served on
+	// its queue before its rule steers frames there. An endpoint the
+	// new plan moves to another queue stays in its old queue's table
+	// until its rule points at the new one (the union), so that no
+	// frame of it meets a table without it.
+	keep := map[string]bool{}
+	for _, e := range st.Endpoints {
+		keep[e.Name] = true
+	}
+	union, exact := tableUpdates(sv.code.Tables, code.Tables, keep)
+	if err := sv.push(st, union); err != nil {
+		return err
+	}
+	res.Tables = len(exact)
+	res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = sv.maps.applyRules(sv.stage.Groups, stage.Groups)
+	if err != nil {
+		return fmt.Errorf("updating the eBPF stage's rules: %w", err)
+	}
+	if !reflect.DeepEqual(union, exact) {
+		if err := sv.push(st, exact); err != nil {
+			return err
+		}
+	}
+	sv.r, sv.st, sv.stage, sv.code, sv.name, sv.queues = r, st, stage, code, st.Name, r.Plan.Queues
+	if sv.state != nil {
+		sv.state.Stack, sv.state.Reloads = st.Name, res.Seq
+		if err := sv.saveState(); err != nil {
+			sv.out.note("note", "the state of the run cannot be written: %v", err)
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// stageShapeDiff names what differs between two stages besides their
+// rules, which the maps hold: what the XDP program's code depends on.
+// "" when nothing does.
+func stageShapeDiff(a, b *Stage) string {
+	var diff []string
+	if len(a.Groups) != len(b.Groups) {
+		diff = append(diff, fmt.Sprintf("%d groups of rules instead of %d", len(b.Groups), len(a.Groups)))
+	} else {
+		for i := range a.Groups {
+			x, y := a.Groups[i], b.Groups[i]
+			if x.Table != y.Table || x.Mask != y.Mask || x.Ports != y.Ports || x.Capacity != y.Capacity {
+				diff = append(diff, fmt.Sprintf("the rules of %s compare other fields", y.Table))
+			}
+		}
+	}
+	ac, bc := *a, *b
+	ac.Groups, bc.Groups = nil, nil
+	va, vb := reflect.ValueOf(ac), reflect.ValueOf(bc)
+	for i := 0; i < va.NumField(); i++ {
+		if f := va.Type().Field(i); f.IsExported() && !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			diff = append(diff, "its "+f.Name)
+		}
+	}
+	return strings.Join(diff, ", ")
+}
+
+// codeDiff says why two plans' code differs in shape.
+func codeDiff(a, b *gofallback.Swappable) string {
+	if x, y := string(a.Files["fallback.go"]), string(b.Files["fallback.go"]); x != y {
+		qa, qb := queuesLine(x), queuesLine(y)
+		if qa != qb {
+			return fmt.Sprintf("the plan's queues are %s instead of %s", qb, qa)
+		}
+		return "the software graph of a queue changes shape (an endpoint a queue's code cannot look up in a table: a queue that had none, another protocol, or a listener of another kind)"
+	}
+	return fmt.Sprintf("the generated code has %d endpoint tables instead of %d", len(b.Tables), len(a.Tables))
+}
+
+// queuesLine is the Queues declaration of generated code.
+func queuesLine(src string) string {
+	for _, l := range strings.Split(src, "\n") {
+		if v, ok := strings.CutPrefix(l, "var Queues = [...]int"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// endpointDiff lists the endpoints added, removed and declared otherwise.
+func endpointDiff(old, cur *lpg.Stack) (added, removed, changed []string) {
+	was := map[string]*lpg.Endpoint{}
+	for _, e := range old.Endpoints {
+		was[e.Name] = e
+	}
+	is := map[string]bool{}
+	for _, e := range cur.Endpoints {
+		is[e.Name] = true
+		switch w, ok := was[e.Name]; {
+		case !ok:
+			added = append(added, e.Name)
+		case !sameEndpoint(*w, *e):
+			changed = append(changed, e.Name)
+		}
+	}
+	for _, e := range old.Endpoints {
+		if !is[e.Name] {
+			removed = append(removed, e.Name)
+		}
+	}
+	return added, removed, changed
+}
+
+// sameEndpoint reports whether two declarations declare the same
+// endpoint, wherever they are written.
+func sameEndpoint(a, b lpg.Endpoint) bool {
+	a.Pos, b.Pos = diag.Range{}, diag.Range{}
+	return reflect.DeepEqual(a, b)
+}
+
+// tableUpdates are the tables of next that differ from cur's: exact, as
+// next has them; union, with the entries of cur that next has not and
+// that deliver to an endpoint the new stack keeps (one that moves queue).
+func tableUpdates(cur, next []gofallback.Table, keep map[string]bool) (union, exact []gofallback.Table) {
+	old := map[string][]gofallback.TableEntry{}
+	for _, t := range cur {
+		old[t.Name] = t.Entries
+	}
+	for _, t := range next {
+		if slices.Equal(old[t.Name], t.Entries) {
+			continue
+		}
+		exact = append(exact, t)
+		have := map[[2]uint64]bool{}
+		for _, e := range t.Entries {
+			have[[2]uint64{e.K0, e.K1}] = true
+		}
+		u := gofallback.Table{Name: t.Name, Entries: slices.Clone(t.Entries)}
+		for _, e := range old[t.Name] {
+			if !have[[2]uint64{e.K0, e.K1}] && e.Kind == dataplane.Deliver && keep[e.Endpoint] {
+				u.Entries = append(u.Entries, e)
+			}
+		}
+		union = append(union, u)
+	}
+	return union, exact
+}
+
+// push sends the helper the endpoints of st and tables, and waits for it
+// to say they serve.
+func (sv *serving) push(st *lpg.Stack, tables []gofallback.Table) error {
+	if len(tables) == 0 && slices.Equal(endpointNames(st), endpointNames(sv.st)) {
+		return nil
+	}
+	sv.pushSeq++
+	u := dataplane.Update{Seq: sv.pushSeq}
+	apps := map[string]string{"Echo": "echo", "Discard": "discard"}
+	for i, h := range builtinHandlers(st) {
+		e := st.Endpoints[i]
+		u.Endpoints = append(u.Endpoints, dataplane.UpdateEndpoint{Name: e.Name, App: apps[h], OpenMX: e.Proto == lpg.OpenMX})
+	}
+	pos := map[string]uint32{}
+	for i, e := range st.Endpoints {
+		pos[e.Name] = uint32(i)
+	}
+	for _, t := range tables {
+		ut := dataplane.UpdateTable{Name: t.Name, Entries: make([]dataplane.TableEntry, len(t.Entries))}
+		for i, e := range t.Entries {
+			index := e.Index
+			if e.Kind == dataplane.Deliver {
+				index = pos[e.Endpoint]
+			}
+			ut.Entries[i] = dataplane.TableEntry{K0: e.K0, K1: e.K1, Kind: e.Kind, Index: index}
+		}
+		u.Tables = append(u.Tables, ut)
+	}
+	return sv.send(&u)
+}
+
+func endpointNames(st *lpg.Stack) []string {
+	var out []string
+	for _, e := range st.Endpoints {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// helperTimeout bounds the wait for the helper's answer to an update.
+const helperTimeout = 10 * time.Second
+
+// helperControl is the control channel to a running helper: updates go
+// out on its standard input, its answers come back on its output.
+type helperControl struct {
+	mu      sync.Mutex
+	w       io.Writer
+	waiting map[int]chan string
+}
+
+// send writes u and waits for the helper's answer.
+func (h *helperControl) send(u *dataplane.Update) error {
+	b, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	ch := make(chan string, 1)
+	h.mu.Lock()
+	h.waiting[u.Seq] = ch
+	_, err = h.w.Write(append(b, '\n'))
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.waiting, u.Seq)
+		h.mu.Unlock()
+	}()
+	if err != nil {
+		return fmt.Errorf("writing to the generated stack: %w", err)
+	}
+	select {
+	case a := <-ch:
+		if a != "" {
+			return fmt.Errorf("the generated stack refused the update: %s", a)
+		}
+		return nil
+	case <-time.After(helperTimeout):
+		return fmt.Errorf("the generated stack did not answer the update within %v", helperTimeout)
+	}
+}
+
+// answer hands a control line of the helper ("applied SEQ" or "failed
+// SEQ: REASON") to the send waiting for it.
+func (h *helperControl) answer(line string) bool {
+	verb, rest, _ := strings.Cut(line, " ")
+	num, reason, _ := strings.Cut(rest, ": ")
+	seq, err := strconv.Atoi(num)
+	if err != nil || verb != "applied" && verb != "failed" {
+		return false
+	}
+	if verb == "failed" && reason == "" {
+		reason = "(no reason)"
+	}
+	h.mu.Lock()
+	ch := h.waiting[seq]
+	h.mu.Unlock()
+	if ch != nil {
+		ch <- reason
+	}
+	return true
+}
+
+// applyRules makes the stage's maps hold the rules of next instead of
+// cur (groups of the same shape, stageShapeDiff): for each group, the new
+// keys and changed queues first, then the keys next has not, so that a
+// rule that both have is never missing. Only when the map would overflow
+// its capacity in between do the removed keys go first (the removed
+// rules' frames then meet the miss rule a little earlier). It counts the
+// rules added, changed and removed.
+func (m *maps) applyRules(cur, next []Group) (added, changed, removed int, err error) {
+	for i, g := range next {
+		was, is := firstRules(cur[i].Rules), firstRules(g.Rules)
+		mp := m.groups[i]
+		var gone [][16]byte
+		for k := range was {
+			if _, ok := is[k]; !ok {
+				gone = append(gone, k)
+			}
+		}
+		del := func() error {
+			for _, k := range gone {
+				if err := mp.Delete(k[:]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return fmt.Errorf("%s: %w", g.Table, err)
+				}
+				removed++
+			}
+			gone = nil
+			return nil
+		}
+		if len(is)+len(gone) > g.Capacity {
+			// was ∪ is does not fit the map.
+			if err := del(); err != nil {
+				return added, changed, removed, err
+			}
+		}
+		for _, r := range g.Rules {
+			q, ok := was[r.Key]
+			switch {
+			case ok && q == is[r.Key]:
+				continue
+			case ok:
+				changed++
+			default:
+				added++
+			}
+			was[r.Key] = is[r.Key]
+			if err := mp.Update(r.Key[:], is[r.Key], ebpf.UpdateAny); err != nil {
+				return added, changed, removed, fmt.Errorf("%s: %w", g.Table, err)
+			}
+		}
+		if err := del(); err != nil {
+			return added, changed, removed, err
+		}
+	}
+	return added, changed, removed, nil
+}
+
+// firstRules are a group's keys and the queue of each key's first rule
+// (the first rule of a key wins, as in newMaps).
+func firstRules(rules []Rule) map[[16]byte]uint32 {
+	m := make(map[[16]byte]uint32, len(rules))
+	for _, r := range rules {
+		if _, ok := m[r.Key]; !ok {
+			m[r.Key] = r.Queue
+		}
+	}
+	return m
+}
+
+// The control socket: `dragonc reload IFACE` connects to control.sock in
+// the run's state directory, writes a request line and reads the result
+// as one line of JSON on the same connection.
+
+// ControlRequest is what dragonc reload asks.
+type ControlRequest struct {
+	Op string `json:"op"` // "reload"
+}
+
+// controlName is the socket's name in the state directory.
+const controlName = "control.sock"
+
+// listenControl opens the run's control socket; it returns what closes
+// it. A state directory whose path is too long for a socket's address
+// (108 bytes) gets none: the run says so and reloads on SIGHUP only.
+func (sv *serving) listenControl() (string, func(), error) {
+	path := filepath.Join(stateDir(sv.state.name), controlName)
+	if len(path) >= 108 {
+		sv.out.note("note", "no control socket: its path %s is longer than a socket's address may be; reload with SIGHUP", path)
+		return "", func() {}, nil
+	}
+	os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return "", nil, fmt.Errorf("opening the control socket: %w", err)
+	}
+	os.Chmod(path, 0o600) // root's, as the run is
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go sv.control(c)
+		}
+	}()
+	return path, func() { ln.Close(); <-done }, nil
+}
+
+// controlTimeout bounds a control connection: reading its request and
+// writing its answer (a reload itself is bounded by helperTimeout).
+const controlTimeout = 5 * time.Second
+
+// control answers one connection to the control socket.
+func (sv *serving) control(c *net.UnixConn) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(controlTimeout))
+	line, err := bufio.NewReader(io.LimitReader(c, 4096)).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req ControlRequest
+	var res *ReloadResult
+	switch err := json.Unmarshal(line, &req); {
+	case err != nil:
+		res = &ReloadResult{Error: fmt.Sprintf("the request does not read: %v", err)}
+	case req.Op != "reload":
+		res = &ReloadResult{Error: fmt.Sprintf("no operation %q (reload)", req.Op)}
+	default:
+		res, _ = sv.reloadSource()
+	}
+	b, _ := json.Marshal(res)
+	c.SetWriteDeadline(time.Now().Add(controlTimeout))
+	c.Write(append(b, '\n'))
+}
+
+// Reload asks the run on iface to read its stack file again and serve
+// it (dragonc reload), and returns what it did. It waits at most
+// timeout for the answer.
+func Reload(ctx context.Context, iface string, timeout time.Duration) (*ReloadResult, error) {
+	s, err := ReadState(iface)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, usage("nothing runs on %s", iface)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.Alive() {
+		return nil, usage("the run on %s (pid %d) is gone; dragonc stop %s removes what it left", iface, s.PID, iface)
+	}
+	if s.Control == "" {
+		return nil, usage("the run on %s has no control socket; send it SIGHUP (kill -HUP %d) and read its output", iface, s.PID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", s.Control)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the run on %s: %w", iface, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte(`{"op":"reload"}` + "\n")); err != nil {
+		return nil, fmt.Errorf("asking the run on %s: %w", iface, err)
+	}
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, fmt.Errorf("the run on %s did not answer within %v (it may still apply the reload: dragonc status %s, or its output, says)", iface, timeout, iface)
+		}
+		return nil, fmt.Errorf("reading the answer of the run on %s: %w", iface, err)
+	}
+	var res ReloadResult
+	if err := json.Unmarshal(line, &res); err != nil {
+		return nil, fmt.Errorf("the answer of the run on %s does not read: %w", iface, err)
+	}
+	return &res, nil
+}

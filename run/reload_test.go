@@ -1,0 +1,409 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+	gomaps "maps"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dragonc/dragonc/backends/gofallback"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// reloadStack is the stack the reload tests start from: UDP echo
+// listeners on two cores.
+const reloadStack = `stack reload {
+    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }
+    cores 0..1
+    endpoint e1 udp listen *:7001 { app "echo" }
+    endpoint e2 udp listen *:7002 { app "echo" }
+    endpoint e3 udp listen *:7003 { app "discard" }
+    service icmp-echo
+    service arp
+}
+`
+
+// withEndpoints is reloadStack with lines added before its services and
+// the endpoints named in drop removed.
+func withEndpoints(add string, drop ...string) string {
+	s := reloadStack
+	for _, d := range drop {
+		var kept []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "endpoint "+d+" ") {
+				kept = append(kept, l)
+			}
+		}
+		s = strings.Join(kept, "\n")
+	}
+	return strings.Replace(s, "    service icmp-echo", add+"    service icmp-echo", 1)
+}
+
+func loadStack(t testing.TB, src string) *lpg.Stack {
+	t.Helper()
+	st, diags := lpg.LoadStack("reload.lpg", []byte(src))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	return st
+}
+
+// An endpoint of a kind the stack has, added or removed, is new entries
+// in the running code's tables: the code's shape stays. A new protocol
+// is new code.
+func TestReloadShape(t *testing.T) {
+	r, st := embedTest(t, reloadStack)
+	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{NoTest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, src string
+		same      bool
+	}{
+		{"add", withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n"), true},
+		{"remove", withEndpoints("", "e2"), true},
+		{"add and remove", withEndpoints("    endpoint e9 udp listen *:7009 { app \"echo\" }\n", "e1"), true},
+		{"openmx", withEndpoints("    endpoint mx openmx 3 { app \"echo\" }\n"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st2 := loadStack(t, c.src)
+			r2, err := Replan(st2, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code2, err := gofallback.GenerateSwappable(r2, st2, gofallback.Options{NoTest: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := code2.Shape == code.Shape; same != c.same {
+				t.Errorf("same shape %v, want %v (%s)", same, c.same, codeDiff(code, code2))
+			}
+		})
+	}
+}
+
+// reloadRun serves reloadStack on vA in namespace a, reading its stack
+// from a file the test rewrites; it returns the run, the file and the
+// run's handle.
+func reloadRun(t *testing.T, a string) (*liveRun, string, *Live) {
+	t.Helper()
+	r, st := embedTest(t, reloadStack)
+	path := filepath.Join(t.TempDir(), "reload.lpg")
+	if err := os.WriteFile(path, []byte(reloadStack), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lives := make(chan *Live, 1)
+	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+		o.Restack = func() (*lpg.Stack, error) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return nil, err
+			}
+			st, diags := lpg.LoadStack(path, src)
+			if st == nil {
+				return nil, diags
+			}
+			return st, nil
+		}
+		o.Live = func(l *Live) { lives <- l }
+	})
+	return sv, path, <-lives
+}
+
+// reloadFile rewrites the stack file and reloads it as SIGHUP does.
+func reloadFile(t *testing.T, l *Live, path, src string) *ReloadResult {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.ReloadSource()
+	if err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	return res
+}
+
+// udpFirst sends one datagram to the stack's port and waits 300 ms for
+// the answer: the first datagram, not a retry, must be answered.
+func udpFirst(port int, msg []byte) ([]byte, error) {
+	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: port})
+	if err != nil {
+		return nil, err
+	}
+	return udpOn(c, msg, 0)
+}
+
+// TestReloadServes changes the endpoints of a running stack: an added
+// endpoint answers its first datagram, a removed one is refused as the
+// new LPG says (port unreachable, counted), a stack file with a syntax
+// error is refused with its position and the old plan serves on, and
+// nothing is rebuilt or restarted.
+func TestReloadServes(t *testing.T) {
+	a, b := pair(t)
+	sv, path, live := reloadRun(t, a)
+	inB := func(f func() error) {
+		t.Helper()
+		if err := inNS(b, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inB(func() error {
+		if _, err := udpExchange(7001, []byte("before")); err != nil {
+			return fmt.Errorf("e1 before any reload: %w", err)
+		}
+		if _, err := udpExchange(7004, []byte("nobody")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("port 7004 before it is added: %v, want port unreachable", err)
+		}
+		return nil
+	})
+	helper := sv.log.String()
+
+	res := reloadFile(t, live, path, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n"))
+	if !res.Applied || !slices.Equal(res.Added, []string{"e4"}) || len(res.Removed) > 0 {
+		t.Fatalf("add e4: %+v", res)
+	}
+	inB(func() error {
+		got, err := udpFirst(7004, []byte("first"))
+		if err != nil || string(got) != "first" {
+			return fmt.Errorf("e4's first datagram: %q, %v", got, err)
+		}
+		return nil
+	})
+
+	res = reloadFile(t, live, path, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n", "e2"))
+	if !res.Applied || !slices.Equal(res.Removed, []string{"e2"}) || len(res.Added) > 0 {
+		t.Fatalf("remove e2: %+v", res)
+	}
+	inB(func() error {
+		if _, err := udpFirst(7002, []byte("gone")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("removed e2: %v, want port unreachable", err)
+		}
+		if got, err := udpFirst(7001, []byte("kept")); err != nil || string(got) != "kept" {
+			return fmt.Errorf("e1 after the reloads: %q, %v", got, err)
+		}
+		return nil
+	})
+
+	bad := strings.Replace(reloadStack, "cores 0..1", "cores 0..1 {", 1)
+	res = reloadFile(t, live, path, bad)
+	if res.Applied || !strings.Contains(res.Error, path+":3:") {
+		t.Fatalf("a syntax error: %+v, want refused with its position %s:3:COL", res, path)
+	}
+	if !strings.Contains(sv.log.String(), "reload 3 refused") {
+		t.Errorf("the run's own output does not say the reload was refused:\n%s", sv.log.String())
+	}
+	inB(func() error {
+		if got, err := udpFirst(7004, []byte("still")); err != nil || string(got) != "still" {
+			return fmt.Errorf("e4 after a refused reload: %q, %v", got, err)
+		}
+		if _, err := udpFirst(7002, []byte("still gone")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("e2 after a refused reload: %v, want port unreachable", err)
+		}
+		return nil
+	})
+	// A new protocol needs new code and another eBPF program: refused,
+	// the old plan serves on.
+	res = reloadFile(t, live, path, withEndpoints("    endpoint mx openmx 3 { app \"echo\" }\n"))
+	if res.Applied || !strings.Contains(res.Error, "restart dragonc run") {
+		t.Fatalf("an Open-MX endpoint: %+v, want refused (new code and another eBPF program)", res)
+	}
+	if strings.Count(sv.log.String(), "building the generated stack") != strings.Count(helper, "building the generated stack") ||
+		strings.Count(sv.log.String(), "serving reload") != 1 {
+		t.Errorf("the helper was rebuilt or restarted:\n%s", sv.log.String())
+	}
+	if err := sv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	final := sv.final()
+	for _, want := range []string{"deliver e4", "sink RxL4UDPPortUnreachable"} {
+		if !strings.Contains(final, want) {
+			t.Errorf("the final counters have no %q:\n%s", want, final)
+		}
+	}
+}
+
+// TestReloadChurn: a client that echoes on an unchanged endpoint, one
+// datagram after the other, loses none of them while 200 reloads add and
+// remove other endpoints.
+func TestReloadChurn(t *testing.T) {
+	a, b := pair(t)
+	_, _, live := reloadRun(t, a)
+	stacks := []*lpg.Stack{
+		loadStack(t, withEndpoints("    endpoint e8 udp listen *:7008 { app \"echo\" }\n")),
+		loadStack(t, withEndpoints("    endpoint e9 udp listen *:7009 { app \"echo\" }\n", "e2")),
+		loadStack(t, reloadStack),
+	}
+	stop := make(chan struct{})
+	type tally struct{ sent, answered, lost int }
+	done := make(chan tally, 1)
+	var client error
+	go func() {
+		var n tally
+		client = inNS(b, func() error {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7001})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			buf := make([]byte, 64)
+			for {
+				select {
+				case <-stop:
+					return nil
+				default:
+				}
+				msg := fmt.Sprintf("churn %d", n.sent)
+				n.sent++
+				if _, err := c.Write([]byte(msg)); err != nil {
+					return err
+				}
+				// An answer is lost if it is not back in a second (a
+				// datagram is answered in well under a millisecond).
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				for {
+					k, err := c.Read(buf)
+					if err != nil {
+						n.lost++
+						break
+					}
+					if string(buf[:k]) == msg {
+						n.answered++
+						break
+					}
+				}
+			}
+		})
+		done <- n
+	}()
+	const ops = 200
+	for i := range ops {
+		res, err := live.Reload(stacks[i%len(stacks)])
+		if err != nil || !res.Applied {
+			close(stop)
+			t.Fatalf("reload %d: %+v, %v", i+1, res, err)
+		}
+	}
+	close(stop)
+	n := <-done
+	if client != nil {
+		t.Fatal(client)
+	}
+	t.Logf("%d reloads; the client sent %d datagrams, %d answered, %d lost", ops, n.sent, n.answered, n.lost)
+	if n.lost > 0 || n.answered != n.sent || n.sent < ops {
+		t.Errorf("the unchanged endpoint lost %d of %d datagrams across %d reloads", n.lost, n.sent, ops)
+	}
+}
+
+// applyRules leaves a group's map holding the new rules, counting what it
+// added, changed and removed, also when old and new together would not
+// fit the map.
+func TestApplyRules(t *testing.T) {
+	needBPF(t)
+	key := func(port uint16) [16]byte {
+		return Key(17, netip.IPv4Unspecified(), netip.MustParseAddr("10.9.0.1"), 0, port)
+	}
+	rules := func(qs map[uint16]uint32) []Rule {
+		var out []Rule
+		for _, p := range slices.Sorted(gomaps.Keys(qs)) {
+			out = append(out, Rule{Key: key(p), Queue: qs[p]})
+		}
+		return out
+	}
+	group := func(qs map[uint16]uint32) []Group {
+		return []Group{{Table: "t", Capacity: 4, Rules: rules(qs)}}
+	}
+	cur := group(map[uint16]uint32{1: 0, 2: 1, 3: 1})
+	m, err := newMaps(&Stage{Groups: cur}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, step := range []struct {
+		next                    map[uint16]uint32
+		added, changed, removed int
+	}{
+		{map[uint16]uint32{1: 0, 2: 0, 4: 1}, 1, 1, 1},       // 4 in, 2 moves, 3 out
+		{map[uint16]uint32{1: 0, 5: 1, 6: 1, 7: 0}, 3, 0, 2}, // 7 rules together: the removed go first
+	} {
+		next := group(step.next)
+		a, c, r, err := m.applyRules(cur, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a != step.added || c != step.changed || r != step.removed {
+			t.Errorf("to %v: +%d ~%d -%d, want +%d ~%d -%d", step.next, a, c, r, step.added, step.changed, step.removed)
+		}
+		got := map[[16]byte]uint32{}
+		var k [16]byte
+		var q uint32
+		it := m.groups[0].Iterate()
+		for it.Next(&k, &q) {
+			got[k] = q
+		}
+		if want := firstRules(next[0].Rules); !gomaps.Equal(got, want) {
+			t.Errorf("to %v: the map holds %v", step.next, got)
+		}
+		cur = next
+	}
+}
+
+// A table that loses an endpoint the new stack keeps (it moves to another
+// queue) keeps it until the rules point elsewhere: the union.
+func TestTableUpdates(t *testing.T) {
+	e := func(k uint64, ep string) gofallback.TableEntry {
+		return gofallback.TableEntry{K0: k, Kind: dataplane.Deliver, Endpoint: ep}
+	}
+	cur := []gofallback.Table{{Name: "table0", Entries: []gofallback.TableEntry{e(1, "a"), e(2, "b"), e(3, "c")}}, {Name: "table1", Entries: []gofallback.TableEntry{e(9, "z")}}}
+	next := []gofallback.Table{{Name: "table0", Entries: []gofallback.TableEntry{e(1, "a"), e(4, "d")}}, {Name: "table1", Entries: []gofallback.TableEntry{e(9, "z")}}}
+	union, exact := tableUpdates(cur, next, map[string]bool{"a": true, "b": true, "d": true, "z": true})
+	if len(exact) != 1 || exact[0].Name != "table0" || len(exact[0].Entries) != 2 {
+		t.Errorf("exact: %+v", exact)
+	}
+	if len(union) != 1 || !slices.Equal(union[0].Entries, []gofallback.TableEntry{e(1, "a"), e(4, "d"), e(2, "b")}) {
+		t.Errorf("union: %+v (b moves and stays until its rule moves; c is gone)", union)
+	}
+}
+
+// The helper's answers reach the update that waits for them.
+func TestHelperControl(t *testing.T) {
+	var sent strings.Builder
+	h := &helperControl{w: &sent, waiting: map[int]chan string{}}
+	errs := make(chan error, 2)
+	go func() { errs <- h.send(&dataplane.Update{Seq: 1}) }()
+	for !strings.Contains(sentString(h, &sent), `"seq":1`) {
+		time.Sleep(time.Millisecond)
+	}
+	if !h.answer("applied 1") {
+		t.Fatal("applied 1 not taken")
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	go func() { errs <- h.send(&dataplane.Update{Seq: 2}) }()
+	for !strings.Contains(sentString(h, &sent), `"seq":2`) {
+		time.Sleep(time.Millisecond)
+	}
+	h.answer("failed 2: no such table")
+	if err := <-errs; err == nil || !strings.Contains(err.Error(), "no such table") {
+		t.Errorf("a failed update: %v", err)
+	}
+	if h.answer("report {}") || h.answer("applied x") {
+		t.Error("a line that is no answer was taken")
+	}
+}
+
+func sentString(h *helperControl, b *strings.Builder) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return b.String()
+}
