@@ -228,11 +228,9 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	if why := stageShapeDiff(sv.stage, stage); why != "" {
 		return refuse("the eBPF program would change (%s), which reload does not do yet; restart dragonc run", why)
 	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		return refuse("%v", err)
-	}
-	chains, err := TxChains(g, r.Plan, st)
+	// The embedding's LPG is the new stack's (deriving it again would
+	// cost as much as the code's generation at 10,000 endpoints).
+	chains, err := TxChains(r.Embedding.LPG, r.Plan, st)
 	if err != nil {
 		return refuse("%v", err)
 	}

@@ -335,3 +335,58 @@ func TestSoviaConf(t *testing.T) {
 		t.Error("the 82599 has no VIs, but the plan has a VIA decision")
 	}
 }
+
+// TestSwappable generates every example, and the hostile stack, for
+// dragonc run (gofallback's Options.Swappable) on linux-xdp: the files
+// are gofmt-clean and readable, and each module's own test (the
+// reference interpreter's verdict for every test frame) passes, so the
+// code that looks endpoints up in swapped tables decides as the LPG does.
+func TestSwappable(t *testing.T) {
+	t.Parallel()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	examples, _ := filepath.Glob("../../examples/*.lpg")
+	root := t.TempDir()
+	work := "go 1.21\n\nuse (\n"
+	n := 0
+	add := func(name string, src []byte) {
+		r, st := plan(t, "linux-xdp", name, src)
+		sw, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: name, Module: fmt.Sprintf("dragonc.generated/swap%d", n)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for k, v := range sw.Files {
+			if strings.HasSuffix(k, ".go") {
+				gofmtClean(t, name+": "+k, v)
+				readable(t, name+": "+k, v)
+			}
+		}
+		dir := filepath.Join(root, fmt.Sprint(n))
+		write(t, dir, sw.Files)
+		work += "\t./" + fmt.Sprint(n) + "\n"
+		n++
+	}
+	for _, ex := range examples {
+		src, _ := os.ReadFile(ex)
+		add("examples/"+filepath.Base(ex), src)
+	}
+	add("hostile.lpg", []byte(hostile))
+	if err := os.WriteFile(filepath.Join(root, "go.work"), []byte(work+")\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"vet", "dragonc.generated/..."}, {"test", "-count=1", "dragonc.generated/..."}} {
+		cmd := exec.Command(goCmd, args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK="+filepath.Join(root, "go.work"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("go %s over the %d swappable modules: %v\n%s", args[0], n, err, out)
+			continue
+		}
+		if ran := strings.Count(string(out), "ok  \tdragonc.generated/"); args[0] == "test" && ran != n {
+			t.Errorf("go test ran %d of the %d swappable modules' tests:\n%s", ran, n, out)
+		}
+	}
+}

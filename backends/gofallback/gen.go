@@ -196,7 +196,10 @@ func generate(r *dembed.Result, st *lpg.Stack, opt Options) (*gen, map[string][]
 	}
 	if g.swap {
 		files["swap.go"] = append([]byte(g.header()+"\n"), fallback.SwapSource...)
-		files["endpoints.go"] = g.format(g.header() + "\npackage fallback\n\n" + g.endpointDecls())
+		// Written in gofmt's layout, one declaration a line, and not
+		// formatted: a reload generates it for every change, and the
+		// formatter would spend most of that time on 10,000 endpoints.
+		files["endpoints.go"] = []byte(g.header() + "\npackage fallback\n\n" + g.endpointLines())
 	}
 	if !opt.NoTest {
 		test, err := g.testFile(cases)
@@ -752,6 +755,22 @@ func (g *gen) endpointDecls() string {
 		w("\t%s,\n", strconv.Quote(e.Name))
 	}
 	w("}\n\n")
+	return b.String()
+}
+
+// endpointLines declares the endpoints as endpointDecls does, in
+// gofmt's layout without alignment: a constant per declaration.
+func (g *gen) endpointLines() string {
+	var b strings.Builder
+	b.WriteString("// Endpoint identifies a declared endpoint.\ntype Endpoint uint32\n\n// The stack's endpoints.\n")
+	for i, e := range g.st.Endpoints {
+		fmt.Fprintf(&b, "const %s Endpoint = %d\n", g.epIdent[e.Name], i)
+	}
+	b.WriteString("\n// EndpointNames are the endpoints' names as declared.\nvar EndpointNames = [...]string{\n")
+	for _, e := range g.st.Endpoints {
+		fmt.Fprintf(&b, "\t%s,\n", strconv.Quote(e.Name))
+	}
+	b.WriteString("}\n")
 	return b.String()
 }
 
