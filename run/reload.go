@@ -56,9 +56,12 @@ type ReloadResult struct {
 	RulesAdded   int `json:"rules_added"`
 	RulesChanged int `json:"rules_changed"`
 	RulesRemoved int `json:"rules_removed"`
-	// PlanMS is how long planning took, TookMS the whole reload (in
-	// milliseconds).
+	// PlanMS is how long planning took, CodeMS generating the new
+	// plan's code (and its stage), SwapMS handing the helper its tables
+	// and updating the maps, TookMS the whole reload (in milliseconds).
 	PlanMS float64 `json:"plan_ms"`
+	CodeMS float64 `json:"code_ms"`
+	SwapMS float64 `json:"swap_ms"`
 	TookMS float64 `json:"took_ms"`
 }
 
@@ -79,8 +82,8 @@ func (r *ReloadResult) String() string {
 	if len(parts) == 0 {
 		parts = append(parts, "no endpoint changed")
 	}
-	return fmt.Sprintf("reload %d applied to stack %s: %s; %d table(s) swapped, rules +%d ~%d -%d; planned in %.1f ms, applied in %.1f ms, without a restart",
-		r.Seq, r.Stack, strings.Join(parts, ", "), r.Tables, r.RulesAdded, r.RulesChanged, r.RulesRemoved, r.PlanMS, r.TookMS)
+	return fmt.Sprintf("reload %d applied to stack %s: %s; %d table(s) swapped, rules +%d ~%d -%d; %.1f ms without a restart (planning %.1f, code %.1f, swap %.1f)",
+		r.Seq, r.Stack, strings.Join(parts, ", "), r.Tables, r.RulesAdded, r.RulesChanged, r.RulesRemoved, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
 }
 
 // shortList names up to 10 names, and how many more.
@@ -215,6 +218,7 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	if err != nil {
 		return refuse("no plan for the new stack: %v", err)
 	}
+	t = time.Now()
 	if !r.SoftwareStage() {
 		return refuse("the new plan is for a NIC's hardware; reload changes a linux-xdp plan")
 	}
@@ -248,6 +252,9 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	if code.Shape != sv.code.Shape {
 		return refuse("needs new generated code: %s; restart dragonc run", codeDiff(sv.code, code))
 	}
+	res.CodeMS = ms(time.Since(t))
+	t = time.Now()
+	defer func() { res.SwapMS = ms(time.Since(t)) }()
 	res.Added, res.Removed, res.Changed = endpointDiff(sv.st, st)
 	// The running helper's tables first: a new endpoint is served on
 	// its queue before its rule steers frames there. An endpoint the

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	gomaps "maps"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -406,4 +408,120 @@ func sentString(h *helperControl, b *strings.Builder) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return b.String()
+}
+
+// bigStack is a stack of n UDP echo listeners on two cores, and, with
+// extra, one more on port 40000.
+func bigStack(n int, extra bool) string {
+	var b strings.Builder
+	b.WriteString("stack big {\n    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }\n    cores 0..1\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    endpoint e%d udp listen *:%d { app \"echo\" }\n", i, 20000+i)
+	}
+	if extra {
+		b.WriteString("    endpoint extra udp listen *:40000 { app \"echo\" }\n")
+	}
+	// Every refusal is an ICMP error the measurement waits for: no limit
+	// in the way.
+	b.WriteString("    service icmp-errors { rate 1000000pps burst 10000 peer-rate 1000000pps peer-burst 10000 }\n")
+	b.WriteString("    service icmp-echo\n    service arp\n}\n")
+	return b.String()
+}
+
+// BenchmarkReloadEndpoint is issue 39's goal on a 10,000-endpoint stack
+// served on AF_XDP in namespaces: each operation adds one endpoint (then
+// removes it again) with Live.Reload, and the time counted is from the
+// reload's start until a datagram to it is answered (added) or refused
+// with port unreachable (removed), polling every millisecond. It reports
+// the p50 and p99 of that time, the p50 of the reload alone and of its
+// planning, and the share of additions whose first datagram was the one
+// answered. DRAGONC_RELOAD_ENDPOINTS changes the stack's size.
+func BenchmarkReloadEndpoint(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("DRAGONC_RELOAD_ENDPOINTS")); err == nil && v > 0 {
+		n = v
+	}
+	a, peer := pair(b)
+	r, st := embedTest(b, bigStack(n, false))
+	stacks := []*lpg.Stack{loadStack(b, bigStack(n, true)), st}
+	var log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lives := make(chan *Live, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- inNS(a, func() error {
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Live: func(l *Live) { lives <- l }})
+		})
+	}()
+	var live *Live
+	select {
+	case live = <-lives:
+	case err := <-served:
+		b.Fatalf("Serve stopped: %v\n%s", err, log.String())
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("not serving within 5 minutes\n%s", log.String())
+	}
+	var effect, reload, planning, coding, swapping []time.Duration
+	first := 0
+	b.ResetTimer()
+	err := inNS(peer, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 40000})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		for i := range b.N {
+			add := i%2 == 0
+			start := time.Now()
+			res, err := live.Reload(stacks[i%2])
+			if err != nil || !res.Applied {
+				return fmt.Errorf("reload %d: %+v, %v", i+1, res, err)
+			}
+			reload = append(reload, time.Since(start))
+			planning = append(planning, time.Duration(res.PlanMS*float64(time.Millisecond)))
+			coding = append(coding, time.Duration(res.CodeMS*float64(time.Millisecond)))
+			swapping = append(swapping, time.Duration(res.SwapMS*float64(time.Millisecond)))
+			// Probes name the operation and the try: an answer says which
+			// probe was answered.
+			for try := 0; ; try++ {
+				if try > 5000 {
+					return fmt.Errorf("operation %d (add %v) took no effect within 5 s", i+1, add)
+				}
+				c.Write([]byte(fmt.Sprintf("%d/%d", i, try)))
+				c.SetReadDeadline(time.Now().Add(time.Millisecond))
+				k, err := c.Read(buf)
+				got := string(buf[:max(k, 0)])
+				if add && err == nil && strings.HasPrefix(got, fmt.Sprintf("%d/", i)) {
+					if got == fmt.Sprintf("%d/0", i) {
+						first++
+					}
+					break
+				}
+				if !add && errors.Is(err, syscall.ECONNREFUSED) {
+					break
+				}
+			}
+			effect = append(effect, time.Since(start))
+		}
+		return nil
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pct := func(ds []time.Duration, p float64) float64 {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(effect, 0.5), "p50-ms")
+	b.ReportMetric(pct(effect, 0.99), "p99-ms")
+	b.ReportMetric(pct(reload, 0.5), "reload-p50-ms")
+	b.ReportMetric(pct(planning, 0.5), "plan-p50-ms")
+	b.ReportMetric(pct(coding, 0.5), "code-p50-ms")
+	b.ReportMetric(pct(swapping, 0.5), "swap-p50-ms")
+	b.ReportMetric(float64(first)/float64((b.N+1)/2), "first-answered")
+	b.ReportMetric(0, "ns/op")
 }
