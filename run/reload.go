@@ -56,6 +56,11 @@ type ReloadResult struct {
 	RulesAdded   int `json:"rules_added"`
 	RulesChanged int `json:"rules_changed"`
 	RulesRemoved int `json:"rules_removed"`
+	// Restarted, if set, says why the data plane was restarted with the
+	// new plan (new code, another eBPF program); PauseMS is how long
+	// nothing served (from the old plan's end until the new one served).
+	Restarted string  `json:"restarted,omitempty"`
+	PauseMS   float64 `json:"pause_ms,omitempty"`
 	// PlanMS is how long planning took, CodeMS generating the new
 	// plan's code (and its stage), SwapMS handing the helper its tables
 	// and updating the maps, TookMS the whole reload (in milliseconds).
@@ -81,6 +86,10 @@ func (r *ReloadResult) String() string {
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no endpoint changed")
+	}
+	if r.Restarted != "" {
+		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was restarted with the new plan (%s): nothing was served for %.1f ms; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
+			r.Seq, r.Stack, strings.Join(parts, ", "), r.Restarted, r.PauseMS, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
 	}
 	return fmt.Sprintf("reload %d applied to stack %s: %s; %d table(s) swapped, rules +%d ~%d -%d; %.1f ms without a restart (planning %.1f, code %.1f, swap %.1f)",
 		r.Seq, r.Stack, strings.Join(parts, ", "), r.Tables, r.RulesAdded, r.RulesChanged, r.RulesRemoved, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
@@ -199,14 +208,21 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 		return refuse("this run serves code linked into the program (ServeCode), which it cannot replace")
 	case sv.hw:
 		return refuse("the run applied a hardware plan through the NIC's driver; reload changes a linux-xdp plan (restart dragonc run)")
-	case sv.maps == nil || sv.send == nil:
+	}
+	sv.liveMu.Lock()
+	serving := sv.maps != nil && sv.send != nil
+	sv.liveMu.Unlock()
+	if !serving {
 		return refuse("the stack is not served yet")
 	}
 	if len(st.Interfaces) != 1 || st.Interfaces[0].MAC != sv.st.Interfaces[0].MAC {
 		return refuse("the new stack's interface is not the running one's (%s); restart dragonc run", macString(sv.st.Interfaces[0].MAC))
 	}
+	// What needs the data plane restarted with new code, a new eBPF
+	// program, or both.
+	var needs []string
 	if !reflect.DeepEqual(hostOf(st), hostOf(sv.st)) {
-		return refuse("the new stack's addresses or ICMP error limits differ from the running one's; restart dragonc run")
+		needs = append(needs, "the stack's addresses or ICMP error limits differ")
 	}
 	replan := sv.opt.Replan
 	if replan == nil {
@@ -230,7 +246,7 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 		sv.opt.stageEdit(stage)
 	}
 	if why := stageShapeDiff(sv.stage, stage); why != "" {
-		return refuse("the eBPF program would change (%s), which reload does not do yet; restart dragonc run", why)
+		needs = append(needs, "the eBPF program changes ("+why+")")
 	}
 	// The embedding's LPG is the new stack's (deriving it again would
 	// cost as much as the code's generation at 10,000 endpoints).
@@ -243,16 +259,20 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 		return refuse("%v", err)
 	}
 	if !reflect.DeepEqual(chains, sv.chains) || !reflect.DeepEqual(vs, sv.via) {
-		return refuse("needs new generated code: the new stack's transmit paths or VI streams differ; restart dragonc run")
+		needs = append(needs, "the transmit paths or VI streams differ")
 	}
 	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
 	if err != nil {
 		return refuse("generating the new plan's code: %v", err)
 	}
 	if code.Shape != sv.code.Shape {
-		return refuse("needs new generated code: %s; restart dragonc run", codeDiff(sv.code, code))
+		needs = append(needs, "the generated code changes: "+codeDiff(sv.code, code))
 	}
 	res.CodeMS = ms(time.Since(t))
+	if len(needs) > 0 {
+		res.Added, res.Removed, res.Changed = endpointDiff(sv.st, st)
+		return sv.restart(planState{r: r, st: st, stage: stage, chains: chains, via: vs}, strings.Join(needs, "; "), res)
+	}
 	t = time.Now()
 	defer func() { res.SwapMS = ms(time.Since(t)) }()
 	res.Added, res.Removed, res.Changed = endpointDiff(sv.st, st)
@@ -270,7 +290,13 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 		return err
 	}
 	res.Tables = len(exact)
-	res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = sv.maps.applyRules(sv.stage.Groups, stage.Groups)
+	sv.liveMu.Lock()
+	m := sv.maps
+	sv.liveMu.Unlock()
+	if m == nil {
+		return fmt.Errorf("the run stopped serving")
+	}
+	res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = m.applyRules(sv.stage.Groups, stage.Groups)
 	if err != nil {
 		return fmt.Errorf("updating the eBPF stage's rules: %w", err)
 	}
@@ -279,14 +305,115 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 			return err
 		}
 	}
-	sv.r, sv.st, sv.stage, sv.code, sv.name, sv.queues = r, st, stage, code, st.Name, r.Plan.Queues
+	sv.usePlan(planState{r: r, st: st, stage: stage, chains: chains, via: vs, code: code, bin: sv.bin})
+	return nil
+}
+
+// planState is what serving a plan needs that a reload changes.
+type planState struct {
+	r      *dembed.Result
+	st     *lpg.Stack
+	stage  *Stage
+	chains *Chains
+	via    *viaStreams
+	code   *gofallback.Swappable
+	bin    string
+}
+
+// usePlan makes p the plan served.
+func (sv *serving) usePlan(p planState) {
+	sv.r, sv.st, sv.stage, sv.chains, sv.via, sv.code, sv.bin = p.r, p.st, p.stage, p.chains, p.via, p.code, p.bin
+	sv.name, sv.queues = p.st.Name, p.r.Plan.Queues
 	if sv.state != nil {
-		sv.state.Stack, sv.state.Reloads = st.Name, res.Seq
+		sv.state.Stack, sv.state.Reloads = p.st.Name, sv.reloads
+		sv.state.Queues = nil
+		for _, q := range sv.queues {
+			sv.state.Queues = append(sv.state.Queues, QueueState{q.ID, q.Core})
+		}
 		if err := sv.saveState(); err != nil {
 			sv.out.note("note", "the state of the run cannot be written: %v", err)
 		}
 	}
+}
+
+// handover is a reload that restarts the data plane with a new plan.
+type handover struct {
+	old, next planState
+	start     time.Time     // when the old plan's serve was told to end
+	pause     time.Duration // from start until the new plan served
+	done      chan error    // nil once the new plan serves
+}
+
+// handoverTimeout bounds the wait for a new plan to serve.
+const handoverTimeout = 2 * time.Minute
+
+// restart serves next instead of the running plan by restarting the data
+// plane: the new helper is built first, while the old plan serves (the
+// go command, or the build cache), then the old plan's serve ends (its
+// programs and sockets are detached: AF_XDP cannot bind a second socket
+// to a queue, and the eBPF program holds the old maps) and the new one
+// starts. What arrives in between is not served; the result says for how
+// long. A new plan that cannot be served is said, and the old one serves
+// again.
+func (sv *serving) restart(next planState, why string, res *ReloadResult) error {
+	t := time.Now()
+	defer func() { res.SwapMS = ms(time.Since(t)) }()
+	kern, err := kernelSockets(next.r.Plan, next.st, sv.handled)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	if len(kern) > 0 {
+		if err := kernelAddrMissing(sv.ifc, next.st); err != nil {
+			return refuse("%v", err)
+		}
+	}
+	files, code, err := helperFiles(next.r, next.st, next.chains, builtinHandlers(next.st), next.via)
+	if err != nil {
+		return refuse("generating the new plan's program: %v", err)
+	}
+	dir, err := os.MkdirTemp(sv.work, "reload-")
+	if err != nil {
+		return err
+	}
+	bin, err := sv.helperBinary(dir, files)
+	if err != nil {
+		return refuse("building the new plan's program: %v", err)
+	}
+	next.code, next.bin = code, bin
+	h := &handover{next: next, done: make(chan error, 1)}
+	sv.liveMu.Lock()
+	cancel := sv.serveCancel
+	if cancel == nil || sv.pending != nil {
+		sv.liveMu.Unlock()
+		return refuse("the stack is not served")
+	}
+	h.old = planState{r: sv.r, st: sv.st, stage: sv.stage, chains: sv.chains, via: sv.via, code: sv.code, bin: sv.bin}
+	h.start = time.Now()
+	sv.pending = h
+	sv.liveMu.Unlock()
+	cancel()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			return refuse("the new plan could not be served (%v); the previous plan serves again", err)
+		}
+	case <-time.After(handoverTimeout):
+		return fmt.Errorf("the new plan did not serve within %v", handoverTimeout)
+	}
+	res.Restarted, res.PauseMS = why, ms(h.pause)
 	return nil
+}
+
+// handedOver tells a restart waiting for the new plan that it serves.
+func (sv *serving) handedOver() {
+	sv.liveMu.Lock()
+	h := sv.handingOver
+	sv.handingOver = nil
+	sv.liveMu.Unlock()
+	if h != nil {
+		h.pause = time.Since(h.start)
+		h.done <- nil
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

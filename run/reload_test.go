@@ -149,7 +149,9 @@ func udpFirst(port int, msg []byte) ([]byte, error) {
 // endpoint answers its first datagram, a removed one is refused as the
 // new LPG says (port unreachable, counted), a stack file with a syntax
 // error is refused with its position and the old plan serves on, and
-// nothing is rebuilt or restarted.
+// nothing is rebuilt or restarted; then a new protocol restarts the data
+// plane with new code, after which endpoints change without a restart
+// again.
 func TestReloadServes(t *testing.T) {
 	a, b := pair(t)
 	sv, path, live := reloadRun(t, a)
@@ -213,21 +215,44 @@ func TestReloadServes(t *testing.T) {
 		}
 		return nil
 	})
-	// A new protocol needs new code and another eBPF program: refused,
-	// the old plan serves on.
-	res = reloadFile(t, live, path, withEndpoints("    endpoint mx openmx 3 { app \"echo\" }\n"))
-	if res.Applied || !strings.Contains(res.Error, "restart dragonc run") {
-		t.Fatalf("an Open-MX endpoint: %+v, want refused (new code and another eBPF program)", res)
-	}
 	if strings.Count(sv.log.String(), "building the generated stack") != strings.Count(helper, "building the generated stack") ||
 		strings.Count(sv.log.String(), "serving reload") != 1 {
 		t.Errorf("the helper was rebuilt or restarted:\n%s", sv.log.String())
 	}
+	// A new protocol needs new code and another eBPF program: the data
+	// plane restarts with the new plan, and says for how long nothing
+	// was served.
+	res = reloadFile(t, live, path, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n    endpoint mx openmx 3 { app \"echo\" }\n", "e2"))
+	if !res.Applied || res.Restarted == "" || res.PauseMS <= 0 || !slices.Equal(res.Added, []string{"mx"}) {
+		t.Fatalf("an Open-MX endpoint: %+v, want applied by a restart", res)
+	}
+	t.Log(res)
+	inB(func() error {
+		if got, err := omxExchange("vB", 3, 9, []byte("new protocol")); err != nil || string(got) != "new protocol" {
+			return fmt.Errorf("the Open-MX endpoint after the restart: %q, %v", got, err)
+		}
+		if got, err := udpFirst(7004, []byte("after")); err != nil || string(got) != "after" {
+			return fmt.Errorf("e4 after the restart: %q, %v", got, err)
+		}
+		return nil
+	})
+	// Then endpoints come and go on the new plan's code without a
+	// restart again.
+	res = reloadFile(t, live, path, withEndpoints("    endpoint mx openmx 3 { app \"echo\" }\n", "e2"))
+	if !res.Applied || res.Restarted != "" || !slices.Equal(res.Removed, []string{"e4"}) {
+		t.Fatalf("removing e4 after the restart: %+v", res)
+	}
+	inB(func() error {
+		if _, err := udpFirst(7004, []byte("gone")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("e4 removed after the restart: %v, want port unreachable", err)
+		}
+		return nil
+	})
 	if err := sv.stop(); err != nil {
 		t.Fatal(err)
 	}
 	final := sv.final()
-	for _, want := range []string{"deliver e4", "sink RxL4UDPPortUnreachable"} {
+	for _, want := range []string{"deliver mx", "sink RxL4UDPPortUnreachable"} {
 		if !strings.Contains(final, want) {
 			t.Errorf("the final counters have no %q:\n%s", want, final)
 		}

@@ -163,7 +163,8 @@ func Serve(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt Options) (e
 	if err != nil {
 		return err
 	}
-	sv.run = func(kind, how string, cfg dataplane.Config) error { return sv.runHelper(bin, kind, how, cfg) }
+	sv.work, sv.bin = work, bin
+	sv.run = func(kind, how string, cfg dataplane.Config) error { return sv.runHelper(sv.bin, kind, how, cfg) }
 	return sv.serveAll()
 }
 
@@ -395,6 +396,53 @@ func (sv *serving) serveAll() (err error) {
 	if k := sv.opt.Socket; k == dataplane.AFXDP || k == dataplane.AFPacket {
 		kinds = []string{k}
 	}
+	for {
+		var cancel context.CancelFunc
+		sv.liveMu.Lock()
+		sv.serveCtx, cancel = context.WithCancel(sv.ctx)
+		sv.serveCancel = cancel
+		sv.liveMu.Unlock()
+		err := sv.serveKinds(kinds)
+		cancel()
+		// A reload whose plan needs new code or another eBPF program
+		// ends the serve to hand over (reload.go: restart).
+		sv.liveMu.Lock()
+		failed, h := sv.handingOver, sv.pending
+		sv.handingOver, sv.pending = nil, nil
+		sv.serveCancel = nil
+		sv.liveMu.Unlock()
+		if failed != nil {
+			// The new plan stopped before it served.
+			if err == nil {
+				err = errors.New("it stopped before it served")
+			}
+			failed.done <- err
+			if sv.ctx.Err() != nil {
+				return nil
+			}
+			sv.out.note("note", "the new plan could not be served (%v); serving the previous plan again", err)
+			sv.usePlan(failed.old)
+			continue
+		}
+		if h == nil {
+			return err
+		}
+		if err != nil || sv.ctx.Err() != nil {
+			h.done <- fmt.Errorf("the run stopped")
+			return err
+		}
+		if kind := sv.state.Socket; kind != "" {
+			kinds = []string{kind}
+		}
+		sv.liveMu.Lock()
+		sv.handingOver = h
+		sv.liveMu.Unlock()
+		sv.usePlan(h.next)
+	}
+}
+
+// serveKinds serves on the first socket kind of kinds that can be set up.
+func (sv *serving) serveKinds(kinds []string) error {
 	for i, kind := range kinds {
 		err := sv.serve(kind)
 		var se *startError
@@ -415,18 +463,23 @@ func (sv *serving) ready(kind, how string) {
 	fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", msg)
 	sv.out.mu.Unlock()
 	sv.out.emit(Event{Event: "serving", Message: msg, Stack: sv.name, Iface: sv.opt.Iface, Socket: kind, PlanQueues: len(sv.queues)})
+	sv.handedOver()
 	if sv.state != nil {
 		sv.state.Serving, sv.state.Socket, sv.state.HelperPID = true, kind, sv.helper
 		if err := sv.saveState(); err != nil {
 			sv.out.note("note", "the state of the run cannot be written: %v", err)
 		}
 	}
-	if sv.opt.Ready != nil {
-		sv.opt.Ready()
-	}
-	if sv.opt.Live != nil {
-		sv.live.Do(func() { sv.opt.Live(&Live{sv}) })
-	}
+	// Ready and Live are for the run's first serving, not for the
+	// restarts of a reload.
+	sv.live.Do(func() {
+		if sv.opt.Ready != nil {
+			sv.opt.Ready()
+		}
+		if sv.opt.Live != nil {
+			sv.opt.Live(&Live{sv})
+		}
+	})
 }
 
 // stopped says the run is over (an event; the error is the caller's to
@@ -484,9 +537,19 @@ type serving struct {
 	reloads  int // reloads asked for
 	pushSeq  int // updates sent to the helper
 	code     *gofallback.Swappable
-	maps     *maps
-	send     func(*dataplane.Update) error
-	live     sync.Once
+	work     string    // Serve's directory, where a reload builds new code
+	bin      string    // the helper program
+	live     sync.Once // Options.Ready and Live are told once
+	// Under liveMu: the stage's maps and the helper's control channel
+	// while they serve, the serve's context (ended to hand over), and the
+	// handover under way.
+	liveMu      sync.Mutex
+	maps        *maps
+	send        func(*dataplane.Update) error
+	serveCtx    context.Context
+	serveCancel context.CancelFunc
+	pending     *handover // asked for: the serve is ending
+	handingOver *handover // the new plan starts serving
 }
 
 // serve attaches the eBPF stage for socket kind kind, runs the helper on
@@ -506,13 +569,13 @@ func (sv *serving) serve(kind string) error {
 		return err
 	}
 	defer m.Close()
-	sv.reloadMu.Lock()
+	sv.liveMu.Lock()
 	sv.maps = m
-	sv.reloadMu.Unlock()
+	sv.liveMu.Unlock()
 	defer func() {
-		sv.reloadMu.Lock()
+		sv.liveMu.Lock()
 		sv.maps = nil
-		sv.reloadMu.Unlock()
+		sv.liveMu.Unlock()
 	}()
 	for _, n := range m.notes {
 		sv.out.note("note", "%s", n)
@@ -702,9 +765,9 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	}
 	ctl := &helperControl{w: stdin, waiting: map[int]chan string{}}
 	defer func() {
-		sv.reloadMu.Lock()
+		sv.liveMu.Lock()
 		sv.send = nil
-		sv.reloadMu.Unlock()
+		sv.liveMu.Unlock()
 	}()
 	var ready atomic.Bool
 	var wg sync.WaitGroup
@@ -715,9 +778,9 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			switch {
 			case strings.HasPrefix(line, "ready: "):
 				ready.Store(true)
-				sv.reloadMu.Lock()
+				sv.liveMu.Lock()
 				sv.send = ctl.send
-				sv.reloadMu.Unlock()
+				sv.liveMu.Unlock()
 				sv.ready(kind, how)
 			case strings.HasPrefix(line, "control ") && ctl.answer(line[len("control "):]):
 			case strings.HasPrefix(line, "note: "):
@@ -744,7 +807,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	}()
 	select {
 	case err = <-done:
-	case <-sv.ctx.Done():
+	case <-sv.serveCtx.Done():
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err = <-done:
@@ -752,7 +815,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			cmd.Process.Kill()
 			err = <-done
 		}
-		if err == nil || sv.ctx.Err() != nil && isSignal(err) {
+		if err == nil || sv.serveCtx.Err() != nil && isSignal(err) {
 			err = nil
 		}
 	}

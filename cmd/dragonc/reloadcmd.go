@@ -29,11 +29,13 @@ incremental search keeps every unchanged endpoint where it was), swaps
 the endpoint tables of its generated code and inserts the new eBPF
 steering rules before it deletes the old ones, so that no frame of an
 unchanged endpoint is lost. SIGHUP to the run does the same.
-A stack file that does not parse or check, a plan that cannot be made,
-and a change that needs other generated code (a new protocol, a queue
-whose code changes shape) or another eBPF program are refused: the
-running plan serves on, and the reason is printed here and in the run's
-own output. The run answers on its control socket
+A change that needs other generated code (a new protocol, a queue whose
+code changes shape) or another eBPF program restarts the data plane
+with the new plan once its program is built: not lossless, the result
+says for how long nothing was served. A stack file that does not parse
+or check, or a plan that cannot be made, is refused: the running plan
+serves on, and the reason is printed here and in the run's own output.
+The run answers on its control socket
 (/run/dragonc/IFACE/control.sock); reload waits --timeout for it.
 Exit: 0 applied, 1 refused or no answer (the reason is printed),
 2 usage (nothing runs on IFACE).`,

@@ -84,9 +84,12 @@ last 10s. A served plan cannot change yet: run says which endpoints it
 would move, and why, once for each different move.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 SIGHUP, or dragonc reload IFACE, makes it read STACK.lpg again and serve
-what it now says without a restart: endpoints added and removed while
-every other endpoint's frames keep flowing, or a refusal that says why
-(the running plan serves on).
+what it now says: endpoints added and removed without a restart while
+every other endpoint's frames keep flowing; a change the running code
+cannot take (a new protocol) restarts the data plane once the new
+program is built, and says how long nothing was served; a stack that
+does not check is refused with its diagnostics (the running plan serves
+on).
 With --detach it serves in the background (its own session, its output
 in /run/dragonc/IFACE.log) with its eBPF programs, maps and links pinned
 under /sys/fs/bpf/dragonc/IFACE, and returns once it serves; dragonc
