@@ -189,7 +189,14 @@ func TestOutputs(t *testing.T) {
 		rel, _ := filepath.Rel(root, filepath.Join(j.dir, "fallback"))
 		work += "\t./" + filepath.ToSlash(rel) + "\n"
 	}
-	work += ")\n"
+	vetAndTest(t, goCmd, root, work+")\n", len(jobs), "generated")
+	t.Logf("built, vetted and tested %d generated fallback modules", len(jobs))
+}
+
+// vetAndTest writes the workspace work into root and runs go vet and go
+// test over its n modules (dragonc.generated/...), in one build graph.
+func vetAndTest(t *testing.T, goCmd, root, work string, n int, what string) {
+	t.Helper()
 	if err := os.WriteFile(filepath.Join(root, "go.work"), []byte(work), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -199,15 +206,14 @@ func TestOutputs(t *testing.T) {
 		cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK="+filepath.Join(root, "go.work"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Errorf("go %s over the %d generated modules: %v\n%s", args[0], len(jobs), err, out)
+			t.Errorf("go %s over the %d %s modules: %v\n%s", args[0], n, what, err, out)
 			continue
 		}
 		// A pattern that matches nothing only warns: count what ran.
-		if ran := strings.Count(string(out), "ok  \tdragonc.generated/"); args[0] == "test" && ran != len(jobs) {
-			t.Errorf("go test ran %d of the %d generated modules' tests:\n%s", ran, len(jobs), out)
+		if ran := strings.Count(string(out), "ok  \tdragonc.generated/"); args[0] == "test" && ran != n {
+			t.Errorf("go test ran %d of the %d %s modules' tests:\n%s", ran, n, what, out)
 		}
 	}
-	t.Logf("built, vetted and tested %d generated fallback modules", len(jobs))
 }
 
 // hostile is a stack whose strings try shell and Go injection.
@@ -373,20 +379,5 @@ func TestSwappable(t *testing.T) {
 		add("examples/"+filepath.Base(ex), src)
 	}
 	add("hostile.lpg", []byte(hostile))
-	if err := os.WriteFile(filepath.Join(root, "go.work"), []byte(work+")\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{{"vet", "dragonc.generated/..."}, {"test", "-count=1", "dragonc.generated/..."}} {
-		cmd := exec.Command(goCmd, args...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK="+filepath.Join(root, "go.work"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Errorf("go %s over the %d swappable modules: %v\n%s", args[0], n, err, out)
-			continue
-		}
-		if ran := strings.Count(string(out), "ok  \tdragonc.generated/"); args[0] == "test" && ran != n {
-			t.Errorf("go test ran %d of the %d swappable modules' tests:\n%s", ran, n, out)
-		}
-	}
+	vetAndTest(t, goCmd, root, work+")\n", n, "swappable")
 }
