@@ -94,10 +94,11 @@ func TestReloadShape(t *testing.T) {
 	}
 }
 
-// reloadRun serves reloadStack on vA in namespace a, reading its stack
+// reloadRun serves reloadStack on vA in namespace a on socket kind
+// socket, reading its stack
 // from a file the test rewrites; it returns the run, the file and the
 // run's handle.
-func reloadRun(t *testing.T, a string) (*liveRun, string, *Live) {
+func reloadRun(t *testing.T, a, socket string) (*liveRun, string, *Live) {
 	t.Helper()
 	r, st := embedTest(t, reloadStack)
 	path := filepath.Join(t.TempDir(), "reload.lpg")
@@ -105,7 +106,7 @@ func reloadRun(t *testing.T, a string) (*liveRun, string, *Live) {
 		t.Fatal(err)
 	}
 	lives := make(chan *Live, 1)
-	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+	sv := serveIn(t, a, r, st, socket, func(o *Options) {
 		o.Restack = func() (*lpg.Stack, error) {
 			src, err := os.ReadFile(path)
 			if err != nil {
@@ -153,8 +154,14 @@ func udpFirst(port int, msg []byte) ([]byte, error) {
 // plane with new code, after which endpoints change without a restart
 // again.
 func TestReloadServes(t *testing.T) {
+	for _, socket := range []string{"xdp", "packet"} {
+		t.Run(socket, func(t *testing.T) { testReloadServes(t, socket) })
+	}
+}
+
+func testReloadServes(t *testing.T, socket string) {
 	a, b := pair(t)
-	sv, path, live := reloadRun(t, a)
+	sv, path, live := reloadRun(t, a, socket)
 	inB := func(f func() error) {
 		t.Helper()
 		if err := inNS(b, f); err != nil {
@@ -264,7 +271,7 @@ func TestReloadServes(t *testing.T) {
 // remove other endpoints.
 func TestReloadChurn(t *testing.T) {
 	a, b := pair(t)
-	_, _, live := reloadRun(t, a)
+	_, _, live := reloadRun(t, a, "xdp")
 	stacks := []*lpg.Stack{
 		loadStack(t, withEndpoints("    endpoint e8 udp listen *:7008 { app \"echo\" }\n")),
 		loadStack(t, withEndpoints("    endpoint e9 udp listen *:7009 { app \"echo\" }\n", "e2")),
