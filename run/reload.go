@@ -2,6 +2,7 @@ package run
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -525,43 +526,136 @@ func tableUpdates(cur, next []gofallback.Table, keep map[string]bool) (union, ex
 	return union, exact
 }
 
-// push sends the helper the endpoints of st and tables, and waits for it
-// to say they serve.
+// push sends the helper what differs between what it serves and the
+// endpoints of st and tables, and waits for it to say they serve.
 func (sv *serving) push(st *lpg.Stack, tables []gofallback.Table) error {
-	if len(tables) == 0 && slices.Equal(endpointNames(st), endpointNames(sv.st)) {
+	sv.liveMu.Lock()
+	hs, send := sv.hs, sv.send
+	sv.liveMu.Unlock()
+	if hs == nil || send == nil {
+		return fmt.Errorf("the generated stack stopped")
+	}
+	u, commit := hs.update(st, tables)
+	if len(u.Endpoints) == 0 && len(u.Tables) == 0 {
 		return nil
 	}
 	sv.pushSeq++
-	u := dataplane.Update{Seq: sv.pushSeq}
-	apps := map[string]string{"Echo": "echo", "Discard": "discard"}
-	for i, h := range builtinHandlers(st) {
-		e := st.Endpoints[i]
-		u.Endpoints = append(u.Endpoints, dataplane.UpdateEndpoint{Name: e.Name, App: apps[h], OpenMX: e.Proto == lpg.OpenMX})
+	u.Seq = sv.pushSeq
+	if err := send(u); err != nil {
+		return err
 	}
-	pos := map[string]uint32{}
-	for i, e := range st.Endpoints {
-		pos[e.Name] = uint32(i)
-	}
-	for _, t := range tables {
-		ut := dataplane.UpdateTable{Name: t.Name, Entries: make([]dataplane.TableEntry, len(t.Entries))}
-		for i, e := range t.Entries {
-			index := e.Index
-			if e.Kind == dataplane.Deliver {
-				index = pos[e.Endpoint]
-			}
-			ut.Entries[i] = dataplane.TableEntry{K0: e.K0, K1: e.K1, Kind: e.Kind, Index: index}
-		}
-		u.Tables = append(u.Tables, ut)
-	}
-	return sv.send(&u)
+	commit()
+	return nil
 }
 
-func endpointNames(st *lpg.Stack) []string {
-	var out []string
-	for _, e := range st.Endpoints {
-		out = append(out, e.Name)
+// helperState is what a running helper knows, mirrored here: the number
+// it gave each endpoint, each endpoint's application, and the entries of
+// each table an update gave it. An update is the difference from it.
+type helperState struct {
+	names  []string
+	index  map[string]uint32
+	app    []string
+	omx    []bool
+	tables map[string]map[dataplane.TableKey]dataplane.TableEntry
+}
+
+// appNames are the built-in applications by handler (builtinHandlers).
+var appNames = map[string]string{"Echo": "echo", "Discard": "discard"}
+
+// newHelperState is the state of a helper built for st: its endpoints
+// numbered in the stack's order, its tables as generated (which its
+// data plane has not been given).
+func newHelperState(st *lpg.Stack) *helperState {
+	h := &helperState{index: map[string]uint32{}, tables: map[string]map[dataplane.TableKey]dataplane.TableEntry{}}
+	for i, handler := range builtinHandlers(st) {
+		e := st.Endpoints[i]
+		h.index[e.Name] = uint32(i)
+		h.names = append(h.names, e.Name)
+		h.app = append(h.app, appNames[handler])
+		h.omx = append(h.omx, e.Proto == lpg.OpenMX)
 	}
-	return out
+	return h
+}
+
+// update is the Update that makes the helper serve st's endpoints and
+// tables (of st's plan, endpoints by name), and what records it here
+// once the helper applied it.
+func (h *helperState) update(st *lpg.Stack, tables []gofallback.Table) (*dataplane.Update, func()) {
+	u := &dataplane.Update{}
+	added := map[string]uint32{}
+	n := uint32(len(h.names))
+	for i, handler := range builtinHandlers(st) {
+		e := st.Endpoints[i]
+		ue := dataplane.UpdateEndpoint{Name: e.Name, App: appNames[handler], OpenMX: e.Proto == lpg.OpenMX}
+		k, ok := h.index[e.Name]
+		switch {
+		case !ok:
+			added[e.Name] = n
+			n++
+		case h.app[k] == ue.App && h.omx[k] == ue.OpenMX:
+			continue
+		}
+		u.Endpoints = append(u.Endpoints, ue)
+	}
+	number := func(name string) uint32 {
+		if k, ok := h.index[name]; ok {
+			return k
+		}
+		return added[name]
+	}
+	want := map[string]map[dataplane.TableKey]dataplane.TableEntry{}
+	for _, t := range tables {
+		m := make(map[dataplane.TableKey]dataplane.TableEntry, len(t.Entries))
+		for _, e := range t.Entries {
+			index := e.Index
+			if e.Kind == dataplane.Deliver {
+				index = number(e.Endpoint)
+			}
+			if _, ok := m[dataplane.TableKey{K0: e.K0, K1: e.K1}]; !ok { // the first entry of a key wins
+				m[dataplane.TableKey{K0: e.K0, K1: e.K1}] = dataplane.TableEntry{K0: e.K0, K1: e.K1, Kind: e.Kind, Index: index}
+			}
+		}
+		want[t.Name] = m
+		ut := dataplane.UpdateTable{Name: t.Name}
+		cur, known := h.tables[t.Name]
+		ut.Full = !known
+		for k, e := range m {
+			if c, ok := cur[k]; !ok || c != e {
+				ut.Set = append(ut.Set, e)
+			}
+		}
+		for k := range cur {
+			if _, ok := m[k]; !ok {
+				ut.Delete = append(ut.Delete, k)
+			}
+		}
+		if ut.Full || len(ut.Set) > 0 || len(ut.Delete) > 0 {
+			slices.SortFunc(ut.Set, func(a, b dataplane.TableEntry) int { return cmpKey(a.K0, a.K1, b.K0, b.K1) })
+			slices.SortFunc(ut.Delete, func(a, b dataplane.TableKey) int { return cmpKey(a.K0, a.K1, b.K0, b.K1) })
+			u.Tables = append(u.Tables, ut)
+		}
+	}
+	return u, func() {
+		for _, e := range u.Endpoints {
+			k, ok := h.index[e.Name]
+			if !ok {
+				k = uint32(len(h.names))
+				h.index[e.Name] = k
+				h.names, h.app, h.omx = append(h.names, e.Name), append(h.app, ""), append(h.omx, false)
+			}
+			h.app[k], h.omx[k] = e.App, e.OpenMX
+		}
+		for name, m := range want {
+			h.tables[name] = m
+		}
+	}
+}
+
+func cmpKey(a0, a1, b0, b1 uint64) int {
+	if c := cmp.Compare(a0, b0); c != 0 {
+		return c
+	}
+	return cmp.Compare(a1, b1)
 }
 
 // helperTimeout bounds the wait for the helper's answer to an update.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -521,7 +522,12 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 				if try > 5000 {
 					return fmt.Errorf("operation %d (add %v) took no effect within 5 s", i+1, add)
 				}
-				c.Write([]byte(fmt.Sprintf("%d/%d", i, try)))
+				probe := []byte(fmt.Sprintf("%d/%d", i, try))
+				if _, err := c.Write(probe); errors.Is(err, syscall.ECONNREFUSED) {
+					// A port unreachable for an earlier probe, which
+					// the socket reports once instead of sending.
+					c.Write(probe)
+				}
 				c.SetReadDeadline(time.Now().Add(time.Millisecond))
 				k, err := c.Read(buf)
 				got := string(buf[:max(k, 0)])
@@ -556,4 +562,35 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	b.ReportMetric(pct(swapping, 0.5), "swap-p50-ms")
 	b.ReportMetric(float64(first)/float64((b.N+1)/2), "first-answered")
 	b.ReportMetric(0, "ns/op")
+}
+
+// The helper is sent differences: new endpoints numbered after its own,
+// a table in full the first time, then only its changed entries.
+func TestHelperUpdates(t *testing.T) {
+	st := loadStack(t, reloadStack)
+	h := newHelperState(st)
+	e := func(k uint64, ep string) gofallback.TableEntry {
+		return gofallback.TableEntry{K0: k, Kind: dataplane.Deliver, Endpoint: ep}
+	}
+	st2 := loadStack(t, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n", "e1"))
+	u, commit := h.update(st2, []gofallback.Table{{Name: "table0", Entries: []gofallback.TableEntry{e(7002, "e2"), e(7003, "e3"), e(7004, "e4")}}})
+	want := &dataplane.Update{Endpoints: []dataplane.UpdateEndpoint{{Name: "e4", App: "echo"}},
+		Tables: []dataplane.UpdateTable{{Name: "table0", Full: true, Set: []dataplane.TableEntry{
+			{K0: 7002, Kind: dataplane.Deliver, Index: 1}, {K0: 7003, Kind: dataplane.Deliver, Index: 2}, {K0: 7004, Kind: dataplane.Deliver, Index: 3}}}}}
+	if !reflect.DeepEqual(u, want) {
+		t.Fatalf("first update: %+v, want %+v", u, want)
+	}
+	commit()
+	// e3 becomes an echo, e4 goes, e1 comes back with its old number.
+	st3 := loadStack(t, strings.Replace(withEndpoints("", "e4"), `*:7003 { app "discard" }`, `*:7003 { app "echo" }`, 1))
+	u, commit = h.update(st3, []gofallback.Table{{Name: "table0", Entries: []gofallback.TableEntry{e(7001, "e1"), e(7002, "e2"), e(7003, "e3")}}})
+	want = &dataplane.Update{Endpoints: []dataplane.UpdateEndpoint{{Name: "e3", App: "echo"}},
+		Tables: []dataplane.UpdateTable{{Name: "table0", Set: []dataplane.TableEntry{{K0: 7001, Kind: dataplane.Deliver, Index: 0}}, Delete: []dataplane.TableKey{{K0: 7004}}}}}
+	if !reflect.DeepEqual(u, want) {
+		t.Fatalf("second update: %+v, want %+v", u, want)
+	}
+	commit()
+	if u, _ := h.update(st3, []gofallback.Table{{Name: "table0", Entries: []gofallback.TableEntry{e(7001, "e1"), e(7002, "e2"), e(7003, "e3")}}}); len(u.Endpoints)+len(u.Tables) > 0 {
+		t.Errorf("nothing changed, yet the update is %+v", u)
+	}
 }

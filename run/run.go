@@ -546,6 +546,7 @@ type serving struct {
 	liveMu      sync.Mutex
 	maps        *maps
 	send        func(*dataplane.Update) error
+	hs          *helperState
 	serveCtx    context.Context
 	serveCancel context.CancelFunc
 	pending     *handover // asked for: the serve is ending
@@ -766,7 +767,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	ctl := &helperControl{w: stdin, waiting: map[int]chan string{}}
 	defer func() {
 		sv.liveMu.Lock()
-		sv.send = nil
+		sv.send, sv.hs = nil, nil
 		sv.liveMu.Unlock()
 	}()
 	var ready atomic.Bool
@@ -779,7 +780,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			case strings.HasPrefix(line, "ready: "):
 				ready.Store(true)
 				sv.liveMu.Lock()
-				sv.send = ctl.send
+				sv.send, sv.hs = ctl.send, newHelperState(sv.st)
 				sv.liveMu.Unlock()
 				sv.ready(kind, how)
 			case strings.HasPrefix(line, "control ") && ctl.answer(line[len("control "):]):

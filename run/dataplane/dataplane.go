@@ -170,6 +170,11 @@ type Server struct {
 	vis    *VIs // Stack.OpenVIs's; nil without VIs
 	limit  *limiter
 
+	// reloadMu serialises Apply; tables are the swapped tables' entries
+	// as the updates gave them.
+	reloadMu sync.Mutex
+	tables   map[string]map[TableKey]TableEntry
+
 	stopFD  int             // an eventfd Stop writes to, in every loop's poll set
 	spinner func() *spinner // each loop's own
 	// Notes say how the server runs (pinning refused, and so on).

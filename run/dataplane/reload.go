@@ -3,7 +3,7 @@ package dataplane
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
+	"maps"
 	"sync/atomic"
 )
 
@@ -66,14 +66,18 @@ func (d *deliverCounters) at(i uint32) *atomic.Uint64 {
 	return &c[i>>6][i&63]
 }
 
-// Update is a reload's message to a running data plane: the new plan's
-// endpoints, in its order, and the generated code's swapped tables whose
-// entries changed (TableEntry.Index of a Deliver is the endpoint's
-// position in Endpoints).
+// Update is a reload's message to a running data plane, as a
+// difference: the endpoints new to the server or whose application
+// changed (a new one is numbered after the server's last, in this order),
+// and for each swapped table of the generated code that changed, its
+// entries added or changed and its keys removed, or all its entries
+// (Full: the first change of a table, whose entries the server does not
+// know yet). A Deliver entry's Index is the server's number of the
+// endpoint.
 type Update struct {
 	Seq       int              `json:"seq"`
-	Endpoints []UpdateEndpoint `json:"endpoints"`
-	Tables    []UpdateTable    `json:"tables"`
+	Endpoints []UpdateEndpoint `json:"endpoints,omitempty"`
+	Tables    []UpdateTable    `json:"tables,omitempty"`
 }
 
 // UpdateEndpoint is an endpoint of an Update: its name, its built-in
@@ -85,10 +89,18 @@ type UpdateEndpoint struct {
 	OpenMX bool   `json:"omx,omitempty"`
 }
 
-// UpdateTable is the new content of one swapped table.
+// UpdateTable is the change of one swapped table.
 type UpdateTable struct {
-	Name    string       `json:"name"`
-	Entries []TableEntry `json:"entries"`
+	Name   string       `json:"name"`
+	Full   bool         `json:"full,omitempty"`
+	Set    []TableEntry `json:"set,omitempty"`
+	Delete []TableKey   `json:"delete,omitempty"`
+}
+
+// TableKey is the key of a swapped table's entry.
+type TableKey struct {
+	K0 uint64 `json:"k0"`
+	K1 uint64 `json:"k1,omitempty"`
 }
 
 // TableEntry is a key of a swapped table and its verdict.
@@ -104,63 +116,71 @@ type TableEntry struct {
 // numbers).
 type SetTable func(name string, entries []TableEntry) error
 
-// reloadMu serialises Apply.
-var reloadMu sync.Mutex
-
-// Apply makes u the server's endpoints and tables: the endpoints first
-// (numbers for the new ones, their counters, their handlers), then each
-// table, so that no table names an endpoint the loops do not know yet.
+// Apply makes the server's endpoints and tables what u says: the
+// endpoints first (numbers for the new ones, their counters, their
+// handlers), then each table, so that no table names an endpoint the
+// loops do not know yet. An update it refuses changes nothing before the
+// first table is set.
 func (s *Server) Apply(u *Update, set SetTable) error {
-	reloadMu.Lock()
-	defer reloadMu.Unlock()
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	cur := s.st.eps.Load()
 	names := append([]string(nil), cur.names...)
 	udp := append([]bool(nil), cur.udp...)
 	omx := append([]bool(nil), cur.omx...)
 	handlers := append([]Handler(nil), cur.handlers...)
-	index := make([]uint32, len(u.Endpoints)) // Update's position → server's number
-	seen := map[string]bool{}
-	for i, e := range u.Endpoints {
-		if seen[e.Name] {
-			return fmt.Errorf("endpoint %s twice", e.Name)
-		}
-		seen[e.Name] = true
+	index := maps.Clone(cur.index)
+	for _, e := range u.Endpoints {
 		var h Handler
 		if e.App != "" {
 			if h = Apps[e.App]; h == nil {
 				return fmt.Errorf("endpoint %s: no built-in application %q", e.Name, e.App)
 			}
 		}
-		n, ok := cur.index[e.Name]
+		n, ok := index[e.Name]
 		if !ok {
 			n = len(names)
+			index[e.Name] = n
 			names, udp, omx, handlers = append(names, e.Name), append(udp, false), append(omx, false), append(handlers, nil)
 		}
 		udp[n], omx[n], handlers[n] = h != nil && !e.OpenMX, h != nil && e.OpenMX, h
-		index[i] = uint32(n)
 	}
-	tables := make([][]TableEntry, len(u.Tables))
+	tables := make([]map[TableKey]TableEntry, len(u.Tables))
 	for t, tab := range u.Tables {
-		es := make([]TableEntry, len(tab.Entries))
-		for i, e := range tab.Entries {
-			if e.Kind == Deliver {
-				if int(e.Index) >= len(index) {
-					return fmt.Errorf("table %s: entry %d delivers to endpoint %d of %d", tab.Name, i, e.Index, len(index))
-				}
-				e.Index = index[e.Index]
+		m := map[TableKey]TableEntry{}
+		if !tab.Full {
+			if s.tables[tab.Name] == nil {
+				return fmt.Errorf("table %s: a change of a table whose entries this server was never given", tab.Name)
 			}
-			es[i] = e
+			m = maps.Clone(s.tables[tab.Name])
 		}
-		tables[t] = es
+		for _, k := range tab.Delete {
+			delete(m, k)
+		}
+		for i, e := range tab.Set {
+			if e.Kind == Deliver && int(e.Index) >= len(names) {
+				return fmt.Errorf("table %s: entry %d delivers to endpoint %d of %d", tab.Name, i, e.Index, len(names))
+			}
+			m[TableKey{e.K0, e.K1}] = e
+		}
+		tables[t] = m
 	}
 	for _, l := range s.queues {
 		l.c.deliver.grow(len(names))
 	}
-	s.st.eps.Store(newEndpointSet(names, udp, omx, handlers))
+	s.st.eps.Store(&endpointSet{names: names, udp: udp, omx: omx, handlers: handlers, index: index})
+	if s.tables == nil {
+		s.tables = map[string]map[TableKey]TableEntry{}
+	}
 	for t, tab := range u.Tables {
-		if err := set(tab.Name, tables[t]); err != nil {
+		es := make([]TableEntry, 0, len(tables[t]))
+		for _, e := range tables[t] {
+			es = append(es, e)
+		}
+		if err := set(tab.Name, es); err != nil {
 			return err
 		}
+		s.tables[tab.Name] = tables[t]
 	}
 	return nil
 }

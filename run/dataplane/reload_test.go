@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// An Update numbers new endpoints after the old ones, keeps a removed
-// endpoint's number and counters, rewrites the tables' deliveries to the
-// server's numbers, and is refused whole when it names an unknown
-// application.
+// An Update numbers new endpoints after the old ones and keeps every
+// number and counter; a table's first change carries all its entries,
+// later ones only what changed; an update with an unknown application,
+// or a change of a table never given, is refused whole.
 func TestApply(t *testing.T) {
 	st, err := Wire(Code{Process: func(int, []byte) Verdict { return Verdict{} }, Endpoints: []string{"a", "b"}},
 		Chains{}, []Handler{Echo, Discard}, Host{})
@@ -25,21 +25,20 @@ func TestApply(t *testing.T) {
 		s.queues = append(s.queues, l)
 	}
 	s.queues[0].c.deliver.at(0).Add(5) // a was delivered to
-	var got map[string][]TableEntry
-	set := func(name string, es []TableEntry) error { got[name] = es; return nil }
+	got := map[string][]TableEntry{}
+	set := func(name string, es []TableEntry) error {
+		slices.SortFunc(es, func(x, y TableEntry) int { return int(x.K0) - int(y.K0) })
+		got[name] = es
+		return nil
+	}
 
-	got = map[string][]TableEntry{}
 	u := &Update{Seq: 1, Endpoints: []UpdateEndpoint{{Name: "b", App: "echo"}, {Name: "c", App: "discard"}},
-		Tables: []UpdateTable{{Name: "table0", Entries: []TableEntry{{K0: 7, Kind: Deliver, Index: 0}, {K0: 9, Kind: Deliver, Index: 1}, {K0: 11, Kind: Sink, Index: 1}}}}}
+		Tables: []UpdateTable{{Name: "table0", Full: true, Set: []TableEntry{{K0: 7, Kind: Deliver, Index: 1}, {K0: 9, Kind: Deliver, Index: 2}, {K0: 11, Kind: Sink, Index: 1}}}}}
 	if answer := s.control(mustJSON(t, u), set); answer != "applied 1" {
 		t.Fatalf("control: %q", answer)
 	}
-	want := []TableEntry{{K0: 7, Kind: Deliver, Index: 1}, {K0: 9, Kind: Deliver, Index: 2}, {K0: 11, Kind: Sink, Index: 1}}
-	if !slices.Equal(got["table0"], want) {
-		t.Errorf("table0: %+v, want %+v", got["table0"], want)
-	}
 	eps := st.eps.Load()
-	if !slices.Equal(eps.names, []string{"a", "b", "c"}) || eps.handlers[1] == nil || !eps.udp[1] || !eps.udp[2] {
+	if !slices.Equal(eps.names, []string{"a", "b", "c"}) || !eps.udp[1] || !eps.udp[2] || eps.handlers[2] == nil {
 		t.Errorf("endpoints after the update: %+v", eps)
 	}
 	for _, l := range s.queues {
@@ -54,12 +53,31 @@ func TestApply(t *testing.T) {
 		t.Errorf("the report after the update: %+v", r)
 	}
 
-	got = map[string][]TableEntry{}
-	bad := &Update{Seq: 2, Endpoints: []UpdateEndpoint{{Name: "d", App: "nosuch"}}, Tables: u.Tables}
-	if answer := s.control(mustJSON(t, bad), set); !strings.HasPrefix(answer, "failed 2: endpoint d: no built-in application") || len(got) > 0 {
-		t.Errorf("an unknown application: %q, tables set %v", answer, got)
+	// A difference: 9 goes, 13 comes, 7 stays.
+	u = &Update{Seq: 2, Endpoints: []UpdateEndpoint{{Name: "d", App: "echo"}},
+		Tables: []UpdateTable{{Name: "table0", Set: []TableEntry{{K0: 13, Kind: Deliver, Index: 3}}, Delete: []TableKey{{K0: 9}}}}}
+	if answer := s.control(mustJSON(t, u), set); answer != "applied 2" {
+		t.Fatalf("control: %q", answer)
 	}
-	if eps := st.eps.Load(); len(eps.names) != 3 {
+	want := []TableEntry{{K0: 7, Kind: Deliver, Index: 1}, {K0: 11, Kind: Sink, Index: 1}, {K0: 13, Kind: Deliver, Index: 3}}
+	if !slices.Equal(got["table0"], want) {
+		t.Errorf("table0 after the difference: %+v, want %+v", got["table0"], want)
+	}
+
+	got = map[string][]TableEntry{}
+	for _, bad := range []struct {
+		u    *Update
+		want string
+	}{
+		{&Update{Seq: 3, Endpoints: []UpdateEndpoint{{Name: "e", App: "nosuch"}}, Tables: u.Tables}, "failed 3: endpoint e: no built-in application"},
+		{&Update{Seq: 4, Tables: []UpdateTable{{Name: "table1", Delete: []TableKey{{K0: 1}}}}}, "failed 4: table table1: a change of a table whose entries"},
+		{&Update{Seq: 5, Tables: []UpdateTable{{Name: "table0", Set: []TableEntry{{K0: 1, Kind: Deliver, Index: 9}}}}}, "failed 5: table table0: entry 0 delivers to endpoint 9 of 4"},
+	} {
+		if answer := s.control(mustJSON(t, bad.u), set); !strings.HasPrefix(answer, bad.want) || len(got) > 0 {
+			t.Errorf("update %d: %q, tables set %v; want %q", bad.u.Seq, answer, got, bad.want)
+		}
+	}
+	if eps := st.eps.Load(); len(eps.names) != 4 {
 		t.Errorf("a refused update changed the endpoints: %v", eps.names)
 	}
 	if answer := s.control([]byte("{"), set); !strings.HasPrefix(answer, "failed 0: the update does not read") {
