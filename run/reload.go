@@ -239,7 +239,9 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	if !r.SoftwareStage() {
 		return refuse("the new plan is for a NIC's hardware; reload changes a linux-xdp plan")
 	}
-	stage, err := stageOf(r.Plan, st, sv.handled)
+	// The embedding's LPG is the new stack's (deriving it again would
+	// cost as much as generating the code, at 10,000 endpoints).
+	stage, err := stageOfLPG(r.Plan, st, sv.handled, r.Embedding.LPG)
 	if err != nil {
 		return refuse("the new plan's eBPF stage: %v", err)
 	}
@@ -249,8 +251,6 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	if why := stageShapeDiff(sv.stage, stage); why != "" {
 		needs = append(needs, "the eBPF program changes ("+why+")")
 	}
-	// The embedding's LPG is the new stack's (deriving it again would
-	// cost as much as the code's generation at 10,000 endpoints).
 	chains, err := TxChains(r.Embedding.LPG, r.Plan, st)
 	if err != nil {
 		return refuse("%v", err)

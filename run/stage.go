@@ -9,6 +9,7 @@ import (
 
 	"github.com/dragonc/dragonc/backends/linux"
 	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/graph"
 	"github.com/dragonc/dragonc/internal/pred"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
@@ -51,6 +52,12 @@ func StageOf(pl *plan.Plan, st *lpg.Stack) (*Stage, error) { return stageOf(pl, 
 
 // stageOf is StageOf with the endpoints a Go handler serves (ServeCode).
 func stageOf(pl *plan.Plan, st *lpg.Stack, handled map[string]bool) (*Stage, error) {
+	return stageOfLPG(pl, st, handled, nil)
+}
+
+// stageOfLPG is stageOf with the stack's LPG, if the caller has it (nil:
+// derived where the stage's checks need it).
+func stageOfLPG(pl *plan.Plan, st *lpg.Stack, handled map[string]bool, g *graph.Graph) (*Stage, error) {
 	m, _, err := nics.Load(Model)
 	if err != nil {
 		return nil, err
@@ -76,7 +83,7 @@ func stageOf(pl *plan.Plan, st *lpg.Stack, handled map[string]bool) (*Stage, err
 			continue
 		}
 		if c.Kind == string(prg.Program) {
-			if err := stageChecks(s, m, c, st); err != nil {
+			if err := stageChecks(s, m, c, st, g); err != nil {
 				return nil, err
 			}
 			continue
@@ -111,14 +118,16 @@ func stageOf(pl *plan.Plan, st *lpg.Stack, handled map[string]bool) (*Stage, err
 // plan says the embedder placed there, with the stack's predicates (the
 // model and the stack give them again; a plan that lists others is of
 // another model or stack).
-func stageChecks(s *Stage, m *prg.Model, c plan.Config, st *lpg.Stack) error {
+func stageChecks(s *Stage, m *prg.Model, c plan.Config, st *lpg.Stack, g *graph.Graph) error {
 	sp := m.Space(c.Node)
 	if sp == nil || sp.Kind != prg.Program {
 		return fmt.Errorf("the eBPF stage has no program stage %s", c.Node)
 	}
-	g, err := lpg.Derive(st)
-	if err != nil {
-		return err
+	if g == nil {
+		var err error
+		if g, err = lpg.Derive(st); err != nil {
+			return err
+		}
 	}
 	v := prg.PlaceProgram(sp, g)
 	runs, drops := v.StageNodes()
