@@ -615,11 +615,15 @@ func (sv *serving) serve(kind string) error {
 		}
 	}
 	if kind == dataplane.AFXDP && m.drops != nil {
-		sv.stageCounts = func() []dataplane.Outcome { return stageCounts(sv.stage, m.drops) }
+		// The stage as it is now: a reload changes the rules, never the
+		// drop sites or endpoints these count (reload.go).
+		stage := sv.stage
+		sv.stageCounts = func() []dataplane.Outcome { return stageCounts(stage, m.drops) }
 		defer func() { sv.stageCounts = nil }()
 	}
 	if m.kcounts != nil {
-		sv.kernelCounts = func() []dataplane.KernelSocket { return kernelCounts(sv.stage, m.kcounts) }
+		stage := sv.stage
+		sv.kernelCounts = func() []dataplane.KernelSocket { return kernelCounts(stage, m.kcounts) }
 		defer func() { sv.kernelCounts = nil }()
 	}
 	var progs []*ebpf.Program
