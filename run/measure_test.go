@@ -152,12 +152,12 @@ func sendSkew(ns string, more func() bool) (map[string]int, error) {
 	return sent, err
 }
 
-// TestRebalanceWouldMove serves evenStack's plan (every endpoint
-// declared at 200 pps: e0 shares queue 1 with e1 and e3) and sends it
-// skewStack's load: with --rebalance, run measures e0 ten times busier
-// and says, once, that it would give e0 its queue alone, and that it
-// cannot change the served plan yet.
-func TestRebalanceWouldMove(t *testing.T) {
+// TestRebalanceMoves serves evenStack's plan (every endpoint declared
+// at 200 pps: e0 shares queue 1 with e1 and e3) and sends it skewStack's
+// load: with --rebalance, run measures e0 ten times busier, says once
+// that it gives e0 its queue alone, and serves the new plan as a reload
+// does.
+func TestRebalanceMoves(t *testing.T) {
 	a, b := pair(t)
 	r, st := embedTest(t, evenStack)
 	sv := serveIn(t, a, r, st, "xdp", func(o *Options) { o.Every, o.Rebalance = 400*time.Millisecond, true })
@@ -171,8 +171,8 @@ func TestRebalanceWouldMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := sv.log.String()
-	if n := strings.Count(log, "rebalance:"); n != 1 || !strings.Contains(log, "not applied, live re-planning needs dragonc reload support") {
-		t.Fatalf("run says %d times what it would move, want once:\n%s", n, log)
+	if n := strings.Count(log, "rebalance:"); n != 1 || strings.Contains(log, "not applied") || !strings.Contains(log, "reload 1 applied to stack") {
+		t.Fatalf("run says %d times what it moves, want once, and applied:\n%s", n, log)
 	}
 	for _, l := range strings.Split(log, "\n") {
 		if strings.Contains(l, "rebalance:") {

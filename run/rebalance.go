@@ -1,7 +1,6 @@
 package run
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/lpg"
 )
 
 // Rebalancing defaults (Rebalancer's fields; `dragonc run --rebalance`).
@@ -168,6 +166,10 @@ func (b *Rebalancer) Applied(d Decision) {
 	b.cur = d.Plan
 }
 
+// Served makes r the plan served, which the rebalancer did not choose (a
+// reload of another stack): later decisions start from it.
+func (b *Rebalancer) Served(r *dembed.Result) { b.cur = r }
+
 // gain is how much cheaper best is than cost, relative to best.
 func gain(cost, best costmodel.Cost) float64 {
 	switch {
@@ -214,17 +216,6 @@ func moves(from, to *dembed.Result) []Move {
 	return out
 }
 
-// errNoLiveReplan is what applyPlan says until run can change a served
-// plan.
-var errNoLiveReplan = errors.New("live re-planning needs dragonc reload support (issue 39)")
-
-// applyPlan serves plan r of stack st in place of the plan being served.
-// A served plan cannot change yet: it says so, and the rebalancer keeps
-// the old plan as the served one.
-func (sv *serving) applyPlan(r *dembed.Result, st *lpg.Stack) error {
-	return errNoLiveReplan
-}
-
 // rebalancing is a serving's Rebalancer: a decision runs on its own
 // goroutine (planning can take a while), one at a time; what it decides is
 // noted when it differs from what was last noted.
@@ -233,6 +224,9 @@ type rebalancing struct {
 	busy atomic.Bool
 	wg   sync.WaitGroup
 	said string
+	// served is a plan a reload served since the last decision, which
+	// the next starts from (Rebalancer.Served).
+	served atomic.Pointer[dembed.Result]
 }
 
 // startRebalance sets up Options.Rebalance.
@@ -266,6 +260,9 @@ func (sv *serving) rebalanceOn(l *Load) {
 	go func() {
 		defer rb.wg.Done()
 		defer rb.busy.Store(false)
+		if r := rb.served.Swap(nil); r != nil {
+			rb.b.Served(r)
+		}
 		d, err := rb.b.Decide(l)
 		var msg, key string
 		switch {

@@ -222,11 +222,23 @@ func TestRebalanceGain(t *testing.T) {
 	}
 }
 
-// TestApplyPlanNotYet: a served plan cannot change yet, and says why.
-func TestApplyPlanNotYet(t *testing.T) {
+// TestApplyPlanRefused: a run whose code is the program's own (ServeCode)
+// cannot serve another plan, and says why.
+func TestApplyPlanRefused(t *testing.T) {
 	r, st := embedtest.Plan(t, Model, "skew.lpg", []byte(skewStack), costmodel.Balance{})
 	var sv serving
-	if err := sv.applyPlan(r, st); err == nil || !strings.Contains(err.Error(), "dragonc reload") {
+	if err := sv.applyPlan(r, st); err == nil || !strings.Contains(err.Error(), "ServeCode") {
 		t.Errorf("applyPlan: %v", err)
+	}
+}
+
+// A plan a reload served is where the next decision starts from.
+func TestRebalancerServed(t *testing.T) {
+	r, _ := embedtest.Plan(t, Model, "skew.lpg", []byte(skewStack), costmodel.Balance{})
+	r2, _ := embedtest.Plan(t, Model, "even.lpg", []byte(evenStack), costmodel.Balance{})
+	b := NewRebalancer(r)
+	b.Served(r2)
+	if b.Current() != r2 {
+		t.Errorf("the rebalancer starts from %v after a reload served %v", b.Current().Plan.Stack, r2.Plan.Stack)
 	}
 }

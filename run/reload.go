@@ -204,6 +204,58 @@ func (sv *serving) reload(st *lpg.Stack) (*ReloadResult, error) {
 func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	start := time.Now()
 	defer func() { res.TookMS = ms(time.Since(start)) }()
+	if err := sv.reloadable(st); err != nil {
+		return err
+	}
+	replan := sv.opt.Replan
+	if replan == nil {
+		replan = Replan
+	}
+	t := time.Now()
+	r, err := replan(st, sv.r)
+	res.PlanMS = ms(time.Since(t))
+	if err != nil {
+		return refuse("no plan for the new stack: %v", err)
+	}
+	return sv.applyPlanned(r, st, res)
+}
+
+// applyPlan serves plan r of stack st in place of the plan being served,
+// as a reload does but without planning (a rebalance's new plan), and
+// says so; the error says why it does not.
+func (sv *serving) applyPlan(r *dembed.Result, st *lpg.Stack) error {
+	sv.reloadMu.Lock()
+	sv.reloads++
+	res := &ReloadResult{Seq: sv.reloads, Stack: st.Name}
+	start := time.Now()
+	err := sv.reloadable(st)
+	if err == nil && !slices.Equal(endpointNames(st), endpointNames(sv.st)) {
+		// A reload served another stack while this plan was made.
+		err = refuse("the stack served changed while the plan was made")
+	}
+	if err == nil {
+		err = sv.applyPlanned(r, st, res)
+	}
+	res.TookMS = ms(time.Since(start))
+	sv.reloadMu.Unlock()
+	if err != nil {
+		return err
+	}
+	res.Applied = true
+	sv.said(res)
+	return nil
+}
+
+func endpointNames(st *lpg.Stack) []string {
+	var out []string
+	for _, e := range st.Endpoints {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// reloadable refuses a reload to st that this run cannot apply at all.
+func (sv *serving) reloadable(st *lpg.Stack) error {
 	switch {
 	case sv.code == nil:
 		return refuse("this run serves code linked into the program (ServeCode), which it cannot replace")
@@ -219,23 +271,18 @@ func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	if len(st.Interfaces) != 1 || st.Interfaces[0].MAC != sv.st.Interfaces[0].MAC {
 		return refuse("the new stack's interface is not the running one's (%s); restart dragonc run", macString(sv.st.Interfaces[0].MAC))
 	}
+	return nil
+}
+
+// applyPlanned applies plan r of stack st (reload's work after planning).
+func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResult) error {
 	// What needs the data plane restarted with new code, a new eBPF
 	// program, or both.
 	var needs []string
 	if !reflect.DeepEqual(hostOf(st), hostOf(sv.st)) {
 		needs = append(needs, "the stack's addresses or ICMP error limits differ")
 	}
-	replan := sv.opt.Replan
-	if replan == nil {
-		replan = Replan
-	}
 	t := time.Now()
-	r, err := replan(st, sv.r)
-	res.PlanMS = ms(time.Since(t))
-	if err != nil {
-		return refuse("no plan for the new stack: %v", err)
-	}
-	t = time.Now()
 	if !r.SoftwareStage() {
 		return refuse("the new plan is for a NIC's hardware; reload changes a linux-xdp plan")
 	}
@@ -325,6 +372,16 @@ type planState struct {
 func (sv *serving) usePlan(p planState) {
 	sv.r, sv.st, sv.stage, sv.chains, sv.via, sv.code, sv.bin = p.r, p.st, p.stage, p.chains, p.via, p.code, p.bin
 	sv.name, sv.queues = p.st.Name, p.r.Plan.Queues
+	// The measured load is compared with the plan served, and the
+	// rebalancer starts from it.
+	if sv.rebalance != nil {
+		sv.rebalance.served.Store(p.r)
+	}
+	sv.load.mu.Lock()
+	if sv.load.meter != nil {
+		sv.load.meter.Follow(p.r)
+	}
+	sv.load.mu.Unlock()
 	if sv.state != nil {
 		sv.state.Stack, sv.state.Reloads = p.st.Name, sv.reloads
 		sv.state.Queues = nil

@@ -77,11 +77,10 @@ and per report of the counters, with the load; the notes still go to
 standard error as text.
 With --rebalance, run plans again from the measured rates (each
 endpoint's declared rate replaced by its measured one) after each
-report with enough traffic, and would serve the new plan when the
+report with enough traffic, and serves the new plan (as a reload does) when the
 served one costs, at those rates, more than 1+--rebalance-threshold
 times it, unless that moves an endpoint that changed queues within the
-last 10s. A served plan cannot change yet: run says which endpoints it
-would move, and why, once for each different move.
+last 10s. Run says which endpoints it moves, and why.
 SIGINT or SIGTERM stops it and detaches every program and socket.
 SIGHUP, or dragonc reload IFACE, makes it read STACK.lpg again and serve
 what it now says: endpoints added and removed without a restart while
@@ -189,7 +188,7 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
 	c.Flags().StringVar(&sf.xdpTX, "xdp-tx", "auto", "whether the XDP stage answers ARP (and ping) itself with XDP_TX: auto (yes, except on a veth, whose peer must run XDP or GRO to receive them), on or off")
 	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
-	c.Flags().BoolVar(&sf.rebalance, "rebalance", false, "re-plan from the measured rates when that gains more than --rebalance-threshold, no endpoint changing queues twice within 10s (a served plan cannot change yet: run says what it would move)")
+	c.Flags().BoolVar(&sf.rebalance, "rebalance", false, "re-plan from the measured rates when that gains more than --rebalance-threshold, no endpoint changing queues twice within 10s; the new plan is served as dragonc reload serves one")
 	c.Flags().Float64Var(&sf.threshold, "rebalance-threshold", drun.DefaultRebalanceThreshold, "the least gain of a re-plan: the served plan must cost, at the measured rates, more than 1+THRESHOLD times the new one")
 	c.Flags().DurationVar(&sf.spin, "spin", drun.DefaultSpin, "a fixed time a receive loop keeps looking at empty rings before it sleeps (0: never spins; unset: up to 50µs, none while other threads want the core)")
 	return c
