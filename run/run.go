@@ -531,8 +531,7 @@ type serving struct {
 	// are this process's) until the context ends.
 	run func(kind, how string, cfg dataplane.Config) error
 	// What a reload changes (reload.go), under reloadMu: the helper's
-	// generated code (nil for ServeCode's linked code), the stage's maps
-	// and the helper's control channel while it serves.
+	// generated code (nil for ServeCode's linked code) and program.
 	reloadMu sync.Mutex
 	reloads  int // reloads asked for
 	pushSeq  int // updates sent to the helper
