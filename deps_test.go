@@ -68,7 +68,7 @@ var allowed = map[string][]string{
 	"embed/embedtest": {"costmodel", "embed", "lpg", "nics", "prg"},
 	"cmd/dragonc":     {"backends", "backends/dot", "bench", "bench/live", "bench/sovialat", "costmodel", "discover", "dsl", "embed", "internal/diag", "internal/graph", "internal/outdir", "load", "lpg", "nics", "plan", "prg", "run", "sovia", "streams", "verify"},
 	"internal/outdir": {},
-	"run":             {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/graph", "internal/outdir", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
+	"run":             {"backends/gofallback", "backends/linux", "backends/nicconf", "costmodel", "discover", "embed", "internal/diag", "internal/graph", "internal/outdir", "internal/packet", "internal/pred", "lpg", "nics", "plan", "prg", "run/dataplane", "sovia"},
 	// The data plane is shipped into generated modules: the standard
 	// library only.
 	"run/dataplane": {},
