@@ -322,3 +322,64 @@ func TestQueueLoads(t *testing.T) {
 		t.Error("Assignment shares the evaluator's slices")
 	}
 }
+
+// TestEvaluatorAddRemove adds and removes endpoints (gold and best
+// effort, with and without a rate, listeners on named cores) between
+// changes of shares, and compares the incremental cost with a
+// from-scratch evaluation of the changed Problem after each step; the
+// weights switch between rates and counts as the last endpoint without
+// a rate comes and goes.
+func TestEvaluatorAddRemove(t *testing.T) {
+	for _, fn := range []Function{Balance{}, Priority{}, Cycles{}, DragonetBalance{}, DragonetPriority{GoldPerQueue: 1}} {
+		p := problem(false, true, false)
+		for i := range p.Endpoints {
+			p.Endpoints[i].Rate = float64(1000 * (i + 1))
+		}
+		ev := NewEvaluator(p, fn, nil)
+		seed := uint32(11)
+		next := func() uint32 { seed = seed*1664525 + 1013904223; return seed >> 8 }
+		switched := 0
+		for step := 0; step < 600; step++ {
+			r := next()
+			n := len(p.Endpoints)
+			switch {
+			case r%5 == 0 || n == 0:
+				e := Endpoint{Name: "x", Gold: r%7 == 0, Cycles: 300, ExclusiveCycles: 200, Listener: r%3 == 0}
+				if r%11 != 0 {
+					e.Rate = float64(500 * (1 + r%9))
+				}
+				if r%13 == 0 {
+					e.Cores = []int{1, 2}
+				}
+				before := ev.allRated()
+				i := ev.Add(e)
+				if i != n {
+					t.Fatalf("%s: Add returned %d, want %d", fn.Name(), i, n)
+				}
+				if before != ev.allRated() {
+					switched++
+				}
+				ev.Set(i, []Share{{Queue: int(r>>4) % len(p.Queues), Frac: 1, Exact: true}})
+			case r%5 == 1 && n > 1:
+				before := ev.allRated()
+				ev.Remove(int(r>>4) % n)
+				if len(p.Endpoints) != n-1 || len(ev.shares) != n-1 {
+					t.Fatalf("%s: %d endpoints after a remove, want %d", fn.Name(), len(p.Endpoints), n-1)
+				}
+				if before != ev.allRated() {
+					switched++
+				}
+			default:
+				i := int(r>>4) % n
+				q := int(r>>12) % len(p.Queues)
+				ev.Set(i, []Share{{Queue: q, Frac: 0.5}, {Queue: (q + 1) % len(p.Queues), Frac: 0.5}})
+			}
+			if err := ev.Check(); err != nil {
+				t.Fatalf("%s step %d: %v", fn.Name(), step, err)
+			}
+		}
+		if switched == 0 {
+			t.Errorf("%s: the weights never switched between rates and counts", fn.Name())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package costmodel
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Evaluator keeps the aggregates every cost function needs (per-queue
@@ -34,6 +35,8 @@ type Evaluator struct {
 	dl     dragonetLoads
 	coreOf []int // queue -> index into cores
 	nCores int
+	// unrated counts the endpoints that declare no rate (Add, Remove).
+	unrated int
 }
 
 // NewEvaluator starts from an assignment (nil: nothing assigned).
@@ -58,6 +61,9 @@ func NewEvaluator(p *Problem, fn Function, a Assignment) *Evaluator {
 			ev.gold = append(ev.gold, i)
 		} else {
 			ev.be++
+		}
+		if e.Rate <= 0 {
+			ev.unrated++
 		}
 	}
 	for _, v := range p.Engines {
@@ -269,4 +275,86 @@ func (ev *Evaluator) Check() error {
 		return fmt.Errorf("incremental cost %v (tie %g), from scratch %v (tie %g)", got, got.Tie, want, want.Tie)
 	}
 	return nil
+}
+
+// Shares returns endpoint i's shares as the evaluator holds them; the
+// caller must not change them.
+func (ev *Evaluator) Shares(i int) []Share { return ev.shares[i] }
+
+// Add appends an endpoint to the evaluator's Problem, with no shares (not
+// placed), and returns its index. Add and Remove change the Problem the
+// evaluator was made with: an evaluator that adds or removes endpoints
+// must be the only one of its Problem. Each costs O(1) but for the
+// bookkeeping of the endpoints' indexes (Remove) and, when the endpoint
+// is the first without a declared rate, or the last (weights count
+// rates only when every endpoint declares one), re-weighing every
+// endpoint.
+func (ev *Evaluator) Add(e Endpoint) int {
+	wasAll := ev.allRated()
+	p := ev.p
+	p.Endpoints = append(p.Endpoints, e)
+	if e.Rate <= 0 {
+		ev.unrated++
+	}
+	i := len(p.Endpoints) - 1
+	ev.shares = append(ev.shares, nil)
+	ev.spread = append(ev.spread, p.Spread(i))
+	w := 1.0
+	if ev.allRated() {
+		w = e.Rate
+	}
+	ev.w = append(ev.w, w)
+	if e.Gold {
+		ev.gold = append(ev.gold, i)
+	} else {
+		ev.be++
+	}
+	if wasAll != ev.allRated() && i > 0 {
+		ev.reweigh()
+	}
+	return i
+}
+
+// Remove deletes endpoint i from the evaluator and its Problem: the
+// endpoints after it move down by one index.
+func (ev *Evaluator) Remove(i int) {
+	ev.Set(i, nil)
+	p := ev.p
+	e := p.Endpoints[i]
+	wasAll := ev.allRated()
+	if e.Rate <= 0 {
+		ev.unrated--
+	}
+	p.Endpoints = slices.Delete(p.Endpoints, i, i+1)
+	ev.shares = slices.Delete(ev.shares, i, i+1)
+	ev.spread = slices.Delete(ev.spread, i, i+1)
+	ev.w = slices.Delete(ev.w, i, i+1)
+	if e.Gold {
+		ev.gold = slices.DeleteFunc(ev.gold, func(j int) bool { return j == i })
+	} else {
+		ev.be--
+	}
+	for k, j := range ev.gold {
+		if j > i {
+			ev.gold[k] = j - 1
+		}
+	}
+	if ev.allRated() != wasAll && len(p.Endpoints) > 0 {
+		ev.reweigh()
+	}
+}
+
+// allRated reports whether every endpoint declares a rate (weights).
+func (ev *Evaluator) allRated() bool { return ev.unrated == 0 && len(ev.p.Endpoints) > 0 }
+
+// reweigh recomputes the weights after the set of endpoints changed
+// whether all of them declare a rate, and every endpoint's part of the
+// aggregates with them.
+func (ev *Evaluator) reweigh() {
+	w := weights(ev.p)
+	for i := range ev.shares {
+		ev.apply(i, ev.shares[i], -1)
+		ev.w[i] = w[i]
+		ev.apply(i, ev.shares[i], 1)
+	}
 }
