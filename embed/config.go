@@ -36,18 +36,8 @@ func (p *problem) config(cs []choice, mode int, dragonetPrio bool) *prg.Config {
 			identityUsed[ch.t.sp.Node] = true
 			continue
 		}
-		prio := 0
-		if ch.t.sp.PrioHi > ch.t.sp.PrioLo {
-			want := e.prio
-			if dragonetPrio {
-				want = 1 // Dragonet's five-tuple filters are all priority 1 (E10k.hs, mk5TupleFromFl)
-			}
-			prio = min(max(want, ch.t.sp.PrioLo), ch.t.sp.PrioHi)
-		} else {
-			prio = ch.t.sp.PrioLo
-		}
 		tv := c.Table(ch.t.sp.Node)
-		tv.Entries = append(tv.Entries, prg.Entry{Match: slices.Clone(e.match[ch.t.idx]), Priority: prio, Action: node})
+		tv.Entries = append(tv.Entries, prg.Entry{Match: slices.Clone(e.match[ch.t.idx]), Priority: entryPriority(ch.t, e, dragonetPrio), Action: node})
 	}
 	// Buckets no endpoint uses go to the default queue.
 	for node := range identityUsed {
@@ -98,4 +88,18 @@ func (p *problem) leadsToUnused(sp *prg.Space, used map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// entryPriority is the priority of endpoint e's entry in table t: its
+// class's (flows above listeners on one address above those on every
+// address) within the table's range, or with Dragonet's one priority, 1.
+func entryPriority(t *table, e *endpoint, dragonetPrio bool) int {
+	if t.sp.PrioHi <= t.sp.PrioLo {
+		return t.sp.PrioLo
+	}
+	want := e.prio
+	if dragonetPrio {
+		want = 1 // Dragonet's five-tuple filters are all priority 1 (E10k.hs, mk5TupleFromFl)
+	}
+	return min(max(want, t.sp.PrioLo), t.sp.PrioHi)
 }

@@ -161,6 +161,11 @@ type problem struct {
 	// filters are inserted in and so the order a NIC tries entries of one
 	// priority in; rank is, per endpoint, its place in dorder.
 	dorder, rank []int
+	// demux is, per protocol, the box of the frames that reach the
+	// LPG's demultiplexer of its endpoints: an endpoint a Session adds
+	// gets that box narrowed by its own predicate, as the LPG's paths
+	// would give it (demuxBoxes).
+	demux map[lpg.Proto]packetBox
 }
 
 type dragonetRun struct {
@@ -264,6 +269,7 @@ func newProblemExcluding(in *Input, exclude map[string]bool) (*problem, error) {
 		p.modes = []rssMode{{name: modeNone}}
 	}
 	p.paths = embedding.LPGPaths(in.LPG)
+	p.demux = demuxBoxes(in.LPG, p.paths)
 	for i, e := range in.Stack.Endpoints {
 		ep := p.newEndpoint(i, e)
 		if id, ok := p.paths.Endpoints[e.Name]; ok {
@@ -613,4 +619,39 @@ func pathCycles(in *Input) (shared, exclusive map[lpg.Proto]float64) {
 		shared[proto], exclusive[proto] = s, x
 	}
 	return shared, exclusive
+}
+
+// demuxBoxes finds, for each protocol with an endpoint in the LPG, the
+// box of the demultiplexer the endpoint's delivery node hangs off: the
+// frames of that protocol the stack's checks let through. The box of an
+// endpoint is that box narrowed by the demultiplexer's port predicate
+// (embedding's pathBoxes), less what earlier ports take when the
+// demultiplexer has few ports.
+func demuxBoxes(g *graph.Graph, paths *embedding.Paths) map[lpg.Proto]packetBox {
+	out := map[lpg.Proto]packetBox{}
+	var in [][]graph.InPort
+	for _, n := range g.Nodes {
+		proto, ok := demuxProto(n.Name)
+		if !ok || out[proto] != nil || !slices.ContainsFunc(n.Attrs, func(a string) bool { return strings.HasPrefix(a, lpg.AttrEndpoint) }) {
+			continue
+		}
+		if in == nil {
+			in = g.InPorts()
+		}
+		if len(in[n.ID]) == 1 {
+			out[proto] = paths.Boxes[in[n.ID][0].From]
+		}
+	}
+	return out
+}
+
+// demuxProto is the protocol of an endpoint's delivery node, by the
+// prefix lpg.Derive names it with.
+func demuxProto(node string) (lpg.Proto, bool) {
+	for prefix, proto := range map[string]lpg.Proto{"RxL4UDPSocket_": lpg.UDP, "RxL4TCPSocket_": lpg.TCP, "RxOMXEndpoint_": lpg.OpenMX} {
+		if strings.HasPrefix(node, prefix) {
+			return proto, true
+		}
+	}
+	return "", false
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/dragonc/dragonc/costmodel"
@@ -56,6 +55,9 @@ type state struct {
 	shapeN     []int
 	ev         *costmodel.Evaluator
 	scratch    []costmodel.Share // shares' result, valid until the next call (the evaluator copies it)
+	// watch, when set, is told of every endpoint whose choice or shares
+	// set is about to change (touch).
+	watch func(i int)
 }
 
 func (p *problem) newState(mode int) *state {
@@ -115,6 +117,7 @@ func (s *state) canUse(t *table, i int) bool {
 // set changes endpoint i's choice and updates the evaluator for it and the
 // endpoints whose packets overlap it.
 func (s *state) set(i int, c choice) {
+	s.touch(i)
 	old := s.choice[i]
 	if old.t != nil {
 		s.used[old.t.idx]--
@@ -135,6 +138,19 @@ func (s *state) set(i int, c choice) {
 	s.ev.Set(i, s.seen(i))
 	for _, j := range s.p.eps[i].over {
 		s.ev.Set(j, s.seen(j))
+	}
+}
+
+// touch tells the state's watcher (a Session) that endpoint i's choice or
+// shares are about to change, and those of the endpoints whose packets
+// overlap it.
+func (s *state) touch(i int) {
+	if s.watch == nil {
+		return
+	}
+	s.watch(i)
+	for _, j := range s.p.eps[i].over {
+		s.watch(j)
 	}
 }
 
@@ -287,13 +303,14 @@ var queueZero = []int{0}
 
 // order lists endpoints gold first, then in declaration order.
 func (p *problem) order() []int {
-	idx := make([]int, len(p.eps))
-	for i := range idx {
-		idx[i] = i
+	idx := make([]int, 0, len(p.eps))
+	for pass := 0; pass < 2; pass++ {
+		for i, e := range p.eps {
+			if (e.ep.Class == lpg.Gold) == (pass == 0) {
+				idx = append(idx, i)
+			}
+		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		return p.eps[idx[a]].ep.Class == lpg.Gold && p.eps[idx[b]].ep.Class != lpg.Gold
-	})
 	return idx
 }
 
