@@ -358,3 +358,10 @@ func (ev *Evaluator) reweigh() {
 		ev.apply(i, ev.shares[i], 1)
 	}
 }
+
+// Load is the load on queue q in the weights the balance functions use
+// (rates when every endpoint declares one, else endpoints).
+func (ev *Evaluator) Load(q int) float64 { return ev.load[q] }
+
+// Weight is endpoint i's weight in those loads.
+func (ev *Evaluator) Weight(i int) float64 { return ev.w[i] }

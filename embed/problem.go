@@ -120,6 +120,10 @@ type endpoint struct {
 	// (k+1, table index), 0 while not worked out.
 	entry []packetBox
 	rel   []int8
+	// A Session's: the slot of its entry in its table (-1: none), and
+	// whether it was removed.
+	slot int
+	gone bool
 }
 
 // problem is the fixed part of a search.
@@ -166,6 +170,9 @@ type problem struct {
 	// gets that box narrowed by its own predicate, as the LPG's paths
 	// would give it (demuxBoxes).
 	demux map[lpg.Proto]packetBox
+	// shared and exclusive are the software cycles a packet of each
+	// protocol costs (pathCycles).
+	shared, exclusive map[lpg.Proto]float64
 }
 
 type dragonetRun struct {
@@ -568,15 +575,20 @@ func (p *problem) costProblem() *costmodel.Problem {
 		cp.Queues = append(cp.Queues, costmodel.Queue{ID: q.id, Core: q.core})
 	}
 	cp.Queues[0].Default = true
-	shared, exclusive := pathCycles(p.in)
+	p.shared, p.exclusive = pathCycles(p.in)
 	for _, e := range p.in.Stack.Endpoints {
-		cp.Endpoints = append(cp.Endpoints, costmodel.Endpoint{
-			Name: e.Name, Gold: e.Class == lpg.Gold, Rate: e.Rate, Cores: e.Cores,
-			Cycles: shared[e.Proto], ExclusiveCycles: exclusive[e.Proto],
-			Listener: (e.Proto == lpg.UDP || e.Proto == lpg.TCP) && !e.Flow && !e.Shadowed,
-		})
+		cp.Endpoints = append(cp.Endpoints, p.costEndpoint(e))
 	}
 	return cp
+}
+
+// costEndpoint is what the cost model knows of endpoint e.
+func (p *problem) costEndpoint(e *lpg.Endpoint) costmodel.Endpoint {
+	return costmodel.Endpoint{
+		Name: e.Name, Gold: e.Class == lpg.Gold, Rate: e.Rate, Cores: e.Cores,
+		Cycles: p.shared[e.Proto], ExclusiveCycles: p.exclusive[e.Proto],
+		Listener: (e.Proto == lpg.UDP || e.Proto == lpg.TCP) && !e.Flow && !e.Shadowed,
+	}
 }
 
 // pathCycles estimates the software cycles per packet of an endpoint's

@@ -109,6 +109,13 @@ func (r *Result) Greedy() (costmodel.Cost, error) {
 
 // Run searches a configuration, embeds the LPG, and builds the plan.
 func Run(in *Input) (*Result, error) {
+	return run(in, func(p *problem) (*state, error) { return p.search(in.Strategy) })
+}
+
+// run is Run with the search given: it returns the state the plan
+// configures, for a problem of in (a second problem when firmware
+// steering must be left to the host).
+func run(in *Input, search func(p *problem) (*state, error)) (*Result, error) {
 	for _, n := range in.LPG.Nodes {
 		if n.Kind == graph.Config {
 			return nil, fmt.Errorf("%s is not an LPG: node %s is a configuration node (LPGs describe protocol work; configuration belongs to PRGs)", in.LPG.Name, n.Name)
@@ -139,7 +146,7 @@ func Run(in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := p.search(in.Strategy)
+	s, err := search(p)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +166,7 @@ func Run(in *Input) (*Result, error) {
 			if p, err = newProblemExcluding(in, exclude); err != nil {
 				return nil, err
 			}
-			if s, err = p.search(in.Strategy); err != nil {
+			if s, err = search(p); err != nil {
 				return nil, err
 			}
 			cfg = p.config(s.choice, s.mode, s.dragonetPrio)

@@ -1,0 +1,897 @@
+package embed
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"slices"
+
+	"github.com/dragonc/dragonc/costmodel"
+	"github.com/dragonc/dragonc/internal/solver"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
+	"github.com/dragonc/dragonc/prg"
+)
+
+// A Session keeps a plan up to date while endpoints come and go, the way
+// Dragonet's incremental search does while its stack serves (Search.hs,
+// incrSearchGreedyFlows): each change is searched from the current
+// configuration, touching only what it affects, and returns a Delta, the
+// entries to write and remove and the endpoints whose queues changed.
+//
+// A Session made by NewSession follows dragonc's rules: an added endpoint
+// takes the cheapest of every entry the tables have room for (or none),
+// trying the queues from a start queue that turns with every placement,
+// as Dragonet's oracle does (allQueues_, Search.hs lines 132-133 and
+// 1339-1341), so that ties spread; a removed endpoint's entry is freed
+// and its place in the table goes to the next entry the table needs; then
+// a few repairs are tried (an endpoint left to RSS takes the room a
+// removal freed, an endpoint moves from the most loaded queue to the
+// least), each kept only when it saves MoveThreshold of the cost, the
+// hysteresis --strategy incremental uses, so that placements stay put
+// unless the cost demands a move. Each change costs the evaluation of a
+// few hundred candidates, each O(queues) (costmodel.Evaluator), plus
+// O(endpoints) of plain bookkeeping: well under a millisecond at 10,000
+// endpoints.
+//
+// A Session made by NewDragonetSession is a port of Dragonet's own
+// incremental search, for comparison (see there).
+//
+// The cost a Session sees of an added endpoint is worked out from the
+// box of its protocol's demultiplexer narrowed by its own predicate, as
+// the LPG's paths give it for a demultiplexer of many endpoints; Result
+// embeds the whole stack afresh. A Session is not safe for concurrent
+// use.
+type Session struct {
+	p    *problem
+	s    *state
+	base *plan.Plan // the plan the session started from
+	// dragonet: the search is Dragonet's (NewDragonetSession).
+	dragonet bool
+	byName   map[string]*endpoint
+	groups   map[string][]*endpoint // endpoints by protocol and port: those whose packets may overlap
+	slots    []slotTable            // per table index
+	startQ   int                    // where the next placement starts trying queues
+	seq      int                    // entries inserted so far (Dragonet's order of its filters)
+	orphans  []orphan               // Dragonet: entries whose flow left, newest first
+	// repurposed names, for each endpoint of the change under way that
+	// took an orphan's entry, the endpoint the entry was for.
+	repurposed map[*endpoint]string
+	// err stops a Dragonet session whose oracle ran out of entries, as it
+	// stops Dragonet's search.
+	err error
+	// The change under way: every endpoint it touched, in the order
+	// touched, with what it was before.
+	rec   map[*endpoint]*record
+	order []*endpoint
+}
+
+// record is an endpoint as it was before the change under way.
+type record struct {
+	choice choice
+	queues []int // queue IDs
+	added  bool  // added by this change
+}
+
+// orphan is an entry of Dragonet's whose flow was removed: it stays in its
+// table, counted against its capacity, until a new flow repurposes it.
+type orphan struct {
+	t          *table
+	q          int
+	slot, rank int
+	entry      plan.Entry
+}
+
+// slotTable is where a table's entries sit: a Delta names each entry's
+// slot (its location in the table, what ethtool calls loc), which stays
+// the same while the entry lives.
+type slotTable struct {
+	owner []*endpoint // by slot; nil when free or held by an orphan
+	free  slotHeap    // free slots below len(owner)
+}
+
+type slotHeap []int
+
+func (h slotHeap) Len() int           { return len(h) }
+func (h slotHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h slotHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *slotHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *slotHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// Delta is what one change did to the plan.
+type Delta struct {
+	Added, Removed []string // endpoints, in the order of the change
+	// Insert lists the entries to write, each at its slot (replacing what
+	// the slot held: the entry of a removed endpoint, or the same
+	// endpoint's entry to another queue); Delete those to take out, whose
+	// slots are then free. Apply Insert before Delete: no frame of an
+	// endpoint that keeps its queue is ever without its entry. Both are
+	// ordered by node and slot.
+	Insert, Delete []EntryChange
+	// Queues lists every endpoint whose receive queues changed: From is
+	// empty for an added endpoint, To for a removed one. By name.
+	Queues []QueueChange
+	// Cost is the plan's cost after the change, Before before it.
+	Cost, Before costmodel.Cost
+}
+
+// EntryChange is one entry of one configuration node.
+type EntryChange struct {
+	Node string
+	// Slot is the entry's location in the table (for an identity hash,
+	// the bucket).
+	Slot  int
+	Entry plan.Entry
+	// Replaces names the endpoint whose entry the slot held, when this
+	// change removed or moved it ("" when the slot was free).
+	Replaces string
+}
+
+// QueueChange is an endpoint's receive queues (IDs) before and after.
+type QueueChange struct {
+	Endpoint string
+	From, To []int
+}
+
+// Changed reports whether the change touched the NIC's configuration.
+func (d *Delta) Changed() bool { return len(d.Insert)+len(d.Delete) > 0 }
+
+// NewSession starts a session from a plan dragonc made (Run, with any
+// strategy): the session has its own copy of the plan's state, and r is
+// left as it is.
+func NewSession(r *Result) (*Session, error) {
+	if r == nil || r.p == nil || r.state == nil {
+		return nil, fmt.Errorf("a session starts from a plan embed.Run made")
+	}
+	p := r.p.clone()
+	s := p.newState(r.state.mode)
+	if s.dragonetPrio != r.state.dragonetPrio || s.firstMatch != r.state.firstMatch {
+		s.dragonetPrio, s.firstMatch = r.state.dragonetPrio, r.state.firstMatch
+		for i := range p.eps {
+			s.ev.Set(i, s.shares(i))
+		}
+	}
+	for i, c := range r.state.choice {
+		if c.t != nil {
+			s.set(i, c)
+		}
+	}
+	ss := newSession(p, s, r.Plan)
+	order := p.declared()
+	if s.dragonetPrio {
+		order = p.dorder
+	}
+	// Slots in the order the plan lists its entries (Config).
+	for _, i := range order {
+		if c := s.choice[i]; c.t != nil {
+			ss.takeSlot(p.eps[i], c.t, -1)
+		}
+	}
+	return ss, nil
+}
+
+// NewDragonetSession starts a port of Dragonet's incremental search,
+// incrSearchGreedyFlows (Search.hs lines 1075-1250, with the E10k
+// oracle's flowConfChangesS, lines 1332-1368), from an empty
+// configuration, adding the stack's endpoints as Dragonet's runIncrSearch
+// adds a first set of flows. In Dragonet's search space (see
+// dragonetGreedy: no RSS, queue 0 the catch-all and never a target, the
+// QMap counts a flow against its first match), on every change:
+//
+//   - a removed flow's entry stays in its table, steering nothing
+//     (FM.rmFlow only forgets the flow: FlowMap.hs lines 413-428), and
+//     counts against the table's capacity;
+//   - each added flow (in dragonetOrder) is offered by the oracle, first,
+//     the entries whose flow was removed, newest first, each kept on its
+//     queue ("XXX: queue has to be the same for now", E10k.hs lines
+//     1009-1017; a table without wildcards takes only fully specified
+//     flows), then, while the first table that can hold the flow has
+//     room, an entry there to each queue no repurposed entry covers, in
+//     ascending order (lines 1359-1368); with no entry to repurpose, an
+//     entry in the first table that can hold it and has room, to each
+//     queue from the start queue on (allQueues_); the start queue turns
+//     by one each time the oracle offers something (line 1341);
+//   - the offers are costed over every current flow, in order, keeping
+//     the first cheapest, and stop after five more than the first once
+//     the best is acceptable (incSearchMinCost, lines 1209-1247, stopFn);
+//   - an oracle that offers nothing stops the search ("Run out of CCs",
+//     line 1190): Add returns the error and the flow is not added;
+//   - when the cost is a rejection, Dragonet jumps (lines 1128-1170): its
+//     default confJump discards every entry (lines 252-254; the E10k
+//     oracle's own jump is commented out, line 1309) and every flow is
+//     searched again, reusing the discarded entries. Dragonet's jump
+//     starts from the state before the change's removals (fm = isFlowMapSt
+//     st), which would bring the removed flows back; the port leaves them
+//     out, and jumps once: Dragonet jumps again as long as the cost is
+//     rejected, and its jump does the same thing each time.
+//
+// Its entries whose flow left steer nothing and are not in Result's
+// plan. Cost is the cost function's own view of the plan (for a cost of
+// dragonc's, the shares of overlapping entries split, as every other
+// strategy is costed), not the QMap the search costs its offers on.
+func NewDragonetSession(in *Input) (*Session, error) {
+	own := *in
+	st := *in.Stack
+	st.Endpoints = slices.Clone(st.Endpoints)
+	own.Stack = &st
+	p, err := newProblem(&own)
+	if err != nil {
+		return nil, err
+	}
+	p.paths = nil
+	s := p.newState(p.mode(modeNone))
+	s.dragonetPrio, s.firstMatch = true, true
+	ss := newSession(p, s, nil)
+	ss.dragonet = true
+	eps := slices.Clone(p.in.Stack.Endpoints)
+	for i := len(p.eps) - 1; i >= 0; i-- {
+		ss.removeEndpoint(i)
+	}
+	ss.begin()
+	for _, e := range dragonetSorted(p, eps) {
+		if err := ss.dragonetAdd(e); err != nil {
+			return nil, err
+		}
+	}
+	ss.dragonetJump()
+	ss.commit()
+	return ss, nil
+}
+
+func newSession(p *problem, s *state, base *plan.Plan) *Session {
+	ss := &Session{p: p, s: s, base: base, byName: map[string]*endpoint{}, groups: map[string][]*endpoint{}, slots: make([]slotTable, len(p.tables))}
+	for _, e := range p.eps {
+		e.slot = -1
+		ss.byName[e.ep.Name] = e
+		if k, ok := groupKey(e.ep); ok {
+			ss.groups[k] = append(ss.groups[k], e)
+		}
+	}
+	s.watch = ss.watch
+	if p.in.Strategy != StrategyDragonetGreedy {
+		p.in.Strategy = StrategyIncremental
+	}
+	return ss
+}
+
+// clone copies the problem for a session, which changes its endpoints.
+func (p *problem) clone() *problem {
+	q := *p
+	in := *p.in
+	st := *in.Stack
+	st.Endpoints = slices.Clone(st.Endpoints)
+	in.Stack = &st
+	q.in = &in
+	q.eps = make([]*endpoint, len(p.eps))
+	for i, e := range p.eps {
+		c := *e
+		c.over = slices.Clone(e.over)
+		c.rel = slices.Clone(e.rel)
+		c.entry = slices.Clone(e.entry)
+		q.eps[i] = &c
+	}
+	cp := *p.cp
+	cp.Queues = slices.Clone(p.cp.Queues)
+	cp.Endpoints = slices.Clone(p.cp.Endpoints)
+	q.cp = &cp
+	q.rank, q.dorder = slices.Clone(p.rank), slices.Clone(p.dorder)
+	q.dragonet, q.modeStates, q.paths = nil, nil, nil
+	q.warns = slices.Clone(p.warns)
+	q.emptyCost = map[int]costmodel.Cost{}
+	for k, v := range p.emptyCost {
+		q.emptyCost[k] = v
+	}
+	return &q
+}
+
+// groupKey groups endpoints whose packets may overlap: one protocol and
+// port (Open-MX endpoints never overlap).
+func groupKey(e *lpg.Endpoint) (string, bool) {
+	if e.Proto == lpg.OpenMX {
+		return "", false
+	}
+	return fmt.Sprintf("%s/%d", e.Proto, e.Port), true
+}
+
+// Cost is the plan's cost now.
+func (ss *Session) Cost() costmodel.Cost {
+	s := ss.s
+	if s.firstMatch == ss.p.dragonetSpace {
+		return s.ev.Cost()
+	}
+	// Dragonet's search sees its QMap; the cost function's own view of
+	// the plan splits what overlapping entries share.
+	a := make(costmodel.Assignment, len(ss.p.eps))
+	s.firstMatch = ss.p.dragonetSpace
+	for i := range ss.p.eps {
+		a[i] = slices.Clone(s.shares(i))
+	}
+	s.firstMatch = !s.firstMatch
+	return costmodel.NewEvaluator(ss.p.cp, ss.p.in.Cost, a).Cost()
+}
+
+// Stack is the stack the session serves now: the endpoints it started
+// with that remain, then those added since, in the order added.
+func (ss *Session) Stack() *lpg.Stack {
+	st := *ss.p.in.Stack
+	st.Endpoints = slices.Clone(st.Endpoints)
+	return &st
+}
+
+// Len is the number of endpoints.
+func (ss *Session) Len() int { return len(ss.p.eps) }
+
+// Add adds an endpoint (its name new to the session, its protocol one the
+// session's LPG already demultiplexes) and places it.
+func (ss *Session) Add(e *lpg.Endpoint) (*Delta, error) {
+	return ss.change(nil, []*lpg.Endpoint{e})
+}
+
+// Remove removes the endpoint named name and frees its entry.
+func (ss *Session) Remove(name string) (*Delta, error) {
+	return ss.change([]string{name}, nil)
+}
+
+// Apply changes the session's endpoints to those of next, a stack that
+// differs from the session's only in its endpoints: endpoints are matched
+// by name, those next lacks are removed, those it adds are added (in
+// next's order), and one whose declaration changed is removed and added
+// again. It is one change: one search, one Delta.
+func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
+	cur := ss.p.in.Stack
+	if why := sameButEndpoints(cur, next); why != "" {
+		return nil, fmt.Errorf("stack %s differs from the running one in %s, not only in its endpoints: re-plan it (dragonc embed)", next.Name, why)
+	}
+	want := map[string]*lpg.Endpoint{}
+	for _, e := range next.Endpoints {
+		want[e.Name] = e
+	}
+	var rm []string
+	for _, e := range cur.Endpoints {
+		if n, ok := want[e.Name]; !ok || !sameEndpoint(e, n) {
+			rm = append(rm, e.Name)
+		}
+	}
+	var add []*lpg.Endpoint
+	for _, e := range next.Endpoints {
+		if old, ok := ss.byName[e.Name]; !ok || !sameEndpoint(old.ep, e) {
+			add = append(add, e)
+		}
+	}
+	return ss.change(rm, add)
+}
+
+// sameButEndpoints says what, besides endpoints, differs between two
+// stacks: what the LPG is made of beyond its demultiplexers.
+func sameButEndpoints(a, b *lpg.Stack) string {
+	switch {
+	case len(a.Interfaces) != len(b.Interfaces):
+		return "its interfaces"
+	case !slices.Equal(a.Cores, b.Cores):
+		return "its cores"
+	case a.ICMPEcho != b.ICMPEcho || a.ARP != b.ARP || a.ICMPErrors != b.ICMPErrors:
+		return "its services"
+	}
+	for i := range a.Interfaces {
+		x, y := a.Interfaces[i], b.Interfaces[i]
+		if x.Name != y.Name || x.MAC != y.MAC || x.MTU != y.MTU || !slices.Equal(x.IPs, y.IPs) {
+			return "interface " + y.Name
+		}
+	}
+	return ""
+}
+
+// sameEndpoint reports whether two declarations of an endpoint are the
+// same for the plan.
+func sameEndpoint(a, b *lpg.Endpoint) bool {
+	return a.Name == b.Name && a.Ident == b.Ident && a.Proto == b.Proto && a.Flow == b.Flow && a.AnyAddr == b.AnyAddr &&
+		a.Addr == b.Addr && a.Port == b.Port && a.Remote == b.Remote && a.RPort == b.RPort && a.OMXID == b.OMXID &&
+		a.App == b.App && slices.Equal(a.Cores, b.Cores) && a.Class == b.Class && a.Rate == b.Rate &&
+		a.Message == b.Message && a.NoDelay == b.NoDelay && a.Shadowed == b.Shadowed
+}
+
+// change removes and adds endpoints, searches, and returns the Delta. On
+// an error nothing has changed.
+func (ss *Session) change(rm []string, add []*lpg.Endpoint) (*Delta, error) {
+	if ss.err != nil {
+		return nil, ss.err
+	}
+	seen := map[string]bool{}
+	for _, name := range rm {
+		if ss.byName[name] == nil || seen[name] {
+			return nil, fmt.Errorf("no endpoint %s to remove", name)
+		}
+		seen[name] = true
+	}
+	for _, e := range add {
+		if err := ss.canAdd(e, seen); err != nil {
+			return nil, err
+		}
+		seen[e.Name] = true
+	}
+	before := ss.Cost()
+	ss.begin()
+	for _, name := range rm {
+		ss.remove(ss.byName[name].index)
+	}
+	if ss.dragonet {
+		for _, e := range dragonetSorted(ss.p, add) {
+			if err := ss.dragonetAdd(e); err != nil {
+				ss.err = err
+				return nil, err
+			}
+		}
+		ss.dragonetJump()
+	} else {
+		for _, e := range add {
+			ss.place(ss.addEndpoint(e))
+		}
+		ss.repair()
+		ss.p.dorder = ss.p.dragonetOrder()
+		for k, i := range ss.p.dorder {
+			ss.p.rank[i] = k
+		}
+	}
+	d := ss.commit()
+	d.Before, d.Cost = before, ss.Cost()
+	return d, nil
+}
+
+// canAdd checks an endpoint a change adds: a new name (removed ones are
+// in removing), and a protocol the LPG demultiplexes.
+func (ss *Session) canAdd(e *lpg.Endpoint, removing map[string]bool) error {
+	if e == nil || e.Name == "" {
+		return fmt.Errorf("an endpoint to add needs a name")
+	}
+	if ss.byName[e.Name] != nil && !removing[e.Name] {
+		return fmt.Errorf("endpoint %s is already in the plan", e.Name)
+	}
+	if _, ok := ss.p.demux[e.Proto]; !ok {
+		return fmt.Errorf("endpoint %s is the first %s endpoint: the stack's LPG has no %s demultiplexer, and the generated code none either; re-plan the stack (dragonc embed)", e.Name, e.Proto, e.Proto)
+	}
+	return nil
+}
+
+// begin starts recording a change.
+func (ss *Session) begin() {
+	ss.rec = map[*endpoint]*record{}
+	ss.order = ss.order[:0]
+}
+
+// watch records endpoint i before the change touches it.
+func (ss *Session) watch(i int) {
+	e := ss.p.eps[i]
+	if ss.rec == nil || ss.rec[e] != nil {
+		return
+	}
+	ss.rec[e] = &record{choice: ss.s.choice[i], queues: ss.queueIDs(i)}
+	ss.order = append(ss.order, e)
+}
+
+// queueIDs are the receive queues endpoint i's packets reach now.
+func (ss *Session) queueIDs(i int) []int {
+	var out []int
+	for _, sh := range ss.s.ev.Shares(i) {
+		out = append(out, ss.p.queues[sh.Queue].id)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// addEndpoint appends an endpoint, with no entry, and returns its index.
+func (ss *Session) addEndpoint(le *lpg.Endpoint) int {
+	p, s := ss.p, ss.s
+	p.in.Stack.Endpoints = append(p.in.Stack.Endpoints, le)
+	i := len(p.eps)
+	e := p.newEndpoint(i, le)
+	e.slot = -1
+	e.box, _ = solver.Restrict(p.demux[le.Proto], lpg.EndpointPredicate(le))
+	if k := s.ev.Add(p.costEndpoint(le)); k != i {
+		panic(fmt.Sprintf("embed: session: the evaluator has %d endpoints, the problem %d", k, i)) // an invariant of this file
+	}
+	p.eps = append(p.eps, e)
+	s.choice = append(s.choice, choice{})
+	p.rank = append(p.rank, 0)
+	if k, ok := groupKey(le); ok {
+		for _, o := range ss.groups[k] {
+			if intersects(e.box, o.box) {
+				e.over = append(e.over, o.index)
+				o.over = append(o.over, i)
+				o.rel = nil // worked out again with the new neighbour
+			}
+		}
+		ss.groups[k] = append(ss.groups[k], e)
+	}
+	ss.byName[le.Name] = e
+	ss.rec[e] = &record{added: true}
+	ss.order = append(ss.order, e)
+	s.ev.Set(i, s.seen(i))
+	return i
+}
+
+// remove frees endpoint i's entry and removes it; Dragonet's search
+// leaves the entry behind (orphan).
+func (ss *Session) remove(i int) {
+	s, e := ss.s, ss.p.eps[i]
+	if c := s.choice[i]; ss.dragonet && c.t != nil {
+		ss.orphans = slices.Insert(ss.orphans, 0, orphan{t: c.t, q: c.q, slot: e.slot, rank: ss.p.rank[i], entry: ss.entry(e, c)})
+		ss.slots[c.t.idx].owner[e.slot] = nil
+		s.set(i, choice{})
+		s.used[c.t.idx]++ // the orphan keeps its place
+	} else {
+		s.set(i, choice{})
+	}
+	ss.removeEndpoint(i)
+}
+
+// removeEndpoint takes endpoint i, which has no entry, out of the problem:
+// the endpoints after it move down by one.
+func (ss *Session) removeEndpoint(i int) {
+	p, s := ss.p, ss.s
+	e := p.eps[i]
+	ss.watch(i)
+	for _, j := range e.over {
+		o := p.eps[j]
+		o.over = slices.DeleteFunc(o.over, func(k int) bool { return k == i })
+		o.rel = nil
+	}
+	s.ev.Remove(i)
+	p.eps = slices.Delete(p.eps, i, i+1)
+	p.in.Stack.Endpoints = slices.Delete(p.in.Stack.Endpoints, i, i+1)
+	s.choice = slices.Delete(s.choice, i, i+1)
+	p.rank = slices.Delete(p.rank, i, i+1)
+	for k, o := range p.eps {
+		o.index = k
+		for x, j := range o.over {
+			if j > i {
+				o.over[x] = j - 1
+			}
+		}
+	}
+	if k, ok := groupKey(e.ep); ok {
+		ss.groups[k] = slices.DeleteFunc(ss.groups[k], func(o *endpoint) bool { return o == e })
+		if len(ss.groups[k]) == 0 {
+			delete(ss.groups, k)
+		}
+	}
+	delete(ss.byName, e.ep.Name)
+	e.gone = true
+}
+
+// place gives endpoint i, new, the cheapest choice: no entry, or an entry
+// in a table with room to one of its queues, tried from the start queue
+// on. In Dragonet's space an endpoint a table has room for gets an entry.
+func (ss *Session) place(i int) {
+	p, s := ss.p, ss.s
+	best, bestCost, found := choice{}, costmodel.Cost{}, false
+	try := func(c choice) {
+		s.set(i, c)
+		if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
+			best, bestCost, found = c, cost, true
+		}
+	}
+	offered := false
+	for _, t := range p.tables {
+		if !s.canUse(t, i) {
+			continue
+		}
+		for k := range t.targets {
+			try(choice{t, t.targets[(k+ss.startQ)%len(t.targets)]})
+			offered = true
+		}
+	}
+	if !offered || !p.dragonetSpace {
+		try(choice{})
+	}
+	s.set(i, best)
+	if offered {
+		ss.startQ = (ss.startQ + 1) % len(p.queues)
+	}
+}
+
+// Repairs after a change: at most repairRounds moves, each the best of
+// the moves of at most repairCandidates endpoints.
+const (
+	repairRounds     = 4
+	repairCandidates = 8
+)
+
+// repair tries, a few times, the moves a change makes worth trying: an
+// endpoint without an entry takes the room a table has (a removal freed
+// it), and an endpoint with an entry moves from the most loaded queue to
+// the least loaded one. A move of an endpoint the change did not add must
+// save MoveThreshold of the cost (clearlyBetter); one the change added
+// moves for any saving.
+func (ss *Session) repair() {
+	p, s := ss.p, ss.s
+	cur := s.ev.Cost()
+	for round := 0; round < repairRounds; round++ {
+		bestI, best, bestCost := -1, choice{}, cur
+		consider := func(i int, moves []choice) {
+			old := s.choice[i]
+			r := ss.rec[p.eps[i]]
+			sticky := r == nil || !r.added
+			for _, c := range moves {
+				if c == old {
+					continue
+				}
+				s.set(i, c)
+				cost := s.ev.Cost()
+				if sticky && !clearlyBetter(cost, cur) || !cost.Less(bestCost) {
+					continue
+				}
+				bestI, best, bestCost = i, c, cost
+			}
+			s.set(i, old)
+		}
+		// Room in a table, and endpoints it could hold left without an
+		// entry.
+		var room []*table
+		for _, t := range p.tables {
+			if t.sp.Capacity == 0 || s.used[t.idx] < t.sp.Capacity {
+				room = append(room, t)
+			}
+		}
+		n := 0
+		var moves []choice
+		for _, i := range p.order() {
+			if n == repairCandidates || len(room) == 0 {
+				break
+			}
+			if s.choice[i].t != nil || !p.eps[i].steerable() || p.eps[i].ep.Shadowed {
+				continue
+			}
+			moves = moves[:0]
+			for _, t := range room {
+				if s.canUse(t, i) {
+					for _, q := range t.targets {
+						moves = append(moves, choice{t, q})
+					}
+				}
+			}
+			if len(moves) > 0 {
+				consider(i, moves)
+				n++
+			}
+		}
+		// The most and least loaded queues the entries can reach.
+		hi, lo := -1, -1
+		for q := range p.queues {
+			l := s.ev.Load(q)
+			if hi < 0 || l > s.ev.Load(hi) {
+				hi = q
+			}
+			if q > 0 && (lo < 0 || l < s.ev.Load(lo)) {
+				lo = q
+			}
+		}
+		if hi >= 0 && lo >= 0 && hi != lo {
+			// Those on hi whose weight is nearest half the gap first.
+			half := (s.ev.Load(hi) - s.ev.Load(lo)) / 2
+			var on []int
+			for i, c := range s.choice {
+				if c.t != nil && c.q == hi && c.t.queues[lo] && slices.Contains(c.t.targets, lo) {
+					on = append(on, i)
+				}
+			}
+			slices.SortStableFunc(on, func(a, b int) int {
+				return cmp.Compare(abs(s.ev.Weight(a)-half), abs(s.ev.Weight(b)-half))
+			})
+			for _, i := range on[:min(len(on), repairCandidates)] {
+				consider(i, []choice{{s.choice[i].t, lo}})
+			}
+		}
+		if bestI < 0 {
+			return
+		}
+		s.set(bestI, best)
+		cur = bestCost
+	}
+}
+
+// commit turns the change's records into a Delta: slots are given to the
+// new entries (a free slot, lowest first; else one this change freed)
+// and taken back from the old ones.
+func (ss *Session) commit() *Delta {
+	s := ss.s
+	d := &Delta{}
+	type freed struct {
+		t    *table
+		slot int
+		e    *endpoint
+		c    choice
+	}
+	var frees []freed
+	var need []*endpoint
+	for _, e := range ss.order {
+		r := ss.rec[e]
+		switch {
+		case e.gone && r.added:
+			continue
+		case e.gone:
+			d.Removed = append(d.Removed, e.ep.Name)
+			d.Queues = append(d.Queues, QueueChange{Endpoint: e.ep.Name, From: r.queues})
+			if r.choice.t != nil && !ss.dragonet {
+				frees = append(frees, freed{r.choice.t, e.slot, e, r.choice})
+				e.slot = -1
+			}
+			continue
+		}
+		c := s.choice[e.index]
+		qs := ss.queueIDs(e.index)
+		if r.added {
+			d.Added = append(d.Added, e.ep.Name)
+			d.Queues = append(d.Queues, QueueChange{Endpoint: e.ep.Name, To: qs})
+		} else if !slices.Equal(qs, r.queues) {
+			d.Queues = append(d.Queues, QueueChange{Endpoint: e.ep.Name, From: r.queues, To: qs})
+		}
+		if c == r.choice {
+			continue
+		}
+		switch {
+		case r.choice.t != nil && r.choice.t == c.t:
+			// Another queue, the same slot.
+			d.Insert = append(d.Insert, EntryChange{Node: c.t.sp.Node, Slot: e.slot, Entry: ss.entry(e, c), Replaces: e.ep.Name})
+			continue
+		case r.choice.t != nil && !ss.dragonet:
+			frees = append(frees, freed{r.choice.t, e.slot, e, r.choice})
+			e.slot = -1
+		case r.choice.t != nil:
+			// Dragonet leaves the entry behind (the jump made it an
+			// orphan); the endpoint took another.
+		}
+		if c.t != nil {
+			need = append(need, e)
+		}
+	}
+	// New entries: a slot free before this change (or one Dragonet's
+	// oracle repurposed), else one this change frees.
+	for _, e := range need {
+		c := s.choice[e.index]
+		replaces := ""
+		if e.slot < 0 {
+			if c.t.identity {
+				ss.takeSlot(e, c.t, -1)
+			} else if slot := ss.freeSlotOf(c.t); slot >= 0 {
+				ss.takeSlot(e, c.t, slot)
+			} else if k := slices.IndexFunc(frees, func(f freed) bool { return f.t == c.t }); k >= 0 {
+				replaces = frees[k].e.ep.Name
+				ss.takeSlot(e, c.t, frees[k].slot)
+				frees = slices.Delete(frees, k, k+1)
+			} else {
+				ss.takeSlot(e, c.t, -1)
+			}
+		} else if o, ok := ss.repurposed[e]; ok {
+			replaces = o
+		}
+		d.Insert = append(d.Insert, EntryChange{Node: c.t.sp.Node, Slot: e.slot, Entry: ss.entry(e, c), Replaces: replaces})
+	}
+	for _, f := range frees {
+		if f.t.identity || ss.slots[f.t.idx].owner[f.slot] == f.e {
+			ss.freeSlot(f.t, f.slot)
+		}
+		d.Delete = append(d.Delete, EntryChange{Node: f.t.sp.Node, Slot: f.slot, Entry: ss.entry(f.e, f.c)})
+	}
+	ss.repurposed = nil
+	byNodeSlot := func(a, b EntryChange) int {
+		if a.Node != b.Node {
+			return cmp.Compare(a.Node, b.Node)
+		}
+		return cmp.Compare(a.Slot, b.Slot)
+	}
+	slices.SortFunc(d.Insert, byNodeSlot)
+	slices.SortFunc(d.Delete, byNodeSlot)
+	slices.SortFunc(d.Queues, func(a, b QueueChange) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	ss.rec = nil
+	return d
+}
+
+// freeSlotOf takes the lowest free slot of t, or returns -1.
+func (ss *Session) freeSlotOf(t *table) int {
+	st := &ss.slots[t.idx]
+	if st.free.Len() > 0 {
+		return heap.Pop(&st.free).(int)
+	}
+	if t.sp.Capacity == 0 || len(st.owner) < t.sp.Capacity {
+		return len(st.owner)
+	}
+	return -1
+}
+
+// takeSlot gives e slot of t (-1: the next one at the end); an identity
+// hash's slot is the endpoint's bucket.
+func (ss *Session) takeSlot(e *endpoint, t *table, slot int) {
+	if t.identity {
+		e.slot = int(e.ep.OMXID)
+		return
+	}
+	st := &ss.slots[t.idx]
+	if slot < 0 {
+		slot = len(st.owner)
+	}
+	for len(st.owner) <= slot {
+		st.owner = append(st.owner, nil)
+	}
+	st.owner[slot] = e
+	e.slot = slot
+}
+
+// freeSlot gives slot of t back.
+func (ss *Session) freeSlot(t *table, slot int) {
+	if t.identity || slot < 0 {
+		return
+	}
+	st := &ss.slots[t.idx]
+	st.owner[slot] = nil
+	heap.Push(&st.free, slot)
+}
+
+// entry is endpoint e's entry for choice c, as plan.json writes it.
+func (ss *Session) entry(e *endpoint, c choice) plan.Entry {
+	sp := c.t.sp
+	action, _ := sp.ActionFor(ss.p.queues[c.q].id)
+	ms := e.match[c.t.idx]
+	pe := plan.Entry{Match: prg.Entry{Match: ms}.Predicate(sp).String(), Action: action, Priority: entryPriority(c.t, e, ss.s.dragonetPrio), Endpoint: e.ep.Name}
+	for _, f := range ms {
+		pe.Fields = append(pe.Fields, plan.Field{Field: f.Field, Value: f.Value, Mask: f.Mask})
+	}
+	return pe
+}
+
+// Result embeds the session's stack as it is now under the session's
+// configuration: a Result like Run's (its plan's strategy incremental,
+// its changes those since the plan the session started from), for
+// dragonc run, the backends and verify. It derives the LPG and embeds it
+// afresh, which costs what embedding the stack does; a change does not
+// need it when the generated code reads its endpoint tables as data.
+func (ss *Session) Result() (*Result, error) {
+	in := *ss.p.in
+	in.Stack = ss.Stack()
+	in.LPG = nil
+	g, err := lpg.Derive(in.Stack)
+	if err != nil {
+		return nil, err
+	}
+	in.LPG = g
+	in.Previous = ss.base
+	if ss.base == nil {
+		in.Strategy = StrategyDragonetGreedy
+	}
+	cur := ss.s
+	return run(&in, func(p *problem) (*state, error) {
+		mode := slices.IndexFunc(p.modes, func(m rssMode) bool {
+			return slices.Equal(m.queues, ss.p.modes[cur.mode].queues)
+		})
+		if mode < 0 {
+			return nil, fmt.Errorf("dragonc: internal error: the session's RSS mode %s is not one of the stack's", ss.p.modes[cur.mode].name)
+		}
+		s := p.newState(mode)
+		s.dragonetPrio = cur.dragonetPrio
+		byNode := map[string]*table{}
+		for _, t := range p.tables {
+			byNode[t.sp.Node] = t
+		}
+		for i, c := range cur.choice {
+			if c.t == nil {
+				continue
+			}
+			if t := byNode[c.t.sp.Node]; t != nil {
+				s.set(i, choice{t, c.q})
+			}
+		}
+		if s.dragonetPrio {
+			// Dragonet's entries in the order it inserted them.
+			for i := range p.rank {
+				p.rank[i] = ss.p.rank[i]
+			}
+			p.dorder = p.declared()
+			slices.SortStableFunc(p.dorder, func(a, b int) int { return cmp.Compare(p.rank[a], p.rank[b]) })
+		}
+		return s, nil
+	})
+}
