@@ -432,9 +432,12 @@ func (ss *Session) change(rm []string, add []*lpg.Endpoint) (*Delta, error) {
 			ss.place(ss.addEndpoint(e))
 		}
 		ss.repair()
-		ss.p.dorder = ss.p.dragonetOrder()
-		for k, i := range ss.p.dorder {
-			ss.p.rank[i] = k
+		if ss.s.dragonetPrio {
+			// Dragonet's one priority: entries in Dragonet's order.
+			ss.p.dorder = ss.p.dragonetOrder()
+			for k, i := range ss.p.dorder {
+				ss.p.rank[i] = k
+			}
 		}
 	}
 	d := ss.commit()
@@ -639,24 +642,27 @@ func (ss *Session) repair() {
 		}
 		n := 0
 		var moves []choice
-		for _, i := range p.order() {
-			if n == repairCandidates || len(room) == 0 {
-				break
-			}
-			if s.choice[i].t != nil || !p.eps[i].steerable() || p.eps[i].ep.Shadowed {
-				continue
-			}
-			moves = moves[:0]
-			for _, t := range room {
-				if s.canUse(t, i) {
-					for _, q := range t.targets {
-						moves = append(moves, choice{t, q})
+		for pass := 0; pass < 2 && len(room) > 0; pass++ {
+			// Gold first, then in declaration order (problem.order).
+			for i, e := range p.eps {
+				if n == repairCandidates {
+					break
+				}
+				if (e.ep.Class == lpg.Gold) != (pass == 0) || s.choice[i].t != nil || !e.steerable() {
+					continue
+				}
+				moves = moves[:0]
+				for _, t := range room {
+					if s.canUse(t, i) {
+						for _, q := range t.targets {
+							moves = append(moves, choice{t, q})
+						}
 					}
 				}
-			}
-			if len(moves) > 0 {
-				consider(i, moves)
-				n++
+				if len(moves) > 0 {
+					consider(i, moves)
+					n++
+				}
 			}
 		}
 		// The most and least loaded queues the entries can reach.

@@ -2,10 +2,13 @@ package embed
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strings"
 	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/lpg"
@@ -210,5 +213,200 @@ func checkSessionEvaluator(t *testing.T, ss *Session, step int) {
 	}
 	if got, want := ss.s.ev.Cost(), s.ev.Cost(); !got.Equal(want) {
 		t.Fatalf("step %d: the session's cost %v, a fresh problem's %v", step, got, want)
+	}
+}
+
+// sixFlows is six UDP flows on an 82599 with four queues.
+func sixFlows(t *testing.T) *lpg.Stack {
+	t.Helper()
+	var flows []string
+	for i := 1; i <= 7; i++ {
+		flows = append(flows, fmt.Sprintf("endpoint f%d udp flow 10.0.0.1:%d -> 10.0.0.9:%d", i, 7000+i, 8000+i))
+	}
+	st, diags := lpg.LoadStack("s.lpg", []byte(flowStack(4, flows)))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	return st
+}
+
+func queuesOf(ss *Session) map[string]int {
+	out := map[string]int{}
+	for i, e := range ss.p.eps {
+		out[e.ep.Name] = -1
+		if c := ss.s.choice[i]; c.t != nil {
+			out[e.ep.Name] = ss.p.queues[c.q].id
+		}
+	}
+	return out
+}
+
+// TestDragonetSessionRepurposes works Dragonet's incremental search by
+// hand on six flows under dragonet-balance. The start queue turns with
+// every flow (allQueues_), so the first six go to queues 1, 2, 3, 1, 2,
+// 3 (each offer list starts one queue later; among equal costs the first
+// wins). Removing f2 leaves its five-tuple entry, to queue 2 in slot 1,
+// in the table (no entry is deleted). f7 is then offered that entry
+// first, on its queue, then new entries to queues 1 and 3: the orphan
+// balances the queues (2, 2, 2 flows) and f7 takes it, slot and all.
+func TestDragonetSessionRepurposes(t *testing.T) {
+	all := sixFlows(t)
+	ss, err := NewDragonetSession(churnInput(t, "82599", withEndpoints(all, all.Endpoints[:6]), "dragonet-balance", StrategyDragonetGreedy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"f1": 1, "f2": 2, "f3": 3, "f4": 1, "f5": 2, "f6": 3}
+	if got := queuesOf(ss); !maps.Equal(got, want) {
+		t.Fatalf("queues %v, want %v", got, want)
+	}
+	d, err := ss.Remove("f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Delete)+len(d.Insert) != 0 || !slices.Equal(d.Removed, []string{"f2"}) {
+		t.Fatalf("removing f2: %+v; Dragonet leaves the entry in place", d)
+	}
+	if len(ss.orphans) != 1 || ss.orphans[0].slot != 1 || ss.p.queues[ss.orphans[0].q].id != 2 {
+		t.Fatalf("orphans %+v, want f2's entry to queue 2 in slot 1", ss.orphans)
+	}
+	d, err = ss.Add(all.Endpoints[6])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Insert) != 1 || d.Insert[0].Slot != 1 || d.Insert[0].Replaces != "f2" || d.Insert[0].Entry.Action != "RxQueue2" || len(d.Delete) != 0 {
+		t.Fatalf("adding f7: %+v, want f2's entry (slot 1, queue 2) repurposed", d)
+	}
+	if len(ss.orphans) != 0 {
+		t.Fatalf("orphans left: %+v", ss.orphans)
+	}
+}
+
+// TestSessionDelta: a removed endpoint's entry is deleted and its slot
+// is the next new entry's; a change touches only what it affects; a
+// stack with the same endpoints changes nothing; one whose endpoint
+// changed its rate removes and adds it again; bad changes are refused
+// and change nothing.
+func TestSessionDelta(t *testing.T) {
+	all := sixFlows(t)
+	r, err := Run(churnInput(t, "82599", withEndpoints(all, all.Endpoints[:6]), "balance", StrategyDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := NewSession(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := ss.byName["f2"]
+	if victim.slot < 0 {
+		t.Fatalf("f2 has no entry: %v", queuesOf(ss))
+	}
+	slot, node := victim.slot, ss.s.choice[victim.index].t.sp.Node
+	before := queuesOf(ss)
+	d, err := ss.Remove("f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Delete) != 1 || d.Delete[0].Slot != slot || d.Delete[0].Node != node || d.Delete[0].Entry.Endpoint != "f2" {
+		t.Fatalf("removing f2 deletes %+v, want its entry in %s slot %d", d.Delete, node, slot)
+	}
+	for _, q := range d.Queues {
+		if q.Endpoint != "f2" && before[q.Endpoint] >= 0 {
+			t.Logf("removing f2 moved %s: %v -> %v", q.Endpoint, q.From, q.To)
+		}
+	}
+	moved := 0
+	for name, q := range queuesOf(ss) {
+		if before[name] != q {
+			moved++
+		}
+	}
+	if moved != len(d.Queues)-1 {
+		t.Fatalf("%d endpoints changed queue, the Delta lists %d: %+v", moved, len(d.Queues)-1, d.Queues)
+	}
+	d, err = ss.Add(all.Endpoints[6])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Insert) != 1 || d.Insert[0].Slot != slot || d.Insert[0].Entry.Endpoint != "f7" {
+		t.Fatalf("adding f7 inserts %+v, want its entry in f2's slot %d", d.Insert, slot)
+	}
+	if !slices.Equal(d.Added, []string{"f7"}) || len(d.Removed) != 0 || len(d.Delete) != 0 {
+		t.Fatalf("adding f7: %+v", d)
+	}
+	// The same endpoints: nothing to do.
+	cur := ss.Stack()
+	d, err = ss.Apply(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Changed() || len(d.Added)+len(d.Removed)+len(d.Queues) != 0 {
+		t.Fatalf("applying the same stack: %+v", d)
+	}
+	// f3 declares another rate: removed and added again.
+	next := ss.Stack()
+	k := slices.IndexFunc(next.Endpoints, func(e *lpg.Endpoint) bool { return e.Name == "f3" })
+	f3 := *next.Endpoints[k]
+	f3.Rate = 50000
+	next.Endpoints[k] = &f3
+	d, err = ss.Apply(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Removed, []string{"f3"}) || !slices.Equal(d.Added, []string{"f3"}) || ss.Len() != 6 {
+		t.Fatalf("f3's new rate: %+v (%d endpoints)", d, ss.Len())
+	}
+	// Refused, changing nothing.
+	n, cost := ss.Len(), ss.Cost()
+	omx := &lpg.Endpoint{Name: "mx", Ident: "mx", Proto: lpg.OpenMX, OMXID: 3}
+	for _, c := range []struct {
+		do   func() error
+		want string
+	}{
+		{func() error { _, err := ss.Remove("nosuch"); return err }, "no endpoint nosuch"},
+		{func() error { _, err := ss.Add(all.Endpoints[0]); return err }, "already in the plan"},
+		{func() error { _, err := ss.Add(omx); return err }, "no openmx demultiplexer"},
+		{func() error {
+			other := ss.Stack()
+			other.Cores = []int{0, 1}
+			_, err := ss.Apply(other)
+			return err
+		}, "differs from the running one in its cores"},
+	} {
+		err := c.do()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error saying %q", err, c.want)
+		}
+	}
+	if ss.Len() != n || !ss.Cost().Equal(cost) {
+		t.Fatalf("a refused change changed the session: %d endpoints, cost %v; was %d, %v", ss.Len(), ss.Cost(), n, cost)
+	}
+	checkSessionEvaluator(t, ss, 0)
+}
+
+// TestSessionDeterministic: two sessions replaying one churn return the
+// same Deltas.
+func TestSessionDeterministic(t *testing.T) {
+	pool := churnPool(t, 120, 8, 3)
+	seq := churn(pool, 30, 300, 10, 60, 4)
+	var runs [2][]*Delta
+	for k := range runs {
+		r, err := Run(churnInput(t, "82599", withEndpoints(pool, pool.Endpoints[:30]), "balance", StrategyDefault))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := NewSession(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range seq {
+			d, err := c.apply(ss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs[k] = append(runs[k], d)
+		}
+	}
+	if diff := gocmp.Diff(runs[0], runs[1]); diff != "" {
+		t.Fatalf("the same churn, other Deltas (-first +second):\n%s", diff)
 	}
 }
