@@ -62,13 +62,18 @@ func BenchmarkEmbed82599(b *testing.B) {
 
 // BenchmarkSessionChange is one change on a Session of 10,000 UDP
 // listeners on the 82599 (16 queues; its filter tables hold 8,318 of
-// them, the rest are left to RSS): an endpoint removed and added back,
-// two searches and their Deltas. BenchmarkSessionReplan is the search of
+// them, the rest are left to RSS) and on linux-xdp (dragonc run's eBPF
+// stage, whose tables hold them all): an endpoint removed and added
+// back, two searches and their Deltas. BenchmarkSessionReplan is the search of
 // a full re-plan of the same stack, for comparison.
 func BenchmarkSessionChange(b *testing.B) {
-	for _, n := range []int{10000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			r, err := embed.Run(benchInput(b, "82599", n, embed.StrategyDefault))
+	for _, c := range []struct {
+		name, nic string
+		n         int
+	}{{"10000", "82599", 10000}, {"linux-xdp-10000", "linux-xdp", 10000}} {
+		n := c.n
+		b.Run(c.name, func(b *testing.B) {
+			r, err := embed.Run(benchInput(b, c.nic, n, embed.StrategyDefault))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -523,7 +523,7 @@ func (ss *Session) remove(i int) {
 	s, e := ss.s, ss.p.eps[i]
 	if c := s.choice[i]; ss.dragonet && c.t != nil {
 		ss.orphans = slices.Insert(ss.orphans, 0, orphan{t: c.t, q: c.q, slot: e.slot, rank: ss.p.rank[i], entry: ss.entry(e, c)})
-		ss.slots[c.t.idx].owner[e.slot] = nil
+		ss.own(c.t, e.slot, nil)
 		s.set(i, choice{})
 		s.used[c.t.idx]++ // the orphan keeps its place
 	} else {
@@ -825,6 +825,13 @@ func (ss *Session) takeSlot(e *endpoint, t *table, slot int) {
 	}
 	st.owner[slot] = e
 	e.slot = slot
+}
+
+// own makes e (nil: no endpoint, an orphan) the owner of slot of t.
+func (ss *Session) own(t *table, slot int, e *endpoint) {
+	if !t.identity && slot >= 0 {
+		ss.slots[t.idx].owner[slot] = e
+	}
 }
 
 // freeSlot gives slot of t back.

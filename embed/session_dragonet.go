@@ -70,7 +70,7 @@ func (ss *Session) dragonetPlace(i int) error {
 		o := ss.orphans[k]
 		ss.orphans = slices.Delete(ss.orphans, k, k+1)
 		s.used[o.t.idx]--
-		ss.slots[o.t.idx].owner[o.slot] = e
+		ss.own(o.t, o.slot, e)
 		e.slot = o.slot
 		p.rank[i] = o.rank
 		if ss.repurposed == nil {
@@ -167,7 +167,7 @@ func (ss *Session) dragonetJump() {
 		}
 		e := p.eps[i]
 		ss.orphans = slices.Insert(ss.orphans, 0, orphan{t: c.t, q: c.q, slot: e.slot, rank: p.rank[i], entry: ss.entry(e, c)})
-		ss.slots[c.t.idx].owner[e.slot] = nil
+		ss.own(c.t, e.slot, nil)
 		e.slot = -1
 		s.set(i, choice{})
 		s.used[c.t.idx]++
