@@ -323,9 +323,9 @@ func TestQueueLoads(t *testing.T) {
 	}
 }
 
-// TestEvaluatorAddRemove adds and removes endpoints (gold and best
-// effort, with and without a rate, listeners on named cores) between
-// changes of shares, and compares the incremental cost with a
+// TestEvaluatorAddRemove adds, removes and updates endpoints (gold and
+// best effort, with and without a rate, listeners on named cores)
+// between changes of shares, and compares the incremental cost with a
 // from-scratch evaluation of the changed Problem after each step; the
 // weights switch between rates and counts as the last endpoint without
 // a rate comes and goes.
@@ -366,6 +366,18 @@ func TestEvaluatorAddRemove(t *testing.T) {
 				if len(p.Endpoints) != n-1 || len(ev.shares) != n-1 {
 					t.Fatalf("%s: %d endpoints after a remove, want %d", fn.Name(), len(p.Endpoints), n-1)
 				}
+				if before != ev.allRated() {
+					switched++
+				}
+			case r%5 == 2:
+				// A new rate (none, now and then), class or cores.
+				i := int(r>>4) % n
+				e := p.Endpoints[i]
+				e.Rate = float64(200 * (r % 17))
+				e.Gold = r%3 == 0
+				e.Listener = !e.Listener
+				before := ev.allRated()
+				ev.Update(i, e)
 				if before != ev.allRated() {
 					switched++
 				}

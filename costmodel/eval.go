@@ -365,3 +365,37 @@ func (ev *Evaluator) Load(q int) float64 { return ev.load[q] }
 
 // Weight is endpoint i's weight in those loads.
 func (ev *Evaluator) Weight(i int) float64 { return ev.w[i] }
+
+// Update replaces what the evaluator knows of endpoint i (its rate, say,
+// as measured), keeping its shares.
+func (ev *Evaluator) Update(i int, e Endpoint) {
+	shares := ev.shares[i]
+	ev.apply(i, shares, -1)
+	ev.shares[i] = nil // i weighs nothing while the weights change
+	wasAll := ev.allRated()
+	old := ev.p.Endpoints[i]
+	if old.Rate <= 0 {
+		ev.unrated--
+	}
+	if e.Rate <= 0 {
+		ev.unrated++
+	}
+	if old.Gold != e.Gold {
+		if e.Gold {
+			ev.gold = append(ev.gold, i)
+			ev.be--
+		} else {
+			ev.gold = slices.DeleteFunc(ev.gold, func(j int) bool { return j == i })
+			ev.be++
+		}
+	}
+	ev.p.Endpoints[i] = e
+	ev.spread[i] = ev.p.Spread(i)
+	if ev.allRated() != wasAll {
+		ev.reweigh()
+	} else if ev.allRated() {
+		ev.w[i] = e.Rate
+	}
+	ev.shares[i] = shares
+	ev.apply(i, shares, 1)
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/dragonc/dragonc/costmodel"
@@ -329,19 +330,20 @@ func (ss *Session) Len() int { return len(ss.p.eps) }
 // Add adds an endpoint (its name new to the session, its protocol one the
 // session's LPG already demultiplexes) and places it.
 func (ss *Session) Add(e *lpg.Endpoint) (*Delta, error) {
-	return ss.change(nil, []*lpg.Endpoint{e})
+	return ss.change(nil, []*lpg.Endpoint{e}, nil)
 }
 
 // Remove removes the endpoint named name and frees its entry.
 func (ss *Session) Remove(name string) (*Delta, error) {
-	return ss.change([]string{name}, nil)
+	return ss.change([]string{name}, nil, nil)
 }
 
 // Apply changes the session's endpoints to those of next, a stack that
 // differs from the session's only in its endpoints: endpoints are matched
 // by name, those next lacks are removed, those it adds are added (in
-// next's order), and one whose declaration changed is removed and added
-// again. It is one change: one search, one Delta.
+// next's order), one whose rate alone changed takes the new rate (as
+// SetRates), and one whose declaration changed otherwise is removed and
+// added again. It is one change: one search, one Delta.
 func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
 	cur := ss.p.in.Stack
 	if why := sameButEndpoints(cur, next); why != "" {
@@ -352,18 +354,81 @@ func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
 		want[e.Name] = e
 	}
 	var rm []string
+	var add, rated []*lpg.Endpoint
+	gone := map[string]bool{}
 	for _, e := range cur.Endpoints {
-		if n, ok := want[e.Name]; !ok || !sameEndpoint(e, n) {
+		n, ok := want[e.Name]
+		switch {
+		case ok && sameEndpoint(e, n):
+		case ok && sameButRate(e, n):
+			rated = append(rated, n) // it stays where it is unless the cost demands otherwise
+		default:
 			rm = append(rm, e.Name)
+			gone[e.Name] = true
 		}
 	}
-	var add []*lpg.Endpoint
 	for _, e := range next.Endpoints {
-		if old, ok := ss.byName[e.Name]; !ok || !sameEndpoint(old.ep, e) {
+		if ss.byName[e.Name] == nil || gone[e.Name] {
 			add = append(add, e)
 		}
 	}
-	return ss.change(rm, add)
+	return ss.change(rm, add, rated)
+}
+
+// SetRates changes the packet rates the plan weighs endpoints by (rates
+// measured while serving, say), by name, and moves what the new rates
+// make worth moving (with the hysteresis of every change: a move must
+// save MoveThreshold of the cost, so a plan that moved settles).
+func (ss *Session) SetRates(rates map[string]float64) (*Delta, error) {
+	if ss.err != nil {
+		return nil, ss.err
+	}
+	names := slices.Sorted(maps.Keys(rates))
+	for _, name := range names {
+		if ss.byName[name] == nil {
+			return nil, fmt.Errorf("no endpoint %s to set the rate of", name)
+		}
+		if r := rates[name]; !(r >= 0 && r <= lpg.MaxRate) {
+			return nil, fmt.Errorf("endpoint %s: a rate is between 0 and %g packets a second, not %g", name, lpg.MaxRate, r)
+		}
+	}
+	before := ss.Cost()
+	ss.begin()
+	for _, name := range names {
+		ss.setRate(ss.byName[name], rates[name])
+	}
+	ss.rebalance()
+	d := ss.commit()
+	d.Before, d.Cost = before, ss.Cost()
+	return d, nil
+}
+
+// setRate gives endpoint e another rate: a copy of its declaration with
+// it (the caller's is not changed).
+func (ss *Session) setRate(e *endpoint, rate float64) {
+	le := *e.ep
+	le.Rate = rate
+	e.ep = &le
+	ss.p.in.Stack.Endpoints[e.index] = &le
+	ss.s.ev.Update(e.index, ss.p.costEndpoint(&le))
+}
+
+// rebalance is what a change does after its removals and additions: the
+// repairs (dragonc's search), and Dragonet's jump when its cost is
+// rejected (Dragonet's).
+func (ss *Session) rebalance() {
+	if ss.dragonet {
+		ss.dragonetJump()
+		return
+	}
+	ss.repair()
+	if ss.s.dragonetPrio {
+		// Dragonet's one priority: entries in Dragonet's order.
+		ss.p.dorder = ss.p.dragonetOrder()
+		for k, i := range ss.p.dorder {
+			ss.p.rank[i] = k
+		}
+	}
 }
 
 // sameButEndpoints says what, besides endpoints, differs between two
@@ -388,16 +453,19 @@ func sameButEndpoints(a, b *lpg.Stack) string {
 
 // sameEndpoint reports whether two declarations of an endpoint are the
 // same for the plan.
-func sameEndpoint(a, b *lpg.Endpoint) bool {
+func sameEndpoint(a, b *lpg.Endpoint) bool { return a.Rate == b.Rate && sameButRate(a, b) }
+
+// sameButRate is sameEndpoint but for their rates.
+func sameButRate(a, b *lpg.Endpoint) bool {
 	return a.Name == b.Name && a.Ident == b.Ident && a.Proto == b.Proto && a.Flow == b.Flow && a.AnyAddr == b.AnyAddr &&
 		a.Addr == b.Addr && a.Port == b.Port && a.Remote == b.Remote && a.RPort == b.RPort && a.OMXID == b.OMXID &&
-		a.App == b.App && slices.Equal(a.Cores, b.Cores) && a.Class == b.Class && a.Rate == b.Rate &&
+		a.App == b.App && slices.Equal(a.Cores, b.Cores) && a.Class == b.Class &&
 		a.Message == b.Message && a.NoDelay == b.NoDelay && a.Shadowed == b.Shadowed
 }
 
 // change removes and adds endpoints, searches, and returns the Delta. On
 // an error nothing has changed.
-func (ss *Session) change(rm []string, add []*lpg.Endpoint) (*Delta, error) {
+func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, error) {
 	if ss.err != nil {
 		return nil, ss.err
 	}
@@ -426,20 +494,15 @@ func (ss *Session) change(rm []string, add []*lpg.Endpoint) (*Delta, error) {
 				return nil, err
 			}
 		}
-		ss.dragonetJump()
 	} else {
 		for _, e := range add {
 			ss.place(ss.addEndpoint(e))
 		}
-		ss.repair()
-		if ss.s.dragonetPrio {
-			// Dragonet's one priority: entries in Dragonet's order.
-			ss.p.dorder = ss.p.dragonetOrder()
-			for k, i := range ss.p.dorder {
-				ss.p.rank[i] = k
-			}
-		}
 	}
+	for _, e := range rated {
+		ss.setRate(ss.byName[e.Name], e.Rate)
+	}
+	ss.rebalance()
 	d := ss.commit()
 	d.Before, d.Cost = before, ss.Cost()
 	return d, nil

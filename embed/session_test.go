@@ -342,18 +342,26 @@ func TestSessionDelta(t *testing.T) {
 	if d.Changed() || len(d.Added)+len(d.Removed)+len(d.Queues) != 0 {
 		t.Fatalf("applying the same stack: %+v", d)
 	}
-	// f3 declares another rate: removed and added again.
+	// f3 declares another rate: it takes it where it is; f4 another
+	// application: removed and added again.
 	next := ss.Stack()
 	k := slices.IndexFunc(next.Endpoints, func(e *lpg.Endpoint) bool { return e.Name == "f3" })
 	f3 := *next.Endpoints[k]
-	f3.Rate = 50000
+	f3.Rate = 1500
 	next.Endpoints[k] = &f3
+	k = slices.IndexFunc(next.Endpoints, func(e *lpg.Endpoint) bool { return e.Name == "f4" })
+	f4 := *next.Endpoints[k]
+	f4.App = "echo"
+	next.Endpoints[k] = &f4
 	d, err = ss.Apply(next)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(d.Removed, []string{"f3"}) || !slices.Equal(d.Added, []string{"f3"}) || ss.Len() != 6 {
-		t.Fatalf("f3's new rate: %+v (%d endpoints)", d, ss.Len())
+	if !slices.Equal(d.Removed, []string{"f4"}) || !slices.Equal(d.Added, []string{"f4"}) || ss.Len() != 6 {
+		t.Fatalf("f3's new rate, f4's new app: %+v (%d endpoints)", d, ss.Len())
+	}
+	if e := ss.byName["f3"]; e.ep.Rate != 1500 || ss.p.cp.Endpoints[e.index].Rate != 1500 {
+		t.Fatalf("f3's rate is %v, the cost model's %v", e.ep.Rate, ss.p.cp.Endpoints[e.index].Rate)
 	}
 	// Refused, changing nothing.
 	n, cost := ss.Len(), ss.Cost()
@@ -408,5 +416,61 @@ func TestSessionDeterministic(t *testing.T) {
 	}
 	if diff := gocmp.Diff(runs[0], runs[1]); diff != "" {
 		t.Fatalf("the same churn, other Deltas (-first +second):\n%s", diff)
+	}
+}
+
+// TestSessionSetRates: six flows of one rate spread over three queues;
+// one of them measured at ten times the others' rate moves what the
+// new rates make worth moving, and the same rates again move nothing
+// (the hysteresis: no oscillation).
+func TestSessionSetRates(t *testing.T) {
+	all := sixFlows(t)
+	eps := slices.Clone(all.Endpoints[:6])
+	for i, e := range eps {
+		c := *e
+		c.Rate = 1000
+		eps[i] = &c
+	}
+	r, err := Run(churnInput(t, "82599", withEndpoints(all, eps), "balance", StrategyDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := NewSession(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]float64{"f1": 10000}
+	for _, e := range eps[1:] {
+		rates[e.Name] = 1000
+	}
+	d, err := ss.SetRates(rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Queues) == 0 || !d.Changed() {
+		t.Fatalf("f1 at 10 times the others' rate moves nothing: %+v", d)
+	}
+	// Without the moves the plan would cost more.
+	stay, err := NewSession(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stay.begin()
+	for name, rate := range rates {
+		stay.setRate(stay.byName[name], rate)
+	}
+	if !d.Cost.Less(stay.Cost()) {
+		t.Fatalf("after the moves %v, without them %v", d.Cost, stay.Cost())
+	}
+	checkSessionEvaluator(t, ss, 0)
+	again, err := ss.SetRates(rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Changed() || len(again.Queues) != 0 {
+		t.Fatalf("the same rates again: %+v", again)
+	}
+	if _, err := ss.SetRates(map[string]float64{"nosuch": 1}); err == nil || !strings.Contains(err.Error(), "no endpoint nosuch") {
+		t.Fatalf("a rate for no endpoint: %v", err)
 	}
 }
