@@ -399,3 +399,11 @@ func (ev *Evaluator) Update(i int, e Endpoint) {
 	ev.shares[i] = shares
 	ev.apply(i, shares, 1)
 }
+
+// Users is the number of endpoints with a share of their packets on
+// queue q.
+func (ev *Evaluator) Users(q int) int { return ev.users[q] }
+
+// GoldUsers is the number of gold endpoints with a share of their packets
+// on queue q.
+func (ev *Evaluator) GoldUsers(q int) int { return ev.goldUsers[q] }

@@ -570,14 +570,20 @@ func (p *problem) moves(s *state, i int) []choice {
 // endpoint some table has room for always gets an entry: no entry at all
 // is a move only when no table can take it.
 func (p *problem) appendMoves(out []choice, s *state, i int) []choice {
+	return p.appendMovesFrom(out, s, i, 0)
+}
+
+// appendMovesFrom is appendMoves with each table's queues tried from its
+// start-th target on (a Session's turning start queue).
+func (p *problem) appendMovesFrom(out []choice, s *state, i, start int) []choice {
 	n := len(out)
 	out = append(out, choice{})
 	for _, t := range p.tables {
 		if !s.canUse(t, i) {
 			continue
 		}
-		for _, q := range t.targets {
-			out = append(out, choice{t, q})
+		for k := range t.targets {
+			out = append(out, choice{t, t.targets[(k+start)%len(t.targets)]})
 		}
 	}
 	if p.dragonetSpace && len(out) > n+1 {

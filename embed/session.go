@@ -53,6 +53,8 @@ type Session struct {
 	groups   map[string][]*endpoint // endpoints by protocol and port: those whose packets may overlap
 	slots    []slotTable            // per table index
 	startQ   int                    // where the next placement starts trying queues
+	moves    []choice               // place's, reused
+	on       []int                  // repair's, reused
 	seq      int                    // entries inserted so far (Dragonet's order of its filters)
 	orphans  []orphan               // Dragonet: entries whose flow left, newest first
 	// repurposed names, for each endpoint of the change under way that
@@ -629,34 +631,24 @@ func (ss *Session) removeEndpoint(i int) {
 	e.gone = true
 }
 
-// place gives endpoint i, new, the cheapest choice: no entry, or an entry
-// in a table with room to one of its queues, tried from the start queue
-// on. In Dragonet's space an endpoint a table has room for gets an entry.
+// place gives endpoint i, new, the cheapest of its moves (appendMoves:
+// no entry, or an entry in a table with room to one of its queues; in
+// Dragonet's space an entry whenever a table has room), each table's
+// queues tried from the start queue on, which turns with every
+// placement that had entries to choose from.
 func (ss *Session) place(i int) {
-	p, s := ss.p, ss.s
-	best, bestCost, found := choice{}, costmodel.Cost{}, false
-	try := func(c choice) {
+	s := ss.s
+	ss.moves = ss.p.appendMovesFrom(ss.moves[:0], s, i, ss.startQ)
+	best, bestCost := choice{}, costmodel.Cost{}
+	for k, c := range ss.moves {
 		s.set(i, c)
-		if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
-			best, bestCost, found = c, cost, true
+		if cost := s.ev.Cost(); k == 0 || cost.Less(bestCost) {
+			best, bestCost = c, cost
 		}
-	}
-	offered := false
-	for _, t := range p.tables {
-		if !s.canUse(t, i) {
-			continue
-		}
-		for k := range t.targets {
-			try(choice{t, t.targets[(k+ss.startQ)%len(t.targets)]})
-			offered = true
-		}
-	}
-	if !offered || !p.dragonetSpace {
-		try(choice{})
 	}
 	s.set(i, best)
-	if offered {
-		ss.startQ = (ss.startQ + 1) % len(p.queues)
+	if len(ss.moves) > 1 || ss.moves[0].t != nil {
+		ss.startQ = (ss.startQ + 1) % len(ss.p.queues)
 	}
 }
 
@@ -669,8 +661,9 @@ const (
 
 // repair tries, a few times, the moves a change makes worth trying: an
 // endpoint without an entry takes the room a table has (a removal freed
-// it), and an endpoint with an entry moves from the most loaded queue to
-// the least loaded one. A move of an endpoint the change did not add must
+// it), an endpoint with an entry on the most loaded queue (by load, and
+// by endpoints) moves, to the least loaded one or anywhere else, or gives
+// its entry up, and so does one on a queue a gold endpoint shares. A move of an endpoint the change did not add must
 // save MoveThreshold of the cost (clearlyBetter); one the change added
 // moves for any saving.
 func (ss *Session) repair() {
@@ -728,39 +721,122 @@ func (ss *Session) repair() {
 				}
 			}
 		}
-		// The most and least loaded queues the entries can reach.
-		hi, lo := -1, -1
-		for q := range p.queues {
-			l := s.ev.Load(q)
-			if hi < 0 || l > s.ev.Load(hi) {
-				hi = q
+		// The most and least loaded queues, by load (the rates, when
+		// declared) and by endpoints (what Dragonet's cost functions
+		// count): an endpoint on the one moved to the other.
+		for _, by := range []func(q int) float64{s.ev.Load, func(q int) float64 { return float64(s.ev.Users(q)) }} {
+			hi, lo := -1, -1
+			for q := range p.queues {
+				if hi < 0 || by(q) > by(hi) {
+					hi = q
+				}
+				if q > 0 && (lo < 0 || by(q) < by(lo)) {
+					lo = q
+				}
 			}
-			if q > 0 && (lo < 0 || l < s.ev.Load(lo)) {
-				lo = q
+			if hi < 0 || lo < 0 || hi == lo {
+				continue
 			}
-		}
-		if hi >= 0 && lo >= 0 && hi != lo {
 			// Those on hi whose weight is nearest half the gap first.
 			half := (s.ev.Load(hi) - s.ev.Load(lo)) / 2
-			var on []int
+			on := ss.on[:0]
 			for i, c := range s.choice {
-				if c.t != nil && c.q == hi && c.t.queues[lo] && slices.Contains(c.t.targets, lo) {
+				if c.t != nil && c.q == hi {
 					on = append(on, i)
 				}
 			}
 			slices.SortStableFunc(on, func(a, b int) int {
 				return cmp.Compare(abs(s.ev.Weight(a)-half), abs(s.ev.Weight(b)-half))
 			})
+			// Every move of theirs: to lo, elsewhere, or releasing the
+			// entry to RSS (which spreads a heavy listener).
 			for _, i := range on[:min(len(on), repairCandidates)] {
-				consider(i, []choice{{s.choice[i].t, lo}})
+				ss.moves = p.appendMoves(ss.moves[:0], s, i)
+				consider(i, ss.moves)
 			}
+			ss.on = on
+		}
+		// A gold endpoint that shares its queue (what the priority
+		// functions reject): the others there move, or it does.
+		n = 0
+		for i, c := range s.choice {
+			if n == repairCandidates {
+				break
+			}
+			if c.t == nil || s.ev.GoldUsers(c.q) == 0 || s.ev.Users(c.q) < 2 {
+				continue
+			}
+			ss.moves = p.appendMoves(ss.moves[:0], s, i)
+			consider(i, ss.moves)
+			n++
 		}
 		if bestI < 0 {
+			if c, ok := ss.vacate(cur); ok {
+				cur = c
+				continue
+			}
 			return
 		}
 		s.set(bestI, best)
 		cur = bestCost
 	}
+}
+
+// vacateMax bounds the endpoints vacate moves off one queue.
+const vacateMax = 32
+
+// vacate gives a gold endpoint that shares its queue the queue alone,
+// when single moves cannot (the priority functions reject a shared gold
+// queue until its last other endpoint left): every other endpoint with
+// an entry there, at most vacateMax, moves to its cheapest other choice,
+// one after another. The moves are kept when together they save
+// MoveThreshold of the cost cur (clearlyBetter), and undone otherwise.
+// It returns the new cost and whether it kept them.
+func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
+	p, s := ss.p, ss.s
+	for q := range p.queues {
+		if q == 0 || s.ev.GoldUsers(q) == 0 || s.ev.Users(q) < 2 {
+			continue
+		}
+		var others []int
+		keep := -1 // the gold endpoint that keeps the queue
+		for i, c := range s.choice {
+			if c.t == nil || c.q != q {
+				continue
+			}
+			if keep < 0 && p.eps[i].ep.Class == lpg.Gold {
+				keep = i
+				continue
+			}
+			others = append(others, i)
+		}
+		if keep < 0 || len(others) == 0 || len(others) > vacateMax {
+			continue
+		}
+		was := make([]choice, len(others))
+		for k, i := range others {
+			was[k] = s.choice[i]
+			ss.moves = p.appendMoves(ss.moves[:0], s, i)
+			best, bestCost, found := was[k], costmodel.Cost{}, false
+			for _, c := range ss.moves {
+				if c.t != nil && c.q == q {
+					continue
+				}
+				s.set(i, c)
+				if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
+					best, bestCost, found = c, cost, true
+				}
+			}
+			s.set(i, best)
+		}
+		if c := s.ev.Cost(); clearlyBetter(c, cur) {
+			return c, true
+		}
+		for k := len(others) - 1; k >= 0; k-- {
+			s.set(others[k], was[k])
+		}
+	}
+	return cur, false
 }
 
 // commit turns the change's records into a Delta: slots are given to the

@@ -104,7 +104,8 @@ func (c churnStep) apply(ss *Session) (*Delta, error) {
 }
 
 // TestSessionChurnAgainstDragonet replays a recorded churn of 1,000
-// adds and removes on an 82599 (eight queues, balance) through a Session,
+// adds and removes on an 82599 (eight queues, balance; and 300 under
+// Dragonet's balance, which counts flows) through a Session,
 // through the port of Dragonet's incremental search, and through a full
 // re-plan (the default strategy) of the same endpoints. After every
 // change the Session's plan may be costlier than the full re-plan by at
@@ -112,11 +113,19 @@ func (c churnStep) apply(ss *Session) (*Delta, error) {
 // Dragonet's), the session's evaluator agrees with a fresh problem's,
 // and at the end the Session's plan embeds and passes the self-check.
 func TestSessionChurnAgainstDragonet(t *testing.T) {
-	steps := 1000
-	if testing.Short() {
-		steps = 200
+	for _, c := range []struct {
+		cost  string
+		steps int
+	}{{"balance", 1000}, {"dragonet-balance", 300}} {
+		t.Run(c.cost, func(t *testing.T) { testChurnAgainstDragonet(t, c.cost, c.steps) })
 	}
-	const nic, cost = "82599", "balance"
+}
+
+func testChurnAgainstDragonet(t *testing.T, cost string, steps int) {
+	if testing.Short() {
+		steps /= 5
+	}
+	const nic = "82599"
 	pool := churnPool(t, 160, 8, 1)
 	start := 40
 	seq := churn(pool, start, steps, 20, 70, 2)
@@ -133,7 +142,7 @@ func TestSessionChurnAgainstDragonet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var worse, gapS, gapD float64
+	var worse, gapS, gapD, sumFull float64
 	for k, c := range seq {
 		if _, err := c.apply(ss); err != nil {
 			t.Fatalf("step %d: session: %v", k, err)
@@ -141,22 +150,24 @@ func TestSessionChurnAgainstDragonet(t *testing.T) {
 		if _, err := c.apply(dg); err != nil {
 			t.Fatalf("step %d: dragonet: %v", k, err)
 		}
-		if got, want := names(ss.Stack()), names(dg.Stack()); !slices.Equal(got, want) {
+		if got, want := slices.Sorted(slices.Values(names(ss.Stack()))), slices.Sorted(slices.Values(names(dg.Stack()))); !slices.Equal(got, want) {
 			t.Fatalf("step %d: the sessions serve %v and %v", k, got, want)
 		}
 		full, err := SearchCost(churnInput(t, nic, ss.Stack(), cost, StrategyDefault))
 		if err != nil {
 			t.Fatalf("step %d: full re-plan: %v", k, err)
 		}
+		// Above a full re-plan by at most what Dragonet's search is:
+		// never costlier than Dragonet's.
 		cs, cd := ss.Cost(), dg.Cost()
-		if cs.Kind != costmodel.Value || cd.Kind != costmodel.Value || full.Kind != costmodel.Value {
-			t.Fatalf("step %d: costs %v, %v, %v", k, cs, cd, full)
+		if cs.Kind > cd.Kind || cs.Kind == cd.Kind && cs.V > cd.V+1e-6*max(1, abs(cd.V)) {
+			t.Errorf("step %d (%d endpoints): the session's plan costs %v, Dragonet's incremental search's %v, a full re-plan's %v", k, ss.Len(), cs, cd, full)
 		}
-		if cs.V-full.V > cd.V-full.V+1e-6*max(1, full.V) {
-			t.Errorf("step %d (%d endpoints): the session's plan costs %v, %v above a full re-plan's %v; Dragonet's incremental search's %v", k, ss.Len(), cs, cs.V-full.V, full, cd)
+		if cs.Kind == costmodel.Value && cd.Kind == costmodel.Value && full.Kind == costmodel.Value {
+			gapS += cs.V - full.V
+			gapD += cd.V - full.V
+			sumFull += full.V
 		}
-		gapS += cs.V - full.V
-		gapD += cd.V - full.V
 		if full.Less(cs) {
 			worse++
 		}
@@ -164,7 +175,7 @@ func TestSessionChurnAgainstDragonet(t *testing.T) {
 			checkSessionEvaluator(t, ss, k)
 		}
 	}
-	t.Logf("%d changes: mean gap to a full re-plan: session %.1f, Dragonet's incremental %.1f; the session above a full re-plan %d times", len(seq), gapS/float64(len(seq)), gapD/float64(len(seq)), int(worse))
+	t.Logf("%d changes: mean cost of a full re-plan %.4g; mean gap to it: session %.4g, Dragonet's incremental search %.4g; the session above it %d times", len(seq), sumFull/float64(len(seq)), gapS/float64(len(seq)), gapD/float64(len(seq)), int(worse))
 	checkSessionEvaluator(t, ss, len(seq))
 	res, err := ss.Result()
 	if err != nil {
@@ -288,7 +299,9 @@ func TestDragonetSessionRepurposes(t *testing.T) {
 // and change nothing.
 func TestSessionDelta(t *testing.T) {
 	all := sixFlows(t)
-	r, err := Run(churnInput(t, "82599", withEndpoints(all, all.Endpoints[:6]), "balance", StrategyDefault))
+	// Dragonet's balance: every flow has an entry while a table has room
+	// (without RSS, a flow without one would land on queue 0).
+	r, err := Run(churnInput(t, "82599", withEndpoints(all, all.Endpoints[:6]), "dragonet-balance", StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
 	}
