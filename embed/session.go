@@ -724,7 +724,8 @@ func (ss *Session) repair() {
 		// The most and least loaded queues, by load (the rates, when
 		// declared) and by endpoints (what Dragonet's cost functions
 		// count): an endpoint on the one moved to the other.
-		for _, by := range []func(q int) float64{s.ev.Load, func(q int) float64 { return float64(s.ev.Users(q)) }} {
+		var tried [2]int
+		for k, by := range []func(q int) float64{s.ev.Load, func(q int) float64 { return float64(s.ev.Users(q)) }} {
 			hi, lo := -1, -1
 			for q := range p.queues {
 				if hi < 0 || by(q) > by(hi) {
@@ -734,23 +735,31 @@ func (ss *Session) repair() {
 					lo = q
 				}
 			}
-			if hi < 0 || lo < 0 || hi == lo {
+			tried[k] = hi
+			if hi < 0 || lo < 0 || hi == lo || k == 1 && tried[0] == hi {
 				continue
 			}
-			// Those on hi whose weight is nearest half the gap first.
+			// Those on hi whose weight is nearest half the gap first
+			// (the first repairCandidates of them, in that order).
 			half := (s.ev.Load(hi) - s.ev.Load(lo)) / 2
+			dist := func(i int) float64 { return abs(s.ev.Weight(i) - half) }
 			on := ss.on[:0]
 			for i, c := range s.choice {
-				if c.t != nil && c.q == hi {
-					on = append(on, i)
+				if c.t == nil || c.q != hi {
+					continue
+				}
+				at, _ := slices.BinarySearchFunc(on, i, func(a, b int) int { return cmp.Compare(dist(a), dist(b)) })
+				for at < len(on) && dist(on[at]) == dist(i) {
+					at++ // after those as near: the earlier endpoint first
+				}
+				if at < repairCandidates {
+					on = slices.Insert(on, at, i)
+					on = on[:min(len(on), repairCandidates)]
 				}
 			}
-			slices.SortStableFunc(on, func(a, b int) int {
-				return cmp.Compare(abs(s.ev.Weight(a)-half), abs(s.ev.Weight(b)-half))
-			})
 			// Every move of theirs: to lo, elsewhere, or releasing the
 			// entry to RSS (which spreads a heavy listener).
-			for _, i := range on[:min(len(on), repairCandidates)] {
+			for _, i := range on {
 				ss.moves = p.appendMoves(ss.moves[:0], s, i)
 				consider(i, ss.moves)
 			}
