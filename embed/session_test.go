@@ -487,3 +487,54 @@ func TestSessionSetRates(t *testing.T) {
 		t.Fatalf("a rate for no endpoint: %v", err)
 	}
 }
+
+// TestSessionLocal: a change on 2,000 endpoints touches (costs, moves or
+// records) a bounded number of them, however many the stack has, and
+// the Result of the session embeds its stack on linux-xdp, dragonc run's
+// eBPF stage, with the changes since the first plan.
+func TestSessionLocal(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("stack many {\n    interface eth0 { mac 00:1b:21:00:00:05 ip 10.3.0.1/24 }\n    cores 0..7\n")
+	for i := 0; i < 2010; i++ {
+		fmt.Fprintf(&b, "    endpoint kv%d udp listen 10.3.0.1:%d { rate %dkpps }\n", i, 10000+i, 1+i%7)
+	}
+	b.WriteString("    service arp\n}\n")
+	pool, diags := lpg.LoadStack("many.lpg", []byte(b.String()))
+	if pool == nil {
+		t.Fatal(diags)
+	}
+	r, err := Run(churnInput(t, "linux-xdp", withEndpoints(pool, pool.Endpoints[:2000]), "balance", StrategyDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := NewSession(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = repairRounds*(4*repairCandidates) + vacateMax + 1
+	most := 0
+	for k, c := range churn(withEndpoints(pool, append(slices.Clone(pool.Endpoints[:2000]), pool.Endpoints[2000:]...)), 2000, 40, 1990, 2010, 5) {
+		if _, err := c.apply(ss); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, len(ss.order))
+		if len(ss.order) > bound {
+			t.Fatalf("change %d touched %d of %d endpoints, more than %d", k, len(ss.order), ss.Len(), bound)
+		}
+	}
+	t.Logf("a change touched at most %d of about 2,000 endpoints", most)
+	res, err := ss.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.SelfCheck(); err != nil {
+		t.Fatal(err)
+	}
+	pl := res.Plan
+	if pl.Strategy != string(StrategyIncremental) || pl.Changes == nil || len(pl.Endpoints) != ss.Len() {
+		t.Fatalf("the session's plan: strategy %s, changes %v, %d endpoints (the session has %d)", pl.Strategy, pl.Changes != nil, len(pl.Endpoints), ss.Len())
+	}
+	if got, want := res.Cost, ss.Cost(); !got.Equal(want) {
+		t.Errorf("the embedded plan costs %v, the session says %v", got, want)
+	}
+}
