@@ -179,8 +179,9 @@ func NewSession(r *Result) (*Session, error) {
 }
 
 // NewDragonetSession starts a port of Dragonet's incremental search,
-// incrSearchGreedyFlows (Search.hs lines 1075-1250, with the E10k
-// oracle's flowConfChangesS, lines 1332-1368), from an empty
+// incrSearchGreedyFlows (Search.hs lines 1075-1164, its
+// incSearchGreedyFlows_ and incSearchMinCost, lines 1170-1259, with the
+// E10k oracle's flowConfChangesS, lines 1328-1365), from an empty
 // configuration, adding the stack's endpoints as Dragonet's runIncrSearch
 // adds a first set of flows. In Dragonet's search space (see
 // dragonetGreedy: no RSS, queue 0 the catch-all and never a target, the
@@ -195,16 +196,18 @@ func NewSession(r *Result) (*Session, error) {
 //     1009-1017; a table without wildcards takes only fully specified
 //     flows), then, while the first table that can hold the flow has
 //     room, an entry there to each queue no repurposed entry covers, in
-//     ascending order (lines 1359-1368); with no entry to repurpose, an
+//     ascending order (lines 1355-1365); with no entry to repurpose, an
 //     entry in the first table that can hold it and has room, to each
 //     queue from the start queue on (allQueues_); the start queue turns
 //     by one each time the oracle offers something (line 1341);
 //   - the offers are costed over every current flow, in order, keeping
 //     the first cheapest, and stop after five more than the first once
-//     the best is acceptable (incSearchMinCost, lines 1209-1247, stopFn);
+//     the best is acceptable (incSearchMinCost and stopFoldM, lines
+//     1209-1259; stopFn, line 1247);
 //   - an oracle that offers nothing stops the search ("Run out of CCs",
-//     line 1190): Add returns the error and the flow is not added;
-//   - when the cost is a rejection, Dragonet jumps (lines 1128-1170): its
+//     line 1187): the call returns the error, and so does every later
+//     call of the session;
+//   - when the cost is a rejection, Dragonet jumps (lines 1127-1164): its
 //     default confJump discards every entry (lines 252-254; the E10k
 //     oracle's own jump is commented out, line 1309) and every flow is
 //     searched again, reusing the discarded entries. Dragonet's jump

@@ -28,11 +28,11 @@ func dragonetSorted(p *problem, eps []*lpg.Endpoint) []*lpg.Endpoint {
 }
 
 // dragonetAdd adds a flow as incSearchGreedyFlows_ does (Search.hs lines
-// 1175-1206): the oracle's offers, costed by incSearchMinCost.
+// 1170-1206): the oracle's offers, costed by incSearchMinCost.
 func (ss *Session) dragonetAdd(le *lpg.Endpoint) error {
 	i := ss.addEndpoint(le)
 	if err := ss.dragonetPlace(i); err != nil {
-		return fmt.Errorf("dragonet-incremental: %w; Dragonet's search stops there (Search.hs line 1190, \"Run out of CCs\"), and so does this session", err)
+		return fmt.Errorf("dragonet-incremental: %w; Dragonet's search stops there (Search.hs line 1187, \"Run out of CCs\"), and so does this session", err)
 	}
 	return nil
 }
@@ -40,8 +40,8 @@ func (ss *Session) dragonetAdd(le *lpg.Endpoint) error {
 // dragonetPlace places flow i, which has no entry: the oracle's offers
 // (dragonetIncrOffers), costed in order over every current flow, keeping
 // the first cheapest and stopping once five more than the first were
-// costed and the best is acceptable (incSearchMinCost and stopFn, lines
-// 1209-1247). A flow no table of the NIC can hold stays on the
+// costed and the best is acceptable (incSearchMinCost and stopFoldM,
+// lines 1209-1259). A flow no table of the NIC can hold stays on the
 // catch-all queue, as dragonet-greedy leaves it.
 func (ss *Session) dragonetPlace(i int) error {
 	p, s := ss.p, ss.s
@@ -85,7 +85,7 @@ func (ss *Session) dragonetPlace(i int) error {
 }
 
 // dragonetIncrOffers is the E10k oracle's flowConfChangesS for flow i
-// (Search.hs lines 1332-1368), on this NIC's tables in the NIC's order,
+// (Search.hs lines 1328-1365), on this NIC's tables in the NIC's order,
 // as dragonetOffers maps its flowConfChanges: the entries whose flow
 // left that a table holding the flow has, newest first, each on its own
 // queue; with those, while the first table that can hold the flow has
@@ -151,7 +151,7 @@ func (ss *Session) dragonetIncrOffers(i int) (offers []choice, from []int) {
 func (o orphan) c() choice { return choice{o.t, o.q} }
 
 // dragonetJump is Dragonet's jump when the cost is rejected (Search.hs
-// lines 1128-1170) with its default confJump, which discards every
+// lines 1127-1164) with its default confJump, which discards every
 // entry: every entry becomes an orphan, and every flow is searched
 // again, in Dragonet's order, reusing them. A flow the oracle then has
 // nothing for stays on the catch-all queue. Once (see
