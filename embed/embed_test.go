@@ -50,6 +50,12 @@ func stackInputTarget(t testing.TB, nic, src, cost string, strategy Strategy, ta
 	if st == nil {
 		t.Fatalf("%v\n%s", diags, src)
 	}
+	return stackInputOf(t, nic, st, cost, strategy, target)
+}
+
+// stackInputOf is stackInputTarget for a stack already loaded.
+func stackInputOf(t testing.TB, nic string, st *lpg.Stack, cost string, strategy Strategy, target string) *Input {
+	t.Helper()
 	fn, err := costmodel.ByName(cost)
 	if err != nil {
 		t.Fatal(err)

@@ -52,17 +52,24 @@ func withEndpoints(st *lpg.Stack, eps []*lpg.Endpoint) *lpg.Stack {
 	return &c
 }
 
+// plannedSession plans st on nic with the default strategy and starts a
+// Session from the plan.
+func plannedSession(t testing.TB, nic string, st *lpg.Stack, cost string) (*Session, *Result) {
+	t.Helper()
+	r, err := Run(churnInput(t, nic, st, cost, StrategyDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := NewSession(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss, r
+}
+
 func churnInput(t testing.TB, nic string, st *lpg.Stack, cost string, strategy Strategy) *Input {
 	t.Helper()
-	fn, err := costmodel.ByName(cost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, _, err := NewInput(nic, loadModel(t, nic), st, nil, Options{Cost: fn, Strategy: strategy, Target: TargetSilicon})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in
+	return stackInputOf(t, nic, st, cost, strategy, TargetSilicon)
 }
 
 // churnStep is one change of a recorded churn: an endpoint of the pool
@@ -130,14 +137,7 @@ func testChurnAgainstDragonet(t *testing.T, cost string, steps int) {
 	start := 40
 	seq := churn(pool, start, steps, 20, 70, 2)
 	first := withEndpoints(pool, pool.Endpoints[:start])
-	r, err := Run(churnInput(t, nic, first, cost, StrategyDefault))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := NewSession(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss, _ := plannedSession(t, nic, first, cost)
 	dg, err := NewDragonetSession(churnInput(t, nic, first, cost, StrategyDragonetGreedy))
 	if err != nil {
 		t.Fatal(err)
@@ -301,14 +301,7 @@ func TestSessionDelta(t *testing.T) {
 	all := sixFlows(t)
 	// Dragonet's balance: every flow has an entry while a table has room
 	// (without RSS, a flow without one would land on queue 0).
-	r, err := Run(churnInput(t, "82599", withEndpoints(all, all.Endpoints[:6]), "dragonet-balance", StrategyDefault))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := NewSession(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss, _ := plannedSession(t, "82599", withEndpoints(all, all.Endpoints[:6]), "dragonet-balance")
 	victim := ss.byName["f2"]
 	if victim.slot < 0 {
 		t.Fatalf("f2 has no entry: %v", queuesOf(ss))
@@ -411,14 +404,7 @@ func TestSessionDeterministic(t *testing.T) {
 	seq := churn(pool, 30, 300, 10, 60, 4)
 	var runs [2][]*Delta
 	for k := range runs {
-		r, err := Run(churnInput(t, "82599", withEndpoints(pool, pool.Endpoints[:30]), "balance", StrategyDefault))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss, err := NewSession(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ss, _ := plannedSession(t, "82599", withEndpoints(pool, pool.Endpoints[:30]), "balance")
 		for _, c := range seq {
 			d, err := c.apply(ss)
 			if err != nil {
@@ -444,14 +430,7 @@ func TestSessionSetRates(t *testing.T) {
 		c.Rate = 1000
 		eps[i] = &c
 	}
-	r, err := Run(churnInput(t, "82599", withEndpoints(all, eps), "balance", StrategyDefault))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := NewSession(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss, r := plannedSession(t, "82599", withEndpoints(all, eps), "balance")
 	rates := map[string]float64{"f1": 10000}
 	for _, e := range eps[1:] {
 		rates[e.Name] = 1000
@@ -503,14 +482,7 @@ func TestSessionLocal(t *testing.T) {
 	if pool == nil {
 		t.Fatal(diags)
 	}
-	r, err := Run(churnInput(t, "linux-xdp", withEndpoints(pool, pool.Endpoints[:2000]), "balance", StrategyDefault))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := NewSession(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss, _ := plannedSession(t, "linux-xdp", withEndpoints(pool, pool.Endpoints[:2000]), "balance")
 	const bound = repairRounds*(4*repairCandidates) + vacateMax + 1
 	most := 0
 	for k, c := range churn(withEndpoints(pool, append(slices.Clone(pool.Endpoints[:2000]), pool.Endpoints[2000:]...)), 2000, 40, 1990, 2010, 5) {
