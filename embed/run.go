@@ -499,8 +499,9 @@ func (r *Result) placement() map[string]plan.Place {
 }
 
 // incremental starts from the previous plan's entries for endpoints that
-// still exist, places new endpoints greedily, then improves; moving an
-// endpoint that already had an entry must pay for itself (MoveThreshold).
+// still exist, places new endpoints as a Session does (placeCheapest),
+// then improves; moving an endpoint that already had an entry must pay
+// for itself (MoveThreshold).
 func (p *problem) incremental() (*state, error) {
 	prev := p.in.Previous
 	if prev == nil {
@@ -542,10 +543,15 @@ func (p *problem) incremental() (*state, error) {
 	for _, pe := range prev.Endpoints {
 		known[pe.Name] = true
 	}
-	// New endpoints, greedily.
+	// New endpoints, each its cheapest choice, as a Session places them.
+	var moves []choice
+	start := 0
 	for _, i := range p.order() {
 		if !known[p.eps[i].ep.Name] {
-			p.placeGreedily(s, i)
+			var offered bool
+			if moves, offered = p.placeCheapest(s, i, start, moves); offered {
+				start = (start + 1) % len(p.queues)
+			}
 		}
 	}
 	// Improve; existing endpoints move only for a clear gain.
@@ -558,6 +564,27 @@ func (p *problem) incremental() (*state, error) {
 		}
 	}
 	return s, nil
+}
+
+// placeCheapest gives endpoint i the cheapest of its moves (appendMoves:
+// no entry, or an entry in a table with room to one of its queues; in
+// Dragonet's space an entry whenever a table has room), each table's
+// queues tried from its start-th target on, so that among equal costs
+// successive placements take successive queues, as Dragonet's oracle
+// turns its start queue (allQueues_, Search.hs lines 132-133 and 1341).
+// The first cheapest wins. buf is scratch space, returned for reuse;
+// offered says whether there were entries to choose from.
+func (p *problem) placeCheapest(s *state, i, start int, buf []choice) ([]choice, bool) {
+	buf = p.appendMovesFrom(buf[:0], s, i, start)
+	best, bestCost := choice{}, costmodel.Cost{}
+	for k, c := range buf {
+		s.set(i, c)
+		if cost := s.ev.Cost(); k == 0 || cost.Less(bestCost) {
+			best, bestCost = c, cost
+		}
+	}
+	s.set(i, best)
+	return buf, len(buf) > 1 || buf[0].t != nil
 }
 
 // previousMode is the RSS mode of a previous plan: the mode whose table
@@ -583,6 +610,7 @@ func (p *problem) previousMode(prev *plan.Plan) int {
 
 // MoveThreshold is the share of the cost a move of an existing endpoint must
 // save: moving a flow disturbs its connection's cache and its interrupt.
+// It is the hysteresis of --strategy incremental and of a Session.
 const MoveThreshold = 0.05
 
 func clearlyBetter(a, b costmodel.Cost) bool {

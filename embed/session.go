@@ -634,23 +634,13 @@ func (ss *Session) removeEndpoint(i int) {
 	e.gone = true
 }
 
-// place gives endpoint i, new, the cheapest of its moves (appendMoves:
-// no entry, or an entry in a table with room to one of its queues; in
-// Dragonet's space an entry whenever a table has room), each table's
-// queues tried from the start queue on, which turns with every
-// placement that had entries to choose from.
+// place gives endpoint i, new, its cheapest choice (placeCheapest), from
+// the session's start queue, which turns with every placement that had
+// entries to choose from.
 func (ss *Session) place(i int) {
-	s := ss.s
-	ss.moves = ss.p.appendMovesFrom(ss.moves[:0], s, i, ss.startQ)
-	best, bestCost := choice{}, costmodel.Cost{}
-	for k, c := range ss.moves {
-		s.set(i, c)
-		if cost := s.ev.Cost(); k == 0 || cost.Less(bestCost) {
-			best, bestCost = c, cost
-		}
-	}
-	s.set(i, best)
-	if len(ss.moves) > 1 || ss.moves[0].t != nil {
+	var offered bool
+	ss.moves, offered = ss.p.placeCheapest(ss.s, i, ss.startQ, ss.moves)
+	if offered {
 		ss.startQ = (ss.startQ + 1) % len(ss.p.queues)
 	}
 }
