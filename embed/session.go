@@ -51,7 +51,7 @@ type Session struct {
 	dragonet bool
 	byName   map[string]*endpoint
 	groups   map[string][]*endpoint // endpoints by protocol and port: those whose packets may overlap
-	slots    []slotTable            // per table index
+	slots    slotTable              // the tables' entries' locations
 	startQ   int                    // where the next placement starts trying queues
 	moves    []choice               // place's, reused
 	on       []int                  // repair's, reused
@@ -85,9 +85,12 @@ type orphan struct {
 	entry      plan.Entry
 }
 
-// slotTable is where a table's entries sit: a Delta names each entry's
-// slot (its location in the table, what ethtool calls loc), which stays
-// the same while the entry lives.
+// slotTable is where the tables' entries sit: a Delta names each entry's
+// slot, its location, which stays the same while the entry lives.
+// Locations are numbered across the tables, in the order plan.json lists
+// the tables and their entries, as linux.sh numbers its ntuple rules
+// (ethtool -N ... loc N: backends/linux's StepRule); a freed location is
+// the next one given out.
 type slotTable struct {
 	owner []*endpoint // by slot; nil when free or held by an orphan
 	free  slotHeap    // free slots below len(owner)
@@ -109,8 +112,8 @@ func (h *slotHeap) Pop() any {
 // Delta is what one change did to the plan.
 type Delta struct {
 	Added, Removed []string // endpoints, in the order of the change
-	// Insert lists the entries to write, each at its slot (replacing what
-	// the slot held: the entry of a removed endpoint, or the same
+	// Insert lists the entries to write, each at its slot (replacing
+	// what the slot held: the entry of a removed endpoint, or the same
 	// endpoint's entry to another queue); Delete those to take out, whose
 	// slots are then free. Apply Insert before Delete: no frame of an
 	// endpoint that keeps its queue is ever without its entry. Both are
@@ -126,8 +129,9 @@ type Delta struct {
 // EntryChange is one entry of one configuration node.
 type EntryChange struct {
 	Node string
-	// Slot is the entry's location in the table (for an identity hash,
-	// the bucket).
+	// Slot is a table entry's location, numbered across the tables as
+	// linux.sh numbers its rules (ethtool -N ... loc; slotTable), or an
+	// identity hash's bucket.
 	Slot  int
 	Entry plan.Entry
 	// Replaces names the endpoint whose entry the slot held, when this
@@ -169,10 +173,14 @@ func NewSession(r *Result) (*Session, error) {
 	if s.dragonetPrio {
 		order = p.dorder
 	}
-	// Slots in the order the plan lists its entries (Config).
-	for _, i := range order {
-		if c := s.choice[i]; c.t != nil {
-			ss.takeSlot(p.eps[i], c.t, -1)
+	// Locations in the order the plan lists its entries (planConfig: the
+	// model's tables in its order, each table's entries in the order
+	// config writes them).
+	for _, sp := range p.in.Model.Spaces {
+		for _, i := range order {
+			if c := s.choice[i]; c.t != nil && c.t.sp.Node == sp.Node {
+				ss.takeSlot(p.eps[i], c.t, -1)
+			}
 		}
 	}
 	return ss, nil
@@ -250,7 +258,7 @@ func NewDragonetSession(in *Input) (*Session, error) {
 }
 
 func newSession(p *problem, s *state, base *plan.Plan) *Session {
-	ss := &Session{p: p, s: s, base: base, byName: map[string]*endpoint{}, groups: map[string][]*endpoint{}, slots: make([]slotTable, len(p.tables))}
+	ss := &Session{p: p, s: s, base: base, byName: map[string]*endpoint{}, groups: map[string][]*endpoint{}}
 	for _, e := range p.eps {
 		e.slot = -1
 		ss.byName[e.ep.Name] = e
@@ -327,6 +335,27 @@ func (ss *Session) Stack() *lpg.Stack {
 	st := *ss.p.in.Stack
 	st.Endpoints = slices.Clone(st.Endpoints)
 	return &st
+}
+
+// Entries lists the entries of the plan now, each at its slot, by node
+// and slot (Dragonet's entries whose flow left are not among them).
+func (ss *Session) Entries() []EntryChange {
+	var out []EntryChange
+	for i, e := range ss.p.eps {
+		if c := ss.s.choice[i]; c.t != nil {
+			out = append(out, EntryChange{Node: c.t.sp.Node, Slot: e.slot, Entry: ss.entry(e, c)})
+		}
+	}
+	slices.SortFunc(out, byNodeSlot)
+	return out
+}
+
+// byNodeSlot orders entries by configuration node and slot.
+func byNodeSlot(a, b EntryChange) int {
+	if a.Node != b.Node {
+		return cmp.Compare(a.Node, b.Node)
+	}
+	return cmp.Compare(a.Slot, b.Slot)
 }
 
 // Len is the number of endpoints.
@@ -841,9 +870,8 @@ func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
 	return cur, false
 }
 
-// commit turns the change's records into a Delta: slots are given to the
-// new entries (a free slot, lowest first; else one this change freed)
-// and taken back from the old ones.
+// commit turns the change's records into a Delta: locations are given to
+// the new entries and taken back from the old ones.
 func (ss *Session) commit() *Delta {
 	s := ss.s
 	d := &Delta{}
@@ -896,21 +924,26 @@ func (ss *Session) commit() *Delta {
 			need = append(need, e)
 		}
 	}
-	// New entries: a slot free before this change (or one Dragonet's
-	// oracle repurposed), else one this change frees.
+	// New entries: a location free before this change (or the one
+	// Dragonet's oracle repurposed), else one a removed endpoint of this
+	// change frees (the Insert replaces its entry), else a new one at the
+	// end. A location an endpoint that moved left is not given out in the
+	// same change: its new entry need not be written first.
 	for _, e := range need {
 		c := s.choice[e.index]
 		replaces := ""
 		if e.slot < 0 {
-			if c.t.identity {
+			k := slices.IndexFunc(frees, func(f freed) bool { return f.e.gone && !f.t.identity })
+			switch {
+			case c.t.identity:
 				ss.takeSlot(e, c.t, -1)
-			} else if slot := ss.freeSlotOf(c.t); slot >= 0 {
-				ss.takeSlot(e, c.t, slot)
-			} else if k := slices.IndexFunc(frees, func(f freed) bool { return f.t == c.t }); k >= 0 {
+			case ss.slots.free.Len() > 0:
+				ss.takeSlot(e, c.t, heap.Pop(&ss.slots.free).(int))
+			case k >= 0:
 				replaces = frees[k].e.ep.Name
 				ss.takeSlot(e, c.t, frees[k].slot)
 				frees = slices.Delete(frees, k, k+1)
-			} else {
+			default:
 				ss.takeSlot(e, c.t, -1)
 			}
 		} else if o, ok := ss.repurposed[e]; ok {
@@ -919,18 +952,12 @@ func (ss *Session) commit() *Delta {
 		d.Insert = append(d.Insert, EntryChange{Node: c.t.sp.Node, Slot: e.slot, Entry: ss.entry(e, c), Replaces: replaces})
 	}
 	for _, f := range frees {
-		if f.t.identity || ss.slots[f.t.idx].owner[f.slot] == f.e {
+		if !f.t.identity && ss.slots.owner[f.slot] == f.e {
 			ss.freeSlot(f.t, f.slot)
 		}
 		d.Delete = append(d.Delete, EntryChange{Node: f.t.sp.Node, Slot: f.slot, Entry: ss.entry(f.e, f.c)})
 	}
 	ss.repurposed = nil
-	byNodeSlot := func(a, b EntryChange) int {
-		if a.Node != b.Node {
-			return cmp.Compare(a.Node, b.Node)
-		}
-		return cmp.Compare(a.Slot, b.Slot)
-	}
 	slices.SortFunc(d.Insert, byNodeSlot)
 	slices.SortFunc(d.Delete, byNodeSlot)
 	slices.SortFunc(d.Queues, func(a, b QueueChange) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
@@ -938,26 +965,14 @@ func (ss *Session) commit() *Delta {
 	return d
 }
 
-// freeSlotOf takes the lowest free slot of t, or returns -1.
-func (ss *Session) freeSlotOf(t *table) int {
-	st := &ss.slots[t.idx]
-	if st.free.Len() > 0 {
-		return heap.Pop(&st.free).(int)
-	}
-	if t.sp.Capacity == 0 || len(st.owner) < t.sp.Capacity {
-		return len(st.owner)
-	}
-	return -1
-}
-
-// takeSlot gives e slot of t (-1: the next one at the end); an identity
-// hash's slot is the endpoint's bucket.
+// takeSlot gives e location slot (-1: the next one at the end); an
+// identity hash's slot is the endpoint's bucket.
 func (ss *Session) takeSlot(e *endpoint, t *table, slot int) {
 	if t.identity {
 		e.slot = int(e.ep.OMXID)
 		return
 	}
-	st := &ss.slots[t.idx]
+	st := &ss.slots
 	if slot < 0 {
 		slot = len(st.owner)
 	}
@@ -968,21 +983,21 @@ func (ss *Session) takeSlot(e *endpoint, t *table, slot int) {
 	e.slot = slot
 }
 
-// own makes e (nil: no endpoint, an orphan) the owner of slot of t.
+// own makes e (nil: no endpoint, an orphan) the owner of location slot
+// of a table t.
 func (ss *Session) own(t *table, slot int, e *endpoint) {
 	if !t.identity && slot >= 0 {
-		ss.slots[t.idx].owner[slot] = e
+		ss.slots.owner[slot] = e
 	}
 }
 
-// freeSlot gives slot of t back.
+// freeSlot gives location slot of a table t back.
 func (ss *Session) freeSlot(t *table, slot int) {
 	if t.identity || slot < 0 {
 		return
 	}
-	st := &ss.slots[t.idx]
-	st.owner[slot] = nil
-	heap.Push(&st.free, slot)
+	ss.slots.owner[slot] = nil
+	heap.Push(&ss.slots.free, slot)
 }
 
 // entry is endpoint e's entry for choice c, as plan.json writes it.
