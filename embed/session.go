@@ -406,6 +406,10 @@ func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
 			add = append(add, e)
 		}
 	}
+	if len(rm)+len(add)+len(rated) == 0 {
+		c := ss.Cost()
+		return &Delta{Cost: c, Before: c}, nil // nothing changed: nothing is searched
+	}
 	return ss.change(rm, add, rated)
 }
 
