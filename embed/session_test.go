@@ -290,6 +290,18 @@ func TestDragonetSessionRepurposes(t *testing.T) {
 	if len(ss.orphans) != 0 {
 		t.Fatalf("orphans left: %+v", ss.orphans)
 	}
+	res, err := ss.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.SelfCheck(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pe := range res.Plan.Endpoints {
+		if want := queuesOf(ss)[pe.Name]; !slices.Equal(pe.Queues, []int{want}) {
+			t.Errorf("the embedded plan sends %s to %v, the session to queue %d", pe.Name, pe.Queues, want)
+		}
+	}
 }
 
 // TestSessionDelta: a removed endpoint's entry is deleted and its slot
