@@ -820,55 +820,70 @@ func (ss *Session) repair() {
 // vacateMax bounds the endpoints vacate moves off one queue.
 const vacateMax = 32
 
-// vacate gives a gold endpoint that shares its queue the queue alone,
-// when single moves cannot (the priority functions reject a shared gold
-// queue until its last other endpoint left): every other endpoint with
-// an entry there, at most vacateMax, moves to its cheapest other choice,
-// one after another. The moves are kept when together they save
-// MoveThreshold of the cost cur (clearlyBetter), and undone otherwise.
-// It returns the new cost and whether it kept them.
+// vacate gives a gold endpoint that shares its queue a queue alone, when
+// single moves cannot (the priority functions reject a shared gold queue
+// until its last other endpoint left): its own queue, or the queue
+// without gold that the fewest endpoints use, which it moves to; every
+// other endpoint with an entry there (at most vacateMax) moves to its
+// cheapest choice elsewhere, one after another. The moves are kept when
+// together they save MoveThreshold of the cost cur (clearlyBetter), and
+// undone otherwise. At most repairCandidates gold endpoints are tried. It
+// returns the new cost and whether it kept the moves.
 func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
 	p, s := ss.p, ss.s
-	for q := range p.queues {
-		if q == 0 || s.ev.GoldUsers(q) == 0 || s.ev.Users(q) < 2 {
+	tried := 0
+	for g, gc := range s.choice {
+		if tried == repairCandidates {
+			break
+		}
+		if gc.t == nil || p.eps[g].ep.Class != lpg.Gold || s.ev.Users(gc.q) < 2 {
 			continue
 		}
-		var others []int
-		keep := -1 // the gold endpoint that keeps the queue
-		for i, c := range s.choice {
-			if c.t == nil || c.q != q {
-				continue
+		tried++
+		targets := []int{gc.q}
+		fewest := -1
+		for _, q := range gc.t.targets {
+			if q > 0 && q != gc.q && s.ev.GoldUsers(q) == 0 && (fewest < 0 || s.ev.Users(q) < s.ev.Users(fewest)) {
+				fewest = q
 			}
-			if keep < 0 && p.eps[i].ep.Class == lpg.Gold {
-				keep = i
-				continue
-			}
-			others = append(others, i)
 		}
-		if keep < 0 || len(others) == 0 || len(others) > vacateMax {
-			continue
+		if fewest >= 0 {
+			targets = append(targets, fewest)
 		}
-		was := make([]choice, len(others))
-		for k, i := range others {
-			was[k] = s.choice[i]
-			ss.moves = p.appendMoves(ss.moves[:0], s, i)
-			best, bestCost, found := was[k], costmodel.Cost{}, false
-			for _, c := range ss.moves {
-				if c.t != nil && c.q == q {
-					continue
-				}
-				s.set(i, c)
-				if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
-					best, bestCost, found = c, cost, true
+		for _, q := range targets {
+			var others []int
+			for i, c := range s.choice {
+				if i != g && c.t != nil && c.q == q {
+					others = append(others, i)
 				}
 			}
-			s.set(i, best)
-		}
-		if c := s.ev.Cost(); clearlyBetter(c, cur) {
-			return c, true
-		}
-		for k := len(others) - 1; k >= 0; k-- {
-			s.set(others[k], was[k])
+			if len(others) > vacateMax {
+				continue
+			}
+			s.set(g, choice{gc.t, q})
+			was := make([]choice, len(others))
+			for k, i := range others {
+				was[k] = s.choice[i]
+				ss.moves = p.appendMoves(ss.moves[:0], s, i)
+				best, bestCost, found := was[k], costmodel.Cost{}, false
+				for _, c := range ss.moves {
+					if c.t != nil && c.q == q {
+						continue
+					}
+					s.set(i, c)
+					if cost := s.ev.Cost(); !found || cost.Less(bestCost) {
+						best, bestCost, found = c, cost, true
+					}
+				}
+				s.set(i, best)
+			}
+			if c := s.ev.Cost(); clearlyBetter(c, cur) {
+				return c, true
+			}
+			for k := len(others) - 1; k >= 0; k-- {
+				s.set(others[k], was[k])
+			}
+			s.set(g, gc)
 		}
 	}
 	return cur, false
