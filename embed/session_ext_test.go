@@ -8,6 +8,8 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/embed/embedtest"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
 )
 
 // TestSessionSlotsAreLinuxLocations: a session's slots for the entries of
@@ -74,4 +76,73 @@ func testSlots(t *testing.T, target string, ports, tables int) {
 	if len(d.Insert) != 1 || d.Insert[0].Slot != victim.Slot {
 		t.Fatalf("adding %s after removing %s: %v, want the entry at location %d", e.Name, victim.Entry.Endpoint, fmt.Sprint(d.Insert), victim.Slot)
 	}
+}
+
+// A session serving six UDP flows on an 82599 with four queues: one flow
+// leaves, its entry is deleted, and the next flow's entry takes its
+// location.
+func ExampleSession() {
+	src := []byte(`stack example {
+    interface eth0 { mac 00:1b:21:00:00:05 ip 10.0.0.1/24 }
+    cores 0..3
+    endpoint f1 udp flow 10.0.0.1:7001 -> 10.0.0.9:8001
+    endpoint f2 udp flow 10.0.0.1:7002 -> 10.0.0.9:8002
+    endpoint f3 udp flow 10.0.0.1:7003 -> 10.0.0.9:8003
+    endpoint f4 udp flow 10.0.0.1:7004 -> 10.0.0.9:8004
+    endpoint f5 udp flow 10.0.0.1:7005 -> 10.0.0.9:8005
+    endpoint f6 udp flow 10.0.0.1:7006 -> 10.0.0.9:8006
+}`)
+	st, diags := lpg.LoadStack("example.lpg", src)
+	if st == nil {
+		fmt.Println(diags)
+		return
+	}
+	m, _, err := nics.Load("82599")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	in, _, err := embed.NewInput("82599", m, st, nil, embed.Options{Cost: costmodel.DragonetBalance{}, Target: embed.TargetSilicon})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := embed.Run(in)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ss, err := embed.NewSession(r)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	show := func(d *embed.Delta) {
+		for _, e := range d.Insert {
+			fmt.Printf("  insert %s loc %d: %s -> %s\n", e.Node, e.Slot, e.Entry.Endpoint, e.Entry.Action)
+		}
+		for _, e := range d.Delete {
+			fmt.Printf("  delete %s loc %d: %s\n", e.Node, e.Slot, e.Entry.Endpoint)
+		}
+	}
+	d, err := ss.Remove("f2")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("remove f2:")
+	show(d)
+	f7 := *st.Endpoints[0]
+	f7.Name, f7.Ident, f7.Port, f7.RPort = "f7", "f7", 7007, 8007
+	if d, err = ss.Add(&f7); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("add f7:")
+	show(d)
+	// Output:
+	// remove f2:
+	//   delete RxC5TupleFilter loc 1: f2
+	// add f7:
+	//   insert RxC5TupleFilter loc 1: f7 -> RxQueue2
 }
