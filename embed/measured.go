@@ -46,8 +46,11 @@ type PredictedQueue struct {
 
 // PredictedLoad reads the plan's prediction off the search's assignment.
 func (r *Result) PredictedLoad() PredictedLoad {
-	cp := r.p.cp
-	a := r.state.ev.Assignment()
+	return predictedLoad(r.p.cp, r.state.ev.Assignment())
+}
+
+// predictedLoad is the prediction of the assignment a of problem cp.
+func predictedLoad(cp *costmodel.Problem, a costmodel.Assignment) PredictedLoad {
 	loads, byRate := costmodel.QueueLoads(cp, a)
 	out := PredictedLoad{ByRate: byRate}
 	var total float64

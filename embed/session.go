@@ -314,19 +314,27 @@ func groupKey(e *lpg.Endpoint) (string, bool) {
 
 // Cost is the plan's cost now.
 func (ss *Session) Cost() costmodel.Cost {
+	if ss.s.firstMatch == ss.p.dragonetSpace {
+		return ss.s.ev.Cost()
+	}
+	return costmodel.NewEvaluator(ss.p.cp, ss.p.in.Cost, ss.assignment()).Cost()
+}
+
+// assignment is the shares of every endpoint as the cost function sees
+// them: for a Dragonet session, whose search sees its QMap (the first
+// match takes a flow whole), what overlapping entries share is split.
+func (ss *Session) assignment() costmodel.Assignment {
 	s := ss.s
 	if s.firstMatch == ss.p.dragonetSpace {
-		return s.ev.Cost()
+		return s.ev.Assignment()
 	}
-	// Dragonet's search sees its QMap; the cost function's own view of
-	// the plan splits what overlapping entries share.
 	a := make(costmodel.Assignment, len(ss.p.eps))
 	s.firstMatch = ss.p.dragonetSpace
 	for i := range ss.p.eps {
 		a[i] = slices.Clone(s.shares(i))
 	}
 	s.firstMatch = !s.firstMatch
-	return costmodel.NewEvaluator(ss.p.cp, ss.p.in.Cost, a).Cost()
+	return a
 }
 
 // Stack is the stack the session serves now: the endpoints it started
@@ -356,6 +364,12 @@ func byNodeSlot(a, b EntryChange) int {
 		return cmp.Compare(a.Node, b.Node)
 	}
 	return cmp.Compare(a.Slot, b.Slot)
+}
+
+// PredictedLoad is the plan's prediction now (Result.PredictedLoad), in
+// the session's order of endpoints. It costs O(endpoints).
+func (ss *Session) PredictedLoad() PredictedLoad {
+	return predictedLoad(ss.p.cp, ss.assignment())
 }
 
 // Len is the number of endpoints.

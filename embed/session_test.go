@@ -3,6 +3,7 @@ package embed
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand"
 	"slices"
 	"strings"
@@ -467,6 +468,22 @@ func TestSessionSetRates(t *testing.T) {
 		t.Fatalf("after the moves %v, without them %v", d.Cost, stay.Cost())
 	}
 	checkSessionEvaluator(t, ss, 0)
+	// The prediction follows the new rates and the moves: f1's rate, and
+	// the queues' loads summing to every endpoint's.
+	pl := ss.PredictedLoad()
+	var total, sum float64
+	for _, pe := range pl.Endpoints {
+		total += pe.Rate
+		if pe.Name == "f1" && pe.Rate != 10000 {
+			t.Errorf("f1's predicted rate %v", pe.Rate)
+		}
+	}
+	for _, q := range pl.Queues {
+		sum += q.Load
+	}
+	if !pl.ByRate || math.Abs(sum-total) > 1e-6*total || total != 15000 {
+		t.Errorf("predicted queue loads sum to %v, the endpoints' rates to %v (by rate %v)", sum, total, pl.ByRate)
+	}
 	again, err := ss.SetRates(rates)
 	if err != nil {
 		t.Fatal(err)
