@@ -393,6 +393,9 @@ func (ss *Session) Remove(name string) (*Delta, error) {
 // SetRates), and one whose declaration changed otherwise is removed and
 // added again. It is one change: one search, one Delta.
 func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
+	if next == nil {
+		return nil, fmt.Errorf("no stack to apply")
+	}
 	cur := ss.p.in.Stack
 	if why := sameButEndpoints(cur, next); why != "" {
 		return nil, fmt.Errorf("stack %s differs from the running one in %s, not only in its endpoints: re-plan it (dragonc embed)", next.Name, why)
@@ -445,6 +448,9 @@ func (ss *Session) SetRates(rates map[string]float64) (*Delta, error) {
 		}
 	}
 	before := ss.Cost()
+	if len(rates) == 0 {
+		return &Delta{Cost: before, Before: before}, nil
+	}
 	ss.begin()
 	for _, name := range names {
 		ss.setRate(ss.byName[name], rates[name])

@@ -392,6 +392,9 @@ func TestSessionDelta(t *testing.T) {
 		{func() error { _, err := ss.Remove("nosuch"); return err }, "no endpoint nosuch"},
 		{func() error { _, err := ss.Add(all.Endpoints[0]); return err }, "already in the plan"},
 		{func() error { _, err := ss.Add(omx); return err }, "no openmx demultiplexer"},
+		{func() error { _, err := ss.Add(nil); return err }, "needs a name"},
+		{func() error { _, err := ss.Apply(nil); return err }, "no stack"},
+		{func() error { _, err := ss.SetRates(map[string]float64{"f1": -1}); return err }, "a rate is between"},
 		{func() error {
 			other := ss.Stack()
 			other.Cores = []int{0, 1}
