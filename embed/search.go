@@ -58,6 +58,9 @@ type state struct {
 	// watch, when set, is told of every endpoint whose choice or shares
 	// set is about to change (touch).
 	watch func(i int)
+	// ovx holds the overlapIndex of endpoints whose packets overlap many
+	// others'.
+	ovx map[*endpoint]*overlapIndex
 }
 
 func (p *problem) newState(mode int) *state {
@@ -135,8 +138,14 @@ func (s *state) set(i int, c choice) {
 			s.shapeN[c.t.idx]++
 		}
 	}
+	if s.ovx != nil {
+		s.forget(i) // its own entry is one of its index's
+	}
 	s.ev.Set(i, s.seen(i))
 	for _, j := range s.p.eps[i].over {
+		if s.ovx != nil {
+			s.moved(j, i, old, c)
+		}
 		s.ev.Set(j, s.seen(j))
 	}
 }
@@ -159,6 +168,9 @@ func (s *state) touch(i int) {
 func (s *state) seen(i int) []costmodel.Share {
 	if s.placed != nil && !s.placed[i] {
 		return nil
+	}
+	if s.indexed(i) {
+		return s.indexedShares(i)
 	}
 	return s.shares(i)
 }

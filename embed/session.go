@@ -303,6 +303,13 @@ func (p *problem) clone() *problem {
 	return &q
 }
 
+// otherFlows reports whether a and b are connected flows from different
+// remote ends, whose packets never overlap (EndpointPredicate fixes the
+// source address and port of a flow's): no box needs comparing.
+func otherFlows(a, b *lpg.Endpoint) bool {
+	return a.Flow && b.Flow && (a.Remote != b.Remote || a.RPort != b.RPort)
+}
+
 // groupKey groups endpoints whose packets may overlap: one protocol and
 // port (Open-MX endpoints never overlap).
 func groupKey(e *lpg.Endpoint) (string, bool) {
@@ -622,12 +629,17 @@ func (ss *Session) addEndpoint(le *lpg.Endpoint) int {
 	s.choice = append(s.choice, choice{})
 	p.rank = append(p.rank, 0)
 	if k, ok := groupKey(le); ok {
+		nt := len(p.tables)
 		for _, o := range ss.groups[k] {
-			if intersects(e.box, o.box) {
-				e.over = append(e.over, o.index)
-				o.over = append(o.over, i)
-				o.rel = nil // worked out again with the new neighbour
+			if otherFlows(le, o.ep) || !intersects(e.box, o.box) {
+				continue
 			}
+			e.over = append(e.over, o.index)
+			o.over = append(o.over, i)
+			if o.rel != nil {
+				o.rel = append(o.rel, make([]int8, nt)...) // relation's slots of the new neighbour
+			}
+			s.forget(o.index)
 		}
 		ss.groups[k] = append(ss.groups[k], e)
 	}
@@ -659,12 +671,19 @@ func (ss *Session) removeEndpoint(i int) {
 	p, s := ss.p, ss.s
 	e := p.eps[i]
 	ss.watch(i)
+	nt := len(p.tables)
 	for _, j := range e.over {
 		o := p.eps[j]
-		o.over = slices.DeleteFunc(o.over, func(k int) bool { return k == i })
-		o.rel = nil
+		k := slices.Index(o.over, i)
+		if o.rel != nil && len(o.rel) == (len(o.over)+1)*nt {
+			o.rel = slices.Delete(o.rel, (k+1)*nt, (k+2)*nt) // relation's slots of i
+		} else {
+			o.rel = nil
+		}
+		o.over = slices.Delete(o.over, k, k+1)
 	}
 	s.ev.Remove(i)
+	s.ovx = nil // the indexes name endpoints by index, which shift
 	p.eps = slices.Delete(p.eps, i, i+1)
 	p.in.Stack.Endpoints = slices.Delete(p.in.Stack.Endpoints, i, i+1)
 	s.choice = slices.Delete(s.choice, i, i+1)

@@ -209,6 +209,12 @@ func checkSessionEvaluator(t *testing.T, ss *Session, step int) {
 	if err := ss.s.ev.Check(); err != nil {
 		t.Fatalf("step %d: %v", step, err)
 	}
+	for i, e := range ss.p.eps {
+		want := slices.Clone(ss.s.shares(i))
+		if diff := gocmp.Diff(want, ss.s.ev.Shares(i)); diff != "" {
+			t.Fatalf("step %d: %s's shares (-from scratch +held):\n%s", step, e.ep.Name, diff)
+		}
+	}
 	p, err := newProblem(churnInput(t, ss.p.in.NIC, ss.Stack(), ss.p.in.Cost.Name(), StrategyDefault))
 	if err != nil {
 		t.Fatal(err)
@@ -540,5 +546,54 @@ func TestSessionLocal(t *testing.T) {
 	}
 	if got, want := res.Cost, ss.Cost(); !got.Equal(want) {
 		t.Errorf("the embedded plan costs %v, the session says %v", got, want)
+	}
+}
+
+// TestSessionOverlaps: a churn of connected flows on the port of two
+// listeners (one on every address, one on the stack's), which come and
+// go too: the session's costs stay those of a fresh problem of the same
+// endpoints and choices (the listeners' overlapIndex and relation
+// caches kept up to date through adds and removes), and its plan embeds
+// and passes the self-check.
+func TestSessionOverlaps(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("stack web {\n    interface eth0 { mac 00:1b:21:00:00:05 ip 10.3.0.1/16 }\n    cores 0..7\n")
+	b.WriteString("    endpoint www tcp listen *:80 { rate 10kpps }\n    endpoint local tcp listen 10.3.0.1:80 { rate 5kpps }\n")
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "    endpoint c%d tcp flow 10.3.0.1:80 -> 10.4.%d.%d:%d { rate %dkpps }\n", i, i/250, 1+i%250, 20000+i, 1+i%5)
+	}
+	b.WriteString("}\n")
+	pool, diags := lpg.LoadStack("web.lpg", []byte(b.String()))
+	if pool == nil {
+		t.Fatal(diags)
+	}
+	seq := churn(pool, 60, 300, 40, 90, 6)
+	listeners := 0
+	for _, c := range seq {
+		if c.drop == "www" || c.drop == "local" || c.add != nil && !c.add.Flow {
+			listeners++
+		}
+	}
+	if listeners < 2 {
+		t.Fatalf("the churn removes or adds a listener %d times; want it to come and go", listeners)
+	}
+	for _, nic := range []string{"82599", "linux-xdp"} {
+		ss, _ := plannedSession(t, nic, withEndpoints(pool, pool.Endpoints[:60]), "balance")
+		for k, c := range seq {
+			if _, err := c.apply(ss); err != nil {
+				t.Fatalf("%s step %d: %v", nic, k, err)
+			}
+			if k%25 == 0 {
+				checkSessionEvaluator(t, ss, k)
+			}
+		}
+		checkSessionEvaluator(t, ss, 300)
+		res, err := ss.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.SelfCheck(); err != nil {
+			t.Fatalf("%s: %v", nic, err)
+		}
 	}
 }
