@@ -2,6 +2,7 @@ package embed_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dragonc/dragonc/embed"
@@ -95,6 +96,48 @@ func BenchmarkSessionChange(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSessionChangeOverlaps is BenchmarkSessionChange next to a
+// listener: 2,000 connected TCP flows on the port of a listener, on
+// linux-xdp; each change moves flows the listener's packets overlap.
+func BenchmarkSessionChangeOverlaps(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("stack web {\n    interface eth0 { mac 00:1b:21:00:00:05 ip 10.3.0.1/16 }\n    cores 0..15\n    endpoint www tcp listen 10.3.0.1:80 { rate 10kpps }\n")
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&sb, "    endpoint c%d tcp flow 10.3.0.1:80 -> 10.4.%d.%d:%d { rate 1kpps }\n", i, i/250, 1+i%250, 20000+i)
+	}
+	sb.WriteString("}\n")
+	st, diags := lpg.LoadStack("web.lpg", []byte(sb.String()))
+	if st == nil {
+		b.Fatal(diags)
+	}
+	b.Run("2000", func(b *testing.B) {
+		in, _, err := embed.NewInput("linux-xdp", embedtest.Model(b, "linux-xdp"), st, nil, embed.Options{Target: embed.TargetSilicon})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := embed.Run(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ss, err := embed.NewSession(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		flows := st.Endpoints[1:]
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			e := flows[(i*7919)%len(flows)]
+			if _, err := ss.Remove(e.Name); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := ss.Add(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkSessionReplan(b *testing.B) {
