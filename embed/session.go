@@ -25,15 +25,14 @@ import (
 // trying the queues from a start queue that turns with every placement,
 // as Dragonet's oracle does (allQueues_, Search.hs lines 132-133 and
 // 1339-1341), so that ties spread; a removed endpoint's entry is freed
-// and its place in the table goes to the next entry the table needs; then
-// a few repairs are tried (an endpoint left to RSS takes the room a
-// removal freed, an endpoint moves from the most loaded queue to the
-// least), each kept only when it saves MoveThreshold of the cost, the
-// hysteresis --strategy incremental uses, so that placements stay put
-// unless the cost demands a move. Each change costs the evaluation of a
-// few hundred candidates, each O(queues) (costmodel.Evaluator), plus
-// O(endpoints) of plain bookkeeping: well under a millisecond at 10,000
-// endpoints.
+// and its location is the next one given out (slotTable); then a few
+// repairs are tried (repair), each kept only when it saves MoveThreshold
+// of the cost, the hysteresis --strategy incremental uses, so that
+// placements stay put unless the cost demands a move. Each change costs
+// the evaluation of a few hundred candidates, each O(queues)
+// (costmodel.Evaluator; an endpoint that overlaps many keeps an
+// overlapIndex), plus O(endpoints) of plain bookkeeping: well under a
+// millisecond at 10,000 endpoints.
 //
 // A Session made by NewDragonetSession is a port of Dragonet's own
 // incremental search, for comparison (see there).
