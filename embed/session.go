@@ -55,7 +55,7 @@ type Session struct {
 	moves    []choice               // place's, reused
 	on       []int                  // repair's, reused
 	seq      int                    // entries inserted so far (Dragonet's order of its filters)
-	orphans  []orphan               // Dragonet: entries whose flow left, newest first
+	orphans  []orphan               // Dragonet: entries whose flow left, the newest inserted first
 	// repurposed names, for each endpoint of the change under way that
 	// took an orphan's entry, the endpoint the entry was for.
 	repurposed map[*endpoint]string
@@ -652,14 +652,10 @@ func (ss *Session) addEndpoint(le *lpg.Endpoint) int {
 // remove frees endpoint i's entry and removes it; Dragonet's search
 // leaves the entry behind (orphan).
 func (ss *Session) remove(i int) {
-	s, e := ss.s, ss.p.eps[i]
-	if c := s.choice[i]; ss.dragonet && c.t != nil {
-		ss.orphans = slices.Insert(ss.orphans, 0, orphan{t: c.t, q: c.q, slot: e.slot, rank: ss.p.rank[i], entry: ss.entry(e, c)})
-		ss.own(c.t, e.slot, nil)
-		s.set(i, choice{})
-		s.used[c.t.idx]++ // the orphan keeps its place
+	if ss.dragonet && ss.s.choice[i].t != nil {
+		ss.orphan(i)
 	} else {
-		s.set(i, choice{})
+		ss.s.set(i, choice{})
 	}
 	ss.removeEndpoint(i)
 }

@@ -8,10 +8,17 @@ import (
 	"github.com/dragonc/dragonc/lpg"
 )
 
-// dragonetSorted is Dragonet's isOrderFlows over the flows a change adds:
-// gold first for the priority functions, as given otherwise
-// (dragonetOrder).
+// dragonetSorted is the order Dragonet's incremental search takes the
+// flows a change adds in: the set of added flows as a list (S.toList of
+// fsAdded, Search.hs lines 1109 and 1115), in the order of Flows.hs's Flow (lines
+// 43-51: derived Ord over source address, destination address,
+// destination port, source port, each Nothing before any value), then
+// isOrderFlows: gold first for the priority functions, as listed
+// otherwise (dragonetOrder). Dragonet's Flow is UDP's; TCP endpoints are
+// ordered as if they were, and endpoints of other protocols come last.
 func dragonetSorted(p *problem, eps []*lpg.Endpoint) []*lpg.Endpoint {
+	eps = slices.Clone(eps)
+	slices.SortStableFunc(eps, compareFlows)
 	switch p.in.Cost.(type) {
 	case costmodel.Priority, costmodel.DragonetPriority:
 		out := make([]*lpg.Endpoint, 0, len(eps))
@@ -147,6 +154,22 @@ func (ss *Session) dragonetIncrOffers(i int) (offers []choice, from []int) {
 	return offers, from
 }
 
+// orphan takes endpoint i's entry from it and leaves it in its table,
+// steering nothing, as FM.rmFlow does (FlowMap.hs lines 393-428: the
+// entry keeps its place in the configuration state, which lists entries
+// the newest inserted first, line 624).
+func (ss *Session) orphan(i int) {
+	s, e := ss.s, ss.p.eps[i]
+	c := s.choice[i]
+	o := orphan{t: c.t, q: c.q, slot: e.slot, rank: ss.p.rank[i], entry: ss.entry(e, c)}
+	k, _ := slices.BinarySearchFunc(ss.orphans, o.rank, func(x orphan, rank int) int { return rank - x.rank })
+	ss.orphans = slices.Insert(ss.orphans, k, o)
+	ss.own(c.t, e.slot, nil)
+	e.slot = -1
+	s.set(i, choice{})
+	s.used[c.t.idx]++ // the orphan keeps its place
+}
+
 // c is the orphan's entry as a choice.
 func (o orphan) c() choice { return choice{o.t, o.q} }
 
@@ -162,15 +185,9 @@ func (ss *Session) dragonetJump() {
 		return
 	}
 	for i, c := range s.choice {
-		if c.t == nil {
-			continue
+		if c.t != nil {
+			ss.orphan(i)
 		}
-		e := p.eps[i]
-		ss.orphans = slices.Insert(ss.orphans, 0, orphan{t: c.t, q: c.q, slot: e.slot, rank: p.rank[i], entry: ss.entry(e, c)})
-		ss.own(c.t, e.slot, nil)
-		e.slot = -1
-		s.set(i, choice{})
-		s.used[c.t.idx]++
 	}
 	idx := map[*lpg.Endpoint]int{}
 	for i, e := range p.eps {
@@ -179,4 +196,32 @@ func (ss *Session) dragonetJump() {
 	for _, le := range dragonetSorted(p, slices.Clone(p.in.Stack.Endpoints)) {
 		_ = ss.dragonetPlace(idx[le]) // a flow with no offer stays on the catch-all
 	}
+}
+
+// compareFlows orders endpoints as Flows.hs's derived Ord orders
+// Dragonet's flows (dragonetSorted).
+func compareFlows(a, b *lpg.Endpoint) int {
+	ka, kb := flowKey(a), flowKey(b)
+	return slices.Compare(ka[:], kb[:])
+}
+
+// flowKey is an endpoint as Dragonet's Flow: not a flow (0) or a flow
+// (1), then source address, destination address, destination port and
+// source port, each a Maybe: 0 for Nothing, else 1 and the value.
+func flowKey(e *lpg.Endpoint) [9]int64 {
+	if e.Proto != lpg.UDP && e.Proto != lpg.TCP {
+		return [9]int64{1}
+	}
+	maybe := func(ok bool, v int64) (int64, int64) {
+		if !ok {
+			return 0, 0
+		}
+		return 1, v
+	}
+	var k [9]int64
+	k[1], k[2] = maybe(e.Flow, int64(e.Remote))
+	k[3], k[4] = maybe(!e.AnyAddr, int64(e.Addr))
+	k[5], k[6] = maybe(true, int64(e.Port))
+	k[7], k[8] = maybe(e.Flow, int64(e.RPort))
+	return k
 }

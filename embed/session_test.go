@@ -297,6 +297,31 @@ func TestDragonetSessionRepurposes(t *testing.T) {
 	if len(ss.orphans) != 0 {
 		t.Fatalf("orphans left: %+v", ss.orphans)
 	}
+	// Entries whose flow left are offered newest inserted first, however
+	// they were removed: f5's (inserted fifth, queue 2, slot 4) before
+	// f1's (first, queue 1, slot 0), though f1 left last. Without f7 the
+	// queues hold 1, 1 and 2 flows (f4; f2; f3 and f6): f5's entry and
+	// f1's both balance them as well (sd 0.471), a new entry to queue 3
+	// does not; the first offer wins.
+	ss2, err := NewDragonetSession(churnInput(t, "82599", withEndpoints(all, all.Endpoints[:6]), "dragonet-balance", StrategyDragonetGreedy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"f5", "f1"} {
+		if _, err := ss2.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ss2.orphans) != 2 || ss2.orphans[0].entry.Endpoint != "f5" || ss2.orphans[1].entry.Endpoint != "f1" {
+		t.Fatalf("orphans %+v, want f5's then f1's", ss2.orphans)
+	}
+	d, err = ss2.Add(all.Endpoints[6])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Insert) != 1 || d.Insert[0].Slot != 4 || d.Insert[0].Replaces != "f5" || d.Insert[0].Entry.Action != "RxQueue2" {
+		t.Fatalf("adding f7: %+v, want f5's entry (slot 4, queue 2) repurposed", d.Insert)
+	}
 	res, err := ss.Result()
 	if err != nil {
 		t.Fatal(err)
