@@ -197,11 +197,11 @@ func NewSession(r *Result) (*Session, error) {
 //   - a removed flow's entry stays in its table, steering nothing
 //     (FM.rmFlow only forgets the flow: FlowMap.hs lines 413-428), and
 //     counts against the table's capacity;
-//   - each added flow (in dragonetOrder) is offered by the oracle, first,
-//     the entries whose flow was removed, newest first, each kept on its
-//     queue ("XXX: queue has to be the same for now", E10k.hs lines
-//     1009-1017; a table without wildcards takes only fully specified
-//     flows), then, while the first table that can hold the flow has
+//   - each added flow (in dragonetSorted's order) is offered by the
+//     oracle, first, the entries whose flow was removed, the newest
+//     inserted first, each kept on its queue ("XXX: queue has to be the
+//     same for now", E10k.hs lines 1009-1017; a table without wildcards
+//     takes only fully specified flows), then, while the first table that can hold the flow has
 //     room, an entry there to each queue no repurposed entry covers, in
 //     ascending order (lines 1355-1365); with no entry to repurpose, an
 //     entry in the first table that can hold it and has room, to each

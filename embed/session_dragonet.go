@@ -94,8 +94,8 @@ func (ss *Session) dragonetPlace(i int) error {
 // dragonetIncrOffers is the E10k oracle's flowConfChangesS for flow i
 // (Search.hs lines 1328-1365), on this NIC's tables in the NIC's order,
 // as dragonetOffers maps its flowConfChanges: the entries whose flow
-// left that a table holding the flow has, newest first, each on its own
-// queue; with those, while the first table that can hold the flow has
+// left that a table holding the flow has, the newest inserted first,
+// each on its own queue; with those, while the first table that can hold the flow has
 // room, an entry there to each queue they leave uncovered, in ascending
 // order; without them, entries in the first table that can hold the flow
 // and has room, to each queue from the start queue on. Queue 0 is never
