@@ -103,17 +103,22 @@ func (s *state) index(i int) *overlapIndex {
 func (x *overlapIndex) before(key candKey) bool { return !x.hasStar || key.less(x.star) }
 
 // moved updates endpoint i's index, if it has one, for endpoint j's
-// entry going from old to c; an entry that takes all of i's packets
-// (before or after) drops the index instead.
+// entry (i's own, or an overlapping endpoint's) going from old to c. An
+// entry that takes all of i's packets, before or after, drops the index,
+// unless it only changed queue in its table: then its place in the NIC's
+// order is the same, and so are the entries before it.
 func (s *state) moved(i, j int, old, c choice) {
 	x := s.ovx[s.p.eps[i]]
 	if x == nil {
 		return
 	}
-	k, ok := x.pos[j]
-	if !ok {
-		s.forget(i)
-		return
+	k := -1 // i's own entry
+	if j != i {
+		var ok bool
+		if k, ok = x.pos[j]; !ok {
+			s.forget(i)
+			return
+		}
 	}
 	var relOld, relNew int8
 	if old.t != nil {
@@ -121,6 +126,12 @@ func (s *state) moved(i, j int, old, c choice) {
 	}
 	if c.t != nil {
 		relNew = s.p.relation(i, k, j, c.t)
+	}
+	if relOld == 2 && relNew == 2 && old.t == c.t {
+		if x.starJ == j {
+			x.starQ = c.q
+		}
+		return // after the star, or the star itself on another queue
 	}
 	if relOld == 2 || relNew == 2 {
 		s.forget(i)

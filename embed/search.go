@@ -139,7 +139,7 @@ func (s *state) set(i int, c choice) {
 		}
 	}
 	if s.ovx != nil {
-		s.forget(i) // its own entry is one of its index's
+		s.moved(i, i, old, c) // its own entry is one of its index's
 	}
 	s.ev.Set(i, s.seen(i))
 	for _, j := range s.p.eps[i].over {

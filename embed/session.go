@@ -723,7 +723,8 @@ const (
 // endpoint without an entry takes the room a table has (a removal freed
 // it), an endpoint with an entry on the most loaded queue (by load, and
 // by endpoints) moves, to the least loaded one or anywhere else, or gives
-// its entry up, and so does one on a queue a gold endpoint shares. A move of an endpoint the change did not add must
+// its entry up, and so does one on a queue a gold endpoint shares.
+// Endpoints that overlap many others' are not moved (heavy). A move of an endpoint the change did not add must
 // save MoveThreshold of the cost (clearlyBetter); one the change added
 // moves for any saving.
 func (ss *Session) repair() {
@@ -764,7 +765,7 @@ func (ss *Session) repair() {
 				if n == repairCandidates {
 					break
 				}
-				if (e.ep.Class == lpg.Gold) != (pass == 0) || s.choice[i].t != nil || !e.steerable() {
+				if (e.ep.Class == lpg.Gold) != (pass == 0) || s.choice[i].t != nil || !e.steerable() || ss.heavy(i) {
 					continue
 				}
 				moves = moves[:0]
@@ -805,7 +806,7 @@ func (ss *Session) repair() {
 			dist := func(i int) float64 { return abs(s.ev.Weight(i) - half) }
 			on := ss.on[:0]
 			for i, c := range s.choice {
-				if c.t == nil || c.q != hi {
+				if c.t == nil || c.q != hi || ss.heavy(i) {
 					continue
 				}
 				at, _ := slices.BinarySearchFunc(on, i, func(a, b int) int { return cmp.Compare(dist(a), dist(b)) })
@@ -832,7 +833,7 @@ func (ss *Session) repair() {
 			if n == repairCandidates {
 				break
 			}
-			if c.t == nil || s.ev.GoldUsers(c.q) == 0 || s.ev.Users(c.q) < 2 {
+			if c.t == nil || s.ev.GoldUsers(c.q) == 0 || s.ev.Users(c.q) < 2 || ss.heavy(i) {
 				continue
 			}
 			ss.moves = p.appendMoves(ss.moves[:0], s, i)
@@ -850,6 +851,12 @@ func (ss *Session) repair() {
 		cur = bestCost
 	}
 }
+
+// heavy reports whether endpoint i's packets overlap so many others'
+// that a move of its entry re-costs every one of them (they may take
+// part of its packets, or it of theirs): repairs leave it where it is.
+// An added one is still placed, once.
+func (ss *Session) heavy(i int) bool { return len(ss.p.eps[i].over) > manyOverlaps }
 
 // vacateMax bounds the endpoints vacate moves off one queue.
 const vacateMax = 32
@@ -870,7 +877,7 @@ func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
 		if tried == repairCandidates {
 			break
 		}
-		if gc.t == nil || p.eps[g].ep.Class != lpg.Gold || s.ev.Users(gc.q) < 2 {
+		if gc.t == nil || p.eps[g].ep.Class != lpg.Gold || s.ev.Users(gc.q) < 2 || ss.heavy(g) {
 			continue
 		}
 		tried++
@@ -886,12 +893,14 @@ func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
 		}
 		for _, q := range targets {
 			var others []int
+			costly := false
 			for i, c := range s.choice {
 				if i != g && c.t != nil && c.q == q {
 					others = append(others, i)
+					costly = costly || ss.heavy(i)
 				}
 			}
-			if len(others) > vacateMax {
+			if len(others) > vacateMax || costly {
 				continue
 			}
 			s.set(g, choice{gc.t, q})
