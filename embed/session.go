@@ -527,8 +527,10 @@ func sameButRate(a, b *lpg.Endpoint) bool {
 		a.Message == b.Message && a.NoDelay == b.NoDelay && a.Shadowed == b.Shadowed
 }
 
-// change removes and adds endpoints, searches, and returns the Delta. On
-// an error nothing has changed.
+// change removes and adds endpoints, gives others new rates, searches,
+// and returns the Delta. A change refused (a name unknown or taken, a
+// protocol the LPG lacks) changes nothing; a Dragonet session whose
+// oracle runs out stops (NewDragonetSession).
 func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, error) {
 	if ss.err != nil {
 		return nil, ss.err
