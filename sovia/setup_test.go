@@ -324,6 +324,27 @@ func TestSetupQuarantine(t *testing.T) {
 	}
 }
 
+// connected dials from a to a listener of b's (port 80, no combining)
+// and returns both ends; the dialer's closes when the test ends.
+func connected(t *testing.T, a, b *RawHost) (c, s *Conn) {
+	t.Helper()
+	p := PaperParams()
+	p.NoDelay, p.CombineMax = true, 0
+	l, err := b.Listen(80, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = a.Dial(b.MAC(), 80, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if s, err = l.AcceptConn(); err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
 // TestSetupIdleTimeout: an accepted connection that hears nothing for the
 // idle timeout fails (its reader learns why), and one that hears from its
 // peer does not.
@@ -335,21 +356,7 @@ func TestSetupIdleTimeout(t *testing.T) {
 	if err := b.SetLimits(lim); err != nil {
 		t.Fatal(err)
 	}
-	p := PaperParams()
-	p.NoDelay, p.CombineMax = true, 0
-	l, err := b.Listen(80, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a.Dial(b.MAC(), 80, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := l.AcceptConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := connected(t, a, b)
 	read := make(chan error, 1)
 	heard := make(chan bool, 1)
 	go func() {
@@ -536,21 +543,7 @@ func TestKeepAliveOutlivesIdle(t *testing.T) {
 			if err := b.SetReliability(rel); err != nil {
 				t.Fatal(err)
 			}
-			p := PaperParams()
-			p.NoDelay, p.CombineMax = true, 0
-			l, err := b.Listen(80, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := a.Dial(b.MAC(), 80, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			s, err := l.AcceptConn()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, s := connected(t, a, b)
 			read := make(chan error, 1)
 			go func() {
 				_, err := s.Read(make([]byte, 8))
