@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -409,5 +410,73 @@ func TestAckOfUnsentIgnored(t *testing.T) {
 	clock.Advance(time.Second)
 	if v.Resent() != resent || v.IgnoredAcks() != 2 {
 		t.Fatalf("after a true acknowledgement of both: resent %d (was %d), ignored %d; want no more and 2", v.Resent(), resent, v.IgnoredAcks())
+	}
+}
+
+// TestTimeoutSendsOldestOnly: a timeout sends the oldest message waiting
+// again, not every one; while the messages sent before the timeout are
+// not all acknowledged, an acknowledgement of exactly the message sent
+// again sends the next one (a hole after a hole), one that covers more
+// (the originals arrived late) sends nothing, and once everything sent
+// before the timeout is acknowledged, acknowledgements send nothing.
+func TestTimeoutSendsOldestOnly(t *testing.T) {
+	clock := NewFakeClock()
+	link := &recordLink{}
+	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetClock(clock)
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Register([]byte("m"))
+	ack := func(seq uint32) {
+		f := viFrame(1, 7, 0, 0, 0, 0, nil)
+		binary.BigEndian.PutUint32(f[22:], seq)
+		f[14+24] = flagAckOnly
+		h.Input(f)
+	}
+	// sentSince lists the message numbers of the frames sent since the
+	// n-th.
+	sentSince := func(n int) []uint32 {
+		var seqs []uint32
+		for _, f := range link.sent[n:] {
+			seqs = append(seqs, binary.BigEndian.Uint32(f[18:]))
+		}
+		return seqs
+	}
+	for range 6 {
+		if err := v.PostSend(r, 0, 1, 0); err != nil { // messages 1 to 6
+			t.Fatal(err)
+		}
+	}
+	n := len(link.sent)
+	clock.Advance(10 * time.Millisecond)
+	if got := sentSince(n); !slices.Equal(got, []uint32{1}) || v.Resent() != 1 {
+		t.Fatalf("at the timeout: sent again %v (resent %d), want message 1 alone", got, v.Resent())
+	}
+	n = len(link.sent)
+	ack(1) // message 1 filled a hole; 2 is missing too
+	if got := sentSince(n); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("after the acknowledgement of message 1, sent again: %v, want message 2", got)
+	}
+	n = len(link.sent)
+	ack(4) // more than the message sent again: 3 and 4 were only late
+	if got := sentSince(n); len(got) != 0 {
+		t.Fatalf("after an acknowledgement past the message sent again, sent: %v, want nothing", got)
+	}
+	ack(6)                                         // everything sent before the timeout: the recovery ends
+	if err := v.PostSend(r, 0, 1, 0); err != nil { // message 7
+		t.Fatal(err)
+	}
+	if err := v.PostSend(r, 0, 1, 0); err != nil { // message 8
+		t.Fatal(err)
+	}
+	n = len(link.sent)
+	ack(7)
+	if got := sentSince(n); len(got) != 0 || v.Resent() != 2 {
+		t.Fatalf("after the recovery, an acknowledgement sent %v (resent %d), want nothing and 2", got, v.Resent())
 	}
 }

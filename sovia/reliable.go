@@ -81,6 +81,9 @@ type txState struct {
 	tries    int       // timeouts since the acknowledgement last moved
 	progress time.Time // when it last moved
 	lastNak  uint32    // the message a NAK last had sent again
+	recover  uint32    // after a timeout: the last message sent before it
+	inRecov  bool      // a timeout's recovery runs until recover is acknowledged
+	refilled uint32    // in recovery: the message last sent again
 	resent   int       // messages sent again (for tests and reports)
 	unsent   int       // acknowledgements of messages not yet sent, ignored
 	alive    Timer     // the keep-alive timer
@@ -251,9 +254,19 @@ func (v *RawVI) armRetransmit() {
 }
 
 // retransmit runs when the timer fires: once the oldest message waited a
-// whole timeout since the acknowledgement last moved, every message not
-// acknowledged goes again and the timeout doubles; after Retries timeouts
-// in a row the VI breaks.
+// whole timeout since the acknowledgement last moved, it goes again and
+// the timeout doubles; after Retries timeouts in a row the VI breaks.
+// Only the oldest goes, as TCP sends only the first unacknowledged
+// segment at a timeout (RFC 6298 §5.4): a timeout on a loaded host is
+// mostly a late acknowledgement, not a loss, and sending every waiting
+// message again (up to a window of 32 KiB chunks) would double the load
+// that made it late. Until everything sent before the timeout is
+// acknowledged (recovery), an acknowledgement of exactly the message sent
+// again says that it filled a hole and the next is missing too: the next
+// goes at once (acked), as NewReno answers a partial acknowledgement
+// (RFC 6582 §3.2, step 5). So messages lost together are sent again one
+// a round trip, and a late acknowledgement, which covers more, costs one
+// message sent twice.
 func (v *RawVI) retransmit() {
 	t := &v.tx
 	t.mu.Lock()
@@ -284,14 +297,11 @@ func (v *RawVI) retransmit() {
 	}
 	t.rto = min(2*t.rto, v.rel.MaxRTO)
 	t.progress = v.clock.Now()
-	t.resent += len(t.unacked)
+	t.recover, t.inRecov, t.refilled = t.next-1, true, t.unacked[0].seq
+	t.resent++
 	v.armRetransmit()
-	defer t.mu.Unlock()
-	for _, m := range t.unacked {
-		if v.transmit(m) != nil {
-			return
-		}
-	}
+	v.transmit(t.unacked[0])
+	t.mu.Unlock()
 }
 
 // acked takes the peer's cumulative acknowledgement: messages up to ack
@@ -331,6 +341,20 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 		// The timer stays set: when it fires with nothing unacknowledged
 		// it ends, which costs less than stopping and setting one a
 		// round trip.
+		if t.inRecov {
+			switch {
+			case diff(ack, t.recover) >= 0 || len(t.unacked) == 0:
+				t.inRecov = false
+			case ack == t.refilled:
+				// The message sent again filled a hole and the next
+				// is missing (a NAK for it sends it below).
+				t.refilled = t.unacked[0].seq
+				if !nak || t.lastNak == ack+1 {
+					t.resent++
+					v.transmit(t.unacked[0])
+				}
+			}
+		}
 	}
 	if nak && len(t.unacked) > 0 && t.unacked[0].seq == ack+1 && t.lastNak != ack+1 {
 		t.lastNak = ack + 1
