@@ -212,9 +212,11 @@ func (h *RawHost) background() {
 }
 
 // packetLink is a raw packet socket of the host's own, bound to the VI
-// EtherType on one interface, non-blocking, in Go's network poller.
+// EtherType on one interface, non-blocking, in Go's network poller, that
+// receives; and a second one, which receives nothing, that sends.
 type packetLink struct {
 	fd, mtu  int
+	txfd     int      // the socket frames are sent on (sendSocket)
 	file     *os.File // fd in Go's network poller, for sleep
 	rc       syscall.RawConn
 	woken    atomic.Bool // wake was called since the last sleep
@@ -336,13 +338,19 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr) (*RawHost, error) {
 		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, buffer)
 	}
 	syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetIgnoreOutgoing, 1) // an optimisation: Input ignores them anyway
-	l := &packetLink{fd: fd, mtu: ifc.MTU}
+	txfd, err := sendSocket(ifc.Index)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("sovia: a raw socket on %s to send: %w", ifname, err)
+	}
+	l := &packetLink{fd: fd, txfd: txfd, mtu: ifc.MTU}
 	// The socket sleeps in Go's network poller (epoll), as a TCP socket
 	// does, so that the goroutine waking from it finds a processor as a
 	// TCP reader would; the fd stays non-blocking (os.NewFile sees it is).
 	l.file = os.NewFile(uintptr(fd), "sovia-"+ifname)
 	if l.rc, err = l.file.SyscallConn(); err != nil {
 		l.file.Close()
+		syscall.Close(txfd)
 		return nil, err
 	}
 	l.to = syscall.RawSockaddrLinklayer{Family: syscall.AF_PACKET, Protocol: proto, Ifindex: int32(ifc.Index), Halen: 6}
@@ -366,6 +374,27 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr) (*RawHost, error) {
 
 func (l *packetLink) MTU() int { return l.mtu }
 
+// sendSocket opens the packet socket a host sends on: bound to the
+// interface with protocol 0, so that it receives nothing (packet(7)), and
+// outside Go's network poller. Frames sent on the socket that receives
+// would wake the poller once each: the kernel frees a frame's buffer
+// when the peer took it (sock_wfree) and tells the socket's waiters that
+// there is room to write (sock_def_write_space), and the poller waits
+// for writing too (it registers a file for EPOLLOUT as for EPOLLIN). A
+// socket nothing waits on is told to no one. Non-blocking: a full queue
+// is waited out (sendGather).
+func sendSocket(ifindex int) (int, error) {
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: 0, Ifindex: ifindex}); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
 // closeFDs closes the socket, its drops read a last time.
 func (l *packetLink) closeFDs() {
 	l.kernelDrops()
@@ -373,6 +402,7 @@ func (l *packetLink) closeFDs() {
 	defer l.counts.mu.Unlock()
 	l.counts.fdClosed = true
 	l.file.Close()
+	syscall.Close(l.txfd)
 }
 
 // Close marks the link closed; the host closes the sockets once no
@@ -391,7 +421,7 @@ func (l *packetLink) SendFrame(f []byte) error {
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		_, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(l.fd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), 0, uintptr(unsafe.Pointer(&l.to)), unsafe.Sizeof(l.to))
+		_, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(l.txfd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), 0, uintptr(unsafe.Pointer(&l.to)), unsafe.Sizeof(l.to))
 		switch e {
 		case 0:
 			l.counts.sent.Add(1)
@@ -428,7 +458,7 @@ func (l *packetLink) sendGather(hdrs, parts [][]byte) error {
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		r, _, e := syscall.Syscall6(sysSendmmsg, uintptr(l.fd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(hdrs)-sent), 0, 0, 0)
+		r, _, e := syscall.Syscall6(sysSendmmsg, uintptr(l.txfd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(hdrs)-sent), 0, 0, 0)
 		switch e {
 		case 0:
 			sent += int(r)
