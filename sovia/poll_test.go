@@ -32,6 +32,7 @@ type memLink struct {
 	dropped int
 	swapped int
 	mtu     int
+	alone   chan uint32 // if set, told the acknowledgement of each frame sent with it alone
 }
 
 func newMemLinks(seed uint64, loss, reorder float64) (*memLink, *memLink) {
@@ -46,6 +47,9 @@ func (l *memLink) Close() error { l.wake(); return nil }
 
 func (l *memLink) SendFrame(f []byte) error {
 	f = append([]byte(nil), f...)
+	if l.alone != nil && len(f) >= 14+rawHeader && f[14+24]&flagAckOnly != 0 {
+		l.alone <- binary.BigEndian.Uint32(f[22:])
+	}
 	l.mu.Lock()
 	l.sent++
 	var out [][]byte
@@ -478,5 +482,85 @@ func TestTimeoutSendsOldestOnly(t *testing.T) {
 	ack(7)
 	if got := sentSince(n); len(got) != 0 || v.Resent() != 2 {
 		t.Fatalf("after the recovery, an acknowledgement sent %v (resent %d), want nothing and 2", got, v.Resent())
+	}
+}
+
+// TestAckOwedSentWhenReceiverSleeps: on a host whose goroutines receive
+// themselves, an acknowledgement rides on the reply (none goes alone in a
+// ping-pong), and one that no reply carried goes alone when the goroutine
+// receiving finds nothing more and sleeps, with no timer set for it and
+// the clock standing still.
+func TestAckOwedSentWhenReceiverSleeps(t *testing.T) {
+	clock := NewFakeClock()
+	la, lb := newMemLinks(1, 0, 0)
+	la.alone, lb.alone = make(chan uint32, 64), make(chan uint32, 64)
+	a, b := memHosts(t, la, lb, clock, false)
+	as, bs := conns(t, a, b, flowParams(4, 2), 1)
+	ca, cb := as[0], bs[0]
+	const rounds = 10
+	echoed := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 1)
+		for range rounds {
+			if _, err := io.ReadFull(cb, buf); err != nil {
+				echoed <- err
+				return
+			}
+			if _, err := cb.Write(buf); err != nil {
+				echoed <- err
+				return
+			}
+		}
+		echoed <- nil
+	}()
+	for i := range rounds {
+		msg := string(rune('a' + i))
+		mustWrite(t, ca, msg)
+		mustRead(t, ca, msg)
+	}
+	if err := result(t, echoed); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ack := <-la.alone:
+		t.Fatalf("a sent an acknowledgement (%d) alone in a ping-pong", ack)
+	case ack := <-lb.alone:
+		t.Fatalf("b sent an acknowledgement (%d) alone in a ping-pong", ack)
+	default:
+	}
+
+	// a's message, which b reads and does not answer: b owes its
+	// acknowledgement until its next Read finds nothing and sleeps.
+	mustWrite(t, ca, "q")
+	mustRead(t, cb, "q")
+	select {
+	case ack := <-lb.alone:
+		t.Fatalf("b sent an acknowledgement (%d) alone while its reader had not yet waited", ack)
+	default:
+	}
+	read := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 1)
+		_, err := io.ReadFull(cb, buf)
+		read <- err
+	}()
+	select {
+	case ack := <-lb.alone:
+		if ack != rounds+1 {
+			t.Fatalf("b acknowledged %d alone, want %d (every message of a)", ack, rounds+1)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("b's reader waits and b has not acknowledged a's last message")
+	}
+	vb := cb.vi.(*RawVI)
+	vb.mu.Lock()
+	timer := vb.rx.ackTimer
+	vb.mu.Unlock()
+	if timer != nil {
+		t.Fatal("a timer was set for the acknowledgement")
+	}
+	mustWrite(t, ca, "z") // the waiting Read's
+	if err := result(t, read); err != nil {
+		t.Fatal(err)
 	}
 }

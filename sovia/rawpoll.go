@@ -164,6 +164,7 @@ func (h *RawHost) drive(done func() bool, bg bool) {
 		}
 		if empty {
 			spun = time.Time{}
+			h.flushAcks() // what no frame carried: nothing more is coming now
 			p.sleeping.Store(true)
 			if done() || p.stop.Load() {
 				p.sleeping.Store(false)
@@ -194,16 +195,24 @@ func (h *RawHost) drive(done func() bool, bg bool) {
 }
 
 // background is the host's own goroutine: it receives while no
-// application goroutine has for idleSweep.
+// application goroutine has for idleSweep. While they receive, it looks
+// less and less often, every AckDelay at most, and sends the
+// acknowledgements owed (owes): a timer that fires every 2 ms in a
+// process makes its goroutines' wake-ups slower (a ping-pong's one-way
+// latency went from 10 to 14 us here).
 func (h *RawHost) background() {
 	p := h.poll
 	defer close(p.done)
+	period := idleSweep
 	for !p.stop.Load() {
 		seen := p.polls.Load()
-		time.Sleep(idleSweep)
+		time.Sleep(period)
+		h.flushAcks()
 		if p.polls.Load() != seen || !p.mu.TryLock() {
+			period = min(2*period, max(idleSweep, h.rel.AckDelay))
 			continue
 		}
+		period = idleSweep
 		p.bg.Store(true)
 		h.drive(func() bool { return p.preempt.Swap(false) }, true)
 		p.bg.Store(false)

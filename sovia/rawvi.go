@@ -74,6 +74,13 @@ type RawHost struct {
 	frames   [][]byte
 	parts    [][]byte // the message's bytes after each header (gatherLink)
 
+	// owe lists the VIs that may owe an acknowledgement (owes).
+	owe struct {
+		mu         sync.Mutex
+		vis, spare []*RawVI
+		n          atomic.Int32 // len(vis)
+	}
+
 	mu     sync.Mutex
 	vis    map[uint16]*RawVI
 	next   uint16
