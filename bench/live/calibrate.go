@@ -329,7 +329,7 @@ func calibration(res *sovialat.Result, p sovia.Params, server string, at time.Ti
 		Measured: at.Truncate(time.Second).Format(time.RFC3339),
 		Machine:  machine,
 		Link:     "a veth pair between two network namespaces, MTU 1500",
-		Method: fmt.Sprintf("dragonc calibrate: SOVIA over the software VI (%s) and kernel TCP (a Go echo server), each to its echo across the veth; "+
+		Method: fmt.Sprintf("dragonc calibrate: SOVIA over the software VI (%s) and kernel TCP (a Go echo server; both echoes read into a 32 KiB buffer and write what they read, TCP's not spliced), each to its echo across the veth; "+
 			"%d rounds, each size's targets in turn with the order rotated every round, %d ping-pongs a target, size and round (one way = half the round trip; percentiles over all), "+
 			"then an echoed stream (bandwidth of the bytes written, the median of the rounds); SOVIA nodelay (no combining) against TCP_NODELAY",
 			vi, res.Rounds, res.Exchanges),
