@@ -331,10 +331,11 @@ func TestReorderedAndDuplicateFrames(t *testing.T) {
 	}
 }
 
-// TestRetransmitTimesFromSend: once an acknowledgement settles every
-// message, the next message's timeout counts from when it was sent, not
-// from the acknowledgement nor from when the timer (left set) was armed.
-func TestRetransmitTimesFromSend(t *testing.T) {
+// ackedVI is VI 1 of a host on a recordLink, joined to VI 7 of the peer,
+// on a fake clock, and a function that hands the host the peer's
+// acknowledgement of every message up to seq, alone.
+func ackedVI(t *testing.T) (*FakeClock, *recordLink, *RawVI, func(seq uint32)) {
+	t.Helper()
 	clock := NewFakeClock()
 	link := &recordLink{}
 	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
@@ -346,13 +347,21 @@ func TestRetransmitTimesFromSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := v.Register([]byte("m"))
-	ackAll := func(seq uint32) {
+	ack := func(seq uint32) {
 		f := viFrame(1, 7, 0, 0, 0, 0, nil)
 		binary.BigEndian.PutUint32(f[22:], seq)
 		f[14+24] = flagAckOnly
 		h.Input(f)
 	}
+	return clock, link, v, ack
+}
+
+// TestRetransmitTimesFromSend: once an acknowledgement settles every
+// message, the next message's timeout counts from when it was sent, not
+// from the acknowledgement nor from when the timer (left set) was armed.
+func TestRetransmitTimesFromSend(t *testing.T) {
+	clock, _, v, ackAll := ackedVI(t)
+	r, _ := v.Register([]byte("m"))
 	if err := v.PostSend(r, 0, 1, 0); err != nil { // message 1 at 0: the timer is set for 10 ms
 		t.Fatal(err)
 	}
@@ -377,24 +386,8 @@ func TestRetransmitTimesFromSend(t *testing.T) {
 // ignores an ACK beyond SND.NXT (RFC 793 §3.9): the messages waiting are
 // still resent at their timeout, and a true acknowledgement settles them.
 func TestAckOfUnsentIgnored(t *testing.T) {
-	clock := NewFakeClock()
-	link := &recordLink{}
-	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.SetClock(clock)
-	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, _, v, ack := ackedVI(t)
 	r, _ := v.Register([]byte("m"))
-	ack := func(seq uint32) {
-		f := viFrame(1, 7, 0, 0, 0, 0, nil)
-		binary.BigEndian.PutUint32(f[22:], seq)
-		f[14+24] = flagAckOnly
-		h.Input(f)
-	}
 	for range 2 {
 		if err := v.PostSend(r, 0, 1, 0); err != nil { // messages 1 and 2
 			t.Fatal(err)
@@ -424,24 +417,8 @@ func TestAckOfUnsentIgnored(t *testing.T) {
 // (the originals arrived late) sends nothing, and once everything sent
 // before the timeout is acknowledged, acknowledgements send nothing.
 func TestTimeoutSendsOldestOnly(t *testing.T) {
-	clock := NewFakeClock()
-	link := &recordLink{}
-	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.SetClock(clock)
-	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, link, v, ack := ackedVI(t)
 	r, _ := v.Register([]byte("m"))
-	ack := func(seq uint32) {
-		f := viFrame(1, 7, 0, 0, 0, 0, nil)
-		binary.BigEndian.PutUint32(f[22:], seq)
-		f[14+24] = flagAckOnly
-		h.Input(f)
-	}
 	// sentSince lists the message numbers of the frames sent since the
 	// n-th.
 	sentSince := func(n int) []uint32 {
