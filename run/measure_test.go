@@ -103,7 +103,10 @@ const skewRounds = 200
 // silence). It sends skewRounds rounds, or with more set, goes on while
 // more says so, for up to ten times as many. It returns the datagrams
 // sent to each.
-func sendSkew(ns string, more func() bool) (map[string]int, error) {
+func sendSkew(ns string, more func() bool) (map[string]int, error) { return sendHot(ns, 0, more) }
+
+// sendHot is sendSkew with endpoint e<hot> the busy one.
+func sendHot(ns string, hot int, more func() bool) (map[string]int, error) {
 	sent := map[string]int{}
 	err := inNS(ns, func() error {
 		var conns [5]*net.UDPConn
@@ -136,12 +139,12 @@ func sendSkew(ns string, more func() bool) (map[string]int, error) {
 		start := time.Now()
 		for round := 0; round < skewRounds || more != nil && round < 10*skewRounds && more(); round++ {
 			time.Sleep(time.Until(start.Add(time.Duration(round) * 5 * time.Millisecond)))
-			for range 10 {
-				if err := exchange(0); err != nil {
-					return fmt.Errorf("e0: %w", err)
+			for range 9 {
+				if err := exchange(hot); err != nil {
+					return fmt.Errorf("e%d: %w", hot, err)
 				}
 			}
-			for i := 1; i < 5; i++ {
+			for i := range 5 {
 				if err := exchange(i); err != nil {
 					return fmt.Errorf("e%d: %w", i, err)
 				}
@@ -178,5 +181,54 @@ func TestRebalanceMoves(t *testing.T) {
 		if strings.Contains(l, "rebalance:") {
 			t.Logf("%s", l)
 		}
+	}
+}
+
+// BenchmarkRebalanceMovedLoad measures what the goal names: a
+// load that moves from one endpoint to another is re-planned within 2 s,
+// and no endpoint changes queue twice within RebalanceHold. It serves
+// evenStack's plan with --rebalance (a report every 400 ms: the rebalancer wants 1,000 frames in one), sends
+// skewStack's load with e0 busy until the first re-plan is applied, then
+// makes e2 the busy one and counts the seconds until the next re-plan
+// is applied (or 15 s pass: a re-plan that would move an endpoint moved
+// within the hold waits for it). The log's rebalance lines say what
+// moved and what each plan costs.
+func BenchmarkRebalanceMovedLoad(b *testing.B) {
+	for range b.N {
+		a, peer := pair(b)
+		r, st := embedTest(b, evenStack)
+		sv := serveIn(b, a, r, st, "xdp", func(o *Options) { o.Every, o.Rebalance = 400*time.Millisecond, true })
+		// busy sends with e<hot> busy until reload n is applied, for up
+		// to 15 s; it says whether it was.
+		busy := func(hot, n int) bool {
+			deadline := time.Now().Add(15 * time.Second)
+			waiting := func() bool {
+				return !strings.Contains(sv.log.String(), fmt.Sprintf("reload %d applied", n)) && time.Now().Before(deadline)
+			}
+			for waiting() {
+				if _, err := sendHot(peer, hot, waiting); err != nil {
+					b.Fatalf("%v\n%s", err, sv.log.String())
+				}
+			}
+			return strings.Contains(sv.log.String(), fmt.Sprintf("reload %d applied", n))
+		}
+		if !busy(0, 1) {
+			b.Fatalf("the load on e0 was not re-planned:\n%s", sv.log.String())
+		}
+		moved := time.Now()
+		ok := busy(2, 2)
+		took := time.Since(moved)
+		if err := sv.stop(); err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range strings.Split(sv.log.String(), "\n") {
+			if strings.Contains(l, "rebalance") || strings.Contains(l, "applied") {
+				b.Logf("%s", l)
+			}
+		}
+		if !ok {
+			b.Fatalf("the load moved to e2 was not re-planned within 15 s")
+		}
+		b.ReportMetric(took.Seconds(), "s-to-replan")
 	}
 }

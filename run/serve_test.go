@@ -391,7 +391,7 @@ func deliveries(t testing.TB, out string) map[string]map[int]int {
 
 // waitReady waits for Serve to be ready, or fails the test when it stops
 // first or takes more than two minutes.
-func waitReady(t *testing.T, ready <-chan struct{}, served <-chan error, log *syncBuffer) {
+func waitReady(t testing.TB, ready <-chan struct{}, served <-chan error, log *syncBuffer) {
 	t.Helper()
 	select {
 	case <-ready:
@@ -745,7 +745,7 @@ type liveRun struct {
 // serveIn serves stack st with plan r on vA in namespace ns on the given
 // socket kind, waits until it is ready, and stops it when the test ends
 // (stop does it earlier).
-func serveIn(t *testing.T, ns string, r *dembed.Result, st *lpg.Stack, socket string, opts ...func(*Options)) *liveRun {
+func serveIn(t testing.TB, ns string, r *dembed.Result, st *lpg.Stack, socket string, opts ...func(*Options)) *liveRun {
 	t.Helper()
 	sv := &liveRun{served: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
