@@ -66,6 +66,8 @@ type Session struct {
 	// touched, with what it was before.
 	rec   map[*endpoint]*record
 	order []*endpoint
+	// held are the endpoints Hold keeps where they are.
+	held map[string]bool
 }
 
 // record is an endpoint as it was before the change under way.
@@ -767,7 +769,7 @@ func (ss *Session) repair() {
 				if n == repairCandidates {
 					break
 				}
-				if (e.ep.Class == lpg.Gold) != (pass == 0) || s.choice[i].t != nil || !e.steerable() || ss.heavy(i) {
+				if (e.ep.Class == lpg.Gold) != (pass == 0) || s.choice[i].t != nil || !e.steerable() || ss.fixed(i) {
 					continue
 				}
 				moves = moves[:0]
@@ -808,7 +810,7 @@ func (ss *Session) repair() {
 			dist := func(i int) float64 { return abs(s.ev.Weight(i) - half) }
 			on := ss.on[:0]
 			for i, c := range s.choice {
-				if c.t == nil || c.q != hi || ss.heavy(i) {
+				if c.t == nil || c.q != hi || ss.fixed(i) {
 					continue
 				}
 				at, _ := slices.BinarySearchFunc(on, i, func(a, b int) int { return cmp.Compare(dist(a), dist(b)) })
@@ -835,7 +837,7 @@ func (ss *Session) repair() {
 			if n == repairCandidates {
 				break
 			}
-			if c.t == nil || s.ev.GoldUsers(c.q) == 0 || s.ev.Users(c.q) < 2 || ss.heavy(i) {
+			if c.t == nil || s.ev.GoldUsers(c.q) == 0 || s.ev.Users(c.q) < 2 || ss.fixed(i) {
 				continue
 			}
 			ss.moves = p.appendMoves(ss.moves[:0], s, i)
@@ -860,6 +862,27 @@ func (ss *Session) repair() {
 // An added one is still placed, once.
 func (ss *Session) heavy(i int) bool { return len(ss.p.eps[i].over) > manyOverlaps }
 
+// fixed reports whether repairs leave endpoint i where it is: it is
+// heavy, or held (Hold).
+func (ss *Session) fixed(i int) bool { return ss.heavy(i) || ss.held[ss.p.eps[i].ep.Name] }
+
+// Hold keeps the named endpoints where they are through the changes
+// that follow (the repairs after an addition, a removal or SetRates
+// move the others only), until the next Hold, which replaces the set;
+// Hold() holds none. A program re-planning from measured rates holds
+// the endpoints that moved lately, so that none moves back and forth
+// (run's Rebalancer). Names the session does not have are ignored: an
+// endpoint removed since is held by no one.
+func (ss *Session) Hold(names ...string) {
+	ss.held = nil
+	for _, n := range names {
+		if ss.held == nil {
+			ss.held = map[string]bool{}
+		}
+		ss.held[n] = true
+	}
+}
+
 // vacateMax bounds the endpoints vacate moves off one queue.
 const vacateMax = 32
 
@@ -879,7 +902,7 @@ func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
 		if tried == repairCandidates {
 			break
 		}
-		if gc.t == nil || p.eps[g].ep.Class != lpg.Gold || s.ev.Users(gc.q) < 2 || ss.heavy(g) {
+		if gc.t == nil || p.eps[g].ep.Class != lpg.Gold || s.ev.Users(gc.q) < 2 || ss.fixed(g) {
 			continue
 		}
 		tried++
@@ -899,7 +922,7 @@ func (ss *Session) vacate(cur costmodel.Cost) (costmodel.Cost, bool) {
 			for i, c := range s.choice {
 				if i != g && c.t != nil && c.q == q {
 					others = append(others, i)
-					costly = costly || ss.heavy(i)
+					costly = costly || ss.fixed(i)
 				}
 			}
 			if len(others) > vacateMax || costly {

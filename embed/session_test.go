@@ -530,6 +530,56 @@ func TestSessionSetRates(t *testing.T) {
 	}
 }
 
+// TestSessionHold: the same measured rates as TestSessionSetRates, with
+// the endpoints it moved held, move none of them (only others, or
+// nothing); Hold() lets them move again.
+func TestSessionHold(t *testing.T) {
+	all := sixFlows(t)
+	eps := slices.Clone(all.Endpoints[:6])
+	for i, e := range eps {
+		c := *e
+		c.Rate = 1000
+		eps[i] = &c
+	}
+	rates := map[string]float64{"f1": 10000}
+	for _, e := range eps[1:] {
+		rates[e.Name] = 1000
+	}
+	free, _ := plannedSession(t, "82599", withEndpoints(all, eps), "balance")
+	d, err := free.SetRates(rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	for _, q := range d.Queues {
+		moved = append(moved, q.Endpoint)
+	}
+	if len(moved) == 0 {
+		t.Fatal("nothing moves without a hold")
+	}
+	held, _ := plannedSession(t, "82599", withEndpoints(all, eps), "balance")
+	held.Hold(moved...)
+	d, err = held.SetRates(rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range d.Queues {
+		if slices.Contains(moved, q.Endpoint) {
+			t.Errorf("held endpoint %s moved from %v to %v", q.Endpoint, q.From, q.To)
+		}
+	}
+	checkSessionEvaluator(t, held, 0)
+	held.Hold()
+	rates["f1"] = 10001 // a change, so the repairs run again
+	d, err = held.SetRates(rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Queues) == 0 {
+		t.Errorf("released, the endpoints the rates make worth moving do not move: %+v", d)
+	}
+}
+
 // TestSessionLocal: a change on 2,000 endpoints touches (costs, moves or
 // records) a bounded number of them, however many the stack has, and
 // the Result of the session embeds its stack on linux-xdp, dragonc run's
