@@ -125,31 +125,19 @@ func Script(r *embed.Result, source string) string {
 	w("state=${DRAGONC_STATE:-/var/tmp/dragonc-linux-$ifc.undo}\n")
 	w("proc=${DRAGONC_PROC:-/proc}\nsys=${DRAGONC_SYS:-/sys}\n\n")
 
-	w("# q quotes a value as one shell word.\n")
-	w("q() {\n    case \"$1\" in\n    '' | *[!A-Za-z0-9_./:=,@%%+-]*) printf \"'%%s'\" \"$(printf '%%s' \"$1\" | sed \"s/'/'\\\\\\\\''/g\")\" ;;\n    *) printf '%%s' \"$1\" ;;\n    esac\n}\n\n")
-	w("# run prints a command under --dry-run, else runs it with its errors kept\n# (reason: why it failed, where ethtool said).\n")
-	w("run() {\n    if [ \"$dry\" = 1 ]; then\n        line=''\n        for a in \"$@\"; do line=\"$line${line:+ }$(q \"$a\")\"; done\n        printf '%%s\\n' \"$line\"\n        return 0\n    fi\n")
-	w("    reason=''\n    \"$@\" 2>\"$state.err\" >/dev/null\n    rc=$?\n    if grep -q 'Operation not supported' \"$state.err\" 2>/dev/null; then\n        reason='the interface has no such feature (Operation not supported)'\n    elif [ -s \"$state.err\" ]; then\n        reason=$(head -n 1 \"$state.err\")\n    fi\n    return \"$rc\"\n}\n\n")
-	w("# run_failed fails the step with what its command's errors said.\n")
-	w("run_failed() {\n    fail \"${reason:-the command failed}\"\n}\n\n")
-	w("# record appends a command that reverts a step to the run's record.\n")
-	w("record() {\n    [ \"$dry\" = 1 ] || printf '%%s\\n' \"$1\" >>\"$state\"\n}\n\n")
+	b.WriteString(shQ + shRun + shRecord)
 	w("# revert runs a record backwards and removes it.\n")
 	w("revert() {\n    [ -f \"$state\" ] || return 0\n    awk '{ l[NR] = $0 } END { for (i = NR; i > 0; i--) print l[i] }' \"$state\" >\"$state.rev\"\n")
 	w("    while IFS= read -r line; do\n        printf 'linux.sh: undo: %%s\\n' \"$line\" >&2\n        sh -c \"$line\" >/dev/null 2>&1 || echo \"linux.sh: undo failed: $line\" >&2\n    done <\"$state.rev\"\n    rm -f \"$state\" \"$state.rev\" \"$state.err\"\n}\n\n")
 	w("# fail names the failed step, undoes this run and exits 1; with\n# --keep-going it reports the step as refused and the step returns.\n")
 	w("fail() {\n    if [ \"$keep\" = 1 ]; then\n        refused=$((refused + 1))\n        printf 'refused %%s: %%s\\n' \"$num\" \"$1\"\n        echo \"linux.sh: step $cur refused: $1\" >&2\n        return 0\n    fi\n")
 	w("    echo \"linux.sh: step $cur failed: $1\" >&2\n    if [ \"$dry\" = 0 ]; then\n        echo \"linux.sh: undoing what this run applied\" >&2\n        revert\n    fi\n    exit 1\n}\n\n")
-	w("# skip ends a step this kernel has nothing to set for (it was built\n# without the setting): a note, not a failure.\n")
-	w("skip() {\n    skipped=$((skipped + 1))\n    [ \"$keep\" = 1 ] && printf 'skipped %%s: %%s\\n' \"$num\" \"$1\"\n    echo \"linux.sh: step $cur skipped: $1\" >&2\n    return 0\n}\n\n")
-	w("# begin starts step number $1, which does $2.\n")
-	w("begin() {\n    num=$1\n    cur=\"$1/$total: $2\"\n    [ \"$dry\" = 1 ] && printf '# step %%s\\n' \"$cur\"\n    return 0\n}\n\n")
-	w("# Read-back helpers.\n")
+	b.WriteString(shSkip + shBegin + "# Read-back helpers.\n")
 	w("channels() {\n    ethtool -l \"$ifc\" 2>/dev/null | awk '/^Current hardware settings/ { c = 1 } c && /^Combined:/ { print $2; exit }'\n}\n")
-	w("feature() {\n    ethtool -k \"$ifc\" 2>/dev/null | awk -v f=\"$1:\" '$1 == f { print $2; exit }'\n}\n")
+	b.WriteString(shFeature)
 	w("rss_queues() {\n    ethtool -x \"$ifc\" 2>/dev/null | awk '/^ *[0-9]+: / { for (i = 2; i <= NF; i++) print $i }' | sort -n -u | paste -sd, -\n}\n")
 	w("flow_hash_ports() {\n    out=$(ethtool -n \"$ifc\" rx-flow-hash \"$1\" 2>/dev/null)\n    case \"$out\" in *'L4 bytes 0 & 1'*'L4 bytes 2 & 3'*) return 0 ;; esac\n    return 1\n}\n")
-	w("rule_action() {\n    ethtool -n \"$ifc\" rule \"$1\" 2>/dev/null | sed -n 's/^[[:space:]]*Action: //p'\n}\n")
+	b.WriteString(shRuleAction)
 	w("rx_queues() {\n    n=0\n    for d in \"$sys/class/net/$ifc/queues\"/rx-*; do\n        [ -e \"$d\" ] && n=$((n + 1))\n    done\n    echo \"$n\"\n}\n")
 	w("# norm writes a CPU mask as hex without commas and leading zeros (the\n# kernel reads it back zero-padded to its CPU count, a comma every 32 bits).\n")
 	w("norm() {\n    sed 's/,//g; s/^0*//; s/^$/0/'\n}\n")
@@ -168,12 +156,7 @@ func Script(r *embed.Result, source string) string {
 	w("if [ \"$dry\" = 0 ]; then\n")
 	w("    if ! command -v ethtool >/dev/null 2>&1; then\n        echo 'linux.sh: ethtool is not installed' >&2\n        exit 1\n    fi\n")
 	w("    if [ -f \"$state\" ]; then\n        echo \"linux.sh: $state records an earlier run; run linux.sh --undo $ifc first\" >&2\n        exit 1\n    fi\n")
-	if d != nil {
-		w("    drv=$(ethtool -i \"$ifc\" 2>/dev/null | awk '/^driver:/ { print $2 }')\n")
-		w("    if [ \"$drv\" != %s ] && [ \"$force\" = 0 ]; then\n        echo \"linux.sh: $ifc is driven by '${drv:-nothing}', this plan is for %s (use --force to apply it anyway)\" >&2\n        exit 1\n    fi\n", Quote(d.Name), comment(d.Name))
-	} else {
-		w("    if [ \"$force\" = 0 ]; then\n        echo 'linux.sh: this plan was made for the silicon, not for a Linux driver (embed --target linux); use --force to try it' >&2\n        exit 1\n    fi\n")
-	}
+	b.WriteString(driverCheck(d, "linux.sh"))
 	w("    if grep -qx irqbalance \"$proc\"/[0-9]*/comm 2>/dev/null; then\n        echo 'linux.sh: warning: irqbalance is running and will move the interrupts this script binds' >&2\n    fi\n")
 	w("    : >\"$state\" || exit 1\nfi\n\n")
 
@@ -219,6 +202,18 @@ func Script(r *embed.Result, source string) string {
 	}
 	w("if [ \"$dry\" = 0 ]; then\n    rm -f \"$state.err\"\n    echo \"linux.sh: applied $((total - refused - skipped)) of $total steps to $ifc ($skipped skipped: not in this kernel); linux.sh --undo $ifc restores the previous settings\"\nfi\n")
 	return b.String()
+}
+
+// driverCheck is the check, inside the script's `if [ "$dry" = 0 ]`,
+// that the interface's driver is the plan's d (nil: a plan for the
+// silicon, applied only with --force); script names the script in its
+// messages.
+func driverCheck(d *prg.Driver, script string) string {
+	if d == nil {
+		return fmt.Sprintf("    if [ \"$force\" = 0 ]; then\n        echo '%s: this plan was made for the silicon, not for a Linux driver (embed --target linux); use --force to try it' >&2\n        exit 1\n    fi\n", script)
+	}
+	return "    drv=$(ethtool -i \"$ifc\" 2>/dev/null | awk '/^driver:/ { print $2 }')\n" +
+		fmt.Sprintf("    if [ \"$drv\" != %s ] && [ \"$force\" = 0 ]; then\n        echo \"%s: $ifc is driven by '${drv:-nothing}', this plan is for %s (use --force to apply it anyway)\" >&2\n        exit 1\n    fi\n", Quote(d.Name), script, comment(d.Name))
 }
 
 // CPUMask is the mask of one core as the kernel's bitmap_parse reads a
