@@ -54,12 +54,24 @@ func Adapt(in *dembed.Input) []string {
 // refused, and how to undo the rest.
 type hardware struct {
 	dir, script, iface string
+	force              bool
 	refused            []linux.Step
 	reasons            []string
 	// skipped are the steps this kernel has nothing for (no rps_cpus
 	// without CONFIG_RPS), with why.
 	skipped        []string
 	applied, steps int
+	// What a reload changes (reloadhw.go): the ntuple rules the NIC
+	// holds (held, at their locations) and those the driver refused,
+	// which the eBPF stage steers; the refused steps that are not rules
+	// (the stage takes over for them as long as the settings stay);
+	// the plan's settings besides its rules (linux.Settings); whether
+	// ntuple filters were turned on; and the scripts of reloads written.
+	held, refusedRules []linux.Rule
+	other              []linux.Step
+	settings           []string
+	ntuple             bool
+	changes            int
 }
 
 // stepLine is linux.sh --keep-going's line for a step it did not apply:
@@ -74,52 +86,96 @@ func applyHardware(r *dembed.Result, iface string, force bool, dir string) (*har
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	h := &hardware{dir: dir, script: filepath.Join(dir, "linux.sh"), iface: iface}
+	h := &hardware{dir: dir, script: filepath.Join(dir, "linux.sh"), iface: iface, force: force}
 	if err := os.WriteFile(h.script, []byte(linux.Script(r, r.Plan.Stack+" (dragonc run)")), 0o700); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	steps := linux.Steps(r)
 	h.steps = len(steps)
-	args := []string{h.script, "--keep-going"}
+	args := []string{"--keep-going"}
 	if force {
 		args = append(args, "--force")
 	}
+	notApplied, err := h.run(h.script, len(steps), append(args, iface)...)
+	if errors.Is(err, errStepNumber) {
+		// linux.sh ran, and said something that is not of its steps.
+		h.undo()
+		return nil, err
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	rules := linux.Rules(r)
+	h.settings = linux.Settings(r)
+	for i, st := range steps {
+		n, ok := notApplied[i+1]
+		switch {
+		case ok && n.kind == "skipped":
+			h.skipped = append(h.skipped, fmt.Sprintf("%s: %s", st.Desc, n.why))
+		case ok:
+			h.refused = append(h.refused, st)
+			h.reasons = append(h.reasons, n.why)
+		}
+		switch {
+		case st.Kind == linux.StepRule && ok:
+			h.refusedRules = append(h.refusedRules, rules[0])
+		case st.Kind == linux.StepRule:
+			h.held = append(h.held, rules[0])
+		case ok:
+			h.other = append(h.other, st)
+		case st.Kind == linux.StepFeature && st.Feature == "ntuple":
+			h.ntuple = true
+		}
+		if st.Kind == linux.StepRule {
+			rules = rules[1:]
+		}
+	}
+	h.applied = len(steps) - len(h.refused) - len(h.skipped)
+	return h, nil
+}
+
+// errStepNumber: a script reported a step it does not have.
+var errStepNumber = errors.New("no such step")
+
+// notApplied is a step a script did not apply: "refused" or "skipped",
+// and why.
+type notApplied struct{ kind, why string }
+
+// run runs a script of steps (linux.sh --keep-going, a reload's rule
+// script) of the given number of steps on the run's record, and returns
+// the steps it did not apply by their numbers.
+func (h *hardware) run(script string, steps int, args ...string) (map[int]notApplied, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("sh", append(args, iface)...)
-	cmd.Env = append(os.Environ(), "DRAGONC_STATE="+filepath.Join(dir, "state"))
+	cmd := exec.Command("sh", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "DRAGONC_STATE="+filepath.Join(h.dir, "state"))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		os.RemoveAll(dir)
+		name := filepath.Base(script)
 		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndex(msg, "\nlinux.sh: "); i >= 0 {
+		if i := strings.LastIndex(msg, "\n"+name+": "); i >= 0 {
 			msg = msg[i+1:]
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && msg != "" {
-			return nil, usage("applying the plan to %s: %s", iface, strings.TrimPrefix(msg, "linux.sh: "))
+			return nil, usage("applying the plan to %s: %s", h.iface, strings.TrimPrefix(msg, name+": "))
 		}
-		return nil, fmt.Errorf("applying the plan to %s: %w: %s", iface, err, msg)
+		return nil, fmt.Errorf("applying the plan to %s: %w: %s", h.iface, err, msg)
 	}
+	out := map[int]notApplied{}
 	for _, l := range strings.Split(stdout.String(), "\n") {
 		m := stepLine.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
 		n, _ := strconv.Atoi(m[2])
-		if n < 1 || n > len(steps) {
-			h.undo()
-			return nil, fmt.Errorf("linux.sh %s step %d of %d", m[1], n, len(steps))
+		if n < 1 || n > steps {
+			return nil, fmt.Errorf("%s %s step %d of %d: %w", filepath.Base(script), m[1], n, steps, errStepNumber)
 		}
-		if m[1] == "skipped" {
-			h.skipped = append(h.skipped, fmt.Sprintf("%s: %s", steps[n-1].Desc, m[3]))
-			continue
-		}
-		h.refused = append(h.refused, steps[n-1])
-		h.reasons = append(h.reasons, m[3])
+		out[n] = notApplied{m[1], m[3]}
 	}
-	h.applied = len(steps) - len(h.refused) - len(h.skipped)
-	return h, nil
+	return out, nil
 }
 
 // report says what the driver took and what it refused, one line a kind.

@@ -62,6 +62,9 @@ type ReloadResult struct {
 	// nothing served (from the old plan's end until the new one served).
 	Restarted string  `json:"restarted,omitempty"`
 	PauseMS   float64 `json:"pause_ms,omitempty"`
+	// NIC is what a reload of a hardware plan did to the NIC's filter
+	// rules (reloadhw.go).
+	NIC *NICRules `json:"nic,omitempty"`
 	// PlanMS is how long planning took, CodeMS generating the new
 	// plan's code (and its stage), SwapMS handing the helper its tables
 	// and updating the maps, TookMS the whole reload (in milliseconds).
@@ -121,8 +124,11 @@ func (l *Live) ReloadSource() (*ReloadResult, error) { return l.sv.reloadSource(
 
 // Replan is the default Options.Replan: st embedded on linux-xdp by the
 // incremental search from the running plan, with the running plan's cost
-// function.
+// function; a running plan for a NIC's driver, on the same NIC for it.
 func Replan(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error) {
+	if running.Plan.NIC != Model {
+		return replanHardware(st, running) // reloadhw.go
+	}
 	m, mdiags, err := nics.Load(Model)
 	if err != nil {
 		return nil, err
@@ -259,8 +265,6 @@ func (sv *serving) reloadable(st *lpg.Stack) error {
 	switch {
 	case sv.code == nil:
 		return refuse("this run serves code linked into the program (ServeCode), which it cannot replace")
-	case sv.hw:
-		return refuse("the run applied a hardware plan through the NIC's driver; reload changes a linux-xdp plan (restart dragonc run)")
 	}
 	sv.liveMu.Lock()
 	serving := sv.maps != nil && sv.send != nil
@@ -282,10 +286,10 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 	if !reflect.DeepEqual(hostOf(st), hostOf(sv.st)) {
 		needs = append(needs, "the stack's addresses or ICMP error limits differ")
 	}
-	t := time.Now()
-	if !r.SoftwareStage() {
-		return refuse("the new plan is for a NIC's hardware; reload changes a linux-xdp plan")
+	if sv.hw || !r.SoftwareStage() {
+		return sv.applyHardwarePlanned(r, st, res, needs) // reloadhw.go
 	}
+	t := time.Now()
 	// The embedding's LPG is the new stack's (deriving it again would
 	// cost as much as generating the code, at 10,000 endpoints).
 	stage, err := stageOfLPG(r.Plan, st, sv.handled, r.Embedding.LPG)

@@ -363,7 +363,7 @@ func (sv *serving) serveAll() (err error) {
 		if err != nil {
 			return err
 		}
-		sv.state.Hardware = h.dir
+		sv.state.Hardware, sv.hwrun = h.dir, h
 		if err := sv.saveState(); err != nil {
 			h.undo()
 			return err
@@ -518,7 +518,8 @@ type serving struct {
 	queues  []plan.Queue
 	r       *dembed.Result
 	st      *lpg.Stack
-	hw      bool // a hardware plan: linux.sh first, then the stage
+	hw      bool      // a hardware plan: linux.sh first, then the stage
+	hwrun   *hardware // the hardware plan applied, which a reload changes
 	via     *viaStreams
 	handled map[string]bool // the endpoints a Go handler serves (ServeCode)
 	// stageCounts reads the XDP stage's counters (nil without checks);

@@ -315,8 +315,13 @@ func hardwareStage(r *dembed.Result, st *lpg.Stack, refused []linux.Step, handle
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, g := range gs {
+		for i, g := range gs {
 			taken += len(g.Rules)
+			// The map holds as many rules as the NIC's table, so that
+			// a reload's rules fit the running stage (reloadhw.go).
+			if sp := m.Space(c.Node); sp != nil {
+				gs[i].Capacity = max(g.Capacity, sp.Capacity)
+			}
 		}
 		s.Groups = append(s.Groups, gs...)
 	}

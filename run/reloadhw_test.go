@@ -1,0 +1,195 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/lpg"
+)
+
+// hwReloadStack is the stack the hardware reload tests start from: on
+// the 82599 under the priority cost (embedHardware), the gold endpoint
+// e1 has the RSS queue 1 to itself and e2 a Flow Director rule to queue
+// 0.
+const hwReloadStack = `stack hwreload {
+    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }
+    cores 0..1
+    endpoint e1 udp listen 10.9.0.1:7001 { app "echo" class gold rate 1Mpps cores 1 }
+    endpoint e2 udp listen *:7002 { app "echo" rate 10kpps }
+    service icmp-echo
+    service arp
+}
+`
+
+// hwWith is hwReloadStack with lines added before its services and its
+// cores declared otherwise.
+func hwWith(add, cores string) string {
+	s := strings.Replace(hwReloadStack, "    service icmp-echo", add+"    service icmp-echo", 1)
+	return strings.Replace(s, "cores 0..1", cores, 1)
+}
+
+// e4 is an endpoint of e2's kind: the running plan's incremental search
+// gives it a Flow Director rule to e2's queue.
+const e4 = "    endpoint e4 udp listen *:7004 { app \"echo\" rate 10kpps }\n"
+
+// TestReloadHardwarePlan: the plans a hardware run's reload makes (Replan
+// for a plan of a NIC's driver) differ from the running plan in one rule
+// when an endpoint of a kind the stack has is added, and in the NIC's
+// settings when a new endpoint needs a queue of its own.
+func TestReloadHardwarePlan(t *testing.T) {
+	r, _ := embedHardware(t, "82599", hwReloadStack)
+	r2, err := Replan(loadStack(t, hwWith(e4, "cores 0..1")), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.SoftwareStage() || r2.Plan.NIC != "82599" || r2.Driver() == nil {
+		t.Fatalf("the reload's plan is for %s (driver %v)", r2.Plan.NIC, r2.Driver())
+	}
+	if why := settingsDiff(linux.Settings(r), linux.Settings(r2)); why != "" {
+		t.Errorf("adding e4 changes the NIC's settings: %s", why)
+	}
+	c := linux.ChangeRules(linux.Rules(r), nil, linux.Rules(r2))
+	if len(c.Insert) != 1 || c.Insert[0].Entry.Endpoint != "e4" || len(c.Delete) != 0 || len(c.Kept) != len(linux.Rules(r)) {
+		t.Errorf("adding e4: %+v, want e4's rule inserted and the others kept", c)
+	}
+	r3, err := Replan(loadStack(t, hwWith("    endpoint e5 udp listen 10.9.0.1:7005 { app \"echo\" class gold rate 1Mpps cores 2 }\n", "cores 0..2")), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := settingsDiff(linux.Settings(r), linux.Settings(r3)); !strings.Contains(why, "3 combined channels") {
+		t.Errorf("a gold endpoint on a third core: the settings differ by %q, want the channel count", why)
+	}
+}
+
+// TestReloadHardware serves the 82599 plan of hwReloadStack on a veth
+// (whose driver refuses every step, so the eBPF stage does all the
+// NIC's steering) and reloads it while it serves: an added endpoint's
+// rule is offered to the driver, refused, and steered by the stage, so
+// its first datagram is answered on the queue the plan gives it; a
+// removed endpoint is port unreachable; a plan that would change the
+// NIC's channel count is refused and the old plan serves on; nothing
+// restarts; and after the run the veth's settings are as before.
+func TestReloadHardware(t *testing.T) {
+	a, b := pair(t)
+	settings := func() string {
+		var out []string
+		for _, opt := range []string{"-l", "-k", "-x", "-n"} {
+			o, _ := exec.Command("ip", "netns", "exec", a, "ethtool", opt, "vA").CombinedOutput()
+			out = append(out, string(o))
+		}
+		return strings.Join(out, "\n")
+	}
+	before := settings()
+	r, st := embedHardware(t, "82599", hwReloadStack)
+	path := filepath.Join(t.TempDir(), "hwreload.lpg")
+	if err := os.WriteFile(path, []byte(hwReloadStack), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lives := make(chan *Live, 1)
+	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+		o.Force = true // the veth is not an ixgbe
+		o.Restack = func() (*lpg.Stack, error) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return nil, err
+			}
+			st, diags := lpg.LoadStack(path, src)
+			if st == nil {
+				return nil, diags
+			}
+			return st, nil
+		}
+		o.Live = func(l *Live) { lives <- l }
+	})
+	live := <-lives
+	inB := func(f func() error) {
+		t.Helper()
+		if err := inNS(b, f); err != nil {
+			t.Fatalf("%v\nrun said:\n%s", err, sv.log.String())
+		}
+	}
+	inB(func() error {
+		if _, err := udpExchange(7004, []byte("nobody")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("port 7004 before it is added: %v, want port unreachable", err)
+		}
+		return nil
+	})
+
+	res := reloadFile(t, live, path, hwWith(e4, "cores 0..1"))
+	if !res.Applied || !slices.Equal(res.Added, []string{"e4"}) || res.Restarted != "" {
+		t.Fatalf("add e4: %+v\n%s", res, sv.log.String())
+	}
+	if res.NIC == nil || res.NIC.Refused != 1 || res.NIC.Inserted != 0 || res.NIC.Deleted != 0 || res.RulesAdded != 1 || res.RulesRemoved != 0 {
+		t.Errorf("add e4: NIC %+v, stage rules +%d -%d; want one rule refused by the veth and added to the stage", res.NIC, res.RulesAdded, res.RulesRemoved)
+	}
+	if !strings.Contains(sv.log.String(), "refused 1 of 1 new filter rule(s), the first: ") || !strings.Contains(sv.log.String(), "reload 1: the NIC's filter rules: 0 written, 0 deleted, 1 untouched; the driver refused 1 new rule(s)") {
+		t.Errorf("the run does not say the veth refused the rule:\n%s", sv.log.String())
+	}
+	t.Log(res)
+	inB(func() error {
+		if got, err := udpFirst(7004, []byte("first")); err != nil || string(got) != "first" {
+			return fmt.Errorf("e4's first datagram: %q, %v", got, err)
+		}
+		if got, err := udpFirst(7001, []byte("kept")); err != nil || string(got) != "kept" {
+			return fmt.Errorf("e1 after adding e4: %q, %v", got, err)
+		}
+		return nil
+	})
+
+	// A plan that needs a third queue changes linux.sh's settings.
+	res = reloadFile(t, live, path, hwWith(e4+"    endpoint e5 udp listen 10.9.0.1:7005 { app \"echo\" class gold rate 1Mpps cores 2 }\n", "cores 0..2"))
+	if res.Applied || !strings.Contains(res.Error, "settings besides its filter rules") {
+		t.Fatalf("a third queue: %+v, want refused", res)
+	}
+
+	res = reloadFile(t, live, path, hwReloadStack)
+	if !res.Applied || !slices.Equal(res.Removed, []string{"e4"}) || res.Restarted != "" || res.RulesRemoved != 1 {
+		t.Fatalf("remove e4: %+v", res)
+	}
+	inB(func() error {
+		if _, err := udpFirst(7004, []byte("gone")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("removed e4: %v, want port unreachable", err)
+		}
+		if got, err := udpFirst(7002, []byte("kept")); err != nil || string(got) != "kept" {
+			return fmt.Errorf("e2 after the reloads: %q, %v", got, err)
+		}
+		return nil
+	})
+	if n := strings.Count(sv.log.String(), "building the generated stack"); n > 1 || strings.Count(sv.log.String(), "serving hwreload") != 1 {
+		t.Errorf("the helper was rebuilt or restarted:\n%s", sv.log.String())
+	}
+	if err := sv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// e4 was delivered on the queue the plan gave it, where the stage's
+	// rule steered it (the plan spreads the rest by RSS to queue 1).
+	r2, err := Replan(loadStack(t, hwWith(e4, "cores 0..1")), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := deliveries(t, sv.out.String())
+	for _, ep := range r2.Plan.Endpoints {
+		if ep.Name != "e4" {
+			continue
+		}
+		if len(got["e4"]) == 0 {
+			t.Errorf("e4: no delivery counted\n%s", sv.final())
+		}
+		for q := range got["e4"] {
+			if !slices.Contains(ep.Queues, q) {
+				t.Errorf("e4 delivered on queue %d; the plan says %v\n%s", q, ep.Queues, sv.final())
+			}
+		}
+	}
+	if after := settings(); after != before {
+		t.Errorf("vA's settings changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}
