@@ -138,8 +138,8 @@ func TestRuleScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFake(t, "ixgbe", 4)
-	before := f.snapshot(t)
-	if out, code := f.run(t, script, nil, "--keep-going", "eth0"); code != 0 || strings.Contains(out, "refused") {
+	before := f.Snapshot(t)
+	if out, code := f.Run(t, script, nil, "--keep-going", "eth0"); code != 0 || strings.Contains(out, "refused") {
 		t.Fatalf("linux.sh: exit %d:\n%s", code, out)
 	}
 	held := linux.Rules(r1)
@@ -155,32 +155,32 @@ func TestRuleScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	record := func() string {
-		b, err := os.ReadFile(f.state)
+		b, err := os.ReadFile(f.State)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(b)
 	}
 	rec0 := record()
-	log0 := f.read(t, "log")
+	log0 := f.Read(t, "log")
 
-	out, code := f.run(t, change, nil, "--dry-run", "insert", "eth0")
+	out, code := f.Run(t, change, nil, "--dry-run", "insert", "eth0")
 	if code != 0 || !strings.Contains(out, "ethtool -N eth0 flow-type udp4") || strings.Contains(out, "delete") {
 		t.Errorf("--dry-run insert: exit %d:\n%s", code, out)
 	}
-	if record() != rec0 || f.read(t, "log") != log0 {
+	if record() != rec0 || f.Read(t, "log") != log0 {
 		t.Errorf("--dry-run changed something")
 	}
 
-	out, code = f.run(t, change, nil, "insert", "eth0")
+	out, code = f.Run(t, change, nil, "insert", "eth0")
 	if code != 0 || strings.Contains(out, "refused") {
 		t.Fatalf("insert: exit %d:\n%s", code, out)
 	}
 	added, gone := c.Insert[0], c.Delete[0]
-	if got := f.read(t, fmt.Sprintf("rule.%d", added.Loc)); got != fmt.Sprint(added.Queue) {
+	if got := f.Read(t, fmt.Sprintf("rule.%d", added.Loc)); got != fmt.Sprint(added.Queue) {
 		t.Errorf("rule %d sends to %q, want %d", added.Loc, got, added.Queue)
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, fmt.Sprintf("rule.%d", gone.Loc))); err != nil {
+	if _, err := os.Stat(filepath.Join(f.Dir, fmt.Sprintf("rule.%d", gone.Loc))); err != nil {
 		t.Errorf("phase insert deleted the old rule: %v", err)
 	}
 	undoAdded := fmt.Sprintf("ethtool -N eth0 delete %d", added.Loc)
@@ -188,11 +188,11 @@ func TestRuleScript(t *testing.T) {
 	if rec := record(); rec != rec0+undoAdded+"\n" {
 		t.Errorf("the record after insert:\n%s\nwant linux.sh's and %q", rec, undoAdded)
 	}
-	out, code = f.run(t, change, nil, "delete", "eth0")
+	out, code = f.Run(t, change, nil, "delete", "eth0")
 	if code != 0 || strings.Contains(out, "refused") {
 		t.Fatalf("delete: exit %d:\n%s", code, out)
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, fmt.Sprintf("rule.%d", gone.Loc))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(f.Dir, fmt.Sprintf("rule.%d", gone.Loc))); !os.IsNotExist(err) {
 		t.Errorf("rule %d (%s) was not deleted: %v", gone.Loc, gone.Entry.Endpoint, err)
 	}
 	if rec := record(); strings.Contains(rec, undoGone+"\n") || !strings.Contains(rec, undoAdded+"\n") {
@@ -200,7 +200,7 @@ func TestRuleScript(t *testing.T) {
 	}
 	// Only the changed rules were written or deleted.
 	var touched []string
-	for _, l := range strings.Split(strings.TrimPrefix(f.read(t, "log"), log0), "\n") {
+	for _, l := range strings.Split(strings.TrimPrefix(f.Read(t, "log"), log0), "\n") {
 		if strings.HasPrefix(l, "-N ") {
 			touched = append(touched, l)
 		}
@@ -222,9 +222,9 @@ func TestRuleScript(t *testing.T) {
 	// The driver refuses it (the next rule the fake inserts): reported
 	// as refused by its number in Steps, not recorded.
 	next := 1
-	fmt.Sscan(f.read(t, "inserted"), &next)
+	fmt.Sscan(f.Read(t, "inserted"), &next)
 	rec1 := record()
-	out, code = f.run(t, change2, []string{fmt.Sprintf("FAKE_REFUSE_RULE=%d", next+1)}, "insert", "eth0")
+	out, code = f.Run(t, change2, []string{fmt.Sprintf("FAKE_REFUSE_RULE=%d", next+1)}, "insert", "eth0")
 	m := regexp.MustCompile(`(?m)^refused (\d+): (.*)$`).FindAllStringSubmatch(out, -1)
 	steps := c2.Steps()
 	if code != 0 || len(m) != 1 || m[0][1] != "1" || steps[0].Kind != linux.StepRule || !strings.Contains(m[0][2], "the driver refused it") {
@@ -234,14 +234,14 @@ func TestRuleScript(t *testing.T) {
 		t.Errorf("a refused rule was recorded:\n%s", record())
 	}
 
-	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+	if out, code := f.Run(t, script, nil, "--undo", "eth0"); code != 0 {
 		t.Fatalf("undo: exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("--undo after the changes did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 	// Without linux.sh's record there is nothing to change.
-	if out, code := f.run(t, change, nil, "insert", "eth0"); code != 1 || !strings.Contains(out, "linux.sh has not run on eth0") {
+	if out, code := f.Run(t, change, nil, "insert", "eth0"); code != 1 || !strings.Contains(out, "linux.sh has not run on eth0") {
 		t.Errorf("a change without a record: exit %d:\n%s", code, out)
 	}
 }
@@ -260,24 +260,24 @@ func TestRuleScriptTurnsNtupleOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFake(t, "ixgbe", 4)
-	before := f.snapshot(t)
-	if err := os.WriteFile(f.state, nil, 0o644); err != nil { // linux.sh's record, with nothing in it
+	before := f.Snapshot(t)
+	if err := os.WriteFile(f.State, nil, 0o644); err != nil { // linux.sh's record, with nothing in it
 		t.Fatal(err)
 	}
-	if out, code := f.run(t, change, nil, "insert", "eth0"); code != 0 || strings.Contains(out, "refused") {
+	if out, code := f.Run(t, change, nil, "insert", "eth0"); code != 0 || strings.Contains(out, "refused") {
 		t.Fatalf("insert: exit %d:\n%s", code, out)
 	}
-	if f.read(t, "ntuple-filters") != "on" || f.read(t, "rule.0") != fmt.Sprint(want[0].Queue) {
-		t.Errorf("not applied:\n%s", f.snapshot(t))
+	if f.Read(t, "ntuple-filters") != "on" || f.Read(t, "rule.0") != fmt.Sprint(want[0].Queue) {
+		t.Errorf("not applied:\n%s", f.Snapshot(t))
 	}
 	script := filepath.Join(t.TempDir(), "linux.sh")
 	if err := os.WriteFile(script, []byte(linux.Script(r1, "flows.lpg")), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+	if out, code := f.Run(t, script, nil, "--undo", "eth0"); code != 0 {
 		t.Fatalf("undo: exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/backends/linux/linuxtest"
 	"github.com/dragonc/dragonc/costmodel"
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/embed/embedtest"
@@ -106,188 +107,11 @@ func TestLinuxTargetUsesOnlyDriverFeatures(t *testing.T) {
 	}
 }
 
-// fakeNIC sets up the fake ethtool's state and a fake /proc with one
-// interrupt per queue.
-type fakeNIC struct {
-	dir, bin, proc, sys, state string
-}
+// fakeNIC is a fake interface for the scripts (linuxtest.NIC).
+type fakeNIC = linuxtest.NIC
 
 func newFake(t *testing.T, driver string, channels int) *fakeNIC {
-	t.Helper()
-	base := t.TempDir()
-	f := &fakeNIC{dir: filepath.Join(base, "nic"), bin: filepath.Join(base, "bin"), proc: filepath.Join(base, "proc"), sys: filepath.Join(base, "sys"), state: filepath.Join(base, "run.undo")}
-	for _, d := range []string{f.dir, f.bin, f.proc, f.sys} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src, err := os.ReadFile(filepath.Join("testdata", "fake-ethtool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(f.bin, "ethtool"), src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var indir []string
-	for i := 0; i < 128; i++ {
-		indir = append(indir, fmt.Sprint(i%channels))
-	}
-	indir = append(indir, "") // the fake writes a trailing space
-	files := map[string]string{
-		"driver": driver, "max": "63", "channels": fmt.Sprint(channels), "rx-checksumming": "off",
-		"tx-checksumming": "off", "ntuple-filters": "off", "udp4": "sd", "inserted": "0",
-		"indir": strings.Join(indir, " "), "log": "",
-	}
-	for k, v := range files {
-		if err := os.WriteFile(filepath.Join(f.dir, k), []byte(v+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The kernel's view: one rx-N and one tx-N directory per queue in use
-	// with their CPU masks as a 64-CPU machine prints them (a comma every
-	// 32 bits; the driver put transmit queue N on CPU N, as ixgbe's
-	// ixgbe_alloc_q_vector does with netif_set_xps_queue), the module
-	// parameters, the PCI device's IRQ.
-	for q := 0; q < channels; q++ {
-		for dir, mask := range map[string]string{"rx": "rps_cpus=00000000,00000000", "tx": fmt.Sprintf("xps_cpus=%s", f.kernelMask(q))} {
-			d := filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("%s-%d", dir, q))
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			file, value, _ := strings.Cut(mask, "=")
-			if err := os.WriteFile(filepath.Join(d, file), []byte(value+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(f.sys, "class", "net", "eth0", "device"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(f.sys, "class", "net", "eth0", "device", "irq"), []byte("100\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if driver == "myri10ge" {
-		params := filepath.Join(f.sys, "module", "myri10ge", "parameters")
-		if err := os.MkdirAll(params, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range map[string]string{"myri10ge_max_slices": fmt.Sprint(channels), "myri10ge_rss_hash": "5"} {
-			if err := os.WriteFile(filepath.Join(params, k), []byte(v+"\n"), 0o444); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// The interrupts as the driver names them (see nics/drivers.go): a
-	// device with one interrupt shares its line with a USB controller.
-	name := func(q int) string {
-		switch {
-		case driver == "acenic":
-			return "acenic, ehci_hcd:usb1"
-		case driver == "myri10ge" && channels == 1:
-			return "eth0"
-		case driver == "myri10ge":
-			return fmt.Sprintf("eth0:slice-%d", q)
-		}
-		return fmt.Sprintf("eth0-TxRx-%d", q)
-	}
-	var irqs strings.Builder
-	irqs.WriteString("           CPU0       CPU1\n")
-	for q := 0; q < 64; q++ {
-		irq := 100 + q
-		if (driver == "acenic" || driver == "myri10ge") && q >= channels {
-			break
-		}
-		fmt.Fprintf(&irqs, " %d:          0          0  IR-PCI-MSI 524288-edge      %s\n", irq, name(q))
-		d := filepath.Join(f.proc, "irq", fmt.Sprint(irq))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "smp_affinity_list"), []byte("0-7\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(f.proc, "interrupts"), []byte(irqs.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// kernelMask is core's mask as a 64-CPU kernel prints it (bitmap's
-// "%*pb": zero-padded, a comma every 32 bits).
-func (f *fakeNIC) kernelMask(core int) string {
-	m := uint64(1) << core
-	return fmt.Sprintf("%08x,%08x", m>>32, m&0xffffffff)
-}
-
-// mask reads the CPU mask of queue dir-q (dir rx: rps_cpus, tx: xps_cpus).
-func (f *fakeNIC) mask(t *testing.T, dir string, q int) string {
-	t.Helper()
-	file := map[string]string{"rx": "rps_cpus", "tx": "xps_cpus"}[dir]
-	b, err := os.ReadFile(filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("%s-%d", dir, q), file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// checkMasks checks that each queue of the plan has its core alone in
-// its RPS and XPS masks.
-func (f *fakeNIC) checkMasks(t *testing.T, r *embed.Result) {
-	t.Helper()
-	for _, q := range r.Plan.Queues {
-		for _, dir := range []string{"rx", "tx"} {
-			if got, want := f.mask(t, dir, q.ID), linux.CPUMask(q.Core); got != want {
-				t.Errorf("%s-%d: mask %q, want core %d's %q", dir, q.ID, got, q.Core, want)
-			}
-		}
-	}
-}
-
-func (f *fakeNIC) read(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// snapshot is the fake interface's whole state, for before/after checks.
-func (f *fakeNIC) snapshot(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	for _, k := range []string{"channels", "rx-checksumming", "tx-checksumming", "ntuple-filters", "udp4", "indir"} {
-		fmt.Fprintf(&b, "%s=%s\n", k, f.read(t, k))
-	}
-	rules, _ := filepath.Glob(filepath.Join(f.dir, "rule.*"))
-	fmt.Fprintf(&b, "rules=%d\n", len(rules))
-	for q := 0; q < 64; q++ {
-		a, _ := os.ReadFile(filepath.Join(f.proc, "irq", fmt.Sprint(100+q), "smp_affinity_list"))
-		fmt.Fprintf(&b, "irq%d=%s", q, a)
-		for _, dir := range []string{"rx", "tx"} {
-			masks, _ := filepath.Glob(filepath.Join(f.sys, "class", "net", "eth0", "queues", fmt.Sprintf("%s-%d", dir, q), "*_cpus"))
-			for _, m := range masks {
-				v, _ := os.ReadFile(m)
-				fmt.Fprintf(&b, "%s-%d/%s=%s", dir, q, filepath.Base(m), v)
-			}
-		}
-	}
-	return b.String()
-}
-
-func (f *fakeNIC) run(t *testing.T, script string, env []string, args ...string) (string, int) {
-	t.Helper()
-	cmd := exec.Command("sh", append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+f.bin+":"+os.Getenv("PATH"), "FAKE_ETHTOOL_DIR="+f.dir, "FAKE_SYS="+f.sys, "DRAGONC_PROC="+f.proc, "DRAGONC_SYS="+f.sys, "DRAGONC_STATE="+f.state)
-	cmd.Env = append(cmd.Env, env...)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), code
+	return linuxtest.New(t, driver, channels)
 }
 
 func writeScript(t *testing.T, nic, example string, cost costmodel.Function) string {
@@ -319,18 +143,18 @@ var rules = costmodel.Priority{}
 func TestScriptRefusedRule(t *testing.T) {
 	script := writeScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", 4)
-	before := f.snapshot(t)
-	out, code := f.run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "eth0")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "eth0")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, out)
 	}
 	if !regexp.MustCompile(`step \d+/\d+: filter rule 2 .* failed: rule 2 is not in the NIC's table`).MatchString(out) {
 		t.Errorf("the failed step is not named:\n%s", out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("the failed run left changes behind:\nbefore\n%s\nafter\n%s\noutput:\n%s", before, after, out)
 	}
-	if _, err := os.Stat(f.state); !os.IsNotExist(err) {
+	if _, err := os.Stat(f.State); !os.IsNotExist(err) {
 		t.Errorf("the record of the failed run was kept: %v", err)
 	}
 }
@@ -340,28 +164,28 @@ func TestScriptApplyAndUndo(t *testing.T) {
 	t.Parallel() // each test its own fake NIC, in its own directories
 	script := writeScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", 4)
-	before := f.snapshot(t)
-	out, code := f.run(t, script, nil, "eth0")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, nil, "eth0")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	if f.read(t, "ntuple-filters") != "on" || f.read(t, "udp4") != "sdfn" || f.read(t, "channels") != "8" {
-		t.Errorf("not applied:\n%s", f.snapshot(t))
+	if f.Read(t, "ntuple-filters") != "on" || f.Read(t, "udp4") != "sdfn" || f.Read(t, "channels") != "8" {
+		t.Errorf("not applied:\n%s", f.Snapshot(t))
 	}
-	rules, _ := filepath.Glob(filepath.Join(f.dir, "rule.*"))
+	rules, _ := filepath.Glob(filepath.Join(f.Dir, "rule.*"))
 	if len(rules) == 0 {
 		t.Error("no rule written")
 	}
 	// A second run without --undo first is refused: it would record the
 	// applied state as the one to restore.
-	if out, code := f.run(t, script, nil, "eth0"); code != 1 || !strings.Contains(out, "--undo") {
+	if out, code := f.Run(t, script, nil, "eth0"); code != 1 || !strings.Contains(out, "--undo") {
 		t.Errorf("second run: exit %d:\n%s", code, out)
 	}
-	out, code = f.run(t, script, nil, "--undo", "eth0")
+	out, code = f.Run(t, script, nil, "--undo", "eth0")
 	if code != 0 {
 		t.Fatalf("undo: exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
@@ -371,18 +195,18 @@ func TestScriptApplyAndUndo(t *testing.T) {
 func TestScriptChecksDriver(t *testing.T) {
 	script := writeScript(t, "82599", "dns_ntp.lpg", costmodel.Balance{})
 	f := newFake(t, "e1000e", 4)
-	before := f.snapshot(t)
-	out, code := f.run(t, script, nil, "eth0")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, nil, "eth0")
 	if code != 1 || !strings.Contains(out, "driven by 'e1000e', this plan is for ixgbe") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
-	if f.snapshot(t) != before || f.read(t, "log") != "-i eth0" {
-		t.Errorf("changed something before the driver check: log %q", f.read(t, "log"))
+	if f.Snapshot(t) != before || f.Read(t, "log") != "-i eth0" {
+		t.Errorf("changed something before the driver check: log %q", f.Read(t, "log"))
 	}
-	if out, code := f.run(t, script, nil, "--help"); code != 0 || !strings.HasPrefix(out, "usage: linux.sh") {
+	if out, code := f.Run(t, script, nil, "--help"); code != 0 || !strings.HasPrefix(out, "usage: linux.sh") {
 		t.Errorf("--help: exit %d:\n%s", code, out)
 	}
-	if out, code := f.run(t, script, nil, "--frobnicate", "eth0"); code != 2 || !strings.Contains(out, "unknown option --frobnicate") {
+	if out, code := f.Run(t, script, nil, "--frobnicate", "eth0"); code != 2 || !strings.Contains(out, "unknown option --frobnicate") {
 		t.Errorf("unknown option: exit %d:\n%s", code, out)
 	}
 }
@@ -478,8 +302,8 @@ func TestScriptKeepGoing(t *testing.T) {
 	}
 	steps := linux.Steps(r)
 	f := newFake(t, "ixgbe", 4)
-	before := f.snapshot(t)
-	out, code := f.run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "--keep-going", "eth0")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, []string{"FAKE_REFUSE_RULE=3"}, "--keep-going", "eth0")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -503,13 +327,13 @@ func TestScriptKeepGoing(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("applied %d of %d steps", len(steps)-1, len(steps))) {
 		t.Errorf("no summary:\n%s", out)
 	}
-	if f.read(t, "channels") != "8" || f.read(t, "ntuple-filters") != "on" {
-		t.Errorf("the accepted steps were not applied:\n%s", f.snapshot(t))
+	if f.Read(t, "channels") != "8" || f.Read(t, "ntuple-filters") != "on" {
+		t.Errorf("the accepted steps were not applied:\n%s", f.Snapshot(t))
 	}
-	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+	if out, code := f.Run(t, script, nil, "--undo", "eth0"); code != 0 {
 		t.Fatalf("undo: exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
@@ -570,22 +394,22 @@ func TestScriptEveryDriver(t *testing.T) {
 				}
 				nq := planQueues(r)
 				f := newFake(t, c.driver, nq)
-				before := f.snapshot(t)
-				out, code := f.run(t, script, nil, "eth0")
+				before := f.Snapshot(t)
+				out, code := f.Run(t, script, nil, "eth0")
 				if code != 0 {
 					t.Fatalf("exit %d:\n%s", code, out)
 				}
 				for _, q := range r.Plan.Queues {
-					a, err := os.ReadFile(filepath.Join(f.proc, "irq", fmt.Sprint(100+q.ID), "smp_affinity_list"))
+					a, err := os.ReadFile(filepath.Join(f.Proc, "irq", fmt.Sprint(100+q.ID), "smp_affinity_list"))
 					if err != nil || strings.TrimSpace(string(a)) != fmt.Sprint(q.Core) {
 						t.Errorf("queue %d's interrupt is on %q, want core %d (%v)", q.ID, a, q.Core, err)
 					}
 				}
-				f.checkMasks(t, r)
-				if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+				f.CheckMasks(t, r)
+				if out, code := f.Run(t, script, nil, "--undo", "eth0"); code != 0 {
 					t.Fatalf("undo: exit %d:\n%s", code, out)
 				}
-				if after := f.snapshot(t); after != before {
+				if after := f.Snapshot(t); after != before {
 					t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 				}
 			})
@@ -612,19 +436,19 @@ func TestScriptMyri10geModuleParameters(t *testing.T) {
 	}
 	// Fewer slices than planned.
 	f := newFake(t, "myri10ge", nq/2)
-	out, code := f.run(t, script, nil, "eth0")
+	out, code := f.Run(t, script, nil, "eth0")
 	if code != 1 || !strings.Contains(out, fmt.Sprintf("modprobe myri10ge myri10ge_max_slices=%d", nq)) {
 		t.Errorf("too few slices: exit %d:\n%s", code, out)
 	}
 	// Another hash type (2: TCP_IPV4, Toeplitz over addresses and TCP ports).
 	f = newFake(t, "myri10ge", nq)
-	if err := os.Chmod(filepath.Join(f.sys, "module", "myri10ge", "parameters", "myri10ge_rss_hash"), 0o644); err != nil {
+	if err := os.Chmod(filepath.Join(f.Sys, "module", "myri10ge", "parameters", "myri10ge_rss_hash"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.sys, "module", "myri10ge", "parameters", "myri10ge_rss_hash"), []byte("2\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.Sys, "module", "myri10ge", "parameters", "myri10ge_rss_hash"), []byte("2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code = f.run(t, script, nil, "eth0")
+	out, code = f.Run(t, script, nil, "eth0")
 	switch {
 	case hasHash && (code != 1 || !strings.Contains(out, "myri10ge_rss_hash=5")):
 		t.Errorf("another hash: exit %d:\n%s", code, out)
@@ -632,7 +456,7 @@ func TestScriptMyri10geModuleParameters(t *testing.T) {
 		t.Errorf("the plan does not hash, yet the hash type stopped it: exit %d:\n%s", code, out)
 	}
 	// No step asks ethtool for what myri10ge_ethtool_ops lacks.
-	out, code = f.run(t, script, nil, "--dry-run", "eth0")
+	out, code = f.Run(t, script, nil, "--dry-run", "eth0")
 	if m := regexp.MustCompile(`(?m)^ethtool -[LXN] .*$`).FindString(out); code != 0 || m != "" {
 		t.Errorf("--dry-run: exit %d; the script asks myri10ge for %q:\n%s", code, m, out)
 	}
@@ -706,27 +530,27 @@ func TestScriptQueueMasks(t *testing.T) {
 	// The plan's queue count from the start, so that the masks found
 	// are the driver's (ethtool -L would make new, empty ones).
 	f := newFake(t, "ixgbe", planQueues(r))
-	before := f.snapshot(t)
-	out, code := f.run(t, script, nil, "--dry-run", "eth0")
-	queues := filepath.Join(f.sys, "class", "net", "eth0", "queues")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, nil, "--dry-run", "eth0")
+	queues := filepath.Join(f.Sys, "class", "net", "eth0", "queues")
 	if code != 0 || !strings.Contains(out, "echo 2 > "+queues+"/rx-1/rps_cpus\n") || !strings.Contains(out, "echo 2 > "+queues+"/tx-1/xps_cpus\n") {
 		t.Errorf("--dry-run: exit %d, no mask writes:\n%s", code, out)
 	}
-	if f.snapshot(t) != before {
+	if f.Snapshot(t) != before {
 		t.Fatal("--dry-run changed something")
 	}
-	out, code = f.run(t, script, nil, "eth0")
+	out, code = f.Run(t, script, nil, "eth0")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	f.checkMasks(t, r)
-	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+	f.CheckMasks(t, r)
+	if out, code := f.Run(t, script, nil, "--undo", "eth0"); code != 0 {
 		t.Fatalf("undo: exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
-	if got, want := f.mask(t, "tx", 1), f.kernelMask(1); got != want {
+	if got, want := f.Mask(t, "tx", 1), f.KernelMask(1); got != want {
 		t.Errorf("tx-1's XPS mask after --undo is %q, want the driver's %q", got, want)
 	}
 }
@@ -743,7 +567,7 @@ func TestScriptQueueMasksSkipped(t *testing.T) {
 	nq := planQueues(r)
 	f := newFake(t, "ixgbe", nq)
 	for q := 0; q < nq; q++ {
-		dir := filepath.Join(f.sys, "class", "net", "eth0", "queues")
+		dir := filepath.Join(f.Sys, "class", "net", "eth0", "queues")
 		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("rx-%d", q), "rps_cpus")); err != nil {
 			t.Fatal(err)
 		}
@@ -756,8 +580,8 @@ func TestScriptQueueMasksSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := f.snapshot(t)
-	out, code := f.run(t, script, nil, "--keep-going", "eth0")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, nil, "--keep-going", "eth0")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -783,10 +607,10 @@ func TestScriptQueueMasksSkipped(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("applied %d of %d steps to eth0 (%d skipped", len(steps)-len(skipped), len(steps), len(skipped))) {
 		t.Errorf("the summary does not count the skipped steps:\n%s", out)
 	}
-	if out, code := f.run(t, script, nil, "--undo", "eth0"); code != 0 {
+	if out, code := f.Run(t, script, nil, "--undo", "eth0"); code != 0 {
 		t.Fatalf("undo: exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("--undo did not restore:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
@@ -798,7 +622,7 @@ func TestScriptQueueMaskNotTaken(t *testing.T) {
 	t.Parallel() // each test its own fake NIC, in its own directories
 	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", planQueues(r))
-	rps := filepath.Join(f.sys, "class", "net", "eth0", "queues", "rx-1", "rps_cpus")
+	rps := filepath.Join(f.Sys, "class", "net", "eth0", "queues", "rx-1", "rps_cpus")
 	if err := os.Remove(rps); err != nil {
 		t.Fatal(err)
 	}
@@ -806,12 +630,12 @@ func TestScriptQueueMaskNotTaken(t *testing.T) {
 	if err := os.Symlink(os.DevNull, rps); err != nil {
 		t.Fatal(err)
 	}
-	before := f.snapshot(t)
-	out, code := f.run(t, script, nil, "eth0")
+	before := f.Snapshot(t)
+	out, code := f.Run(t, script, nil, "eth0")
 	if code != 1 || !regexp.MustCompile(`step \d+/\d+: receive packet steering of queue 1 on core 1 \(rx-1/rps_cpus\) failed: rx-1/rps_cpus reads  afterwards, not core 1's mask 2`).MatchString(out) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
-	if after := f.snapshot(t); after != before {
+	if after := f.Snapshot(t); after != before {
 		t.Errorf("the failed run left changes behind:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
@@ -823,11 +647,11 @@ func TestScriptQueueMasksOtherNamespace(t *testing.T) {
 	t.Parallel() // each test its own fake NIC, in its own directories
 	r, script := planScript(t, "82599", "web_and_dns.lpg", rules)
 	f := newFake(t, "ixgbe", planQueues(r))
-	net := filepath.Join(f.sys, "class", "net")
+	net := filepath.Join(f.Sys, "class", "net")
 	if err := os.Rename(filepath.Join(net, "eth0"), filepath.Join(net, "eth9")); err != nil {
 		t.Fatal(err)
 	}
-	out, code := f.run(t, script, nil, "--keep-going", "eth0")
+	out, code := f.Run(t, script, nil, "--keep-going", "eth0")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
