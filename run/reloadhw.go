@@ -15,6 +15,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/prg"
 )
 
 // A reload of a run that applied a hardware plan (issue 39) changes only
@@ -141,78 +142,24 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 		res.Tables = len(exact)
 	}
 
-	change := linux.ChangeRules(h.held, h.refusedRules, linux.Rules(r))
-	change.Ntuple = !h.ntuple
-	nic := &NICRules{Kept: len(change.Kept) + len(change.Refused)}
-	res.NIC = nic
-	var script string
-	if len(change.Insert)+len(change.Delete) > 0 {
-		h.changes++
-		name := fmt.Sprintf("reload-%d.sh", h.changes)
-		script = filepath.Join(h.dir, name)
-		src := change.Script(r.Driver(), name, fmt.Sprintf("Reload %d of dragonc run on %s: stack %s", res.Seq, h.iface, st.Name))
-		if err := os.WriteFile(script, []byte(src), 0o700); err != nil {
-			return err
-		}
-		nic.Script = script
-	}
-	steps := change.Steps()
-	inserts, err := h.phase(script, steps, linux.PhaseInsert)
+	c, err := h.insert(r, res.Seq, st.Name)
 	if err != nil {
 		return err
 	}
-	// What the driver refused of the new rules joins the rules it
-	// refused before; the stage steers them all.
-	refusedRules := slices.Clone(change.Refused)
-	var taken []linux.Rule
-	ntuple := h.ntuple
-	var first string
-	for i, r := range change.Insert {
-		n := i + 1
-		if change.Ntuple {
-			n++ // the ntuple switch is step 1
-		}
-		if why, ok := inserts[n]; ok {
-			refusedRules = append(refusedRules, r)
-			if first == "" {
-				first = why.why
-			}
-			continue
-		}
-		taken = append(taken, r)
+	res.NIC = c.nic
+	if c.nic.Refused > 0 {
+		sv.out.note("refused", "reload %d: the driver of %s refused %d of %d new filter rule(s), the first: %s", res.Seq, h.iface, c.nic.Refused, len(c.change.Insert), c.why)
 	}
-	if _, ok := inserts[1]; change.Ntuple && len(change.Insert) > 0 && !ok {
-		ntuple = true
-	}
-	nic.Inserted, nic.Refused = len(taken), len(change.Insert)-len(taken)
-	if nic.Refused > 0 {
-		sv.out.note("refused", "reload %d: the driver of %s refused %d of %d new filter rule(s), the first: %s", res.Seq, h.iface, nic.Refused, len(change.Insert), first)
-	}
-	// undoInserts deletes the rules just written when the new plan does
-	// not serve: the old plan's stage and the NIC agree again.
-	undoInserts := func() {
-		if len(taken) == 0 {
-			return
-		}
-		back := linux.RuleChange{Delete: taken}
-		name := fmt.Sprintf("reload-%d-back.sh", h.changes)
-		path := filepath.Join(h.dir, name)
-		src := back.Script(r.Driver(), name, fmt.Sprintf("Reload %d of dragonc run on %s, taken back", res.Seq, h.iface))
-		if err := os.WriteFile(path, []byte(src), 0o700); err != nil {
-			sv.out.note("note", "reload %d: the rules it wrote stay on %s: %v", res.Seq, h.iface, err)
-			return
-		}
-		if _, err := h.phase(path, back.Steps(), linux.PhaseDelete); err != nil {
+	// takeBack: the new plan does not serve, so the NIC's rules are the
+	// old plan's again.
+	takeBack := func() {
+		if err := c.takeBack(); err != nil {
 			sv.out.note("note", "reload %d: the rules it wrote stay on %s: %v", res.Seq, h.iface, err)
 		}
 	}
-	var ruleSteps []linux.Step
-	for _, r := range refusedRules {
-		ruleSteps = append(ruleSteps, linux.Step{Kind: linux.StepRule, Node: r.Node, Entry: r.Entry})
-	}
-	stage, _, err := hardwareStage(r, st, append(slices.Clone(h.other), ruleSteps...), sv.handled)
+	stage, _, err := hardwareStage(r, st, c.refusedSteps(), sv.handled)
 	if err != nil {
-		undoInserts()
+		takeBack()
 		return refuse("the new plan's eBPF stage: %v", err)
 	}
 	if sv.opt.stageEdit != nil {
@@ -223,7 +170,7 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 	}
 	if len(needs) > 0 {
 		if err := sv.restart(planState{r: r, st: st, stage: stage, chains: chains, via: vs}, strings.Join(needs, "; "), res); err != nil {
-			undoInserts()
+			takeBack()
 			return err
 		}
 	} else {
@@ -240,23 +187,14 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 	}
 	// The old rules last: what they steered is steered by a new rule or
 	// the stage, or belongs to an endpoint the new plan has not.
-	deletes, err := h.phase(script, steps, linux.PhaseDelete)
+	stay, err := c.finish()
 	if err != nil {
 		return err
 	}
-	held := append(slices.Clone(change.Kept), taken...)
-	for i, r := range change.Delete {
-		if why, ok := deletes[len(steps)-len(change.Delete)+i+1]; ok {
-			// Still in the NIC's table, and in the record: the next
-			// reload deletes it again.
-			held = append(held, r)
-			sv.out.note("refused", "reload %d: %s of %s stays in the NIC's table: %s", res.Seq, r, h.iface, why.why)
-			continue
-		}
-		nic.Deleted++
+	for _, l := range stay {
+		sv.out.note("refused", "reload %d: %s", res.Seq, l)
 	}
-	h.held, h.refusedRules, h.ntuple = held, refusedRules, ntuple
-	sv.out.note("note", "reload %d: %s", res.Seq, nic)
+	sv.out.note("note", "reload %d: %s", res.Seq, c.nic)
 	if !swap {
 		return nil // the restart made the new plan the one served
 	}
@@ -269,9 +207,10 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 	return nil
 }
 
-// phase runs one phase of a reload's rule script (none: nothing to do)
-// and returns the steps it did not apply by number.
-func (h *hardware) phase(script string, steps []linux.Step, phase string) (map[int]notApplied, error) {
+// phase runs one phase of a reload's rule script of the given number of
+// steps (none: nothing to do) and returns the steps it did not apply by
+// number.
+func (h *hardware) phase(script string, steps int, phase string) (map[int]notApplied, error) {
 	if script == "" {
 		return nil, nil
 	}
@@ -279,7 +218,7 @@ func (h *hardware) phase(script string, steps []linux.Step, phase string) (map[i
 	if h.force {
 		args = append(args, "--force")
 	}
-	return h.run(script, len(steps), append(args, phase, h.iface)...)
+	return h.run(script, steps, append(args, phase, h.iface)...)
 }
 
 // settingsDiff names the first setting of linux.sh that differs between
@@ -296,4 +235,122 @@ func settingsDiff(a, b []string) string {
 		}
 	}
 	return ""
+}
+
+// ruleReload is a reload's change of the NIC's rules, under way: the
+// inserts are done, the deletes not yet.
+type ruleReload struct {
+	h       *hardware
+	driver  *prg.Driver
+	change  linux.RuleChange
+	script  string       // "" when no rule changes
+	taken   []linux.Rule // the inserted rules the driver took
+	refused []linux.Rule // the new plan's rules the driver refused, now or before
+	ntuple  bool         // ntuple filters are on
+	why     string       // why the driver refused the first new rule it refused
+	nic     *NICRules
+}
+
+// insert starts changing the NIC's rules into plan r's (reload seq of
+// stack name): it writes the change's script and runs its phase insert.
+func (h *hardware) insert(r *dembed.Result, seq int, name string) (*ruleReload, error) {
+	change := linux.ChangeRules(h.held, h.refusedRules, linux.Rules(r))
+	change.Ntuple = !h.ntuple
+	c := &ruleReload{h: h, driver: r.Driver(), change: change, refused: slices.Clone(change.Refused), ntuple: h.ntuple, nic: &NICRules{Kept: len(change.Kept) + len(change.Refused)}}
+	if len(change.Insert)+len(change.Delete) == 0 {
+		return c, nil
+	}
+	h.changes++
+	file := fmt.Sprintf("reload-%d.sh", h.changes)
+	c.script = filepath.Join(h.dir, file)
+	src := change.Script(r.Driver(), file, fmt.Sprintf("Reload %d of dragonc run on %s: stack %s", seq, h.iface, name))
+	if err := os.WriteFile(c.script, []byte(src), 0o700); err != nil {
+		return nil, err
+	}
+	c.nic.Script = c.script
+	notApplied, err := h.phase(c.script, len(change.Steps()), linux.PhaseInsert)
+	if err != nil {
+		return nil, err
+	}
+	first := 1 // the number of the first insert's step
+	if change.Ntuple && len(change.Insert) > 0 {
+		first = 2 // after turning ntuple filters on
+		if _, ok := notApplied[1]; !ok {
+			c.ntuple = true
+		}
+	}
+	for i, rule := range change.Insert {
+		if n, ok := notApplied[first+i]; ok {
+			c.refused = append(c.refused, rule)
+			if c.why == "" {
+				c.why = n.why
+			}
+			continue
+		}
+		c.taken = append(c.taken, rule)
+	}
+	c.nic.Inserted, c.nic.Refused = len(c.taken), len(change.Insert)-len(c.taken)
+	return c, nil
+}
+
+// refusedSteps are the steps the eBPF stage takes over once the change
+// is made: the first application's refused settings and the refused
+// rules (hardwareStage's).
+func (c *ruleReload) refusedSteps() []linux.Step {
+	out := slices.Clone(c.h.other)
+	for _, r := range c.refused {
+		out = append(out, linux.Step{Kind: linux.StepRule, Node: r.Node, Entry: r.Entry})
+	}
+	return out
+}
+
+// takeBack deletes the rules insert wrote, by a script of its own: the
+// NIC holds the rules it held before.
+func (c *ruleReload) takeBack() error {
+	c.h.ntuple = c.ntuple // recorded, as turned on
+	if len(c.taken) == 0 {
+		return nil
+	}
+	back := linux.RuleChange{Delete: c.taken}
+	file := strings.TrimSuffix(filepath.Base(c.script), ".sh") + "-back.sh"
+	path := filepath.Join(c.h.dir, file)
+	if err := os.WriteFile(path, []byte(back.Script(c.driver, file, "Takes back "+filepath.Base(c.script)+"'s rules")), 0o700); err != nil {
+		return err
+	}
+	steps := back.Steps()
+	notApplied, err := c.h.phase(path, len(steps), linux.PhaseDelete)
+	if err != nil {
+		return err
+	}
+	for i, r := range c.taken {
+		if _, ok := notApplied[i+1]; ok {
+			// Still there, and recorded: the next reload deletes it.
+			c.h.held = append(c.h.held, r)
+		}
+	}
+	return nil
+}
+
+// finish runs the change's phase delete and makes the change the NIC's
+// state; it returns a line for each old rule that stays in the NIC's
+// table (the driver would not delete it; the next reload tries again).
+func (c *ruleReload) finish() ([]string, error) {
+	h := c.h
+	notApplied, err := h.phase(c.script, len(c.change.Steps()), linux.PhaseDelete)
+	if err != nil {
+		return nil, err
+	}
+	var stay []string
+	held := append(slices.Clone(c.change.Kept), c.taken...)
+	first := len(c.change.Steps()) - len(c.change.Delete) + 1
+	for i, r := range c.change.Delete {
+		if n, ok := notApplied[first+i]; ok {
+			held = append(held, r)
+			stay = append(stay, fmt.Sprintf("%s stays in the NIC's table of %s: %s", r, h.iface, n.why))
+			continue
+		}
+		c.nic.Deleted++
+	}
+	h.held, h.refusedRules, h.ntuple = held, c.refused, c.ntuple
+	return stay, nil
 }

@@ -12,6 +12,10 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/backends/linux"
+	"github.com/dragonc/dragonc/backends/linux/linuxtest"
+	"github.com/dragonc/dragonc/costmodel"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/embed/embedtest"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -191,5 +195,179 @@ func TestReloadHardware(t *testing.T) {
 	}
 	if after := settings(); after != before {
 		t.Errorf("vA's settings changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}
+
+// flowsStack is a stack of UDP flows on four cores with the flows
+// numbered in add, and without those in drop: on the 82599 each flow is
+// an ntuple rule.
+func flowsStack(add []int, drop ...int) string {
+	var b strings.Builder
+	b.WriteString("stack flows {\n    interface eth0 { mac 00:1b:21:00:00:05 ip 10.3.0.1/24 }\n    cores 0..3\n")
+	for _, i := range append([]int{1, 2, 3, 4, 5, 6}, add...) {
+		if !slices.Contains(drop, i) {
+			fmt.Fprintf(&b, "    endpoint f%d udp flow 10.3.0.1:%d -> 10.3.0.9:%d\n", i, 7000+i, 8000+i)
+		}
+	}
+	b.WriteString("    service arp\n}\n")
+	return b.String()
+}
+
+// TestHardwareRuleReloads applies an 82599 plan of UDP flows with
+// linux.sh on the fake ethtool (an ixgbe that takes every rule) and
+// changes its rules as three reloads do: a flow added and one removed
+// (one rule written, one deleted, the rest untouched); a flow the driver
+// refuses (steered by the stage, and not recorded); a change taken back
+// (the new plan did not serve). Then the run's undo restores the fake
+// interface as it was.
+func TestHardwareRuleReloads(t *testing.T) {
+	f := linuxtest.New(t, "ixgbe", 4)
+	for _, e := range f.Env() {
+		if k, v, _ := strings.Cut(e, "="); k != "DRAGONC_STATE" {
+			t.Setenv(k, v) // the run's scripts find the fake ethtool, /proc and /sys
+		}
+	}
+	before := f.Snapshot(t)
+	// Dragonet's balance gives each flow a rule of its own.
+	in, _, err := dembed.NewInput("82599", embedtest.Model(t, "82599"), loadStack(t, flowsStack(nil)), nil, dembed.Options{Cost: costmodel.DragonetBalance{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Adapt(in)
+	r1, err := dembed.Run(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "hardware")
+	h, err := applyHardware(r1, "eth0", false, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.held) != 6 || len(h.refusedRules) != 0 || !h.ntuple || len(h.refused) != 0 {
+		t.Fatalf("linux.sh: %d rules held, %d refused, ntuple %v, refused steps %v", len(h.held), len(h.refusedRules), h.ntuple, h.refused)
+	}
+	record := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	heldBy := func(name string) (linux.Rule, bool) {
+		i := slices.IndexFunc(h.held, func(r linux.Rule) bool { return r.Entry.Endpoint == name })
+		if i < 0 {
+			return linux.Rule{}, false
+		}
+		return h.held[i], true
+	}
+	ruleFile := func(loc int) string { return filepath.Join(f.Dir, fmt.Sprintf("rule.%d", loc)) }
+	replan := func(r *dembed.Result, src string) (*dembed.Result, *lpg.Stack) {
+		t.Helper()
+		st := loadStack(t, src)
+		r2, err := Replan(st, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := settingsDiff(h.settings, linux.Settings(r2)); why != "" {
+			t.Fatalf("the reload's plan changes the settings: %s", why)
+		}
+		return r2, st
+	}
+
+	// Reload 1: f7 added, f2 removed.
+	f2, _ := heldBy("f2")
+	log0 := f.Read(t, "log")
+	r2, _ := replan(r1, flowsStack([]int{7}, 2))
+	c, err := h.insert(r2, 1, "flows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nic.Inserted != 1 || c.nic.Refused != 0 || c.nic.Kept != 5 || len(c.refusedSteps()) != 0 {
+		t.Fatalf("reload 1, insert: %+v, stage steps %v", c.nic, c.refusedSteps())
+	}
+	f7 := c.taken[0]
+	if _, err := os.Stat(ruleFile(f7.Loc)); err != nil || f7.Entry.Endpoint != "f7" {
+		t.Errorf("f7's rule (%s) is not in the NIC's table: %v", f7, err)
+	}
+	if _, err := os.Stat(ruleFile(f2.Loc)); err != nil {
+		t.Errorf("phase insert deleted f2's rule: %v", err)
+	}
+	if _, err := c.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ruleFile(f2.Loc)); !os.IsNotExist(err) || c.nic.Deleted != 1 {
+		t.Errorf("f2's rule %d was not deleted (%+v): %v", f2.Loc, c.nic, err)
+	}
+	if _, ok := heldBy("f2"); ok {
+		t.Errorf("f2's rule is still held: %v", h.held)
+	}
+	if _, ok := heldBy("f7"); !ok || len(h.held) != 6 {
+		t.Errorf("held after reload 1: %v", h.held)
+	}
+	var written []string
+	for _, l := range strings.Split(strings.TrimPrefix(f.Read(t, "log"), log0), "\n") {
+		if strings.HasPrefix(l, "-N ") {
+			written = append(written, l)
+		}
+	}
+	if len(written) != 2 {
+		t.Errorf("reload 1 ran ethtool -N %d times, want one insert and one delete: %q", len(written), written)
+	}
+	rec := record()
+	if !strings.Contains(rec, fmt.Sprintf("ethtool -N eth0 delete %d\n", f7.Loc)) || f7.Loc != 6 {
+		t.Errorf("f7 (location %d) is not recorded:\n%s", f7.Loc, rec)
+	}
+
+	// Reload 2: the driver refuses f8's rule; the stage steers it.
+	next := 0
+	fmt.Sscan(f.Read(t, "inserted"), &next)
+	t.Setenv("FAKE_REFUSE_RULE", fmt.Sprint(next+1))
+	r3, st3 := replan(r2, flowsStack([]int{7, 8}, 2))
+	c, err = h.insert(r3, 2, "flows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nic.Inserted != 0 || c.nic.Refused != 1 || !strings.Contains(c.why, "the driver refused it") {
+		t.Fatalf("reload 2: %+v (%s)", c.nic, c.why)
+	}
+	stage, _, err := hardwareStage(r3, st3, c.refusedSteps(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stage.Groups) != 1 || len(stage.Groups[0].Rules) != 1 || stage.Groups[0].Capacity < 8 {
+		t.Errorf("the stage for f8's refused rule: %+v", stage.Groups)
+	}
+	if _, err := c.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if record() != rec || len(h.refusedRules) != 1 || h.refusedRules[0].Entry.Endpoint != "f8" {
+		t.Errorf("after a refused rule: refused %v, record\n%s", h.refusedRules, record())
+	}
+	t.Setenv("FAKE_REFUSE_RULE", "0")
+
+	// Reload 3: f9 written, then taken back.
+	r4, _ := replan(r3, flowsStack([]int{7, 8, 9}, 2))
+	c, err = h.insert(r4, 3, "flows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.nic.Inserted != 1 || c.nic.Kept != 7 {
+		t.Fatalf("reload 3: %+v", c.nic)
+	}
+	if err := c.takeBack(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ruleFile(c.taken[0].Loc)); !os.IsNotExist(err) || record() != rec {
+		t.Errorf("f9's rule %d was not taken back (%v); record\n%s", c.taken[0].Loc, err, record())
+	}
+
+	if err := h.undo(); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.Snapshot(t); after != before {
+		t.Errorf("the run's undo after the reloads did not restore:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the hardware directory is left: %v", err)
 	}
 }
