@@ -91,6 +91,9 @@ func (r *ReloadResult) String() string {
 	if len(parts) == 0 {
 		parts = append(parts, "no endpoint changed")
 	}
+	if r.NIC != nil {
+		parts = append(parts, r.NIC.String())
+	}
 	if r.Restarted != "" {
 		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was restarted with the new plan (%s): nothing was served for %.1f ms; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
 			r.Seq, r.Stack, strings.Join(parts, ", "), r.Restarted, r.PauseMS, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
