@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/embed/embedtest"
+	"github.com/dragonc/dragonc/internal/netnstest"
 	"github.com/dragonc/dragonc/lpg"
 )
 
@@ -83,14 +83,7 @@ func TestReloadHardwarePlan(t *testing.T) {
 // restarts; and after the run the veth's settings are as before.
 func TestReloadHardware(t *testing.T) {
 	a, b := pair(t)
-	settings := func() string {
-		var out []string
-		for _, opt := range []string{"-l", "-k", "-x", "-n"} {
-			o, _ := exec.Command("ip", "netns", "exec", a, "ethtool", opt, "vA").CombinedOutput()
-			out = append(out, string(o))
-		}
-		return strings.Join(out, "\n")
-	}
+	settings := func() string { return netnstest.Ethtool(a, "vA") }
 	before := settings()
 	r, st := embedHardware(t, "82599", hwReloadStack)
 	path := filepath.Join(t.TempDir(), "hwreload.lpg")

@@ -153,14 +153,7 @@ func testServe(t *testing.T, socket, nic string) {
 	if nic != "" {
 		r, st = embedHardware(t, nic, hwStack)
 	}
-	settings := func() string {
-		var out []string
-		for _, opt := range []string{"-l", "-k", "-x", "-n"} {
-			o, _ := exec.Command("ip", "netns", "exec", a, "ethtool", opt, "vA").CombinedOutput()
-			out = append(out, string(o))
-		}
-		return strings.Join(out, "\n")
-	}
+	settings := func() string { return netnstest.Ethtool(a, "vA") }
 	before := settings()
 
 	var out, log syncBuffer

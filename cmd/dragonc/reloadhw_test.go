@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -42,14 +41,7 @@ func TestReloadHardwareCommand(t *testing.T) {
 		netnstest.In(a, func() error { code, out, errs = dragoncIn(t, args...); return nil })
 		return code, out, errs
 	}
-	settings := func() string {
-		var out []string
-		for _, opt := range []string{"-l", "-k", "-x", "-n"} {
-			o, _ := exec.Command("ip", "netns", "exec", a, "ethtool", opt, "vA").CombinedOutput()
-			out = append(out, string(o))
-		}
-		return strings.Join(out, "\n")
-	}
+	settings := func() string { return netnstest.Ethtool(a, "vA") }
 	before := settings()
 	if code, _, errs := in("run", "--detach", "--socket", "xdp", "--force", "--cost", "priority", "82599", stack, "vA"); code != 0 {
 		t.Fatalf("run --detach: exit %d:\n%s", code, errs)

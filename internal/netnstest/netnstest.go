@@ -27,6 +27,18 @@ func IP(t testing.TB, args ...string) string {
 	return string(out)
 }
 
+// Ethtool is what ethtool shows of interface ifc in namespace ns: its
+// channels, features, indirection table and ntuple rules (-l, -k, -x,
+// -n), for a test that checks a run leaves them as it found them.
+func Ethtool(ns, ifc string) string {
+	var out []string
+	for _, opt := range []string{"-l", "-k", "-x", "-n"} {
+		o, _ := exec.Command("ip", "netns", "exec", ns, "ethtool", opt, ifc).CombinedOutput()
+		out = append(out, string(o))
+	}
+	return strings.Join(out, "\n")
+}
+
 // Two makes two namespaces, removed when the test ends, or skips the
 // test where the kernel or the tools refuse (not root, no ip).
 func Two(t testing.TB, tools ...string) (a, b string) {
