@@ -144,7 +144,14 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 
 	c, err := h.insert(r, res.Seq, st.Name)
 	if err != nil {
-		return err
+		// The script stopped before any step (no ethtool, no record,
+		// another driver): the helper serves the old plan's tables again.
+		if swap {
+			if perr := sv.push(sv.st, sv.code.Tables); perr != nil {
+				return perr
+			}
+		}
+		return refuse("changing the NIC's filter rules: %v", err)
 	}
 	res.NIC = c.nic
 	if c.nic.Refused > 0 {

@@ -79,8 +79,9 @@ func TestReloadHardwarePlan(t *testing.T) {
 // rule is offered to the driver, refused, and steered by the stage, so
 // its first datagram is answered on the queue the plan gives it; a
 // removed endpoint is port unreachable; a plan that would change the
-// NIC's channel count is refused and the old plan serves on; nothing
-// restarts; and after the run the veth's settings are as before.
+// NIC's channel count is refused and the old plan serves on, as is one
+// whose rule script finds no undo record; nothing restarts; and after the
+// run the veth's settings are as before.
 func TestReloadHardware(t *testing.T) {
 	a, b := pair(t)
 	settings := func() string { return netnstest.Ethtool(a, "vA") }
@@ -146,6 +147,37 @@ func TestReloadHardware(t *testing.T) {
 	if res.Applied || !strings.Contains(res.Error, "settings besides its filter rules") {
 		t.Fatalf("a third queue: %+v, want refused", res)
 	}
+
+	// Without linux.sh's undo record the rule script changes nothing:
+	// refused, and the helper's tables are the old plan's again.
+	var hwDir string
+	if err := inNS(a, func() error {
+		s, err := ReadState("vA")
+		hwDir = s.Hardware
+		return err
+	}); err != nil || hwDir == "" {
+		t.Fatalf("the run's hardware directory %q: %v", hwDir, err)
+	}
+	rec := filepath.Join(hwDir, "state")
+	if err := os.Rename(rec, rec+".away"); err != nil {
+		t.Fatal(err)
+	}
+	res = reloadFile(t, live, path, hwWith(e4+"    endpoint e5 udp listen *:7005 { app \"echo\" rate 10kpps }\n", "cores 0..1"))
+	if res.Applied || !strings.Contains(res.Error, "linux.sh has not run on vA") {
+		t.Fatalf("a reload without the record: %+v, want refused", res)
+	}
+	if err := os.Rename(rec+".away", rec); err != nil {
+		t.Fatal(err)
+	}
+	inB(func() error {
+		if _, err := udpFirst(7005, []byte("refused")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("e5 of the refused reload: %v, want port unreachable", err)
+		}
+		if got, err := udpFirst(7004, []byte("still")); err != nil || string(got) != "still" {
+			return fmt.Errorf("e4 after the refused reload: %q, %v", got, err)
+		}
+		return nil
+	})
 
 	res = reloadFile(t, live, path, hwReloadStack)
 	if !res.Applied || !slices.Equal(res.Removed, []string{"e4"}) || res.Restarted != "" || res.RulesRemoved != 1 {
