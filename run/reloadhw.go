@@ -34,8 +34,9 @@ import (
 // (phase insert), then the stage's maps (insert before delete), then the
 // old rules (phase delete), then the helper's exact tables. A new plan
 // that changes anything else linux.sh sets (the queue count, RSS,
-// interrupts, queue masks, offloads) is refused: linux.sh would have to
-// be undone and applied again; the old plan serves on.
+// interrupts, queue masks, offloads) restarts the data plane: between
+// the old plan's serve and the new one's, linux.sh is undone and the new
+// plan's applied (rehardware).
 
 // NICRules is what a reload of a hardware plan did to the NIC's filter
 // rules.
@@ -99,8 +100,9 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 	case r.Plan.NIC != sv.r.Plan.NIC || r.Driver() == nil:
 		return refuse("the new plan is for %s, not for the driver of the running plan's %s (restart dragonc run)", r.Plan.NIC, sv.r.Plan.NIC)
 	}
-	if why := settingsDiff(h.settings, linux.Settings(r)); why != "" {
-		return refuse("the new plan changes the NIC's settings besides its filter rules (%s); a reload changes a hardware plan's filter rules only, linux.sh would have to be undone and applied again (restart dragonc run)", why)
+	settings := settingsDiff(h.settings, linux.Settings(r))
+	if settings != "" {
+		needs = append(needs, "the NIC's settings change ("+settings+"): linux.sh is undone and the new plan's applied")
 	}
 	t := time.Now()
 	chains, err := TxChains(r.Embedding.LPG, r.Plan, st)
@@ -142,6 +144,12 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 		res.Tables = len(exact)
 	}
 
+	if settings != "" {
+		// The serve ends, linux.sh is undone and the new plan's
+		// applied, and the stage made from what its driver refuses
+		// (rehardware), before the new plan serves.
+		return sv.restart(planState{r: r, st: st, chains: chains, via: vs}, strings.Join(needs, "; "), res)
+	}
 	c, err := h.insert(r, res.Seq, st.Name)
 	if err != nil {
 		// The script stopped before any step (no ethtool, no record,
@@ -360,4 +368,43 @@ func (c *ruleReload) finish() ([]string, error) {
 	}
 	h.held, h.refusedRules, h.ntuple = held, c.refused, c.ntuple
 	return stay, nil
+}
+
+// rehardware makes the NIC's settings plan p's before p serves, in a
+// restart of a hardware run (the serve ended): when p's settings are not
+// those applied (linux.Settings), the applied plan's linux.sh is undone
+// and p's applied, and p's stage is made from what its driver refused.
+// When p's cannot be applied, nothing of it stays, and the error says
+// why.
+func (sv *serving) rehardware(p *planState) error {
+	if !sv.hw || sv.hwrun != nil && settingsDiff(sv.hwrun.settings, linux.Settings(p.r)) == "" {
+		return nil
+	}
+	var dir string
+	if sv.hwrun != nil {
+		dir = sv.hwrun.dir
+		if err := sv.hwrun.undo(); err != nil {
+			return err
+		}
+		sv.hwrun = nil
+	} else {
+		dir = filepath.Join(stateDir(sv.state.name), "hardware") // as serveAll's
+	}
+	h, err := applyHardware(p.r, sv.opt.Iface, sv.opt.Force, dir)
+	if err != nil {
+		return err
+	}
+	sv.hwrun = h
+	stage, _, err := hardwareStage(p.r, p.st, h.refused, sv.handled)
+	if err != nil {
+		return err
+	}
+	if sv.opt.stageEdit != nil {
+		sv.opt.stageEdit(stage)
+	}
+	p.stage = stage
+	for _, l := range h.report() {
+		sv.out.note("note", "%s", l)
+	}
+	return nil
 }

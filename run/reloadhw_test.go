@@ -40,6 +40,9 @@ func hwWith(add, cores string) string {
 	return strings.Replace(s, "cores 0..1", cores, 1)
 }
 
+// e5gold is a gold endpoint on a third core: a plan with a third queue.
+const e5gold = "    endpoint e5 udp listen 10.9.0.1:7005 { app \"echo\" class gold rate 1Mpps cores 2 }\n"
+
 // e4 is an endpoint of e2's kind: the running plan's incremental search
 // gives it a Flow Director rule to e2's queue.
 const e4 = "    endpoint e4 udp listen *:7004 { app \"echo\" rate 10kpps }\n"
@@ -64,7 +67,7 @@ func TestReloadHardwarePlan(t *testing.T) {
 	if len(c.Insert) != 1 || c.Insert[0].Entry.Endpoint != "e4" || len(c.Delete) != 0 || len(c.Kept) != len(linux.Rules(r)) {
 		t.Errorf("adding e4: %+v, want e4's rule inserted and the others kept", c)
 	}
-	r3, err := Replan(loadStack(t, hwWith("    endpoint e5 udp listen 10.9.0.1:7005 { app \"echo\" class gold rate 1Mpps cores 2 }\n", "cores 0..2")), r)
+	r3, err := Replan(loadStack(t, hwWith(e5gold, "cores 0..2")), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +81,11 @@ func TestReloadHardwarePlan(t *testing.T) {
 // NIC's steering) and reloads it while it serves: an added endpoint's
 // rule is offered to the driver, refused, and steered by the stage, so
 // its first datagram is answered on the queue the plan gives it; a
-// removed endpoint is port unreachable; a plan that would change the
-// NIC's channel count is refused and the old plan serves on, as is one
-// whose rule script finds no undo record; nothing restarts; and after the
-// run the veth's settings are as before.
+// removed endpoint is port unreachable; a reload whose rule script finds
+// no undo record is refused and the old plan serves on; a plan that
+// changes the NIC's channel count restarts the data plane with linux.sh
+// applied again, and back; and after the run the veth's settings are as
+// before.
 func TestReloadHardware(t *testing.T) {
 	a, b := pair(t)
 	settings := func() string { return netnstest.Ethtool(a, "vA") }
@@ -142,12 +146,6 @@ func TestReloadHardware(t *testing.T) {
 		return nil
 	})
 
-	// A plan that needs a third queue changes linux.sh's settings.
-	res = reloadFile(t, live, path, hwWith(e4+"    endpoint e5 udp listen 10.9.0.1:7005 { app \"echo\" class gold rate 1Mpps cores 2 }\n", "cores 0..2"))
-	if res.Applied || !strings.Contains(res.Error, "settings besides its filter rules") {
-		t.Fatalf("a third queue: %+v, want refused", res)
-	}
-
 	// Without linux.sh's undo record the rule script changes nothing:
 	// refused, and the helper's tables are the old plan's again.
 	var hwDir string
@@ -179,6 +177,35 @@ func TestReloadHardware(t *testing.T) {
 		return nil
 	})
 
+	// A plan that needs a third queue changes linux.sh's settings: the
+	// data plane restarts, linux.sh is undone and the new plan's applied
+	// in between.
+	res = reloadFile(t, live, path, hwWith(e4+e5gold, "cores 0..2"))
+	if !res.Applied || !strings.Contains(res.Restarted, "the NIC's settings change (3 combined channels (ethtool -L) instead of 2") || !strings.Contains(res.Restarted, "linux.sh is undone") {
+		t.Fatalf("a third queue: %+v\n%s", res, sv.log.String())
+	}
+	t.Log(res)
+	inB(func() error {
+		if got, err := udpFirst(7005, []byte("third")); err != nil || string(got) != "third" {
+			return fmt.Errorf("e5 on the third queue: %q, %v", got, err)
+		}
+		if got, err := udpFirst(7004, []byte("after")); err != nil || string(got) != "after" {
+			return fmt.Errorf("e4 after the restart: %q, %v", got, err)
+		}
+		return nil
+	})
+	// And back to two queues: the first plan's settings again.
+	res = reloadFile(t, live, path, hwWith(e4, "cores 0..1"))
+	if !res.Applied || res.Restarted == "" || !slices.Equal(res.Removed, []string{"e5"}) {
+		t.Fatalf("back to two queues: %+v", res)
+	}
+	inB(func() error {
+		if got, err := udpFirst(7004, []byte("two queues")); err != nil || string(got) != "two queues" {
+			return fmt.Errorf("e4 after the second restart: %q, %v", got, err)
+		}
+		return nil
+	})
+
 	res = reloadFile(t, live, path, hwReloadStack)
 	if !res.Applied || !slices.Equal(res.Removed, []string{"e4"}) || res.Restarted != "" || res.RulesRemoved != 1 {
 		t.Fatalf("remove e4: %+v", res)
@@ -192,20 +219,25 @@ func TestReloadHardware(t *testing.T) {
 		}
 		return nil
 	})
-	if n := strings.Count(sv.log.String(), "building the generated stack"); n > 1 || strings.Count(sv.log.String(), "serving hwreload") != 1 {
-		t.Errorf("the helper was rebuilt or restarted:\n%s", sv.log.String())
+	if n := strings.Count(sv.log.String(), "serving hwreload"); n != 3 {
+		t.Errorf("the data plane served %d times, want 3 (the start and the two restarts for the queue count):\n%s", n, sv.log.String())
 	}
 	if err := sv.stop(); err != nil {
 		t.Fatal(err)
 	}
-	// e4 was delivered on the queue the plan gave it, where the stage's
-	// rule steered it (the plan spreads the rest by RSS to queue 1).
-	r2, err := Replan(loadStack(t, hwWith(e4, "cores 0..1")), r)
-	if err != nil {
-		t.Fatal(err)
+	// Since the last restart (whose counters the final ones are), e4 was
+	// delivered on the queue its plan gave it, where the stage's rule
+	// steered it (the plan spreads the rest by RSS to queue 1): the
+	// plans the run made, made again.
+	served := r
+	for _, src := range []string{hwWith(e4, "cores 0..1"), hwWith(e4+e5gold, "cores 0..2"), hwWith(e4, "cores 0..1")} {
+		var err error
+		if served, err = Replan(loadStack(t, src), served); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got := deliveries(t, sv.out.String())
-	for _, ep := range r2.Plan.Endpoints {
+	for _, ep := range served.Plan.Endpoints {
 		if ep.Name != "e4" {
 			continue
 		}
@@ -246,7 +278,7 @@ func flowsStack(add []int, drop ...int) string {
 // (the new plan did not serve). Then the run's undo restores the fake
 // interface as it was.
 func TestHardwareRuleReloads(t *testing.T) {
-	f := linuxtest.New(t, "ixgbe", 4)
+	f := linuxtest.New(t, "ixgbe", 2) // the plans grow it to 4, then 2
 	for _, e := range f.Env() {
 		if k, v, _ := strings.Cut(e, "="); k != "DRAGONC_STATE" {
 			t.Setenv(k, v) // the run's scripts find the fake ethtool, /proc and /sys
@@ -293,9 +325,6 @@ func TestHardwareRuleReloads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if why := settingsDiff(h.settings, linux.Settings(r2)); why != "" {
-			t.Fatalf("the reload's plan changes the settings: %s", why)
-		}
 		return r2, st
 	}
 
@@ -303,6 +332,9 @@ func TestHardwareRuleReloads(t *testing.T) {
 	f2, _ := heldBy("f2")
 	log0 := f.Read(t, "log")
 	r2, _ := replan(r1, flowsStack([]int{7}, 2))
+	if why := settingsDiff(h.settings, linux.Settings(r2)); why != "" {
+		t.Fatalf("the reload's plan changes the settings: %s", why)
+	}
 	c, err := h.insert(r2, 1, "flows")
 	if err != nil {
 		t.Fatal(err)
@@ -386,6 +418,22 @@ func TestHardwareRuleReloads(t *testing.T) {
 		t.Errorf("f9's rule %d was not taken back (%v); record\n%s", c.taken[0].Loc, err, record())
 	}
 
+	// A plan on two cores changes the NIC's settings: a restart's
+	// rehardware undoes linux.sh (with the reloads' rules) and applies
+	// the new plan's (which linux.sh would refuse with the old record
+	// still there).
+	var log strings.Builder
+	sv := &serving{hw: true, hwrun: h, opt: Options{Iface: "eth0", Stderr: &log}}
+	sv.out = newOutput(&sv.opt)
+	r5, st5 := replan(r4, strings.Replace(flowsStack([]int{7, 8}, 2), "cores 0..3", "cores 0..1", 1))
+	p := planState{r: r5, st: st5}
+	if err := sv.rehardware(&p); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	h = sv.hwrun
+	if p.stage == nil || f.Read(t, "channels") != "2" || len(h.held) != len(linux.Rules(r5)) || len(h.refusedRules) != 0 || h.changes != 0 {
+		t.Errorf("after rehardware: stage %v, channels %s, %d rules held of %d", p.stage, f.Read(t, "channels"), len(h.held), len(linux.Rules(r5)))
+	}
 	if err := h.undo(); err != nil {
 		t.Fatal(err)
 	}

@@ -369,7 +369,12 @@ func (sv *serving) serveAll() (err error) {
 			return err
 		}
 		defer func() {
-			if uerr := h.undo(); uerr != nil && err == nil {
+			// The hardware plan applied last (a reload may apply
+			// another: rehardware).
+			if sv.hwrun == nil {
+				return
+			}
+			if uerr := sv.hwrun.undo(); uerr != nil && err == nil {
 				err = uerr
 			}
 		}()
@@ -421,6 +426,9 @@ func (sv *serving) serveAll() (err error) {
 				return nil
 			}
 			sv.out.note("note", "the new plan could not be served (%v); serving the previous plan again", err)
+			if err := sv.rehardware(&failed.old); err != nil {
+				return err
+			}
 			sv.usePlan(failed.old)
 			continue
 		}
@@ -433,6 +441,16 @@ func (sv *serving) serveAll() (err error) {
 		}
 		if kind := sv.state.Socket; kind != "" {
 			kinds = []string{kind}
+		}
+		if rerr := sv.rehardware(&h.next); rerr != nil {
+			// The NIC's settings of the new plan could not be applied:
+			// the old plan's again.
+			h.done <- rerr
+			if err := sv.rehardware(&h.old); err != nil {
+				return err
+			}
+			sv.usePlan(h.old)
+			continue
 		}
 		sv.liveMu.Lock()
 		sv.handingOver = h
