@@ -108,20 +108,26 @@ func reloadRun(t *testing.T, a, socket string) (*liveRun, string, *Live) {
 	}
 	lives := make(chan *Live, 1)
 	sv := serveIn(t, a, r, st, socket, func(o *Options) {
-		o.Restack = func() (*lpg.Stack, error) {
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return nil, err
-			}
-			st, diags := lpg.LoadStack(path, src)
-			if st == nil {
-				return nil, diags
-			}
-			return st, nil
-		}
+		o.Restack = restackFile(path)
 		o.Live = func(l *Live) { lives <- l }
 	})
 	return sv, path, <-lives
+}
+
+// restackFile reads the stack of the file path, as dragonc run's reload
+// does (Options.Restack).
+func restackFile(path string) func() (*lpg.Stack, error) {
+	return func() (*lpg.Stack, error) {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		st, diags := lpg.LoadStack(path, src)
+		if st == nil {
+			return nil, diags
+		}
+		return st, nil
+	}
 }
 
 // reloadFile rewrites the stack file and reloads it as SIGHUP does.

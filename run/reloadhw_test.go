@@ -98,17 +98,7 @@ func TestReloadHardware(t *testing.T) {
 	lives := make(chan *Live, 1)
 	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
 		o.Force = true // the veth is not an ixgbe
-		o.Restack = func() (*lpg.Stack, error) {
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return nil, err
-			}
-			st, diags := lpg.LoadStack(path, src)
-			if st == nil {
-				return nil, diags
-			}
-			return st, nil
-		}
+		o.Restack = restackFile(path)
 		o.Live = func(l *Live) { lives <- l }
 	})
 	live := <-lives
