@@ -123,7 +123,7 @@ func applyHardware(r *dembed.Result, iface string, force bool, dir string) (*har
 			h.refusedRules = append(h.refusedRules, rules[0])
 		case st.Kind == linux.StepRule:
 			h.held = append(h.held, rules[0])
-		case ok:
+		case ok && n.kind == "refused":
 			h.other = append(h.other, st)
 		case st.Kind == linux.StepFeature && st.Feature == "ntuple":
 			h.ntuple = true
