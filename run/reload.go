@@ -195,6 +195,11 @@ func (sv *serving) reload(st *lpg.Stack) (*ReloadResult, error) {
 	res := &ReloadResult{Seq: sv.reloads, Stack: st.Name}
 	err := sv.apply(st, res)
 	sv.reloadMu.Unlock()
+	return sv.reloaded(res, err)
+}
+
+// reloaded says what a reload did and returns it.
+func (sv *serving) reloaded(res *ReloadResult, err error) (*ReloadResult, error) {
 	var r *refused
 	if errors.As(err, &r) {
 		res.Error, err = r.msg, nil
@@ -209,12 +214,21 @@ func (sv *serving) reload(st *lpg.Stack) (*ReloadResult, error) {
 	return res, err
 }
 
-// apply does the work of reload, under reloadMu.
+// apply does the work of reload, under reloadMu: through the short path
+// if it can (fastreload.go), otherwise by planning st from the plan
+// served.
 func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
 	start := time.Now()
 	defer func() { res.TookMS = ms(time.Since(start)) }()
 	if err := sv.reloadable(st); err != nil {
 		return err
+	}
+	if fast, err := sv.tryFast(st, res); fast || err != nil {
+		return err
+	}
+	// The plan served, made current if short-path changes are ahead of it.
+	if err := sv.settle(); err != nil {
+		return refuse("the plan of the last reloads: %v", err)
 	}
 	replan := sv.opt.Replan
 	if replan == nil {
@@ -238,6 +252,9 @@ func (sv *serving) applyPlan(r *dembed.Result, st *lpg.Stack) error {
 	res := &ReloadResult{Seq: sv.reloads, Stack: st.Name}
 	start := time.Now()
 	err := sv.reloadable(st)
+	if err == nil {
+		err = sv.settle()
+	}
 	if err == nil && !slices.Equal(endpointNames(st), endpointNames(sv.st)) {
 		// A reload served another stack while this plan was made.
 		err = refuse("the stack served changed while the plan was made")
@@ -379,6 +396,8 @@ type planState struct {
 func (sv *serving) usePlan(p planState) {
 	sv.r, sv.st, sv.stage, sv.chains, sv.via, sv.code, sv.bin = p.r, p.st, p.stage, p.chains, p.via, p.code, p.bin
 	sv.name, sv.queues = p.st.Name, p.r.Plan.Queues
+	// The short path's session and index start again from this plan.
+	sv.sess, sv.byName, sv.behind = nil, nil, 0
 	// The measured load is compared with the plan served, and the
 	// rebalancer starts from it.
 	if sv.rebalance != nil {
@@ -793,50 +812,58 @@ func (h *helperControl) answer(line string) bool {
 // rules added, changed and removed.
 func (m *maps) applyRules(cur, next []Group) (added, changed, removed int, err error) {
 	for i, g := range next {
-		was, is := firstRules(cur[i].Rules), firstRules(g.Rules)
-		mp := m.groups[i]
-		var gone [][16]byte
-		for k := range was {
-			if _, ok := is[k]; !ok {
-				gone = append(gone, k)
-			}
-		}
-		del := func() error {
-			for _, k := range gone {
-				if err := mp.Delete(k[:]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-					return fmt.Errorf("%s: %w", g.Table, err)
-				}
-				removed++
-			}
-			gone = nil
-			return nil
-		}
-		if len(is)+len(gone) > g.Capacity {
-			// was ∪ is does not fit the map.
-			if err := del(); err != nil {
-				return added, changed, removed, err
-			}
-		}
-		for _, r := range g.Rules {
-			q, ok := was[r.Key]
-			switch {
-			case ok && q == is[r.Key]:
-				continue
-			case ok:
-				changed++
-			default:
-				added++
-			}
-			was[r.Key] = is[r.Key]
-			if err := mp.Update(r.Key[:], is[r.Key], ebpf.UpdateAny); err != nil {
-				return added, changed, removed, fmt.Errorf("%s: %w", g.Table, err)
-			}
-		}
-		if err := del(); err != nil {
+		a, c, r, err := m.applyGroup(i, cur[i], g)
+		added, changed, removed = added+a, changed+c, removed+r
+		if err != nil {
 			return added, changed, removed, err
 		}
 	}
 	return added, changed, removed, nil
+}
+
+// applyGroup makes map i hold the rules of group g instead of those of
+// cur, as applyRules says.
+func (m *maps) applyGroup(i int, cur, g Group) (added, changed, removed int, err error) {
+	was, is := firstRules(cur.Rules), firstRules(g.Rules)
+	mp := m.groups[i]
+	var gone [][16]byte
+	for k := range was {
+		if _, ok := is[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	del := func() error {
+		for _, k := range gone {
+			if err := mp.Delete(k[:]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("%s: %w", g.Table, err)
+			}
+			removed++
+		}
+		gone = nil
+		return nil
+	}
+	if len(is)+len(gone) > g.Capacity {
+		// was ∪ is does not fit the map.
+		if err := del(); err != nil {
+			return added, changed, removed, err
+		}
+	}
+	for _, r := range g.Rules {
+		q, ok := was[r.Key]
+		switch {
+		case ok && q == is[r.Key]:
+			continue
+		case ok:
+			changed++
+		default:
+			added++
+		}
+		was[r.Key] = is[r.Key]
+		if err := mp.Update(r.Key[:], is[r.Key], ebpf.UpdateAny); err != nil {
+			return added, changed, removed, fmt.Errorf("%s: %w", g.Table, err)
+		}
+	}
+	return added, changed, removed, del()
 }
 
 // firstRules are a group's keys and the queue of each key's first rule

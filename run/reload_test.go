@@ -474,7 +474,9 @@ func bigStack(n int, extra bool) string {
 // with port unreachable (removed), polling every millisecond. It reports
 // the p50 and p99 of that time, the p50 of the reload alone and of its
 // planning, and the share of additions whose first datagram was the one
-// answered. DRAGONC_RELOAD_ENDPOINTS changes the stack's size.
+// answered. DRAGONC_RELOAD_ENDPOINTS changes the stack's size;
+// DRAGONC_RELOAD_API=1 changes the endpoint with Live.Add and
+// Live.Remove instead (no stack to check and diff).
 func BenchmarkReloadEndpoint(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("DRAGONC_RELOAD_ENDPOINTS")); err == nil && v > 0 {
@@ -483,6 +485,8 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	a, peer := pair(b)
 	r, st := embedTest(b, bigStack(n, false))
 	stacks := []*lpg.Stack{loadStack(b, bigStack(n, true)), st}
+	extra := stacks[0].Endpoints[n]
+	api := os.Getenv("DRAGONC_RELOAD_API") == "1"
 	var log syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -514,7 +518,16 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 		for i := range b.N {
 			add := i%2 == 0
 			start := time.Now()
-			res, err := live.Reload(stacks[i%2])
+			var res *ReloadResult
+			var err error
+			switch {
+			case !api:
+				res, err = live.Reload(stacks[i%2])
+			case add:
+				res, err = live.Add(*extra)
+			default:
+				res, err = live.Remove("extra")
+			}
 			if err != nil || !res.Applied {
 				return fmt.Errorf("reload %d: %+v, %v", i+1, res, err)
 			}

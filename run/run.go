@@ -555,9 +555,17 @@ type serving struct {
 	reloads  int // reloads asked for
 	pushSeq  int // updates sent to the helper
 	code     *gofallback.Swappable
-	work     string    // Serve's directory, where a reload builds new code
-	bin      string    // the helper program
-	live     sync.Once // Options.Ready and Live are told once
+	// The short path of a reload (fastreload.go): the session of the plan
+	// served (nil: made when needed), the served endpoints by name, and
+	// how many short-path changes the plan (r) is behind; settleTimer
+	// makes it follow once they stop.
+	sess        *dembed.Session
+	byName      map[string]*lpg.Endpoint
+	behind      int
+	settleTimer *time.Timer
+	work        string    // Serve's directory, where a reload builds new code
+	bin         string    // the helper program
+	live        sync.Once // Options.Ready and Live are told once
 	// Under liveMu: the stage's maps and the helper's control channel
 	// while they serve, the serve's context (ended to hand over), and the
 	// handover under way.

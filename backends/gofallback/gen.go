@@ -59,6 +59,41 @@ type Options struct {
 type Table struct {
 	Name    string
 	Entries []TableEntry
+	// Queue is the ID of the queue whose code looks the table up, Node
+	// the demultiplexer whose ports it holds, Keys the fields its key
+	// packs (PackKey), in order: what a reload needs to add an entry
+	// without generating the code again.
+	Queue int      `json:",omitempty"`
+	Node  string   `json:",omitempty"`
+	Keys  []string `json:",omitempty"`
+}
+
+// PackKey is the key of a table keyed on fields (Table.Keys) for the
+// values vals gives each field (a port that fixes a field to a set of
+// values has an entry for each combination), as the generated code packs
+// it: nil when the fields do not fit two words or a field has no value.
+func PackKey(fields []string, vals func(field string) []uint64) [][2]uint64 {
+	slots := packKey(fields)
+	if slots == nil && len(fields) > 0 {
+		return nil
+	}
+	combos := [][2]uint64{{}}
+	for _, ks := range slots {
+		vs := vals(ks.field)
+		if len(vs) == 0 {
+			return nil
+		}
+		var nc [][2]uint64
+		for _, c := range combos {
+			for _, x := range vs {
+				c2 := c
+				c2[ks.word] |= x << uint(ks.shift)
+				nc = append(nc, c2)
+			}
+		}
+		combos = nc
+	}
+	return combos
 }
 
 // TableEntry is one key of a table and its verdict: Kind is a
@@ -278,6 +313,7 @@ type gen struct {
 	tables     strings.Builder
 	tableNames map[string]string // entries -> table
 	curSW      *graph.Graph
+	curQueue   int // the ID of the queue whose code is generated
 	// Per queue, for both copies of its checks: each node's runs and
 	// each table run's declared table (by node and first port).
 	runs    map[int][]run
@@ -823,7 +859,7 @@ func (g *gen) queueFunc(q *embedding.QueueEmbedding) (string, error) {
 	sw := q.BuildSW() // one queue's graph at a time: at 100,000 endpoints each is tens of MB
 	g.readFields(sw)
 	g.flagOrd = appendFlags(g.flagOrd, g.flags, sw)
-	g.curSW = sw
+	g.curSW, g.curQueue = sw, q.ID
 	g.runs, g.tableOf = map[int][]run{}, map[[2]int]tableDecl{}
 	var b strings.Builder
 	if g.swap {
@@ -1642,19 +1678,7 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		if r.swap {
 			data = g.entryData(out)
 		}
-		combos := [][2]uint64{{}}
-		for _, ks := range slots {
-			var nc [][2]uint64
-			for _, c := range combos {
-				for _, x := range s.vals(ks.field) {
-					c2 := c
-					c2[ks.word] |= x << uint(ks.shift)
-					nc = append(nc, c2)
-				}
-			}
-			combos = nc
-		}
-		for _, c := range combos {
+		for _, c := range PackKey(r.keys, s.vals) {
 			if !seen[c] {
 				seen[c] = true
 				d := data
@@ -1687,7 +1711,7 @@ func (g *gen) declareTable(n *graph.Node, r run) tableDecl {
 		g.tableNames[content] = name
 	}
 	if r.swap {
-		t := Table{Name: name}
+		t := Table{Name: name, Queue: g.curQueue, Node: n.Name, Keys: slices.Clone(r.keys)}
 		for _, e := range ents {
 			t.Entries = append(t.Entries, e.data)
 		}

@@ -1,0 +1,662 @@
+package run
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dragonc/dragonc/backends/gofallback"
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/internal/pred"
+	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/nics"
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// A reload that only adds and removes UDP endpoints of kinds the served
+// code already looks up in its tables takes a short path (issue 39's
+// goal of 50 ms at 10,000 endpoints): the serving keeps an
+// embed.Session of the plan it serves, the change is one Session change
+// (well under a millisecond), and its Delta is applied directly: the
+// rules it inserts and deletes go to the eBPF stage's maps, and each
+// added endpoint gets, in the table of every queue that receives it, an
+// entry packed like that of an endpoint of the same kind already there.
+// Nothing derives the LPG, embeds the stack or generates code. A change
+// the short path cannot vouch for (a new kind of endpoint, a queue
+// without such a table, a table left empty, two endpoints on one port,
+// a rule of a new shape, kernel sockets or VI streams) takes the full
+// path: planning, code generation, and a swap or restart.
+//
+// The plan the rest of the run reads (sv.r: status, the load meter's
+// prediction, the rebalancer, the next full reload) follows afterwards:
+// once no change came for settleAfter, the session's Result is made in
+// the background (the time of an embedding), checked against the code
+// the plan generates, and served as sv.r.
+
+// settleAfter is how long the plan may lag behind short-path changes
+// once they stop.
+const settleAfter = 300 * time.Millisecond
+
+// Add adds endpoint e to the stack served (a Go program's own change, as
+// a reload of a stack with e added would, without reading or checking a
+// stack file). A change it cannot apply returns a result with Error set
+// (and no error): the old plan serves on.
+func (l *Live) Add(e lpg.Endpoint) (*ReloadResult, error) {
+	return l.sv.change(func(sv *serving) (*lpg.Stack, error) {
+		if e.Name == "" {
+			return nil, refuse("an endpoint to add needs a name")
+		}
+		ep := e
+		if ep.Ident == "" {
+			ep.Ident = lpg.Sanitize(ep.Name)
+		}
+		st := *sv.st
+		for _, o := range st.Endpoints {
+			if o.Name == e.Name || o.Ident == ep.Ident {
+				return nil, refuse("endpoint %s (or one of its identifier %s) is served already", e.Name, ep.Ident)
+			}
+		}
+		st.Endpoints = append(slices.Clip(st.Endpoints), &ep)
+		return &st, nil
+	})
+}
+
+// Remove removes the endpoint named name from the stack served, as Add
+// adds one.
+func (l *Live) Remove(name string) (*ReloadResult, error) {
+	return l.sv.change(func(sv *serving) (*lpg.Stack, error) {
+		st := *sv.st
+		i := slices.IndexFunc(st.Endpoints, func(e *lpg.Endpoint) bool { return e.Name == name })
+		if i < 0 {
+			return nil, refuse("no endpoint %s is served", name)
+		}
+		st.Endpoints = slices.Delete(slices.Clone(st.Endpoints), i, i+1)
+		return &st, nil
+	})
+}
+
+// change is a reload to the stack next makes of the served one (Live.Add
+// and Remove), through the short path when it can.
+func (sv *serving) change(next func(sv *serving) (*lpg.Stack, error)) (*ReloadResult, error) {
+	start := time.Now()
+	sv.reloadMu.Lock()
+	sv.reloads++
+	res := &ReloadResult{Seq: sv.reloads}
+	st, err := next(sv)
+	if err == nil {
+		res.Stack = st.Name
+		err = sv.apply(st, res)
+	}
+	res.TookMS = ms(time.Since(start))
+	sv.reloadMu.Unlock()
+	return sv.reloaded(res, err)
+}
+
+// fastRefused is why a change that adds add and removes rm cannot take
+// the short path ("" when it may try).
+func (sv *serving) fastRefused(add map[string]*lpg.Endpoint, rm []string) string {
+	switch {
+	case sv.via != nil:
+		return "the plan has VI streams"
+	case len(sv.stage.Demux) > 0 || sv.stage.KernelAddr:
+		return "the run has kernel-socket endpoints"
+	}
+	byName := sv.endpointsByName()
+	ports := map[uint16]int{} // UDP ports: endpoints on them
+	for _, e := range sv.st.Endpoints {
+		if e.Proto == lpg.UDP {
+			ports[e.Port]++
+		}
+	}
+	for _, name := range rm {
+		e := byName[name]
+		if e == nil {
+			return "no endpoint " + name
+		}
+		if e.Proto != lpg.UDP || ports[e.Port] > 1 {
+			return "endpoint " + name + " is not a UDP endpoint alone on its port"
+		}
+		ports[e.Port]--
+	}
+	for _, name := range sortedKeys(add) {
+		switch e := add[name]; {
+		case e.Proto != lpg.UDP:
+			return "endpoint " + name + " is not a UDP endpoint"
+		case e.Shadowed || ports[e.Port] > 0:
+			return "endpoint " + name + " shares its port with another"
+		default:
+			ports[e.Port]++
+		}
+	}
+	return ""
+}
+
+// endpointsByName indexes the served stack's endpoints.
+func (sv *serving) endpointsByName() map[string]*lpg.Endpoint {
+	if sv.byName == nil {
+		sv.byName = make(map[string]*lpg.Endpoint, len(sv.st.Endpoints))
+		for _, e := range sv.st.Endpoints {
+			sv.byName[e.Name] = e
+		}
+	}
+	return sv.byName
+}
+
+// tryFast applies the change from the served stack to st through the
+// short path, if it can: false (and no error) when the full path must
+// plan it. Under reloadMu.
+func (sv *serving) tryFast(st *lpg.Stack, res *ReloadResult) (bool, error) {
+	if sv.code == nil || sv.via != nil || len(sv.stage.Demux) > 0 || sv.stage.KernelAddr {
+		return false, nil
+	}
+	t := time.Now()
+	if sv.sess == nil {
+		ss, err := dembed.NewSession(sv.r)
+		if err != nil {
+			return false, nil // a plan read from a file: no session
+		}
+		sv.sess = ss
+	}
+	d, err := sv.sess.Apply(st)
+	res.PlanMS = ms(time.Since(t))
+	if err != nil {
+		// The session refused it and changed nothing: the full path says
+		// why, or plans it otherwise.
+		return false, nil
+	}
+	t = time.Now()
+	added := map[string]*lpg.Endpoint{}
+	for _, name := range d.Added {
+		added[name] = nil
+	}
+	for _, e := range st.Endpoints {
+		if _, ok := added[e.Name]; ok {
+			added[e.Name] = e
+		}
+	}
+	why := sv.fastRefused(added, d.Removed)
+	var ch *fastChange
+	if why == "" {
+		ch, why = sv.fastChanges(d, added)
+	}
+	res.CodeMS = ms(time.Since(t))
+	if why != "" {
+		// The session has made the change: its plan is the new one, which
+		// the full path serves (generating its code).
+		r, err := sv.sess.Result()
+		sv.sess = nil
+		if err != nil {
+			return true, refuse("no plan for the new stack: %v", err)
+		}
+		return true, sv.applyPlanned(r, st, res)
+	}
+	t = time.Now()
+	defer func() { res.SwapMS = ms(time.Since(t)) }()
+	res.Added, res.Removed = d.Added, d.Removed
+	for _, a := range d.Added {
+		if slices.Contains(d.Removed, a) {
+			res.Changed = append(res.Changed, a)
+		}
+	}
+	// The helper's tables first (an added endpoint is served before its
+	// rule steers frames to it; one that moves queue is in both queues'
+	// tables), then the rules, then the tables as they are to be.
+	if err := sv.push(st, ch.union); err != nil {
+		return true, err
+	}
+	sv.liveMu.Lock()
+	m := sv.maps
+	sv.liveMu.Unlock()
+	if m == nil {
+		return true, fmt.Errorf("the run stopped serving")
+	}
+	res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = m.applyGroupChanges(sv.stage.Groups, ch.groups)
+	if err != nil {
+		return true, fmt.Errorf("updating the eBPF stage's rules: %w", err)
+	}
+	if err := sv.push(st, ch.exact); err != nil {
+		return true, err
+	}
+	res.Tables = len(ch.exact)
+	sv.commitFast(st, d, added, ch)
+	sv.behind++
+	sv.settleLater()
+	return true, nil
+}
+
+// commitFast makes the short path's change of Delta d, to stack st, the
+// state served: the stack, the tables, the rules. The plan (sv.r)
+// follows once the changes stop (settle).
+func (sv *serving) commitFast(st *lpg.Stack, d *dembed.Delta, added map[string]*lpg.Endpoint, ch *fastChange) {
+	code := *sv.code
+	code.Tables = ch.tables
+	sv.code = &code
+	stage := *sv.stage
+	stage.Groups = slices.Clone(stage.Groups)
+	for i, g := range ch.groups {
+		if g != nil {
+			stage.Groups[i].Rules = g
+		}
+	}
+	byName := sv.endpointsByName()
+	sv.stage, sv.st = &stage, st
+	for _, name := range d.Removed {
+		delete(byName, name)
+	}
+	for name, e := range added {
+		byName[name] = e
+	}
+}
+
+// fastChange is what the short path changes: the tables as they are to
+// be, the changed ones with the entries of endpoints that move queue
+// still in their old queue's (union) and without (exact), and each
+// group's rules as they are to be (nil: unchanged).
+type fastChange struct {
+	tables       []gofallback.Table
+	union, exact []gofallback.Table
+	groups       [][]Rule
+}
+
+// fastChanges works out the short path's changes for Delta d of the
+// session (added: the endpoints it adds), or says why the full path must apply it.
+func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) (*fastChange, string) {
+	ch := &fastChange{groups: make([][]Rule, len(sv.stage.Groups))}
+	// The rules: an entry's group is its table's of the same mask; a
+	// table of more than one group orders them, which the short path
+	// leaves to the full one.
+	m, _, err := nics.Load(Model)
+	if err != nil || m == nil {
+		return nil, "no model"
+	}
+	type groupEdit struct {
+		set map[[16]byte]uint32
+		del map[[16]byte]bool
+	}
+	edits := map[int]*groupEdit{}
+	groupOf := func(e dembed.EntryChange) (int, [16]byte, string) {
+		key, mask, _, err := entryKey(e.Entry)
+		if err != nil {
+			return -1, key, err.Error()
+		}
+		gi, n := -1, 0
+		for i, g := range sv.stage.Groups {
+			if g.Table == e.Node {
+				n++
+				if g.Mask == mask {
+					gi = i
+				}
+			}
+		}
+		if gi < 0 || n > 1 {
+			return -1, key, "a rule of another shape in " + e.Node
+		}
+		if edits[gi] == nil {
+			edits[gi] = &groupEdit{set: map[[16]byte]uint32{}, del: map[[16]byte]bool{}}
+		}
+		return gi, key, ""
+	}
+	for _, e := range d.Insert {
+		gi, key, why := groupOf(e)
+		if why != "" {
+			return nil, why
+		}
+		q := DropQueue
+		if a := e.Entry.Action; a != "drop" && a != "" {
+			x := m.QueueIndex(a)
+			if x < 0 {
+				return nil, "action " + a + " is not a queue"
+			}
+			q = uint32(x)
+		}
+		edits[gi].set[key] = q
+	}
+	for _, e := range d.Delete {
+		gi, key, why := groupOf(e)
+		if why != "" {
+			return nil, why
+		}
+		if _, ok := edits[gi].set[key]; !ok {
+			edits[gi].del[key] = true
+		}
+	}
+	for gi, ed := range edits {
+		g := sv.stage.Groups[gi]
+		was := firstRules(g.Rules)
+		var rules []Rule
+		for _, r := range g.Rules {
+			if !ed.del[r.Key] {
+				if q, ok := ed.set[r.Key]; ok {
+					r.Queue = q
+					delete(ed.set, r.Key)
+				}
+				rules = append(rules, r)
+			}
+		}
+		for k, q := range ed.set {
+			if _, ok := was[k]; ok {
+				return nil, "two rules of one key" // a key deleted and inserted again
+			}
+			rules = append(rules, Rule{Key: k, Queue: q})
+		}
+		if len(rules) > g.Capacity {
+			return nil, "the rules would overflow " + g.Table
+		}
+		ch.groups[gi] = rules
+	}
+	// The tables: the removed endpoints' entries and those of queues an
+	// endpoint leaves go; an endpoint gets an entry in the table of each
+	// queue it comes to, packed like its kind's there.
+	byName := sv.endpointsByName()
+	lookup := func(name string) *lpg.Endpoint {
+		if e := added[name]; e != nil {
+			return e
+		}
+		return byName[name]
+	}
+	leave := map[string]map[int]bool{} // endpoint: queues it leaves (nil key: all)
+	join := map[string][]int{}
+	for _, qc := range d.Queues {
+		gone := map[int]bool{}
+		for _, q := range qc.From {
+			if !slices.Contains(qc.To, q) {
+				gone[q] = true
+			}
+		}
+		leave[qc.Endpoint] = gone
+		for _, q := range qc.To {
+			if !slices.Contains(qc.From, q) {
+				join[qc.Endpoint] = append(join[qc.Endpoint], q)
+			}
+		}
+	}
+	removed := map[string]bool{}
+	for _, name := range d.Removed {
+		removed[name] = true
+	}
+	for _, name := range d.Added {
+		if !removed[name] {
+			continue
+		}
+		// Declared otherwise: its entries go, and come again for the
+		// new declaration on the queues it is on now.
+		if _, ok := leave[name]; !ok {
+			qs := map[int]bool{}
+			for _, t := range sv.code.Tables {
+				for _, e := range t.Entries {
+					if e.Kind == dataplane.Deliver && e.Endpoint == name {
+						qs[t.Queue] = true
+					}
+				}
+			}
+			join[name] = sortedInts(qs)
+		} else {
+			join[name] = nil
+			for _, qc := range d.Queues {
+				if qc.Endpoint == name {
+					join[name] = qc.To
+				}
+			}
+		}
+	}
+	changed := map[int]bool{} // tables, by index
+	tables := slices.Clone(sv.code.Tables)
+	union := map[int][]gofallback.TableEntry{} // changed tables' entries with those that move still in
+	for ti, t := range tables {
+		var keep, moving []gofallback.TableEntry
+		for _, e := range t.Entries {
+			switch {
+			case e.Kind == dataplane.Deliver && removed[e.Endpoint]:
+			case e.Kind == dataplane.Deliver && leave[e.Endpoint][t.Queue]:
+				moving = append(moving, e)
+			default:
+				keep = append(keep, e)
+				continue
+			}
+			changed[ti] = true
+		}
+		if changed[ti] {
+			if len(keep) == 0 {
+				return nil, "a table of queue " + fmt.Sprint(t.Queue) + " would be left empty"
+			}
+			tables[ti].Entries = keep
+			union[ti] = append(slices.Clone(keep), moving...)
+		}
+	}
+	for _, name := range sortedKeys(join) {
+		e := lookup(name)
+		if e == nil {
+			return nil, "no endpoint " + name
+		}
+		for _, q := range join[name] {
+			ti, why := sv.tableFor(tables, q, e, lookup)
+			if why != "" {
+				return nil, why
+			}
+			keys := gofallback.PackKey(tables[ti].Keys, fieldValues(lpg.EndpointPredicate(e)))
+			if len(keys) == 0 {
+				return nil, "endpoint " + name + "'s key does not pack"
+			}
+			have := map[[2]uint64]bool{}
+			for _, x := range union[ti] {
+				have[[2]uint64{x.K0, x.K1}] = true
+			}
+			for _, x := range tables[ti].Entries {
+				have[[2]uint64{x.K0, x.K1}] = true
+			}
+			var add []gofallback.TableEntry
+			for _, k := range keys {
+				if have[k] {
+					return nil, "endpoint " + name + "'s key is another's"
+				}
+				add = append(add, gofallback.TableEntry{K0: k[0], K1: k[1], Kind: dataplane.Deliver, Endpoint: name})
+			}
+			if !changed[ti] {
+				union[ti] = slices.Clone(tables[ti].Entries)
+			}
+			changed[ti] = true
+			tables[ti].Entries = append(slices.Clip(tables[ti].Entries), add...)
+			union[ti] = append(union[ti], add...)
+		}
+	}
+	ch.tables = tables
+	for ti := range tables {
+		if changed[ti] {
+			ch.exact = append(ch.exact, tables[ti])
+			ch.union = append(ch.union, gofallback.Table{Name: tables[ti].Name, Entries: union[ti]})
+		}
+	}
+	return ch, ""
+}
+
+// tableFor is the table of queue q that holds endpoints of e's kind (a
+// UDP listener on every address, one on some, or a connected flow): the
+// only such table, whose entries for one of them pack as PackKey packs
+// that endpoint's predicate. Otherwise it says why not.
+func (sv *serving) tableFor(tables []gofallback.Table, q int, e *lpg.Endpoint, lookup func(string) *lpg.Endpoint) (int, string) {
+	found := -1
+	var like *lpg.Endpoint
+	for ti, t := range tables {
+		if t.Queue != q {
+			continue
+		}
+		for _, x := range t.Entries {
+			if x.Kind != dataplane.Deliver {
+				continue
+			}
+			o := lookup(x.Endpoint)
+			if o == nil || o.Proto != e.Proto || o.Flow != e.Flow || o.AnyAddr != e.AnyAddr {
+				break
+			}
+			if found >= 0 {
+				return -1, fmt.Sprintf("queue %d has two tables of endpoints like %s", q, e.Name)
+			}
+			found, like = ti, o
+			break
+		}
+	}
+	if found < 0 {
+		return -1, fmt.Sprintf("queue %d has no table of endpoints like %s", q, e.Name)
+	}
+	// The table packs its endpoints' keys as PackKey does.
+	var got [][2]uint64
+	for _, x := range tables[found].Entries {
+		if x.Kind == dataplane.Deliver && x.Endpoint == like.Name {
+			got = append(got, [2]uint64{x.K0, x.K1})
+		}
+	}
+	want := gofallback.PackKey(tables[found].Keys, fieldValues(lpg.EndpointPredicate(like)))
+	slices.SortFunc(got, func(a, b [2]uint64) int { return cmpKey(a[0], a[1], b[0], b[1]) })
+	slices.SortFunc(want, func(a, b [2]uint64) int { return cmpKey(a[0], a[1], b[0], b[1]) })
+	if !slices.Equal(got, want) {
+		return -1, fmt.Sprintf("the table of queue %d does not key %s as its predicate says", q, like.Name)
+	}
+	return found, ""
+}
+
+// fieldValues is what the generated code's tables key on (gofallback's
+// portShape): the values to which a predicate's conjuncts fix fields,
+// by equality or a short set of single values.
+func fieldValues(e pred.Expr) func(string) []uint64 {
+	vals := map[string][]uint64{}
+	var walk func(pred.Expr)
+	walk = func(e pred.Expr) {
+		switch x := e.(type) {
+		case pred.And:
+			for _, y := range x.X {
+				walk(y)
+			}
+		case pred.Cmp:
+			if x.Mask != 0 || vals[x.Field] != nil {
+				return
+			}
+			switch {
+			case x.Op == pred.Eq:
+				vals[x.Field] = []uint64{x.Value}
+			case x.Op == pred.In && len(x.Ranges) <= 16:
+				var vs []uint64
+				for _, r := range x.Ranges {
+					if r.Lo != r.Hi {
+						return
+					}
+					vs = append(vs, r.Lo)
+				}
+				vals[x.Field] = vs
+			}
+		}
+	}
+	walk(e)
+	return func(f string) []uint64 { return vals[f] }
+}
+
+// applyGroupChanges makes the stage's maps hold the groups' new rules
+// (next[i] nil: group i unchanged), new keys and changed queues first,
+// then the removed keys, as applyRules does.
+func (m *maps) applyGroupChanges(cur []Group, next [][]Rule) (added, changed, removed int, err error) {
+	for i, rules := range next {
+		if rules == nil {
+			continue
+		}
+		g := cur[i]
+		a, c, r, err := m.applyGroup(i, g, Group{Table: g.Table, Mask: g.Mask, Ports: g.Ports, Capacity: g.Capacity, Rules: rules})
+		added, changed, removed = added+a, changed+c, removed+r
+		if err != nil {
+			return added, changed, removed, err
+		}
+	}
+	return added, changed, removed, nil
+}
+
+// settleLater makes the plan follow the short path's changes once they
+// stop for settleAfter.
+func (sv *serving) settleLater() {
+	if sv.settleTimer != nil {
+		sv.settleTimer.Reset(settleAfter)
+		return
+	}
+	sv.settleTimer = time.AfterFunc(settleAfter, func() {
+		if sv.ctx.Err() != nil {
+			return // the run ended
+		}
+		sv.reloadMu.Lock()
+		defer sv.reloadMu.Unlock()
+		if err := sv.settle(); err != nil {
+			sv.out.note("note", "the plan after the last reloads: %v", err)
+		}
+	})
+}
+
+// settle makes sv.r the plan the short path's changes served: the
+// session's Result, whose generated code must be of the served code's
+// shape with the served tables; one that is not is served by the full
+// path (the short path's tables were wrong: said). Under reloadMu.
+func (sv *serving) settle() error {
+	if sv.behind == 0 || sv.sess == nil {
+		return nil
+	}
+	r, err := sv.sess.Result()
+	if err != nil {
+		return err
+	}
+	sv.behind = 0
+	code, err := gofallback.GenerateSwappable(r, sv.st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
+	if err != nil {
+		return err
+	}
+	if why := sameTables(sv.code, code); why != "" {
+		sv.out.note("note", "the tables the last reloads served differ from the plan's code (%s): serving the plan's", why)
+		res := &ReloadResult{Seq: sv.reloads, Stack: sv.st.Name}
+		return sv.applyPlanned(r, sv.st, res)
+	}
+	sess := sv.sess
+	sv.usePlan(planState{r: r, st: sv.st, stage: sv.stage, chains: sv.chains, via: sv.via, code: code, bin: sv.bin})
+	sv.sess = sess // the session is that plan's
+	return nil
+}
+
+// sameTables says how two plans' code differs in shape or in its tables'
+// entries ("" when it does not).
+func sameTables(a, b *gofallback.Swappable) string {
+	if a.Shape != b.Shape {
+		return "the code's shape"
+	}
+	if len(a.Tables) != len(b.Tables) {
+		return "the number of tables"
+	}
+	for i := range a.Tables {
+		x, y := a.Tables[i], b.Tables[i]
+		if x.Name != y.Name || len(x.Entries) != len(y.Entries) {
+			return "table " + y.Name
+		}
+		m := make(map[[2]uint64]string, len(x.Entries))
+		for _, e := range x.Entries {
+			m[[2]uint64{e.K0, e.K1}] = fmt.Sprint(e.Kind, e.Endpoint)
+		}
+		for _, e := range y.Entries {
+			if m[[2]uint64{e.K0, e.K1}] != fmt.Sprint(e.Kind, e.Endpoint) {
+				return "table " + y.Name
+			}
+		}
+	}
+	return ""
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sortedInts are the members of a set in order.
+func sortedInts(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
