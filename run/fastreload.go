@@ -42,9 +42,9 @@ const settleAfter = 300 * time.Millisecond
 // stack file). A change it cannot apply returns a result with Error set
 // (and no error): the old plan serves on.
 func (l *Live) Add(e lpg.Endpoint) (*ReloadResult, error) {
-	return l.sv.change(func(sv *serving) (*lpg.Stack, error) {
+	return l.sv.change(func(sv *serving) (*lpg.Stack, sessionOp, error) {
 		if e.Name == "" {
-			return nil, refuse("an endpoint to add needs a name")
+			return nil, nil, refuse("an endpoint to add needs a name")
 		}
 		ep := e
 		if ep.Ident == "" {
@@ -53,39 +53,39 @@ func (l *Live) Add(e lpg.Endpoint) (*ReloadResult, error) {
 		st := *sv.st
 		for _, o := range st.Endpoints {
 			if o.Name == e.Name || o.Ident == ep.Ident {
-				return nil, refuse("endpoint %s (or one of its identifier %s) is served already", e.Name, ep.Ident)
+				return nil, nil, refuse("endpoint %s (or one of its identifier %s) is served already", e.Name, ep.Ident)
 			}
 		}
 		st.Endpoints = append(slices.Clip(st.Endpoints), &ep)
-		return &st, nil
+		return &st, func(ss *dembed.Session) (*dembed.Delta, error) { return ss.Add(&ep) }, nil
 	})
 }
 
 // Remove removes the endpoint named name from the stack served, as Add
 // adds one.
 func (l *Live) Remove(name string) (*ReloadResult, error) {
-	return l.sv.change(func(sv *serving) (*lpg.Stack, error) {
+	return l.sv.change(func(sv *serving) (*lpg.Stack, sessionOp, error) {
 		st := *sv.st
 		i := slices.IndexFunc(st.Endpoints, func(e *lpg.Endpoint) bool { return e.Name == name })
 		if i < 0 {
-			return nil, refuse("no endpoint %s is served", name)
+			return nil, nil, refuse("no endpoint %s is served", name)
 		}
 		st.Endpoints = slices.Delete(slices.Clone(st.Endpoints), i, i+1)
-		return &st, nil
+		return &st, func(ss *dembed.Session) (*dembed.Delta, error) { return ss.Remove(name) }, nil
 	})
 }
 
 // change is a reload to the stack next makes of the served one (Live.Add
 // and Remove), through the short path when it can.
-func (sv *serving) change(next func(sv *serving) (*lpg.Stack, error)) (*ReloadResult, error) {
+func (sv *serving) change(next func(sv *serving) (*lpg.Stack, sessionOp, error)) (*ReloadResult, error) {
 	start := time.Now()
 	sv.reloadMu.Lock()
 	sv.reloads++
 	res := &ReloadResult{Seq: sv.reloads}
-	st, err := next(sv)
+	st, op, err := next(sv)
 	if err == nil {
 		res.Stack = st.Name
-		err = sv.apply(st, res)
+		err = sv.apply(st, op, res)
 	}
 	res.TookMS = ms(time.Since(start))
 	sv.reloadMu.Unlock()
@@ -102,31 +102,40 @@ func (sv *serving) fastRefused(add map[string]*lpg.Endpoint, rm []string) string
 		return "the run has kernel-socket endpoints"
 	}
 	byName := sv.endpointsByName()
-	ports := map[uint16]int{} // UDP ports: endpoints on them
-	for _, e := range sv.st.Endpoints {
-		if e.Proto == lpg.UDP {
-			ports[e.Port]++
+	// Endpoints on a port, served and to be: the short path leaves
+	// listeners that share a port (their order) to the full one.
+	on := func(port uint16) int {
+		n := 0
+		for _, e := range sv.st.Endpoints {
+			if e.Port == port && e.Proto == lpg.UDP {
+				n++
+			}
 		}
+		return n
 	}
 	for _, name := range rm {
 		e := byName[name]
 		if e == nil {
 			return "no endpoint " + name
 		}
-		if e.Proto != lpg.UDP || ports[e.Port] > 1 {
+		if e.Proto != lpg.UDP || on(e.Port) > 1 {
 			return "endpoint " + name + " is not a UDP endpoint alone on its port"
 		}
-		ports[e.Port]--
 	}
+	ports := map[uint16]bool{}
 	for _, name := range sortedKeys(add) {
-		switch e := add[name]; {
-		case e.Proto != lpg.UDP:
+		e := add[name]
+		if e.Proto != lpg.UDP {
 			return "endpoint " + name + " is not a UDP endpoint"
-		case e.Shadowed || ports[e.Port] > 0:
-			return "endpoint " + name + " shares its port with another"
-		default:
-			ports[e.Port]++
 		}
+		n := on(e.Port)
+		if old := byName[name]; old != nil && old.Proto == lpg.UDP && old.Port == e.Port {
+			n-- // its own old declaration, which goes
+		}
+		if e.Shadowed || n > 0 || ports[e.Port] {
+			return "endpoint " + name + " shares its port with another"
+		}
+		ports[e.Port] = true
 	}
 	return ""
 }
@@ -142,10 +151,14 @@ func (sv *serving) endpointsByName() map[string]*lpg.Endpoint {
 	return sv.byName
 }
 
-// tryFast applies the change from the served stack to st through the
-// short path, if it can: false (and no error) when the full path must
-// plan it. Under reloadMu.
-func (sv *serving) tryFast(st *lpg.Stack, res *ReloadResult) (bool, error) {
+// A sessionOp makes a change in the session (nil: Session.Apply of the
+// new stack).
+type sessionOp func(*dembed.Session) (*dembed.Delta, error)
+
+// tryFast applies the change from the served stack to st (op, if set,
+// makes it in the session) through the short path, if it can: false
+// (and no error) when the full path must plan it. Under reloadMu.
+func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool, error) {
 	if sv.code == nil || sv.via != nil || len(sv.stage.Demux) > 0 || sv.stage.KernelAddr {
 		return false, nil
 	}
@@ -157,7 +170,10 @@ func (sv *serving) tryFast(st *lpg.Stack, res *ReloadResult) (bool, error) {
 		}
 		sv.sess = ss
 	}
-	d, err := sv.sess.Apply(st)
+	if op == nil {
+		op = func(ss *dembed.Session) (*dembed.Delta, error) { return ss.Apply(st) }
+	}
+	d, err := op(sv.sess)
 	res.PlanMS = ms(time.Since(t))
 	if err != nil {
 		// The session refused it and changed nothing: the full path says
@@ -201,7 +217,10 @@ func (sv *serving) tryFast(st *lpg.Stack, res *ReloadResult) (bool, error) {
 	// The helper's tables first (an added endpoint is served before its
 	// rule steers frames to it; one that moves queue is in both queues'
 	// tables), then the rules, then the tables as they are to be.
-	if err := sv.push(st, ch.union); err != nil {
+	if err := sv.prime(append(slices.Clip(ch.first), ch.then...)); err != nil {
+		return true, err
+	}
+	if err := sv.patch(st, added, ch.first); err != nil {
 		return true, err
 	}
 	sv.liveMu.Lock()
@@ -214,10 +233,10 @@ func (sv *serving) tryFast(st *lpg.Stack, res *ReloadResult) (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("updating the eBPF stage's rules: %w", err)
 	}
-	if err := sv.push(st, ch.exact); err != nil {
+	if err := sv.patch(st, nil, ch.then); err != nil {
 		return true, err
 	}
-	res.Tables = len(ch.exact)
+	res.Tables = ch.changed
 	sv.commitFast(st, d, added, ch)
 	sv.behind++
 	sv.settleLater()
@@ -249,13 +268,23 @@ func (sv *serving) commitFast(st *lpg.Stack, d *dembed.Delta, added map[string]*
 }
 
 // fastChange is what the short path changes: the tables as they are to
-// be, the changed ones with the entries of endpoints that move queue
-// still in their old queue's (union) and without (exact), and each
-// group's rules as they are to be (nil: unchanged).
+// be; the changes of the helper's tables before the rules change (new
+// entries in, the removed endpoints' out: an endpoint that moves queue
+// is in both queues' tables) and after (the moved endpoints' old
+// entries out); and each group's rules as they are to be (nil:
+// unchanged).
 type fastChange struct {
-	tables       []gofallback.Table
-	union, exact []gofallback.Table
-	groups       [][]Rule
+	tables      []gofallback.Table
+	first, then []tablePatch
+	changed     int // tables
+	groups      [][]Rule
+}
+
+// tablePatch is a change of some entries of a table the helper has.
+type tablePatch struct {
+	Name   string
+	Set    []gofallback.TableEntry
+	Delete [][2]uint64
 }
 
 // fastChanges works out the short path's changes for Delta d of the
@@ -399,28 +428,34 @@ func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) 
 			}
 		}
 	}
-	changed := map[int]bool{} // tables, by index
 	tables := slices.Clone(sv.code.Tables)
-	union := map[int][]gofallback.TableEntry{} // changed tables' entries with those that move still in
+	gone := make([][][2]uint64, len(tables))   // by table: the keys of removed endpoints
+	moving := make([][][2]uint64, len(tables)) // and of endpoints that leave the table's queue
+	sets := make([][]gofallback.TableEntry, len(tables))
 	for ti, t := range tables {
-		var keep, moving []gofallback.TableEntry
-		for _, e := range t.Entries {
+		var keep []gofallback.TableEntry
+		for i, e := range t.Entries {
+			k := [2]uint64{e.K0, e.K1}
 			switch {
 			case e.Kind == dataplane.Deliver && removed[e.Endpoint]:
+				gone[ti] = append(gone[ti], k)
 			case e.Kind == dataplane.Deliver && leave[e.Endpoint][t.Queue]:
-				moving = append(moving, e)
+				moving[ti] = append(moving[ti], k)
 			default:
-				keep = append(keep, e)
+				if keep != nil {
+					keep = append(keep, e)
+				}
 				continue
 			}
-			changed[ti] = true
+			if keep == nil {
+				keep = append(make([]gofallback.TableEntry, 0, len(t.Entries)), t.Entries[:i]...)
+			}
 		}
-		if changed[ti] {
+		if keep != nil {
 			if len(keep) == 0 {
 				return nil, "a table of queue " + fmt.Sprint(t.Queue) + " would be left empty"
 			}
 			tables[ti].Entries = keep
-			union[ti] = append(slices.Clone(keep), moving...)
 		}
 	}
 	for _, name := range sortedKeys(join) {
@@ -437,33 +472,35 @@ func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) 
 			if len(keys) == 0 {
 				return nil, "endpoint " + name + "'s key does not pack"
 			}
-			have := map[[2]uint64]bool{}
-			for _, x := range union[ti] {
-				have[[2]uint64{x.K0, x.K1}] = true
-			}
-			for _, x := range tables[ti].Entries {
-				have[[2]uint64{x.K0, x.K1}] = true
-			}
-			var add []gofallback.TableEntry
 			for _, k := range keys {
-				if have[k] {
+				taken := slices.Contains(moving[ti], k) || slices.ContainsFunc(tables[ti].Entries, func(x gofallback.TableEntry) bool { return x.K0 == k[0] && x.K1 == k[1] })
+				if taken {
 					return nil, "endpoint " + name + "'s key is another's"
 				}
-				add = append(add, gofallback.TableEntry{K0: k[0], K1: k[1], Kind: dataplane.Deliver, Endpoint: name})
+				sets[ti] = append(sets[ti], gofallback.TableEntry{K0: k[0], K1: k[1], Kind: dataplane.Deliver, Endpoint: name})
 			}
-			if !changed[ti] {
-				union[ti] = slices.Clone(tables[ti].Entries)
-			}
-			changed[ti] = true
-			tables[ti].Entries = append(slices.Clip(tables[ti].Entries), add...)
-			union[ti] = append(union[ti], add...)
+			tables[ti].Entries = append(slices.Clip(tables[ti].Entries), sets[ti][len(sets[ti])-len(keys):]...)
 		}
 	}
 	ch.tables = tables
-	for ti := range tables {
-		if changed[ti] {
-			ch.exact = append(ch.exact, tables[ti])
-			ch.union = append(ch.union, gofallback.Table{Name: tables[ti].Name, Entries: union[ti]})
+	unset := func(ks [][2]uint64, set []gofallback.TableEntry) [][2]uint64 {
+		var out [][2]uint64
+		for _, k := range ks {
+			if !slices.ContainsFunc(set, func(x gofallback.TableEntry) bool { return x.K0 == k[0] && x.K1 == k[1] }) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	for ti, t := range tables {
+		if g := unset(gone[ti], sets[ti]); len(sets[ti])+len(g) > 0 {
+			ch.first = append(ch.first, tablePatch{Name: t.Name, Set: sets[ti], Delete: g})
+		}
+		if m := unset(moving[ti], sets[ti]); len(m) > 0 {
+			ch.then = append(ch.then, tablePatch{Name: t.Name, Delete: m})
+		}
+		if len(sets[ti])+len(gone[ti])+len(moving[ti]) > 0 {
+			ch.changed++
 		}
 	}
 	return ch, ""
@@ -659,4 +696,122 @@ func sortedInts(m map[int]bool) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// patch sends the helper the endpoints of added it does not serve as
+// declared and the changes of its tables, and waits for it to say they
+// serve (push, for the short path's changes).
+func (sv *serving) patch(st *lpg.Stack, added map[string]*lpg.Endpoint, tables []tablePatch) error {
+	sv.liveMu.Lock()
+	hs, send := sv.hs, sv.send
+	sv.liveMu.Unlock()
+	if hs == nil || send == nil {
+		return fmt.Errorf("the generated stack stopped")
+	}
+	u, commit := hs.patch(added, tables)
+	if len(u.Endpoints) == 0 && len(u.Tables) == 0 {
+		return nil
+	}
+	sv.pushSeq++
+	u.Seq = sv.pushSeq
+	if err := send(u); err != nil {
+		return err
+	}
+	commit()
+	return nil
+}
+
+// patch is the Update of the helper's endpoints (those of added it does
+// not serve as declared) and tables (changed as tables say), and what
+// records it here once the helper applied it.
+func (h *helperState) patch(added map[string]*lpg.Endpoint, tables []tablePatch) (*dataplane.Update, func()) {
+	u := &dataplane.Update{}
+	number := map[string]uint32{}
+	n := uint32(len(h.names))
+	for _, name := range sortedKeys(added) {
+		e := added[name]
+		ue := dataplane.UpdateEndpoint{Name: e.Name, App: appNames[builtinHandler(e)], OpenMX: e.Proto == lpg.OpenMX}
+		k, ok := h.index[e.Name]
+		switch {
+		case !ok:
+			k = n
+			n++
+		case h.app[k] == ue.App && h.omx[k] == ue.OpenMX:
+			number[name] = k
+			continue
+		}
+		number[name] = k
+		u.Endpoints = append(u.Endpoints, ue)
+	}
+	index := func(name string) uint32 {
+		if k, ok := number[name]; ok {
+			return k
+		}
+		return h.index[name]
+	}
+	for _, t := range tables {
+		ut := dataplane.UpdateTable{Name: t.Name}
+		for _, e := range t.Set {
+			i := e.Index
+			if e.Kind == dataplane.Deliver {
+				i = index(e.Endpoint)
+			}
+			ut.Set = append(ut.Set, dataplane.TableEntry{K0: e.K0, K1: e.K1, Kind: e.Kind, Index: i})
+		}
+		for _, k := range t.Delete {
+			ut.Delete = append(ut.Delete, dataplane.TableKey{K0: k[0], K1: k[1]})
+		}
+		u.Tables = append(u.Tables, ut)
+	}
+	return u, func() {
+		for _, e := range u.Endpoints {
+			k, ok := h.index[e.Name]
+			if !ok {
+				k = uint32(len(h.names))
+				h.index[e.Name] = k
+				h.names, h.app, h.omx = append(h.names, e.Name), append(h.app, ""), append(h.omx, false)
+			}
+			h.app[k], h.omx[k] = e.App, e.OpenMX
+		}
+		for _, t := range u.Tables {
+			m := h.tables[t.Name]
+			if m == nil {
+				m = map[dataplane.TableKey]dataplane.TableEntry{}
+				h.tables[t.Name] = m
+			}
+			for _, k := range t.Delete {
+				delete(m, k)
+			}
+			for _, e := range t.Set {
+				m[dataplane.TableKey{K0: e.K0, K1: e.K1}] = e
+			}
+		}
+	}
+}
+
+// prime gives the helper, whole, the tables of patches it was never
+// given (it has them as generated, which this process does not know
+// it serves): a patch changes what the helper has.
+func (sv *serving) prime(patches []tablePatch) error {
+	sv.liveMu.Lock()
+	hs := sv.hs
+	sv.liveMu.Unlock()
+	if hs == nil {
+		return fmt.Errorf("the generated stack stopped")
+	}
+	var full []gofallback.Table
+	for _, p := range patches {
+		if _, ok := hs.tables[p.Name]; ok || slices.ContainsFunc(full, func(t gofallback.Table) bool { return t.Name == p.Name }) {
+			continue
+		}
+		for _, t := range sv.code.Tables {
+			if t.Name == p.Name {
+				full = append(full, t)
+			}
+		}
+	}
+	if len(full) == 0 {
+		return nil
+	}
+	return sv.push(sv.st, full)
 }

@@ -169,6 +169,11 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 	w("\t\tes := make([]fb.Entry, len(entries))\n\t\tfor i, e := range entries {\n")
 	w("\t\t\tes[i] = fb.Entry{K0: e.K0, K1: e.K1, V: fb.Verdict{Kind: fb.Kind(e.Kind), Index: e.Index}}\n\t\t}\n")
 	w("\t\treturn fb.SetTable(name, es)\n\t}\n")
+	w("\tst.Patch = func(name string, set []dataplane.TableEntry, del []dataplane.TableKey) error {\n")
+	w("\t\tes := make([]fb.Entry, len(set))\n\t\tfor i, e := range set {\n")
+	w("\t\t\tes[i] = fb.Entry{K0: e.K0, K1: e.K1, V: fb.Verdict{Kind: fb.Kind(e.Kind), Index: e.Index}}\n\t\t}\n")
+	w("\t\tks := make([][2]uint64, len(del))\n\t\tfor i, k := range del {\n\t\t\tks[i] = [2]uint64{k.K0, k.K1}\n\t\t}\n")
+	w("\t\treturn fb.PatchTable(name, es, ks)\n\t}\n")
 	if vs != nil {
 		w(`	streams, err := sovia.ReadConf(strings.NewReader(soviaConf))
 	if err != nil {

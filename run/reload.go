@@ -193,7 +193,7 @@ func (sv *serving) reload(st *lpg.Stack) (*ReloadResult, error) {
 	sv.reloadMu.Lock()
 	sv.reloads++
 	res := &ReloadResult{Seq: sv.reloads, Stack: st.Name}
-	err := sv.apply(st, res)
+	err := sv.apply(st, nil, res)
 	sv.reloadMu.Unlock()
 	return sv.reloaded(res, err)
 }
@@ -215,15 +215,15 @@ func (sv *serving) reloaded(res *ReloadResult, err error) (*ReloadResult, error)
 }
 
 // apply does the work of reload, under reloadMu: through the short path
-// if it can (fastreload.go), otherwise by planning st from the plan
-// served.
-func (sv *serving) apply(st *lpg.Stack, res *ReloadResult) error {
+// if it can (fastreload.go; op, if set, is the change in the session),
+// otherwise by planning st from the plan served.
+func (sv *serving) apply(st *lpg.Stack, op sessionOp, res *ReloadResult) error {
 	start := time.Now()
 	defer func() { res.TookMS = ms(time.Since(start)) }()
 	if err := sv.reloadable(st); err != nil {
 		return err
 	}
-	if fast, err := sv.tryFast(st, res); fast || err != nil {
+	if fast, err := sv.tryFast(st, op, res); fast || err != nil {
 		return err
 	}
 	// The plan served, made current if short-path changes are ahead of it.

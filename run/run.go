@@ -1039,15 +1039,20 @@ func (sv *serving) onReport(f func(dataplane.Report)) {
 func builtinHandlers(st *lpg.Stack) []string {
 	handlers := make([]string, len(st.Endpoints))
 	for i, e := range st.Endpoints {
-		switch {
-		case e.Proto == lpg.TCP:
-		case e.App == "echo":
-			handlers[i] = "Echo"
-		default:
-			handlers[i] = "Discard"
-		}
+		handlers[i] = builtinHandler(e)
 	}
 	return handlers
+}
+
+// builtinHandler is builtinHandlers' of one endpoint.
+func builtinHandler(e *lpg.Endpoint) string {
+	switch {
+	case e.Proto == lpg.TCP:
+		return ""
+	case e.App == "echo":
+		return "Echo"
+	}
+	return "Discard"
 }
 
 // checksumDrops are the outcomes of a bad transport checksum.

@@ -60,3 +60,46 @@ func TestSwapped(t *testing.T) {
 		t.Error("an entry without a verdict: no error")
 	}
 }
+
+// PatchTable leaves a table that finds what SetTable's would: random
+// keys, many of them in one neighbourhood of slots, put and removed.
+func TestPatchTable(t *testing.T) {
+	tab := newSwapped("patch", nil)
+	want := map[[2]uint64]uint32{}
+	seed := uint64(1)
+	next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+	for round := range 3000 {
+		var set []Entry
+		var del [][2]uint64
+		for range 3 {
+			k := [2]uint64{next() % 400, next() % 2}
+			if next()%3 == 0 {
+				del = append(del, k)
+				delete(want, k)
+			} else {
+				v := uint32(round)
+				set = append(set, Entry{k[0], k[1], Verdict{Deliver, v}})
+				want[k] = v
+			}
+		}
+		// A key both set and removed is set: PatchTable removes first.
+		for _, e := range set {
+			want[[2]uint64{e.K0, e.K1}] = e.V.Index
+		}
+		if err := PatchTable("patch", set, del); err != nil {
+			t.Fatal(err)
+		}
+		for k0 := range uint64(400) {
+			for k1 := range uint64(2) {
+				v := tab.find(k0, k1)
+				w, ok := want[[2]uint64{k0, k1}]
+				if ok != (v.Kind != missing) || ok && v.Index != w {
+					t.Fatalf("round %d: key %d/%d finds %v, want %v (%v)", round, k0, k1, v, w, ok)
+				}
+			}
+		}
+	}
+	if err := PatchTable("nosuch", nil, nil); err == nil {
+		t.Error("PatchTable of no table: no error")
+	}
+}

@@ -102,6 +102,10 @@ type Stack struct {
 	// reload's Update on the helper's standard input is applied with it
 	// (Main).
 	Tables SetTable
+	// Patch, if set, changes some entries of a swapped table: an
+	// Update's change of a table given before is applied with it, in
+	// time linear in the table's slots rather than in building it.
+	Patch PatchTable
 	// eps are the endpoints the loops serve, from Endpoints, UDP, OMX
 	// and Handlers when the server starts, then from each Update.
 	eps atomic.Pointer[endpointSet]

@@ -116,6 +116,11 @@ type TableEntry struct {
 // numbers).
 type SetTable func(name string, entries []TableEntry) error
 
+// PatchTable changes entries of a swapped table of the generated code
+// (its package's PatchTable): the keys of del go, then set's entries are
+// written.
+type PatchTable func(name string, set []TableEntry, del []TableKey) error
+
 // Apply makes the server's endpoints and tables what u says: the
 // endpoints first (numbers for the new ones, their counters, their
 // handlers), then each table, so that no table names an endpoint the
@@ -125,11 +130,15 @@ func (s *Server) Apply(u *Update, set SetTable) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	cur := s.st.eps.Load()
-	names := append([]string(nil), cur.names...)
-	udp := append([]bool(nil), cur.udp...)
-	omx := append([]bool(nil), cur.omx...)
-	handlers := append([]Handler(nil), cur.handlers...)
-	index := maps.Clone(cur.index)
+	names, udp, omx, handlers, index := cur.names, cur.udp, cur.omx, cur.handlers, cur.index
+	if len(u.Endpoints) > 0 {
+		// A new set of endpoints, which the loops load whole.
+		names = append([]string(nil), cur.names...)
+		udp = append([]bool(nil), cur.udp...)
+		omx = append([]bool(nil), cur.omx...)
+		handlers = append([]Handler(nil), cur.handlers...)
+		index = maps.Clone(cur.index)
+	}
 	for _, e := range u.Endpoints {
 		var h Handler
 		if e.App != "" {
@@ -146,33 +155,55 @@ func (s *Server) Apply(u *Update, set SetTable) error {
 		udp[n], omx[n], handlers[n] = h != nil && !e.OpenMX, h != nil && e.OpenMX, h
 	}
 	tables := make([]map[TableKey]TableEntry, len(u.Tables))
+	patch := s.st.Patch
 	for t, tab := range u.Tables {
-		m := map[TableKey]TableEntry{}
-		if !tab.Full {
-			if s.tables[tab.Name] == nil {
-				return fmt.Errorf("table %s: a change of a table whose entries this server was never given", tab.Name)
-			}
-			m = maps.Clone(s.tables[tab.Name])
-		}
-		for _, k := range tab.Delete {
-			delete(m, k)
+		if !tab.Full && s.tables[tab.Name] == nil {
+			return fmt.Errorf("table %s: a change of a table whose entries this server was never given", tab.Name)
 		}
 		for i, e := range tab.Set {
 			if e.Kind == Deliver && int(e.Index) >= len(names) {
 				return fmt.Errorf("table %s: entry %d delivers to endpoint %d of %d", tab.Name, i, e.Index, len(names))
 			}
+		}
+		if !tab.Full && patch != nil {
+			continue // patched in place below
+		}
+		m := map[TableKey]TableEntry{}
+		if !tab.Full {
+			m = maps.Clone(s.tables[tab.Name])
+		}
+		for _, k := range tab.Delete {
+			delete(m, k)
+		}
+		for _, e := range tab.Set {
 			m[TableKey{e.K0, e.K1}] = e
 		}
 		tables[t] = m
 	}
-	for _, l := range s.queues {
-		l.c.deliver.grow(len(names))
+	if len(u.Endpoints) > 0 {
+		for _, l := range s.queues {
+			l.c.deliver.grow(len(names))
+		}
+		s.st.eps.Store(&endpointSet{names: names, udp: udp, omx: omx, handlers: handlers, index: index})
 	}
-	s.st.eps.Store(&endpointSet{names: names, udp: udp, omx: omx, handlers: handlers, index: index})
 	if s.tables == nil {
 		s.tables = map[string]map[TableKey]TableEntry{}
 	}
 	for t, tab := range u.Tables {
+		if tables[t] == nil {
+			// A change of a table given before: only what changes.
+			if err := patch(tab.Name, tab.Set, tab.Delete); err != nil {
+				return err
+			}
+			m := s.tables[tab.Name]
+			for _, k := range tab.Delete {
+				delete(m, k)
+			}
+			for _, e := range tab.Set {
+				m[TableKey{e.K0, e.K1}] = e
+			}
+			continue
+		}
 		es := make([]TableEntry, 0, len(tables[t]))
 		for _, e := range tables[t] {
 			es = append(es, e)

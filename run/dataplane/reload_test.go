@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -92,4 +93,43 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A change of a table given before goes to Patch, when the program has
+// one: only the entries that change, and the server's copy follows.
+func TestApplyPatch(t *testing.T) {
+	st, err := Wire(Code{Process: func(int, []byte) Verdict { return Verdict{} }, Endpoints: []string{"a", "b"}},
+		Chains{}, []Handler{Echo, Discard}, Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets, patches []string
+	st.Patch = func(name string, set []TableEntry, del []TableKey) error {
+		patches = append(patches, fmt.Sprint(name, " ", set, del))
+		return nil
+	}
+	s := &Server{st: st}
+	st.eps.Store(newEndpointSet(st.Endpoints, st.UDP, st.OMX, st.Handlers))
+	set := func(name string, es []TableEntry) error {
+		sets = append(sets, fmt.Sprint(name, " ", len(es)))
+		return nil
+	}
+	u := &Update{Seq: 1, Tables: []UpdateTable{{Name: "table0", Full: true, Set: []TableEntry{{K0: 7, Kind: Deliver, Index: 0}, {K0: 9, Kind: Deliver, Index: 1}}}}}
+	if answer := s.control(mustJSON(t, u), set); answer != "applied 1" {
+		t.Fatalf("control: %q", answer)
+	}
+	u = &Update{Seq: 2, Tables: []UpdateTable{{Name: "table0", Set: []TableEntry{{K0: 8, Kind: Deliver, Index: 1}}, Delete: []TableKey{{K0: 9}}}}}
+	if answer := s.control(mustJSON(t, u), set); answer != "applied 2" {
+		t.Fatalf("control: %q", answer)
+	}
+	if fmt.Sprint(sets) != "[table0 2]" || fmt.Sprint(patches) != "[table0 [{8 0 1 1}] [{9 0}]]" {
+		t.Errorf("set %v, patched %v", sets, patches)
+	}
+	if _, ok := s.tables["table0"][TableKey{K0: 9}]; ok || len(s.tables["table0"]) != 2 {
+		t.Errorf("the server's copy of table0 is %v", s.tables["table0"])
+	}
+	bad := &Update{Seq: 3, Tables: []UpdateTable{{Name: "table0", Set: []TableEntry{{K0: 5, Kind: Deliver, Index: 9}}}}}
+	if answer := s.control(mustJSON(t, bad), set); !strings.HasPrefix(answer, "failed 3") || len(patches) != 1 {
+		t.Errorf("an entry of no endpoint: %q, patched %v", answer, patches)
+	}
 }
