@@ -476,7 +476,11 @@ func bigStack(n int, extra bool) string {
 // planning, and the share of additions whose first datagram was the one
 // answered. DRAGONC_RELOAD_ENDPOINTS changes the stack's size;
 // DRAGONC_RELOAD_API=1 changes the endpoint with Live.Add and
-// Live.Remove instead (no stack to check and diff).
+// Live.Remove instead (no stack to check and diff);
+// DRAGONC_RELOAD_FILE=1 writes the stack file before each operation and
+// reloads it as dragonc reload does (Live.ReloadSource: the file read,
+// parsed and checked as dragonc run's reload does, lpg.LoadStack), and
+// reports that part's p50 and p99 as well.
 func BenchmarkReloadEndpoint(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("DRAGONC_RELOAD_ENDPOINTS")); err == nil && v > 0 {
@@ -487,6 +491,23 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	stacks := []*lpg.Stack{loadStack(b, bigStack(n, true)), st}
 	extra := stacks[0].Endpoints[n]
 	api := os.Getenv("DRAGONC_RELOAD_API") == "1"
+	file := os.Getenv("DRAGONC_RELOAD_FILE") == "1"
+	srcs := []string{bigStack(n, true), bigStack(n, false)}
+	path := filepath.Join(b.TempDir(), "big.lpg")
+	var parsing []time.Duration
+	restack := func() (*lpg.Stack, error) {
+		t := time.Now()
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		st, diags := lpg.LoadStack(path, src)
+		parsing = append(parsing, time.Since(t))
+		if st == nil {
+			return nil, diags
+		}
+		return st, nil
+	}
 	var log syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -494,7 +515,7 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	served := make(chan error, 1)
 	go func() {
 		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Live: func(l *Live) { lives <- l }})
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Restack: restack, Live: func(l *Live) { lives <- l }})
 		})
 	}()
 	var live *Live
@@ -517,10 +538,17 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 		buf := make([]byte, 64)
 		for i := range b.N {
 			add := i%2 == 0
+			if file {
+				if err := os.WriteFile(path, []byte(srcs[i%2]), 0o644); err != nil {
+					return err
+				}
+			}
 			start := time.Now()
 			var res *ReloadResult
 			var err error
 			switch {
+			case file:
+				res, err = live.ReloadSource()
 			case !api:
 				res, err = live.Reload(stacks[i%2])
 			case add:
@@ -580,6 +608,10 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	b.ReportMetric(pct(coding, 0.5), "code-p50-ms")
 	b.ReportMetric(pct(swapping, 0.5), "swap-p50-ms")
 	b.ReportMetric(float64(first)/float64((b.N+1)/2), "first-answered")
+	if file {
+		b.ReportMetric(pct(parsing, 0.5), "parse-p50-ms")
+		b.ReportMetric(pct(parsing, 0.99), "parse-p99-ms")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 

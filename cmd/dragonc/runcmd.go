@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dragonc/dragonc/embed"
-	"github.com/dragonc/dragonc/load"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
 	drun "github.com/dragonc/dragonc/run"
@@ -239,18 +238,20 @@ func restack(path string) func() (*lpg.Stack, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := load.Parse(path, src)
-		if l.Diags.HasErrors() {
+		// Parsed and checked; its LPG is derived by what needs it (a
+		// reload's short path does not: issue 39's 10,000 endpoints).
+		st, diags := lpg.LoadStack(path, src)
+		if diags.HasErrors() || st == nil {
 			var lines []string
-			for _, d := range l.Diags.Shown() {
+			for _, d := range diags.Shown() {
 				lines = append(lines, d.String())
+			}
+			if len(lines) == 0 {
+				lines = append(lines, path+" holds no stack")
 			}
 			return nil, fmt.Errorf("%s", strings.Join(lines, "\n"))
 		}
-		if l.Stack == nil {
-			return nil, fmt.Errorf("%s holds no stack", path)
-		}
-		return l.Stack, nil
+		return st, nil
 	}
 }
 
