@@ -645,3 +645,140 @@ func TestHelperUpdates(t *testing.T) {
 		t.Errorf("nothing changed, yet the update is %+v", u)
 	}
 }
+
+// BenchmarkReloadChurn is issue 39's second goal: a client sends a
+// steady 10,000 requests a second (10 every millisecond, none retried)
+// to an endpoint no reload changes, on a 10,000-endpoint stack served on
+// AF_XDP, while b.N operations add and remove other endpoints (Live.Add
+// and Live.Remove, one after another). It reports the requests sent,
+// answered and lost (not answered within a second of the last), the
+// rate sent at, and the operations a second.
+func BenchmarkReloadChurn(b *testing.B) {
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("DRAGONC_RELOAD_ENDPOINTS")); err == nil && v > 0 {
+		n = v
+	}
+	a, peer := pair(b)
+	r, st := embedTest(b, bigStack(n, false))
+	var log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lives := make(chan *Live, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- inNS(a, func() error {
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Live: func(l *Live) { lives <- l }})
+		})
+	}()
+	var live *Live
+	select {
+	case live = <-lives:
+	case err := <-served:
+		b.Fatalf("Serve stopped: %v\n%s", err, log.String())
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("not serving within 5 minutes\n%s", log.String())
+	}
+	template := *st.Endpoints[0]
+	stop := make(chan struct{})
+	type tally struct {
+		sent, answered int
+		took           time.Duration
+	}
+	done := make(chan tally, 1)
+	var client error
+	started := make(chan struct{})
+	go func() {
+		var t tally
+		client = inNS(peer, func() error {
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 20000})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetReadBuffer(8 << 20)
+			got := make(chan int, 1)
+			go func() {
+				seen := map[uint64]bool{}
+				buf := make([]byte, 64)
+				for {
+					c.SetReadDeadline(time.Now().Add(time.Second))
+					k, err := c.Read(buf)
+					if err != nil {
+						var ne net.Error
+						if errors.As(err, &ne) && ne.Timeout() {
+							select {
+							case <-stop:
+								got <- len(seen)
+								return
+							default:
+								continue
+							}
+						}
+						continue
+					}
+					if seq, err := strconv.ParseUint(string(buf[:k]), 10, 64); err == nil {
+						seen[seq] = true
+					}
+				}
+			}()
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			start := time.Now()
+			close(started)
+			for {
+				select {
+				case <-stop:
+					t.took = time.Since(start)
+					t.answered = <-got
+					return nil
+				case <-tick.C:
+				}
+				// As many as keep the rate at 10 a millisecond since the
+				// start (a late tick sends what it missed).
+				for want := int(time.Since(start) / (100 * time.Microsecond)); t.sent < want; t.sent++ {
+					if _, err := c.Write([]byte(strconv.Itoa(t.sent))); err != nil {
+						return err
+					}
+				}
+			}
+		})
+		done <- t
+	}()
+	<-started
+	time.Sleep(200 * time.Millisecond) // the client is sending
+	b.ResetTimer()
+	t0 := time.Now()
+	for i := range b.N {
+		name := fmt.Sprintf("churn%d", i/2)
+		var res *ReloadResult
+		var err error
+		if i%2 == 0 {
+			e := template
+			e.Name, e.Ident, e.Port = name, name, uint16(40000+(i/2)%20000)
+			res, err = live.Add(e)
+		} else {
+			res, err = live.Remove(name)
+		}
+		if err != nil || !res.Applied {
+			close(stop)
+			b.Fatalf("operation %d: %+v, %v", i+1, res, err)
+		}
+	}
+	churn := time.Since(t0)
+	b.StopTimer()
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	t := <-done
+	if client != nil {
+		b.Fatal(client)
+	}
+	b.ReportMetric(float64(t.sent), "sent")
+	b.ReportMetric(float64(t.answered), "answered")
+	b.ReportMetric(float64(t.sent-t.answered), "lost")
+	b.ReportMetric(float64(t.sent)/t.took.Seconds(), "req/s")
+	b.ReportMetric(float64(b.N)/churn.Seconds(), "ops/s")
+	b.ReportMetric(0, "ns/op")
+	if t.sent != t.answered {
+		b.Errorf("the unchanged endpoint lost %d of %d requests across %d operations", t.sent-t.answered, t.sent, b.N)
+	}
+}
