@@ -208,6 +208,7 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	}
 	t = time.Now()
 	defer func() { res.SwapMS = ms(time.Since(t)) }()
+	res.Short = true
 	res.Added, res.Removed = d.Added, d.Removed
 	for _, a := range d.Added {
 		if slices.Contains(d.Removed, a) {

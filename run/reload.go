@@ -65,6 +65,11 @@ type ReloadResult struct {
 	// NIC is what a reload of a hardware plan did to the NIC's filter
 	// rules (reloadhw.go).
 	NIC *NICRules `json:"nic,omitempty"`
+	// Short says the change took the short path (fastreload.go): a
+	// change of the plan's session, applied without planning the stack
+	// or generating code (PlanMS is the session's change, CodeMS
+	// working out the tables' and rules' changes).
+	Short bool `json:"short,omitempty"`
 	// PlanMS is how long planning took, CodeMS generating the new
 	// plan's code (and its stage), SwapMS handing the helper its tables
 	// and updating the maps, TookMS the whole reload (in milliseconds).
@@ -97,6 +102,10 @@ func (r *ReloadResult) String() string {
 	if r.Restarted != "" {
 		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was restarted with the new plan (%s): nothing was served for %.1f ms; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
 			r.Seq, r.Stack, strings.Join(parts, ", "), r.Restarted, r.PauseMS, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
+	}
+	if r.Short {
+		return fmt.Sprintf("reload %d applied to stack %s: %s; %d table(s) changed, rules +%d ~%d -%d; %.1f ms without a restart or new code (the session's change %.1f, working out the tables and rules %.1f, applying them %.1f)",
+			r.Seq, r.Stack, strings.Join(parts, ", "), r.Tables, r.RulesAdded, r.RulesChanged, r.RulesRemoved, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
 	}
 	return fmt.Sprintf("reload %d applied to stack %s: %s; %d table(s) swapped, rules +%d ~%d -%d; %.1f ms without a restart (planning %.1f, code %.1f, swap %.1f)",
 		r.Seq, r.Stack, strings.Join(parts, ", "), r.Tables, r.RulesAdded, r.RulesChanged, r.RulesRemoved, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)

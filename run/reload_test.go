@@ -187,8 +187,8 @@ func testReloadServes(t *testing.T, socket string) {
 	helper := sv.log.String()
 
 	res := reloadFile(t, live, path, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n"))
-	if !res.Applied || !slices.Equal(res.Added, []string{"e4"}) || len(res.Removed) > 0 {
-		t.Fatalf("add e4: %+v", res)
+	if !res.Applied || !slices.Equal(res.Added, []string{"e4"}) || len(res.Removed) > 0 || !res.Short {
+		t.Fatalf("add e4: %+v, want applied by the short path", res)
 	}
 	inB(func() error {
 		got, err := udpFirst(7004, []byte("first"))
@@ -199,8 +199,30 @@ func testReloadServes(t *testing.T, socket string) {
 	})
 
 	res = reloadFile(t, live, path, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n", "e2"))
-	if !res.Applied || !slices.Equal(res.Removed, []string{"e2"}) || len(res.Added) > 0 {
-		t.Fatalf("remove e2: %+v", res)
+	if !res.Applied || !slices.Equal(res.Removed, []string{"e2"}) || len(res.Added) > 0 || !res.Short {
+		t.Fatalf("remove e2: %+v, want applied by the short path", res)
+	}
+	// The plan the rest of the run reads follows the short path's
+	// changes once they stop (settle), and its code has the tables
+	// served.
+	for try := 0; ; try++ {
+		live.sv.reloadMu.Lock()
+		r, behind := live.sv.r, live.sv.behind
+		live.sv.reloadMu.Unlock()
+		var names []string
+		for _, e := range r.Plan.Endpoints {
+			names = append(names, e.Name)
+		}
+		if behind == 0 && slices.Contains(names, "e4") && !slices.Contains(names, "e2") {
+			break
+		}
+		if try > 200 {
+			t.Fatalf("the plan served did not follow the short path: %d changes behind, endpoints %v", behind, names)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(sv.log.String(), "differ from the plan's code") {
+		t.Errorf("the short path's tables were not the plan's:\n%s", sv.log.String())
 	}
 	inB(func() error {
 		if _, err := udpFirst(7002, []byte("gone")); !errors.Is(err, syscall.ECONNREFUSED) {
