@@ -36,7 +36,9 @@ const (
 
 // Rebalancer decides, from measured rates, whether to re-plan a served
 // stack: it plans again with each endpoint's declared rate replaced by
-// its measured one (embed.Result.PlanAtRates) and says re-plan when the
+// its measured one (an embed.Session of the plan served, SetRates: the
+// incremental search, in milliseconds at 10,000 endpoints; atRates) and
+// says re-plan when the
 // plan served costs more at those rates (CostAtRates) than Threshold
 // above the new plan's cost, unless that moves an endpoint that moved
 // within Hold. It keeps no clock: the Load's time is the decision's, so
@@ -62,10 +64,10 @@ func (b *Rebalancer) Current() *dembed.Result { return b.cur }
 type Decision struct {
 	At     time.Time
 	Replan bool
-	// Plan is the plan at the measured rates (nil when there was too
-	// little traffic to make one); Cost what the plan served costs at
-	// those rates and Best what Plan costs; Gain is Cost over Best, less
-	// 1 (+Inf for a better kind of cost).
+	// Plan is the plan at the measured rates when Decide re-plans (nil
+	// otherwise: only a re-plan needs the Result); Cost what the plan
+	// served costs at those rates and Best what the plan at them costs;
+	// Gain is Cost over Best, less 1 (+Inf for a better kind of cost).
 	Plan       *dembed.Result
 	Cost, Best costmodel.Cost
 	Gain       float64
@@ -117,13 +119,12 @@ func (b *Rebalancer) Decide(l *Load) (Decision, error) {
 	if d.Cost, err = b.cur.CostAtRates(rates); err != nil {
 		return d, err
 	}
-	if d.Plan, err = b.cur.PlanAtRates(rates); err != nil {
+	plan, err := b.atRates(rates, &d)
+	if err != nil {
 		return d, err
 	}
-	d.Best = d.Plan.Cost
 	d.Gain = gain(d.Cost, d.Best)
 	small := d.Cost.Kind == costmodel.Value && d.Best.Kind == costmodel.Value && d.Cost.V-d.Best.V < RebalanceFloor*total
-	d.Moves = moves(b.cur, d.Plan)
 	for i := range d.Moves {
 		d.Moves[i].Last = b.moved[d.Moves[i].Endpoint]
 	}
@@ -148,10 +149,47 @@ func (b *Rebalancer) Decide(l *Load) (Decision, error) {
 			d.Why = fmt.Sprintf("the plan at the measured rates would gain %s, but %s (an endpoint moves at most once in %v)", percent(d.Gain), strings.Join(names, ", "), hold)
 			break
 		}
+		if d.Plan, err = plan(); err != nil {
+			return d, err
+		}
 		d.Replan = true
 		d.Why = fmt.Sprintf("the plan at the measured rates costs %v instead of %v (a gain of %s, above %.0f%%)", d.Best, d.Cost, percent(d.Gain), 100*threshold)
 	}
 	return d, nil
+}
+
+// atRates plans at the measured rates from the plan served: a session of
+// it (embed.Session.SetRates: the incremental search moves what the new
+// rates make worth moving, each move kept only when it saves
+// embed.MoveThreshold, and touches nothing else), or, for a plan no
+// session starts from (one read from a file), a full re-plan
+// (Result.PlanAtRates). It sets d's Best and Moves and returns what
+// makes the plan (a session's costs the time of an embedding: only a
+// re-plan needs it).
+func (b *Rebalancer) atRates(rates map[string]float64, d *Decision) (func() (*dembed.Result, error), error) {
+	ss, err := dembed.NewSession(b.cur)
+	if err != nil {
+		p, err := b.cur.PlanAtRates(rates)
+		if err != nil {
+			return nil, err
+		}
+		d.Best, d.Moves = p.Cost, moves(b.cur, p)
+		return func() (*dembed.Result, error) { return p, nil }, nil
+	}
+	delta, err := ss.SetRates(rates)
+	if err != nil {
+		return nil, err
+	}
+	d.Best = delta.Cost
+	order := map[string]int{}
+	for i, e := range b.cur.Plan.Endpoints {
+		order[e.Name] = i
+	}
+	for _, q := range delta.Queues {
+		d.Moves = append(d.Moves, Move{Endpoint: q.Endpoint, From: q.From, To: q.To})
+	}
+	slices.SortFunc(d.Moves, func(x, y Move) int { return order[x.Endpoint] - order[y.Endpoint] })
+	return ss.Result, nil
 }
 
 // Applied says the plan of d (a re-plan Decide asked for) now serves:
