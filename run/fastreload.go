@@ -239,6 +239,13 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	}
 	res.Tables = ch.changed
 	sv.commitFast(st, d, added, ch)
+	if sv.state != nil {
+		// status counts the reload now; its plan follows (settle).
+		sv.state.Stack, sv.state.Reloads = st.Name, sv.reloads
+		if err := sv.saveState(); err != nil {
+			sv.out.note("note", "the state of the run cannot be written: %v", err)
+		}
+	}
 	sv.behind++
 	sv.settleLater()
 	return true, nil
