@@ -13,7 +13,7 @@ import (
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
-// A reload that only adds and removes UDP endpoints of kinds the served
+// A reload that only adds and removes UDP listeners of kinds the served
 // code already looks up in its tables takes a short path (issue 39's
 // goal of 50 ms at 10,000 endpoints): the serving keeps an
 // embed.Session of the plan it serves, the change is one Session change
@@ -22,7 +22,8 @@ import (
 // added endpoint gets, in the table of every queue that receives it, an
 // entry packed like that of an endpoint of the same kind already there.
 // Nothing derives the LPG, embeds the stack or generates code. A change
-// the short path cannot vouch for (a new kind of endpoint, a queue
+// the short path cannot vouch for (a new kind of endpoint, a connected
+// flow, a queue
 // without such a table, a table left empty, two endpoints on one port,
 // a rule of a new shape, kernel sockets or VI streams) takes the full
 // path: planning, code generation, and a swap or restart.
@@ -118,15 +119,17 @@ func (sv *serving) fastRefused(add map[string]*lpg.Endpoint, rm []string) string
 		if e == nil {
 			return "no endpoint " + name
 		}
-		if e.Proto != lpg.UDP || on(e.Port) > 1 {
-			return "endpoint " + name + " is not a UDP endpoint alone on its port"
+		if e.Proto != lpg.UDP || e.Flow || on(e.Port) > 1 {
+			return "endpoint " + name + " is not a UDP listener alone on its port"
 		}
 	}
 	ports := map[uint16]bool{}
 	for _, name := range sortedKeys(add) {
 		e := add[name]
-		if e.Proto != lpg.UDP {
-			return "endpoint " + name + " is not a UDP endpoint"
+		if e.Proto != lpg.UDP || e.Flow {
+			// A connected flow can change the code's shape (its table's
+			// runs: TestFastChanges), which the short path does not see.
+			return "endpoint " + name + " is not a UDP listener"
 		}
 		n := on(e.Port)
 		if old := byName[name]; old != nil && old.Proto == lpg.UDP && old.Port == e.Port {

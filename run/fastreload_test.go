@@ -1,8 +1,11 @@
 package run
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dragonc/dragonc/backends/gofallback"
@@ -29,7 +32,37 @@ func fastStack(lines ...string) string {
 // generates, change after change; a change it cannot vouch for is left
 // to the full path.
 func TestFastChanges(t *testing.T) {
-	r, st := embedTest(t, fastStack())
+	testFastChanges(t, nil, []fastCase{
+		{"add", []string{`endpoint x1 udp listen *:7100 { app "echo" }`}, true},
+		{"add a busy one", []string{`endpoint x1 udp listen *:7100 { app "echo" }`, `endpoint x2 udp listen *:7101 { app "echo" rate 500kpps }`}, true},
+		{"remove", []string{`endpoint x2 udp listen *:7101 { app "echo" rate 500kpps }`}, true},
+		{"app changes", []string{`endpoint x2 udp listen *:7101 { app "discard" rate 500kpps }`}, true},
+		{"a port shared", []string{`endpoint x2 udp listen *:7101 { app "discard" rate 500kpps }`, `endpoint x3 udp listen 10.9.0.1:7101 { app "echo" }`}, false},
+		{"tcp", []string{`endpoint x2 udp listen *:7101 { app "discard" rate 500kpps }`, `endpoint t tcp listen *:80 { app "echo" }`}, false},
+	})
+	// Listeners on an address key their tables on more fields: an added
+	// one packs as those there do. A connected flow can change the code's
+	// shape: the full path applies it.
+	base := []string{`endpoint a1 udp listen 10.9.0.1:8001 { app "echo" }`, `endpoint a2 udp listen 10.9.0.1:8002 { app "echo" }`,
+		`endpoint f1 udp flow 10.9.0.1:9001 -> 10.9.0.2:5001 { app "echo" }`, `endpoint f2 udp flow 10.9.0.1:9002 -> 10.9.0.3:5002 { app "echo" }`}
+	testFastChanges(t, base, []fastCase{
+		{"add on an address", append(slices.Clone(base), `endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`), true},
+		{"add a flow", append(slices.Clone(base), `endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`, `endpoint f3 udp flow 10.9.0.1:9003 -> 10.9.0.4:5003 { app "echo" }`), false},
+		{"remove a flow", append(slices.Clone(base), `endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`), false},
+		{"remove on an address", base, true},
+	})
+}
+
+// fastCase is a stack's extra lines and whether the short path applies
+// the change to it.
+type fastCase struct {
+	name  string
+	lines []string
+	fast  bool
+}
+
+func testFastChanges(t *testing.T, base []string, cases []fastCase) {
+	r, st := embedTest(t, fastStack(base...))
 	stage, err := stageOfLPG(r.Plan, st, nil, r.Embedding.LPG)
 	if err != nil {
 		t.Fatal(err)
@@ -44,18 +77,7 @@ func TestFastChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	fast := 0
-	for _, c := range []struct {
-		name  string
-		lines []string
-		fast  bool
-	}{
-		{"add", []string{`endpoint x1 udp listen *:7100 { app "echo" }`}, true},
-		{"add a busy one", []string{`endpoint x1 udp listen *:7100 { app "echo" }`, `endpoint x2 udp listen *:7101 { app "echo" rate 500kpps }`}, true},
-		{"remove", []string{`endpoint x2 udp listen *:7101 { app "echo" rate 500kpps }`}, true},
-		{"app changes", []string{`endpoint x2 udp listen *:7101 { app "discard" rate 500kpps }`}, true},
-		{"a port shared", []string{`endpoint x2 udp listen *:7101 { app "discard" rate 500kpps }`, `endpoint x3 udp listen 10.9.0.1:7101 { app "echo" }`}, false},
-		{"tcp", []string{`endpoint x2 udp listen *:7101 { app "discard" rate 500kpps }`, `endpoint t tcp listen *:80 { app "echo" }`}, false},
-	} {
+	for _, c := range cases {
 		next := loadStack(t, fastStack(c.lines...))
 		d, err := ss.Apply(next)
 		if err != nil {
@@ -117,5 +139,50 @@ func TestFastChanges(t *testing.T) {
 	}
 	if fast == 0 {
 		t.Error("no change took the short path")
+	}
+}
+
+// TestLiveAddRemove serves reloadStack and changes it through Live.Add
+// and Live.Remove: an added endpoint answers its first datagram, a
+// removed one is refused, both by the short path, and a name served
+// already or not served is refused while the plan serves on.
+func TestLiveAddRemove(t *testing.T) {
+	a, b := pair(t)
+	_, _, live := reloadRun(t, a, "xdp")
+	st := loadStack(t, withEndpoints("    endpoint e5 udp listen *:7005 { app \"echo\" }\n"))
+	e5 := *st.Endpoints[len(st.Endpoints)-1]
+	e5.Ident = "" // derived from the name
+	res, err := live.Add(e5)
+	if err != nil || !res.Applied || !res.Short || len(res.Added) != 1 || res.Added[0] != "e5" {
+		t.Fatalf("Add e5: %+v, %v; want applied by the short path", res, err)
+	}
+	if err := inNS(b, func() error {
+		if got, err := udpFirst(7005, []byte("added")); err != nil || string(got) != "added" {
+			return fmt.Errorf("e5's first datagram: %q, %v", got, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := live.Add(e5); err != nil || res.Applied || !strings.Contains(res.Error, "served already") {
+		t.Errorf("Add e5 again: %+v, %v; want refused", res, err)
+	}
+	if res, err := live.Remove("nosuch"); err != nil || res.Applied || !strings.Contains(res.Error, "no endpoint nosuch") {
+		t.Errorf("Remove nosuch: %+v, %v; want refused", res, err)
+	}
+	res, err = live.Remove("e5")
+	if err != nil || !res.Applied || !res.Short || len(res.Removed) != 1 {
+		t.Fatalf("Remove e5: %+v, %v; want applied by the short path", res, err)
+	}
+	if err := inNS(b, func() error {
+		if _, err := udpFirst(7005, []byte("gone")); !errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("e5 removed: %v, want port unreachable", err)
+		}
+		if got, err := udpFirst(7001, []byte("kept")); err != nil || string(got) != "kept" {
+			return fmt.Errorf("e1 after the changes: %q, %v", got, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
