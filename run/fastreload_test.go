@@ -11,13 +11,14 @@ import (
 	"github.com/dragonc/dragonc/backends/gofallback"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/plan"
 )
 
-// fastStack is a stack of UDP echo listeners spread over two queues by
-// their rates, plus lines.
-func fastStack(lines ...string) string {
+// fastStack is a stack of UDP echo listeners of several rates on cores,
+// plus lines.
+func fastStack(cores string, lines ...string) string {
 	var b strings.Builder
-	b.WriteString("stack fast {\n    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }\n    cores 0..1\n")
+	b.WriteString("stack fast {\n    interface eth0 { mac 02:00:00:00:00:01 ip 10.9.0.1/24 }\n    cores " + cores + "\n")
 	for i := range 12 {
 		fmt.Fprintf(&b, "    endpoint e%d udp listen *:%d { app \"echo\" rate %dkpps }\n", i, 7000+i, 10+10*i)
 	}
@@ -32,7 +33,7 @@ func fastStack(lines ...string) string {
 // generates, change after change; a change it cannot vouch for is left
 // to the full path.
 func TestFastChanges(t *testing.T) {
-	testFastChanges(t, nil, []fastCase{
+	testFastChanges(t, func(l ...string) string { return fastStack("0..3", l...) }, []fastCase{
 		{"add", []string{`endpoint x1 udp listen *:7100 { app "echo" }`}, true},
 		{"add a busy one", []string{`endpoint x1 udp listen *:7100 { app "echo" }`, `endpoint x2 udp listen *:7101 { app "echo" rate 500kpps }`}, true},
 		{"remove", []string{`endpoint x2 udp listen *:7101 { app "echo" rate 500kpps }`}, true},
@@ -45,11 +46,11 @@ func TestFastChanges(t *testing.T) {
 	// shape: the full path applies it.
 	base := []string{`endpoint a1 udp listen 10.9.0.1:8001 { app "echo" }`, `endpoint a2 udp listen 10.9.0.1:8002 { app "echo" }`,
 		`endpoint f1 udp flow 10.9.0.1:9001 -> 10.9.0.2:5001 { app "echo" }`, `endpoint f2 udp flow 10.9.0.1:9002 -> 10.9.0.3:5002 { app "echo" }`}
-	testFastChanges(t, base, []fastCase{
-		{"add on an address", append(slices.Clone(base), `endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`), true},
-		{"add a flow", append(slices.Clone(base), `endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`, `endpoint f3 udp flow 10.9.0.1:9003 -> 10.9.0.4:5003 { app "echo" }`), false},
-		{"remove a flow", append(slices.Clone(base), `endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`), false},
-		{"remove on an address", base, true},
+	testFastChanges(t, func(l ...string) string { return fastStack("0..1", append(slices.Clone(base), l...)...) }, []fastCase{
+		{"add on an address", []string{`endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`}, true},
+		{"add a flow", []string{`endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`, `endpoint f3 udp flow 10.9.0.1:9003 -> 10.9.0.4:5003 { app "echo" }`}, false},
+		{"remove a flow", []string{`endpoint a3 udp listen 10.9.0.1:8003 { app "echo" }`}, false},
+		{"remove on an address", nil, true},
 	})
 }
 
@@ -61,8 +62,8 @@ type fastCase struct {
 	fast  bool
 }
 
-func testFastChanges(t *testing.T, base []string, cases []fastCase) {
-	r, st := embedTest(t, fastStack(base...))
+func testFastChanges(t *testing.T, src func(lines ...string) string, cases []fastCase) {
+	r, st := embedTest(t, src())
 	stage, err := stageOfLPG(r.Plan, st, nil, r.Embedding.LPG)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func testFastChanges(t *testing.T, base []string, cases []fastCase) {
 	}
 	fast := 0
 	for _, c := range cases {
-		next := loadStack(t, fastStack(c.lines...))
+		next := loadStack(t, src(c.lines...))
 		d, err := ss.Apply(next)
 		if err != nil {
 			if c.fast {
@@ -184,5 +185,64 @@ func TestLiveAddRemove(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The rules of a Delta go to their group: an inserted entry's key with
+// its queue, a deleted one's key out, an entry of another shape or an
+// unknown table left to the full path.
+func TestFastRules(t *testing.T) {
+	r, st := embedTest(t, bigStack(6, false))
+	stage, err := stageOfLPG(r.Plan, st, nil, r.Embedding.LPG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := &serving{r: r, st: st, stage: stage, code: code}
+	var e0 plan.Entry
+	for _, c := range r.Plan.Config {
+		for _, e := range c.Entries {
+			if c.Node == "RxCPort" && e.Endpoint == "e0" {
+				e0 = e
+			}
+		}
+	}
+	if e0.Endpoint == "" || len(stage.Groups) != 1 {
+		t.Fatalf("bigStack's plan has no rule for e0 or %d groups", len(stage.Groups))
+	}
+	next := loadStack(t, strings.Replace(bigStack(6, false), "    service icmp-errors", "    endpoint r1 udp listen *:30001 { app \"echo\" }\n    service icmp-errors", 1))
+	r1 := e0
+	r1.Endpoint, r1.Action = "r1", "RxQueue0"
+	r1.Fields = slices.Clone(e0.Fields)
+	for i := range r1.Fields {
+		if r1.Fields[i].Field == "l4.dport" {
+			r1.Fields[i].Value = 30001
+		}
+	}
+	d := &dembed.Delta{Added: []string{"r1"}, Insert: []dembed.EntryChange{{Node: "RxCPort", Entry: r1}},
+		Delete: []dembed.EntryChange{{Node: "RxCPort", Entry: e0}}, Queues: []dembed.QueueChange{{Endpoint: "r1", To: []int{1}}}}
+	added := map[string]*lpg.Endpoint{"r1": next.Endpoints[len(next.Endpoints)-1]}
+	ch, why := sv.fastChanges(d, added)
+	if why != "" {
+		t.Fatalf("short path refused: %s", why)
+	}
+	k1, _, _, _ := entryKey(r1)
+	k0, _, _, _ := entryKey(e0)
+	got := firstRules(ch.groups[0])
+	if q, ok := got[k1]; !ok || q != 0 {
+		t.Errorf("r1's rule: queue %d (%v), want 0", q, ok)
+	}
+	if _, ok := got[k0]; ok || len(got) != 6 {
+		t.Errorf("after the change %d rules, e0's still there: %v", len(got), ok)
+	}
+	// An entry of another shape has no group to go to.
+	odd := r1
+	odd.Fields = append(slices.Clone(r1.Fields), plan.Field{Field: "ip.dst", Value: 0x0a090001})
+	d.Insert = []dembed.EntryChange{{Node: "RxCPort", Entry: odd}}
+	if _, why := sv.fastChanges(d, added); !strings.Contains(why, "another shape") {
+		t.Errorf("a rule of another shape: %q", why)
 	}
 }
