@@ -154,6 +154,40 @@ func (sv *serving) endpointsByName() map[string]*lpg.Endpoint {
 	return sv.byName
 }
 
+// applyRates serves the moves the serving's session makes at the
+// measured rates (a rebalance: Session.SetRates) through the short path,
+// or through the full one with the session's plan; the error says why
+// they are not served.
+func (sv *serving) applyRates(rates map[string]float64) error {
+	sv.reloadMu.Lock()
+	sv.reloads++
+	res := &ReloadResult{Seq: sv.reloads, Stack: sv.st.Name}
+	start := time.Now()
+	err := sv.reloadable(sv.st)
+	if err == nil {
+		var fast bool
+		fast, err = sv.tryFast(nil, func(ss *dembed.Session) (*dembed.Delta, error) { return ss.SetRates(rates) }, res)
+		if !fast && err == nil {
+			// No session (a plan read from a file) or one that refused the
+			// rates: a full re-plan at them.
+			var r *dembed.Result
+			if err = sv.settle(); err == nil {
+				if r, err = sv.r.PlanAtRates(rates); err == nil {
+					err = sv.applyPlanned(r, r.Stack(), res)
+				}
+			}
+		}
+	}
+	res.TookMS = ms(time.Since(start))
+	sv.reloadMu.Unlock()
+	if err != nil {
+		return err
+	}
+	res.Applied = true
+	sv.said(res)
+	return nil
+}
+
 // A sessionOp makes a change in the session (nil: Session.Apply of the
 // new stack).
 type sessionOp func(*dembed.Session) (*dembed.Delta, error)
@@ -182,6 +216,9 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 		// The session refused it and changed nothing: the full path says
 		// why, or plans it otherwise.
 		return false, nil
+	}
+	if st == nil {
+		st = sv.sess.Stack() // new rates (applyRates)
 	}
 	t = time.Now()
 	added := map[string]*lpg.Endpoint{}

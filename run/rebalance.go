@@ -48,8 +48,13 @@ type Rebalancer struct {
 	Threshold float64       // DefaultRebalanceThreshold when 0
 	Hold      time.Duration // RebalanceHold when 0
 	MinFrames uint64        // RebalanceMinFrames when 0
-	cur       *dembed.Result
-	moved     map[string]time.Time // each endpoint's last change of queues
+	// NoPlan leaves a re-plan's Decision.Plan nil: the caller serves
+	// the moves from its own session at Decision.Rates (dragonc run's
+	// serving does), and Applied records them; the plan served comes
+	// back through Served.
+	NoPlan bool
+	cur    *dembed.Result
+	moved  map[string]time.Time // each endpoint's last change of queues
 }
 
 // NewRebalancer starts from the plan served, r.
@@ -69,6 +74,7 @@ type Decision struct {
 	// served costs at those rates and Best what the plan at them costs;
 	// Gain is Cost over Best, less 1 (+Inf for a better kind of cost).
 	Plan       *dembed.Result
+	Rates      map[string]float64 // the measured rates planned at
 	Cost, Best costmodel.Cost
 	Gain       float64
 	// Moves are the endpoints Plan puts on other queues; Held those of
@@ -115,6 +121,7 @@ func (b *Rebalancer) Decide(l *Load) (Decision, error) {
 		rates[name] = max(v, 1)
 		total += v
 	}
+	d.Rates = rates
 	var err error
 	if d.Cost, err = b.cur.CostAtRates(rates); err != nil {
 		return d, err
@@ -149,8 +156,10 @@ func (b *Rebalancer) Decide(l *Load) (Decision, error) {
 			d.Why = fmt.Sprintf("the plan at the measured rates would gain %s, but %s (an endpoint moves at most once in %v)", percent(d.Gain), strings.Join(names, ", "), hold)
 			break
 		}
-		if d.Plan, err = plan(); err != nil {
-			return d, err
+		if !b.NoPlan {
+			if d.Plan, err = plan(); err != nil {
+				return d, err
+			}
 		}
 		d.Replan = true
 		d.Why = fmt.Sprintf("the plan at the measured rates costs %v instead of %v (a gain of %s, above %.0f%%)", d.Best, d.Cost, percent(d.Gain), 100*threshold)
@@ -195,13 +204,15 @@ func (b *Rebalancer) atRates(rates map[string]float64, d *Decision) (func() (*de
 // Applied says the plan of d (a re-plan Decide asked for) now serves:
 // its moves count from d.At.
 func (b *Rebalancer) Applied(d Decision) {
-	if !d.Replan || d.Plan == nil {
+	if !d.Replan {
 		return
 	}
 	for _, m := range d.Moves {
 		b.moved[m.Endpoint] = d.At
 	}
-	b.cur = d.Plan
+	if d.Plan != nil {
+		b.cur = d.Plan
+	}
 }
 
 // Served makes r the plan served, which the rebalancer did not choose (a
@@ -281,6 +292,7 @@ func (sv *serving) startRebalance() error {
 	}
 	rb := &rebalancing{b: NewRebalancer(sv.r)}
 	rb.b.Threshold = t
+	rb.b.NoPlan = true // served from the serving's session (applyRates)
 	sv.rebalance = rb
 	sv.cleanup = append(sv.cleanup, rb.wg.Wait)
 	sv.load.onLoad = append(sv.load.onLoad, sv.rebalanceOn)
@@ -314,13 +326,21 @@ func (sv *serving) rebalanceOn(l *Load) {
 			}
 			key = strings.Join(ms, ", ")
 			msg = fmt.Sprintf("rebalance: %s; it moves %s", d.Why, key)
-			if err := sv.applyPlan(d.Plan, d.Plan.Stack()); err != nil {
+			var err error
+			if d.Plan != nil {
+				err = sv.applyPlan(d.Plan, d.Plan.Stack())
+			} else {
+				err = sv.applyRates(d.Rates)
+			}
+			if err != nil {
 				msg += fmt.Sprintf(": not applied, %v", err)
 			} else {
 				rb.b.Applied(d)
-				sv.load.mu.Lock()
-				sv.meterOf().Follow(d.Plan)
-				sv.load.mu.Unlock()
+				if d.Plan != nil {
+					sv.load.mu.Lock()
+					sv.meterOf().Follow(d.Plan)
+					sv.load.mu.Unlock()
+				}
 				key = ""
 			}
 		}
