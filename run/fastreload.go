@@ -306,7 +306,7 @@ func (sv *serving) commitFast(st *lpg.Stack, d *dembed.Delta, added map[string]*
 		}
 	}
 	byName := sv.endpointsByName()
-	sv.stage, sv.st = &stage, st
+	sv.stage, sv.st, sv.name = &stage, st, st.Name
 	for _, name := range d.Removed {
 		delete(byName, name)
 	}
