@@ -1,6 +1,7 @@
 package run
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -244,7 +245,21 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 		if err != nil {
 			return true, refuse("no plan for the new stack: %v", err)
 		}
-		return true, sv.applyPlanned(r, st, res)
+		err = sv.applyPlanned(r, st, res)
+		var rf *refused
+		if errors.As(err, &rf) && sv.behind > 0 {
+			// The old stack serves on, and its plan (sv.r) is behind the
+			// short path's changes: a session of it is the new plan's
+			// changed back to the stack served, which settle makes the
+			// plan (serving its tables and rules if they differ).
+			if ss, e := dembed.NewSession(r); e == nil {
+				if _, e := ss.Apply(sv.st); e == nil {
+					sv.sess = ss
+					sv.settleLater()
+				}
+			}
+		}
+		return true, err
 	}
 	t = time.Now()
 	defer func() { res.SwapMS = ms(time.Since(t)) }()
@@ -673,8 +688,9 @@ func (sv *serving) settleLater() {
 
 // settle makes sv.r the plan the short path's changes served: the
 // session's Result, whose generated code must be of the served code's
-// shape with the served tables; one that is not is served by the full
-// path (the short path's tables were wrong: said). Under reloadMu.
+// shape with the served tables, and whose stage must have the served
+// rules; one that does not is served by the full path (said). Under
+// reloadMu.
 func (sv *serving) settle() error {
 	if sv.behind == 0 || sv.sess == nil {
 		return nil
@@ -688,8 +704,16 @@ func (sv *serving) settle() error {
 	if err != nil {
 		return err
 	}
-	if why := sameTables(sv.code, code); why != "" {
-		sv.out.note("note", "the tables the last reloads served differ from the plan's code (%s): serving the plan's", why)
+	stage, err := stageOfLPG(r.Plan, sv.st, sv.handled, r.Embedding.LPG)
+	if err != nil {
+		return err
+	}
+	why := sameTables(sv.code, code)
+	if why == "" {
+		why = sameRules(sv.stage, stage)
+	}
+	if why != "" {
+		sv.out.note("note", "the tables or rules the last reloads served differ from the plan's (%s): serving the plan's", why)
 		res := &ReloadResult{Seq: sv.reloads, Stack: sv.st.Name}
 		return sv.applyPlanned(r, sv.st, res)
 	}
@@ -697,6 +721,25 @@ func (sv *serving) settle() error {
 	sv.usePlan(planState{r: r, st: sv.st, stage: sv.stage, chains: sv.chains, via: sv.via, code: code, bin: sv.bin})
 	sv.sess = sess // the session is that plan's
 	return nil
+}
+
+// sameRules says how two stages' rules differ ("" when they do not).
+func sameRules(a, b *Stage) string {
+	if len(a.Groups) != len(b.Groups) {
+		return "the number of groups of rules"
+	}
+	for i := range a.Groups {
+		x, y := firstRules(a.Groups[i].Rules), firstRules(b.Groups[i].Rules)
+		if a.Groups[i].Mask != b.Groups[i].Mask || len(x) != len(y) {
+			return "the rules of " + b.Groups[i].Table
+		}
+		for k, q := range y {
+			if p, ok := x[k]; !ok || p != q {
+				return "the rules of " + b.Groups[i].Table
+			}
+		}
+	}
+	return ""
 }
 
 // sameTables says how two plans' code differs in shape or in its tables'

@@ -12,6 +12,7 @@ import (
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/plan"
+	"github.com/dragonc/dragonc/run/dataplane"
 )
 
 // fastStack is a stack of UDP echo listeners of several rates on cores,
@@ -126,13 +127,8 @@ func testFastChanges(t *testing.T, src func(lines ...string) string, cases []fas
 		if diff := sameTables(sv.code, code2); diff != "" {
 			t.Errorf("%s: the short path's tables differ from the plan's code in %s", c.name, diff)
 		}
-		if len(sv.stage.Groups) != len(stage2.Groups) {
-			t.Fatalf("%s: %d groups, the plan's %d", c.name, len(sv.stage.Groups), len(stage2.Groups))
-		}
-		for i := range stage2.Groups {
-			if a, b := firstRules(sv.stage.Groups[i].Rules), firstRules(stage2.Groups[i].Rules); fmt.Sprint(a) != fmt.Sprint(b) {
-				t.Errorf("%s: group %d's rules %v, the plan's %v", c.name, i, a, b)
-			}
+		if diff := sameRules(sv.stage, stage2); diff != "" {
+			t.Errorf("%s: the short path's rules differ from the plan's in %s", c.name, diff)
 		}
 		if len(d.Queues) > 0 {
 			t.Logf("%s: %+v", c.name, d.Queues)
@@ -244,5 +240,37 @@ func TestFastRules(t *testing.T) {
 	d.Insert = []dembed.EntryChange{{Node: "RxCPort", Entry: odd}}
 	if _, why := sv.fastChanges(d, added); !strings.Contains(why, "another shape") {
 		t.Errorf("a rule of another shape: %q", why)
+	}
+}
+
+// settle's comparisons see an entry that delivers elsewhere, a key
+// missing, and a rule to another queue.
+func TestSettleCompares(t *testing.T) {
+	tab := func(es ...gofallback.TableEntry) *gofallback.Swappable {
+		return &gofallback.Swappable{Shape: "s", Tables: []gofallback.Table{{Name: "table0", Entries: es}}}
+	}
+	e := func(k uint64, ep string) gofallback.TableEntry {
+		return gofallback.TableEntry{K0: k, Kind: dataplane.Deliver, Endpoint: ep}
+	}
+	a := tab(e(1, "x"), e(2, "y"))
+	for _, c := range []struct {
+		b    *gofallback.Swappable
+		same bool
+	}{
+		{tab(e(2, "y"), e(1, "x")), true},
+		{tab(e(1, "x"), e(2, "z")), false},
+		{tab(e(1, "x"), e(3, "y")), false},
+		{tab(e(1, "x")), false},
+		{&gofallback.Swappable{Shape: "t", Tables: a.Tables}, false},
+	} {
+		if got := sameTables(a, c.b) == ""; got != c.same {
+			t.Errorf("sameTables(%v, %v) same %v, want %v", a.Tables, c.b.Tables, got, c.same)
+		}
+	}
+	g := func(q uint32) *Stage {
+		return &Stage{Groups: []Group{{Table: "RxCPort", Rules: []Rule{{Key: [16]byte{1}, Queue: 1}, {Key: [16]byte{2}, Queue: q}}}}}
+	}
+	if sameRules(g(1), g(1)) != "" || sameRules(g(1), g(2)) == "" {
+		t.Error("sameRules does not tell a rule to another queue")
 	}
 }

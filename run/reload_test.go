@@ -221,7 +221,7 @@ func testReloadServes(t *testing.T, socket string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if strings.Contains(sv.log.String(), "differ from the plan's code") {
+	if strings.Contains(sv.log.String(), "differ from the plan's") {
 		t.Errorf("the short path's tables were not the plan's:\n%s", sv.log.String())
 	}
 	inB(func() error {
