@@ -276,7 +276,7 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	if err := sv.prime(append(slices.Clip(ch.first), ch.then...)); err != nil {
 		return true, err
 	}
-	if err := sv.patch(st, added, ch.first); err != nil {
+	if err := sv.patch(added, ch.first); err != nil {
 		return true, err
 	}
 	sv.liveMu.Lock()
@@ -289,7 +289,7 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	if err != nil {
 		return true, fmt.Errorf("updating the eBPF stage's rules: %w", err)
 	}
-	if err := sv.patch(st, nil, ch.then); err != nil {
+	if err := sv.patch(nil, ch.then); err != nil {
 		return true, err
 	}
 	res.Tables = ch.changed
@@ -700,7 +700,7 @@ func (sv *serving) settle() error {
 		return err
 	}
 	sv.behind = 0
-	code, err := gofallback.GenerateSwappable(r, sv.st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
+	code, err := servedCode(r, sv.st)
 	if err != nil {
 		return err
 	}
@@ -792,24 +792,8 @@ func sortedInts(m map[int]bool) []int {
 // patch sends the helper the endpoints of added it does not serve as
 // declared and the changes of its tables, and waits for it to say they
 // serve (push, for the short path's changes).
-func (sv *serving) patch(st *lpg.Stack, added map[string]*lpg.Endpoint, tables []tablePatch) error {
-	sv.liveMu.Lock()
-	hs, send := sv.hs, sv.send
-	sv.liveMu.Unlock()
-	if hs == nil || send == nil {
-		return fmt.Errorf("the generated stack stopped")
-	}
-	u, commit := hs.patch(added, tables)
-	if len(u.Endpoints) == 0 && len(u.Tables) == 0 {
-		return nil
-	}
-	sv.pushSeq++
-	u.Seq = sv.pushSeq
-	if err := send(u); err != nil {
-		return err
-	}
-	commit()
-	return nil
+func (sv *serving) patch(added map[string]*lpg.Endpoint, tables []tablePatch) error {
+	return sv.sendUpdate(func(h *helperState) (*dataplane.Update, func()) { return h.patch(added, tables) })
 }
 
 // patch is the Update of the helper's endpoints (those of added it does

@@ -55,6 +55,21 @@ func TestFastChanges(t *testing.T) {
 	})
 }
 
+// servedOffline is what a serving of plan r of stack st knows of it,
+// without serving it: its stage and code.
+func servedOffline(t *testing.T, r *dembed.Result, st *lpg.Stack) *serving {
+	t.Helper()
+	stage, err := stageOfLPG(r.Plan, st, nil, r.Embedding.LPG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := servedCode(r, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &serving{r: r, st: st, stage: stage, code: code}
+}
+
 // fastCase is a stack's extra lines and whether the short path applies
 // the change to it.
 type fastCase struct {
@@ -65,15 +80,7 @@ type fastCase struct {
 
 func testFastChanges(t *testing.T, src func(lines ...string) string, cases []fastCase) {
 	r, st := embedTest(t, src())
-	stage, err := stageOfLPG(r.Plan, st, nil, r.Embedding.LPG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv := &serving{r: r, st: st, stage: stage, code: code}
+	sv := servedOffline(t, r, st)
 	ss, err := dembed.NewSession(r)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +115,7 @@ func testFastChanges(t *testing.T, src func(lines ...string) string, cases []fas
 		if err != nil {
 			t.Fatal(err)
 		}
-		code2, err := gofallback.GenerateSwappable(r2, next, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
+		code2, err := servedCode(r2, next)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,15 +196,7 @@ func TestLiveAddRemove(t *testing.T) {
 // unknown table left to the full path.
 func TestFastRules(t *testing.T) {
 	r, st := embedTest(t, bigStack(6, false))
-	stage, err := stageOfLPG(r.Plan, st, nil, r.Embedding.LPG)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv := &serving{r: r, st: st, stage: stage, code: code}
+	sv := servedOffline(t, r, st)
 	var e0 plan.Entry
 	for _, c := range r.Plan.Config {
 		for _, e := range c.Entries {
@@ -206,8 +205,8 @@ func TestFastRules(t *testing.T) {
 			}
 		}
 	}
-	if e0.Endpoint == "" || len(stage.Groups) != 1 {
-		t.Fatalf("bigStack's plan has no rule for e0 or %d groups", len(stage.Groups))
+	if e0.Endpoint == "" || len(sv.stage.Groups) != 1 {
+		t.Fatalf("bigStack's plan has no rule for e0 or %d groups", len(sv.stage.Groups))
 	}
 	next := loadStack(t, strings.Replace(bigStack(6, false), "    service icmp-errors", "    endpoint r1 udp listen *:30001 { app \"echo\" }\n    service icmp-errors", 1))
 	r1 := e0

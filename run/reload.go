@@ -342,7 +342,7 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 	if !reflect.DeepEqual(chains, sv.chains) || !reflect.DeepEqual(vs, sv.via) {
 		needs = append(needs, "the transmit paths or VI streams differ")
 	}
-	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
+	code, err := servedCode(r, st)
 	if err != nil {
 		return refuse("generating the new plan's code: %v", err)
 	}
@@ -388,6 +388,12 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 	}
 	sv.usePlan(planState{r: r, st: st, stage: stage, chains: chains, via: vs, code: code, bin: sv.bin})
 	return nil
+}
+
+// servedCode is the code of plan r of stack st as a reload compares and
+// serves it (gofallback's Options.Swappable).
+func servedCode(r *dembed.Result, st *lpg.Stack) (*gofallback.Swappable, error) {
+	return gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
 }
 
 // planState is what serving a plan needs that a reload changes.
@@ -621,13 +627,20 @@ func tableUpdates(cur, next []gofallback.Table, keep map[string]bool) (union, ex
 // push sends the helper what differs between what it serves and the
 // endpoints of st and tables, and waits for it to say they serve.
 func (sv *serving) push(st *lpg.Stack, tables []gofallback.Table) error {
+	return sv.sendUpdate(func(h *helperState) (*dataplane.Update, func()) { return h.update(st, tables) })
+}
+
+// sendUpdate sends the helper the update diff works out from what it
+// serves, unless it changes nothing, waits for it to say it serves, and
+// records it (diff's second result).
+func (sv *serving) sendUpdate(diff func(*helperState) (*dataplane.Update, func())) error {
 	sv.liveMu.Lock()
 	hs, send := sv.hs, sv.send
 	sv.liveMu.Unlock()
 	if hs == nil || send == nil {
 		return fmt.Errorf("the generated stack stopped")
 	}
-	u, commit := hs.update(st, tables)
+	u, commit := diff(hs)
 	if len(u.Endpoints) == 0 && len(u.Tables) == 0 {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dragonc/dragonc/backends/gofallback"
+	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
@@ -489,6 +490,32 @@ func bigStack(n int, extra bool) string {
 	return b.String()
 }
 
+// serveBig serves plan r of stack st on vA in namespace a on AF_XDP
+// until the benchmark ends, rereading the stack with restack, and
+// returns its Live.
+func serveBig(b *testing.B, a string, r *dembed.Result, st *lpg.Stack, restack func() (*lpg.Stack, error)) *Live {
+	b.Helper()
+	var log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	lives := make(chan *Live, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- inNS(a, func() error {
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Restack: restack, Live: func(l *Live) { lives <- l }})
+		})
+	}()
+	select {
+	case live := <-lives:
+		return live
+	case err := <-served:
+		b.Fatalf("Serve stopped: %v\n%s", err, log.String())
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("not serving within 5 minutes\n%s", log.String())
+	}
+	return nil
+}
+
 // BenchmarkReloadEndpoint is issue 39's goal on a 10,000-endpoint stack
 // served on AF_XDP in namespaces: each operation adds one endpoint (then
 // removes it again) with Live.Reload, and the time counted is from the
@@ -530,24 +557,7 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 		}
 		return st, nil
 	}
-	var log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lives := make(chan *Live, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Restack: restack, Live: func(l *Live) { lives <- l }})
-		})
-	}()
-	var live *Live
-	select {
-	case live = <-lives:
-	case err := <-served:
-		b.Fatalf("Serve stopped: %v\n%s", err, log.String())
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("not serving within 5 minutes\n%s", log.String())
-	}
+	live := serveBig(b, a, r, st, restack)
 	var effect, reload, planning, coding, swapping []time.Duration
 	first := 0
 	b.ResetTimer()
@@ -682,24 +692,7 @@ func BenchmarkReloadChurn(b *testing.B) {
 	}
 	a, peer := pair(b)
 	r, st := embedTest(b, bigStack(n, false))
-	var log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lives := make(chan *Live, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stderr: &log, Live: func(l *Live) { lives <- l }})
-		})
-	}()
-	var live *Live
-	select {
-	case live = <-lives:
-	case err := <-served:
-		b.Fatalf("Serve stopped: %v\n%s", err, log.String())
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("not serving within 5 minutes\n%s", log.String())
-	}
+	live := serveBig(b, a, r, st, nil)
 	template := *st.Endpoints[0]
 	stop := make(chan struct{})
 	type tally struct {
