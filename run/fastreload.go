@@ -839,15 +839,7 @@ func (h *helperState) patch(added map[string]*lpg.Endpoint, tables []tablePatch)
 		u.Tables = append(u.Tables, ut)
 	}
 	return u, func() {
-		for _, e := range u.Endpoints {
-			k, ok := h.index[e.Name]
-			if !ok {
-				k = uint32(len(h.names))
-				h.index[e.Name] = k
-				h.names, h.app, h.omx = append(h.names, e.Name), append(h.app, ""), append(h.omx, false)
-			}
-			h.app[k], h.omx[k] = e.App, e.OpenMX
-		}
+		h.served(u.Endpoints)
 		for _, t := range u.Tables {
 			m := h.tables[t.Name]
 			if m == nil {

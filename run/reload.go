@@ -741,18 +741,24 @@ func (h *helperState) update(st *lpg.Stack, tables []gofallback.Table) (*datapla
 		}
 	}
 	return u, func() {
-		for _, e := range u.Endpoints {
-			k, ok := h.index[e.Name]
-			if !ok {
-				k = uint32(len(h.names))
-				h.index[e.Name] = k
-				h.names, h.app, h.omx = append(h.names, e.Name), append(h.app, ""), append(h.omx, false)
-			}
-			h.app[k], h.omx[k] = e.App, e.OpenMX
-		}
+		h.served(u.Endpoints)
 		for name, m := range want {
 			h.tables[name] = m
 		}
+	}
+}
+
+// served records endpoints the helper was given: numbers for the new
+// ones (after its own), each one's application.
+func (h *helperState) served(eps []dataplane.UpdateEndpoint) {
+	for _, e := range eps {
+		k, ok := h.index[e.Name]
+		if !ok {
+			k = uint32(len(h.names))
+			h.index[e.Name] = k
+			h.names, h.app, h.omx = append(h.names, e.Name), append(h.app, ""), append(h.omx, false)
+		}
+		h.app[k], h.omx[k] = e.App, e.OpenMX
 	}
 }
 
