@@ -273,3 +273,27 @@ func TestSettleCompares(t *testing.T) {
 		t.Error("sameRules does not tell a rule to another queue")
 	}
 }
+
+// The short path's update carries only what changes: a new endpoint
+// numbered after the helper's, an entry set and one deleted; one that
+// changes nothing carries nothing.
+func TestHelperPatch(t *testing.T) {
+	st := loadStack(t, reloadStack)
+	h := newHelperState(st)
+	h.tables["table0"] = map[dataplane.TableKey]dataplane.TableEntry{{K0: 7001}: {K0: 7001, Kind: dataplane.Deliver, Index: 0}}
+	e4 := &lpg.Endpoint{Name: "e4", Proto: lpg.UDP, Port: 7004, App: "echo", AnyAddr: true}
+	u, commit := h.patch(map[string]*lpg.Endpoint{"e4": e4}, []tablePatch{{Name: "table0",
+		Set: []gofallback.TableEntry{{K0: 7004, Kind: dataplane.Deliver, Endpoint: "e4"}}, Delete: [][2]uint64{{7001, 0}}}})
+	want := &dataplane.Update{Endpoints: []dataplane.UpdateEndpoint{{Name: "e4", App: "echo"}},
+		Tables: []dataplane.UpdateTable{{Name: "table0", Set: []dataplane.TableEntry{{K0: 7004, Kind: dataplane.Deliver, Index: 3}}, Delete: []dataplane.TableKey{{K0: 7001}}}}}
+	if fmt.Sprint(u) != fmt.Sprint(want) {
+		t.Fatalf("patch: %+v, want %+v", u, want)
+	}
+	commit()
+	if m := h.tables["table0"]; len(m) != 1 || m[dataplane.TableKey{K0: 7004}].Index != 3 || h.index["e4"] != 3 {
+		t.Errorf("after the patch the helper's table is %v, e4 numbered %d", m, h.index["e4"])
+	}
+	if u, _ := h.patch(map[string]*lpg.Endpoint{"e4": e4}, nil); len(u.Endpoints)+len(u.Tables) > 0 {
+		t.Errorf("nothing changed, yet the update is %+v", u)
+	}
+}
