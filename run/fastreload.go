@@ -24,10 +24,10 @@ import (
 // entry packed like that of an endpoint of the same kind already there.
 // Nothing derives the LPG, embeds the stack or generates code. A change
 // the short path cannot vouch for (a new kind of endpoint, a connected
-// flow, a queue
-// without such a table, a table left empty, two endpoints on one port,
-// a rule of a new shape, kernel sockets or VI streams) takes the full
-// path: planning, code generation, and a swap or restart.
+// flow, a queue without such a table, a table left empty, two endpoints
+// on one port, a rule of a new shape, a hardware plan, kernel sockets or
+// VI streams) takes the full path: planning, code generation, and a
+// swap or restart.
 //
 // The plan the rest of the run reads (sv.r: status, the load meter's
 // prediction, the rebalancer, the next full reload) follows afterwards:
@@ -197,8 +197,8 @@ type sessionOp func(*dembed.Session) (*dembed.Delta, error)
 // makes it in the session) through the short path, if it can: false
 // (and no error) when the full path must plan it. Under reloadMu.
 func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool, error) {
-	if sv.code == nil || sv.via != nil || len(sv.stage.Demux) > 0 || sv.stage.KernelAddr {
-		return false, nil
+	if sv.code == nil || sv.hw || sv.via != nil || len(sv.stage.Demux) > 0 || sv.stage.KernelAddr {
+		return false, nil // a hardware plan's rules are the NIC's (reloadhw.go)
 	}
 	t := time.Now()
 	if sv.sess == nil {

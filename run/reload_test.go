@@ -544,18 +544,12 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	srcs := []string{bigStack(n, true), bigStack(n, false)}
 	path := filepath.Join(b.TempDir(), "big.lpg")
 	var parsing []time.Duration
+	read := restackFile(path)
 	restack := func() (*lpg.Stack, error) {
 		t := time.Now()
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		st, diags := lpg.LoadStack(path, src)
+		st, err := read()
 		parsing = append(parsing, time.Since(t))
-		if st == nil {
-			return nil, diags
-		}
-		return st, nil
+		return st, err
 	}
 	live := serveBig(b, a, r, st, restack)
 	var effect, reload, planning, coding, swapping []time.Duration
