@@ -240,6 +240,7 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	if why != "" {
 		// The session has made the change: its plan is the new one, which
 		// the full path serves (generating its code).
+		res.NotShort = why
 		r, err := sv.sess.Result()
 		sv.sess = nil
 		if err != nil {
@@ -515,9 +516,6 @@ func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) 
 			}
 		}
 		if keep != nil {
-			if len(keep) == 0 {
-				return nil, "a table of queue " + fmt.Sprint(t.Queue) + " would be left empty"
-			}
 			tables[ti].Entries = keep
 		}
 	}
@@ -527,7 +525,7 @@ func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) 
 			return nil, "no endpoint " + name
 		}
 		for _, q := range join[name] {
-			ti, why := sv.tableFor(tables, q, e, lookup)
+			ti, why := sv.tableFor(sv.code.Tables, q, e, lookup)
 			if why != "" {
 				return nil, why
 			}
@@ -543,6 +541,12 @@ func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) 
 				sets[ti] = append(sets[ti], gofallback.TableEntry{K0: k[0], K1: k[1], Kind: dataplane.Deliver, Endpoint: name})
 			}
 			tables[ti].Entries = append(slices.Clip(tables[ti].Entries), sets[ti][len(sets[ti])-len(keys):]...)
+		}
+	}
+	for _, t := range tables {
+		if len(t.Entries) == 0 {
+			// A queue's code without the table's run is of another shape.
+			return nil, "a table of queue " + fmt.Sprint(t.Queue) + " would be left empty"
 		}
 	}
 	ch.tables = tables
@@ -569,10 +573,11 @@ func (sv *serving) fastChanges(d *dembed.Delta, added map[string]*lpg.Endpoint) 
 	return ch, ""
 }
 
-// tableFor is the table of queue q that holds endpoints of e's kind (a
-// UDP listener on every address, one on some, or a connected flow): the
-// only such table, whose entries for one of them pack as PackKey packs
-// that endpoint's predicate. Otherwise it says why not.
+// tableFor is the table of queue q among tables (the served ones: an
+// endpoint that moves away still shows its table's kind) that holds
+// endpoints of e's kind (a UDP listener on every address or one on
+// some): the only such table, whose entries for one of them pack as
+// PackKey packs that endpoint's predicate. Otherwise it says why not.
 func (sv *serving) tableFor(tables []gofallback.Table, q int, e *lpg.Endpoint, lookup func(string) *lpg.Endpoint) (int, string) {
 	found := -1
 	var like *lpg.Endpoint

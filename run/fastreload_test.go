@@ -297,3 +297,53 @@ func TestHelperPatch(t *testing.T) {
 		t.Errorf("nothing changed, yet the update is %+v", u)
 	}
 }
+
+// A rebalance's moves (Session.SetRates) through the short path leave
+// the tables and rules the session's plan has: e0 made busy, then e2
+// instead, on evenStack's plan.
+func TestFastRates(t *testing.T) {
+	r, st := embedTest(t, evenStack)
+	sv := servedOffline(t, r, st)
+	ss, err := dembed.NewSession(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, hot := range []string{"e0", "e2"} {
+		rates := map[string]float64{"e0": 200, "e1": 200, "e2": 200, "e3": 200, "e4": 200}
+		rates[hot] = 2000
+		d, err := ss.SetRates(rates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved += len(d.Queues)
+		ch, why := sv.fastChanges(d, nil)
+		if why != "" {
+			t.Fatalf("%s busy: the short path refused: %s", hot, why)
+		}
+		next := ss.Stack()
+		sv.commitFast(next, d, nil, ch)
+		r2, err := ss.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		code2, err := servedCode(r2, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stage2, err := stageOfLPG(r2.Plan, next, nil, r2.Embedding.LPG)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := sameTables(sv.code, code2); diff != "" {
+			t.Errorf("%s busy: the short path's tables differ from the plan's code in %s", hot, diff)
+		}
+		if diff := sameRules(sv.stage, stage2); diff != "" {
+			t.Errorf("%s busy: the short path's rules differ from the plan's in %s", hot, diff)
+		}
+		t.Logf("%s busy: %+v", hot, d.Queues)
+	}
+	if moved == 0 {
+		t.Error("no endpoint moved")
+	}
+}

@@ -70,6 +70,9 @@ type ReloadResult struct {
 	// or generating code (PlanMS is the session's change, CodeMS
 	// working out the tables' and rules' changes).
 	Short bool `json:"short,omitempty"`
+	// NotShort says why a change the session made did not take the
+	// short path (the session's plan then went the full way).
+	NotShort string `json:"not_short,omitempty"`
 	// PlanMS is how long planning took, CodeMS generating the new
 	// plan's code (and its stage), SwapMS handing the helper its tables
 	// and updating the maps, TookMS the whole reload (in milliseconds).
@@ -98,6 +101,9 @@ func (r *ReloadResult) String() string {
 	}
 	if r.NIC != nil {
 		parts = append(parts, r.NIC.String())
+	}
+	if r.NotShort != "" {
+		parts = append(parts, "not by the short path: "+r.NotShort)
 	}
 	if r.Restarted != "" {
 		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was restarted with the new plan (%s): nothing was served for %.1f ms; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
