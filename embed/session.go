@@ -1105,49 +1105,72 @@ func (ss *Session) entry(e *endpoint, c choice) plan.Entry {
 // dragonc run, the backends and verify. It derives the LPG and embeds it
 // afresh, which costs what embedding the stack does; a change does not
 // need it when the generated code reads its endpoint tables as data.
-func (ss *Session) Result() (*Result, error) {
+func (ss *Session) Result() (*Result, error) { return ss.ResultLater()() }
+
+// ResultLater is Result in two halves: it copies what Result reads of
+// the session now (O(endpoints)), and returns what makes the Result from
+// that copy, which may run on another goroutine while the session goes
+// on changing (dragonc run makes the plan of its reloads so, without
+// holding up the next reload).
+func (ss *Session) ResultLater() func() (*Result, error) {
 	in := *ss.p.in
 	in.Stack = ss.Stack()
 	in.LPG = nil
-	g, err := lpg.Derive(in.Stack)
-	if err != nil {
-		return nil, err
-	}
-	in.LPG = g
 	in.Previous = ss.base
 	if ss.base == nil {
 		in.Strategy = StrategyDragonetGreedy
 	}
-	cur := ss.s
-	return run(&in, func(p *problem) (*state, error) {
-		mode := slices.IndexFunc(p.modes, func(m rssMode) bool {
-			return slices.Equal(m.queues, ss.p.modes[cur.mode].queues)
+	mode := ss.p.modes[ss.s.mode]
+	queues, modeName := slices.Clone(mode.queues), mode.name
+	prio := ss.s.dragonetPrio
+	// Each endpoint's entry: its table's node and queue ("" for none).
+	type pick struct {
+		node string
+		q    int
+	}
+	picks := make([]pick, len(ss.s.choice))
+	for i, c := range ss.s.choice {
+		if c.t != nil {
+			picks[i] = pick{c.t.sp.Node, c.q}
+		}
+	}
+	var rank []int
+	if prio {
+		rank = slices.Clone(ss.p.rank)
+	}
+	return func() (*Result, error) {
+		g, err := lpg.Derive(in.Stack)
+		if err != nil {
+			return nil, err
+		}
+		in := in
+		in.LPG = g
+		return run(&in, func(p *problem) (*state, error) {
+			mode := slices.IndexFunc(p.modes, func(m rssMode) bool { return slices.Equal(m.queues, queues) })
+			if mode < 0 {
+				return nil, fmt.Errorf("dragonc: internal error: the session's RSS mode %s is not one of the stack's", modeName)
+			}
+			s := p.newState(mode)
+			s.dragonetPrio = prio
+			byNode := map[string]*table{}
+			for _, t := range p.tables {
+				byNode[t.sp.Node] = t
+			}
+			for i, c := range picks {
+				if c.node == "" {
+					continue
+				}
+				if t := byNode[c.node]; t != nil {
+					s.set(i, choice{t, c.q})
+				}
+			}
+			if s.dragonetPrio {
+				// Dragonet's entries in the order it inserted them.
+				copy(p.rank, rank)
+				p.dorder = p.declared()
+				slices.SortStableFunc(p.dorder, func(a, b int) int { return cmp.Compare(p.rank[a], p.rank[b]) })
+			}
+			return s, nil
 		})
-		if mode < 0 {
-			return nil, fmt.Errorf("dragonc: internal error: the session's RSS mode %s is not one of the stack's", ss.p.modes[cur.mode].name)
-		}
-		s := p.newState(mode)
-		s.dragonetPrio = cur.dragonetPrio
-		byNode := map[string]*table{}
-		for _, t := range p.tables {
-			byNode[t.sp.Node] = t
-		}
-		for i, c := range cur.choice {
-			if c.t == nil {
-				continue
-			}
-			if t := byNode[c.t.sp.Node]; t != nil {
-				s.set(i, choice{t, c.q})
-			}
-		}
-		if s.dragonetPrio {
-			// Dragonet's entries in the order it inserted them.
-			for i := range p.rank {
-				p.rank[i] = ss.p.rank[i]
-			}
-			p.dorder = p.declared()
-			slices.SortStableFunc(p.dorder, func(a, b int) int { return cmp.Compare(p.rank[a], p.rank[b]) })
-		}
-		return s, nil
-	})
+	}
 }

@@ -672,3 +672,41 @@ func TestSessionOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// ResultLater's function makes the plan of the session as it was when
+// it was called, whatever the session did since; its entries are the
+// session's then.
+func TestSessionResultLater(t *testing.T) {
+	all := sixFlows(t)
+	ss, _ := plannedSession(t, "82599", withEndpoints(all, all.Endpoints[:6]), "dragonet-balance")
+	if _, err := ss.Add(all.Endpoints[6]); err != nil {
+		t.Fatal(err)
+	}
+	later := ss.ResultLater()
+	entries := ss.Entries()
+	if _, err := ss.Remove(all.Endpoints[6].Name); err != nil {
+		t.Fatal(err)
+	}
+	r, err := later()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range r.Plan.Endpoints {
+		names = append(names, e.Name)
+	}
+	if !slices.Contains(names, all.Endpoints[6].Name) {
+		t.Fatalf("the plan of the session then has no %s: %v", all.Endpoints[6].Name, names)
+	}
+	placed := 0
+	for _, c := range r.Plan.Config {
+		for _, e := range c.Entries {
+			if slices.ContainsFunc(entries, func(x EntryChange) bool { return x.Node == c.Node && x.Entry.Endpoint == e.Endpoint }) {
+				placed++
+			}
+		}
+	}
+	if placed != len(entries) {
+		t.Errorf("the plan has %d of the session's %d entries then", placed, len(entries))
+	}
+}

@@ -295,6 +295,7 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	}
 	res.Tables = ch.changed
 	sv.commitFast(st, d, added, ch)
+	sv.planSeq++
 	if sv.state != nil {
 		// status counts the reload now; its plan follows (settle).
 		sv.state.Stack, sv.state.Reloads = st.Name, sv.reloads
@@ -679,51 +680,87 @@ func (sv *serving) settleLater() {
 		sv.settleTimer.Reset(settleAfter)
 		return
 	}
-	sv.settleTimer = time.AfterFunc(settleAfter, func() {
-		if sv.ctx.Err() != nil {
-			return // the run ended
-		}
-		sv.reloadMu.Lock()
-		defer sv.reloadMu.Unlock()
-		if err := sv.settle(); err != nil {
-			sv.out.note("note", "the plan after the last reloads: %v", err)
-		}
-	})
+	sv.settleTimer = time.AfterFunc(settleAfter, sv.settleInBackground)
 }
 
-// settle makes sv.r the plan the short path's changes served: the
-// session's Result, whose generated code must be of the served code's
-// shape with the served tables, and whose stage must have the served
-// rules; one that does not is served by the full path (said). Under
-// reloadMu.
+// settleInBackground is settle with the plan made outside reloadMu, so
+// that a reload meanwhile does not wait for it: the session's state is
+// copied under the lock (ResultLater), the plan, its code and its stage
+// made without it, and served under it again unless the plan served
+// changed meanwhile (that change's own settle follows).
+func (sv *serving) settleInBackground() {
+	if sv.ctx.Err() != nil {
+		return // the run ended
+	}
+	sv.reloadMu.Lock()
+	if sv.behind == 0 || sv.sess == nil {
+		sv.reloadMu.Unlock()
+		return
+	}
+	later, seq, st := sv.sess.ResultLater(), sv.planSeq, sv.st
+	sv.reloadMu.Unlock()
+	p, err := planOf(later, st, sv.handled)
+	sv.reloadMu.Lock()
+	defer sv.reloadMu.Unlock()
+	if sv.planSeq != seq {
+		return
+	}
+	if err == nil {
+		err = sv.serveSettled(p)
+	}
+	if err != nil {
+		sv.out.note("note", "the plan after the last reloads: %v", err)
+	}
+}
+
+// settle makes sv.r the plan the short path's changes served (under
+// reloadMu, before the full path plans from it).
 func (sv *serving) settle() error {
 	if sv.behind == 0 || sv.sess == nil {
 		return nil
 	}
-	r, err := sv.sess.Result()
+	p, err := planOf(sv.sess.ResultLater(), sv.st, sv.handled)
 	if err != nil {
 		return err
 	}
+	return sv.serveSettled(p)
+}
+
+// planOf makes the plan a session's ResultLater copied, of stack st,
+// with its code and stage.
+func planOf(later func() (*dembed.Result, error), st *lpg.Stack, handled map[string]bool) (*planState, error) {
+	r, err := later()
+	if err != nil {
+		return nil, err
+	}
+	code, err := servedCode(r, st)
+	if err != nil {
+		return nil, err
+	}
+	stage, err := stageOfLPG(r.Plan, st, handled, r.Embedding.LPG)
+	if err != nil {
+		return nil, err
+	}
+	return &planState{r: r, st: st, stage: stage, code: code}, nil
+}
+
+// serveSettled makes p, the session's plan of the stack served, sv.r:
+// its generated code must be of the served code's shape with the served
+// tables, and its stage must have the served rules; one that does not
+// is served by the full path (said). Under reloadMu.
+func (sv *serving) serveSettled(p *planState) error {
 	sv.behind = 0
-	code, err := servedCode(r, sv.st)
-	if err != nil {
-		return err
-	}
-	stage, err := stageOfLPG(r.Plan, sv.st, sv.handled, r.Embedding.LPG)
-	if err != nil {
-		return err
-	}
-	why := sameTables(sv.code, code)
+	why := sameTables(sv.code, p.code)
 	if why == "" {
-		why = sameRules(sv.stage, stage)
+		why = sameRules(sv.stage, p.stage)
 	}
 	if why != "" {
 		sv.out.note("note", "the tables or rules the last reloads served differ from the plan's (%s): serving the plan's", why)
 		res := &ReloadResult{Seq: sv.reloads, Stack: sv.st.Name}
-		return sv.applyPlanned(r, sv.st, res)
+		return sv.applyPlanned(p.r, sv.st, res)
 	}
 	sess := sv.sess
-	sv.usePlan(planState{r: r, st: sv.st, stage: sv.stage, chains: sv.chains, via: sv.via, code: code, bin: sv.bin})
+	sv.usePlan(planState{r: p.r, st: sv.st, stage: sv.stage, chains: sv.chains, via: sv.via, code: p.code, bin: sv.bin})
 	sv.sess = sess // the session is that plan's
 	return nil
 }

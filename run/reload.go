@@ -419,6 +419,7 @@ func (sv *serving) usePlan(p planState) {
 	sv.name, sv.queues = p.st.Name, p.r.Plan.Queues
 	// The short path's session and index start again from this plan.
 	sv.sess, sv.byName, sv.behind = nil, nil, 0
+	sv.planSeq++
 	// The measured load is compared with the plan served, and the
 	// rebalancer starts from it.
 	if sv.rebalance != nil {

@@ -562,6 +562,7 @@ type serving struct {
 	sess        *dembed.Session
 	byName      map[string]*lpg.Endpoint
 	behind      int
+	planSeq     int // changes of the plan served, by either path
 	settleTimer *time.Timer
 	work        string    // Serve's directory, where a reload builds new code
 	bin         string    // the helper program
