@@ -187,50 +187,77 @@ func TestRebalanceMoves(t *testing.T) {
 }
 
 // BenchmarkRebalanceMovedLoad measures what the goal names: a
-// load that moves from one endpoint to another is re-planned within 2 s,
-// and no endpoint changes queue twice within RebalanceHold. It serves
-// evenStack's plan with --rebalance (a report every 400 ms: the rebalancer wants 1,000 frames in one), sends
-// skewStack's load with e0 busy until the first re-plan is applied, then
-// makes e2 the busy one and counts the seconds until the next re-plan
-// is applied (or 15 s pass: a re-plan that would move an endpoint moved
-// within the hold waits for it). The log's rebalance lines say what
-// moved and what each plan costs.
+// load that moves from one endpoint to another is re-planned within 2 s
+// to at most 1.2 times the best imbalance, and no endpoint changes queue
+// twice within RebalanceHold. It serves evenStack's plan with
+// --rebalance (a report every 400 ms: the rebalancer wants 1,000 frames
+// in one), sends skewStack's load with e0 busy until the first re-plan
+// is applied, then makes e2 the busy one and counts the seconds until
+// the next re-plan is applied (up to 15 s). It then sends e2's load for
+// three more reports and sets the busiest queue's measured share beside
+// the busiest queue's share in a full re-plan at the rates measured
+// (which may move the endpoints the hold keeps where they are).
 func BenchmarkRebalanceMovedLoad(b *testing.B) {
 	for range b.N {
 		a, peer := pair(b)
 		r, st := embedTest(b, evenStack)
-		sv := serveIn(b, a, r, st, "xdp", func(o *Options) { o.Every, o.Rebalance = 400*time.Millisecond, true })
-		// busy sends with e<hot> busy until reload n is applied, for up
-		// to 15 s; it says whether it was.
-		busy := func(hot, n int) bool {
+		var mu sync.Mutex
+		var loads []Load
+		sv := serveIn(b, a, r, st, "xdp", func(o *Options) {
+			o.Every, o.Rebalance = 400*time.Millisecond, true
+			o.OnLoad = func(l Load) { mu.Lock(); loads = append(loads, l); mu.Unlock() }
+		})
+		// busy sends with e<hot> busy until done says so, for up to 15 s.
+		busy := func(hot int, done func() bool) {
 			deadline := time.Now().Add(15 * time.Second)
-			waiting := func() bool {
-				return !strings.Contains(sv.log.String(), fmt.Sprintf("reload %d applied", n)) && time.Now().Before(deadline)
-			}
+			waiting := func() bool { return !done() && time.Now().Before(deadline) }
 			for waiting() {
 				if _, err := sendHot(peer, hot, waiting); err != nil {
 					b.Fatalf("%v\n%s", err, sv.log.String())
 				}
 			}
-			return strings.Contains(sv.log.String(), fmt.Sprintf("reload %d applied", n))
 		}
-		if !busy(0, 1) {
+		applied := func(n int) func() bool {
+			return func() bool { return strings.Contains(sv.log.String(), fmt.Sprintf("reload %d applied", n)) }
+		}
+		if busy(0, applied(1)); !applied(1)() {
 			b.Fatalf("the load on e0 was not re-planned:\n%s", sv.log.String())
 		}
 		moved := time.Now()
-		ok := busy(2, 2)
+		busy(2, applied(2))
 		took := time.Since(moved)
+		if !applied(2)() {
+			b.Fatalf("the load moved to e2 was not re-planned within 15 s:\n%s", sv.log.String())
+		}
+		mu.Lock()
+		seen := len(loads)
+		mu.Unlock()
+		busy(2, func() bool { mu.Lock(); defer mu.Unlock(); return len(loads) >= seen+3 })
 		if err := sv.stop(); err != nil {
 			b.Fatal(err)
 		}
 		for _, l := range strings.Split(sv.log.String(), "\n") {
-			if strings.Contains(l, "rebalance") || strings.Contains(l, "applied") {
+			if strings.Contains(l, "rebalance:") {
 				b.Logf("%s", l)
 			}
 		}
-		if !ok {
-			b.Fatalf("the load moved to e2 was not re-planned within 15 s")
+		mu.Lock()
+		last := loads[len(loads)-1]
+		mu.Unlock()
+		var share float64
+		for _, q := range last.Queues {
+			share = max(share, q.MeasuredShare)
 		}
+		best, err := r.PlanAtRates(last.Rates())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var bestShare float64
+		for _, q := range best.PredictedLoad().Queues {
+			bestShare = max(bestShare, q.Share)
+		}
+		b.Logf("busiest queue: %.1f%% of the frames measured, %.1f%% in the best plan at the measured rates", 100*share, 100*bestShare)
 		b.ReportMetric(took.Seconds(), "s-to-replan")
+		b.ReportMetric(share/bestShare, "imbalance/best")
 	}
 }

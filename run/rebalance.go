@@ -126,7 +126,17 @@ func (b *Rebalancer) Decide(l *Load) (Decision, error) {
 	if d.Cost, err = b.cur.CostAtRates(rates); err != nil {
 		return d, err
 	}
-	plan, err := b.atRates(rates, &d)
+	// The endpoints that moved within the hold stay where they are: the
+	// session's search moves the others (a full re-plan cannot be told,
+	// and is held back below if it moves them).
+	var held []string
+	for name, at := range b.moved {
+		if l.At.Sub(at) < hold {
+			held = append(held, name)
+		}
+	}
+	slices.Sort(held)
+	plan, err := b.atRates(rates, held, &d)
 	if err != nil {
 		return d, err
 	}
@@ -170,12 +180,13 @@ func (b *Rebalancer) Decide(l *Load) (Decision, error) {
 // atRates plans at the measured rates from the plan served: a session of
 // it (embed.Session.SetRates: the incremental search moves what the new
 // rates make worth moving, each move kept only when it saves
-// embed.MoveThreshold, and touches nothing else), or, for a plan no
+// embed.MoveThreshold, and touches nothing else; held endpoints do not
+// move, embed.Session.Hold), or, for a plan no
 // session starts from (one read from a file), a full re-plan
 // (Result.PlanAtRates). It sets d's Best and Moves and returns what
 // makes the plan (a session's costs the time of an embedding: only a
 // re-plan needs it).
-func (b *Rebalancer) atRates(rates map[string]float64, d *Decision) (func() (*dembed.Result, error), error) {
+func (b *Rebalancer) atRates(rates map[string]float64, held []string, d *Decision) (func() (*dembed.Result, error), error) {
 	ss, err := dembed.NewSession(b.cur)
 	if err != nil {
 		p, err := b.cur.PlanAtRates(rates)
@@ -185,6 +196,7 @@ func (b *Rebalancer) atRates(rates map[string]float64, d *Decision) (func() (*de
 		d.Best, d.Moves = p.Cost, moves(b.cur, p)
 		return func() (*dembed.Result, error) { return p, nil }, nil
 	}
+	ss.Hold(held...)
 	delta, err := ss.SetRates(rates)
 	if err != nil {
 		return nil, err
