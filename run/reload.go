@@ -140,14 +140,13 @@ func (l *Live) Reload(st *lpg.Stack) (*ReloadResult, error) { return l.sv.reload
 // as SIGHUP and dragonc reload do.
 func (l *Live) ReloadSource() (*ReloadResult, error) { return l.sv.reloadSource() }
 
-// Replan is the default Options.Replan: st embedded on linux-xdp by the
-// incremental search from the running plan, with the running plan's cost
-// function; a running plan for a NIC's driver, on the same NIC for it.
+// Replan is the default Options.Replan: st embedded by the incremental
+// search from the running plan, with the running plan's cost function, on
+// the running plan's NIC: linux-xdp, or a NIC's Linux driver (with
+// run.Adapt's checksums), as dragonc run planned it.
 func Replan(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error) {
-	if running.Plan.NIC != Model {
-		return replanHardware(st, running) // reloadhw.go
-	}
-	m, mdiags, err := nics.Load(Model)
+	nic := running.Plan.NIC
+	m, mdiags, err := nics.Load(nic)
 	if err != nil {
 		return nil, err
 	}
@@ -158,9 +157,16 @@ func Replan(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, _, err := dembed.NewInput(Model, m, st, nil, dembed.Options{Cost: fn, Strategy: dembed.StrategyIncremental, Previous: running.Plan})
+	opt := dembed.Options{Cost: fn, Strategy: dembed.StrategyIncremental, Previous: running.Plan}
+	if nic != Model {
+		opt.Target = dembed.TargetLinux
+	}
+	in, _, err := dembed.NewInput(nic, m, st, nil, opt)
 	if err != nil {
 		return nil, err
+	}
+	if nic != Model {
+		Adapt(in)
 	}
 	return dembed.Run(in)
 }

@@ -11,10 +11,8 @@ import (
 
 	"github.com/dragonc/dragonc/backends/gofallback"
 	"github.com/dragonc/dragonc/backends/linux"
-	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
-	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/prg"
 )
 
@@ -60,31 +58,6 @@ func (n *NICRules) String() string {
 		s += " (" + n.Script + ")"
 	}
 	return s
-}
-
-// replanHardware is Replan for a running plan made for a NIC's Linux
-// driver: st embedded on the same NIC for its driver (run.Adapt's
-// checksums), by the incremental search, with the running plan's cost
-// function.
-func replanHardware(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error) {
-	nic := running.Plan.NIC
-	m, mdiags, err := nics.Load(nic)
-	if err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, mdiags
-	}
-	fn, err := costmodel.ByName(running.Plan.Cost.Function)
-	if err != nil {
-		return nil, err
-	}
-	in, _, err := dembed.NewInput(nic, m, st, nil, dembed.Options{Cost: fn, Strategy: dembed.StrategyIncremental, Previous: running.Plan, Target: dembed.TargetLinux})
-	if err != nil {
-		return nil, err
-	}
-	Adapt(in)
-	return dembed.Run(in)
 }
 
 // applyHardwarePlanned is applyPlanned for a run that applied a hardware
