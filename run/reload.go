@@ -62,6 +62,16 @@ type ReloadResult struct {
 	// nothing served (from the old plan's end until the new one served).
 	Restarted string  `json:"restarted,omitempty"`
 	PauseMS   float64 `json:"pause_ms,omitempty"`
+	// HandedOver says the new helper took the old one's AF_XDP sockets
+	// over (handover.go): for PauseMS the frames that arrived waited on
+	// the sockets' receive rings instead of being lost, and the XDP
+	// program was swapped on its link, never detached.
+	HandedOver bool `json:"handed_over,omitempty"`
+	// Lost, with HandedOver, is how many frames the kernel dropped on
+	// the sockets while they were handed over (their XDP_STATISTICS
+	// rx_dropped and rx_ring_full, from when the old helper stopped
+	// reading until the new one served).
+	Lost uint64 `json:"lost,omitempty"`
 	// NIC is what a reload of a hardware plan did to the NIC's filter
 	// rules (reloadhw.go).
 	NIC *NICRules `json:"nic,omitempty"`
@@ -104,6 +114,10 @@ func (r *ReloadResult) String() string {
 	}
 	if r.NotShort != "" {
 		parts = append(parts, "not by the short path: "+r.NotShort)
+	}
+	if r.Restarted != "" && r.HandedOver {
+		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was handed over to new code (%s): its AF_XDP sockets held what arrived for %.1f ms, %d frame(s) lost; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
+			r.Seq, r.Stack, strings.Join(parts, ", "), r.Restarted, r.PauseMS, r.Lost, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
 	}
 	if r.Restarted != "" {
 		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was restarted with the new plan (%s): nothing was served for %.1f ms; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
@@ -453,7 +467,12 @@ type handover struct {
 	old, next planState
 	start     time.Time     // when the old plan's serve was told to end
 	pause     time.Duration // from start until the new plan served
-	done      chan error    // nil once the new plan serves
+	// live: the old helper hands its AF_XDP sockets over (handover.go)
+	// instead of closing them; handedOver: it did.
+	live, handedOver bool
+	seq              int        // the handover's control line
+	lost             uint64     // frames the kernel dropped while handed over
+	done             chan error // nil once the new plan serves
 }
 
 // handoverTimeout bounds the wait for a new plan to serve.
@@ -499,6 +518,10 @@ func (sv *serving) restart(next planState, why string, res *ReloadResult) error 
 		sv.liveMu.Unlock()
 		return refuse("the stack is not served")
 	}
+	if h.live = sv.canHandOver(next); h.live {
+		sv.pushSeq++
+		h.seq = sv.pushSeq
+	}
 	h.old = planState{r: sv.r, st: sv.st, stage: sv.stage, chains: sv.chains, via: sv.via, code: sv.code, bin: sv.bin}
 	h.start = time.Now()
 	sv.pending = h
@@ -512,7 +535,7 @@ func (sv *serving) restart(next planState, why string, res *ReloadResult) error 
 	case <-time.After(handoverTimeout):
 		return fmt.Errorf("the new plan did not serve within %v", handoverTimeout)
 	}
-	res.Restarted, res.PauseMS = why, ms(h.pause)
+	res.Restarted, res.PauseMS, res.HandedOver, res.Lost = why, ms(h.pause), h.handedOver, h.lost
 	return nil
 }
 
@@ -790,16 +813,27 @@ const helperTimeout = 10 * time.Second
 type helperControl struct {
 	mu      sync.Mutex
 	w       io.Writer
-	waiting map[int]chan string
+	waiting map[int]chan controlAnswer
 }
+
+// controlAnswer is the helper's answer to a control line: why it failed
+// ("" if it did not) and what it answered besides (a handover's JSON).
+type controlAnswer struct{ reason, payload string }
 
 // send writes u and waits for the helper's answer.
 func (h *helperControl) send(u *dataplane.Update) error {
+	_, err := h.ask(u)
+	return err
+}
+
+// ask writes u and waits for the helper's answer; it returns what the
+// answer carries besides.
+func (h *helperControl) ask(u *dataplane.Update) (string, error) {
 	b, err := json.Marshal(u)
 	if err != nil {
-		return err
+		return "", err
 	}
-	ch := make(chan string, 1)
+	ch := make(chan controlAnswer, 1)
 	h.mu.Lock()
 	h.waiting[u.Seq] = ch
 	_, err = h.w.Write(append(b, '\n'))
@@ -810,36 +844,46 @@ func (h *helperControl) send(u *dataplane.Update) error {
 		h.mu.Unlock()
 	}()
 	if err != nil {
-		return fmt.Errorf("writing to the generated stack: %w", err)
+		return "", fmt.Errorf("writing to the generated stack: %w", err)
 	}
 	select {
 	case a := <-ch:
-		if a != "" {
-			return fmt.Errorf("the generated stack refused the update: %s", a)
+		if a.reason != "" {
+			return "", fmt.Errorf("the generated stack refused the update: %s", a.reason)
 		}
-		return nil
+		return a.payload, nil
 	case <-time.After(helperTimeout):
-		return fmt.Errorf("the generated stack did not answer the update within %v", helperTimeout)
+		return "", fmt.Errorf("the generated stack did not answer the update within %v", helperTimeout)
 	}
 }
 
-// answer hands a control line of the helper ("applied SEQ" or "failed
-// SEQ: REASON") to the send waiting for it.
+// answer hands a control line of the helper ("applied SEQ", "failed
+// SEQ: REASON" or "handover SEQ JSON") to the send waiting for it.
 func (h *helperControl) answer(line string) bool {
 	verb, rest, _ := strings.Cut(line, " ")
-	num, reason, _ := strings.Cut(rest, ": ")
-	seq, err := strconv.Atoi(num)
-	if err != nil || verb != "applied" && verb != "failed" {
+	var a controlAnswer
+	num := rest
+	switch verb {
+	case "failed":
+		num, a.reason, _ = strings.Cut(rest, ": ")
+		if a.reason == "" {
+			a.reason = "(no reason)"
+		}
+	case "handover":
+		num, a.payload, _ = strings.Cut(rest, " ")
+	case "applied":
+	default:
 		return false
 	}
-	if verb == "failed" && reason == "" {
-		reason = "(no reason)"
+	seq, err := strconv.Atoi(num)
+	if err != nil {
+		return false
 	}
 	h.mu.Lock()
 	ch := h.waiting[seq]
 	h.mu.Unlock()
 	if ch != nil {
-		ch <- reason
+		ch <- a
 	}
 	return true
 }

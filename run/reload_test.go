@@ -257,13 +257,26 @@ func testReloadServes(t *testing.T, socket string) {
 		t.Errorf("the helper was rebuilt or restarted:\n%s", sv.log.String())
 	}
 	// A new protocol needs new code and another eBPF program: the data
-	// plane restarts with the new plan, and says for how long nothing
-	// was served.
+	// plane is handed over to the new plan's (AF_XDP: the sockets pass
+	// to the new helper, and a client echoing on e1 all along loses
+	// nothing) or restarted (AF_PACKET), and says for how long the
+	// frames waited or nothing was served.
+	end := steadyEcho(b, 7001, 2*time.Second)
 	res = reloadFile(t, live, path, withEndpoints("    endpoint e4 udp listen *:7004 { app \"echo\" }\n    endpoint mx openmx 3 { app \"echo\" }\n", "e2"))
-	if !res.Applied || res.Restarted == "" || res.PauseMS <= 0 || !slices.Equal(res.Added, []string{"mx"}) {
-		t.Fatalf("an Open-MX endpoint: %+v, want applied by a restart", res)
+	// The client goes on a little after the new plan serves.
+	time.Sleep(100 * time.Millisecond)
+	n, client := end()
+	if client != nil {
+		t.Fatal(client)
+	}
+	t.Logf("e1's client across the %s: %d datagrams sent, %d answered, %d lost", map[bool]string{true: "handover", false: "restart"}[res.HandedOver], n.sent, n.answered, n.lost)
+	if !res.Applied || res.Restarted == "" || res.PauseMS <= 0 || !slices.Equal(res.Added, []string{"mx"}) || res.HandedOver != (socket == "xdp") {
+		t.Fatalf("an Open-MX endpoint: %+v, want applied by a restart (handed over on AF_XDP)", res)
 	}
 	t.Log(res)
+	if socket == "xdp" && (n.lost > 0 || n.answered != n.sent || n.sent < 2 || res.Lost > 0) {
+		t.Errorf("e1 lost %d of %d datagrams across the handover; the kernel counted %d frames lost", n.lost, n.sent, res.Lost)
+	}
 	inB(func() error {
 		if got, err := omxExchange("vB", 3, 9, []byte("new protocol")); err != nil || string(got) != "new protocol" {
 			return fmt.Errorf("the Open-MX endpoint after the restart: %q, %v", got, err)
@@ -307,14 +320,40 @@ func TestReloadChurn(t *testing.T) {
 		loadStack(t, withEndpoints("    endpoint e9 udp listen *:7009 { app \"echo\" }\n", "e2")),
 		loadStack(t, reloadStack),
 	}
+	end := steadyEcho(b, 7001, time.Second)
+	const ops = 200
+	for i := range ops {
+		res, err := live.Reload(stacks[i%len(stacks)])
+		if err != nil || !res.Applied {
+			end()
+			t.Fatalf("reload %d: %+v, %v", i+1, res, err)
+		}
+	}
+	n, client := end()
+	if client != nil {
+		t.Fatal(client)
+	}
+	t.Logf("%d reloads; the client sent %d datagrams, %d answered, %d lost", ops, n.sent, n.answered, n.lost)
+	if n.lost > 0 || n.answered != n.sent || n.sent < ops {
+		t.Errorf("the unchanged endpoint lost %d of %d datagrams across %d reloads", n.lost, n.sent, ops)
+	}
+}
+
+// echoTally counts a steady client's datagrams.
+type echoTally struct{ sent, answered, lost int }
+
+// steadyEcho starts a client in namespace b that echoes on the stack's
+// port, one datagram after the other, each sent once: one not answered
+// within wait is lost. The function it returns stops the client and
+// counts.
+func steadyEcho(b string, port int, wait time.Duration) func() (echoTally, error) {
 	stop := make(chan struct{})
-	type tally struct{ sent, answered, lost int }
-	done := make(chan tally, 1)
+	done := make(chan echoTally, 1)
 	var client error
 	go func() {
-		var n tally
+		var n echoTally
 		client = inNS(b, func() error {
-			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: 7001})
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IP{10, 9, 0, 1}, Port: port})
 			if err != nil {
 				return err
 			}
@@ -326,14 +365,12 @@ func TestReloadChurn(t *testing.T) {
 					return nil
 				default:
 				}
-				msg := fmt.Sprintf("churn %d", n.sent)
+				msg := fmt.Sprintf("steady %d", n.sent)
 				n.sent++
 				if _, err := c.Write([]byte(msg)); err != nil {
 					return err
 				}
-				// An answer is lost if it is not back in a second (a
-				// datagram is answered in well under a millisecond).
-				c.SetReadDeadline(time.Now().Add(time.Second))
+				c.SetReadDeadline(time.Now().Add(wait))
 				for {
 					k, err := c.Read(buf)
 					if err != nil {
@@ -349,22 +386,10 @@ func TestReloadChurn(t *testing.T) {
 		})
 		done <- n
 	}()
-	const ops = 200
-	for i := range ops {
-		res, err := live.Reload(stacks[i%len(stacks)])
-		if err != nil || !res.Applied {
-			close(stop)
-			t.Fatalf("reload %d: %+v, %v", i+1, res, err)
-		}
-	}
-	close(stop)
-	n := <-done
-	if client != nil {
-		t.Fatal(client)
-	}
-	t.Logf("%d reloads; the client sent %d datagrams, %d answered, %d lost", ops, n.sent, n.answered, n.lost)
-	if n.lost > 0 || n.answered != n.sent || n.sent < ops {
-		t.Errorf("the unchanged endpoint lost %d of %d datagrams across %d reloads", n.lost, n.sent, ops)
+	return func() (echoTally, error) {
+		close(stop)
+		n := <-done
+		return n, client
 	}
 }
 
@@ -441,7 +466,7 @@ func TestTableUpdates(t *testing.T) {
 // The helper's answers reach the update that waits for them.
 func TestHelperControl(t *testing.T) {
 	var sent strings.Builder
-	h := &helperControl{w: &sent, waiting: map[int]chan string{}}
+	h := &helperControl{w: &sent, waiting: map[int]chan controlAnswer{}}
 	errs := make(chan error, 2)
 	go func() { errs <- h.send(&dataplane.Update{Seq: 1}) }()
 	for !strings.Contains(sentString(h, &sent), `"seq":1`) {
@@ -461,7 +486,23 @@ func TestHelperControl(t *testing.T) {
 	if err := <-errs; err == nil || !strings.Contains(err.Error(), "no such table") {
 		t.Errorf("a failed update: %v", err)
 	}
-	if h.answer("report {}") || h.answer("applied x") {
+	// A handover's answer carries its state.
+	payloads := make(chan string, 1)
+	go func() {
+		p, err := h.ask(&dataplane.Update{Seq: 3, Handover: true})
+		errs <- err
+		payloads <- p
+	}()
+	for !strings.Contains(sentString(h, &sent), `"seq":3,"handover":true`) {
+		time.Sleep(time.Millisecond)
+	}
+	if !h.answer(`handover 3 {"ring":2048}`) {
+		t.Fatal("handover 3 not taken")
+	}
+	if err, p := <-errs, <-payloads; err != nil || p != `{"ring":2048}` {
+		t.Errorf("a handover's answer: %q, %v", p, err)
+	}
+	if h.answer("report {}") || h.answer("applied x") || h.answer("handover x {}") {
 		t.Error("a line that is no answer was taken")
 	}
 }

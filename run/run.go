@@ -356,6 +356,8 @@ func (vs *viaStreams) stream(name string) (sovia.Stream, bool) {
 // serveAll serves on the socket kind asked for, or on AF_XDP and then on
 // AF_PACKET when AF_XDP cannot be set up.
 func (sv *serving) serveAll() (err error) {
+	// Sockets a handover left that no serve took (handover.go).
+	defer sv.dropCarry()
 	if sv.hw {
 		// Hardware first: the plan's linux.sh, step by step; what the
 		// driver refuses, the eBPF stage does.
@@ -578,6 +580,12 @@ type serving struct {
 	serveCancel context.CancelFunc
 	pending     *handover // asked for: the serve is ending
 	handingOver *handover // the new plan starts serving
+	// carry is what a serve that handed its AF_XDP sockets over leaves
+	// the next (handover.go), until a helper serves with them; swap,
+	// set by such a serve, swaps the XDP program once its helper is
+	// ready.
+	carry *carried
+	swap  func() error
 }
 
 // serve attaches the eBPF stage for socket kind kind, runs the helper on
@@ -684,11 +692,34 @@ func (sv *serving) serve(kind string) error {
 	var links []link.Link
 	switch kind {
 	case dataplane.AFXDP:
-		l, mode, err := attachXDP(progs[0], sv.ifc)
-		if err != nil {
+		// A handover's link stays attached, running the old program,
+		// until the helper that takes the sockets over serves
+		// (handover.go).
+		sv.liveMu.Lock()
+		c := sv.carry
+		sv.liveMu.Unlock()
+		var l link.Link
+		var mode string
+		if c != nil {
+			l, mode = c.link, c.mode
+			cfg.Adopt = &c.state
+			sv.swap = func() error { return sv.swapProgram(c, progs[0]) }
+			defer func() { sv.swap = nil }()
+		} else if l, mode, err = attachXDP(progs[0], sv.ifc); err != nil {
 			return &startError{err}
 		}
-		defer l.Close()
+		defer func() {
+			// Kept for the next serve if this one handed its sockets
+			// over, or if it never took over the sockets it was given.
+			sv.liveMu.Lock()
+			keep := sv.carry
+			sv.liveMu.Unlock()
+			if keep == nil {
+				l.Close()
+				return
+			}
+			keep.link, keep.mode = l, mode
+		}()
 		links = append(links, l)
 		cfg.XSKMapFD, cfg.DevQueues = m.xsks.FD(), devq
 		how = fmt.Sprintf("AF_XDP sockets on %d device queue(s), fed by an XDP program in %s mode", devq, mode)
@@ -774,6 +805,30 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		}
 		args = append(args, f.flag, v)
 	}
+	if a := cfg.Adopt; a != nil {
+		// The sockets handed over, renumbered as the helper's.
+		b := *a
+		b.Sockets = append([]dataplane.HandoverSocket(nil), a.Sockets...)
+		for i := range b.Sockets {
+			s := &b.Sockets[i]
+			fd, err := pass(s.FD, "AF_XDP socket")
+			if err != nil {
+				return err
+			}
+			umem, err := pass(s.UMEMFD, "UMEM")
+			if err != nil {
+				return err
+			}
+			s.FD, _ = strconv.Atoi(fd)
+			s.UMEMFD, _ = strconv.Atoi(umem)
+		}
+		j, err := json.Marshal(&b)
+		if err != nil {
+			return err
+		}
+		args = append(args, "-adopt", string(j))
+	}
+	swap := sv.swap
 	cmd := exec.Command(bin, args...)
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -795,13 +850,14 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	if opt.Signal != nil {
 		opt.Signal(cmd.Process)
 	}
-	ctl := &helperControl{w: stdin, waiting: map[int]chan string{}}
+	ctl := &helperControl{w: stdin, waiting: map[int]chan controlAnswer{}}
 	defer func() {
 		sv.liveMu.Lock()
 		sv.send, sv.hs = nil, nil
 		sv.liveMu.Unlock()
 	}()
 	var ready atomic.Bool
+	var swapErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -809,6 +865,13 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		err := helperLines(out, func(line string) {
 			switch {
 			case strings.HasPrefix(line, "ready: "):
+				if swap != nil {
+					if err := swap(); err != nil {
+						swapErr.Store(&err)
+						cmd.Process.Kill()
+						return
+					}
+				}
 				ready.Store(true)
 				sv.liveMu.Lock()
 				sv.send, sv.hs = ctl.send, newHelperState(sv.st)
@@ -840,6 +903,22 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 	select {
 	case err = <-done:
 	case <-sv.serveCtx.Done():
+		sv.liveMu.Lock()
+		h := sv.pending
+		sv.liveMu.Unlock()
+		if h != nil && h.live && ready.Load() {
+			// A reload hands the sockets over (handover.go); where it
+			// cannot, the new plan's serve opens its own.
+			c, herr := takeSockets(ctl, cmd.Process.Pid, h.seq)
+			sv.liveMu.Lock()
+			if herr == nil {
+				sv.carry, h.handedOver = c, true
+			}
+			sv.liveMu.Unlock()
+			if herr != nil {
+				sv.out.note("note", "the AF_XDP sockets could not be handed over (%v); the new plan opens its own", herr)
+			}
+		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err = <-done:
@@ -850,6 +929,9 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		if err == nil || sv.serveCtx.Err() != nil && isSignal(err) {
 			err = nil
 		}
+	}
+	if e := swapErr.Load(); e != nil {
+		return *e
 	}
 	if err != nil {
 		err = fmt.Errorf("the generated stack stopped: %w: %s", err, strings.TrimSpace(stderr.String()))

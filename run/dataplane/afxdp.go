@@ -35,6 +35,7 @@ const (
 	pgoffCompletionRing   = 0x180000000
 	bpfMapUpdateElem      = 2
 	msgDontwait           = 0x40
+	mfdCloexec            = 1 // MFD_CLOEXEC, include/uapi/linux/memfd.h
 )
 
 // An XSK (AF_XDP socket) owns a UMEM of chunks: the first half is lent
@@ -162,6 +163,7 @@ type xsk struct {
 	zeroCopy         bool
 	needWakeup       bool // bound with XDP_USE_NEED_WAKEUP
 	owner            bool // owns umem, fill and cr (unmaps them)
+	umemFD           int  // the owner's: the memfd the UMEM lies in (-1: none)
 	// fillMu guards the fill ring when sockets share it (nil when one
 	// socket reads the queue).
 	fillMu *sync.Mutex
@@ -180,13 +182,18 @@ func openXSK(ifindex, queue int, copyMode bool, n uint32) (*xsk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
 	}
-	x := &xsk{fd: fd, queue: queue, owner: true, n: n}
+	x := &xsk{fd: fd, queue: queue, owner: true, n: n, umemFD: -1}
 	fail := func(what string, err error) (*xsk, error) {
 		x.close()
 		return nil, fmt.Errorf("AF_XDP queue %d: %s: %w", queue, what, err)
 	}
-	if x.umem, err = syscall.Mmap(-1, 0, 2*int(n)*xskChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_POPULATE); err != nil {
+	// The UMEM lies in a memfd, shared, so that the program that takes
+	// over the socket (a reload's handover) can map the same frames.
+	if x.umemFD, err = memfd("dragonc-umem", 2*int64(n)*xskChunk); err != nil {
 		return fail("allocating the UMEM", err)
+	}
+	if x.umem, err = syscall.Mmap(x.umemFD, 0, 2*int(n)*xskChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil {
+		return fail("mapping the UMEM", err)
 	}
 	reg := umemReg{addr: uint64(uintptr(unsafe.Pointer(&x.umem[0]))), len: uint64(len(x.umem)), chunkSize: xskChunk}
 	if err := setsockopt(fd, xdpUmemReg, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
@@ -269,7 +276,7 @@ func openSharedXSK(ifindex int, p *xsk) (*xsk, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening an AF_XDP socket: %w", err)
 	}
-	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy, needWakeup: p.needWakeup, n: p.n}
+	x := &xsk{fd: fd, queue: p.queue, umem: p.umem, fill: p.fill, zeroCopy: p.zeroCopy, needWakeup: p.needWakeup, n: p.n, umemFD: -1}
 	fail := func(what string, err error) (*xsk, error) {
 		x.close()
 		return nil, fmt.Errorf("AF_XDP queue %d, shared socket: %s: %w", p.queue, what, err)
@@ -330,6 +337,108 @@ func (x *xsk) close() {
 		syscall.Munmap(x.umem)
 		x.umem = nil
 	}
+	if x.umemFD >= 0 {
+		syscall.Close(x.umemFD)
+		x.umemFD = -1
+	}
+}
+
+// memfd makes an anonymous file of size bytes (memfd_create(2), close on
+// exec).
+func memfd(name string, size int64) (int, error) {
+	b := append([]byte(name), 0)
+	fd, _, e := syscall.Syscall(sysMemfdCreate, uintptr(unsafe.Pointer(&b[0])), mfdCloexec, 0)
+	if e != 0 {
+		return -1, e
+	}
+	if err := syscall.Ftruncate(int(fd), size); err != nil {
+		syscall.Close(int(fd))
+		return -1, err
+	}
+	return int(fd), nil
+}
+
+// adoptXSK maps the rings of socket fd, which another program opened,
+// bound and served (HandoverSocket), and goes on from their indexes:
+// what arrived meanwhile waits on the receive ring. The owner of the
+// queue's UMEM (p nil) also maps the UMEM from its memfd and its fill,
+// completion and transmit rings, and takes the transmit chunks that were
+// free; a shared socket (p its owner) maps its receive ring only.
+func adoptXSK(h HandoverSocket, n uint32, p *xsk) (*xsk, error) {
+	x := &xsk{fd: h.FD, queue: h.Queue, n: n, owner: p == nil, umemFD: -1}
+	fail := func(what string, err error) (*xsk, error) {
+		x.close()
+		return nil, fmt.Errorf("AF_XDP queue %d, the socket handed over: %s: %w", h.Queue, what, err)
+	}
+	var opt uint32
+	optLen := uint32(4)
+	if _, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(x.fd), solXDP, xdpOptions, uintptr(unsafe.Pointer(&opt)), uintptr(unsafe.Pointer(&optLen)), 0); e != 0 {
+		return fail("XDP_OPTIONS", e)
+	}
+	// openXSK binds with XDP_USE_NEED_WAKEUP exactly in zero-copy mode.
+	x.zeroCopy = opt&xdpOptionsZerocopy != 0
+	x.needWakeup = x.zeroCopy
+	off, err := mmapOffsetsOf(x.fd)
+	if err != nil {
+		return fail("XDP_MMAP_OFFSETS", err)
+	}
+	if x.rx, err = mapRing(x.fd, off.rx, pgoffRxRing, n, unsafe.Sizeof(xdpDesc{})); err != nil {
+		return fail("mapping the rx ring", err)
+	}
+	x.rx.cached = atomic.LoadUint32(x.rx.cons)
+	if p != nil {
+		x.umem, x.fill = p.umem, p.fill
+		if p.fillMu == nil {
+			p.fillMu = new(sync.Mutex)
+		}
+		x.fillMu = p.fillMu
+		return x, nil
+	}
+	x.umemFD = h.UMEMFD
+	if x.umem, err = syscall.Mmap(x.umemFD, 0, 2*int(n)*xskChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil {
+		return fail("mapping the UMEM", err)
+	}
+	if x.tx, err = mapRing(x.fd, off.tx, pgoffTxRing, n, unsafe.Sizeof(xdpDesc{})); err != nil {
+		return fail("mapping the tx ring", err)
+	}
+	if x.fill, err = mapRing(x.fd, off.fr, pgoffFillRing, n, 8); err != nil {
+		return fail("mapping the fill ring", err)
+	}
+	if x.cr, err = mapRing(x.fd, off.cr, pgoffCompletionRing, n, 8); err != nil {
+		return fail("mapping the completion ring", err)
+	}
+	x.tx.cached = atomic.LoadUint32(x.tx.prod)
+	x.fill.cached = atomic.LoadUint32(x.fill.prod)
+	x.cr.cached = atomic.LoadUint32(x.cr.cons)
+	for _, a := range h.Free {
+		if a < uint64(n)*xskChunk || a >= 2*uint64(n)*xskChunk || a%xskChunk != 0 {
+			return fail("its free chunks", fmt.Errorf("%#x is no transmit chunk", a))
+		}
+	}
+	x.free = append([]uint64(nil), h.Free...)
+	return x, nil
+}
+
+// quiesce makes the transmit ring's frames go (a bounded number of tries)
+// and takes back the chunks the kernel has completed; it reports the
+// socket as the program that takes it over needs it. The loops have
+// stopped.
+func (x *xsk) quiesce() HandoverSocket {
+	h := HandoverSocket{FD: x.fd, Queue: x.queue, Owner: x.owner, UMEMFD: -1}
+	if k, err := xdpStatistics(x.fd); err == nil {
+		h.Dropped = k.RxDropped + k.RxRingFull
+	}
+	if !x.owner {
+		return h
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for try := 0; try < 64 && atomic.LoadUint32(x.tx.cons) != x.tx.cached; try++ {
+		syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(x.fd), 0, 0, msgDontwait, 0, 0)
+	}
+	x.reclaim()
+	h.UMEMFD, h.Free = x.umemFD, append([]uint64(nil), x.free...)
+	return h
 }
 
 // putInMap makes the socket the XSKMAP's entry key, where the XDP

@@ -142,6 +142,39 @@ type Config struct {
 	// DefaultSpin; negative: not at all) before they sleep.
 	BusyPoll bool
 	Spin     time.Duration
+	// Adopt, if set, are AF_XDP sockets another data plane served and
+	// handed over (Server.Handover), with descriptors of this process:
+	// they are served instead of new ones.
+	Adopt *Handover
+}
+
+// Handover is what a data plane that stopped at a frame boundary hands
+// the next one of its AF_XDP sockets: each socket's descriptor, the
+// descriptor of its queue's UMEM (a memfd) and the transmit chunks the
+// queue's owner held free. Every other chunk is on a ring whose indexes
+// the next program reads: lent to the kernel (fill ring, or taken by the
+// device), received and not yet read (rx ring), sent and not yet
+// completed (tx and completion rings).
+type Handover struct {
+	Ring    uint32           `json:"ring"`  // each ring's length
+	Loops   int              `json:"loops"` // sockets per device queue
+	Sockets []HandoverSocket `json:"sockets"`
+}
+
+// HandoverSocket is one socket of a Handover, in the order the sockets
+// were opened: by device queue, the UMEM's owner first.
+type HandoverSocket struct {
+	FD     int      `json:"fd"`
+	Queue  int      `json:"queue"` // the device's queue
+	Owner  bool     `json:"owner,omitempty"`
+	UMEMFD int      `json:"umem_fd"` // the owner's; -1 for the others
+	Free   []uint64 `json:"free,omitempty"`
+	// Dropped is what the kernel had dropped of the socket's frames when
+	// its loop stopped (XDP_STATISTICS: rx_dropped, no chunk to receive
+	// into or a frame too long, and rx_ring_full): what it drops from
+	// then on until the next program reads the socket is what the
+	// handover lost.
+	Dropped uint64 `json:"dropped"`
 }
 
 // port is where a loop's frames come from and its replies go.
@@ -302,7 +335,16 @@ func (s *Server) openXDP(cfg Config) error {
 	loops := len(s.queues)
 	socks := make([][]*xsk, cfg.DevQueues) // by device queue, then loop
 	n := ringSize(cfg.Ifindex)
+	if a := cfg.Adopt; a != nil {
+		if err := s.adoptXDP(a, socks); err != nil {
+			return err
+		}
+		n = a.Ring
+	}
 	for d := range socks {
+		if len(socks[d]) > 0 {
+			continue // handed over
+		}
 		x, err := openXSK(cfg.Ifindex, d, cfg.CopyMode, n)
 		if err != nil {
 			return err
@@ -340,6 +382,62 @@ func (s *Server) openXDP(cfg Config) error {
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("AF_XDP in %s, %d device queue(s) for %d loop(s), a socket for each pair; rings of %d descriptors", mode, cfg.DevQueues, loops, n))
 	return nil
+}
+
+// adoptXDP serves the sockets of a handover: the same device queues and
+// loops as the program that handed them over.
+func (s *Server) adoptXDP(a *Handover, socks [][]*xsk) error {
+	loops := len(s.queues)
+	if a.Loops != loops || len(a.Sockets) != len(socks)*loops {
+		return fmt.Errorf("AF_XDP: the sockets handed over are %d for %d loop(s), not %d device queue(s) for %d", len(a.Sockets), a.Loops, len(socks), loops)
+	}
+	if a.Ring == 0 || a.Ring&(a.Ring-1) != 0 {
+		return fmt.Errorf("AF_XDP: the rings handed over are %d descriptors long", a.Ring)
+	}
+	for i, h := range a.Sockets {
+		d := i / loops
+		var p *xsk
+		if i%loops != 0 {
+			p = socks[d][0]
+		}
+		if h.Queue != d || h.Owner != (p == nil) {
+			return fmt.Errorf("AF_XDP: socket %d handed over is for device queue %d (owner %v), not %d", i, h.Queue, h.Owner, d)
+		}
+		x, err := adoptXSK(h, a.Ring, p)
+		if err != nil {
+			return err
+		}
+		s.xsks = append(s.xsks, x)
+		socks[d] = append(socks[d], x)
+	}
+	return nil
+}
+
+// Handover stops the loops at a frame boundary (each finishes the frames
+// it took and sends its answers), lets the transmit rings go and takes
+// the completed chunks back, and says what the program that takes the
+// AF_XDP sockets over needs. The sockets stay open until Stop; from now
+// on nothing reads them.
+func (s *Server) Handover() (*Handover, error) {
+	if len(s.xsks) == 0 {
+		return nil, fmt.Errorf("only AF_XDP sockets are handed over")
+	}
+	s.halt()
+	h := &Handover{Ring: s.xsks[0].n, Loops: len(s.queues)}
+	for _, x := range s.xsks {
+		h.Sockets = append(h.Sockets, x.quiesce())
+	}
+	return h, nil
+}
+
+// halt ends every loop and waits for them.
+func (s *Server) halt() {
+	s.stop.Store(true)
+	if s.stopFD >= 0 {
+		one := [8]byte{1}
+		syscall.Write(s.stopFD, one[:])
+	}
+	s.wg.Wait()
 }
 
 // prepareWaits sets the loops' sockets up for the way they wait.
@@ -386,12 +484,7 @@ func (s *Server) Stop() error {
 	if s.vis != nil {
 		viErr = s.vis.Close()
 	}
-	s.stop.Store(true)
-	if s.stopFD >= 0 {
-		one := [8]byte{1}
-		syscall.Write(s.stopFD, one[:])
-	}
-	s.wg.Wait()
+	s.halt()
 	// The kernel's counters, read once more before the sockets go, for
 	// the final report.
 	for _, l := range s.queues {

@@ -32,10 +32,18 @@ func Main(st *Stack, args []string) int {
 	copyMode := fs.Bool("copy", false, "AF_XDP in copy mode even where zero-copy is possible")
 	busyPoll := fs.Bool("busy-poll", false, "busy-poll the device instead of sleeping")
 	spin := fs.Duration("spin", 0, "how long a loop spins on empty rings before it sleeps (0: the default; negative: not at all)")
+	adopt := fs.String("adopt", "", "AF_XDP sockets handed over, as a Handover in JSON (xdp)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	cfg := Config{Ifindex: *ifindex, Socket: *socket, FanoutFD: *fanout, FilterFD: *filter, XSKMapFD: *xskmap, DevQueues: *devq, CopyMode: *copyMode, BusyPoll: *busyPoll, Spin: *spin}
+	if *adopt != "" {
+		cfg.Adopt = new(Handover)
+		if err := json.Unmarshal([]byte(*adopt), cfg.Adopt); err != nil {
+			fmt.Fprintf(os.Stderr, "dataplane: bad -adopt: %v\n", err)
+			return 2
+		}
+	}
 	for _, f := range strings.Split(*queues, ",") {
 		id, core, ok := strings.Cut(f, ":")
 		a, err1 := strconv.Atoi(id)

@@ -75,7 +75,11 @@ func (d *deliverCounters) at(i uint32) *atomic.Uint64 {
 // know yet). A Deliver entry's Index is the server's number of the
 // endpoint.
 type Update struct {
-	Seq       int              `json:"seq"`
+	Seq int `json:"seq"`
+	// Handover asks the data plane to stop at a frame boundary and hand
+	// its AF_XDP sockets over (Server.Handover); the answer is
+	// "handover SEQ JSON" with the Handover, or "failed SEQ: REASON".
+	Handover  bool             `json:"handover,omitempty"`
 	Endpoints []UpdateEndpoint `json:"endpoints,omitempty"`
 	Tables    []UpdateTable    `json:"tables,omitempty"`
 }
@@ -217,11 +221,23 @@ func (s *Server) Apply(u *Update, set SetTable) error {
 }
 
 // control reads a control line of the parent (an Update as JSON) and
-// applies it; the answer is "applied SEQ" or "failed SEQ: REASON".
+// applies it; the answer is "applied SEQ" or "failed SEQ: REASON" (or,
+// to a handover, "handover SEQ JSON").
 func (s *Server) control(line []byte, set SetTable) string {
 	var u Update
 	if err := json.Unmarshal(line, &u); err != nil {
 		return fmt.Sprintf("failed %d: the update does not read: %v", u.Seq, err)
+	}
+	if u.Handover {
+		h, err := s.Handover()
+		if err != nil {
+			return fmt.Sprintf("failed %d: %v", u.Seq, err)
+		}
+		b, err := json.Marshal(h)
+		if err != nil {
+			return fmt.Sprintf("failed %d: %v", u.Seq, err)
+		}
+		return fmt.Sprintf("handover %d %s", u.Seq, b)
 	}
 	if set == nil {
 		return fmt.Sprintf("failed %d: this program's generated code has no swapped tables", u.Seq)

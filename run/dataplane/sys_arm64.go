@@ -2,6 +2,7 @@ package dataplane
 
 // include/uapi/asm-generic/unistd.h
 const (
-	sysSendmmsg = 269
-	sysBPF      = 280
+	sysSendmmsg    = 269
+	sysMemfdCreate = 279
+	sysBPF         = 280
 )
