@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -306,6 +307,85 @@ func testReloadServes(t *testing.T, socket string) {
 		if !strings.Contains(final, want) {
 			t.Errorf("the final counters have no %q:\n%s", want, final)
 		}
+	}
+}
+
+// TestHandover hands the AF_XDP data plane over to new code twice (a new
+// protocol, then without it), once through a helper that refuses the
+// sockets (the previous plan's helper takes them back and serves), while
+// a client echoing on an unchanged endpoint loses nothing.
+func TestHandover(t *testing.T) {
+	a, b := pair(t)
+	r, st := embedTest(t, reloadStack)
+	path := filepath.Join(t.TempDir(), "reload.lpg")
+	if err := os.WriteFile(path, []byte(reloadStack), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lives := make(chan *Live, 1)
+	var refuse atomic.Bool
+	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+		o.Restack = restackFile(path)
+		o.Live = func(l *Live) { lives <- l }
+		o.adoptEdit = func(h *dataplane.Handover) {
+			if refuse.Swap(false) {
+				h.Ring = 3 // no power of two: the helper refuses
+			}
+		}
+	})
+	live := <-lives
+	mx := withEndpoints("    endpoint mx openmx 3 { app \"echo\" }\n")
+	end := steadyEcho(b, 7001, 2*time.Second)
+	steps := []struct {
+		name, src string
+		refuse    bool
+	}{
+		{"a new protocol", mx, false},
+		{"without it", reloadStack, false},
+		{"a helper that refuses the sockets", mx, true},
+		{"the new protocol after all", mx, false},
+	}
+	for _, step := range steps {
+		refuse.Store(step.refuse)
+		if err := os.WriteFile(path, []byte(step.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := live.ReloadSource()
+		// After a refused handover the previous plan's helper takes the
+		// sockets back in the background.
+		for deadline := time.Now().Add(30 * time.Second); err == nil && strings.Contains(res.Error, "not served yet") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			res, err = live.ReloadSource()
+		}
+		t.Logf("%s: %v", step.name, res)
+		switch {
+		case step.refuse && (err != nil || res.Applied || !strings.Contains(res.Error, "previous plan serves again")):
+			end()
+			t.Fatalf("%s: %+v, %v; want refused, the previous plan serving", step.name, res, err)
+		case !step.refuse && (err != nil || !res.Applied || !res.HandedOver || res.Lost > 0):
+			end()
+			t.Fatalf("%s: %+v, %v; want handed over, nothing lost", step.name, res, err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	n, client := end()
+	if client != nil {
+		t.Fatal(client)
+	}
+	t.Logf("e1's client across %d reloads with new code: %d datagrams sent, %d answered, %d lost", len(steps), n.sent, n.answered, n.lost)
+	if n.lost > 0 || n.answered != n.sent || n.sent < len(steps) {
+		t.Errorf("e1 lost %d of %d datagrams", n.lost, n.sent)
+	}
+	if err := inNS(b, func() error {
+		got, err := omxExchange("vB", 3, 9, []byte("after"))
+		if err != nil || string(got) != "after" {
+			return fmt.Errorf("the Open-MX endpoint after the handovers: %q, %v", got, err)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	if err := sv.stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

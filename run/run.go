@@ -95,6 +95,9 @@ type Options struct {
 	// stageEdit, if set, changes the eBPF stage before it is loaded (a
 	// test's way to point a kernel-socket endpoint at the wrong core).
 	stageEdit func(*Stage)
+	// adoptEdit, if set, changes what a helper is told of the sockets
+	// handed over to it (a test's way to make it refuse them).
+	adoptEdit func(*dataplane.Handover)
 	// Replan plans a new stack for a reload from the running plan; nil:
 	// Replan (linux-xdp's defaults and the incremental search).
 	Replan func(st *lpg.Stack, running *dembed.Result) (*dembed.Result, error)
@@ -821,6 +824,9 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 			}
 			s.FD, _ = strconv.Atoi(fd)
 			s.UMEMFD, _ = strconv.Atoi(umem)
+		}
+		if sv.opt.adoptEdit != nil {
+			sv.opt.adoptEdit(&b)
 		}
 		j, err := json.Marshal(&b)
 		if err != nil {
