@@ -36,7 +36,8 @@ import (
 // No socket is closed or bound again, so nothing that arrives is lost
 // unless a receive ring fills up meanwhile (the kernel counts that in
 // the socket's rx_ring_full). The new helper's counters start from 0, as
-// after a restart. AF_PACKET and pinned runs restart as before.
+// after a restart. AF_PACKET, pinned runs and hardware plans restart as
+// before.
 
 // carried is what one serve hands the next: the XDP link, kept attached,
 // and the sockets (descriptors of this process).
@@ -59,10 +60,11 @@ func (c *carried) close() {
 
 // canHandOver says whether a restart to next can hand the sockets over:
 // an AF_XDP serve of a helper, not pinned (a pinned link is for others
-// to find, and would be updated under them), with as many loops as now.
-// Under liveMu.
+// to find, and would be updated under them), not of a hardware plan
+// (whose restart may change the device's channels, and so its queues'
+// sockets), with as many loops as now. Under liveMu.
 func (sv *serving) canHandOver(next planState) bool {
-	return sv.state != nil && sv.state.Socket == dataplane.AFXDP && sv.send != nil && !sv.opt.Pin &&
+	return sv.state != nil && sv.state.Socket == dataplane.AFXDP && sv.send != nil && !sv.opt.Pin && !sv.hw &&
 		sv.helper > 0 && len(next.r.Plan.Queues) == len(sv.queues)
 }
 

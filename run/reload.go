@@ -480,12 +480,14 @@ const handoverTimeout = 2 * time.Minute
 
 // restart serves next instead of the running plan by restarting the data
 // plane: the new helper is built first, while the old plan serves (the
-// go command, or the build cache), then the old plan's serve ends (its
-// programs and sockets are detached: AF_XDP cannot bind a second socket
-// to a queue, and the eBPF program holds the old maps) and the new one
-// starts. What arrives in between is not served; the result says for how
-// long. A new plan that cannot be served is said, and the old one serves
-// again.
+// go command, or the build cache), then the old plan's serve ends and
+// the new one starts. On AF_XDP the old helper hands its sockets to the
+// new one and the XDP link stays attached (handover.go): what arrives
+// in between waits on the sockets' rings. Otherwise the old plan's
+// programs and sockets are detached (AF_XDP cannot bind a second socket
+// to a queue, and the eBPF program holds the old maps) and what arrives
+// in between is not served. The result says for how long. A new plan
+// that cannot be served is said, and the old one serves again.
 func (sv *serving) restart(next planState, why string, res *ReloadResult) error {
 	t := time.Now()
 	defer func() { res.SwapMS = ms(time.Since(t)) }()
