@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -410,12 +411,17 @@ func adoptXSK(h HandoverSocket, n uint32, p *xsk) (*xsk, error) {
 	x.tx.cached = atomic.LoadUint32(x.tx.prod)
 	x.fill.cached = atomic.LoadUint32(x.fill.prod)
 	x.cr.cached = atomic.LoadUint32(x.cr.cons)
-	for _, a := range h.Free {
-		if a < uint64(n)*xskChunk || a >= 2*uint64(n)*xskChunk || a%xskChunk != 0 {
-			return fail("its free chunks", fmt.Errorf("%#x is no transmit chunk", a))
+	for _, r := range h.Free {
+		if r[0] < uint64(n) || r[1] > 2*uint64(n)-r[0] {
+			return fail("its free chunks", fmt.Errorf("chunks %d to %d are no transmit chunks of %d", r[0], r[0]+r[1], 2*n))
+		}
+		for c := r[0]; c < r[0]+r[1]; c++ {
+			x.free = append(x.free, c*xskChunk)
 		}
 	}
-	x.free = append([]uint64(nil), h.Free...)
+	if len(x.free) > int(n) {
+		return fail("its free chunks", fmt.Errorf("%d of %d transmit chunks", len(x.free), n))
+	}
 	return x, nil
 }
 
@@ -437,8 +443,28 @@ func (x *xsk) quiesce() HandoverSocket {
 		syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(x.fd), 0, 0, msgDontwait, 0, 0)
 	}
 	x.reclaim()
-	h.UMEMFD, h.Free = x.umemFD, append([]uint64(nil), x.free...)
+	h.UMEMFD, h.Free = x.umemFD, chunkRanges(x.free)
 	return h
+}
+
+// chunkRanges writes a set of chunks (their addresses) as runs of chunk
+// numbers, [first, count]: few, when few chunks are in flight, so that a
+// handover fits a command line whatever the rings' length.
+func chunkRanges(addrs []uint64) [][2]uint64 {
+	nums := make([]uint64, len(addrs))
+	for i, a := range addrs {
+		nums[i] = a / xskChunk
+	}
+	slices.Sort(nums)
+	var out [][2]uint64
+	for _, c := range nums {
+		if k := len(out) - 1; k >= 0 && out[k][0]+out[k][1] == c {
+			out[k][1]++
+			continue
+		}
+		out = append(out, [2]uint64{c, 1})
+	}
+	return out
 }
 
 // putInMap makes the socket the XSKMAP's entry key, where the XDP

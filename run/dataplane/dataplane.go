@@ -164,11 +164,13 @@ type Handover struct {
 // HandoverSocket is one socket of a Handover, in the order the sockets
 // were opened: by device queue, the UMEM's owner first.
 type HandoverSocket struct {
-	FD     int      `json:"fd"`
-	Queue  int      `json:"queue"` // the device's queue
-	Owner  bool     `json:"owner,omitempty"`
-	UMEMFD int      `json:"umem_fd"` // the owner's; -1 for the others
-	Free   []uint64 `json:"free,omitempty"`
+	FD     int  `json:"fd"`
+	Queue  int  `json:"queue"` // the device's queue
+	Owner  bool `json:"owner,omitempty"`
+	UMEMFD int  `json:"umem_fd"` // the owner's; -1 for the others
+	// Free are the owner's transmit chunks not in flight, as runs of
+	// chunk numbers: [first, count].
+	Free [][2]uint64 `json:"free,omitempty"`
 	// Dropped is what the kernel had dropped of the socket's frames when
 	// its loop stopped (XDP_STATISTICS: rx_dropped, no chunk to receive
 	// into or a frame too long, and rx_ring_full): what it drops from
