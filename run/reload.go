@@ -62,15 +62,16 @@ type ReloadResult struct {
 	// nothing served (from the old plan's end until the new one served).
 	Restarted string  `json:"restarted,omitempty"`
 	PauseMS   float64 `json:"pause_ms,omitempty"`
-	// HandedOver says the new helper took the old one's AF_XDP sockets
-	// over (handover.go): for PauseMS the frames that arrived waited on
-	// the sockets' receive rings instead of being lost, and the XDP
-	// program was swapped on its link, never detached.
+	// HandedOver says the new helper took the old one's sockets over
+	// (handover.go): for PauseMS the frames that arrived waited on the
+	// sockets' receive rings instead of being lost, and the eBPF
+	// programs were swapped on their links and sockets, never detached.
 	HandedOver bool `json:"handed_over,omitempty"`
 	// Lost, with HandedOver, is how many frames the kernel dropped on
-	// the sockets while they were handed over (their XDP_STATISTICS
-	// rx_dropped and rx_ring_full, from when the old helper stopped
-	// reading until the new one served).
+	// the sockets while they were handed over (AF_XDP: their
+	// XDP_STATISTICS rx_dropped and rx_ring_full; AF_PACKET: their
+	// PACKET_STATISTICS drops; from when the old helper stopped reading
+	// until the new one served).
 	Lost uint64 `json:"lost,omitempty"`
 	// NIC is what a reload of a hardware plan did to the NIC's filter
 	// rules (reloadhw.go).
@@ -116,7 +117,7 @@ func (r *ReloadResult) String() string {
 		parts = append(parts, "not by the short path: "+r.NotShort)
 	}
 	if r.Restarted != "" && r.HandedOver {
-		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was handed over to new code (%s): its AF_XDP sockets held what arrived for %.1f ms, %d frame(s) lost; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
+		return fmt.Sprintf("reload %d applied to stack %s: %s; the data plane was handed over to new code (%s): its sockets held what arrived for %.1f ms, %d frame(s) lost; %.1f ms in all (planning %.1f, code %.1f, build and handover %.1f)",
 			r.Seq, r.Stack, strings.Join(parts, ", "), r.Restarted, r.PauseMS, r.Lost, r.TookMS, r.PlanMS, r.CodeMS, r.SwapMS)
 	}
 	if r.Restarted != "" {
@@ -467,7 +468,7 @@ type handover struct {
 	old, next planState
 	start     time.Time     // when the old plan's serve was told to end
 	pause     time.Duration // from start until the new plan served
-	// live: the old helper hands its AF_XDP sockets over (handover.go)
+	// live: the old helper hands its sockets over (handover.go)
 	// instead of closing them; handedOver: it did.
 	live, handedOver bool
 	seq              int        // the handover's control line
@@ -481,9 +482,10 @@ const handoverTimeout = 2 * time.Minute
 // restart serves next instead of the running plan by restarting the data
 // plane: the new helper is built first, while the old plan serves (the
 // go command, or the build cache), then the old plan's serve ends and
-// the new one starts. On AF_XDP the old helper hands its sockets to the
-// new one and the XDP link stays attached (handover.go): what arrives
-// in between waits on the sockets' rings. Otherwise the old plan's
+// the new one starts. Where it can (canHandOver), the old helper hands
+// its sockets to the new one and the links stay attached (handover.go):
+// what arrives in between waits on the sockets' rings. Otherwise the old
+// plan's
 // programs and sockets are detached (AF_XDP cannot bind a second socket
 // to a queue, and the eBPF program holds the old maps) and what arrives
 // in between is not served. The result says for how long. A new plan

@@ -426,15 +426,22 @@ func (sv *serving) serveAll() (err error) {
 			if err == nil {
 				err = errors.New("it stopped before it served")
 			}
-			failed.done <- err
 			if sv.ctx.Err() != nil {
+				failed.done <- err
 				return nil
 			}
 			sv.out.note("note", "the new plan could not be served (%v); serving the previous plan again", err)
-			if err := sv.rehardware(&failed.old); err != nil {
-				return err
+			// The previous plan is back in place before the reload
+			// waiting for this one (under reloadMu) hears of it, so
+			// that the next reload plans from it.
+			rerr := sv.rehardware(&failed.old)
+			if rerr == nil {
+				sv.usePlan(failed.old)
 			}
-			sv.usePlan(failed.old)
+			failed.done <- err
+			if rerr != nil {
+				return rerr
+			}
 			continue
 		}
 		if h == nil {
@@ -583,10 +590,9 @@ type serving struct {
 	serveCancel context.CancelFunc
 	pending     *handover // asked for: the serve is ending
 	handingOver *handover // the new plan starts serving
-	// carry is what a serve that handed its AF_XDP sockets over leaves
-	// the next (handover.go), until a helper serves with them; swap,
-	// set by such a serve, swaps the XDP program once its helper is
-	// ready.
+	// carry is what a serve that handed its sockets over leaves the
+	// next (handover.go), until a helper serves with them; swap, set by
+	// such a serve, swaps the eBPF programs once its helper is ready.
 	carry *carried
 	swap  func() error
 }
@@ -706,7 +712,14 @@ func (sv *serving) serve(kind string) error {
 		if c != nil {
 			l, mode = c.link, c.mode
 			cfg.Adopt = &c.state
-			sv.swap = func() error { return sv.swapProgram(c, progs[0]) }
+			sv.swap = func() error {
+				return sv.swapPrograms(c, func() error {
+					if err := c.link.Update(progs[0]); err != nil {
+						return fmt.Errorf("swapping the XDP program on its link: %w", err)
+					}
+					return nil
+				})
+			}
 			defer func() { sv.swap = nil }()
 		} else if l, mode, err = attachXDP(progs[0], sv.ifc); err != nil {
 			return &startError{err}
@@ -731,24 +744,64 @@ func (sv *serving) serve(kind string) error {
 		// ingress, so the tc program hides the stack's frames from the
 		// kernel's own stack (which would answer ARP and ping a second
 		// time) after the sockets have them.
-		tc, err := link.AttachTCX(link.TCXOptions{Interface: sv.ifc.Index, Program: progs[2], Attach: ebpf.AttachTCXIngress})
-		if err != nil {
+		//
+		// A handover's links stay attached, running the old programs,
+		// until the helper that takes the sockets over serves with the
+		// new socket filter and fanout program; then they are updated to
+		// the new ones (handover.go).
+		sv.liveMu.Lock()
+		c := sv.carry
+		sv.liveMu.Unlock()
+		var tc, xl link.Link
+		var mode string
+		if c != nil {
+			tc = c.tc
+			cfg.Adopt = &c.state
+			if len(progs) > 3 {
+				xl, mode = c.link, c.mode
+			}
+			sv.swap = func() error { return sv.swapPrograms(c, func() error { return c.updatePacket(progs) }) }
+			defer func() { sv.swap = nil }()
+		} else if tc, err = link.AttachTCX(link.TCXOptions{Interface: sv.ifc.Index, Program: progs[2], Attach: ebpf.AttachTCXIngress}); err != nil {
 			return fmt.Errorf("attaching the tc ingress program to %s: %w", opt.Iface, err)
 		}
-		defer tc.Close()
-		links = append(links, tc)
-		cfg.FanoutFD, cfg.FilterFD = progs[0].FD(), progs[1].FD()
-		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
-		if len(progs) > 3 {
+		if len(progs) > 3 && xl == nil {
 			// The kernel-socket endpoints' frames go to their CPUs
 			// before any skb exists: an XDP program in front of the
 			// taps (which then leave those frames to the kernel).
-			l, mode, err := attachXDP(progs[3], sv.ifc)
-			if err != nil {
+			if xl, mode, err = attachXDP(progs[3], sv.ifc); err != nil {
+				if c == nil {
+					tc.Close()
+				}
 				return err
 			}
-			defer l.Close()
-			links = append(links, l)
+		}
+		defer func() {
+			sv.liveMu.Lock()
+			keep := sv.carry
+			sv.liveMu.Unlock()
+			switch {
+			case keep == nil:
+				tc.Close()
+				if xl != nil {
+					xl.Close()
+				}
+			case keep == c:
+				// Never taken over: the links as they were, and none
+				// of this serve's.
+				if xl != nil && xl != c.link {
+					xl.Close()
+				}
+			default:
+				// This serve handed its sockets over.
+				keep.tc, keep.link, keep.mode = tc, xl, mode
+			}
+		}()
+		links = append(links, tc)
+		cfg.FanoutFD, cfg.FilterFD = progs[0].FD(), progs[1].FD()
+		how = "AF_PACKET sockets (TPACKET_V2 rings) in an eBPF fanout group, with a tc ingress program"
+		if xl != nil {
+			links = append(links, xl)
 			how += fmt.Sprintf(", and an XDP program in %s mode that sends the kernel-socket endpoints' frames to their cores", mode)
 		}
 	}
@@ -814,7 +867,7 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		b.Sockets = append([]dataplane.HandoverSocket(nil), a.Sockets...)
 		for i := range b.Sockets {
 			s := &b.Sockets[i]
-			fd, err := pass(s.FD, "AF_XDP socket")
+			fd, err := pass(s.FD, kind+" socket")
 			if err != nil {
 				return err
 			}
@@ -915,14 +968,14 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		if h != nil && h.live && ready.Load() {
 			// A reload hands the sockets over (handover.go); where it
 			// cannot, the new plan's serve opens its own.
-			c, herr := takeSockets(ctl, cmd.Process.Pid, h.seq)
+			c, herr := takeSockets(ctl, cmd.Process.Pid, h.seq, kind)
 			sv.liveMu.Lock()
 			if herr == nil {
 				sv.carry, h.handedOver = c, true
 			}
 			sv.liveMu.Unlock()
 			if herr != nil {
-				sv.out.note("note", "the AF_XDP sockets could not be handed over (%v); the new plan opens its own", herr)
+				sv.out.note("note", "the sockets could not be handed over (%v); the new plan opens its own", herr)
 			}
 		}
 		cmd.Process.Signal(syscall.SIGTERM)

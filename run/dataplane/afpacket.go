@@ -46,6 +46,9 @@ type packetSocket struct {
 	// read.
 	statsMu sync.Mutex
 	kernel  KernelCounts
+	// handedOver: another program reads the socket now (quiesce), and
+	// its PACKET_STATISTICS are that program's to read.
+	handedOver bool
 }
 
 // tpacketReq is struct tpacket_req.
@@ -114,6 +117,53 @@ func openPacket(ifindex, filterFD, group int) (*packetSocket, error) {
 		}
 	}
 	return s, nil
+}
+
+// adoptPacket maps the receive ring of socket h.FD, which another program
+// opened, bound, joined to its fanout group and served (HandoverSocket),
+// and goes on at the slot it would have read next: the frames that
+// arrived meanwhile wait in the slots after it. PACKET_RX_RING is not set
+// again (the ring exists; packet_set_ring refuses a mapped one), and a
+// second mmap of the socket maps the same ring pages (packet_mmap). The
+// socket gets the filter filterFD (SO_ATTACH_BPF replaces the one
+// attached: sk_attach_bpf swaps the pointer under RCU, so every frame
+// meets one filter or the other).
+func adoptPacket(h HandoverSocket, frames, ifindex, filterFD int) (*packetSocket, error) {
+	want := ringBlock / frameSize * ringBlocks
+	if frames != want {
+		return nil, fmt.Errorf("AF_PACKET: the ring handed over has %d slots, not %d", frames, want)
+	}
+	if h.Next < 0 || h.Next >= frames {
+		return nil, fmt.Errorf("AF_PACKET: slot %d handed over is not in a ring of %d", h.Next, frames)
+	}
+	if v, err := syscall.GetsockoptInt(h.FD, solPacket, packetVersion); err != nil || v != tpacketV2 {
+		return nil, fmt.Errorf("AF_PACKET: descriptor %d handed over is no TPACKET_V2 packet socket (version %d, %v)", h.FD, v, err)
+	}
+	s := &packetSocket{fd: h.FD, frames: frames, next: h.Next}
+	s.to = syscall.SockaddrLinklayer{Protocol: htons(ethPAll), Ifindex: ifindex}
+	var err error
+	if s.ring, err = syscall.Mmap(s.fd, 0, ringBlock*ringBlocks, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED); err != nil {
+		s.fd = -1 // the caller's to close
+		return nil, fmt.Errorf("AF_PACKET: mapping the receive ring handed over: %w", err)
+	}
+	if filterFD >= 0 {
+		if err := syscall.SetsockoptInt(s.fd, syscall.SOL_SOCKET, soAttachBPF, filterFD); err != nil {
+			s.close()
+			return nil, fmt.Errorf("AF_PACKET: SO_ATTACH_BPF on the socket handed over: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// quiesce reports the socket as the program that takes it over needs it;
+// the loops have stopped. The drops counted so far are this program's;
+// what the kernel drops from now on is the handover's.
+func (s *packetSocket) quiesce() HandoverSocket {
+	s.stats()
+	s.statsMu.Lock()
+	s.handedOver = true
+	s.statsMu.Unlock()
+	return HandoverSocket{FD: s.fd, Next: s.next, UMEMFD: -1}
 }
 
 // setFanoutProgram gives the fanout group its eBPF program.

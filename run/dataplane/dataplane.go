@@ -142,14 +142,18 @@ type Config struct {
 	// DefaultSpin; negative: not at all) before they sleep.
 	BusyPoll bool
 	Spin     time.Duration
-	// Adopt, if set, are AF_XDP sockets another data plane served and
-	// handed over (Server.Handover), with descriptors of this process:
-	// they are served instead of new ones.
+	// Adopt, if set, are sockets (AF_XDP or AF_PACKET, as Socket) another
+	// data plane served and handed over (Server.Handover), with
+	// descriptors of this process: they are served instead of new ones.
 	Adopt *Handover
 }
 
 // Handover is what a data plane that stopped at a frame boundary hands
-// the next one of its AF_XDP sockets: each socket's descriptor, the
+// the next one of its sockets. AF_PACKET: each loop's socket, still in
+// the fanout group, and the receive ring's slot its loop reads next (the
+// kernel's own position in the ring is in the socket; TPACKET_V2 has no
+// shared index, the reader walks the slots' status words). AF_XDP: each
+// socket's descriptor, the
 // descriptor of its queue's UMEM (a memfd) and the transmit chunks the
 // queue's owner held free. Every other chunk is on a ring whose indexes
 // the next program reads: lent to the kernel (fill ring, or taken by the
@@ -171,11 +175,14 @@ type HandoverSocket struct {
 	// Free are the owner's transmit chunks not in flight, as runs of
 	// chunk numbers: [first, count].
 	Free [][2]uint64 `json:"free,omitempty"`
+	// Next is an AF_PACKET socket's receive ring slot to read next.
+	Next int `json:"next,omitempty"`
 	// Dropped is what the kernel had dropped of the socket's frames when
 	// its loop stopped (XDP_STATISTICS: rx_dropped, no chunk to receive
 	// into or a frame too long, and rx_ring_full): what it drops from
 	// then on until the next program reads the socket is what the
-	// handover lost.
+	// handover lost. AF_PACKET's PACKET_STATISTICS are cleared on each
+	// read, so there the count starts from 0 at the handover.
 	Dropped uint64 `json:"dropped"`
 }
 
@@ -301,6 +308,9 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 // openPacket gives every loop an AF_PACKET socket, all in one fanout
 // group whose program picks the loop.
 func (s *Server) openPacket(cfg Config) error {
+	if cfg.Adopt != nil {
+		return s.adoptPacket(cfg)
+	}
 	group := -1
 	if len(cfg.Queues) > 1 {
 		// A fanout group id unique to this process (16 bits).
@@ -319,6 +329,32 @@ func (s *Server) openPacket(cfg Config) error {
 	}
 	if group >= 0 {
 		return first.setFanoutProgram(cfg.FanoutFD)
+	}
+	return nil
+}
+
+// adoptPacket serves the AF_PACKET sockets of a handover, one a loop in
+// the order they joined the fanout group (the order the fanout program's
+// answer counts), and gives them this plan's socket filter and the group
+// this plan's fanout program. The sockets never leave the group, so
+// frames go on landing in their rings while the programs change.
+func (s *Server) adoptPacket(cfg Config) error {
+	a := cfg.Adopt
+	if a.Loops != len(s.queues) || len(a.Sockets) != len(s.queues) {
+		return fmt.Errorf("AF_PACKET: the sockets handed over are %d for %d loop(s), not %d", len(a.Sockets), a.Loops, len(s.queues))
+	}
+	for i, l := range s.queues {
+		sock, err := adoptPacket(a.Sockets[i], int(a.Ring), cfg.Ifindex, cfg.FilterFD)
+		if err != nil {
+			return fmt.Errorf("queue %d: %w", l.q.ID, err)
+		}
+		l.sock = sock
+	}
+	// fanout_set_data (net/packet/af_packet.c) lets any member of an
+	// eBPF group replace the group's program (__fanout_set_data_bpf,
+	// under the group's lock, RCU for the readers).
+	if len(s.queues) > 1 {
+		return s.queues[0].sock.(*packetSocket).setFanoutProgram(cfg.FanoutFD)
 	}
 	return nil
 }
@@ -422,12 +458,34 @@ func (s *Server) adoptXDP(a *Handover, socks [][]*xsk) error {
 // on nothing reads them.
 func (s *Server) Handover() (*Handover, error) {
 	if len(s.xsks) == 0 {
-		return nil, fmt.Errorf("only AF_XDP sockets are handed over")
+		return s.handOverPackets()
 	}
 	s.halt()
 	h := &Handover{Ring: s.xsks[0].n, Loops: len(s.queues)}
 	for _, x := range s.xsks {
 		h.Sockets = append(h.Sockets, x.quiesce())
+	}
+	return h, nil
+}
+
+// handOverPackets stops the loops at a frame boundary and says which
+// AF_PACKET socket each loop read and where in its ring it stopped.
+func (s *Server) handOverPackets() (*Handover, error) {
+	var socks []*packetSocket
+	for _, l := range s.queues {
+		p, ok := l.sock.(*packetSocket)
+		if !ok {
+			return nil, fmt.Errorf("loop %d has no socket to hand over", l.q.ID)
+		}
+		socks = append(socks, p)
+	}
+	if len(socks) == 0 {
+		return nil, fmt.Errorf("no socket to hand over")
+	}
+	s.halt()
+	h := &Handover{Ring: uint32(socks[0].frames), Loops: len(s.queues)}
+	for _, p := range socks {
+		h.Sockets = append(h.Sockets, p.quiesce())
 	}
 	return h, nil
 }

@@ -32,7 +32,7 @@ func Main(st *Stack, args []string) int {
 	copyMode := fs.Bool("copy", false, "AF_XDP in copy mode even where zero-copy is possible")
 	busyPoll := fs.Bool("busy-poll", false, "busy-poll the device instead of sleeping")
 	spin := fs.Duration("spin", 0, "how long a loop spins on empty rings before it sleeps (0: the default; negative: not at all)")
-	adopt := fs.String("adopt", "", "AF_XDP sockets handed over, as a Handover in JSON (xdp)")
+	adopt := fs.String("adopt", "", "sockets handed over, as a Handover in JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -77,7 +77,7 @@ func (d *deliverCounters) at(i uint32) *atomic.Uint64 {
 type Update struct {
 	Seq int `json:"seq"`
 	// Handover asks the data plane to stop at a frame boundary and hand
-	// its AF_XDP sockets over (Server.Handover); the answer is
+	// its sockets over (Server.Handover); the answer is
 	// "handover SEQ JSON" with the Handover, or "failed SEQ: REASON".
 	Handover  bool             `json:"handover,omitempty"`
 	Endpoints []UpdateEndpoint `json:"endpoints,omitempty"`

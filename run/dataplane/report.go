@@ -228,7 +228,7 @@ func (r Report) WriteText(w io.Writer) {
 func (s *packetSocket) stats() KernelCounts {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	if s.fd >= 0 {
+	if s.fd >= 0 && !s.handedOver {
 		if k, err := packetStatistics(s.fd); err == nil {
 			s.kernel.add(k)
 		}
