@@ -313,18 +313,34 @@ func testReloadServes(t *testing.T, socket string) {
 // code twice (a new protocol, then without it), once through a helper
 // that refuses the sockets (the previous plan's helper takes them back
 // and serves), while a client echoing on an unchanged endpoint loses
-// nothing.
+// nothing. On AF_PACKET also with a kernel-socket endpoint, whose XDP
+// program (in front of the taps) is swapped on its link as well.
 func TestHandover(t *testing.T) {
 	for _, socket := range []string{"xdp", "packet"} {
-		t.Run(socket, func(t *testing.T) { testHandover(t, socket) })
+		t.Run(socket, func(t *testing.T) { testHandover(t, socket, "") })
 	}
+	t.Run("packet-kernel", func(t *testing.T) {
+		testHandover(t, "packet", "    endpoint k udp listen 10.9.0.1:7100 { app \"counter\" cores 1..1 }\n")
+	})
 }
 
-func testHandover(t *testing.T, socket string) {
+// testHandover runs TestHandover on socket kind socket, with the
+// endpoint lines kernel added to the stack.
+func testHandover(t *testing.T, socket, kernel string) {
 	a, b := pair(t)
-	r, st := embedTest(t, reloadStack)
+	base := withEndpoints(kernel)
+	if kernel != "" {
+		// The kernel owns the stack's address.
+		ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
+	}
+	r, st := embedTest(t, base)
+	if kernel != "" {
+		if s, err := StageOf(r.Plan, st); err != nil || len(s.Demux) == 0 {
+			t.Fatalf("the stack's stage: %v; want a kernel-socket endpoint to steer", err)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "reload.lpg")
-	if err := os.WriteFile(path, []byte(reloadStack), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(base), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lives := make(chan *Live, 1)
@@ -339,14 +355,14 @@ func testHandover(t *testing.T, socket string) {
 		}
 	})
 	live := <-lives
-	mx := withEndpoints("    endpoint mx openmx 3 { app \"echo\" }\n")
+	mx := withEndpoints(kernel + "    endpoint mx openmx 3 { app \"echo\" }\n")
 	end := steadyEcho(b, 7001, 2*time.Second)
 	steps := []struct {
 		name, src string
 		refuse    bool
 	}{
 		{"a new protocol", mx, false},
-		{"without it", reloadStack, false},
+		{"without it", base, false},
 		{"a helper that refuses the sockets", mx, true},
 		{"the new protocol after all", mx, false},
 	}
@@ -355,12 +371,25 @@ func testHandover(t *testing.T, socket string) {
 		if err := os.WriteFile(path, []byte(step.src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res, err := live.ReloadSource()
+		// From the run's namespace, where a reload looks for the address
+		// the kernel owns (kernel-socket endpoints).
+		var res *ReloadResult
+		reload := func() (err error) {
+			nerr := inNS(a, func() error {
+				res, err = live.ReloadSource()
+				return nil
+			})
+			if nerr != nil {
+				return nerr
+			}
+			return err
+		}
+		err := reload()
 		// After a refused handover the previous plan's helper takes the
 		// sockets back in the background.
 		for deadline := time.Now().Add(30 * time.Second); err == nil && strings.Contains(res.Error, "not served yet") && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
-			res, err = live.ReloadSource()
+			err = reload()
 		}
 		t.Logf("%s: %v", step.name, res)
 		switch {
