@@ -465,23 +465,29 @@ func TestSessionDeterministic(t *testing.T) {
 	}
 }
 
+// skewedSixFlows is sixFlows' first six declared at 1,000 packets a
+// second, and rates measured with f1 at ten times that.
+func skewedSixFlows(t *testing.T) (stack *lpg.Stack, rates map[string]float64) {
+	all := sixFlows(t)
+	eps := slices.Clone(all.Endpoints[:6])
+	rates = map[string]float64{}
+	for i, e := range eps {
+		c := *e
+		c.Rate = 1000
+		eps[i] = &c
+		rates[e.Name] = 1000
+	}
+	rates["f1"] = 10000
+	return withEndpoints(all, eps), rates
+}
+
 // TestSessionSetRates: six flows of one rate spread over three queues;
 // one of them measured at ten times the others' rate moves what the
 // new rates make worth moving, and the same rates again move nothing
 // (the hysteresis: no oscillation).
 func TestSessionSetRates(t *testing.T) {
-	all := sixFlows(t)
-	eps := slices.Clone(all.Endpoints[:6])
-	for i, e := range eps {
-		c := *e
-		c.Rate = 1000
-		eps[i] = &c
-	}
-	ss, r := plannedSession(t, "82599", withEndpoints(all, eps), "balance")
-	rates := map[string]float64{"f1": 10000}
-	for _, e := range eps[1:] {
-		rates[e.Name] = 1000
-	}
+	stack, rates := skewedSixFlows(t)
+	ss, r := plannedSession(t, "82599", stack, "balance")
 	d, err := ss.SetRates(rates)
 	if err != nil {
 		t.Fatal(err)
@@ -534,18 +540,8 @@ func TestSessionSetRates(t *testing.T) {
 // the endpoints it moved held, move none of them (only others, or
 // nothing); Hold() lets them move again.
 func TestSessionHold(t *testing.T) {
-	all := sixFlows(t)
-	eps := slices.Clone(all.Endpoints[:6])
-	for i, e := range eps {
-		c := *e
-		c.Rate = 1000
-		eps[i] = &c
-	}
-	rates := map[string]float64{"f1": 10000}
-	for _, e := range eps[1:] {
-		rates[e.Name] = 1000
-	}
-	free, _ := plannedSession(t, "82599", withEndpoints(all, eps), "balance")
+	stack, rates := skewedSixFlows(t)
+	free, _ := plannedSession(t, "82599", stack, "balance")
 	d, err := free.SetRates(rates)
 	if err != nil {
 		t.Fatal(err)
@@ -557,7 +553,7 @@ func TestSessionHold(t *testing.T) {
 	if len(moved) == 0 {
 		t.Fatal("nothing moves without a hold")
 	}
-	held, _ := plannedSession(t, "82599", withEndpoints(all, eps), "balance")
+	held, _ := plannedSession(t, "82599", stack, "balance")
 	held.Hold(moved...)
 	d, err = held.SetRates(rates)
 	if err != nil {
