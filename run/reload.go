@@ -358,23 +358,9 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 	if why := stageShapeDiff(sv.stage, stage); why != "" {
 		needs = append(needs, "the eBPF program changes ("+why+")")
 	}
-	chains, err := TxChains(r.Embedding.LPG, r.Plan, st)
+	chains, vs, code, needs, err := sv.newCode(r, st, needs)
 	if err != nil {
-		return refuse("%v", err)
-	}
-	vs, err := viaOf(r.Plan, st)
-	if err != nil {
-		return refuse("%v", err)
-	}
-	if !reflect.DeepEqual(chains, sv.chains) || !reflect.DeepEqual(vs, sv.via) {
-		needs = append(needs, "the transmit paths or VI streams differ")
-	}
-	code, err := servedCode(r, st)
-	if err != nil {
-		return refuse("generating the new plan's code: %v", err)
-	}
-	if code.Shape != sv.code.Shape {
-		needs = append(needs, "the generated code changes: "+codeDiff(sv.code, code))
+		return err
 	}
 	res.CodeMS = ms(time.Since(t))
 	if len(needs) > 0 {
@@ -415,6 +401,31 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 	}
 	sv.usePlan(planState{r: r, st: st, stage: stage, chains: chains, via: vs, code: code, bin: sv.bin})
 	return nil
+}
+
+// newCode makes what plan r of stack st serves with besides its eBPF
+// stage (its transmit paths, VI streams and generated code) and adds to
+// needs what of it the running helper cannot take without new code.
+func (sv *serving) newCode(r *dembed.Result, st *lpg.Stack, needs []string) (*Chains, *viaStreams, *gofallback.Swappable, []string, error) {
+	chains, err := TxChains(r.Embedding.LPG, r.Plan, st)
+	if err != nil {
+		return nil, nil, nil, nil, refuse("%v", err)
+	}
+	vs, err := viaOf(r.Plan, st)
+	if err != nil {
+		return nil, nil, nil, nil, refuse("%v", err)
+	}
+	if !reflect.DeepEqual(chains, sv.chains) || !reflect.DeepEqual(vs, sv.via) {
+		needs = append(needs, "the transmit paths or VI streams differ")
+	}
+	code, err := servedCode(r, st)
+	if err != nil {
+		return nil, nil, nil, nil, refuse("generating the new plan's code: %v", err)
+	}
+	if code.Shape != sv.code.Shape {
+		needs = append(needs, "the generated code changes: "+codeDiff(sv.code, code))
+	}
+	return chains, vs, code, needs, nil
 }
 
 // servedCode is the code of plan r of stack st as a reload compares and

@@ -78,23 +78,9 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 		needs = append(needs, "the NIC's settings change ("+settings+"): linux.sh is undone and the new plan's applied")
 	}
 	t := time.Now()
-	chains, err := TxChains(r.Embedding.LPG, r.Plan, st)
+	chains, vs, code, needs, err := sv.newCode(r, st, needs)
 	if err != nil {
-		return refuse("%v", err)
-	}
-	vs, err := viaOf(r.Plan, st)
-	if err != nil {
-		return refuse("%v", err)
-	}
-	if !reflect.DeepEqual(chains, sv.chains) || !reflect.DeepEqual(vs, sv.via) {
-		needs = append(needs, "the transmit paths or VI streams differ")
-	}
-	code, err := gofallback.GenerateSwappable(r, st, gofallback.Options{Source: "run", Module: "dragoncrun/fallback", NoTest: true})
-	if err != nil {
-		return refuse("generating the new plan's code: %v", err)
-	}
-	if code.Shape != sv.code.Shape {
-		needs = append(needs, "the generated code changes: "+codeDiff(sv.code, code))
+		return err
 	}
 	res.CodeMS = ms(time.Since(t))
 	t = time.Now()
