@@ -111,18 +111,7 @@ func testFastChanges(t *testing.T, src func(lines ...string) string, cases []fas
 		if (why == "") != c.fast {
 			t.Fatalf("%s: short path %v (%s), want %v", c.name, why == "", why, c.fast)
 		}
-		r2, err := ss.Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		code2, err := servedCode(r2, next)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stage2, err := stageOfLPG(r2.Plan, next, nil, r2.Embedding.LPG)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r2, code2, stage2 := sessionPlan(t, ss, next)
 		if why != "" {
 			// The full path: what it serves is the session's plan.
 			sv = &serving{r: r2, st: next, stage: stage2, code: code2}
@@ -323,18 +312,7 @@ func TestFastRates(t *testing.T) {
 		}
 		next := ss.Stack()
 		sv.commitFast(next, d, nil, ch)
-		r2, err := ss.Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		code2, err := servedCode(r2, next)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stage2, err := stageOfLPG(r2.Plan, next, nil, r2.Embedding.LPG)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, code2, stage2 := sessionPlan(t, ss, next)
 		if diff := sameTables(sv.code, code2); diff != "" {
 			t.Errorf("%s busy: the short path's tables differ from the plan's code in %s", hot, diff)
 		}
@@ -346,4 +324,23 @@ func TestFastRates(t *testing.T) {
 	if moved == 0 {
 		t.Error("no endpoint moved")
 	}
+}
+
+// sessionPlan is the session's plan of stack next as run would serve it
+// after the full path: the plan, its generated code and its stage.
+func sessionPlan(t *testing.T, ss *dembed.Session, next *lpg.Stack) (*dembed.Result, *gofallback.Swappable, *Stage) {
+	t.Helper()
+	r, err := ss.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := servedCode(r, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage, err := stageOfLPG(r.Plan, next, nil, r.Embedding.LPG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, code, stage
 }

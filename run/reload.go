@@ -384,15 +384,8 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 		return err
 	}
 	res.Tables = len(exact)
-	sv.liveMu.Lock()
-	m := sv.maps
-	sv.liveMu.Unlock()
-	if m == nil {
-		return fmt.Errorf("the run stopped serving")
-	}
-	res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = m.applyRules(sv.stage.Groups, stage.Groups)
-	if err != nil {
-		return fmt.Errorf("updating the eBPF stage's rules: %w", err)
+	if err := sv.applyStageRules(stage, res); err != nil {
+		return err
 	}
 	if !reflect.DeepEqual(union, exact) {
 		if err := sv.push(st, exact); err != nil {
@@ -400,6 +393,24 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 		}
 	}
 	sv.usePlan(planState{r: r, st: st, stage: stage, chains: chains, via: vs, code: code, bin: sv.bin})
+	return nil
+}
+
+// applyStageRules writes stage's steering rules over the served stage's
+// in the eBPF maps (new keys first, maps.applyRules) and counts them in
+// res.
+func (sv *serving) applyStageRules(stage *Stage, res *ReloadResult) error {
+	sv.liveMu.Lock()
+	m := sv.maps
+	sv.liveMu.Unlock()
+	if m == nil {
+		return fmt.Errorf("the run stopped serving")
+	}
+	var err error
+	res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = m.applyRules(sv.stage.Groups, stage.Groups)
+	if err != nil {
+		return fmt.Errorf("updating the eBPF stage's rules: %w", err)
+	}
 	return nil
 }
 

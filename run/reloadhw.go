@@ -147,17 +147,8 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 			takeBack()
 			return err
 		}
-	} else {
-		sv.liveMu.Lock()
-		m := sv.maps
-		sv.liveMu.Unlock()
-		if m == nil {
-			return fmt.Errorf("the run stopped serving")
-		}
-		res.RulesAdded, res.RulesChanged, res.RulesRemoved, err = m.applyRules(sv.stage.Groups, stage.Groups)
-		if err != nil {
-			return fmt.Errorf("updating the eBPF stage's rules: %w", err)
-		}
+	} else if err := sv.applyStageRules(stage, res); err != nil {
+		return err
 	}
 	// The old rules last: what they steered is steered by a new rule or
 	// the stage, or belongs to an endpoint the new plan has not.
