@@ -53,7 +53,14 @@ import (
 // which run reads as the new helper serves (before the new helper's
 // first report, which reads and so clears them too).
 //
-// Pinned runs and hardware plans restart as before.
+// A pinned run (run --detach) hands over the same way: its pins are
+// those of the serve that runs, so the link (the same one, carried) is
+// pinned again with the new plan's programs and maps. A hardware plan
+// hands over when the new plan keeps linux.sh's settings (the queue
+// count among them, so each device queue keeps its sockets); one that
+// changes them restarts, since undoing linux.sh and applying the new
+// plan's (ethtool -L, -X) resets the device's rings, which drops what
+// they hold whatever the sockets do.
 
 // carried is what one serve hands the next: the links, kept attached
 // (the XDP link; AF_PACKET's tc link and, with kernel-socket endpoints,
@@ -82,13 +89,12 @@ func (c *carried) close() {
 }
 
 // canHandOver says whether a restart to next can hand the sockets over:
-// a serve of a helper, not pinned (a pinned link is for others
-// to find, and would be updated under them), not of a hardware plan
-// (whose restart may change the device's channels, and so its queues'
-// sockets), with as many loops as now. Under liveMu.
+// a serve of a helper, with as many loops as now, and on a hardware plan
+// with linux.sh's settings unchanged (sameHardware: the device's queues
+// and so their sockets stay). Under liveMu.
 func (sv *serving) canHandOver(next planState) bool {
-	return sv.state != nil && (sv.state.Socket == dataplane.AFXDP || sv.state.Socket == dataplane.AFPacket) && sv.send != nil && !sv.opt.Pin && !sv.hw &&
-		sv.helper > 0 && len(next.r.Plan.Queues) == len(sv.queues)
+	return sv.state != nil && (sv.state.Socket == dataplane.AFXDP || sv.state.Socket == dataplane.AFPacket) && sv.send != nil &&
+		sv.sameHardware(next) && sv.helper > 0 && len(next.r.Plan.Queues) == len(sv.queues)
 }
 
 // takeSockets asks the helper pid to stop at a frame boundary and hand

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/dragonc/dragonc/backends/gofallback"
 	dembed "github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
@@ -317,17 +320,26 @@ func testReloadServes(t *testing.T, socket string) {
 // program (in front of the taps) is swapped on its link as well.
 func TestHandover(t *testing.T) {
 	for _, socket := range []string{"xdp", "packet"} {
-		t.Run(socket, func(t *testing.T) { testHandover(t, socket, "") })
+		t.Run(socket, func(t *testing.T) { testHandover(t, socket, "", false) })
 	}
 	t.Run("packet-kernel", func(t *testing.T) {
-		testHandover(t, "packet", "    endpoint k udp listen 10.9.0.1:7100 { app \"counter\" cores 1..1 }\n")
+		testHandover(t, "packet", "    endpoint k udp listen 10.9.0.1:7100 { app \"counter\" cores 1..1 }\n", false)
 	})
+	// A detached run's pins follow the handover: the same link, pinned
+	// again, runs the new program, which is pinned beside it.
+	for _, socket := range []string{"xdp", "packet"} {
+		t.Run(socket+"-pinned", func(t *testing.T) { testHandover(t, socket, "", true) })
+	}
 }
 
 // testHandover runs TestHandover on socket kind socket, with the
-// endpoint lines kernel added to the stack.
-func testHandover(t *testing.T, socket, kernel string) {
+// endpoint lines kernel added to the stack, pinned (Options.Pin) or not.
+func testHandover(t *testing.T, socket, kernel string, pinned bool) {
 	a, b := pair(t)
+	var pins *pinChecker
+	if pinned {
+		pins = newPinChecker(t, socket)
+	}
 	base := withEndpoints(kernel)
 	if kernel != "" {
 		// The kernel owns the stack's address.
@@ -348,6 +360,7 @@ func testHandover(t *testing.T, socket, kernel string) {
 	sv := serveIn(t, a, r, st, socket, func(o *Options) {
 		o.Restack = restackFile(path)
 		o.Live = func(l *Live) { lives <- l }
+		o.Pin = pinned
 		o.adoptEdit = func(h *dataplane.Handover) {
 			if refuse.Swap(false) {
 				h.Ring = 3 // no ring of either kind: the helper refuses
@@ -355,6 +368,11 @@ func testHandover(t *testing.T, socket, kernel string) {
 		}
 	})
 	live := <-lives
+	if pins != nil {
+		if err := pins.check(); err != nil {
+			t.Fatalf("as the run starts: %v", err)
+		}
+	}
 	mx := withEndpoints(kernel + "    endpoint mx openmx 3 { app \"echo\" }\n")
 	end := steadyEcho(b, 7001, 2*time.Second)
 	steps := []struct {
@@ -400,6 +418,12 @@ func testHandover(t *testing.T, socket, kernel string) {
 			end()
 			t.Fatalf("%s: %+v, %v; want handed over, nothing lost", step.name, res, err)
 		}
+		if pins != nil && !step.refuse {
+			if err := pins.check(); err != nil {
+				end()
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		}
 	}
 	time.Sleep(100 * time.Millisecond)
 	n, client := end()
@@ -422,6 +446,77 @@ func testHandover(t *testing.T, socket, kernel string) {
 	if err := sv.stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pinChecker follows a pinned run's pins (Options.Pin) in a bpf file
+// system of the test's own.
+type pinChecker struct {
+	dir  string // BPFDir: the run pins in a directory of its own there
+	runs string // the pin of the program link0 runs
+	prog ebpf.ProgramID
+	link link.ID
+}
+
+// newPinChecker mounts a bpf file system for the pins of a run on socket
+// kind socket and points DRAGONC_BPF_DIR into it.
+func newPinChecker(t *testing.T, socket string) *pinChecker {
+	t.Helper()
+	fs := filepath.Join(t.TempDir(), "bpffs")
+	if err := os.Mkdir(fs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("bpf", fs, "bpf", 0, ""); err != nil {
+		t.Skipf("no bpf file system to pin in: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(fs, syscall.MNT_DETACH) })
+	t.Setenv("DRAGONC_BPF_DIR", filepath.Join(fs, "dragonc"))
+	// AF_XDP's link0 is the XDP link and prog0 its program; AF_PACKET's
+	// link0 the tc link, which runs prog2 (after fanout and filter).
+	runs := "prog0"
+	if socket == "packet" {
+		runs = "prog2"
+	}
+	return &pinChecker{dir: filepath.Join(fs, "dragonc"), runs: runs}
+}
+
+// check says whether the pinned link is the one pinned before (a
+// handover keeps it) and runs the program pinned beside it, which is not
+// the one pinned before (a handover brings the new plan's).
+func (p *pinChecker) check() error {
+	runs, err := filepath.Glob(filepath.Join(p.dir, "*"))
+	if err != nil || len(runs) != 1 {
+		return fmt.Errorf("pins of %d run(s) in %s (%v), want 1", len(runs), p.dir, err)
+	}
+	dir := runs[0]
+	l, err := link.LoadPinnedLink(filepath.Join(dir, "link0"), nil)
+	if err != nil {
+		return fmt.Errorf("the pinned link: %w", err)
+	}
+	defer l.Close()
+	li, err := l.Info()
+	if err != nil {
+		return err
+	}
+	prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, p.runs), nil)
+	if err != nil {
+		return fmt.Errorf("the pinned program: %w", err)
+	}
+	defer prog.Close()
+	pi, err := prog.Info()
+	if err != nil {
+		return err
+	}
+	pid, _ := pi.ID()
+	switch {
+	case li.Program != pid:
+		return fmt.Errorf("the pinned link runs program %d, the pinned %s is %d", li.Program, p.runs, pid)
+	case p.link != 0 && li.ID != p.link:
+		return fmt.Errorf("the pinned link is link %d, was %d: not the one carried", li.ID, p.link)
+	case p.prog != 0 && pid == p.prog:
+		return fmt.Errorf("the pinned program is still %d", pid)
+	}
+	p.link, p.prog = li.ID, pid
+	return nil
 }
 
 // TestReloadChurn: a client that echoes on an unchanged endpoint, one

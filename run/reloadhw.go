@@ -320,6 +320,13 @@ func (c *ruleReload) finish() ([]string, error) {
 	return stay, nil
 }
 
+// sameHardware says whether serving p keeps the NIC as it is: not a
+// hardware run, or p's linux.sh settings (linux.Settings) are those
+// applied.
+func (sv *serving) sameHardware(p planState) bool {
+	return !sv.hw || sv.hwrun != nil && settingsDiff(sv.hwrun.settings, linux.Settings(p.r)) == ""
+}
+
 // rehardware makes the NIC's settings plan p's before p serves, in a
 // restart of a hardware run (the serve ended): when p's settings are not
 // those applied (linux.Settings), the applied plan's linux.sh is undone
@@ -327,7 +334,7 @@ func (c *ruleReload) finish() ([]string, error) {
 // When p's cannot be applied, nothing of it stays, and the error says
 // why.
 func (sv *serving) rehardware(p *planState) error {
-	if !sv.hw || sv.hwrun != nil && settingsDiff(sv.hwrun.settings, linux.Settings(p.r)) == "" {
+	if sv.sameHardware(*p) {
 		return nil
 	}
 	var dir string

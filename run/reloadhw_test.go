@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dragonc/dragonc/backends/linux"
 	"github.com/dragonc/dragonc/backends/linux/linuxtest"
@@ -42,6 +43,9 @@ func hwWith(add, cores string) string {
 
 // e5gold is a gold endpoint on a third core: a plan with a third queue.
 const e5gold = "    endpoint e5 udp listen 10.9.0.1:7005 { app \"echo\" class gold rate 1Mpps cores 2 }\n"
+
+// omx3 is an Open-MX endpoint: a protocol the plan's code has not.
+const omx3 = "    endpoint mx openmx 3 { app \"echo\" }\n"
 
 // e4 is an endpoint of e2's kind: the running plan's incremental search
 // gives it a Flow Director rule to e2's queue.
@@ -82,7 +86,9 @@ func TestReloadHardwarePlan(t *testing.T) {
 // rule is offered to the driver, refused, and steered by the stage, so
 // its first datagram is answered on the queue the plan gives it; a
 // removed endpoint is port unreachable; a reload whose rule script finds
-// no undo record is refused and the old plan serves on; a plan that
+// no undo record is refused and the old plan serves on; a new protocol
+// (new code, the NIC's settings as they are) is handed over without
+// losing a datagram of a client echoing meanwhile; a plan that
 // changes the NIC's channel count restarts the data plane with linux.sh
 // applied again, and back; and after the run the veth's settings are as
 // before.
@@ -167,6 +173,27 @@ func TestReloadHardware(t *testing.T) {
 		return nil
 	})
 
+	// A new protocol needs new code, but the NIC's settings stay: the
+	// data plane is handed over between two frames, and a client echoing
+	// on e1 meanwhile loses nothing.
+	end := steadyEcho(b, 7001, 2*time.Second)
+	res = reloadFile(t, live, path, hwWith(e4+omx3, "cores 0..1"))
+	time.Sleep(100 * time.Millisecond)
+	n, client := end()
+	t.Logf("a new protocol: %v; e1's client: %d sent, %d answered, %d lost", res, n.sent, n.answered, n.lost)
+	if !res.Applied || !res.HandedOver || res.Lost > 0 || !slices.Equal(res.Added, []string{"mx"}) || res.NIC == nil || res.NIC.Inserted+res.NIC.Deleted > 0 {
+		t.Fatalf("a new protocol on the hardware plan: %+v, want handed over with the NIC's rules untouched\n%s", res, sv.log.String())
+	}
+	if client != nil || n.lost > 0 || n.answered != n.sent || n.sent == 0 {
+		t.Errorf("e1's client across the handover: %+v, %v; want every datagram answered", n, client)
+	}
+	inB(func() error {
+		if got, err := omxExchange("vB", 3, 9, []byte("omx")); err != nil || string(got) != "omx" {
+			return fmt.Errorf("the Open-MX endpoint after the handover: %q, %v", got, err)
+		}
+		return nil
+	})
+
 	// A plan that needs a third queue changes linux.sh's settings: the
 	// data plane restarts, linux.sh is undone and the new plan's applied
 	// in between.
@@ -209,8 +236,8 @@ func TestReloadHardware(t *testing.T) {
 		}
 		return nil
 	})
-	if n := strings.Count(sv.log.String(), "serving hwreload"); n != 3 {
-		t.Errorf("the data plane served %d times, want 3 (the start and the two restarts for the queue count):\n%s", n, sv.log.String())
+	if n := strings.Count(sv.log.String(), "serving hwreload"); n != 4 {
+		t.Errorf("the data plane served %d times, want 4 (the start, the handover and the two restarts for the queue count):\n%s", n, sv.log.String())
 	}
 	if err := sv.stop(); err != nil {
 		t.Fatal(err)
@@ -220,7 +247,7 @@ func TestReloadHardware(t *testing.T) {
 	// steered it (the plan spreads the rest by RSS to queue 1): the
 	// plans the run made, made again.
 	served := r
-	for _, src := range []string{hwWith(e4, "cores 0..1"), hwWith(e4+e5gold, "cores 0..2"), hwWith(e4, "cores 0..1")} {
+	for _, src := range []string{hwWith(e4, "cores 0..1"), hwWith(e4+omx3, "cores 0..1"), hwWith(e4+e5gold, "cores 0..2"), hwWith(e4, "cores 0..1")} {
 		var err error
 		if served, err = Replan(loadStack(t, src), served); err != nil {
 			t.Fatal(err)

@@ -345,7 +345,15 @@ func (sv *serving) pin(links []link.Link, progs []*ebpf.Program, maps []*ebpf.Ma
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pinning in %s (is a bpf file system mounted at %s? mount -t bpf bpf %s): %w", dir, filepath.Dir(dir), filepath.Dir(dir), err)
 	}
-	undo := func() { os.RemoveAll(dir) }
+	undo := func() {
+		// A link a handover carries to the next serve is pinned again
+		// by it: Unpin forgets the path, which Pin would otherwise
+		// take for pinned still.
+		for _, l := range links {
+			l.Unpin()
+		}
+		os.RemoveAll(dir)
+	}
 	for i, l := range links {
 		if err := l.Pin(filepath.Join(dir, "link"+strconv.Itoa(i))); err != nil {
 			undo()

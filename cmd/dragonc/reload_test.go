@@ -52,8 +52,9 @@ func udpAnswer(port int, msg string) (string, error) {
 // TestReloadCommand: dragonc reload makes a detached run read its stack
 // file again: an added endpoint answers, a file with a syntax error is
 // refused (exit 1, its position) and the old plan serves on, SIGHUP
-// reloads too (said in the run's log), and reload of an interface nothing
-// serves is a usage error.
+// reloads too (said in the run's log), a new protocol is handed over to
+// a new helper whose programs the detached run pins instead, and reload
+// of an interface nothing serves is a usage error.
 func TestReloadCommand(t *testing.T) {
 	a, b := vethPair(t)
 	stack := detachEnv(t, a, "reload.lpg", reloadStack)
@@ -134,6 +135,26 @@ func TestReloadCommand(t *testing.T) {
 	if es := statusOf(t, a); len(es) != 1 || es[0].Reloads != 3 {
 		t.Errorf("status after 3 reloads: %+v", es)
 	}
+	// A new protocol needs new code: the detached run hands its sockets
+	// to the new helper and pins its programs in place of the old ones.
+	before := statusOf(t, a)[0].Programs
+	os.WriteFile(stack, []byte(strings.Replace(reloadStack, "    service arp", "    endpoint mx openmx 3 { app \"echo\" }\n    service arp", 1)), 0o644)
+	code, out, errs = in(a, "reload", "--json", "vA")
+	res = drun.ReloadResult{}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || !res.Applied || !res.HandedOver || res.Lost != 0 {
+		t.Fatalf("reload --json of a new protocol: exit %d, %+v (%v), want handed over:\n%s%s", code, res, err, out, errs)
+	}
+	t.Logf("a new protocol: %v", &res)
+	es = statusOf(t, a)
+	if after := es[0].Programs; len(after) != 1 || len(before) != 1 || after[0].ID == before[0].ID || es[0].Pinned == "" {
+		t.Errorf("the detached run's programs before the handover %+v, after %+v (pinned in %q): want the new one", before, after, es[0].Pinned)
+	}
+	peer(func() error {
+		if got, err := udpAnswer(7, "handed over"); err != nil || got != "handed over" {
+			return fmt.Errorf("echo after the handover: %q, %v", got, err)
+		}
+		return nil
+	})
 	if code, _, errs := in(a, "reload", "vNone"); code != 2 || !strings.Contains(errs, "nothing runs on vNone") {
 		t.Errorf("reload of an interface nothing serves: exit %d:\n%s", code, errs)
 	}
