@@ -408,14 +408,34 @@ func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
 	if why := sameButEndpoints(cur, next); why != "" {
 		return nil, fmt.Errorf("stack %s differs from the running one in %s, not only in its endpoints: re-plan it (dragonc embed)", next.Name, why)
 	}
-	want := map[string]*lpg.Endpoint{}
-	for _, e := range next.Endpoints {
+	// The endpoints the two share at their start and end, in order (a
+	// stack file edited in one place), are the same: only those between
+	// are matched by name, unless a name between is also one of those
+	// (a stack that declares a name twice).
+	ce, ne := cur.Endpoints, next.Endpoints
+	i := 0
+	for i < len(ce) && i < len(ne) && sameEndpoint(ce[i], ne[i]) {
+		i++
+	}
+	k := 0
+	for k < len(ce)-i && k < len(ne)-i && sameEndpoint(ce[len(ce)-1-k], ne[len(ne)-1-k]) {
+		k++
+	}
+	for _, e := range ne[i : len(ne)-k] {
+		if o := ss.byName[e.Name]; o != nil && (o.index < i || o.index >= len(ce)-k) {
+			i, k = 0, 0
+			break
+		}
+	}
+	ce, ne = ce[i:len(ce)-k], ne[i:len(ne)-k]
+	want := make(map[string]*lpg.Endpoint, len(ne))
+	for _, e := range ne {
 		want[e.Name] = e
 	}
 	var rm []string
 	var add, rated []*lpg.Endpoint
 	gone := map[string]bool{}
-	for _, e := range cur.Endpoints {
+	for _, e := range ce {
 		n, ok := want[e.Name]
 		switch {
 		case ok && sameEndpoint(e, n):
@@ -426,7 +446,7 @@ func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
 			gone[e.Name] = true
 		}
 	}
-	for _, e := range next.Endpoints {
+	for _, e := range ne {
 		if ss.byName[e.Name] == nil || gone[e.Name] {
 			add = append(add, e)
 		}

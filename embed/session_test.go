@@ -446,6 +446,26 @@ func TestSessionDelta(t *testing.T) {
 
 // TestSessionDeterministic: two sessions replaying one churn return the
 // same Deltas.
+// Apply matches endpoints by name wherever they stand: the same
+// endpoints in another order change nothing, and a new one between is
+// added.
+func TestSessionApplyOrder(t *testing.T) {
+	all := sixFlows(t)
+	ss, _ := plannedSession(t, "82599", withEndpoints(all, all.Endpoints[:5]), "dragonet-balance")
+	cur := ss.Stack()
+	turned := *cur
+	turned.Endpoints = append(slices.Clone(cur.Endpoints[1:]), cur.Endpoints[0])
+	d, err := ss.Apply(&turned)
+	if err != nil || d.Changed() || len(d.Added)+len(d.Removed) != 0 {
+		t.Fatalf("the same endpoints in another order: %+v, %v", d, err)
+	}
+	between := *cur
+	between.Endpoints = slices.Insert(slices.Clone(cur.Endpoints), 2, all.Endpoints[5])
+	if d, err := ss.Apply(&between); err != nil || !slices.Equal(d.Added, []string{"f6"}) || len(d.Removed) != 0 {
+		t.Fatalf("f6 added between: %+v, %v", d, err)
+	}
+}
+
 func TestSessionDeterministic(t *testing.T) {
 	pool := churnPool(t, 120, 8, 3)
 	seq := churn(pool, 30, 300, 10, 60, 4)

@@ -133,21 +133,28 @@ type Endpoint struct {
 
 // LoadStack parses and validates a stack file.
 func LoadStack(name string, src []byte) (*Stack, diag.List) {
+	st, diags, _ := loadStack(name, src)
+	return st, diags
+}
+
+// loadStack is LoadStack, which also returns the lowerer of a file that
+// parsed (its indexes; nil otherwise).
+func loadStack(name string, src []byte) (*Stack, diag.List, *stackLowerer) {
 	s, diags := dsl.Parse(name, src)
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, diags, nil
 	}
 	if s.AST.Stack == nil {
 		diags.Errorf(diag.Range{File: s.File}, diag.CodeBadKind, "%s holds a graph, not a stack of endpoints", name)
-		return nil, diags
+		return nil, diags, nil
 	}
-	st, more := Lower(s)
-	diags = append(diags, more...)
+	l := lower(s)
+	diags = append(diags, l.diags...)
 	diags.Sort()
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, diags, l
 	}
-	return st, diags
+	return l.st, diags, l
 }
 
 // position is the syntax tree's position type, named through the dsl
@@ -158,12 +165,22 @@ type stackLowerer struct {
 	src   *dsl.Source
 	st    *Stack
 	diags diag.List
+	// The endpoints' names, identifiers and what they receive
+	// (conflictKey), as checkNames and checkConflicts index them.
+	names  map[string]*Endpoint
+	idents map[string]bool
+	keys   map[conflictKey]*Endpoint
 }
 
 func (l *stackLowerer) rng(start, end position) diag.Range { return l.src.Range(start, end) }
 
 // Lower validates a parsed stack file.
 func Lower(s *dsl.Source) (*Stack, diag.List) {
+	l := lower(s)
+	return l.st, l.diags
+}
+
+func lower(s *dsl.Source) *stackLowerer {
 	ast := s.AST.Stack
 	l := &stackLowerer{src: s, st: &Stack{Name: ast.Name.Text, File: s.File, ICMPErrors: LinuxICMPErrors}}
 	var coresAt *dsl.StackItem
@@ -194,7 +211,7 @@ func Lower(s *dsl.Source) (*Stack, diag.List) {
 	l.checkNames()
 	l.checkConflicts()
 	l.checkShadowed()
-	return l.st, l.diags
+	return l
 }
 
 // serviceNames are the services a stack may declare.
@@ -700,8 +717,9 @@ func (l *stackLowerer) core(n *dsl.Num) int {
 // checkNames rejects duplicate endpoint names and gives each endpoint a
 // unique identifier for generated code and graph nodes.
 func (l *stackLowerer) checkNames() {
-	byName := map[string]*Endpoint{}
-	idents := map[string]bool{}
+	byName := make(map[string]*Endpoint, len(l.st.Endpoints))
+	idents := make(map[string]bool, len(l.st.Endpoints))
+	l.names, l.idents = byName, idents
 	for _, e := range l.st.Endpoints {
 		if prev, dup := byName[e.Name]; dup {
 			line, _ := l.src.File.Position(prev.Pos.Start)
@@ -790,21 +808,35 @@ func (l *stackLowerer) checkShadowed() {
 // checkConflicts rejects two endpoints that would receive the same packets
 // with equal specificity.
 func (l *stackLowerer) checkConflicts() {
-	seen := map[string]*Endpoint{}
+	seen := make(map[conflictKey]*Endpoint, len(l.st.Endpoints))
+	l.keys = seen
 	for _, e := range l.st.Endpoints {
-		var key string
-		switch {
-		case e.Proto == OpenMX:
-			key = fmt.Sprintf("omx/%d", e.OMXID)
-		case e.Flow:
-			key = fmt.Sprintf("%s/%d:%d/%d:%d/%v", e.Proto, e.Addr, e.Port, e.Remote, e.RPort, e.AnyAddr)
-		default:
-			key = fmt.Sprintf("%s/%d:%d/%v", e.Proto, e.Addr, e.Port, e.AnyAddr)
-		}
+		key := conflictKeyOf(e)
 		if prev, dup := seen[key]; dup {
 			l.diags.Errorf(e.Pos, diag.CodeConflict, "endpoint %q receives the same packets as %q", e.Name, prev.Name)
 			continue
 		}
 		seen[key] = e
+	}
+}
+
+// conflictKey is what an endpoint receives: two endpoints of one key
+// would receive the same packets with equal specificity.
+type conflictKey struct {
+	proto        Proto
+	omx          uint8
+	flow, any    bool
+	addr, remote uint32
+	port, rport  uint16
+}
+
+func conflictKeyOf(e *Endpoint) conflictKey {
+	switch {
+	case e.Proto == OpenMX:
+		return conflictKey{proto: OpenMX, omx: e.OMXID}
+	case e.Flow:
+		return conflictKey{proto: e.Proto, flow: true, addr: e.Addr, port: e.Port, remote: e.Remote, rport: e.RPort, any: e.AnyAddr}
+	default:
+		return conflictKey{proto: e.Proto, addr: e.Addr, port: e.Port, any: e.AnyAddr}
 	}
 }

@@ -122,12 +122,16 @@ func reloadRun(t *testing.T, a, socket string) (*liveRun, string, *Live) {
 // restackFile reads the stack of the file path, as dragonc run's reload
 // does (Options.Restack).
 func restackFile(path string) func() (*lpg.Stack, error) {
+	var ld lpg.Loader
+	if src, err := os.ReadFile(path); err == nil {
+		ld.Load(path, src)
+	}
 	return func() (*lpg.Stack, error) {
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		st, diags := lpg.LoadStack(path, src)
+		st, diags := ld.Load(path, src)
 		if st == nil {
 			return nil, diags
 		}
@@ -779,8 +783,8 @@ func serveBig(b *testing.B, a string, r *dembed.Result, st *lpg.Stack, restack f
 // Live.Remove instead (no stack to check and diff);
 // DRAGONC_RELOAD_FILE=1 writes the stack file before each operation and
 // reloads it as dragonc reload does (Live.ReloadSource: the file read,
-// parsed and checked as dragonc run's reload does, lpg.LoadStack), and
-// reports that part's p50 and p99 as well.
+// parsed and checked as dragonc run's reload does, with an lpg.Loader),
+// and reports that part's p50 and p99 as well.
 func BenchmarkReloadEndpoint(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("DRAGONC_RELOAD_ENDPOINTS")); err == nil && v > 0 {
@@ -794,6 +798,9 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	file := os.Getenv("DRAGONC_RELOAD_FILE") == "1"
 	srcs := []string{bigStack(n, true), bigStack(n, false)}
 	path := filepath.Join(b.TempDir(), "big.lpg")
+	if err := os.WriteFile(path, []byte(srcs[1]), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	var parsing []time.Duration
 	read := restackFile(path)
 	restack := func() (*lpg.Stack, error) {

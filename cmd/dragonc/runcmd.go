@@ -231,8 +231,15 @@ func runSource(cmd *cobra.Command, nicArg, stackPath string) *drun.Source {
 }
 
 // restack reads the stack file of a run again, for a reload: its
-// diagnostics, as dragonc check prints them, are the error.
+// diagnostics, as dragonc check prints them, are the error. An
+// lpg.Loader reads it, which parses and checks again only the endpoint
+// statements that changed since the last file that loaded cleanly (the
+// file as the run starts, read here first).
 func restack(path string) func() (*lpg.Stack, error) {
+	var ld lpg.Loader
+	if src, err := os.ReadFile(path); err == nil {
+		ld.Load(path, src)
+	}
 	return func() (*lpg.Stack, error) {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -240,7 +247,7 @@ func restack(path string) func() (*lpg.Stack, error) {
 		}
 		// Parsed and checked; its LPG is derived by what needs it (a
 		// reload's short path does not: issue 39's 10,000 endpoints).
-		st, diags := lpg.LoadStack(path, src)
+		st, diags := ld.Load(path, src)
 		if diags.HasErrors() || st == nil {
 			var lines []string
 			for _, d := range diags.Shown() {
