@@ -3,6 +3,7 @@ package dsl
 import (
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/dragonc/dragonc/internal/diag"
 )
@@ -20,11 +21,15 @@ import (
 // when anything in it does not parse; the caller then reads the whole
 // file (Parse), which says why. The items' positions are the file's; the
 // Source is the whole file's, with no tree.
+//
+// Unlike Parse, it does not copy src, which must not change afterwards
+// (its text and the items' strings are src's bytes): a reload reads a
+// small range of a large file.
 func ParseStackItems(name string, src []byte, from, to int) (s *Source, items []*StackItem, ok bool) {
 	if from < 0 || to < from || to > len(src) || len(src) > MaxSource || !utf8.Valid(src[from:to]) {
 		return nil, nil, false
 	}
-	text := string(src)
+	text := unsafe.String(unsafe.SliceData(src), len(src))
 	s = &Source{File: diag.NewFile(name, src), text: text, AST: &File{}}
 	// The scan starts at from as a scan of the whole file reaches it: its
 	// line and column, and the stack's brace open.

@@ -27,9 +27,10 @@ import (
 // on random edits.
 //
 // A Loader is safe for concurrent use. The bytes given to Load must not
-// change afterwards (a Stack's File holds them), nor the endpoints of
-// the stacks it returns: the next load copies them (nothing in dragonc
-// changes a stack's endpoints in place; Live.Add, say, adds a copy).
+// change afterwards (a Stack's File and its strings hold them), nor the
+// endpoints of the stacks it returns (their list or values): the next
+// load copies them (nothing in dragonc changes a stack's endpoints in
+// place; Live.Add, say, serves a copy with one more).
 type Loader struct {
 	mu   sync.Mutex
 	last *loaded
@@ -43,7 +44,7 @@ type loaded struct {
 	name  string
 	src   []byte
 	st    *Stack      // the stack, without its endpoints
-	eps   []*Endpoint // its endpoints (the slice the Loader's own)
+	eps   []*Endpoint // its endpoints
 	items []itemSpan  // the stack's items, in order
 	close int         // the offset of the stack's closing brace
 	// The indexes of checkNames and checkConflicts (the values of keys
@@ -56,8 +57,8 @@ type loaded struct {
 // itemSpan is one item of a stack: its bytes, and the endpoints it
 // declares (-1 for an item that is no endpoint statement).
 type itemSpan struct {
-	start, end int
-	eps        int
+	start, end int32 // a file is at most dsl.MaxSource bytes
+	eps        int32
 }
 
 // Load parses and checks src, the stack file name, as LoadStack does.
@@ -75,15 +76,15 @@ func (ld *Loader) Load(name string, src []byte) (*Stack, diag.List) {
 		// with: the file put right is read in part.
 		return st, diags
 	}
-	last := &loaded{name: name, src: src, st: withoutEndpoints(st), eps: slices.Clone(st.Endpoints),
+	last := &loaded{name: name, src: src, st: withoutEndpoints(st), eps: st.Endpoints,
 		close: l.src.AST.Stack.EndPos.Offset - 1, idents: l.idents, keys: l.keys}
 	n := 0
 	for _, it := range l.src.AST.Stack.Items {
-		sp := itemSpan{start: it.Pos.Offset, end: it.EndPos.Offset, eps: -1}
+		sp := itemSpan{start: int32(it.Pos.Offset), end: int32(it.EndPos.Offset), eps: -1}
 		if it.Endpoint != nil {
 			// Lowering appends an item's endpoints in order.
-			sp.eps = endpointsOf(st.Endpoints[n:], sp)
-			n += sp.eps
+			sp.eps = int32(endpointsOf(st.Endpoints[n:], sp))
+			n += int(sp.eps)
 		}
 		last.items = append(last.items, sp)
 	}
@@ -98,7 +99,7 @@ func (ld *Loader) Load(name string, src []byte) (*Stack, diag.List) {
 // declares.
 func endpointsOf(eps []*Endpoint, sp itemSpan) int {
 	k := 0
-	for k < len(eps) && eps[k].Pos.Start == sp.start && eps[k].Pos.End == sp.end {
+	for k < len(eps) && eps[k].Pos.Start == int(sp.start) && eps[k].Pos.End == int(sp.end) {
 		k++
 	}
 	return k
@@ -157,8 +158,8 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 	// change to the start of the first after it (or the stack's closing
 	// brace), with the statements, whitespace and comments between.
 	items := old.items
-	j := sort.Search(len(items), func(i int) bool { return items[i].end > p }) - 1
-	m := sort.Search(len(items), func(i int) bool { return items[i].start >= oldEnd })
+	j := sort.Search(len(items), func(i int) bool { return int(items[i].end) > p }) - 1
+	m := sort.Search(len(items), func(i int) bool { return int(items[i].start) >= oldEnd })
 	if j < 0 || m == len(items) && old.close < oldEnd {
 		return nil, false // a change before the first item's end, or in the brace
 	}
@@ -168,15 +169,15 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 			return nil, false // not an endpoint statement
 		}
 		if k <= j && items[k].eps > 0 {
-			lo += items[k].eps
+			lo += int(items[k].eps)
 		}
 		if items[k].eps > 0 {
-			hi += items[k].eps
+			hi += int(items[k].eps)
 		}
 	}
-	from, oldTo := items[j].end, old.close
+	from, oldTo := int(items[j].end), old.close
 	if m < len(items) {
-		oldTo = items[m].start
+		oldTo = int(items[m].start)
 	}
 	// Item j's last token ends at from in the new file as in the old:
 	// both have the same bytes up to from, and it is a "}" (a token of
@@ -202,7 +203,7 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 		}
 		n := len(l.st.Endpoints)
 		l.endpoint(it, it.Endpoint)
-		spans = append(spans, itemSpan{start: it.Pos.Offset, end: it.EndPos.Offset, eps: len(l.st.Endpoints) - n})
+		spans = append(spans, itemSpan{start: int32(it.Pos.Offset), end: int32(it.EndPos.Offset), eps: int32(len(l.st.Endpoints) - n)})
 	}
 	if len(l.diags) > 0 {
 		return nil, false
@@ -253,7 +254,7 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 	}
 	st := cloneStack(old.st)
 	st.File = s.File
-	st.Endpoints = slices.Clone(eps)
+	st.Endpoints = eps
 	if len(st.Shadowed()) > 0 {
 		return nil, false // checkShadowed's warning
 	}
@@ -269,8 +270,8 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 	next = append(next, items[:j+1]...)
 	next = append(next, spans...)
 	for _, sp := range items[m:] {
-		sp.start += delta
-		sp.end += delta
+		sp.start += int32(delta)
+		sp.end += int32(delta)
 		next = append(next, sp)
 	}
 	old.src, old.eps, old.items, old.close = src, eps, next, old.close+delta
