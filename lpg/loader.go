@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/dragonc/dragonc/dsl"
@@ -209,6 +210,11 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 		return nil, false
 	}
 	added := l.st.Endpoints
+	for _, e := range added {
+		// Strings of their own: the file's text is dropped once a newer
+		// one is loaded (an endpoint kept from it must not keep it).
+		e.Name, e.App = strings.Clone(e.Name), strings.Clone(e.App)
+	}
 	// The checks of checkNames and checkConflicts, by index: an
 	// identifier (so a name) or key the stack has is taken unless its
 	// endpoint goes. The file loaded had no diagnostic: each endpoint's

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -229,5 +230,28 @@ func TestLoaderEdges(t *testing.T) {
 				t.Errorf("the file put right: %v, %d partial", got != nil, ld.Partial)
 			}
 		})
+	}
+}
+
+// An endpoint a partial load adds holds no string of the file it was
+// read from: the endpoints that stay from load to load would otherwise
+// keep every version of the file.
+func TestLoaderKeepsNoSource(t *testing.T) {
+	var ld Loader
+	base := loaderBase(3)
+	ld.Load("keep.lpg", []byte(base))
+	src := []byte(strings.Replace(base, "    service arp", "    endpoint added udp listen *:40100 { app \"added-app\" }\n    service arp", 1))
+	st, diags := ld.Load("keep.lpg", src)
+	if st == nil || ld.Partial != 1 {
+		t.Fatalf("not loaded in part: %v", diags)
+	}
+	e := st.Endpoints[len(st.Endpoints)-1]
+	in := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+		return p >= start && p < start+uintptr(len(src))
+	}
+	if e.Name != "added" || in(e.Name) || in(e.App) {
+		t.Errorf("endpoint %s (app %s) holds the file's bytes", e.Name, e.App)
 	}
 }
