@@ -53,6 +53,12 @@ var snippets = []string{
 	"x", "9", ":", "..", "rate 5kpps ", "app \"z\" ", "listen", "\xff",
 }
 
+// files compares files by name and text (a file's line table is made
+// when first asked for).
+var files = cmp.Comparer(func(a, b *diag.File) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Name == b.Name && string(a.Src) == string(b.Src)
+})
+
 // TestLoaderAgrees loads random edits of a stack with one Loader and
 // compares each with LoadStack: the same stack (positions included) or
 // the same diagnostics, at the same places. Most edits must take the
@@ -65,9 +71,6 @@ func TestLoaderAgrees(t *testing.T) {
 		t.Helper()
 		want, wantDiags := LoadStack("edits.lpg", []byte(src))
 		got, gotDiags := ld.Load("edits.lpg", []byte(src))
-		files := cmp.Comparer(func(a, b *diag.File) bool {
-			return a == nil && b == nil || a != nil && b != nil && a.Name == b.Name && string(a.Src) == string(b.Src)
-		})
 		if d := cmp.Diff(want, got, files); d != "" {
 			t.Fatalf("step %d: the Loader's stack differs from LoadStack's (-want +got):\n%s\nsource:\n%s", step, d, src)
 		}
@@ -183,7 +186,7 @@ func TestLoaderEdges(t *testing.T) {
 		{"nothing", "", "", true},
 		{"glued to a number", "*:1001\n", "*:1001endpoint d udp listen *:1003\n", false},
 		{"glued to a word", "service icmp-echo\n", "service icmp-echoendpoint d udp listen *:1003\n", false},
-		{"after a brace", "{ app \"c\" }\n", "{ app \"c\" }endpoint d udp listen *:1003\n", false},
+		{"after a brace", "{ app \"c\" }\n", "{ app \"c\" }endpoint d udp listen *:1003\n", true},
 		{"comment opened", "// between", "/* between", false},
 		{"comment across", "// between\n    endpoint b udp listen *:1001\n", "/* between\n    endpoint b udp listen *:1001 */\n", false},
 		{"string opened", `{ app "c" }`, `{ app "c }`, false},
@@ -210,9 +213,6 @@ func TestLoaderEdges(t *testing.T) {
 			}
 			want, wantDiags := LoadStack("edges.lpg", []byte(src))
 			got, gotDiags := ld.Load("edges.lpg", []byte(src))
-			files := cmp.Comparer(func(a, b *diag.File) bool {
-				return a == nil && b == nil || a != nil && b != nil && a.Name == b.Name && string(a.Src) == string(b.Src)
-			})
 			if d := cmp.Diff(want, got, files); d != "" {
 				t.Errorf("the Loader's stack differs from LoadStack's (-want +got):\n%s", d)
 			}

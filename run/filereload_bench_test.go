@@ -1,7 +1,6 @@
 package run
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -41,11 +40,7 @@ func BenchmarkReloadFileOffline(b *testing.B) {
 		applying = append(applying, time.Since(t))
 	}
 	b.StopTimer()
-	pct := func(ds []time.Duration, p float64) float64 {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
-	}
+	pct := percentileMS
 	b.ReportMetric(pct(loading, 0.5), "load-p50-ms")
 	b.ReportMetric(pct(loading, 0.99), "load-p99-ms")
 	b.ReportMetric(pct(applying, 0.5), "apply-p50-ms")

@@ -880,11 +880,7 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pct := func(ds []time.Duration, p float64) float64 {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
-	}
+	pct := percentileMS
 	b.ReportMetric(pct(effect, 0.5), "p50-ms")
 	b.ReportMetric(pct(effect, 0.99), "p99-ms")
 	b.ReportMetric(pct(reload, 0.5), "reload-p50-ms")
@@ -897,6 +893,13 @@ func BenchmarkReloadEndpoint(b *testing.B) {
 		b.ReportMetric(pct(parsing, 0.99), "parse-p99-ms")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// percentileMS is the p-th percentile of ds (0 < p < 1), in milliseconds.
+func percentileMS(ds []time.Duration, p float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
 }
 
 // The helper is sent differences: new endpoints numbered after its own,
