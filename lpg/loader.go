@@ -36,7 +36,7 @@ type Loader struct {
 	mu   sync.Mutex
 	last *loaded
 	// Partial and Whole count the loads that read only a changed range
-	// and those that read the whole file.
+	// and those that read the whole file (read them while no load runs).
 	Partial, Whole int
 }
 

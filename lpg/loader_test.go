@@ -255,3 +255,28 @@ func TestLoaderKeepsNoSource(t *testing.T) {
 		t.Errorf("endpoint %s (app %s) holds the file's bytes", e.Name, e.App)
 	}
 }
+
+// FuzzLoader edits a stack (at, cut bytes removed, then put inserted)
+// and compares the Loader's load of it with LoadStack's.
+func FuzzLoader(f *testing.F) {
+	base := loaderBase(8)
+	f.Add(uint16(strings.Index(base, "    service arp")), uint8(0), "    endpoint x udp listen *:40100\n")
+	f.Add(uint16(strings.Index(base, "    endpoint e3")), uint8(60), "")
+	f.Add(uint16(strings.Index(base, "rate 1kpps")), uint8(10), "app \"z\" ")
+	f.Add(uint16(strings.Index(base, "/* listener")), uint8(2), "//")
+	f.Add(uint16(len(base)), uint8(0), "// end")
+	f.Fuzz(func(t *testing.T, at uint16, cut uint8, put string) {
+		i := min(int(at), len(base))
+		src := base[:i] + put + base[min(len(base), i+int(cut)):]
+		var ld Loader
+		ld.Load("fuzz.lpg", []byte(base))
+		want, wantDiags := LoadStack("fuzz.lpg", []byte(src))
+		got, gotDiags := ld.Load("fuzz.lpg", []byte(src))
+		if d := cmp.Diff(want, got, files); d != "" {
+			t.Fatalf("the Loader's stack differs from LoadStack's (-want +got):\n%s", d)
+		}
+		if wantDiags.Error() != gotDiags.Error() {
+			t.Fatalf("diagnostics: %s, want %s", gotDiags, wantDiags)
+		}
+	})
+}
