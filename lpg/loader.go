@@ -13,19 +13,19 @@ import (
 
 // Loader loads one stack file again and again, as a run reloads it
 // (issue 39: a 10,000-endpoint file whose one endpoint changes). Each
-// load returns what LoadStack returns for the same bytes; it reads again
-// only the endpoints that changed when it can. It keeps the last file
-// that loaded without a diagnostic (a file with errors in between does
-// not replace it), with its endpoints and the indexes of
-// the checks that span endpoints (names, identifiers, what each
-// receives). A load of bytes that differ from it in endpoint statements
-// only (added, removed or edited, with the whitespace and comments
-// between them) parses the statements in the changed range with the
-// file's parser (dsl.ParseStackItems), lowers them, and checks them
-// against the indexes; anything else (a change elsewhere, a syntax
-// error, any diagnostic, even a warning) reads the whole file with
-// LoadStack, which says what is wrong. TestLoaderAgrees compares the two
-// on random edits.
+// load returns what LoadStack returns for the same bytes, and reads
+// again only the endpoints that changed when it can. It keeps the last
+// file that loaded without a diagnostic (a file with errors in between
+// does not replace it), with its endpoints and the indexes of the checks
+// that span endpoints (identifiers, which stand for names too, and what
+// each endpoint receives). A load of bytes that differ from it in
+// endpoint statements only (added, removed or edited, with the
+// whitespace and comments between them) parses the statements in the
+// changed range with the file's parser (dsl.ParseStackItems), lowers
+// them, and checks them against the indexes; anything else (a change
+// elsewhere, a syntax error, any diagnostic, even a warning) reads the
+// whole file with LoadStack, which says what is wrong. TestLoaderAgrees
+// and FuzzLoader compare the two on random edits.
 //
 // A Loader is safe for concurrent use. The bytes given to Load must not
 // change afterwards (a Stack's File and its strings hold them), nor the
@@ -214,6 +214,9 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 		// Strings of their own: the file's text is dropped once a newer
 		// one is loaded (an endpoint kept from it must not keep it).
 		e.Name, e.App = strings.Clone(e.Name), strings.Clone(e.App)
+		if i := slices.Index(protos, e.Proto); i >= 0 {
+			e.Proto = protos[i]
+		}
 	}
 	// The checks of checkNames and checkConflicts, by index: an
 	// identifier (so a name) or key the stack has is taken unless its
@@ -284,6 +287,9 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 	old.st = withoutEndpoints(&st)
 	return &st, true
 }
+
+// protos are the protocols an endpoint has.
+var protos = []Proto{UDP, TCP, OpenMX}
 
 // block is how many bytes partial compares at once.
 const block = 4096
