@@ -165,9 +165,8 @@ type stackLowerer struct {
 	src   *dsl.Source
 	st    *Stack
 	diags diag.List
-	// The endpoints' names, identifiers and what they receive
-	// (conflictKey), as checkNames and checkConflicts index them.
-	names  map[string]*Endpoint
+	// The endpoints' identifiers and what they receive (conflictKey), as
+	// checkNames and checkConflicts index them (a Loader keeps them).
 	idents map[string]bool
 	keys   map[conflictKey]*Endpoint
 }
@@ -719,7 +718,7 @@ func (l *stackLowerer) core(n *dsl.Num) int {
 func (l *stackLowerer) checkNames() {
 	byName := make(map[string]*Endpoint, len(l.st.Endpoints))
 	idents := make(map[string]bool, len(l.st.Endpoints))
-	l.names, l.idents = byName, idents
+	l.idents = idents
 	for _, e := range l.st.Endpoints {
 		if prev, dup := byName[e.Name]; dup {
 			line, _ := l.src.File.Position(prev.Pos.Start)
