@@ -49,10 +49,10 @@ type loaded struct {
 	items []itemSpan  // the stack's items, in order
 	close int         // the offset of the stack's closing brace
 	// The indexes of checkNames and checkConflicts (the values of keys
-	// are not read). A name taken is an identifier taken: the
-	// identifiers index both.
+	// are not read; they hold no endpoint of an older file). A name
+	// taken is an identifier taken: the identifiers index both.
 	idents map[string]bool
-	keys   map[conflictKey]*Endpoint
+	keys   map[conflictKey]int
 }
 
 // itemSpan is one item of a stack: its bytes, and the endpoints it
@@ -273,7 +273,7 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 		delete(old.keys, conflictKeyOf(e))
 	}
 	for _, e := range added {
-		old.idents[e.Ident], old.keys[conflictKeyOf(e)] = true, nil
+		old.idents[e.Ident], old.keys[conflictKeyOf(e)] = true, -1
 	}
 	next := make([]itemSpan, 0, len(items)-(m-j-1)+len(spans))
 	next = append(next, items[:j+1]...)

@@ -168,7 +168,7 @@ type stackLowerer struct {
 	// The endpoints' identifiers and what they receive (conflictKey), as
 	// checkNames and checkConflicts index them (a Loader keeps them).
 	idents map[string]bool
-	keys   map[conflictKey]*Endpoint
+	keys   map[conflictKey]int // the index of the first endpoint of each
 }
 
 func (l *stackLowerer) rng(start, end position) diag.Range { return l.src.Range(start, end) }
@@ -807,15 +807,15 @@ func (l *stackLowerer) checkShadowed() {
 // checkConflicts rejects two endpoints that would receive the same packets
 // with equal specificity.
 func (l *stackLowerer) checkConflicts() {
-	seen := make(map[conflictKey]*Endpoint, len(l.st.Endpoints))
+	seen := make(map[conflictKey]int, len(l.st.Endpoints))
 	l.keys = seen
-	for _, e := range l.st.Endpoints {
+	for i, e := range l.st.Endpoints {
 		key := conflictKeyOf(e)
 		if prev, dup := seen[key]; dup {
-			l.diags.Errorf(e.Pos, diag.CodeConflict, "endpoint %q receives the same packets as %q", e.Name, prev.Name)
+			l.diags.Errorf(e.Pos, diag.CodeConflict, "endpoint %q receives the same packets as %q", e.Name, l.st.Endpoints[prev].Name)
 			continue
 		}
-		seen[key] = e
+		seen[key] = i
 	}
 }
 
