@@ -68,6 +68,19 @@ type Session struct {
 	order []*endpoint
 	// held are the endpoints Hold keeps where they are.
 	held map[string]bool
+	// shadow is Dragonet's incremental search run on the same changes
+	// (NewSession; nil when there is none), which follow takes the plan
+	// of when it is cheaper; tmap and qmap map its tables (by table.idx)
+	// and queues (indexes) to the session's.
+	shadow *Session
+	tmap   []*table
+	qmap   []int
+	// overlapping counts the endpoints whose packets overlap another's
+	// (Cost).
+	overlapping int
+	// quiet: a shadow's changes leave their Deltas' costs out (nobody
+	// reads them).
+	quiet bool
 }
 
 // record is an endpoint as it was before the change under way.
@@ -184,7 +197,52 @@ func NewSession(r *Result) (*Session, error) {
 			}
 		}
 	}
+	ss.startShadow(r.p.in)
 	return ss, nil
+}
+
+// startShadow starts the session's shadow: Dragonet's incremental search
+// (NewDragonetSession) from the session's first stack, which every
+// change is applied to as well (change, SetRates), and whose plan the
+// session takes when it is cheaper (follow). A stack whose endpoints the
+// tables cannot all hold has none: Dragonet's search stops there ("Run
+// out of CCs"), and so does a shadow whose search stops later.
+func (ss *Session) startShadow(in *Input) {
+	if !ss.p.dragonetMayFit() {
+		return
+	}
+	own := *in
+	own.Strategy = StrategyDragonetGreedy
+	sh, err := NewDragonetSession(&own)
+	if err != nil {
+		return
+	}
+	sh.quiet = true
+	ss.tmap = make([]*table, len(sh.p.tables))
+	for k, t := range sh.p.tables {
+		if j := slices.IndexFunc(ss.p.tables, func(u *table) bool { return u.sp.Node == t.sp.Node }); j >= 0 {
+			ss.tmap[k] = ss.p.tables[j]
+		}
+	}
+	ss.qmap = make([]int, len(sh.p.queues))
+	for k, q := range sh.p.queues {
+		ss.qmap[k] = slices.IndexFunc(ss.p.queues, func(u qinfo) bool { return u.id == q.id })
+	}
+	for _, e := range ss.p.eps {
+		if e.twin = sh.byName[e.ep.Name]; e.twin == nil {
+			ss.dropShadow()
+			return
+		}
+	}
+	ss.shadow = sh
+}
+
+// dropShadow ends the shadow (its search stopped).
+func (ss *Session) dropShadow() {
+	ss.shadow = nil
+	for _, e := range ss.p.eps {
+		e.twin = nil
+	}
 }
 
 // NewDragonetSession starts a port of Dragonet's incremental search,
@@ -260,7 +318,14 @@ func NewDragonetSession(in *Input) (*Session, error) {
 
 func newSession(p *problem, s *state, base *plan.Plan) *Session {
 	ss := &Session{p: p, s: s, base: base, byName: map[string]*endpoint{}, groups: map[string][]*endpoint{}}
-	for _, e := range p.eps {
+	s.countLoose, s.loose = s.firstMatch != p.dragonetSpace, 0
+	for i, e := range p.eps {
+		if len(e.over) > 0 {
+			ss.overlapping++
+		}
+		if s.countLoose {
+			s.loose += s.looseIn(i, s.choice[i])
+		}
 		e.slot = -1
 		ss.byName[e.ep.Name] = e
 		if k, ok := groupKey(e.ep); ok {
@@ -320,12 +385,36 @@ func groupKey(e *lpg.Endpoint) (string, bool) {
 	return fmt.Sprintf("%s/%d", e.Proto, e.Port), true
 }
 
-// Cost is the plan's cost now.
+// Cost is the plan's cost now. For a Dragonet session under a cost of
+// dragonc's, whose search sees its QMap, the shares the two views may
+// give differently (those of endpoints whose packets overlap others', or
+// that their own entry does not cover; the session counts them) are set
+// to the cost's view for the evaluation and back: O(queues) when there
+// are none, else O(endpoints) and a share each of theirs.
 func (ss *Session) Cost() costmodel.Cost {
-	if ss.s.firstMatch == ss.p.dragonetSpace {
-		return ss.s.ev.Cost()
+	p, s := ss.p, ss.s
+	if s.firstMatch == p.dragonetSpace || ss.overlapping == 0 && s.loose == 0 {
+		return s.ev.Cost()
 	}
-	return costmodel.NewEvaluator(ss.p.cp, ss.p.in.Cost, ss.assignment()).Cost()
+	var differ []int
+	var was [][]costmodel.Share
+	s.firstMatch = p.dragonetSpace
+	for i, e := range p.eps {
+		if len(e.over) == 0 && s.looseIn(i, s.choice[i]) == 0 {
+			continue
+		}
+		if sh := s.shares(i); !slices.Equal(sh, s.ev.Shares(i)) {
+			differ = append(differ, i)
+			was = append(was, slices.Clone(s.ev.Shares(i)))
+			s.ev.Set(i, sh)
+		}
+	}
+	s.firstMatch = !s.firstMatch
+	c := s.ev.Cost()
+	for k, i := range differ {
+		s.ev.Set(i, was[k])
+	}
+	return c
 }
 
 // assignment is the shares of every endpoint as the cost function sees
@@ -459,6 +548,16 @@ func (ss *Session) SetRates(rates map[string]float64) (*Delta, error) {
 	if len(rates) == 0 {
 		return &Delta{Cost: before, Before: before}, nil
 	}
+	if sh := ss.shadow; sh != nil {
+		// The shadow weighs its endpoints alike, and moves nothing
+		// unless its cost is rejected (Dragonet re-plans on changes of
+		// flows, not of rates): a change of rates moves what saves
+		// MoveThreshold, and the next change of endpoints follows the
+		// shadow if it is cheaper then.
+		if _, err := sh.SetRates(rates); err != nil {
+			ss.dropShadow()
+		}
+	}
 	ss.begin()
 	for _, name := range names {
 		ss.setRate(ss.byName[name], rates[name])
@@ -550,7 +649,15 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		}
 		seen[e.Name] = true
 	}
-	before := ss.Cost()
+	var before costmodel.Cost
+	if !ss.quiet {
+		before = ss.Cost()
+	}
+	if sh := ss.shadow; sh != nil {
+		if _, err := sh.change(rm, add, rated); err != nil {
+			ss.dropShadow()
+		}
+	}
 	ss.begin()
 	for _, name := range rm {
 		ss.remove(ss.byName[name].index)
@@ -571,8 +678,16 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		ss.setRate(ss.byName[e.Name], e.Rate)
 	}
 	ss.rebalance()
+	if sh := ss.shadow; sh != nil {
+		for _, e := range add {
+			ss.byName[e.Name].twin = sh.byName[e.Name]
+		}
+		ss.follow()
+	}
 	d := ss.commit()
-	d.Before, d.Cost = before, ss.Cost()
+	if !ss.quiet {
+		d.Before, d.Cost = before, ss.Cost()
+	}
 	return d, nil
 }
 
@@ -637,6 +752,12 @@ func (ss *Session) addEndpoint(le *lpg.Endpoint) int {
 			if otherFlows(le, o.ep) || !intersects(e.box, o.box) {
 				continue
 			}
+			if len(o.over) == 0 {
+				ss.overlapping++
+			}
+			if len(e.over) == 0 {
+				ss.overlapping++
+			}
 			e.over = append(e.over, o.index)
 			o.over = append(o.over, i)
 			if o.rel != nil {
@@ -680,6 +801,12 @@ func (ss *Session) removeEndpoint(i int) {
 			o.rel = nil
 		}
 		o.over = slices.Delete(o.over, k, k+1)
+		if len(o.over) == 0 {
+			ss.overlapping--
+		}
+	}
+	if len(e.over) > 0 {
+		ss.overlapping--
 	}
 	s.ev.Remove(i)
 	s.ovx = nil // the indexes name endpoints by index, which shift
@@ -853,6 +980,66 @@ func (ss *Session) repair() {
 		}
 		s.set(bestI, best)
 		cur = bestCost
+	}
+}
+
+// follow takes the plan of the session's shadow, Dragonet's incremental
+// search on the same changes, when it costs less than the session's
+// after its repairs: every endpoint but those held (Hold) takes the
+// shadow's choice for it (its entry, in the same table and to the same
+// queue, or none), all entries out first, then the new ones in, so that
+// no table holds more than its capacity or two shapes on the way. The
+// moves are kept when the session's cost is then lower, undone
+// otherwise. So a session is never costlier than Dragonet's search on
+// the same sequence of changes, as long as the two see a plan alike:
+// the cost of the shadow's choices in the session's state is the
+// shadow's when every endpoint the shadow leaves without an entry lands
+// alike under the session's RSS mode and Dragonet's no-rss (queue 0),
+// and, under Dragonet's cost functions, no endpoint's packets overlap
+// another's (the session orders overlapping entries as dragonetOrder
+// does, the shadow in the order it inserted them). Checking costs
+// O(endpoints) plain tests (Cost); following, a move per endpoint whose
+// choice differs.
+func (ss *Session) follow() {
+	p, s, sh := ss.p, ss.s, ss.shadow
+	cur := s.ev.Cost()
+	if !sh.Cost().Less(cur) {
+		return
+	}
+	type move struct {
+		i       int
+		was, to choice
+	}
+	var ms []move
+	for i, e := range p.eps {
+		var to choice
+		if c := sh.s.choice[e.twin.index]; c.t != nil {
+			to = choice{ss.tmap[c.t.idx], ss.qmap[c.q]}
+			if to.t == nil || to.q < 0 {
+				return // not a choice of the session's: nothing to follow
+			}
+		}
+		if to != s.choice[i] && !ss.held[e.ep.Name] {
+			ms = append(ms, move{i, s.choice[i], to})
+		}
+	}
+	swap := func(from, to func(m move) choice) {
+		for _, m := range ms {
+			if from(m).t != nil {
+				s.set(m.i, choice{})
+			}
+		}
+		for _, m := range ms {
+			if c := to(m); c.t != nil {
+				s.set(m.i, c)
+			}
+		}
+	}
+	was := func(m move) choice { return m.was }
+	to := func(m move) choice { return m.to }
+	swap(was, to)
+	if !s.ev.Cost().Less(cur) {
+		swap(to, was)
 	}
 }
 

@@ -124,7 +124,7 @@ func TestSessionChurnAgainstDragonet(t *testing.T) {
 	for _, c := range []struct {
 		cost  string
 		steps int
-	}{{"balance", 1000}, {"dragonet-balance", 300}} {
+	}{{"balance", 1000}, {"dragonet-balance", 300}, {"priority", 1000}, {"dragonet-priority", 300}, {"cycles", 1000}} {
 		t.Run(c.cost, func(t *testing.T) { testChurnAgainstDragonet(t, c.cost, c.steps) })
 	}
 }
