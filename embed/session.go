@@ -81,6 +81,8 @@ type Session struct {
 	// quiet: a shadow's changes leave their Deltas' costs out (nobody
 	// reads them).
 	quiet bool
+	// follows counts the changes that took the shadow's plan.
+	follows int
 }
 
 // record is an endpoint as it was before the change under way.
@@ -987,59 +989,81 @@ func (ss *Session) repair() {
 // search on the same changes, when it costs less than the session's
 // after its repairs: every endpoint but those held (Hold) takes the
 // shadow's choice for it (its entry, in the same table and to the same
-// queue, or none), all entries out first, then the new ones in, so that
-// no table holds more than its capacity or two shapes on the way. The
-// moves are kept when the session's cost is then lower, undone
-// otherwise. So a session is never costlier than Dragonet's search on
-// the same sequence of changes, as long as the two see a plan alike:
-// the cost of the shadow's choices in the session's state is the
-// shadow's when every endpoint the shadow leaves without an entry lands
-// alike under the session's RSS mode and Dragonet's no-rss (queue 0),
-// and, under Dragonet's cost functions, no endpoint's packets overlap
-// another's (the session orders overlapping entries as dragonetOrder
-// does, the shadow in the order it inserted them). Checking costs
-// O(endpoints) plain tests (Cost); following, a move per endpoint whose
-// choice differs.
+// queue, or none; shadowMoves). The moves are kept when the session's
+// cost is then lower, undone otherwise. So a session is never costlier
+// than Dragonet's search on the same sequence of changes, as long as the
+// two cost the same choices alike: when every endpoint the shadow leaves
+// without an entry lands alike under the session's RSS mode and under
+// Dragonet's no-rss (queue 0), and no endpoint's packets overlap
+// another's. Overlapping entries are ordered differently: dragonc's by
+// priority (flows above listeners) or, under Dragonet's cost functions,
+// as dragonetOrder lists them; Dragonet's at its one priority, in the
+// order it inserted them. Then the session is never costlier than the
+// shadow's choices cost in its own order. Checking costs O(queues), or
+// O(endpoints) plain tests when endpoints overlap (Cost); following, a
+// move per endpoint whose choice differs.
 func (ss *Session) follow() {
-	p, s, sh := ss.p, ss.s, ss.shadow
-	cur := s.ev.Cost()
-	if !sh.Cost().Less(cur) {
+	cur := ss.s.ev.Cost()
+	if !ss.shadow.Cost().Less(cur) {
 		return
 	}
-	type move struct {
-		i       int
-		was, to choice
+	ms, ok := ss.shadowMoves()
+	if !ok {
+		return
 	}
+	ss.swap(ms, true)
+	if !ss.s.ev.Cost().Less(cur) {
+		ss.swap(ms, false)
+		return
+	}
+	ss.follows++
+}
+
+// move is one endpoint's choice before and after following the shadow.
+type move struct {
+	i       int
+	was, to choice
+}
+
+// shadowMoves lists the moves that give every endpoint but those held
+// the shadow's choice for it; false when a choice of the shadow's is not
+// one of the session's.
+func (ss *Session) shadowMoves() ([]move, bool) {
+	p, s, sh := ss.p, ss.s, ss.shadow
 	var ms []move
 	for i, e := range p.eps {
 		var to choice
 		if c := sh.s.choice[e.twin.index]; c.t != nil {
 			to = choice{ss.tmap[c.t.idx], ss.qmap[c.q]}
 			if to.t == nil || to.q < 0 {
-				return // not a choice of the session's: nothing to follow
+				return nil, false
 			}
 		}
 		if to != s.choice[i] && !ss.held[e.ep.Name] {
 			ms = append(ms, move{i, s.choice[i], to})
 		}
 	}
-	swap := func(from, to func(m move) choice) {
-		for _, m := range ms {
-			if from(m).t != nil {
-				s.set(m.i, choice{})
-			}
-		}
-		for _, m := range ms {
-			if c := to(m); c.t != nil {
-				s.set(m.i, c)
-			}
+	return ms, true
+}
+
+// swap makes the moves (forward) or undoes them: every entry out first,
+// then the new ones in, so that no table holds more than its capacity,
+// or two shapes, on the way.
+func (ss *Session) swap(ms []move, forward bool) {
+	s := ss.s
+	from, to := func(m move) choice { return m.was }, func(m move) choice { return m.to }
+	if !forward {
+		from, to = to, from
+	}
+	for _, m := range ms {
+		if from(m).t != nil {
+			s.set(m.i, choice{})
 		}
 	}
-	was := func(m move) choice { return m.was }
-	to := func(m move) choice { return m.to }
-	swap(was, to)
-	if !s.ev.Cost().Less(cur) {
-		swap(to, was)
+	for _, m := range ms {
+		if c := to(m); c.t != nil {
+			s.set(m.i, c)
+		}
 	}
 }
 
