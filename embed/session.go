@@ -75,6 +75,8 @@ type Session struct {
 	shadow *Session
 	tmap   []*table
 	qmap   []int
+	// shadowIn is the input the shadow starts from, until it starts.
+	shadowIn *Input
 	// overlapping counts the endpoints whose packets overlap another's
 	// (Cost).
 	overlapping int
@@ -199,21 +201,28 @@ func NewSession(r *Result) (*Session, error) {
 			}
 		}
 	}
-	ss.startShadow(r.p.in)
+	ss.shadowIn = r.p.in
 	return ss, nil
 }
 
-// startShadow starts the session's shadow: Dragonet's incremental search
-// (NewDragonetSession) from the session's first stack, which every
-// change is applied to as well (change, SetRates), and whose plan the
-// session takes when it is cheaper (follow). A stack whose endpoints the
-// tables cannot all hold has none: Dragonet's search stops there ("Run
-// out of CCs"), and so does a shadow whose search stops later.
-func (ss *Session) startShadow(in *Input) {
-	if !ss.p.dragonetMayFit() {
+// startShadow starts the session's shadow, at its first change of
+// endpoints: Dragonet's incremental search (NewDragonetSession) from the
+// stack the session has then (its first, with the rates SetRates gave
+// since), which every change is applied to as well (change, SetRates),
+// and whose plan the session takes when it is cheaper (follow). A stack
+// whose endpoints the tables cannot all hold has none: Dragonet's search
+// stops there ("Run out of CCs"), and so does a shadow whose search
+// stops later. Starting costs a search of Dragonet's over every
+// endpoint, O(endpoints); a session that only changes rates (run's
+// Rebalancer) never starts one.
+func (ss *Session) startShadow() {
+	in := ss.shadowIn
+	ss.shadowIn = nil
+	if in == nil || !ss.p.dragonetMayFit() {
 		return
 	}
 	own := *in
+	own.Stack = ss.Stack()
 	own.Strategy = StrategyDragonetGreedy
 	sh, err := NewDragonetSession(&own)
 	if err != nil {
@@ -655,6 +664,9 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 	if !ss.quiet {
 		before = ss.Cost()
 	}
+	if ss.shadowIn != nil && len(rm)+len(add) > 0 {
+		ss.startShadow()
+	}
 	if sh := ss.shadow; sh != nil {
 		if _, err := sh.change(rm, add, rated); err != nil {
 			ss.dropShadow()
@@ -684,7 +696,9 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		for _, e := range add {
 			ss.byName[e.Name].twin = sh.byName[e.Name]
 		}
-		ss.follow()
+		if len(rm)+len(add) > 0 {
+			ss.follow() // not for new rates alone (SetRates)
+		}
 	}
 	d := ss.commit()
 	if !ss.quiet {
@@ -816,11 +830,15 @@ func (ss *Session) removeEndpoint(i int) {
 	p.in.Stack.Endpoints = slices.Delete(p.in.Stack.Endpoints, i, i+1)
 	s.choice = slices.Delete(s.choice, i, i+1)
 	p.rank = slices.Delete(p.rank, i, i+1)
-	for k, o := range p.eps {
-		o.index = k
-		for x, j := range o.over {
-			if j > i {
-				o.over[x] = j - 1
+	for k := i; k < len(p.eps); k++ {
+		p.eps[k].index = k
+	}
+	if ss.overlapping > 0 && i < len(p.eps) {
+		for _, o := range p.eps {
+			for x, j := range o.over {
+				if j > i {
+					o.over[x] = j - 1
+				}
 			}
 		}
 	}
