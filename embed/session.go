@@ -1036,11 +1036,35 @@ func (ss *Session) follow() {
 		return
 	}
 	ss.swap(ms, true)
-	if !ss.s.ev.Cost().Less(cur) {
+	if !ss.s.ev.Cost().Less(cur) || len(ss.held) > 0 && !ss.fits() {
 		ss.swap(ms, false)
 		return
 	}
 	ss.follows++
+}
+
+// fits reports whether every table holds at most its capacity, and a
+// global-mask table entries of one shape: true of the shadow's choices,
+// and to be checked when held endpoints kept theirs beside them.
+func (ss *Session) fits() bool {
+	p, s := ss.p, ss.s
+	shape := make([]string, len(p.tables))
+	for _, t := range p.tables {
+		if t.sp.Capacity > 0 && s.used[t.idx] > t.sp.Capacity {
+			return false
+		}
+	}
+	for i, c := range s.choice {
+		if c.t == nil || !c.t.sp.GlobalMask {
+			continue
+		}
+		if sh := p.eps[i].shape; shape[c.t.idx] == "" {
+			shape[c.t.idx] = sh
+		} else if shape[c.t.idx] != sh {
+			return false
+		}
+	}
+	return true
 }
 
 // move is one endpoint's choice before and after following the shadow.
