@@ -75,7 +75,7 @@ type Session struct {
 	// held are the endpoints Hold keeps where they are.
 	held map[string]bool
 	// shadow is Dragonet's incremental search run on the same changes
-	// (NewSession; nil when there is none), which follow takes the plan
+	// (startShadow; nil when there is none), which follow takes the plan
 	// of when it is cheaper; tmap and qmap map its tables (by table.idx)
 	// and queues (indexes) to the session's.
 	shadow *Session
