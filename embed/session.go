@@ -38,7 +38,12 @@ import (
 // O(endpoints) of plain bookkeeping: well under a millisecond at 10,000
 // endpoints. Taking Dragonet's plan moves every endpoint the two place
 // differently, and the first change of endpoints starts the shadow, a
-// search of Dragonet's over every endpoint (startShadow).
+// search of Dragonet's over every endpoint (startShadow; Prepare starts
+// it beforehand). The bound holds while the shadow lives: a stack whose
+// endpoints the tables cannot all hold has none (Dragonet's search stops
+// there), and a shadow whose plan is rejected with more than
+// shadowJumpMax flows stops (Dragonet's jump would re-place them all on
+// every change); the session's own repairs then place what comes.
 //
 // A Session made by NewDragonetSession is a port of Dragonet's own
 // incremental search, for comparison (see there).
@@ -87,7 +92,7 @@ type Session struct {
 	// (Cost).
 	overlapping int
 	// quiet: a shadow's changes leave their Deltas' costs out (nobody
-	// reads them).
+	// reads them), and its jumps are bounded (shadowJumpMax).
 	quiet bool
 	// follows counts the changes that took the shadow's plan.
 	follows int
@@ -211,6 +216,18 @@ func NewSession(r *Result) (*Session, error) {
 	return ss, nil
 }
 
+// Prepare starts now what the session's first change of endpoints would
+// start (its shadow, startShadow: a search of Dragonet's over every
+// endpoint, 0.15 s at 10,000 listeners here), so that the first change
+// takes no longer than the others. A program that serves the session's
+// plan calls it while nothing waits on the session (dragonc run does, in
+// the background, once the plan serves).
+func (ss *Session) Prepare() {
+	if ss.shadowIn != nil {
+		ss.startShadow()
+	}
+}
+
 // startShadow starts the session's shadow, at its first change of
 // endpoints: Dragonet's incremental search (NewDragonetSession) from the
 // stack the session has then (its first, with the rates SetRates gave
@@ -230,11 +247,10 @@ func (ss *Session) startShadow() {
 	own := *in
 	own.Stack = ss.Stack()
 	own.Strategy = StrategyDragonetGreedy
-	sh, err := NewDragonetSession(&own)
+	sh, err := newDragonetSession(&own, true)
 	if err != nil {
 		return
 	}
-	sh.quiet = true
 	ss.tmap = make([]*table, len(sh.p.tables))
 	for k, t := range sh.p.tables {
 		if j := slices.IndexFunc(ss.p.tables, func(u *table) bool { return u.sp.Node == t.sp.Node }); j >= 0 {
@@ -304,7 +320,11 @@ func (ss *Session) dropShadow() {
 // plan. Cost is the cost function's own view of the plan (for a cost of
 // dragonc's, the shares of overlapping entries split, as every other
 // strategy is costed), not the QMap the search costs its offers on.
-func NewDragonetSession(in *Input) (*Session, error) {
+func NewDragonetSession(in *Input) (*Session, error) { return newDragonetSession(in, false) }
+
+// newDragonetSession is NewDragonetSession; a shadow's (startShadow) is
+// quiet, and its jumps bounded, from the start.
+func newDragonetSession(in *Input, shadow bool) (*Session, error) {
 	own := *in
 	st := *in.Stack
 	st.Endpoints = slices.Clone(st.Endpoints)
@@ -317,7 +337,7 @@ func NewDragonetSession(in *Input) (*Session, error) {
 	s := p.newState(p.mode(modeNone))
 	s.dragonetPrio, s.firstMatch = true, true
 	ss := newSession(p, s, nil)
-	ss.dragonet = true
+	ss.dragonet, ss.quiet = true, shadow
 	eps := slices.Clone(p.in.Stack.Endpoints)
 	for i := len(p.eps) - 1; i >= 0; i-- {
 		ss.removeEndpoint(i)
@@ -329,6 +349,9 @@ func NewDragonetSession(in *Input) (*Session, error) {
 		}
 	}
 	ss.dragonetJump()
+	if ss.err != nil {
+		return nil, ss.err // a shadow's jump over too many flows
+	}
 	ss.commit()
 	return ss, nil
 }
@@ -674,7 +697,7 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		ss.startShadow()
 	}
 	if sh := ss.shadow; sh != nil {
-		if _, err := sh.change(rm, add, rated); err != nil {
+		if _, err := sh.change(rm, add, rated); err != nil || sh.err != nil {
 			ss.dropShadow()
 		}
 	}
