@@ -120,10 +120,12 @@ type endpoint struct {
 	// (k+1, table index), 0 while not worked out.
 	entry []packetBox
 	rel   []int8
-	// A Session's: the slot of its entry in its table (-1: none), and
-	// whether it was removed.
+	// A Session's: the slot of its entry in its table (-1: none),
+	// whether it was removed, and the same endpoint in the session's
+	// shadow (Session.follow).
 	slot int
 	gone bool
+	twin *endpoint
 }
 
 // problem is the fixed part of a search.

@@ -50,6 +50,7 @@ type state struct {
 	firstMatch bool
 	moveBuf    []choice // moveSweep's list of moves, reused
 	qscratch   []int    // shares' list of queues, reused
+	cscratch   []cand   // shares' list of entries, reused
 	used       []int    // per table (table.idx): entries in use
 	shape      []string // global-mask tables: the shape of their entries
 	shapeN     []int
@@ -61,6 +62,10 @@ type state struct {
 	// ovx holds the overlapIndex of endpoints whose packets overlap many
 	// others'.
 	ovx map[*endpoint]*overlapIndex
+	// loose counts, when countLoose, the endpoints whose own entry does
+	// not cover their packets (a Session's Cost).
+	loose      int
+	countLoose bool
 }
 
 func (p *problem) newState(mode int) *state {
@@ -122,6 +127,9 @@ func (s *state) canUse(t *table, i int) bool {
 func (s *state) set(i int, c choice) {
 	s.touch(i)
 	old := s.choice[i]
+	if s.countLoose {
+		s.loose += s.looseIn(i, c) - s.looseIn(i, old)
+	}
 	if old.t != nil {
 		s.used[old.t.idx]--
 		if old.t.sp.GlobalMask {
@@ -148,6 +156,15 @@ func (s *state) set(i int, c choice) {
 		}
 		s.ev.Set(j, s.seen(j))
 	}
+}
+
+// looseIn is 1 when choice c gives endpoint i an entry that does not
+// cover its packets, else 0.
+func (s *state) looseIn(i int, c choice) int {
+	if c.t != nil && s.p.relation(i, -1, i, c.t) != 2 {
+		return 1
+	}
+	return 0
 }
 
 // touch tells the state's watcher (a Session) that endpoint i's choice or
@@ -196,6 +213,14 @@ func (p *problem) entryBox(i int, t *table) packetBox {
 	return b
 }
 
+// cand is an entry shares tries for an endpoint's packets.
+type cand struct {
+	k, j  int // j is e.over[k], or the endpoint itself (k = -1)
+	seq   int // among entries of one priority, lower is tried first
+	order int
+	prio  int
+}
+
 // shares works out, into a buffer valid until its next call, where
 // endpoint i's packets go under the current choices: through the first
 // entry, in the NIC's order, whose match
@@ -207,14 +232,8 @@ func (p *problem) entryBox(i int, t *table) packetBox {
 // with Dragonet's one priority in Dragonet's order of insertion.
 func (s *state) shares(i int) []costmodel.Share {
 	e := s.p.eps[i]
-	type cand struct {
-		k, j  int // j is e.over[k], or i itself (k = -1)
-		seq   int // among entries of one priority, lower is tried first
-		order int
-		prio  int
-	}
-	var cbuf [8]cand
-	cands := cbuf[:0]
+	cands := s.cscratch[:0]
+	defer func() { s.cscratch = cands[:0] }()
 	for k := -1; k < len(e.over); k++ {
 		j := i
 		if k >= 0 {
@@ -228,30 +247,53 @@ func (s *state) shares(i int) []costmodel.Share {
 			cands = append(cands, cand{k, j, seq, c.t.order, prio})
 		}
 	}
-	if len(cands) > 1 {
-		slices.SortStableFunc(cands, func(a, b cand) int {
-			if a.order != b.order {
-				return cmp.Compare(a.order, b.order)
-			}
-			if a.prio != b.prio {
-				return cmp.Compare(b.prio, a.prio)
-			}
+	// k last: the order they were listed in among equals.
+	byOrder := func(a, b cand) int {
+		if a.order != b.order {
+			return cmp.Compare(a.order, b.order)
+		}
+		if a.prio != b.prio {
+			return cmp.Compare(b.prio, a.prio)
+		}
+		if a.seq != b.seq {
 			return cmp.Compare(a.seq, b.seq)
-		})
+		}
+		return cmp.Compare(a.k, b.k)
 	}
 	qs := s.qscratch[:0]
 	defer func() { s.qscratch = qs[:0] }()
 	covered := false
 	winner := -1
-	for _, c := range cands {
-		rel := s.p.relation(i, c.k, c.j, s.choice[c.j].t)
-		if rel == 0 {
-			continue
+	if s.firstMatch {
+		// Only the first entry that takes any of them counts: the least
+		// of those, without sorting them all.
+		best := -1
+		for x, c := range cands {
+			if (best < 0 || byOrder(c, cands[best]) < 0) && s.p.relation(i, c.k, c.j, s.choice[c.j].t) != 0 {
+				best = x
+			}
 		}
-		qs = append(qs, s.choice[c.j].q)
-		if rel == 2 || s.firstMatch {
+		if best >= 0 {
+			c := cands[best]
+			qs = append(qs, s.choice[c.j].q)
 			covered, winner = true, c.j
-			break
+		}
+	} else {
+		// The first entry that covers them, and every one before it that
+		// takes a part of them (in any order: the queues are sorted).
+		cut := -1
+		for x, c := range cands {
+			if (cut < 0 || byOrder(c, cands[cut]) < 0) && s.p.relation(i, c.k, c.j, s.choice[c.j].t) == 2 {
+				cut = x
+			}
+		}
+		for x, c := range cands {
+			if x == cut || (cut < 0 || byOrder(c, cands[cut]) < 0) && s.p.relation(i, c.k, c.j, s.choice[c.j].t) != 0 {
+				qs = append(qs, s.choice[c.j].q)
+			}
+		}
+		if cut >= 0 {
+			covered, winner = true, cands[cut].j
 		}
 	}
 	out := s.scratch[:0]

@@ -28,11 +28,22 @@ import (
 // and its location is the next one given out (slotTable); then a few
 // repairs are tried (repair), each kept only when it saves MoveThreshold
 // of the cost, the hysteresis --strategy incremental uses, so that
-// placements stay put unless the cost demands a move. Each change costs
-// the evaluation of a few hundred candidates, each O(queues)
-// (costmodel.Evaluator; an endpoint that overlaps many keeps an
-// overlapIndex), plus O(endpoints) of plain bookkeeping: well under a
-// millisecond at 10,000 endpoints.
+// placements stay put unless the cost demands a move; last, the session
+// takes the plan of Dragonet's incremental search, which it runs beside
+// it on the same changes (its shadow), when that costs less (follow), so
+// that it is never costlier than Dragonet's search on the same sequence.
+// Each change costs the evaluation of a few hundred candidates, each
+// O(queues) (costmodel.Evaluator; an endpoint that overlaps many keeps
+// an overlapIndex), Dragonet's search of the same change, plus
+// O(endpoints) of plain bookkeeping: well under a millisecond at 10,000
+// endpoints. Taking Dragonet's plan moves every endpoint the two place
+// differently, and the first change of endpoints starts the shadow, a
+// search of Dragonet's over every endpoint (startShadow; Prepare starts
+// it beforehand). The bound holds while the shadow lives: a stack whose
+// endpoints the tables cannot all hold has none (Dragonet's search stops
+// there), and a shadow whose plan is rejected with more than
+// shadowJumpMax flows stops (Dragonet's jump would re-place them all on
+// every change); the session's own repairs then place what comes.
 //
 // A Session made by NewDragonetSession is a port of Dragonet's own
 // incremental search, for comparison (see there).
@@ -68,6 +79,23 @@ type Session struct {
 	order []*endpoint
 	// held are the endpoints Hold keeps where they are.
 	held map[string]bool
+	// shadow is Dragonet's incremental search run on the same changes
+	// (startShadow; nil when there is none), which follow takes the plan
+	// of when it is cheaper; tmap and qmap map its tables (by table.idx)
+	// and queues (indexes) to the session's.
+	shadow *Session
+	tmap   []*table
+	qmap   []int
+	// shadowIn is the input the shadow starts from, until it starts.
+	shadowIn *Input
+	// overlapping counts the endpoints whose packets overlap another's
+	// (Cost).
+	overlapping int
+	// quiet: a shadow's changes leave their Deltas' costs out (nobody
+	// reads them), and its jumps are bounded (shadowJumpMax).
+	quiet bool
+	// follows counts the changes that took the shadow's plan.
+	follows int
 }
 
 // record is an endpoint as it was before the change under way.
@@ -184,7 +212,70 @@ func NewSession(r *Result) (*Session, error) {
 			}
 		}
 	}
+	ss.shadowIn = r.p.in
 	return ss, nil
+}
+
+// Prepare starts now what the session's first change of endpoints would
+// start (its shadow, startShadow: a search of Dragonet's over every
+// endpoint, 0.15 s at 10,000 listeners here), so that the first change
+// takes no longer than the others. A program that serves the session's
+// plan calls it while nothing waits on the session (dragonc run does, in
+// the background, once the plan serves).
+func (ss *Session) Prepare() {
+	if ss.shadowIn != nil {
+		ss.startShadow()
+	}
+}
+
+// startShadow starts the session's shadow, at its first change of
+// endpoints: Dragonet's incremental search (NewDragonetSession) from the
+// stack the session has then (its first, with the rates SetRates gave
+// since), which every change is applied to as well (change, SetRates),
+// and whose plan the session takes when it is cheaper (follow). A stack
+// whose endpoints the tables cannot all hold has none: Dragonet's search
+// stops there ("Run out of CCs"), and so does a shadow whose search
+// stops later. Starting costs a search of Dragonet's over every
+// endpoint, O(endpoints); a session that only changes rates (run's
+// Rebalancer) never starts one.
+func (ss *Session) startShadow() {
+	in := ss.shadowIn
+	ss.shadowIn = nil
+	if in == nil || !ss.p.dragonetMayFit() {
+		return
+	}
+	own := *in
+	own.Stack = ss.Stack()
+	own.Strategy = StrategyDragonetGreedy
+	sh, err := newDragonetSession(&own, true)
+	if err != nil {
+		return
+	}
+	ss.tmap = make([]*table, len(sh.p.tables))
+	for k, t := range sh.p.tables {
+		if j := slices.IndexFunc(ss.p.tables, func(u *table) bool { return u.sp.Node == t.sp.Node }); j >= 0 {
+			ss.tmap[k] = ss.p.tables[j]
+		}
+	}
+	ss.qmap = make([]int, len(sh.p.queues))
+	for k, q := range sh.p.queues {
+		ss.qmap[k] = slices.IndexFunc(ss.p.queues, func(u qinfo) bool { return u.id == q.id })
+	}
+	for _, e := range ss.p.eps {
+		if e.twin = sh.byName[e.ep.Name]; e.twin == nil {
+			ss.dropShadow()
+			return
+		}
+	}
+	ss.shadow = sh
+}
+
+// dropShadow ends the shadow (its search stopped).
+func (ss *Session) dropShadow() {
+	ss.shadow = nil
+	for _, e := range ss.p.eps {
+		e.twin = nil
+	}
 }
 
 // NewDragonetSession starts a port of Dragonet's incremental search,
@@ -229,7 +320,11 @@ func NewSession(r *Result) (*Session, error) {
 // plan. Cost is the cost function's own view of the plan (for a cost of
 // dragonc's, the shares of overlapping entries split, as every other
 // strategy is costed), not the QMap the search costs its offers on.
-func NewDragonetSession(in *Input) (*Session, error) {
+func NewDragonetSession(in *Input) (*Session, error) { return newDragonetSession(in, false) }
+
+// newDragonetSession is NewDragonetSession; a shadow's (startShadow) is
+// quiet, and its jumps bounded, from the start.
+func newDragonetSession(in *Input, shadow bool) (*Session, error) {
 	own := *in
 	st := *in.Stack
 	st.Endpoints = slices.Clone(st.Endpoints)
@@ -242,7 +337,7 @@ func NewDragonetSession(in *Input) (*Session, error) {
 	s := p.newState(p.mode(modeNone))
 	s.dragonetPrio, s.firstMatch = true, true
 	ss := newSession(p, s, nil)
-	ss.dragonet = true
+	ss.dragonet, ss.quiet = true, shadow
 	eps := slices.Clone(p.in.Stack.Endpoints)
 	for i := len(p.eps) - 1; i >= 0; i-- {
 		ss.removeEndpoint(i)
@@ -254,13 +349,23 @@ func NewDragonetSession(in *Input) (*Session, error) {
 		}
 	}
 	ss.dragonetJump()
+	if ss.err != nil {
+		return nil, ss.err // a shadow's jump over too many flows
+	}
 	ss.commit()
 	return ss, nil
 }
 
 func newSession(p *problem, s *state, base *plan.Plan) *Session {
 	ss := &Session{p: p, s: s, base: base, byName: map[string]*endpoint{}, groups: map[string][]*endpoint{}}
-	for _, e := range p.eps {
+	s.countLoose, s.loose = s.firstMatch != p.dragonetSpace, 0
+	for i, e := range p.eps {
+		if len(e.over) > 0 {
+			ss.overlapping++
+		}
+		if s.countLoose {
+			s.loose += s.looseIn(i, s.choice[i])
+		}
 		e.slot = -1
 		ss.byName[e.ep.Name] = e
 		if k, ok := groupKey(e.ep); ok {
@@ -320,12 +425,36 @@ func groupKey(e *lpg.Endpoint) (string, bool) {
 	return fmt.Sprintf("%s/%d", e.Proto, e.Port), true
 }
 
-// Cost is the plan's cost now.
+// Cost is the plan's cost now. For a Dragonet session under a cost of
+// dragonc's, whose search sees its QMap, the shares the two views may
+// give differently (those of endpoints whose packets overlap others', or
+// that their own entry does not cover; the session counts them) are set
+// to the cost's view for the evaluation and back: O(queues) when there
+// are none, else O(endpoints) and a share each of theirs.
 func (ss *Session) Cost() costmodel.Cost {
-	if ss.s.firstMatch == ss.p.dragonetSpace {
-		return ss.s.ev.Cost()
+	p, s := ss.p, ss.s
+	if s.firstMatch == p.dragonetSpace || ss.overlapping == 0 && s.loose == 0 {
+		return s.ev.Cost()
 	}
-	return costmodel.NewEvaluator(ss.p.cp, ss.p.in.Cost, ss.assignment()).Cost()
+	var differ []int
+	var was [][]costmodel.Share
+	s.firstMatch = p.dragonetSpace
+	for i, e := range p.eps {
+		if len(e.over) == 0 && s.looseIn(i, s.choice[i]) == 0 {
+			continue
+		}
+		if sh := s.shares(i); !slices.Equal(sh, s.ev.Shares(i)) {
+			differ = append(differ, i)
+			was = append(was, slices.Clone(s.ev.Shares(i)))
+			s.ev.Set(i, sh)
+		}
+	}
+	s.firstMatch = !s.firstMatch
+	c := s.ev.Cost()
+	for k, i := range differ {
+		s.ev.Set(i, was[k])
+	}
+	return c
 }
 
 // assignment is the shares of every endpoint as the cost function sees
@@ -479,6 +608,16 @@ func (ss *Session) SetRates(rates map[string]float64) (*Delta, error) {
 	if len(rates) == 0 {
 		return &Delta{Cost: before, Before: before}, nil
 	}
+	if sh := ss.shadow; sh != nil {
+		// The shadow weighs its endpoints alike, and moves nothing
+		// unless its cost is rejected (Dragonet re-plans on changes of
+		// flows, not of rates): a change of rates moves what saves
+		// MoveThreshold, and the next change of endpoints follows the
+		// shadow if it is cheaper then.
+		if _, err := sh.SetRates(rates); err != nil {
+			ss.dropShadow()
+		}
+	}
 	ss.begin()
 	for _, name := range names {
 		ss.setRate(ss.byName[name], rates[name])
@@ -570,7 +709,18 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		}
 		seen[e.Name] = true
 	}
-	before := ss.Cost()
+	var before costmodel.Cost
+	if !ss.quiet {
+		before = ss.Cost()
+	}
+	if ss.shadowIn != nil && len(rm)+len(add) > 0 {
+		ss.startShadow()
+	}
+	if sh := ss.shadow; sh != nil {
+		if _, err := sh.change(rm, add, rated); err != nil || sh.err != nil {
+			ss.dropShadow()
+		}
+	}
 	ss.begin()
 	for _, name := range rm {
 		ss.remove(ss.byName[name].index)
@@ -591,8 +741,18 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		ss.setRate(ss.byName[e.Name], e.Rate)
 	}
 	ss.rebalance()
+	if sh := ss.shadow; sh != nil {
+		for _, e := range add {
+			ss.byName[e.Name].twin = sh.byName[e.Name]
+		}
+		if len(rm)+len(add) > 0 {
+			ss.follow() // not for new rates alone (SetRates)
+		}
+	}
 	d := ss.commit()
-	d.Before, d.Cost = before, ss.Cost()
+	if !ss.quiet {
+		d.Before, d.Cost = before, ss.Cost()
+	}
 	return d, nil
 }
 
@@ -657,6 +817,12 @@ func (ss *Session) addEndpoint(le *lpg.Endpoint) int {
 			if otherFlows(le, o.ep) || !intersects(e.box, o.box) {
 				continue
 			}
+			if len(o.over) == 0 {
+				ss.overlapping++
+			}
+			if len(e.over) == 0 {
+				ss.overlapping++
+			}
 			e.over = append(e.over, o.index)
 			o.over = append(o.over, i)
 			if o.rel != nil {
@@ -700,6 +866,12 @@ func (ss *Session) removeEndpoint(i int) {
 			o.rel = nil
 		}
 		o.over = slices.Delete(o.over, k, k+1)
+		if len(o.over) == 0 {
+			ss.overlapping--
+		}
+	}
+	if len(e.over) > 0 {
+		ss.overlapping--
 	}
 	s.ev.Remove(i)
 	s.ovx = nil // the indexes name endpoints by index, which shift
@@ -707,11 +879,15 @@ func (ss *Session) removeEndpoint(i int) {
 	p.in.Stack.Endpoints = slices.Delete(p.in.Stack.Endpoints, i, i+1)
 	s.choice = slices.Delete(s.choice, i, i+1)
 	p.rank = slices.Delete(p.rank, i, i+1)
-	for k, o := range p.eps {
-		o.index = k
-		for x, j := range o.over {
-			if j > i {
-				o.over[x] = j - 1
+	for k := i; k < len(p.eps); k++ {
+		p.eps[k].index = k
+	}
+	if ss.overlapping > 0 && i < len(p.eps) {
+		for _, o := range p.eps {
+			for x, j := range o.over {
+				if j > i {
+					o.over[x] = j - 1
+				}
 			}
 		}
 	}
@@ -873,6 +1049,112 @@ func (ss *Session) repair() {
 		}
 		s.set(bestI, best)
 		cur = bestCost
+	}
+}
+
+// follow takes the plan of the session's shadow, Dragonet's incremental
+// search on the same changes, when it costs less than the session's
+// after its repairs: every endpoint but those held (Hold) takes the
+// shadow's choice for it (its entry, in the same table and to the same
+// queue, or none; shadowMoves). The moves are kept when the session's
+// cost is then lower, undone otherwise. So a session is never costlier
+// than Dragonet's search on the same sequence of changes, as long as the
+// two cost the same choices alike: when every endpoint the shadow leaves
+// without an entry lands alike under the session's RSS mode and under
+// Dragonet's no-rss (queue 0), and no endpoint's packets overlap
+// another's. Overlapping entries are ordered differently: dragonc's by
+// priority (flows above listeners) or, under Dragonet's cost functions,
+// as dragonetOrder lists them; Dragonet's at its one priority, in the
+// order it inserted them. Then the session is never costlier than the
+// shadow's choices cost in its own order. Checking costs O(queues), or
+// O(endpoints) plain tests when endpoints overlap (Cost); following, a
+// move per endpoint whose choice differs.
+func (ss *Session) follow() {
+	cur := ss.s.ev.Cost()
+	if !ss.shadow.Cost().Less(cur) {
+		return
+	}
+	ms, ok := ss.shadowMoves()
+	if !ok {
+		return
+	}
+	ss.swap(ms, true)
+	if !ss.s.ev.Cost().Less(cur) || len(ss.held) > 0 && !ss.fits() {
+		ss.swap(ms, false)
+		return
+	}
+	ss.follows++
+}
+
+// fits reports whether every table holds at most its capacity, and a
+// global-mask table entries of one shape: true of the shadow's choices,
+// and to be checked when held endpoints kept theirs beside them.
+func (ss *Session) fits() bool {
+	p, s := ss.p, ss.s
+	shape := make([]string, len(p.tables))
+	for _, t := range p.tables {
+		if t.sp.Capacity > 0 && s.used[t.idx] > t.sp.Capacity {
+			return false
+		}
+	}
+	for i, c := range s.choice {
+		if c.t == nil || !c.t.sp.GlobalMask {
+			continue
+		}
+		if sh := p.eps[i].shape; shape[c.t.idx] == "" {
+			shape[c.t.idx] = sh
+		} else if shape[c.t.idx] != sh {
+			return false
+		}
+	}
+	return true
+}
+
+// move is one endpoint's choice before and after following the shadow.
+type move struct {
+	i       int
+	was, to choice
+}
+
+// shadowMoves lists the moves that give every endpoint but those held
+// the shadow's choice for it; false when a choice of the shadow's is not
+// one of the session's.
+func (ss *Session) shadowMoves() ([]move, bool) {
+	p, s, sh := ss.p, ss.s, ss.shadow
+	var ms []move
+	for i, e := range p.eps {
+		var to choice
+		if c := sh.s.choice[e.twin.index]; c.t != nil {
+			to = choice{ss.tmap[c.t.idx], ss.qmap[c.q]}
+			if to.t == nil || to.q < 0 {
+				return nil, false
+			}
+		}
+		if to != s.choice[i] && !ss.held[e.ep.Name] {
+			ms = append(ms, move{i, s.choice[i], to})
+		}
+	}
+	return ms, true
+}
+
+// swap makes the moves (forward) or undoes them: every entry out first,
+// then the new ones in, so that no table holds more than its capacity,
+// or two shapes, on the way.
+func (ss *Session) swap(ms []move, forward bool) {
+	s := ss.s
+	from, to := func(m move) choice { return m.was }, func(m move) choice { return m.to }
+	if !forward {
+		from, to = to, from
+	}
+	for _, m := range ms {
+		if from(m).t != nil {
+			s.set(m.i, choice{})
+		}
+	}
+	for _, m := range ms {
+		if c := to(m); c.t != nil {
+			s.set(m.i, c)
+		}
 	}
 }
 
