@@ -494,6 +494,7 @@ func (sv *serving) ready(kind, how string) {
 	sv.out.mu.Unlock()
 	sv.out.emit(Event{Event: "serving", Message: msg, Stack: sv.name, Iface: sv.opt.Iface, Socket: kind, PlanQueues: len(sv.queues)})
 	sv.handedOver()
+	go sv.prepareSession()
 	if sv.state != nil {
 		sv.state.Serving, sv.state.Socket, sv.state.HelperPID = true, kind, sv.helper
 		if err := sv.saveState(); err != nil {
