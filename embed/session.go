@@ -559,6 +559,9 @@ func (ss *Session) Apply(next *lpg.Stack) (*Delta, error) {
 	ce, ne = ce[i:len(ce)-k], ne[i:len(ne)-k]
 	want := make(map[string]*lpg.Endpoint, len(ne))
 	for _, e := range ne {
+		if want[e.Name] != nil {
+			return nil, fmt.Errorf("stack %s declares endpoint %s twice", next.Name, e.Name)
+		}
 		want[e.Name] = e
 	}
 	var rm []string

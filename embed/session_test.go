@@ -532,6 +532,19 @@ func TestSessionApplyOrder(t *testing.T) {
 	if d, err := ss.Apply(&between); err != nil || !slices.Equal(d.Added, []string{"f6"}) || len(d.Removed) != 0 {
 		t.Fatalf("f6 added between: %+v, %v", d, err)
 	}
+	// A name twice (a stack no check passed: run.Live.Reload takes any):
+	// refused, the plan as it was.
+	twice := *ss.Stack()
+	other := *all.Endpoints[6]
+	other.Name = "f6"
+	twice.Endpoints = append(slices.Clone(twice.Endpoints), &other)
+	before := names(ss.Stack())
+	if d, err := ss.Apply(&twice); err == nil || !strings.Contains(err.Error(), "declares endpoint f6 twice") {
+		t.Fatalf("f6 twice: %+v, %v; want refused", d, err)
+	}
+	if got := names(ss.Stack()); !slices.Equal(got, before) {
+		t.Errorf("after a refused Apply the session serves %v, want %v", got, before)
+	}
 }
 
 func TestSessionDeterministic(t *testing.T) {
