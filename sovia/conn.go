@@ -463,13 +463,25 @@ func (c *Conn) sendData(r *Region, n int, kind sendKind, user bool) error {
 	}
 	r.sending = kind
 	c.inFlight++
-	if err := c.vi.PostSend(r, 0, n, immediate(typeData, c.pending)); err != nil {
-		c.err = err
+	imm := immediate(typeData, c.pending)
+	c.pending = 0
+	c.stats.Data++
+	// The send goes out without the connection's lock: on the software
+	// VI it is a system call for every frame of the chunk, during which
+	// a Read on another goroutine takes what arrives (and its
+	// acknowledgements give this writer its credits back). The state is
+	// the send's already: credit taken, region in flight, acknowledgements
+	// counted as carried; Writes are serialised by wmu.
+	c.mu.Unlock()
+	err := c.vi.PostSend(r, 0, n, imm)
+	c.mu.Lock()
+	if err != nil {
+		if c.err == nil {
+			c.err = err
+		}
 		c.kickAll()
 		return err
 	}
-	c.pending = 0
-	c.stats.Data++
 	return nil
 }
 

@@ -72,6 +72,19 @@ type outMsg struct {
 	seq, imm uint32
 	data     []byte // a copy: the send descriptor completes at once
 	sentAt   time.Time
+	busy     bool // its frames are going out without t.mu (PostSend)
+	settled  bool // acknowledged while busy: recycled once sent
+}
+
+// recycle keeps an acknowledged message's record for another (t.mu
+// held); a busy one is kept once its frames are out.
+func (t *txState) recycle(m *outMsg) {
+	switch {
+	case m.busy:
+		m.settled = true
+	case len(t.spare) < 64:
+		t.spare = append(t.spare, m)
+	}
 }
 
 // txState is a VI's sending side.
@@ -153,9 +166,25 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 		}
 		v.armRetransmit()
 	}
-	// Sent under t.mu: an acknowledgement (even a forged one) cannot
-	// give the copy's buffer to another message while it goes out.
-	err = v.transmit(m)
+	// The frames go out without t.mu, so that the frames arriving
+	// meanwhile (their acknowledgements, acked) are taken by another
+	// goroutine rather than waiting for the system call. The host's
+	// send lock is taken first, so messages leave in the order of their
+	// numbers; m is busy, so that an acknowledgement (even a forged one)
+	// cannot give its buffer to another message while it goes out.
+	h := v.host
+	h.sendMu.Lock()
+	m.busy = true
+	t.spoke = true
+	t.mu.Unlock()
+	err = v.transmitLocked(m)
+	h.sendMu.Unlock()
+	t.mu.Lock()
+	m.busy = false
+	if m.settled {
+		m.settled = false
+		t.recycle(m)
+	}
 	t.mu.Unlock()
 	v.mu.Lock()
 	if err != nil && v.err == nil {
@@ -189,8 +218,15 @@ func (v *RawVI) transmit(m *outMsg) error {
 	h := v.host
 	h.sendMu.Lock()
 	defer h.sendMu.Unlock()
-	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
 	v.tx.spoke = true // t.mu is held
+	return v.transmitLocked(m)
+}
+
+// transmitLocked sends a message's frames (h.sendMu held; m is not given
+// to another message meanwhile: t.mu is held, or m is busy).
+func (v *RawVI) transmitLocked(m *outMsg) error {
+	h := v.host
+	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
 	per := h.link.MTU() - rawHeader
 	if per < 1 {
 		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
@@ -329,9 +365,7 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 	}
 	if n > 0 {
 		for _, m := range t.unacked[:n] {
-			if len(t.spare) < 64 {
-				t.spare = append(t.spare, m)
-			}
+			t.recycle(m)
 		}
 		k := copy(t.unacked, t.unacked[n:])
 		clear(t.unacked[k:])
