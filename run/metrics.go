@@ -41,7 +41,7 @@ var (
 	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
 	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint the XDP program left to the kernel's stack on the endpoint's planned core (how: redirected through the cpumap, or on_core: passed up on the CPU that already was it).", []string{"endpoint", "how"}, nil)
 	descVIADrop = prometheus.NewDesc("dragonc_via_setup_drops_total", "Frames and connections the software VIs' connection setup dropped, by reason (docs/sovia.md).", []string{"reason"}, nil)
-	descVIFrame = prometheus.NewDesc("dragonc_vi_frames_total", "Frames of the software VIs' own packet socket (what: received, sent, send_errors, or dropped by the kernel for want of room).", []string{"what"}, nil)
+	descVIFrame = prometheus.NewDesc("dragonc_vi_frames_total", "Frames of the software VIs' own packet socket (what: received, sent, send_errors, dropped by the kernel for want of room, or oversize: longer than the MTU, dropped).", []string{"what"}, nil)
 	descEPRate  = prometheus.NewDesc("dragonc_endpoint_rate_fps", "An endpoint's frame rate: measured between the last two reports, or predicted (its declared rate; absent when it declares none).", []string{"endpoint", "source"}, nil)
 	descQShare  = prometheus.NewDesc("dragonc_queue_share", "A queue's share of the endpoints' frames (0 to 1): measured between the last two reports, or predicted by the plan's cost model.", []string{"queue", "source"}, nil)
 	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
@@ -117,6 +117,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descVIFrame, v.Sent, "sent")
 		counter(descVIFrame, v.SendErrors, "send_errors")
 		counter(descVIFrame, v.Dropped, "dropped")
+		counter(descVIFrame, v.Oversize, "oversize")
 		for _, o := range v.SetupDrops {
 			counter(descVIADrop, o.Count, o.Name)
 		}

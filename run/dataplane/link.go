@@ -38,6 +38,7 @@ type VILink struct {
 	Sent       uint64 `json:"sent"`                  // frames sent
 	SendErrors uint64 `json:"send_errors,omitempty"` // frames the socket refused
 	Dropped    uint64 `json:"dropped,omitempty"`     // frames the kernel had no room for (PACKET_STATISTICS)
+	Oversize   uint64 `json:"oversize,omitempty"`    // frames longer than the interface's MTU, cut to a slot of the receive ring and dropped
 }
 
 // openVIs opens the stack's VIs on the interface (Stack.OpenVIs); nil

@@ -179,6 +179,9 @@ func (r Report) WriteText(w io.Writer) {
 		if v.Dropped > 0 {
 			fmt.Fprintf(&b, ", kernel dropped %d", v.Dropped)
 		}
+		if v.Oversize > 0 {
+			fmt.Fprintf(&b, ", dropped %d longer than the MTU", v.Oversize)
+		}
 		b.WriteString("\n")
 		outcomes(&b, "vi setup drops", v.SetupDrops)
 	}
