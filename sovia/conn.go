@@ -89,8 +89,15 @@ type Stats struct {
 // waiting for window space blocks neither Read nor Stats. Writes are
 // serialised with each other, so that two writers' chunks do not mix.
 type Conn struct {
-	wmu   sync.Mutex // one Write at a time
-	mu    sync.Mutex
+	wmu sync.Mutex // one Write at a time
+	mu  sync.Mutex
+	// smu is taken under mu when a message is decided and let go once
+	// the VI has it, so that messages take their numbers in the order
+	// they were decided although a DATA goes out without mu (sendData):
+	// a combined write flushed by a Read or the timer, a Write's chunk and
+	// the FIN stay in the order of the bytes. The lock order is mu, then
+	// smu; smu is let go before mu is taken again.
+	smu   sync.Mutex
 	vi    VI
 	w     waitable
 	clock Clock
@@ -472,8 +479,10 @@ func (c *Conn) sendData(r *Region, n int, kind sendKind, user bool) error {
 	// acknowledgements give this writer its credits back). The state is
 	// the send's already: credit taken, region in flight, acknowledgements
 	// counted as carried; Writes are serialised by wmu.
+	c.smu.Lock()
 	c.mu.Unlock()
 	err := c.vi.PostSend(r, 0, n, imm)
+	c.smu.Unlock()
 	c.mu.Lock()
 	if err != nil {
 		if c.err == nil {
@@ -533,7 +542,10 @@ func (c *Conn) sendControl(typ uint8) {
 	if typ == typeAck {
 		c.stats.Acks++
 	}
-	if err := c.vi.PostSend(c.ctl, 0, 0, immediate(typ, c.pending)); err != nil {
+	c.smu.Lock() // after a DATA going out
+	err := c.vi.PostSend(c.ctl, 0, 0, immediate(typ, c.pending))
+	c.smu.Unlock()
+	if err != nil {
 		c.err = err
 		c.kickAll()
 	}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -287,5 +289,87 @@ func TestCloseWakesWaiters(t *testing.T) {
 	}
 	if _, err := a.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Write after Close: %v", err)
+	}
+}
+
+// gateVI holds the first DATA message posted to it until released, as a
+// software VI's send of many frames takes a while.
+type gateVI struct {
+	*MemVI
+	gated         atomic.Bool
+	held, release chan struct{}
+}
+
+func (g *gateVI) PostSend(r *Region, off, n int, imm uint32) error {
+	if uint8(imm) == typeData && g.gated.CompareAndSwap(false, true) {
+		close(g.held)
+		<-g.release
+	}
+	return g.MemVI.PostSend(r, off, n, imm)
+}
+
+// TestSendsKeepTheirOrder: a DATA goes out without the connection's lock
+// (sendData), yet messages reach the VI in the order they were decided.
+// A Read flushes a combined write, whose send is held up in the VI; a
+// Write of a chunk meanwhile must not overtake it, or the peer reads the
+// chunk's bytes before the combined ones.
+func TestSendsKeepTheirOrder(t *testing.T) {
+	clock := NewFakeClock() // the combining timer never fires
+	va, vb := NewMemPairClock(clock)
+	g := &gateVI{MemVI: va, held: make(chan struct{}), release: make(chan struct{})}
+	p := PaperParams()
+	a, err := newConn(g, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newConn(vb, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, a, "first") // combined: nothing sent yet
+	read := make(chan error, 1)
+	go func() {
+		_, err := a.Read(make([]byte, 1)) // flushes "first", then waits
+		read <- err
+	}()
+	<-g.held // the flush is in PostSend, without a.mu
+	chunk := strings.Repeat("c", 3*p.CombineMax)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := a.Write([]byte(chunk))
+		wrote <- err
+	}()
+	// Until the Write has gone out (the fault) or waits for the flush to
+	// reach the VI, holding a.mu meanwhile (a lock held for a thousand
+	// looks in a row: a Write that goes on holds it only for moments).
+	for held := 0; held < 1000; runtime.Gosched() {
+		select {
+		case err := <-wrote:
+			wrote <- err
+			held = 1000
+			continue
+		default:
+		}
+		if a.mu.TryLock() {
+			a.mu.Unlock()
+			held = 0
+		} else {
+			held++
+		}
+	}
+	close(g.release)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len("first")+len(chunk))
+	if _, err := io.ReadFull(b, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "first"+chunk {
+		t.Errorf("the peer read %q... first: the chunk overtook the combined write flushed before it", got[:5])
+	}
+	a.Close()
+	if err := <-read; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the waiting Read returned %v after Close, want net.ErrClosed", err)
 	}
 }
