@@ -448,11 +448,12 @@ func TestMetricsVI(t *testing.T) {
 	if got := gather(); len(got) != 0 {
 		t.Errorf("without VIs: %v", got)
 	}
-	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1},
+	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4},
 		SetupDrops: []dataplane.Outcome{{Name: "connection request refused", Count: 3}}}})
 	want := map[string]float64{
 		"dragonc_vi_frames_total received": 9, "dragonc_vi_frames_total sent": 8,
 		"dragonc_vi_frames_total send_errors": 2, "dragonc_vi_frames_total dropped": 1,
+		"dragonc_vi_frames_total oversize":                         4,
 		"dragonc_via_setup_drops_total connection request refused": 3,
 	}
 	if got := gather(); !gomaps.Equal(got, want) {
