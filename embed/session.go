@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/dragonc/dragonc/costmodel"
@@ -1069,12 +1070,14 @@ func (ss *Session) repair() {
 // priority (flows above listeners) or, under Dragonet's cost functions,
 // as dragonetOrder lists them; Dragonet's at its one priority, in the
 // order it inserted them. Then the session is never costlier than the
-// shadow's choices cost in its own order. Checking costs O(queues), or
-// O(endpoints) plain tests when endpoints overlap (Cost); following, a
-// move per endpoint whose choice differs.
+// shadow's choices cost in its own order. "Lower" is lower by more than
+// rounding (followSaves): a plan that costs the same but for the last
+// bits is not taken. Checking costs O(queues), or O(endpoints) plain
+// tests when endpoints overlap (Cost); following, a move per endpoint
+// whose choice differs.
 func (ss *Session) follow() {
 	cur := ss.s.ev.Cost()
-	if !ss.shadow.Cost().Less(cur) {
+	if !followSaves(ss.shadow.Cost(), cur) {
 		return
 	}
 	ms, ok := ss.shadowMoves()
@@ -1082,11 +1085,34 @@ func (ss *Session) follow() {
 		return
 	}
 	ss.swap(ms, true)
-	if !ss.s.ev.Cost().Less(cur) || len(ss.held) > 0 && !ss.fits() {
+	if !followSaves(ss.s.ev.Cost(), cur) || len(ss.held) > 0 && !ss.fits() {
 		ss.swap(ms, false)
 		return
 	}
 	ss.follows++
+}
+
+// followRounding is how much less, relative to itself, a plan of the
+// shadow's must cost for the session to take it. Dragonet's costs are
+// single precision (costmodel/dragonet.go), and the same queues' loads
+// summed in another order differ in their last bit: at 1,000 equal UDP
+// listeners under dragonet-balance the shadow's plan cost 0.48989797
+// against the session's 0.48989800, one float32 ulp (6e-8 of it), and
+// taking it moved 806 endpoints for nothing. The churn tests bound the
+// session by Dragonet's search within the same tolerance.
+const followRounding = 1e-6
+
+// followSaves reports whether cost c is below cur by more than rounding
+// (followRounding): costmodel.Cost.Less with a coarser tolerance.
+func followSaves(c, cur costmodel.Cost) bool {
+	if c.Kind != cur.Kind || c.Kind == costmodel.OK {
+		return c.Less(cur)
+	}
+	tol := func(x float64) float64 { return followRounding * max(1, math.Abs(x)) }
+	if d := cur.V - c.V; math.Abs(d) > tol(c.V) {
+		return d > 0
+	}
+	return cur.Tie-c.Tie > tol(c.Tie)
 }
 
 // fits reports whether every table holds at most its capacity, and a

@@ -912,3 +912,44 @@ func TestSessionFollowsDragonet(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionFollowsNoRounding churns one listener at a time among 1,000
+// UDP listeners on linux-xdp under Dragonet's costs, which are single
+// precision: Dragonet's search beside the session reaches plans that cost
+// the session's but for the last bit (the same loads summed in another
+// order), and the session must not move hundreds of endpoints to take
+// them (followRounding): a change moves the endpoint it changes and a
+// few the repairs move.
+func TestSessionFollowsNoRounding(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("stack many {\n    interface eth0 { mac 00:1b:21:00:00:05 ip 10.3.0.1/24 }\n    cores 0..15\n")
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "    endpoint e%d udp listen 10.3.0.1:%d { rate %dkpps }\n", i, 10000+i, 1+(i*37)%50)
+	}
+	sb.WriteString("    service arp\n}\n")
+	st, diags := lpg.LoadStack("many.lpg", []byte(sb.String()))
+	if st == nil {
+		t.Fatal(diags)
+	}
+	for _, cost := range []string{"dragonet-balance", "dragonet-priority"} {
+		t.Run(cost, func(t *testing.T) {
+			ss, _ := plannedSession(t, "linux-xdp", st, cost)
+			ss.Prepare()
+			if ss.shadow == nil {
+				t.Fatal("no search of Dragonet's beside the session")
+			}
+			for k := range 60 {
+				e := st.Endpoints[(k*7919)%len(st.Endpoints)]
+				for _, op := range []func() (*Delta, error){func() (*Delta, error) { return ss.Remove(e.Name) }, func() (*Delta, error) { return ss.Add(e) }} {
+					d, err := op()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(d.Queues) > 20 {
+						t.Fatalf("change %d of %s moved %d endpoints, the cost from %v to %v (%d times Dragonet's plan taken)", k, e.Name, len(d.Queues), d.Before, d.Cost, ss.follows)
+					}
+				}
+			}
+		})
+	}
+}
