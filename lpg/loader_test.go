@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dragonc/dragonc/dsl"
 	"github.com/dragonc/dragonc/internal/diag"
 )
 
@@ -265,6 +266,19 @@ func FuzzLoader(f *testing.F) {
 	f.Add(uint16(strings.Index(base, "rate 1kpps")), uint8(10), "app \"z\" ")
 	f.Add(uint16(strings.Index(base, "/* listener")), uint8(2), "//")
 	f.Add(uint16(len(base)), uint8(0), "// end")
+	// Hostile edits: CRLF and form feeds, a brace or comment that
+	// changes how the rest reads, names that collide with a range's
+	// members, an interface or a service, a port inside another
+	// endpoint's range, a name that is not ASCII.
+	at := uint16(strings.Index(base, "    service arp"))
+	for _, put := range []string{
+		"\r\n    endpoint x udp listen *:40100\r\n", "\f\vendpoint x udp listen *:40100\f\n", "}\n", "    }\n    endpoint x udp listen *:40100\n",
+		"/* ", "    endpoint x udp listen *:40100 { app \"x\n", "    endpoint x udp listen 10.0.0.1:20005\n", "    endpoint x udp listen 10.0.0.1:29990..30003\n",
+		"    endpoint shard-20003 udp listen *:40100\n", "    endpoint shard_20003 udp listen *:40100\n", "    endpoint eth0 udp listen *:40100\n",
+		"    endpoint arp udp listen *:40100\n", "    endpoint \u00e9t\u00e9 udp listen *:40100 { app \"\u2603\" }\n", "    endpoint x tcp listen 10.0.0.1:80\n",
+	} {
+		f.Add(at, uint8(0), put)
+	}
 	f.Fuzz(func(t *testing.T, at uint16, cut uint8, put string) {
 		i := min(int(at), len(base))
 		src := base[:i] + put + base[min(len(base), i+int(cut)):]
@@ -279,4 +293,90 @@ func FuzzLoader(f *testing.F) {
 			t.Fatalf("diagnostics: %s, want %s", gotDiags, wantDiags)
 		}
 	})
+}
+
+// loadsAgree loads srcs in turn with one Loader and compares each load
+// with LoadStack's.
+func loadsAgree(t *testing.T, name string, srcs ...string) {
+	t.Helper()
+	var ld Loader
+	for i, src := range srcs {
+		want, wantDiags := LoadStack(name, []byte(src))
+		got, gotDiags := ld.Load(name, []byte(src))
+		if d := cmp.Diff(want, got, files); d != "" {
+			t.Errorf("load %d: stack differs (-want +got):\n%s", i, d)
+		}
+		if wantDiags.Error() != gotDiags.Error() {
+			t.Errorf("load %d: diagnostics %s, want %s", i, gotDiags, wantDiags)
+		}
+	}
+}
+
+// TestLoaderHostile loads hostile edits, each after the file it edits
+// (and some after a file with errors), and compares each with LoadStack:
+// line endings and blanks the partial path does not expect, names that
+// collide with a range's members, an interface, a service or a keyword,
+// ports inside another endpoint's range, braces, comments and strings
+// that change how the rest of the file reads.
+func TestLoaderHostile(t *testing.T) {
+	base := "stack edges {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n    cores 0..1\n" +
+		"    endpoint a udp listen *:1000 { app \"echo\" }\n    endpoint b udp listen *:1001\n" +
+		"    endpoint c udp listen 10.0.0.1:1002..1005 { app \"c\" }\n    service icmp-echo\n    service arp\n}\n"
+	rep := func(s, o, n string) string {
+		if !strings.Contains(s, o) {
+			t.Fatalf("%q not in", o)
+		}
+		return strings.Replace(s, o, n, 1)
+	}
+	crlf := strings.ReplaceAll(base, "\n", "\r\n")
+	tabs := strings.ReplaceAll(base, "    ", "\t")
+	cases := map[string][]string{
+		"crlf add":        {crlf, rep(crlf, "    service icmp", "    endpoint d udp listen *:1010\r\n    service icmp")},
+		"crlf edit":       {crlf, rep(crlf, "*:1001", "*:1011")},
+		"tabs":            {tabs, rep(tabs, "\tservice icmp", "\tendpoint d udp listen *:1010\n\tservice icmp"), rep(tabs, "*:1001", "*:1")},
+		"formfeed":        {base, rep(base, "    endpoint b udp listen *:1001\n", "\f\vendpoint b udp listen *:1001\f\n")},
+		"non-ascii name":  {base, rep(base, "endpoint b udp", "endpoint bé udp"), rep(base, "endpoint b udp", "endpoint b_ udp")},
+		"non-ascii app":   {base, rep(base, `app "c"`, `app "ç☃"`)},
+		"iface name":      {base, rep(base, "endpoint b udp", "endpoint eth0 udp")},
+		"service name":    {base, rep(base, "endpoint b udp", "endpoint arp udp"), rep(base, "endpoint b udp", "endpoint icmp-echo udp")},
+		"range name":      {base, rep(base, "endpoint b udp", "endpoint c-1003 udp")},
+		"range ident":     {base, rep(base, "endpoint b udp", "endpoint c_1003 udp")},
+		"range overlap":   {base, rep(base, "*:1001", "10.0.0.1:1003"), rep(base, "*:1001", "*:1003")},
+		"range grows":     {base, rep(base, "1002..1005", "1000..1005"), rep(base, "1002..1005", "1001..1005")},
+		"kept dup port":   {base, rep(base, "    service icmp", "    endpoint d udp listen *:1000\n    service icmp")},
+		"swap ports":      {base, rep(base, "*:1000 {", "*:1001 {")},
+		"brace":           {base, rep(base, "    endpoint b", "    }\n    endpoint b"), rep(base, "    service icmp", "}\n    service icmp")},
+		"unterminated":    {base, rep(base, "    endpoint b", "    /* endpoint b"), base, rep(base, "*:1001", "*:1001 \"")},
+		"string eats":     {base, rep(base, "*:1001\n", "*:1001 { app \"x\n")},
+		"after error":     {base, rep(base, "*:1001", "*:"), rep(base, "*:1001", "*:1009"), rep(base, "*:1001", "*:")},
+		"keyword ident":   {base, rep(base, "endpoint b udp", "endpoint endpoint udp"), rep(base, "endpoint b udp", "endpoint service udp")},
+		"flow vs listen":  {base, rep(base, "*:1001", "10.0.0.1:1000 -> 10.0.0.9:5"), rep(base, "listen *:1001", "flow 10.0.0.1:1000 -> 10.0.0.9:5")},
+		"core":            {base, rep(base, "*:1001", "*:1001 { core 1 }"), rep(base, "*:1001", "*:1001 { core 5 }")},
+		"number glue":     {base, rep(base, "*:1001\n", "*:1001\n9")},
+		"bad utf8":        {base, rep(base, "endpoint b udp", "endpoint b\xff udp")},
+		"dup in new":      {base, rep(base, "    service icmp", "    endpoint d udp listen *:1010\n    endpoint d udp listen *:1011\n    service icmp")},
+		"remove and add":  {base, rep(rep(base, "    endpoint a udp listen *:1000 { app \"echo\" }\n", ""), "    service icmp", "    endpoint a udp listen *:1000\n    service icmp")},
+		"shadow wildcard": {base, rep(base, "    service icmp", "    endpoint z udp listen 10.0.0.1:1000\n    service icmp")},
+	}
+	for name, srcs := range cases {
+		t.Run(name, func(t *testing.T) { loadsAgree(t, "r.lpg", srcs...) })
+	}
+}
+
+// TestLoaderHuge edits a file a few kilobytes below dsl.MaxSource, then
+// makes it one above, and loads the first again.
+func TestLoaderHuge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("64 MiB files")
+	}
+	var b strings.Builder
+	b.WriteString("stack big {\n    interface eth0 { mac 00:1b:21:3a:4b:5c ip 10.0.0.1/24 }\n    endpoint a udp listen *:1000\n")
+	pad := strings.Repeat("x", 1000)
+	for b.Len() < dsl.MaxSource-3000 {
+		b.WriteString("    // " + pad + "\n")
+	}
+	b.WriteString("    endpoint b udp listen *:1001\n}\n")
+	base := b.String()
+	over := strings.Replace(base, "    endpoint b", "    // "+pad+pad+pad+"\n    endpoint b", 1)
+	loadsAgree(t, "h.lpg", base, strings.Replace(base, "*:1001", "*:1002", 1), over, base)
 }
