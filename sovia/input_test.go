@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -288,4 +289,39 @@ func TestHostCloseClosesListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	acceptEnds(t, l, func() { h.Close() })
+}
+
+// TestHostileFramesCounted: a frame to this host with the VI EtherType
+// but shorter than a VI header, or whose offset lies past its message's
+// length, or whose length no descriptor has, is dropped and counted with
+// its reason; a frame to another address is not this host's to count;
+// the VI receives the next good message.
+func TestHostileFramesCounted(t *testing.T) {
+	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Register(make([]byte, 64))
+	v.PostRecv(r)
+	good := viFrame(1, 7, 1, 3, 0, 0, []byte("abc"))
+	h.Input(good[:14+rawHeader-1]) // truncated
+	h.Input(good[:14])             // an Ethernet header alone
+	h.Input(good[:13])             // not even that: no VI frame
+	h.Input(viFrame(1, 7, 1, 3, 4, 0, []byte("abc")))
+	h.Input(viFrame(1, 7, 1, 1<<30+1, 0, 0, []byte("abc")))
+	other := slices.Clone(good)
+	other[5] = 9
+	h.Input(other[:20])
+	c := counts(h)
+	if c[dropNames[dropTruncated]] != 2 || c[dropNames[dropBadLength]] != 2 || len(c) != 2 {
+		t.Errorf("counts %v, want 2 %q and 2 %q", c, dropNames[dropTruncated], dropNames[dropBadLength])
+	}
+	h.Input(good)
+	if _, ok, _ := v.Wait(0); !ok {
+		t.Error("the message after the hostile frames completed no receive")
+	}
 }

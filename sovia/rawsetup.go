@@ -182,6 +182,8 @@ const (
 	dropRefused
 	dropStray
 	dropForeign
+	dropTruncated
+	dropBadLength
 	numDrops
 )
 
@@ -201,6 +203,8 @@ var dropNames = [numDrops]string{
 	dropRefused:          "connection request refused",
 	dropStray:            "frame for a VI that is not open",
 	dropForeign:          "frame for a VI from another peer",
+	dropTruncated:        "VI frame shorter than its header",
+	dropBadLength:        "VI frame whose offset is past its message's length, or a length above 1 GiB",
 }
 
 // SetupCount is one of a host's setup counters: a reason, and how many
@@ -302,6 +306,13 @@ func (h *RawHost) EachSetupCount(f func(reason string, count uint64)) {
 
 // count counts a drop (h.mu held).
 func (h *RawHost) count(reason int) { h.setup.counts[reason]++ }
+
+// countDrop counts a frame Input drops for reason (h.mu not held).
+func (h *RawHost) countDrop(reason int) {
+	h.mu.Lock()
+	h.count(reason)
+	h.mu.Unlock()
+}
 
 // stray counts a frame Input found no VI for (v nil) or that came from
 // another peer than v's (h.mu held).

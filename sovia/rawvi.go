@@ -263,8 +263,12 @@ func (h *RawHost) frame(i int, to [6]byte, x header, data []byte) []byte {
 // ones to another Ethernet address and ones for VIs that are not open are
 // ignored. Input does not keep f.
 func (h *RawHost) Input(f []byte) {
-	if len(f) < 14+rawHeader || binary.BigEndian.Uint16(f[12:]) != EtherType || [6]byte(f[0:6]) != h.local {
+	if len(f) < 14 || binary.BigEndian.Uint16(f[12:]) != EtherType || [6]byte(f[0:6]) != h.local {
 		return // not a VI frame for this host (a promiscuous link shows others')
+	}
+	if len(f) < 14+rawHeader {
+		h.countDrop(dropTruncated)
+		return
 	}
 	hd := f[14:]
 	dvi, svi := binary.BigEndian.Uint16(hd[0:]), binary.BigEndian.Uint16(hd[2:])
@@ -292,7 +296,8 @@ func (h *RawHost) Input(f []byte) {
 		return
 	}
 	if x.total > 1<<30 || x.at > x.total {
-		return // no descriptor is this long
+		h.countDrop(dropBadLength) // no descriptor is this long
+		return
 	}
 	data := hd[rawHeader:]
 	if rest := int(x.total - x.at); len(data) > rest {
