@@ -707,11 +707,15 @@ func (ss *Session) change(rm []string, add, rated []*lpg.Endpoint) (*Delta, erro
 		}
 		seen[name] = true
 	}
+	added := map[string]bool{}
 	for _, e := range add {
 		if err := ss.canAdd(e, seen); err != nil {
 			return nil, err
 		}
-		seen[e.Name] = true
+		if added[e.Name] {
+			return nil, fmt.Errorf("endpoint %s is added twice", e.Name)
+		}
+		added[e.Name] = true
 	}
 	var before costmodel.Cost
 	if !ss.quiet {

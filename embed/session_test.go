@@ -545,6 +545,21 @@ func TestSessionApplyOrder(t *testing.T) {
 	if got := names(ss.Stack()); !slices.Equal(got, before) {
 		t.Errorf("after a refused Apply the session serves %v, want %v", got, before)
 	}
+	// A change that adds one new name twice (change, under Apply's
+	// check): refused too, as one that adds a name the plan has.
+	f7 := *all.Endpoints[6]
+	for _, rm := range [][]string{nil, {"f6"}} {
+		add := []*lpg.Endpoint{&f7, &f7}
+		if rm != nil {
+			add = []*lpg.Endpoint{all.Endpoints[5], all.Endpoints[5]}
+		}
+		if d, err := ss.change(rm, add, nil); err == nil {
+			t.Fatalf("removing %v and adding %s twice: %+v; want refused", rm, add[0].Name, d)
+		}
+		if got := names(ss.Stack()); !slices.Equal(got, before) {
+			t.Errorf("after a refused change the session serves %v, want %v", got, before)
+		}
+	}
 }
 
 func TestSessionDeterministic(t *testing.T) {
