@@ -252,10 +252,11 @@ func TestPaddedFrames(t *testing.T) {
 	}
 }
 
-// TestOthersFrames: a frame to another host's address (seen on a
-// promiscuous link) reaches none of this host's VIs.
-func TestOthersFrames(t *testing.T) {
-	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 9})
+// hostWithVI is a host of address mac on a link of the test's, with VI
+// 1 open to VI 7 of 02:00:00:00:00:02 and one receive posted.
+func hostWithVI(t *testing.T, mac net.HardwareAddr) (*RawHost, *RawVI) {
+	t.Helper()
+	h, err := NewHost(&recordLink{}, mac)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +266,13 @@ func TestOthersFrames(t *testing.T) {
 	}
 	r, _ := v.Register(make([]byte, 64))
 	v.PostRecv(r)
+	return h, v
+}
+
+// TestOthersFrames: a frame to another host's address (seen on a
+// promiscuous link) reaches none of this host's VIs.
+func TestOthersFrames(t *testing.T) {
+	h, v := hostWithVI(t, net.HardwareAddr{2, 0, 0, 0, 0, 9})
 	h.Input(viFrame(1, 7, 1, 3, 0, 0, []byte("abc"))) // to 02:00:00:00:00:01
 	if _, ok, _ := v.Wait(0); ok {
 		t.Error("a frame to another address completed a receive")
@@ -297,16 +305,7 @@ func TestHostCloseClosesListeners(t *testing.T) {
 // its reason; a frame to another address is not this host's to count;
 // the VI receives the next good message.
 func TestHostileFramesCounted(t *testing.T) {
-	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := v.Register(make([]byte, 64))
-	v.PostRecv(r)
+	h, v := hostWithVI(t, net.HardwareAddr{2, 0, 0, 0, 0, 1})
 	good := viFrame(1, 7, 1, 3, 0, 0, []byte("abc"))
 	h.Input(good[:14+rawHeader-1]) // truncated
 	h.Input(good[:14])             // an Ethernet header alone
