@@ -231,7 +231,8 @@ func isHex(c byte) bool {
 func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' }
 func isWord(c byte) bool   { return isLetter(c) || isDigit(c) }
-func isSpace(c byte) bool {
+// IsSpace says whether c is a byte of the lexer's whitespace.
+func IsSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'
 }
 
@@ -283,8 +284,8 @@ func next(src string, i int) (kind, int) {
 			}
 		}
 		return kBadString, i + 1
-	case isSpace(c):
-		return kWhitespace, run(src, i, isSpace)
+	case IsSpace(c):
+		return kWhitespace, run(src, i, IsSpace)
 	case c == ';':
 		if e := strings.IndexByte(src[i:], '\n'); e >= 0 {
 			return kSMTComment, i + e

@@ -187,7 +187,7 @@ func (ld *Loader) partial(name string, src []byte) (*Stack, bool) {
 	// token at to see to that), and no item goes on with such a token
 	// (each ends with "}", or goes on with ",", "..", "{", listen, flow
 	// or a number): item j reads as it did.
-	if from >= len(a) || from >= len(b) || a[from-1] != '}' && (!blank(a[from]) || !blank(b[from])) {
+	if from >= len(a) || from >= len(b) || a[from-1] != '}' && (!dsl.IsSpace(a[from]) || !dsl.IsSpace(b[from])) {
 		return nil, false
 	}
 	delta := len(b) - len(a)
@@ -293,6 +293,3 @@ var protos = []Proto{UDP, TCP, OpenMX}
 
 // block is how many bytes partial compares at once.
 const block = 4096
-
-// blank reports whether c ends every token but comments and strings.
-func blank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

@@ -183,6 +183,7 @@ func TestLoaderEdges(t *testing.T) {
 		{"inserted first", "    endpoint a", "    endpoint z udp listen *:999\n    endpoint a", true},
 		{"body", `{ app "c" }`, `{ app "see" rate 1kpps }`, true},
 		{"port", "*:1001", "*:2001", true},
+		{"form feed after", "*:1001\n", "*:1001\f\n    endpoint d udp listen *:1003\v\n", true},
 		{"comment", "// between", "// in between", true},
 		{"nothing", "", "", true},
 		{"glued to a number", "*:1001\n", "*:1001endpoint d udp listen *:1003\n", false},
