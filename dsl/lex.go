@@ -231,6 +231,7 @@ func isHex(c byte) bool {
 func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' }
 func isWord(c byte) bool   { return isLetter(c) || isDigit(c) }
+
 // IsSpace says whether c is a byte of the lexer's whitespace.
 func IsSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'
