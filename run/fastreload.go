@@ -300,7 +300,9 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	}
 	// The helper's tables first (an added endpoint is served before its
 	// rule steers frames to it; one that moves queue is in both queues'
-	// tables), then the rules, then the tables as they are to be.
+	// tables), then the rules, then the tables as they are to be, once
+	// the loops served what their rings held (frames the old rules
+	// steered to a queue an endpoint leaves).
 	if err := sv.prime(append(slices.Clip(ch.first), ch.then...)); err != nil {
 		return true, err
 	}
@@ -317,7 +319,7 @@ func (sv *serving) tryFast(st *lpg.Stack, op sessionOp, res *ReloadResult) (bool
 	if err != nil {
 		return true, fmt.Errorf("updating the eBPF stage's rules: %w", err)
 	}
-	if err := sv.patch(nil, ch.then); err != nil {
+	if err := sv.sendUpdate(drained(func(h *helperState) (*dataplane.Update, func()) { return h.patch(nil, ch.then) })); err != nil {
 		return true, err
 	}
 	res.Tables = ch.changed

@@ -388,7 +388,7 @@ func (sv *serving) applyPlanned(r *dembed.Result, st *lpg.Stack, res *ReloadResu
 		return err
 	}
 	if !reflect.DeepEqual(union, exact) {
-		if err := sv.push(st, exact); err != nil {
+		if err := sv.pushFinal(st, exact); err != nil {
 			return err
 		}
 	}
@@ -690,6 +690,26 @@ func tableUpdates(cur, next []gofallback.Table, keep map[string]bool) (union, ex
 // endpoints of st and tables, and waits for it to say they serve.
 func (sv *serving) push(st *lpg.Stack, tables []gofallback.Table) error {
 	return sv.sendUpdate(func(h *helperState) (*dataplane.Update, func()) { return h.update(st, tables) })
+}
+
+// pushFinal is push of the tables as the new plan has them, after the
+// rules changed: the helper applies them once its loops served what
+// their rings held (dataplane.Update.Drain), which the old rules may
+// have steered to a queue whose entry goes.
+func (sv *serving) pushFinal(st *lpg.Stack, tables []gofallback.Table) error {
+	return sv.sendUpdate(drained(func(h *helperState) (*dataplane.Update, func()) { return h.update(st, tables) }))
+}
+
+// drained is diff with its update applied once the rings are drained
+// (dataplane.Update.Drain).
+func drained(diff func(*helperState) (*dataplane.Update, func())) func(*helperState) (*dataplane.Update, func()) {
+	return func(h *helperState) (*dataplane.Update, func()) {
+		u, commit := diff(h)
+		if u != nil {
+			u.Drain = true
+		}
+		return u, commit
+	}
 }
 
 // sendUpdate sends the helper the update diff works out from what it

@@ -164,7 +164,7 @@ func (sv *serving) applyHardwarePlanned(r *dembed.Result, st *lpg.Stack, res *Re
 		return nil // the restart made the new plan the one served
 	}
 	if !reflect.DeepEqual(union, exact) {
-		if err := sv.push(st, exact); err != nil {
+		if err := sv.pushFinal(st, exact); err != nil {
 			return err
 		}
 	}

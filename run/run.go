@@ -493,14 +493,16 @@ func (sv *serving) ready(kind, how string) {
 	fmt.Fprintf(sv.opt.Stderr, "dragonc run: %s\n", msg)
 	sv.out.mu.Unlock()
 	sv.out.emit(Event{Event: "serving", Message: msg, Stack: sv.name, Iface: sv.opt.Iface, Socket: kind, PlanQueues: len(sv.queues)})
-	sv.handedOver()
-	go sv.prepareSession()
+	// The state first: a reload waiting for this plan (handedOver)
+	// answers once status shows it.
 	if sv.state != nil {
 		sv.state.Serving, sv.state.Socket, sv.state.HelperPID = true, kind, sv.helper
 		if err := sv.saveState(); err != nil {
 			sv.out.note("note", "the state of the run cannot be written: %v", err)
 		}
 	}
+	sv.handedOver()
+	go sv.prepareSession()
 	// Ready and Live are for the run's first serving, not for the
 	// restarts of a reload.
 	sv.live.Do(func() {

@@ -233,6 +233,10 @@ type queueLoop struct {
 	wait  *waiter // nil when busy polling
 	c     counters
 	final atomic.Pointer[KernelCounts] // the kernel's counters when the sockets closed
+	// empty counts the loop's looks that found its rings empty; asleep
+	// is set while it sleeps in poll(2) (Server.drain).
+	empty  atomic.Uint64
+	asleep atomic.Bool
 }
 
 // counters of one queue; written by its loop, read by the reporter.
@@ -722,6 +726,7 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			idle = 0
 			continue
 		}
+		l.empty.Add(1)
 		if l.wait == nil {
 			l.sock.kick()
 			continue
@@ -736,7 +741,10 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 		if budget > 0 {
 			spin.missed(time.Now())
 		}
-		if err := l.wait.wait(waitSlice); err != nil {
+		l.asleep.Store(true)
+		err := l.wait.wait(waitSlice)
+		l.asleep.Store(false)
+		if err != nil {
 			s.errMu.Lock()
 			if s.err == nil {
 				s.err = fmt.Errorf("queue %d: waiting for frames: %w", l.q.ID, err)

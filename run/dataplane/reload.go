@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync/atomic"
+	"time"
 )
 
 // A running data plane takes new endpoints while it serves (dragonc
@@ -79,7 +80,13 @@ type Update struct {
 	// Handover asks the data plane to stop at a frame boundary and hand
 	// its sockets over (Server.Handover); the answer is
 	// "handover SEQ JSON" with the Handover, or "failed SEQ: REASON".
-	Handover  bool             `json:"handover,omitempty"`
+	Handover bool `json:"handover,omitempty"`
+	// Drain applies the update once the frames the loops' rings hold
+	// when it arrives are served (Server.drain): a change that takes
+	// entries out of a queue's tables after the eBPF stage stopped
+	// steering their frames there does not find one of those frames
+	// still on the queue's ring.
+	Drain     bool             `json:"drain,omitempty"`
 	Endpoints []UpdateEndpoint `json:"endpoints,omitempty"`
 	Tables    []UpdateTable    `json:"tables,omitempty"`
 }
@@ -133,6 +140,9 @@ type PatchTable func(name string, set []TableEntry, del []TableKey) error
 func (s *Server) Apply(u *Update, set SetTable) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
+	if u.Drain {
+		s.drain(drainMax)
+	}
 	cur := s.st.eps.Load()
 	names, udp, omx, handlers, index := cur.names, cur.udp, cur.omx, cur.handlers, cur.index
 	if len(u.Endpoints) > 0 {
@@ -218,6 +228,29 @@ func (s *Server) Apply(u *Update, set SetTable) error {
 		s.tables[tab.Name] = tables[t]
 	}
 	return nil
+}
+
+// drainMax bounds a drain: a loop serves a ring's worth (2,048 frames)
+// in a few milliseconds.
+const drainMax = 100 * time.Millisecond
+
+// drain returns once each loop has found its rings empty since drain was
+// called, or sleeps with nothing on them to read, so that every frame
+// they held when it was called is served; or after d.
+func (s *Server) drain(d time.Duration) {
+	seen := make([]uint64, len(s.queues))
+	for i, l := range s.queues {
+		seen[i] = l.empty.Load()
+	}
+	deadline := time.Now().Add(d)
+	for i, l := range s.queues {
+		for l.empty.Load() == seen[i] && time.Now().Before(deadline) {
+			if l.asleep.Load() && !readable(l.sock.fds()) {
+				break
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
 }
 
 // control reads a control line of the parent (an Update as JSON) and

@@ -175,6 +175,20 @@ func newWaiter(p port, stopFD int) *waiter {
 	return w
 }
 
+// readable says whether one of fds has something to read now (poll(2)
+// without waiting).
+func readable(fds []int) bool {
+	ps := make([]pollFd, len(fds))
+	for i, fd := range fds {
+		ps[i] = pollFd{fd: int32(fd), events: pollIn}
+	}
+	if len(ps) == 0 {
+		return false
+	}
+	n, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&ps[0])), uintptr(len(ps)), 0)
+	return e != 0 || n > 0 // an error: as if readable, the loop looks
+}
+
 // wait returns once a socket has frames or Stop was called, or after d.
 func (w *waiter) wait(d time.Duration) error {
 	_, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&w.fds[0])), uintptr(len(w.fds)), uintptr(d.Milliseconds()))
