@@ -2,6 +2,7 @@ package lpg
 
 import (
 	"bytes"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -60,6 +61,18 @@ type loaded struct {
 type itemSpan struct {
 	start, end int32 // a file is at most dsl.MaxSource bytes
 	eps        int32
+}
+
+// ReadFile reads the stack file path and loads it (Load); the error is a
+// file that cannot be read. A run reads its stack file once as it starts,
+// and again at each reload, which then reads only what changed.
+func (ld *Loader) ReadFile(path string) (*Stack, diag.List, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, diags := ld.Load(path, src)
+	return st, diags, nil
 }
 
 // Load parses and checks src, the stack file name, as LoadStack does.

@@ -160,25 +160,38 @@ func (sv *serving) endpointsByName() map[string]*lpg.Endpoint {
 // or through the full one with the session's plan; the error says why
 // they are not served.
 func (sv *serving) applyRates(rates map[string]float64) error {
+	return sv.rebalanced(func(res *ReloadResult) error {
+		res.Stack = sv.st.Name
+		if err := sv.reloadable(sv.st); err != nil {
+			return err
+		}
+		fast, err := sv.tryFast(nil, func(ss *dembed.Session) (*dembed.Delta, error) { return ss.SetRates(rates) }, res)
+		if fast || err != nil {
+			return err
+		}
+		// No session (a plan read from a file) or one that refused the
+		// rates: a full re-plan at them.
+		if err := sv.settle(); err != nil {
+			return err
+		}
+		r, err := sv.r.PlanAtRates(rates)
+		if err != nil {
+			return err
+		}
+		return sv.applyPlanned(r, r.Stack(), res)
+	})
+}
+
+// rebalanced makes a rebalance's reload (do, which names the stack in
+// res) under reloadMu, counted and timed as a reload, and says it when
+// it is applied; the error says why not (the rebalancer's to report:
+// unlike a reload's, reloaded, a refusal is not an answer).
+func (sv *serving) rebalanced(do func(res *ReloadResult) error) error {
 	sv.reloadMu.Lock()
 	sv.reloads++
-	res := &ReloadResult{Seq: sv.reloads, Stack: sv.st.Name}
+	res := &ReloadResult{Seq: sv.reloads}
 	start := time.Now()
-	err := sv.reloadable(sv.st)
-	if err == nil {
-		var fast bool
-		fast, err = sv.tryFast(nil, func(ss *dembed.Session) (*dembed.Delta, error) { return ss.SetRates(rates) }, res)
-		if !fast && err == nil {
-			// No session (a plan read from a file) or one that refused the
-			// rates: a full re-plan at them.
-			var r *dembed.Result
-			if err = sv.settle(); err == nil {
-				if r, err = sv.r.PlanAtRates(rates); err == nil {
-					err = sv.applyPlanned(r, r.Stack(), res)
-				}
-			}
-		}
-	}
+	err := do(res)
 	res.TookMS = ms(time.Since(start))
 	sv.reloadMu.Unlock()
 	if err != nil {

@@ -283,29 +283,20 @@ func (sv *serving) apply(st *lpg.Stack, op sessionOp, res *ReloadResult) error {
 // as a reload does but without planning (a rebalance's new plan), and
 // says so; the error says why it does not.
 func (sv *serving) applyPlan(r *dembed.Result, st *lpg.Stack) error {
-	sv.reloadMu.Lock()
-	sv.reloads++
-	res := &ReloadResult{Seq: sv.reloads, Stack: st.Name}
-	start := time.Now()
-	err := sv.reloadable(st)
-	if err == nil {
-		err = sv.settle()
-	}
-	if err == nil && !slices.Equal(endpointNames(st), endpointNames(sv.st)) {
-		// A reload served another stack while this plan was made.
-		err = refuse("the stack served changed while the plan was made")
-	}
-	if err == nil {
-		err = sv.applyPlanned(r, st, res)
-	}
-	res.TookMS = ms(time.Since(start))
-	sv.reloadMu.Unlock()
-	if err != nil {
-		return err
-	}
-	res.Applied = true
-	sv.said(res)
-	return nil
+	return sv.rebalanced(func(res *ReloadResult) error {
+		res.Stack = st.Name
+		if err := sv.reloadable(st); err != nil {
+			return err
+		}
+		if err := sv.settle(); err != nil {
+			return err
+		}
+		if !slices.Equal(endpointNames(st), endpointNames(sv.st)) {
+			// A reload served another stack while this plan was made.
+			return refuse("the stack served changed while the plan was made")
+		}
+		return sv.applyPlanned(r, st, res)
+	})
 }
 
 func endpointNames(st *lpg.Stack) []string {

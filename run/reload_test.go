@@ -123,15 +123,12 @@ func reloadRun(t *testing.T, a, socket string) (*liveRun, string, *Live) {
 // does (Options.Restack).
 func restackFile(path string) func() (*lpg.Stack, error) {
 	var ld lpg.Loader
-	if src, err := os.ReadFile(path); err == nil {
-		ld.Load(path, src)
-	}
+	ld.ReadFile(path) // the file as the run starts
 	return func() (*lpg.Stack, error) {
-		src, err := os.ReadFile(path)
+		st, diags, err := ld.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		st, diags := ld.Load(path, src)
 		if st == nil {
 			return nil, diags
 		}

@@ -237,17 +237,14 @@ func runSource(cmd *cobra.Command, nicArg, stackPath string) *drun.Source {
 // file as the run starts, read here first).
 func restack(path string) func() (*lpg.Stack, error) {
 	var ld lpg.Loader
-	if src, err := os.ReadFile(path); err == nil {
-		ld.Load(path, src)
-	}
+	ld.ReadFile(path) // the file as the run starts
 	return func() (*lpg.Stack, error) {
-		src, err := os.ReadFile(path)
+		// Parsed and checked; its LPG is derived by what needs it (a
+		// reload's short path does not: issue 39's 10,000 endpoints).
+		st, diags, err := ld.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		// Parsed and checked; its LPG is derived by what needs it (a
-		// reload's short path does not: issue 39's 10,000 endpoints).
-		st, diags := ld.Load(path, src)
 		if diags.HasErrors() || st == nil {
 			var lines []string
 			for _, d := range diags.Shown() {

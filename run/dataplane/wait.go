@@ -168,31 +168,36 @@ type waiter struct {
 }
 
 func newWaiter(p port, stopFD int) *waiter {
-	w := &waiter{}
-	for _, fd := range append(p.fds(), stopFD) {
-		w.fds = append(w.fds, pollFd{fd: int32(fd), events: pollIn})
-	}
-	return w
+	return &waiter{fds: readSet(append(p.fds(), stopFD))}
 }
 
-// readable says whether one of fds has something to read now (poll(2)
-// without waiting).
-func readable(fds []int) bool {
+// readSet is the poll(2) set that waits for any of fds to be readable.
+func readSet(fds []int) []pollFd {
 	ps := make([]pollFd, len(fds))
 	for i, fd := range fds {
 		ps[i] = pollFd{fd: int32(fd), events: pollIn}
 	}
-	if len(ps) == 0 {
-		return false
+	return ps
+}
+
+// poll is poll(2) of fds for up to d (0: only look): how many are ready.
+func poll(fds []pollFd, d time.Duration) (int, syscall.Errno) {
+	if len(fds) == 0 {
+		return 0, 0
 	}
-	n, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&ps[0])), uintptr(len(ps)), 0)
+	n, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(d.Milliseconds()))
+	return int(n), e
+}
+
+// readable says whether one of fds has something to read now.
+func readable(fds []int) bool {
+	n, e := poll(readSet(fds), 0)
 	return e != 0 || n > 0 // an error: as if readable, the loop looks
 }
 
 // wait returns once a socket has frames or Stop was called, or after d.
 func (w *waiter) wait(d time.Duration) error {
-	_, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&w.fds[0])), uintptr(len(w.fds)), uintptr(d.Milliseconds()))
-	if e != 0 && e != syscall.EINTR {
+	if _, e := poll(w.fds, d); e != 0 && e != syscall.EINTR {
 		return fmt.Errorf("poll: %w", e)
 	}
 	return nil
