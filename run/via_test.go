@@ -52,10 +52,14 @@ func TestServeVIA(t *testing.T) {
 	t.Run("lossy", func(t *testing.T) { testServeVIA(t, "packet", 0.01) })
 }
 
+// viFrames are the software VI's frames and bulk datagrams, which the
+// lossy tests drop a share of.
+var viFrames = netnstest.Frames{EtherTypes: []uint16{sovia.EtherType}, UDPPort: sovia.BulkPort}
+
 func testServeVIA(t *testing.T, socket string, loss float64) {
 	a, b := pair(t)
 	if loss > 0 {
-		netnstest.Drop(t, b, "vB", sovia.EtherType, loss)
+		netnstest.Drop(t, b, "vB", viFrames, loss)
 	}
 	// far is a kernel-socket endpoint: the kernel owns the address.
 	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
@@ -315,8 +319,8 @@ func TestServeVIALossyReordered(t *testing.T) {
 	netnstest.Running(t, b, "vB")
 	netnstest.Running(t, r, "rA", "rB")
 	relay := netnstest.Relay(t, r, "rA", "rB", 0.01, 41)
-	netnstest.Drop(t, b, "vB", sovia.EtherType, 0.01) // the stack's frames
-	netnstest.Drop(t, r, "rB", sovia.EtherType, 0.01) // the peer's
+	netnstest.Drop(t, b, "vB", viFrames, 0.01) // the stack's frames
+	netnstest.Drop(t, r, "rB", viFrames, 0.01) // the peer's
 
 	rs, st := embedDriver(t, "mvia", viaStack, false)
 	var params sovia.Params
@@ -433,7 +437,7 @@ func TestMetricsVI(t *testing.T) {
 		}
 		got := map[string]float64{}
 		for _, f := range fams {
-			if f.GetName() != "dragonc_vi_frames_total" && f.GetName() != "dragonc_via_setup_drops_total" {
+			if f.GetName() != "dragonc_vi_frames_total" && f.GetName() != "dragonc_vi_bulk_datagrams_total" && f.GetName() != "dragonc_via_setup_drops_total" {
 				continue
 			}
 			for _, x := range f.GetMetric() {
@@ -448,12 +452,15 @@ func TestMetricsVI(t *testing.T) {
 	if got := gather(); len(got) != 0 {
 		t.Errorf("without VIs: %v", got)
 	}
-	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4},
+	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4, BulkSent: 5, BulkReceived: 6, BulkRefused: 7},
 		SetupDrops: []dataplane.Outcome{{Name: "connection request refused", Count: 3}}}})
 	want := map[string]float64{
 		"dragonc_vi_frames_total received": 9, "dragonc_vi_frames_total sent": 8,
 		"dragonc_vi_frames_total send_errors": 2, "dragonc_vi_frames_total dropped": 1,
 		"dragonc_vi_frames_total oversize":                         4,
+		"dragonc_vi_bulk_datagrams_total sent":                     5,
+		"dragonc_vi_bulk_datagrams_total received":                 6,
+		"dragonc_vi_bulk_datagrams_total refused":                  7,
 		"dragonc_via_setup_drops_total connection request refused": 3,
 	}
 	if got := gather(); !gomaps.Equal(got, want) {

@@ -239,11 +239,18 @@ type packetLink struct {
 	txIov  []syscall.Iovec
 	txMsgs []mmsghdr
 
+	bulkfd    int                          // the socket bulk datagrams are sent on (PACKET_VNET_HDR); -1: none
+	bulkTo    syscall.RawSockaddrLinklayer // where they are sent: the interface, as IPv4
+	bulkHeads []byte
+	bulkIov   []syscall.Iovec
+	bulkMsgs  []mmsghdr
+
 	counts struct {
-		in, sent, sendErrors atomic.Uint64
-		mu                   sync.Mutex // held to read the kernel's drops, and by closeFDs
-		dropped              uint64     // the kernel's drops (PACKET_STATISTICS) read so far
-		fdClosed             bool
+		in, sent, sendErrors  atomic.Uint64
+		bulkSent, bulkRefused atomic.Uint64
+		mu                    sync.Mutex // held to read the kernel's drops, and by closeFDs
+		dropped               uint64     // the kernel's drops (PACKET_STATISTICS) read so far
+		fdClosed              bool
 	}
 }
 
@@ -254,7 +261,14 @@ type LinkCounts struct {
 	Sent       uint64 // frames sent
 	SendErrors uint64 // frames the socket refused (the VI reports the error)
 	Dropped    uint64 // frames the kernel dropped for want of room in the socket's receive ring (PACKET_STATISTICS' tp_drops)
-	Oversize   uint64 // frames longer than the interface's MTU (a VLAN tag allowed), cut to a slot of the ring and dropped
+	Oversize   uint64 // frames longer than a slot of the ring (the MTU, a VLAN tag allowed) that could not be read whole: dropped
+	// BulkSent is the bulk datagrams sent (bulk.go), each counted in
+	// Sent as the frames the link cuts it into; BulkReceived those that
+	// arrived whole, each counted in Received as one.
+	BulkSent, BulkReceived uint64
+	// BulkRefused is the bulk datagrams the kernel refused (their
+	// messages and the host's next went as frames).
+	BulkRefused uint64
 }
 
 // LinkCounts reads the counters of the host's own socket; they stay
@@ -265,7 +279,8 @@ func (h *RawHost) LinkCounts() LinkCounts {
 	if !ok {
 		return LinkCounts{}
 	}
-	return LinkCounts{Received: l.counts.in.Load(), Sent: l.counts.sent.Load(), SendErrors: l.counts.sendErrors.Load(), Dropped: l.kernelDrops(), Oversize: l.ring.cut.Load()}
+	return LinkCounts{Received: l.counts.in.Load(), Sent: l.counts.sent.Load(), SendErrors: l.counts.sendErrors.Load(), Dropped: l.kernelDrops(), Oversize: l.ring.cut.Load(),
+		BulkSent: l.counts.bulkSent.Load(), BulkReceived: l.ring.whole.Load(), BulkRefused: l.counts.bulkRefused.Load()}
 }
 
 // kernelDrops adds the kernel's drops since the last reading (reading
@@ -327,11 +342,20 @@ const (
 // and address copied out, and 2.5 calls a 23-frame message (measured
 // here: 17% of both processes' time in an echoed stream of 32 KiB
 // messages).
+//
+// A bulk datagram longer than a slot (bulk.go) is also queued whole on
+// the socket when the ring's socket has PACKET_COPY_THRESH set, its slot
+// marked TP_STATUS_COPY (tpacket_rcv), and is read from there with
+// recvfrom(2), in the ring's order.
 type rxRing struct {
 	mem                   []byte
 	frameSize, blockSize  int
 	perBlock, frames, pos int
 	cut                   atomic.Uint64 // frames longer than a slot, dropped
+	whole                 atomic.Uint64 // frames longer than a slot, read whole from the socket
+
+	fd  int    // the socket, for the frames queued whole; -1: none
+	big []byte // where they are read to
 }
 
 // newRxRing sets up and maps the receive ring of packet socket fd, which
@@ -339,7 +363,7 @@ type rxRing struct {
 // socket's queue, which no one reads), for frames of up to mtu bytes
 // after the Ethernet header (and a VLAN tag).
 func newRxRing(fd, mtu int) (*rxRing, error) {
-	r := &rxRing{}
+	r := &rxRing{fd: -1}
 	if err := syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetVersion, tpacketV2); err != nil {
 		return nil, fmt.Errorf("PACKET_VERSION TPACKET_V2: %w", err)
 	}
@@ -390,7 +414,9 @@ func (r *rxRing) take(in func([]byte), max int) int {
 		// 8), tp_mac (12).
 		length, snap := int(binary.NativeEndian.Uint32(h[4:])), int(binary.NativeEndian.Uint32(h[8:]))
 		mac := int(binary.NativeEndian.Uint16(h[12:]))
-		if v&tpStatusCopy != 0 || snap != length || mac+snap > len(h) {
+		if v&tpStatusCopy != 0 && r.fd >= 0 {
+			r.takeWhole(in)
+		} else if v&tpStatusCopy != 0 || snap != length || mac+snap > len(h) {
 			// Cut to the slot: longer than the interface's MTU, so
 			// no VI sent it. Its bytes cannot all be placed (a
 			// message would never complete), so it is dropped.
@@ -402,6 +428,23 @@ func (r *rxRing) take(in func([]byte), max int) int {
 		r.pos = (r.pos + 1) % r.frames
 	}
 	return n
+}
+
+// takeWhole reads the frame the kernel queued whole on the socket for
+// the slot at hand (TP_STATUS_COPY) and hands it to in; one that is not
+// there (the socket's buffer was full) or longer than the largest bulk
+// datagram is counted as cut.
+func (r *rxRing) takeWhole(in func([]byte)) {
+	if r.big == nil {
+		r.big = make([]byte, 14+4+1<<16) // an IPv4 datagram, behind a VLAN tag
+	}
+	n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, uintptr(r.fd), uintptr(unsafe.Pointer(&r.big[0])), uintptr(len(r.big)), syscall.MSG_DONTWAIT|syscall.MSG_TRUNC, 0, 0)
+	if e != 0 || int(n) > len(r.big) {
+		r.cut.Add(1)
+		return
+	}
+	r.whole.Add(1)
+	in(r.big[:n])
 }
 
 // packetIgnoreOutgoing is PACKET_IGNORE_OUTGOING (linux/if_packet.h,
@@ -419,7 +462,7 @@ func OpenHost(ifname string) (*RawHost, error) {
 	if len(ifc.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
 	}
-	return openOn(ifc, ifc.HardwareAddr)
+	return openOn(ifc, ifc.HardwareAddr, HostOptions{})
 }
 
 // OpenHostAs is OpenHost for a host whose Ethernet address is mac, which
@@ -428,16 +471,33 @@ func OpenHost(ifname string) (*RawHost, error) {
 // to mac when the interface delivers them (a veth does; a NIC's filter
 // may need promiscuous mode). It needs CAP_NET_RAW.
 func OpenHostAs(ifname string, mac net.HardwareAddr) (*RawHost, error) {
+	return OpenHostWith(ifname, mac, HostOptions{})
+}
+
+// HostOptions change how OpenHostWith opens a host.
+type HostOptions struct {
+	// NoBulkReceive: the host does not take bulk datagrams (bulk.go),
+	// and does not offer to: its socket is bound to the VI EtherType
+	// alone, and its peers send it frames. `dragonc run` opens its VIs
+	// so, its eBPF stage owning the interface's IPv4 frames.
+	NoBulkReceive bool
+	// NoBulkSend: the host sends a message as frames even to a peer
+	// that takes bulk datagrams (to compare the two).
+	NoBulkSend bool
+}
+
+// OpenHostWith is OpenHostAs with options.
+func OpenHostWith(ifname string, mac net.HardwareAddr, o HostOptions) (*RawHost, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, err
 	}
-	return openOn(ifc, mac)
+	return openOn(ifc, mac, o)
 }
 
 // openOn opens the host of address mac on a raw socket on ifc (NewHost
 // checks the address).
-func openOn(ifc *net.Interface, mac net.HardwareAddr) (*RawHost, error) {
+func openOn(ifc *net.Interface, mac net.HardwareAddr, o HostOptions) (*RawHost, error) {
 	ifname := ifc.Name
 	proto := htons(EtherType)
 	// Protocol 0 until the ring is mapped: the socket takes no frame
@@ -447,32 +507,53 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr) (*RawHost, error) {
 		return nil, fmt.Errorf("sovia: a raw socket on %s: %w", ifname, err)
 	}
 	syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetIgnoreOutgoing, 1) // an optimisation: Input ignores them anyway
+	fail := func(err error) (*RawHost, error) {
+		syscall.Close(fd)
+		return nil, err
+	}
+	bulkIn := !o.NoBulkReceive
+	if bulkIn {
+		// Every protocol (bulk datagrams are IPv4), behind a filter
+		// that lets through the VI's frames and bulk datagrams alone,
+		// attached before the bind so that no other frame gets in.
+		if err := attachBulkFilter(fd); err != nil {
+			return fail(fmt.Errorf("sovia: the socket filter on %s: %w", ifname, err))
+		}
+		proto = htons(syscall.ETH_P_ALL)
+	}
 	// A window of messages in flight fits the ring several times: a
 	// dropped frame costs a retransmission.
 	ring, err := newRxRing(fd, ifc.MTU)
 	if err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("sovia: the receive ring on %s: %w", ifname, err)
+		return fail(fmt.Errorf("sovia: the receive ring on %s: %w", ifname, err))
+	}
+	if bulkIn {
+		if err := wholeFrames(fd); err != nil {
+			syscall.Munmap(ring.mem)
+			return fail(fmt.Errorf("sovia: %s: %w", ifname, err))
+		}
+		ring.fd = fd
 	}
 	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: proto, Ifindex: ifc.Index}); err != nil {
 		syscall.Munmap(ring.mem)
-		syscall.Close(fd)
-		return nil, err
+		return fail(err)
 	}
 	txfd, err := sendSocket(ifc.Index)
 	if err != nil {
 		syscall.Munmap(ring.mem)
-		syscall.Close(fd)
-		return nil, fmt.Errorf("sovia: a raw socket on %s to send: %w", ifname, err)
+		return fail(fmt.Errorf("sovia: a raw socket on %s to send: %w", ifname, err))
 	}
-	l := &packetLink{fd: fd, txfd: txfd, mtu: ifc.MTU, ring: ring}
+	l := &packetLink{fd: fd, txfd: txfd, bulkfd: -1, mtu: ifc.MTU, ring: ring}
+	if !o.NoBulkSend {
+		l.bulkfd = bulkSocket(ifc.Index) // -1 where the kernel has no PACKET_VNET_HDR: frames
+	}
+	l.bulkTo = syscall.RawSockaddrLinklayer{Family: syscall.AF_PACKET, Protocol: htons(etherTypeIPv4), Ifindex: int32(ifc.Index), Halen: 6}
 	// The socket sleeps in Go's network poller (epoll), as a TCP socket
 	// does, so that the goroutine waking from it finds a processor as a
 	// TCP reader would; the fd stays non-blocking (os.NewFile sees it is).
 	l.file = os.NewFile(uintptr(fd), "sovia-"+ifname)
 	if l.rc, err = l.file.SyscallConn(); err != nil {
-		l.file.Close()
-		syscall.Close(txfd)
+		l.closeFDs()
 		return nil, err
 	}
 	l.to = syscall.RawSockaddrLinklayer{Family: syscall.AF_PACKET, Protocol: proto, Ifindex: int32(ifc.Index), Halen: 6}
@@ -480,6 +561,10 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr) (*RawHost, error) {
 	if err != nil {
 		l.closeFDs()
 		return nil, err
+	}
+	h.bulkOut = l.bulkfd >= 0
+	if bulkIn {
+		h.offer = flagBulk
 	}
 	h.poll = &poller{link: l, turn: make(chan struct{}, 1), done: make(chan struct{})}
 	go h.background()
@@ -509,6 +594,9 @@ func sendSocket(ifindex int) (int, error) {
 	return fd, nil
 }
 
+// waitRoom waits for room in a socket's full transmit queue.
+func waitRoom() { time.Sleep(10 * time.Microsecond) }
+
 // closeFDs closes the socket, its drops read a last time.
 func (l *packetLink) closeFDs() {
 	l.kernelDrops()
@@ -517,6 +605,9 @@ func (l *packetLink) closeFDs() {
 	l.counts.fdClosed = true
 	l.file.Close()
 	syscall.Close(l.txfd)
+	if l.bulkfd >= 0 {
+		syscall.Close(l.bulkfd)
+	}
 	if l.ring.mem != nil {
 		syscall.Munmap(l.ring.mem)
 		l.ring.mem = nil
@@ -545,7 +636,7 @@ func (l *packetLink) SendFrame(f []byte) error {
 			l.counts.sent.Add(1)
 			return nil
 		case syscall.ENOBUFS, syscall.EAGAIN, syscall.EINTR:
-			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+			waitRoom()
 		default:
 			l.counts.sendErrors.Add(1)
 			return e
@@ -582,7 +673,7 @@ func (l *packetLink) sendGather(hdrs, parts [][]byte) error {
 			sent += int(r)
 			l.counts.sent.Add(uint64(r))
 		case syscall.ENOBUFS, syscall.EAGAIN, syscall.EINTR:
-			time.Sleep(10 * time.Microsecond) // the queue is full: wait for room
+			waitRoom()
 		default:
 			l.counts.sendErrors.Add(uint64(len(hdrs) - sent))
 			return e

@@ -184,6 +184,7 @@ const (
 	dropForeign
 	dropTruncated
 	dropBadLength
+	dropBulkLength
 	numDrops
 )
 
@@ -205,6 +206,7 @@ var dropNames = [numDrops]string{
 	dropForeign:          "frame for a VI from another peer",
 	dropTruncated:        "VI frame shorter than its header",
 	dropBadLength:        "VI frame whose offset is past its message's length, or a length above 1 GiB",
+	dropBulkLength:       "bulk datagram whose lengths disagree with its frame, or whose blocks overrun it",
 }
 
 // SetupCount is one of a host's setup counters: a reason, and how many

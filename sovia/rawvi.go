@@ -25,13 +25,16 @@ const EtherType = 0x88B5
 //	12 message length   4
 //	16 fragment offset  4
 //	20 immediate data   4
-//	24 flags            1  (flagAckOnly, flagNak)
-//	25 reserved         3  (zero)
+//	24 flags            1  (flagAckOnly, flagNak, flagBulk)
+//	25 reserved         1  (zero)
+//	26 block length     2  (in a bulk datagram, the bytes after this
+//	                        header that are the block's; zero in a frame)
 const rawHeader = 28
 
 const (
 	flagAckOnly = 1 << 0 // no message: the frame carries the acknowledgement alone
 	flagNak     = 1 << 1 // messages after the acknowledged one came first: send the next again
+	flagBulk    = 1 << 2 // the sender takes bulk datagrams (bulk.go): its peer may send them
 )
 
 // RawVI is a VI in software over Ethernet, as M-VIA runs VIA over Fast
@@ -55,6 +58,7 @@ type RawVI struct {
 	rx rxState // under queues.mu
 
 	heard atomic.Uint64 // frames received: connection setup's idle timeout reads it
+	bulk  atomic.Bool   // the peer said it takes bulk datagrams (flagBulk)
 }
 
 // RawHost is one interface's end of the software VIs: a link that
@@ -68,11 +72,14 @@ type RawHost struct {
 	poll  *poller      // the link's frames are received by whoever waits (nil: they come through Input)
 	input func([]byte) // Input, made a func value once (one made at each receive is an allocation)
 	rel   Reliability
+	offer uint8 // flagBulk when the host takes bulk datagrams: every header it sends says so
 
 	sendMu   sync.Mutex
 	sendBufs [][]byte // frames (or headers) being built
 	frames   [][]byte
 	parts    [][]byte // the message's bytes after each header (gatherLink)
+	bulkOut  bool     // the link sends bulk datagrams (bulkLink), until it refuses one
+	blocks   []byte   // the block headers of a bulk datagram being built
 
 	// owe lists the VIs that may owe an acknowledgement (owes).
 	owe struct {
@@ -245,7 +252,14 @@ func (h *RawHost) frame(i int, to [6]byte, x header, data []byte) []byte {
 	copy(f[0:6], to[:])
 	copy(f[6:12], h.local[:])
 	binary.BigEndian.PutUint16(f[12:], EtherType)
-	hd := f[14:]
+	h.putHeader(f[14:], x, 0)
+	copy(f[14+rawHeader:], data)
+	return f
+}
+
+// putHeader writes x as the rawHeader bytes of hd, with the block length
+// n (0 in a frame) and the host's offer of bulk datagrams.
+func (h *RawHost) putHeader(hd []byte, x header, n int) {
 	binary.BigEndian.PutUint16(hd[0:], x.dvi)
 	binary.BigEndian.PutUint16(hd[2:], x.svi)
 	binary.BigEndian.PutUint32(hd[4:], x.seq)
@@ -253,34 +267,42 @@ func (h *RawHost) frame(i int, to [6]byte, x header, data []byte) []byte {
 	binary.BigEndian.PutUint32(hd[12:], x.total)
 	binary.BigEndian.PutUint32(hd[16:], x.at)
 	binary.BigEndian.PutUint32(hd[20:], x.imm)
-	hd[24], hd[25], hd[26], hd[27] = x.flags, 0, 0, 0
-	copy(hd[rawHeader:], data)
-	return f
+	hd[24], hd[25] = x.flags|h.offer, 0
+	binary.BigEndian.PutUint16(hd[26:], uint16(n))
 }
 
 // Input takes one frame the link received: a fragment of a message for
-// one of the host's VIs, or connection setup. Other frames, short ones,
-// ones to another Ethernet address and ones for VIs that are not open are
-// ignored. Input does not keep f.
+// one of the host's VIs, connection setup, or a bulk datagram of
+// fragments (bulk.go). Other frames, short ones, ones to another
+// Ethernet address and ones for VIs that are not open are ignored. Input
+// does not keep f.
 func (h *RawHost) Input(f []byte) {
-	if len(f) < 14 || binary.BigEndian.Uint16(f[12:]) != EtherType || [6]byte(f[0:6]) != h.local {
-		return // not a VI frame for this host (a promiscuous link shows others')
+	if len(f) < 14 || [6]byte(f[0:6]) != h.local {
+		return // not for this host (a promiscuous link shows others')
 	}
-	if len(f) < 14+rawHeader {
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case EtherType:
+		h.inputVI([6]byte(f[6:12]), f[14:])
+	case etherTypeIPv4:
+		h.inputBulk(f)
+	}
+}
+
+// inputVI takes one VI header and the bytes after it, from a frame or a
+// bulk datagram's block, sent by from.
+func (h *RawHost) inputVI(from [6]byte, hd []byte) {
+	if len(hd) < rawHeader {
 		h.countDrop(dropTruncated)
 		return
 	}
-	hd := f[14:]
 	dvi, svi := binary.BigEndian.Uint16(hd[0:]), binary.BigEndian.Uint16(hd[2:])
 	if dvi == 0 {
-		var from [6]byte
-		copy(from[:], f[6:12])
 		h.setupFrame(from, svi, hd[rawHeader:])
 		return
 	}
 	h.mu.Lock()
 	v := h.vis[dvi]
-	ours := v != nil && svi != 0 && svi == v.rvi && [6]byte(f[6:12]) == v.remote // VI 0 sends setup only
+	ours := v != nil && svi != 0 && svi == v.rvi && from == v.remote // VI 0 sends setup only
 	if !ours {
 		h.stray(v) // counted (rawsetup.go)
 	}
@@ -291,6 +313,9 @@ func (h *RawHost) Input(f []byte) {
 	v.heard.Add(1)
 	x := header{dvi: dvi, svi: svi, seq: binary.BigEndian.Uint32(hd[4:]), ack: binary.BigEndian.Uint32(hd[8:]),
 		total: binary.BigEndian.Uint32(hd[12:]), at: binary.BigEndian.Uint32(hd[16:]), imm: binary.BigEndian.Uint32(hd[20:]), flags: hd[24]}
+	if x.flags&flagBulk != 0 && !v.bulk.Load() {
+		v.bulk.Store(true)
+	}
 	v.acked(x.ack, x.flags&flagNak != 0)
 	if x.flags&flagAckOnly != 0 {
 		return

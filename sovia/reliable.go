@@ -74,6 +74,12 @@ type outMsg struct {
 	sentAt   time.Time
 	busy     bool // its frames are going out without t.mu (PostSend)
 	settled  bool // acknowledged while busy: recycled once sent
+	// per is the bytes of the message a frame or block carries, and
+	// bulk whether it goes as bulk datagrams: both chosen when it is
+	// first sent, so that every time it goes it is cut the same way
+	// (the receiver counts a message's fragments by their offsets).
+	per  int
+	bulk bool
 }
 
 // recycle keeps an acknowledged message's record for another (t.mu
@@ -204,7 +210,7 @@ func (t *txState) message(n int) *outMsg {
 			t.spare[i] = t.spare[len(t.spare)-1]
 			t.spare[len(t.spare)-1] = nil
 			t.spare = t.spare[:len(t.spare)-1]
-			m.data = m.data[:n]
+			m.data, m.per, m.bulk = m.data[:n], 0, false
 			return m
 		}
 	}
@@ -227,9 +233,21 @@ func (v *RawVI) transmit(m *outMsg) error {
 func (v *RawVI) transmitLocked(m *outMsg) error {
 	h := v.host
 	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
-	per := h.link.MTU() - rawHeader
+	if m.per == 0 {
+		m.per = h.link.MTU() - rawHeader
+		if _, ok := h.link.(bulkLink); ok && h.bulkOut && v.bulk.Load() && len(m.data) > m.per && bulkBlock(h.link.MTU()) > 0 {
+			m.per, m.bulk = bulkBlock(h.link.MTU()), true
+		}
+	}
+	per := m.per
 	if per < 1 {
 		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
+	}
+	if m.bulk && h.bulkOut {
+		if sent, err := h.transmitBulk(v, x, m.data, per); sent {
+			return err
+		}
+		// Refused: as frames, cut as the blocks were.
 	}
 	if g, ok := h.link.(gatherLink); ok {
 		// Every frame of the message with one system call, each a

@@ -45,8 +45,9 @@ type Options struct {
 	// 200 when zero.
 	Exchanges int
 	// StreamBytes is about how much a bandwidth measurement writes per
-	// target, size and round: StreamBytes/size messages, at least 64 and
-	// at most 4096; 1 MiB when zero. Negative: no bandwidth measurement.
+	// target, size and round: StreamBytes/size messages, at least
+	// minStream and at most 4096; 1 MiB when zero. Negative: no
+	// bandwidth measurement.
 	StreamBytes int
 	// Stall ends the run with an error when no message completes for this
 	// long (a provider that lost a message waits forever otherwise); 10s
@@ -183,7 +184,7 @@ func Run(targets []Target, opt Options) (*Result, error) {
 					r[0], r[1] = min(r[0], p), max(r[1], p)
 				}
 				if opt.StreamBytes > 0 {
-					count := min(4096, max(64, opt.StreamBytes/size))
+					count := min(4096, max(minStream, opt.StreamBytes/size))
 					d, err := stream(t.Conn, msg[:size], count, opt.Clock, w.tick)
 					if err != nil {
 						return nil, w.explain(fmt.Errorf("%s, %d B stream: %w", t.Name, size, err))
@@ -212,6 +213,13 @@ func Run(targets []Target, opt Options) (*Result, error) {
 	}
 	return res, nil
 }
+
+// minStream is the fewest messages a bandwidth measurement writes: 16
+// windows of SOVIA's 32 messages in flight, so that a stream of large
+// messages is measured in its steady state rather than as the burst of
+// its first window and the drain of its last (64, two windows, gave
+// 32 KiB ratios that moved by a factor of two from run to run here).
+const minStream = 512
 
 // oneWayUs is half a round trip in microseconds.
 func oneWayUs(rt time.Duration) float64 { return float64(rt.Nanoseconds()) / 2e3 }

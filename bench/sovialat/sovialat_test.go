@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"strings"
@@ -124,9 +125,13 @@ func TestRunBandwidth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 100 messages of 1000 B, 1 µs each: 800,000 bits in 100 µs.
-	if got := res.Sizes[0].Of[0].Mbps; got != 8000 {
+	// 512 messages (100,000 B would be 100; minStream is the fewest)
+	// of 1000 B, 1 µs each: 8,000 bits a microsecond.
+	if got := res.Sizes[0].Of[0].Mbps; math.Abs(got-8000) > 1e-6 {
 		t.Errorf("bandwidth %g Mb/s, want 8000", got)
+	}
+	if len(log) != 1+minStream { // the one exchange, then the stream
+		t.Errorf("%d writes, want %d", len(log), 1+minStream)
 	}
 }
 

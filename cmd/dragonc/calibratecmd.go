@@ -76,7 +76,7 @@ written, 2 usage.`,
 	fs.IntSliceVar(&f.sizes, "size", live.CalibrateSizes(), "message sizes in bytes, comma-separated")
 	fs.IntVar(&f.rounds, "rounds", 5, "rounds; both providers are measured at every size in each")
 	fs.IntVar(&f.exchanges, "exchanges", 200, "ping-pongs per provider, size and round")
-	fs.IntVar(&f.streamBytes, "stream-bytes", 1<<20, "bytes a bandwidth measurement writes per provider, size and round (0: no bandwidth)")
+	fs.IntVar(&f.streamBytes, "stream-bytes", 1<<20, "bytes a bandwidth measurement writes per provider, size and round, in 512 to 4096 messages (0: no bandwidth)")
 	fs.DurationVar(&f.stall, "stall", 10*time.Second, "give up when nothing completes for this long")
 	fs.StringVarP(&f.out, "output", "o", "", "write the calibration to this file instead of standard output")
 	fs.StringVar(&f.note, "note", "", "a note the calibration file carries (its note field)")

@@ -73,7 +73,7 @@ failed, 2 usage.`,
 	fs.StringVar(&f.tcp, "tcp", "", "HOST:PORT of a kernel TCP echo server to measure beside the stream")
 	fs.IntVar(&f.rounds, "rounds", 5, "rounds; every target is measured at every size in each")
 	fs.IntVar(&f.exchanges, "exchanges", 200, "ping-pongs per target, size and round")
-	fs.IntVar(&f.streamBytes, "stream-bytes", 1<<20, "bytes a bandwidth measurement writes per target, size and round (0: no bandwidth)")
+	fs.IntVar(&f.streamBytes, "stream-bytes", 1<<20, "bytes a bandwidth measurement writes per target, size and round, in 512 to 4096 messages (0: no bandwidth)")
 	f.stream.add(fs)
 	fs.DurationVar(&f.stall, "stall", 10*time.Second, "give up when nothing completes for this long")
 	fs.BoolVar(&f.asJSON, "json", false, "one JSON document on standard output")

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // The kernel here has no netem, so loss and reordering between two
@@ -23,10 +24,18 @@ import (
 // between the two that holds a share of the frames back behind the next
 // one (Relay).
 
-// dropProgram is an XDP program that drops a frame of EtherType
-// etherType (any, when 0) when bpf_get_prandom_u32 falls below
-// threshold, and passes every other frame.
-func dropProgram(etherType uint16, threshold uint32) asm.Instructions {
+// Frames selects the frames Drop may drop: those of one of EtherTypes,
+// and IPv4 UDP datagrams (a 20-byte header) to port UDPPort (when not
+// 0). The zero Frames is every frame.
+type Frames struct {
+	EtherTypes []uint16
+	UDPPort    uint16
+}
+
+// dropProgram is an XDP program that drops a frame of sel when
+// bpf_get_prandom_u32 falls below threshold, and passes every other
+// frame.
+func dropProgram(sel Frames, threshold uint32) asm.Instructions {
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, 0, asm.Word), // xdp_md.data
@@ -35,16 +44,31 @@ func dropProgram(etherType uint16, threshold uint32) asm.Instructions {
 		asm.Add.Imm(asm.R4, 14),
 		asm.JGT.Reg(asm.R4, asm.R3, "pass"), // shorter than an Ethernet header
 	}
-	if etherType != 0 {
-		// The EtherType is big-endian on the wire; the load is the
-		// host's (little-endian) order.
-		insns = append(insns,
-			asm.LoadMem(asm.R5, asm.R2, 12, asm.Half),
-			asm.JNE.Imm(asm.R5, int32(etherType>>8|etherType<<8&0xff00), "pass"),
-		)
+	// The EtherType and port are big-endian on the wire; the loads are
+	// the host's (little-endian) order.
+	swap := func(x uint16) int32 { return int32(x>>8 | x<<8&0xff00) }
+	if len(sel.EtherTypes) > 0 || sel.UDPPort != 0 {
+		insns = append(insns, asm.LoadMem(asm.R5, asm.R2, 12, asm.Half))
+		for _, e := range sel.EtherTypes {
+			insns = append(insns, asm.JEq.Imm(asm.R5, swap(e), "maybe"))
+		}
+		if sel.UDPPort == 0 {
+			insns = append(insns, asm.Ja.Label("pass"))
+		} else {
+			insns = append(insns,
+				asm.JNE.Imm(asm.R5, swap(0x0800), "pass"),
+				asm.Mov.Reg(asm.R4, asm.R2),
+				asm.Add.Imm(asm.R4, 14+20+8),
+				asm.JGT.Reg(asm.R4, asm.R3, "pass"), // no room for IPv4 and UDP headers
+				asm.LoadMem(asm.R5, asm.R2, 14+9, asm.Byte),
+				asm.JNE.Imm(asm.R5, 17, "pass"), // not UDP
+				asm.LoadMem(asm.R5, asm.R2, 14+20+2, asm.Half),
+				asm.JNE.Imm(asm.R5, swap(sel.UDPPort), "pass"),
+			)
+		}
 	}
 	return append(insns,
-		asm.FnGetPrandomU32.Call(),
+		asm.FnGetPrandomU32.Call().WithSymbol("maybe"),
 		asm.LoadImm(asm.R1, int64(threshold), asm.DWord),
 		asm.JLT.Reg(asm.R0, asm.R1, "drop"),
 		asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), // XDP_PASS
@@ -55,17 +79,16 @@ func dropProgram(etherType uint16, threshold uint32) asm.Instructions {
 }
 
 // Drop attaches to interface ifc in namespace ns an XDP program that
-// drops share (0..1) of the frames of EtherType etherType (every frame
-// when 0) arriving there, chosen by bpf_get_prandom_u32; it is detached
-// when the test ends. Driver mode is tried first (veth has it), then
-// generic.
-func Drop(t testing.TB, ns, ifc string, etherType uint16, share float64) {
+// drops share (0..1) of the frames of sel arriving there, chosen by
+// bpf_get_prandom_u32; it is detached when the test ends. Driver mode is
+// tried first (veth has it), then generic.
+func Drop(t testing.TB, ns, ifc string, sel Frames, share float64) {
 	t.Helper()
 	if share < 0 || share > 1 {
 		t.Fatalf("netnstest: a drop share of %v", share)
 	}
 	threshold := uint32(min(share*(1<<32), 1<<32-1))
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "netnstest_drop", Type: ebpf.XDP, License: "GPL", Instructions: dropProgram(etherType, threshold)})
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "netnstest_drop", Type: ebpf.XDP, License: "GPL", Instructions: dropProgram(sel, threshold)})
 	if err != nil {
 		t.Fatalf("netnstest: the drop program: %v", err)
 	}
@@ -130,7 +153,8 @@ func Relay(t testing.TB, ns, a, b string, reorder float64, seed uint64) *RelaySt
 }
 
 // rawSocket is a packet socket for every EtherType on interface name,
-// blind to what it sends itself, with a receive timeout of 1 ms.
+// blind to what it sends itself, with a receive timeout of 1 ms, whose
+// frames carry a struct virtio_net_hdr.
 func rawSocket(name string) (fd, index int, err error) {
 	i, err := net.InterfaceByName(name)
 	if err != nil {
@@ -150,6 +174,14 @@ func rawSocket(name string) (fd, index int, err error) {
 		syscall.Close(fd)
 		return -1, 0, fmt.Errorf("PACKET_IGNORE_OUTGOING: %w", err)
 	}
+	// The frames come and go with a struct virtio_net_hdr before them
+	// (packet(7)), so that a segment larger than the MTU (GSO, from a
+	// sender that lets the kernel cut it) goes on as one, to be cut
+	// where the next link needs it, as a bridge forwards it.
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		syscall.Close(fd)
+		return -1, 0, fmt.Errorf("PACKET_VNET_HDR: %w", err)
+	}
 	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 8<<20)
 	tv := syscall.NsecToTimeval(int64(time.Millisecond))
 	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
@@ -157,7 +189,7 @@ func rawSocket(name string) (fd, index int, err error) {
 }
 
 func relay(in, out, outIndex int, reorder float64, rng *rand.Rand, st *RelayStats, stop *atomic.Bool) {
-	buf := make([]byte, 65536)
+	buf := make([]byte, 10+14+1<<16) // a virtio_net_hdr and a 64 KiB segment
 	var held []byte
 	to := &syscall.SockaddrLinklayer{Ifindex: outIndex}
 	send := func(f []byte) {

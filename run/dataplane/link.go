@@ -39,6 +39,12 @@ type VILink struct {
 	SendErrors uint64 `json:"send_errors,omitempty"` // frames the socket refused
 	Dropped    uint64 `json:"dropped,omitempty"`     // frames the kernel had no room for (PACKET_STATISTICS)
 	Oversize   uint64 `json:"oversize,omitempty"`    // frames longer than the interface's MTU, cut to a slot of the receive ring and dropped
+	// Bulk datagrams (package sovia): sent, each counted in Sent as the
+	// frames the link cuts it into; received whole, each one frame in
+	// Received; refused by the kernel (their messages went as frames).
+	BulkSent     uint64 `json:"bulk_sent,omitempty"`
+	BulkReceived uint64 `json:"bulk_received,omitempty"`
+	BulkRefused  uint64 `json:"bulk_refused,omitempty"`
 }
 
 // openVIs opens the stack's VIs on the interface (Stack.OpenVIs); nil

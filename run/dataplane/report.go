@@ -182,6 +182,12 @@ func (r Report) WriteText(w io.Writer) {
 		if v.Oversize > 0 {
 			fmt.Fprintf(&b, ", dropped %d longer than the MTU", v.Oversize)
 		}
+		if v.BulkSent > 0 || v.BulkReceived > 0 {
+			fmt.Fprintf(&b, "; bulk datagrams sent %d, received whole %d", v.BulkSent, v.BulkReceived)
+		}
+		if v.BulkRefused > 0 {
+			fmt.Fprintf(&b, "; bulk datagrams refused by the kernel %d (frames since)", v.BulkRefused)
+		}
 		b.WriteString("\n")
 		outcomes(&b, "vi setup drops", v.SetupDrops)
 	}

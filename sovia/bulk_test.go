@@ -1,0 +1,342 @@
+//go:build linux
+
+package sovia
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dragonc/dragonc/internal/netnstest"
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/bpf"
+)
+
+// bulkDatagram is what a host hands the kernel for a message of total
+// bytes whose blocks are data's pieces of per bytes (from 02:..:02 to
+// 02:..:01, VI 7 to VI 1, message 1), without the virtio_net_hdr: the
+// datagram a veth delivers whole.
+func bulkDatagram(t *testing.T, data []byte, per int) []byte {
+	t.Helper()
+	h := &RawHost{}
+	var payload []byte
+	for at := 0; at < len(data); at += per {
+		part := data[at:min(at+per, len(data))]
+		hd := make([]byte, rawHeader)
+		h.putHeader(hd, header{dvi: 1, svi: 7, seq: 1, total: uint32(len(data)), at: uint32(at)}, len(part))
+		payload = append(append(payload, hd...), part...)
+	}
+	b := make([]byte, bulkHeadLen+len(payload))
+	putBulkHead(b, [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}, len(payload), rawHeader+per)
+	copy(b[bulkHeadLen:], payload)
+	return b[vnetHeader:]
+}
+
+// segments cuts a bulk datagram as the kernel's UDP segmentation does
+// (__udp_gso_segment): the headers copied before each seg bytes of the
+// payload, the lengths set to each piece's.
+func segments(d []byte, seg int) [][]byte {
+	var out [][]byte
+	for p := d[bulkHead:]; len(p) > 0; {
+		k := min(seg, len(p))
+		f := append(append([]byte(nil), d[:bulkHead]...), p[:k]...)
+		binary.BigEndian.PutUint16(f[14+2:], uint16(ipHeader+udpHeader+k))
+		binary.BigEndian.PutUint16(f[14+ipHeader+4:], uint16(udpHeader+k))
+		out = append(out, f)
+		p = p[k:]
+	}
+	return out
+}
+
+// TestBulkInput: a message sent as a bulk datagram completes its
+// receive descriptor byte for byte whether the datagram arrives whole or
+// cut into segments; the headers are valid IPv4 and UDP (RFC 791 §3.1's
+// header checksum sums to all ones); a datagram whose lengths disagree
+// with its frame, or whose blocks overrun it, is dropped and counted;
+// another IPv4 datagram is not the host's to count; a header's flagBulk
+// tells the VI its peer takes bulk datagrams.
+func TestBulkInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 5000)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	const per = 1444 // bulkBlock(1500)
+	whole := bulkDatagram(t, data, per)
+	if ip := whole[14:34]; sum16(ip, 0) != 0xffff {
+		t.Errorf("IPv4 header checksum: the header sums to %#x, want 0xffff", sum16(ip, 0))
+	}
+	for _, c := range []struct {
+		name   string
+		frames [][]byte
+	}{
+		{"whole", [][]byte{whole}},
+		{"segmented", segments(whole, rawHeader+per)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := v.Register(make([]byte, 8192))
+			v.PostRecv(r)
+			for _, f := range c.frames {
+				h.Input(f)
+			}
+			cp, ok, err := v.Wait(0)
+			if !ok || err != nil || cp.N != len(data) || !bytes.Equal(r.Buf[:cp.N], data) {
+				t.Fatalf("completion %+v (ok %v, %v): want the %d bytes sent", cp, ok, err, len(data))
+			}
+			if v.bulk.Load() {
+				t.Error("the VI took its peer for one that takes bulk datagrams: no header said so")
+			}
+		})
+	}
+
+	h, v := hostWithVI(t, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	long := bulkDatagram(t, []byte("abc"), per)
+	binary.BigEndian.PutUint16(long[14+2:], uint16(len(long)-14+1)) // one byte past the frame
+	h.Input(long)
+	overrun := bulkDatagram(t, []byte("abc"), per)
+	binary.BigEndian.PutUint16(overrun[bulkHead+26:], 4) // a block of 4 bytes in 3
+	h.Input(overrun)
+	short := bulkDatagram(t, []byte("abc"), per)
+	short = append(short, make([]byte, rawHeader-1)...) // a second block, cut short
+	binary.BigEndian.PutUint16(short[14+2:], uint16(len(short)-14))
+	binary.BigEndian.PutUint16(short[14+ipHeader+4:], uint16(len(short)-14-ipHeader))
+	h.Input(short) // its first block is good: it completes the receive
+	other := bulkDatagram(t, []byte("abc"), per)
+	other[14+ipHeader+3]++ // another port
+	h.Input(other)
+	c := counts(h)
+	if want := map[string]uint64{dropNames[dropBulkLength]: 2, dropNames[dropTruncated]: 1}; !cmp.Equal(c, want) {
+		t.Errorf("counts %v, want %v", c, want)
+	}
+	if cp, ok, _ := v.Wait(0); !ok || string(cp.Region.Buf[:cp.N]) != "abc" {
+		t.Errorf("the good block of the datagram cut short: completion %+v, %v", cp, ok)
+	}
+	offer := viFrame(1, 7, 2, 0, 0, 0, nil)
+	offer[14+24] = flagAckOnly | flagBulk
+	h.Input(offer)
+	if !v.bulk.Load() {
+		t.Error("a header with flagBulk did not tell the VI that its peer takes bulk datagrams")
+	}
+}
+
+// TestBulkFilter runs the socket's filter in golang.org/x/net/bpf's
+// virtual machine on frames: the VI's frames
+// and bulk datagrams pass, other IPv4 (another port, group, protocol,
+// options, a fragment) and other EtherTypes do not.
+func TestBulkFilter(t *testing.T) {
+	prog := bulkFilter()
+	insns := make([]bpf.Instruction, len(prog))
+	for i, r := range prog {
+		insns[i] = bpf.RawInstruction{Op: r.Code, Jt: r.Jt, Jf: r.Jf, K: r.K}.Disassemble()
+		if _, raw := insns[i].(bpf.RawInstruction); raw {
+			t.Fatalf("instruction %d (%+v) is no classic BPF instruction", i, r)
+		}
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := bulkDatagram(t, []byte("abc"), 1444)
+	change := func(at int, b byte) []byte {
+		f := bytes.Clone(good)
+		f[at] = b
+		return f
+	}
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		pass  bool
+	}{
+		{"VI frame", viFrame(1, 7, 1, 3, 0, 0, []byte("abc")), true},
+		{"bulk datagram", good, true},
+		{"another port", change(14+ipHeader+3, 1), false},
+		{"another group", change(14+19, 1), false},
+		{"TCP", change(14+9, 6), false},
+		{"IPv4 options", change(14, 0x46), false},
+		{"a fragment", change(14+7, 1), false},
+		{"more fragments", change(14+6, 0x20), false},
+		{"ARP", change(13, 0x06), false},
+	} {
+		n, err := vm.Run(c.frame)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if (n > 0) != c.pass {
+			t.Errorf("%s: the filter returned %d, want it to pass: %v", c.name, n, c.pass)
+		}
+	}
+}
+
+// ipCounters reads counters of namespace ns's IP stack from
+// /proc/net/snmp (proto "Icmp", "Udp", ...).
+func ipCounters(t *testing.T, ns, proto string) map[string]int64 {
+	t.Helper()
+	m := map[string]int64{}
+	if err := netnstest.In(ns, func() error {
+		f, err := os.Open("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		var names []string
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) == 0 || fields[0] != proto+":" {
+				continue
+			}
+			if names == nil {
+				names = fields[1:]
+				continue
+			}
+			for i, v := range fields[1:] {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				m[names[i]] = n
+			}
+		}
+		return sc.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestBulkOverVeth sends 32 KiB messages both ways between two hosts on
+// a veth pair: bulk datagrams both ways when both take them (a veth
+// delivers them whole to the packet socket), frames to a host that
+// does not (HostOptions.NoBulkReceive), frames from a host that does not
+// send them (NoBulkSend); every byte arrives, checked by SHA-256; and
+// the receiver's IP stack drops the datagrams to 224.0.0.0 without
+// answering (its ICMP destination-unreachable and UDP no-port counters,
+// RFC 1122 §3.2.2.1 and §4.1.3.1, stay where they were).
+func TestBulkOverVeth(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		a, b     HostOptions
+		aTo, bTo bool // bulk datagrams sent a to b, b to a
+	}{
+		{"both", HostOptions{}, HostOptions{}, true, true},
+		{"b takes none", HostOptions{}, HostOptions{NoBulkReceive: true}, false, true},
+		{"a sends none", HostOptions{NoBulkSend: true}, HostOptions{}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nsA, nsB, macA, macB := vethPair(t)
+			netnstest.IP(t, "-n", nsB, "addr", "add", "10.77.0.2/24", "dev", "vB")
+			open := func(ns, ifc string, mac net.HardwareAddr, o HostOptions) *RawHost {
+				var h *RawHost
+				if err := netnstest.In(ns, func() (err error) {
+					h, err = OpenHostWith(ifc, mac, o)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { h.Close() })
+				return h
+			}
+			ha, hb := open(nsA, "vA", macA, c.a), open(nsB, "vB", macB, c.b)
+			icmp, udp := ipCounters(t, nsB, "Icmp"), ipCounters(t, nsB, "Udp")
+			va, err := ha.VI(1, macB, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vb, err := hb.VI(2, macA, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := PaperParams()
+			a, err := NewConn(va, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := NewConn(vb, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 64
+			send := func(c *Conn, seed uint64) ([32]byte, error) {
+				rng := rand.New(rand.NewPCG(seed, 9))
+				sum := sha256.New()
+				msg := make([]byte, 32<<10)
+				for range n {
+					for i := range msg {
+						msg[i] = byte(rng.Uint32())
+					}
+					sum.Write(msg)
+					if _, err := c.Write(msg); err != nil {
+						return [32]byte{}, err
+					}
+				}
+				return [32]byte(sum.Sum(nil)), nil
+			}
+			recv := func(c *Conn) ([32]byte, error) {
+				sum := sha256.New()
+				_, err := io.CopyN(sum, c, n*32<<10)
+				return [32]byte(sum.Sum(nil)), err
+			}
+			type result struct {
+				sum [32]byte
+				err error
+			}
+			sent, got := make(chan result, 2), make(chan result, 2)
+			go func() { s, err := send(a, 1); sent <- result{s, err} }()
+			go func() { s, err := recv(b); got <- result{s, err} }()
+			go func() { s, err := send(b, 2); sent <- result{s, err} }()
+			go func() { s, err := recv(a); got <- result{s, err} }()
+			var sums [2][]string
+			for range 2 {
+				s, g := <-sent, <-got
+				if s.err != nil || g.err != nil {
+					t.Fatalf("send: %v, receive: %v", s.err, g.err)
+				}
+				sums[0], sums[1] = append(sums[0], fmt.Sprintf("%x", s.sum)), append(sums[1], fmt.Sprintf("%x", g.sum))
+			}
+			if !cmp.Equal(sortPair(sums[0]), sortPair(sums[1])) {
+				t.Fatalf("sent %v, received %v", sums[0], sums[1])
+			}
+			ca, cb := ha.LinkCounts(), hb.LinkCounts()
+			t.Logf("a: %+v", ca)
+			t.Logf("b: %+v", cb)
+			if (ca.BulkSent > 0) != c.aTo || (cb.BulkSent > 0) != c.bTo {
+				t.Errorf("bulk datagrams sent a to b %d, b to a %d; want some: %v, %v", ca.BulkSent, cb.BulkSent, c.aTo, c.bTo)
+			}
+			// A veth passes a datagram on whole (the receiver's
+			// side has no XDP program, which would make the sender
+			// segment).
+			if cb.BulkReceived != ca.BulkSent || ca.BulkReceived != cb.BulkSent {
+				t.Errorf("received whole: b %d of a's %d, a %d of b's %d", cb.BulkReceived, ca.BulkSent, ca.BulkReceived, cb.BulkSent)
+			}
+			if ca.Oversize+cb.Oversize+ca.BulkRefused+cb.BulkRefused != 0 {
+				t.Errorf("oversize or refused: a %+v, b %+v", ca, cb)
+			}
+			icmp2, udp2 := ipCounters(t, nsB, "Icmp"), ipCounters(t, nsB, "Udp")
+			if icmp2["OutDestUnreachs"] != icmp["OutDestUnreachs"] || udp2["NoPorts"] != udp["NoPorts"] || udp2["InDatagrams"] != udp["InDatagrams"] {
+				t.Errorf("b's IP stack saw the datagrams: ICMP destination unreachable %d→%d, UDP no port %d→%d, UDP in %d→%d",
+					icmp["OutDestUnreachs"], icmp2["OutDestUnreachs"], udp["NoPorts"], udp2["NoPorts"], udp["InDatagrams"], udp2["InDatagrams"])
+			}
+		})
+	}
+}
+
+func sortPair(s []string) []string {
+	if len(s) == 2 && s[0] > s[1] {
+		return []string{s[1], s[0]}
+	}
+	return s
+}
