@@ -118,7 +118,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 		// As the helper program's (mainFile): the VIs on a packet
 		// socket of their own, read by the goroutines that wait on them.
 		dst.OpenVIs = func(ifname string) (dataplane.VIs, error) {
-			host, err := sovia.OpenHostWith(ifname, dst.MAC[:], sovia.HostOptions{NoBulkReceive: true}) // the eBPF stage owns the IPv4 frames
+			host, err := sovia.OpenHostAs(ifname, dst.MAC[:])
 			if err != nil {
 				return dataplane.VIs{}, err
 			}

@@ -183,7 +183,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 	// The VIs have a packet socket of their own, which the goroutines
 	// waiting on them read (package sovia's single-threaded design).
 	st.OpenVIs = func(ifname string) (dataplane.VIs, error) {
-		host, err := sovia.OpenHostWith(ifname, st.MAC[:], sovia.HostOptions{NoBulkReceive: true}) // the eBPF stage owns the IPv4 frames
+		host, err := sovia.OpenHostAs(ifname, st.MAC[:])
 		if err != nil {
 			return dataplane.VIs{}, err
 		}

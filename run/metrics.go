@@ -42,7 +42,7 @@ var (
 	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint the XDP program left to the kernel's stack on the endpoint's planned core (how: redirected through the cpumap, or on_core: passed up on the CPU that already was it).", []string{"endpoint", "how"}, nil)
 	descVIADrop = prometheus.NewDesc("dragonc_via_setup_drops_total", "Frames and connections the software VIs' connection setup dropped, by reason (docs/sovia.md).", []string{"reason"}, nil)
 	descVIFrame = prometheus.NewDesc("dragonc_vi_frames_total", "Frames of the software VIs' own packet socket (what: received, sent, send_errors, dropped by the kernel for want of room, or oversize: longer than the MTU, dropped).", []string{"what"}, nil)
-	descVIBulk  = prometheus.NewDesc("dragonc_vi_bulk_datagrams_total", "Bulk datagrams of the software VIs' own packet socket (what: sent, each cut into frames by the kernel; received whole; refused by the kernel, the messages going as frames since).", []string{"what"}, nil)
+	descVIBulk  = prometheus.NewDesc("dragonc_vi_bulk_datagrams_total", "Bulk datagrams of the software VIs' own packet socket (what: sent, each cut into frames by the kernel; received whole; refused by the kernel, the messages going as frames since; abandoned_vis: VIs none of whose bulk datagrams was acknowledged, which send frames since).", []string{"what"}, nil)
 	descEPRate  = prometheus.NewDesc("dragonc_endpoint_rate_fps", "An endpoint's frame rate: measured between the last two reports, or predicted (its declared rate; absent when it declares none).", []string{"endpoint", "source"}, nil)
 	descQShare  = prometheus.NewDesc("dragonc_queue_share", "A queue's share of the endpoints' frames (0 to 1): measured between the last two reports, or predicted by the plan's cost model.", []string{"queue", "source"}, nil)
 	descUp      = prometheus.NewDesc("dragonc_serving", "1 once the data plane has reported its counters.", nil, nil)
@@ -122,6 +122,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descVIBulk, v.BulkSent, "sent")
 		counter(descVIBulk, v.BulkReceived, "received")
 		counter(descVIBulk, v.BulkRefused, "refused")
+		counter(descVIBulk, v.BulkAbandoned, "abandoned_vis")
 		for _, o := range v.SetupDrops {
 			counter(descVIADrop, o.Count, o.Name)
 		}

@@ -349,6 +349,13 @@ func soviaEchoServer(t *testing.T, ns string) func() error {
 				return fmt.Errorf("%d B came back changed", size)
 			}
 		}
+		// Messages of several frames went as bulk datagrams both ways:
+		// the stage passes them up, 224.0.0.0 being no address of the
+		// stack's, and none was given up for frames.
+		hc, pc := host.LinkCounts(), peer.LinkCounts()
+		if hc.BulkSent == 0 || pc.BulkSent == 0 || hc.BulkAbandoned+pc.BulkAbandoned != 0 {
+			return fmt.Errorf("bulk datagrams: sent beside run %d, by the peer %d; VIs that gave them up %d, %d", hc.BulkSent, pc.BulkSent, hc.BulkAbandoned, pc.BulkAbandoned)
+		}
 		return nil
 	}
 }

@@ -82,12 +82,16 @@ func testServeVIA(t *testing.T, socket string, loss float64) {
 		return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Force: true, Ready: ready})
 	})
 
+	var peerCounts sovia.LinkCounts
 	err := inNS(b, func() error {
 		peer, err := sovia.OpenHost("vB")
 		if err != nil {
 			return err
 		}
-		defer peer.Close()
+		defer func() {
+			peerCounts = peer.LinkCounts()
+			peer.Close()
+		}()
 		// A VI whose peer stops answering breaks after its retransmissions;
 		// should anything else hang, fail after two minutes.
 		watchdog := time.AfterFunc(2*time.Minute, func() { peer.Close() })
@@ -168,9 +172,23 @@ func testServeVIA(t *testing.T, socket string, loss float64) {
 	if _, err := fmt.Sscanf(final, "final:\nvi: received %d, sent %d", &in, &sent); err != nil {
 		t.Fatalf("no VI counters first in the final counters (%v):\n%s", err, final)
 	}
-	// 4 MiB each way at most 1,500 bytes a frame, and 1 MiB in.
+	// 4 MiB each way at most 1,500 bytes a frame, and 1 MiB in: the
+	// peer's bulk datagrams reach the stack cut into frames (the XDP
+	// program on vA makes vB's side of the veth segment them).
 	if in < 5<<20/1500 || sent < 4<<20/1500 {
 		t.Errorf("run counted %d VI frames in and %d out:\n%s", in, sent, final)
+	}
+	// Both ends take bulk datagrams: the stage passes the peer's to the
+	// VIs' socket (224.0.0.0 is no address of the stack's).
+	var stackBulk int
+	if j := strings.Index(final, "bulk datagrams sent "); j < 0 {
+		t.Errorf("the stack sent no bulk datagrams:\n%s", final)
+	} else if _, err := fmt.Sscanf(final[j:], "bulk datagrams sent %d", &stackBulk); err != nil || stackBulk == 0 {
+		t.Errorf("the stack sent %d bulk datagrams (%v):\n%s", stackBulk, err, final)
+	}
+	// Whole unless vB has the loss program, which makes vA segment.
+	if peerCounts.BulkSent == 0 || (peerCounts.BulkReceived == 0) != (loss > 0) {
+		t.Errorf("the peer sent %d bulk datagrams and received %d whole; want some sent, and some received whole without loss", peerCounts.BulkSent, peerCounts.BulkReceived)
 	}
 	// The receive loops never see a VI frame: the stage leaves them to
 	// the VIs' own socket. The loops took the UDP echo and what else
@@ -452,7 +470,7 @@ func TestMetricsVI(t *testing.T) {
 	if got := gather(); len(got) != 0 {
 		t.Errorf("without VIs: %v", got)
 	}
-	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4, BulkSent: 5, BulkReceived: 6, BulkRefused: 7},
+	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4, BulkSent: 5, BulkReceived: 6, BulkRefused: 7, BulkAbandoned: 1},
 		SetupDrops: []dataplane.Outcome{{Name: "connection request refused", Count: 3}}}})
 	want := map[string]float64{
 		"dragonc_vi_frames_total received": 9, "dragonc_vi_frames_total sent": 8,
@@ -461,6 +479,7 @@ func TestMetricsVI(t *testing.T) {
 		"dragonc_vi_bulk_datagrams_total sent":                     5,
 		"dragonc_vi_bulk_datagrams_total received":                 6,
 		"dragonc_vi_bulk_datagrams_total refused":                  7,
+		"dragonc_vi_bulk_datagrams_total abandoned_vis":            1,
 		"dragonc_via_setup_drops_total connection request refused": 3,
 	}
 	if got := gather(); !gomaps.Equal(got, want) {

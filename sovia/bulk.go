@@ -34,14 +34,23 @@ import (
 // no host joins that group and no router forwards it, so a host's IP
 // stack drops the datagram unread, without an ICMP answer (ip_route_input
 // refuses a group the interface has not joined), while the VIs' packet
-// socket, which sees frames before the IP stack, takes it. Source
-// 0.0.0.0 ("this host", RFC 1122 §3.2.1.3): the VI is addressed by its
-// Ethernet address, not by IP.
+// socket, which sees frames before the IP stack, takes it. The source is
+// an IPv4 link-local address (RFC 3927 §2.1: 169.254.1.0 to
+// 169.254.254.255) made from the sender's Ethernet address: the VI is
+// addressed by its Ethernet address, and no one answers or routes to
+// the source, but a datagram from 0.0.0.0 is one a host must drop
+// (RFC 1122 §3.2.1.3), and an XDP program that checks sources would.
 //
 // A host offers to take bulk datagrams in every header it sends
 // (flagBulk); a VI sends them only once its peer offered, so a peer that
 // does not take them (an older one, or `dragonc run`, whose eBPF stage
-// owns the interface's IPv4 frames) is sent frames.
+// owns the interface's IPv4 frames) is sent frames. A host cannot know
+// that every bulk datagram sent to it is dropped on the way (an XDP
+// program in front of its socket that takes IPv4 frames for a stack of
+// its own, as `dragonc run`'s does beside package sovia on one
+// interface): a VI none of whose bulk datagrams was acknowledged gives
+// them up for good after bulkTries timeouts in a row and sends its
+// messages as frames (abandonBulk).
 
 const (
 	etherTypeIPv4 = 0x0800
@@ -58,6 +67,35 @@ const (
 	// IPv4 datagram's length is 16 bits (RFC 791 §3.1).
 	maxBulk = 1<<16 - 1 - ipHeader - udpHeader
 )
+
+// A VI's knowledge of its peer's bulk datagrams (RawVI.bulk).
+const (
+	bulkUnknown   = iota // no header said the peer takes them
+	bulkOffered          // one said so
+	bulkAbandoned        // none was acknowledged: frames for good
+)
+
+// bulkTries is how many timeouts in a row of a message sent as bulk
+// datagrams, none of which was ever acknowledged, make a VI give them
+// up: with 1% of frames lost, a 23-segment datagram is lost about one
+// time in five, three times in a row about one in a hundred; the
+// timeouts (10, 20, 40 ms) cost 70 ms once.
+const bulkTries = 3
+
+// abandonBulk makes the VI send frames from now on, its messages
+// waiting for acknowledgement cut anew (v.tx.mu held): the receiver
+// takes a message cut two ways (reasm.cover).
+func (v *RawVI) abandonBulk() {
+	if v.bulk.Swap(bulkAbandoned) == bulkAbandoned {
+		return
+	}
+	for _, m := range v.tx.unacked {
+		if m.bulk && !m.busy {
+			m.per, m.bulk = 0, false
+		}
+	}
+	v.host.bulkAbandoned.Add(1)
+}
 
 // bulkGroup is a bulk datagram's IPv4 destination (above), 224.0.0.0, as
 // a big-endian word.
@@ -143,7 +181,7 @@ func putBulkHead(b []byte, to, from [6]byte, n, seg int) {
 	binary.BigEndian.PutUint16(ip[6:], 0x4000) // don't fragment
 	ip[8], ip[9] = 1, syscall.IPPROTO_UDP      // time to live 1 (RFC 5771 §4)
 	binary.BigEndian.PutUint16(ip[10:], 0)
-	clear(ip[12:16]) // 0.0.0.0
+	ip[12], ip[13], ip[14], ip[15] = 169, 254, 1+from[4]%254, from[5] // linkLocal
 	binary.BigEndian.PutUint32(ip[16:], bulkGroup)
 	binary.BigEndian.PutUint16(ip[10:], ^sum16(ip[:ipHeader], 0))
 	u := ip[ipHeader:]

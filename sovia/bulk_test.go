@@ -100,7 +100,7 @@ func TestBulkInput(t *testing.T) {
 			if !ok || err != nil || cp.N != len(data) || !bytes.Equal(r.Buf[:cp.N], data) {
 				t.Fatalf("completion %+v (ok %v, %v): want the %d bytes sent", cp, ok, err, len(data))
 			}
-			if v.bulk.Load() {
+			if v.bulk.Load() != bulkUnknown {
 				t.Error("the VI took its peer for one that takes bulk datagrams: no header said so")
 			}
 		})
@@ -131,7 +131,7 @@ func TestBulkInput(t *testing.T) {
 	offer := viFrame(1, 7, 2, 0, 0, 0, nil)
 	offer[14+24] = flagAckOnly | flagBulk
 	h.Input(offer)
-	if !v.bulk.Load() {
+	if v.bulk.Load() != bulkOffered {
 		t.Error("a header with flagBulk did not tell the VI that its peer takes bulk datagrams")
 	}
 }
@@ -339,4 +339,91 @@ func sortPair(s []string) []string {
 		return []string{s[1], s[0]}
 	}
 	return s
+}
+
+// TestBulkAbandoned: bulk datagrams that never arrive (an XDP program
+// on the receiver's veth drops every one, as a program that takes the
+// interface's IPv4 frames for a stack of its own would) make the VI give
+// them up after bulkTries timeouts and send its messages as frames:
+// every byte arrives, the host counts the VI, and the other direction,
+// whose datagrams arrive, keeps them.
+func TestBulkAbandoned(t *testing.T) {
+	nsA, nsB, macA, macB := vethPair(t)
+	netnstest.Drop(t, nsB, "vB", netnstest.Frames{UDPPort: BulkPort}, 1)
+	va, vb := openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
+	p := PaperParams()
+	a, err := NewConn(va, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewConn(vb, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go echo(b)
+	if err := bulkEcho(a, 4<<20, 5); err != nil {
+		t.Fatalf("%v (a resent %d, b %d)", err, va.Resent(), vb.Resent())
+	}
+	ca, cb := va.host.LinkCounts(), vb.host.LinkCounts()
+	if ca.BulkAbandoned != 1 || cb.BulkAbandoned != 0 || cb.BulkSent == 0 || ca.BulkReceived == 0 {
+		t.Errorf("a %+v, b %+v: want a's one VI to give bulk datagrams up, and b's to reach a whole", ca, cb)
+	}
+	if va.bulk.Load() != bulkAbandoned {
+		t.Errorf("a's VI: bulk state %d, want abandoned", va.bulk.Load())
+	}
+}
+
+// TestReassemblyMixedCuts: a message cut one way and sent again cut
+// another (bulk datagrams given up for frames) completes once every byte
+// came, whichever pieces brought it; pieces that overlap what came count
+// only their new bytes, so overlapping fragments (a forged one among
+// them) never make a message whole with a hole in it.
+func TestReassemblyMixedCuts(t *testing.T) {
+	data := make([]byte, 3000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	piece := func(at, n int) []byte { return viFrame(1, 7, 1, len(data), at, 0, data[at:at+n]) }
+	for _, c := range []struct {
+		name   string
+		frames [][]byte
+		whole  bool
+	}{
+		{"frames", [][]byte{piece(0, 1472), piece(1472, 1472), piece(2944, 56)}, true},
+		{"blocks, then a frame", [][]byte{piece(0, 1444), piece(2888, 112), piece(1472, 1472)}, false}, // 1444..1472 missing
+		{"blocks and frames", [][]byte{piece(0, 1444), piece(2888, 112), piece(1472, 1472), piece(0, 1472)}, true},
+		{"overlaps counted once", [][]byte{piece(0, 2000), piece(1000, 1000), piece(1500, 1400)}, false}, // 2900..3000 missing
+		{"nested", [][]byte{piece(100, 100), piece(0, 3000)}, true},
+		{"an overlap hides no hole", [][]byte{piece(0, 1500), piece(1000, 1500)}, false}, // 2500..3000 missing: 3000 bytes came
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := v.Register(make([]byte, 4096))
+			v.PostRecv(r)
+			for _, f := range c.frames {
+				h.Input(f)
+			}
+			cp, ok, _ := v.Wait(0)
+			if ok != c.whole {
+				t.Fatalf("completed: %v, want %v", ok, c.whole)
+			}
+			if ok && (cp.N != len(data) || !bytes.Equal(r.Buf[:cp.N], data)) {
+				t.Errorf("completed with %d bytes, not the message", cp.N)
+			}
+		})
+	}
+	// A message of no bytes (SOVIA's control messages carry only
+	// immediate data) is whole with its one frame.
+	h, v := hostWithVI(t, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	h.Input(viFrame(1, 7, 1, 0, 0, 0x42, nil))
+	if cp, ok, _ := v.Wait(0); !ok || cp.N != 0 || cp.Imm != 0x42 {
+		t.Errorf("an empty message: completion %+v, %v", cp, ok)
+	}
 }

@@ -269,6 +269,10 @@ type LinkCounts struct {
 	// BulkRefused is the bulk datagrams the kernel refused (their
 	// messages and the host's next went as frames).
 	BulkRefused uint64
+	// BulkAbandoned is the VIs that gave bulk datagrams up, none of
+	// theirs acknowledged (something on the way drops them), and send
+	// frames.
+	BulkAbandoned uint64
 }
 
 // LinkCounts reads the counters of the host's own socket; they stay
@@ -277,10 +281,10 @@ type LinkCounts struct {
 func (h *RawHost) LinkCounts() LinkCounts {
 	l, ok := h.link.(*packetLink)
 	if !ok {
-		return LinkCounts{}
+		return LinkCounts{BulkAbandoned: h.bulkAbandoned.Load()}
 	}
 	return LinkCounts{Received: l.counts.in.Load(), Sent: l.counts.sent.Load(), SendErrors: l.counts.sendErrors.Load(), Dropped: l.kernelDrops(), Oversize: l.ring.cut.Load(),
-		BulkSent: l.counts.bulkSent.Load(), BulkReceived: l.ring.whole.Load(), BulkRefused: l.counts.bulkRefused.Load()}
+		BulkSent: l.counts.bulkSent.Load(), BulkReceived: l.ring.whole.Load(), BulkRefused: l.counts.bulkRefused.Load(), BulkAbandoned: h.bulkAbandoned.Load()}
 }
 
 // kernelDrops adds the kernel's drops since the last reading (reading

@@ -58,7 +58,7 @@ type RawVI struct {
 	rx rxState // under queues.mu
 
 	heard atomic.Uint64 // frames received: connection setup's idle timeout reads it
-	bulk  atomic.Bool   // the peer said it takes bulk datagrams (flagBulk)
+	bulk  atomic.Int32  // bulkUnknown, bulkOffered (the peer's flagBulk), or bulkAbandoned (bulk.go)
 }
 
 // RawHost is one interface's end of the software VIs: a link that
@@ -79,7 +79,10 @@ type RawHost struct {
 	frames   [][]byte
 	parts    [][]byte // the message's bytes after each header (gatherLink)
 	bulkOut  bool     // the link sends bulk datagrams (bulkLink), until it refuses one
-	blocks   []byte   // the block headers of a bulk datagram being built
+	// bulkAbandoned counts the VIs that gave bulk datagrams up
+	// (abandonBulk).
+	bulkAbandoned atomic.Uint64
+	blocks        []byte // the block headers of a bulk datagram being built
 
 	// owe lists the VIs that may owe an acknowledgement (owes).
 	owe struct {
@@ -313,8 +316,8 @@ func (h *RawHost) inputVI(from [6]byte, hd []byte) {
 	v.heard.Add(1)
 	x := header{dvi: dvi, svi: svi, seq: binary.BigEndian.Uint32(hd[4:]), ack: binary.BigEndian.Uint32(hd[8:]),
 		total: binary.BigEndian.Uint32(hd[12:]), at: binary.BigEndian.Uint32(hd[16:]), imm: binary.BigEndian.Uint32(hd[20:]), flags: hd[24]}
-	if x.flags&flagBulk != 0 && !v.bulk.Load() {
-		v.bulk.Store(true)
+	if x.flags&flagBulk != 0 && v.bulk.Load() == bulkUnknown {
+		v.bulk.CompareAndSwap(bulkUnknown, bulkOffered)
 	}
 	v.acked(x.ack, x.flags&flagNak != 0)
 	if x.flags&flagAckOnly != 0 {

@@ -111,6 +111,7 @@ type txState struct {
 	unsent   int       // acknowledgements of messages not yet sent, ignored
 	alive    Timer     // the keep-alive timer
 	spoke    bool      // a frame went to the peer since the keep-alive timer was set
+	bulkOK   bool      // an acknowledgement covered a message sent as bulk datagrams
 }
 
 // rxState is a VI's receiving side (under queues.mu).
@@ -131,7 +132,29 @@ type reasm struct {
 	r          *Region
 	total, imm uint32
 	got        uint32
-	offs       []uint32 // fragment offsets taken
+	spans      [][2]uint32 // the byte ranges taken, disjoint
+}
+
+// cover takes bytes [at, end) of the message and returns how many of
+// them were not taken before. A message is whole when it has taken
+// total bytes, however its fragments were cut: a message sent again may
+// be cut otherwise than the first time (bulk datagrams given up for
+// frames, bulk.go), and a forged fragment that overlaps others cannot
+// make a message whole with a hole in it.
+func (m *reasm) cover(at, end uint32) uint32 {
+	lo, hi := at, end
+	var old uint32
+	kept := m.spans[:0]
+	for _, s := range m.spans {
+		if s[1] < lo || s[0] > hi {
+			kept = append(kept, s)
+			continue
+		}
+		old += s[1] - s[0]
+		lo, hi = min(lo, s[0]), max(hi, s[1])
+	}
+	m.spans = append(kept, [2]uint32{lo, hi})
+	return hi - lo - old
 }
 
 // serial compares message numbers across the wrap (RFC 1982).
@@ -235,7 +258,7 @@ func (v *RawVI) transmitLocked(m *outMsg) error {
 	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
 	if m.per == 0 {
 		m.per = h.link.MTU() - rawHeader
-		if _, ok := h.link.(bulkLink); ok && h.bulkOut && v.bulk.Load() && len(m.data) > m.per && bulkBlock(h.link.MTU()) > 0 {
+		if _, ok := h.link.(bulkLink); ok && h.bulkOut && v.bulk.Load() == bulkOffered && len(m.data) > m.per && bulkBlock(h.link.MTU()) > 0 {
 			m.per, m.bulk = bulkBlock(h.link.MTU()), true
 		}
 	}
@@ -358,6 +381,9 @@ func (v *RawVI) retransmit() {
 	t.progress = v.clock.Now()
 	t.recover, t.inRecov, t.refilled = t.next-1, true, t.unacked[0].seq
 	t.resent++
+	if t.tries >= bulkTries && !t.bulkOK && t.unacked[0].bulk {
+		v.abandonBulk()
+	}
 	v.armRetransmit()
 	v.transmit(t.unacked[0])
 	t.mu.Unlock()
@@ -383,6 +409,7 @@ func (v *RawVI) acked(ack uint32, nak bool) {
 	}
 	if n > 0 {
 		for _, m := range t.unacked[:n] {
+			t.bulkOK = t.bulkOK || m.bulk
 			t.recycle(m)
 		}
 		k := copy(t.unacked, t.unacked[n:])
@@ -549,18 +576,16 @@ func (v *RawVI) fragment(x header, data []byte) {
 	if x.total != m.total || x.imm != m.imm || x.at+uint32(len(data)) > m.total {
 		return // not the message this number began as: a forged or broken frame
 	}
-	for _, o := range m.offs {
-		if o == x.at {
-			rx.dups++
-			return
-		}
-	}
 	if len(data) == 0 && m.total > 0 {
 		return
 	}
-	m.offs = append(m.offs, x.at)
+	fresh := m.cover(x.at, x.at+uint32(len(data)))
+	if fresh == 0 && m.total > 0 {
+		rx.dups++ // every byte taken already
+		return
+	}
 	copy(m.r.Buf[x.at:], data)
-	m.got += uint32(len(data))
+	m.got += fresh
 	// Deliver what is whole, in order.
 	for len(rx.slots) > 0 && rx.slots[0] != nil && rx.slots[0].got == rx.slots[0].total {
 		var m *reasm
@@ -568,7 +593,7 @@ func (v *RawVI) fragment(x header, data []byte) {
 		_, v.posted = popFront(v.posted)
 		v.complete(Completion{Recv: true, Region: m.r, N: int(m.total), Imm: m.imm})
 		if len(rx.spare) < 64 {
-			*m = reasm{offs: m.offs[:0]}
+			*m = reasm{spans: m.spans[:0]}
 			rx.spare = append(rx.spare, m)
 		}
 		rx.expect++

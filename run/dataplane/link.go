@@ -45,6 +45,8 @@ type VILink struct {
 	BulkSent     uint64 `json:"bulk_sent,omitempty"`
 	BulkReceived uint64 `json:"bulk_received,omitempty"`
 	BulkRefused  uint64 `json:"bulk_refused,omitempty"`
+	// VIs that gave bulk datagrams up, none acknowledged (frames since).
+	BulkAbandoned uint64 `json:"bulk_abandoned,omitempty"`
 }
 
 // openVIs opens the stack's VIs on the interface (Stack.OpenVIs); nil

@@ -188,6 +188,9 @@ func (r Report) WriteText(w io.Writer) {
 		if v.BulkRefused > 0 {
 			fmt.Fprintf(&b, "; bulk datagrams refused by the kernel %d (frames since)", v.BulkRefused)
 		}
+		if v.BulkAbandoned > 0 {
+			fmt.Fprintf(&b, "; %d VIs gave bulk datagrams up, none acknowledged (frames since)", v.BulkAbandoned)
+		}
 		b.WriteString("\n")
 		outcomes(&b, "vi setup drops", v.SetupDrops)
 	}
