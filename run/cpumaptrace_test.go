@@ -1,0 +1,162 @@
+package run
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/dragonc/dragonc/internal/netnstest"
+	"github.com/dragonc/dragonc/run/dataplane"
+)
+
+// enqueueFormat is xdp_cpumap_enqueue's format file as Linux 6.18 has it.
+const enqueueFormat = `name: xdp_cpumap_enqueue
+ID: 579
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:int map_id;	offset:8;	size:4;	signed:1;
+	field:u32 act;	offset:12;	size:4;	signed:0;
+	field:int cpu;	offset:16;	size:4;	signed:1;
+	field:unsigned int drops;	offset:20;	size:4;	signed:0;
+	field:unsigned int processed;	offset:24;	size:4;	signed:0;
+	field:int to_cpu;	offset:28;	size:4;	signed:1;
+
+print fmt: "enqueue cpu=%d map_id=%d action=%s processed=%u drops=%u to_cpu=%d", REC->cpu, REC->map_id, __print_symbolic(REC->act, { 0, "ABORTED" }, { 1, "DROP" }, { 2, "PASS" }, { 3, "TX" }, { 4, "REDIRECT" }, { -1, ((void *)0) }), REC->processed, REC->drops, REC->to_cpu
+`
+
+// TestCpumapFormat: the fields are read from the format file, and one
+// that lacks a field the program reads, or has it of another size or
+// misaligned, or a field line that does not read, is refused.
+func TestCpumapFormat(t *testing.T) {
+	f, err := cpumapFormat(enqueueFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tpField{"map_id": {8, 4}, "to_cpu": {28, 4}, "processed": {24, 4}, "drops": {20, 4}, "common_type": {0, 2}, "cpu": {16, 4}}
+	for name, w := range want {
+		if f[name] != w {
+			t.Errorf("%s: %+v, want %+v", name, f[name], w)
+		}
+	}
+	// The same fields elsewhere (a kernel that adds one before them).
+	moved := strings.NewReplacer("offset:8;", "offset:32;", "offset:20;", "offset:36;").Replace(enqueueFormat)
+	if f, err := cpumapFormat(moved); err != nil || f["map_id"].off != 32 || f["drops"].off != 36 {
+		t.Errorf("moved fields: %+v, %v", f, err)
+	}
+	for name, text := range map[string]string{
+		"no drops":           strings.Replace(enqueueFormat, "field:unsigned int drops;", "field:unsigned int dropped;", 1),
+		"an 8-byte map_id":   strings.Replace(enqueueFormat, "field:int map_id;	offset:8;	size:4;", "field:long map_id;	offset:8;	size:8;", 1),
+		"to_cpu misaligned":  strings.Replace(enqueueFormat, "offset:28;", "offset:30;", 1),
+		"an offset unread":   strings.Replace(enqueueFormat, "offset:24;", "offset:x;", 1),
+		"a field no offset":  strings.Replace(enqueueFormat, "	offset:12;", "", 1),
+		"nothing in the file": "",
+	} {
+		if _, err := cpumapFormat(text); err == nil {
+			t.Errorf("%s: read", name)
+		}
+	}
+}
+
+// TestCpumapDrops: a cpumap queue of one frame, and 64 frames of kudp1
+// redirected by the XDP program to its CPU in one batch
+// (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux 5.18, from
+// the other CPU): the kernel queues what fits before the CPU's kernel
+// thread runs and drops the rest, and the tracepoint's counters say so
+// for that CPU, queued and dropped adding up to the frames redirected.
+// Frames another cpumap (another program's on the host) drops are not
+// counted. The frames run in a namespace of their own, whose kernel
+// drops them after the cpumap.
+func TestCpumapDrops(t *testing.T) {
+	needBPF(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	if _, err := tracefs(); err != nil {
+		t.Skipf("no tracing here: %v", err)
+	}
+	r, st := embedTest(t, kernelStack)
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.qsize = 1
+	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
+	other := 1 - core
+	ns, _ := netnstest.Two(t)
+
+	stage := func() (*maps, *ebpf.Program) {
+		m, err := newMaps(s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		p, err := loadProgram(progXDP, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return m, p
+	}
+	m, p := stage()
+	trace, err := attachCpumapTrace(m)
+	if err != nil {
+		trace.Close()
+		t.Fatal(err)
+	}
+	defer trace.Close()
+	// Another cpumap with a program of its own, on the same CPUs.
+	_, p2 := stage()
+
+	const frames = 64
+	f := udp(t, ourIP, 5000, 7101, false)
+	f = append(f, make([]byte, 60-len(f))...)
+	flood := func(p *ebpf.Program) {
+		t.Helper()
+		err := inNS(ns, func() error {
+			return onCPU(other, func() error {
+				_, err := p.Run(&ebpf.RunOptions{Data: f, Repeat: frames, BatchSize: frames, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES})
+				return err
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	flood(p2)
+	if got := trace.read(s, m, r.Plan); slices.ContainsFunc(got, func(c dataplane.CpumapCPU) bool { return c.Queued+c.Dropped > 0 }) {
+		t.Errorf("another cpumap's frames were counted: %+v", got)
+	}
+	flood(p)
+	var kudp1 dataplane.KernelSocket
+	for _, k := range kernelCounts(s, m.kcounts) {
+		if k.Endpoint == "kudp1" {
+			kudp1 = k
+		}
+	}
+	if kudp1.Redirected != frames {
+		t.Fatalf("kudp1: %+v; want %d redirected", kudp1, frames)
+	}
+	got := trace.read(s, m, r.Plan)
+	i := slices.IndexFunc(got, func(c dataplane.CpumapCPU) bool { return c.CPU == core })
+	if i < 0 {
+		t.Fatalf("no counts for CPU %d: %+v", core, got)
+	}
+	c := got[i]
+	if c.Dropped == 0 || c.Queued == 0 || c.Queued+c.Dropped != frames || !slices.Contains(c.Endpoints, "kudp1") {
+		t.Errorf("CPU %d: %+v; want frames both queued and dropped, %d in all, kudp1 among the endpoints", core, c, frames)
+	}
+	for _, o := range got {
+		if o.CPU != core && o.Queued+o.Dropped > 0 {
+			t.Errorf("CPU %d counted frames: %+v", o.CPU, o)
+		}
+	}
+	t.Logf("CPU %d's queue of one: %d queued, %d dropped", core, c.Queued, c.Dropped)
+}
