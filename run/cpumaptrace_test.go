@@ -1,9 +1,13 @@
 package run
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -159,4 +163,89 @@ func TestCpumapDrops(t *testing.T) {
 		}
 	}
 	t.Logf("CPU %d's queue of one: %d queued, %d dropped", core, c.Queued, c.Dropped)
+}
+
+// TestServeCpumapDrops serves the mixed stack on a veth with a cpumap
+// queue of one frame and floods kudp1 from the CPU other than its
+// planned one: run's report has a cpumap line, and for kudp1's CPU the
+// frames queued and dropped there add up to the frames its endpoints
+// had redirected, and some were dropped. (Each frame is flushed to the
+// queue on its own here, so a drop needs the CPU's kernel thread not to
+// have taken the previous one yet: 8180 and 8762 of 19995 in two runs;
+// TestCpumapDrops makes them happen without a race.)
+func TestServeCpumapDrops(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	a, b := pair(t)
+	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
+	r, st := embedTest(t, kernelStack)
+	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
+	var out, log syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	var last dataplane.Report
+	var mu sync.Mutex
+	go func() {
+		served <- inNS(a, func() error {
+			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stdout: &out, Stderr: &log,
+				Ready: func() { close(ready) }, stageEdit: func(s *Stage) { s.qsize = 1 },
+				OnReport: func(rep dataplane.Report) { mu.Lock(); last = rep; mu.Unlock() }})
+		})
+	}()
+	waitReady(t, ready, served, &log)
+	const datagrams = 20000
+	err := inNS(b, func() error {
+		return onCPU(1-core, func() error {
+			c, err := net.Dial("udp4", "10.9.0.1:7101")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			msg := make([]byte, 32)
+			for range datagrams {
+				c.Write(msg) // the kernel's port unreachable may refuse one: no matter
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	mu.Lock()
+	rep := last
+	mu.Unlock()
+	if strings.Contains(log.String(), "not counted here") {
+		t.Fatalf("run could not count the cpumap's drops:\n%s", log.String())
+	}
+	i := slices.IndexFunc(rep.Cpumap, func(c dataplane.CpumapCPU) bool { return c.CPU == core })
+	if i < 0 {
+		t.Fatalf("the report has no cpumap counts for CPU %d: %+v\n%s", core, rep.Cpumap, out.String())
+	}
+	c := rep.Cpumap[i]
+	var redirected uint64
+	for _, k := range rep.KernelSockets {
+		if slices.Contains(c.Endpoints, k.Endpoint) {
+			if cores := plannedCores(r.Plan.Endpoints, r.Plan.Queues, k.Endpoint); len(cores) != 1 {
+				t.Fatalf("%s has cores %v; the sum wants one each", k.Endpoint, cores)
+			}
+			redirected += k.Redirected
+		}
+	}
+	if redirected < datagrams/2 || c.Queued+c.Dropped != redirected {
+		t.Errorf("CPU %d: %+v; its endpoints had %d redirected (of %d sent)", core, c, redirected, datagrams)
+	}
+	if c.Dropped == 0 {
+		t.Errorf("CPU %d: %+v; a queue of one frame under %d datagrams dropped none", core, c, datagrams)
+	}
+	if want := fmt.Sprintf(" cpu %d (kudp1, ", core); !strings.Contains(out.String(), "\ncpumap: ") || !strings.Contains(out.String(), want) {
+		t.Errorf("the counters have no cpumap line with %q:\n%s", want, out.String())
+	}
+	t.Logf("CPU %d's queue of one: %d redirected, %d queued, %d dropped", core, redirected, c.Queued, c.Dropped)
 }
