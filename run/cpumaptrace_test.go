@@ -249,3 +249,27 @@ func TestServeCpumapDrops(t *testing.T) {
 	}
 	t.Logf("CPU %d's queue of one: %d redirected, %d queued, %d dropped", core, redirected, c.Queued, c.Dropped)
 }
+
+// TestCpumapNoTracing: where no tracefs can be found or mounted, the
+// counting is left out with a note that says where the kernel counts
+// those drops, and nothing else fails.
+func TestCpumapNoTracing(t *testing.T) {
+	needBPF(t)
+	was := tracefsDirs
+	tracefsDirs = []string{t.TempDir() + "/none"}
+	defer func() { tracefsDirs = was }()
+	r, st := embedTest(t, kernelStack)
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	trace, note := traceCpumap(m)
+	if trace != nil || !strings.Contains(note, "not counted here") || !strings.Contains(note, "xdp:xdp_cpumap_enqueue") || !strings.Contains(note, "mount -t tracefs") {
+		t.Errorf("without tracefs: %v, note %q", trace, note)
+	}
+}
