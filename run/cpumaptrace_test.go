@@ -56,11 +56,11 @@ func TestCpumapFormat(t *testing.T) {
 		t.Errorf("moved fields: %+v, %v", f, err)
 	}
 	for name, text := range map[string]string{
-		"no drops":           strings.Replace(enqueueFormat, "field:unsigned int drops;", "field:unsigned int dropped;", 1),
-		"an 8-byte map_id":   strings.Replace(enqueueFormat, "field:int map_id;	offset:8;	size:4;", "field:long map_id;	offset:8;	size:8;", 1),
-		"to_cpu misaligned":  strings.Replace(enqueueFormat, "offset:28;", "offset:30;", 1),
-		"an offset unread":   strings.Replace(enqueueFormat, "offset:24;", "offset:x;", 1),
-		"a field no offset":  strings.Replace(enqueueFormat, "	offset:12;", "", 1),
+		"no drops":            strings.Replace(enqueueFormat, "field:unsigned int drops;", "field:unsigned int dropped;", 1),
+		"an 8-byte map_id":    strings.Replace(enqueueFormat, "field:int map_id;	offset:8;	size:4;", "field:long map_id;	offset:8;	size:8;", 1),
+		"to_cpu misaligned":   strings.Replace(enqueueFormat, "offset:28;", "offset:30;", 1),
+		"an offset unread":    strings.Replace(enqueueFormat, "offset:24;", "offset:x;", 1),
+		"a field no offset":   strings.Replace(enqueueFormat, "	offset:12;", "", 1),
 		"nothing in the file": "",
 	} {
 		if _, err := cpumapFormat(text); err == nil {
