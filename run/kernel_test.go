@@ -631,6 +631,12 @@ func memcachedSetGet() error {
 // endpoint's frame is the loops'; ARP, ping, a closed port and fragments
 // are the kernel's.
 func TestKernelSocketStage(t *testing.T) {
+	onKernelStages(t, testKernelStage)
+}
+
+// onKernelStages runs test on the mixed stack's stages (linux-xdp's, and
+// an 82599 plan's with everything refused), each made afresh.
+func onKernelStages(t *testing.T, test func(*testing.T, *Stage, *plan.Plan)) {
 	needBPF(t)
 	if runtime.NumCPU() < 2 {
 		t.Skip("this test needs two CPUs")
@@ -650,7 +656,7 @@ func TestKernelSocketStage(t *testing.T) {
 		s    *Stage
 		pl   *plan.Plan
 	}{{"linux-xdp", s, r.Plan}, {"82599", sh, rh.Plan}} {
-		t.Run(c.name, func(t *testing.T) { testKernelStage(t, c.s, c.pl) })
+		t.Run(c.name, func(t *testing.T) { test(t, c.s, c.pl) })
 	}
 }
 
@@ -1044,27 +1050,7 @@ func TestKernelSocketCoreOffline(t *testing.T) {
 // (passed up where it arrived: no_cpumap_entry); a frame without ports
 // the rule drops is no endpoint's and counts for none.
 func TestKernelSocketCountsEveryFrame(t *testing.T) {
-	needBPF(t)
-	if runtime.NumCPU() < 2 {
-		t.Skip("this test needs two CPUs")
-	}
-	r, st := embedTest(t, kernelStack)
-	s, err := StageOf(r.Plan, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rh, sth := embedHardware(t, "82599", kernelStack)
-	sh, _, err := HardwareStage(rh, sth, linux.Steps(rh))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		s    *Stage
-		pl   *plan.Plan
-	}{{"linux-xdp", s, r.Plan}, {"82599", sh, rh.Plan}} {
-		t.Run(c.name, func(t *testing.T) { testKernelCounts(t, c.s, c.pl) })
-	}
+	onKernelStages(t, testKernelCounts)
 }
 
 func testKernelCounts(t *testing.T, s *Stage, pl *plan.Plan) {
