@@ -247,6 +247,19 @@ func attachCpumapTrace(m *maps) (*cpumapTrace, error) {
 	return c, nil
 }
 
+// missed is how many events the kernel did not run the counting
+// program for: a tracepoint's program is skipped while another tracing
+// program runs on the CPU (kernel/trace/bpf_trace.c, trace_call_bpf,
+// which counts it in bpf_prog_info.recursion_misses since Linux 6.7;
+// earlier kernels read 0).
+func (c *cpumapTrace) missed() uint64 {
+	st, err := c.prog.Stats()
+	if err != nil {
+		return 0
+	}
+	return st.RecursionMisses
+}
+
 // read sums the counters of each CPU of m's cpumap, naming the
 // kernel-socket endpoints of s whose planned queues have it under plan
 // pl.

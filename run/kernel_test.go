@@ -915,13 +915,16 @@ func testKernelStage(t *testing.T, s *Stage, pl *plan.Plan) {
 func TestMetricsKernelSockets(t *testing.T) {
 	m := NewMetrics("mixed", Model, "vA")
 	m.Update(dataplane.Report{KernelSockets: []dataplane.KernelSocket{{Endpoint: "mc", Redirected: 7, OnCore: 3, NoCPUEntry: 2, RuleDropped: 1}},
-		Cpumap: []dataplane.CpumapCPU{{CPU: 1, Endpoints: []string{"mc"}, Queued: 5, Dropped: 2}}})
+		Cpumap: []dataplane.CpumapCPU{{CPU: 1, Endpoints: []string{"mc"}, Queued: 5, Dropped: 2}}, CpumapMissed: 4})
 	fams, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
 	for _, f := range fams {
+		if f.GetName() == "dragonc_cpumap_flushes_uncounted_total" {
+			got["uncounted"] = f.GetMetric()[0].GetCounter().GetValue()
+		}
 		if f.GetName() != "dragonc_kernel_socket_frames_total" && f.GetName() != "dragonc_cpumap_frames_total" {
 			continue
 		}
@@ -933,7 +936,7 @@ func TestMetricsKernelSockets(t *testing.T) {
 			got[labels["endpoint"]+labels["cpu"]+" "+labels["how"]] = x.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"mc redirected": 7, "mc on_core": 3, "mc no_cpumap_entry": 2, "mc rule_dropped": 1, "1 queued": 5, "1 dropped": 2}
+	want := map[string]float64{"mc redirected": 7, "mc on_core": 3, "mc no_cpumap_entry": 2, "mc rule_dropped": 1, "1 queued": 5, "1 dropped": 2, "uncounted": 4}
 	if !gomaps.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -557,10 +557,11 @@ type serving struct {
 	handled map[string]bool // the endpoints a Go handler serves (ServeCode)
 	// stageCounts reads the XDP stage's counters (nil without checks);
 	// kernelCounts the kernel-socket endpoints' (nil without them);
-	// cpumapCounts the cpumap's queues' (nil without the tracepoint).
+	// cpumapCounts the cpumap's queues' and the events its counting
+	// missed (nil without the tracepoint).
 	stageCounts  func() []dataplane.Outcome
 	kernelCounts func() []dataplane.KernelSocket
-	cpumapCounts func() []dataplane.CpumapCPU
+	cpumapCounts func() ([]dataplane.CpumapCPU, uint64)
 	load         measuring    // the measured load (load.go)
 	rebalance    *rebalancing // with Options.Rebalance (rebalance.go)
 	// run serves with the data plane configured by cfg (its descriptors
@@ -687,7 +688,7 @@ func (sv *serving) serve(kind string) error {
 	}
 	if trace != nil {
 		stage, pl := sv.stage, sv.r.Plan
-		sv.cpumapCounts = func() []dataplane.CpumapCPU { return trace.read(stage, m, pl) }
+		sv.cpumapCounts = func() ([]dataplane.CpumapCPU, uint64) { return trace.read(stage, m, pl), trace.missed() }
 		defer func() { sv.cpumapCounts = nil }()
 	}
 	var progs []*ebpf.Program
@@ -1037,7 +1038,7 @@ func (sv *serving) report(r dataplane.Report) {
 		r.KernelSockets = f()
 	}
 	if f := sv.cpumapCounts; f != nil {
-		r.Cpumap = f()
+		r.Cpumap, r.CpumapMissed = f()
 	}
 	sv.out.report(r, sv.measure(r))
 }

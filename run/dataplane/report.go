@@ -32,6 +32,11 @@ type Report struct {
 	// in the cpumap: queued, or dropped with the queue full. run fills
 	// it in where the kernel's tracing lets it count them.
 	Cpumap []CpumapCPU `json:"cpumap,omitempty"`
+	// CpumapMissed counts the cpumap's flushes the counting program did
+	// not see because another eBPF tracing program ran on that CPU at
+	// the time (the kernel runs one at a time on a CPU): their frames are
+	// in neither Queued nor Dropped.
+	CpumapMissed uint64 `json:"cpumap_missed,omitempty"`
 	// VI counts the software VIs' frames and what their connection
 	// setup dropped, when the stack serves streams on VIs
 	// (Stack.OpenVIs).
@@ -235,6 +240,9 @@ func (r Report) WriteText(w io.Writer) {
 				b.WriteString(";")
 			}
 			fmt.Fprintf(&b, " cpu %d (%s) queued %d, dropped %d with its queue full", c.CPU, strings.Join(c.Endpoints, ", "), c.Queued, c.Dropped)
+		}
+		if r.CpumapMissed > 0 {
+			fmt.Fprintf(&b, "; %d flushes not counted (another eBPF tracing program was running)", r.CpumapMissed)
 		}
 		b.WriteString("\n")
 	}
