@@ -32,7 +32,7 @@ import (
 // array the reports read. The record's layout is read from the kernel's
 // format file at load time, not assumed.
 
-// cpumapEvent is the tracepoint.
+// cpumapEventGroup and cpumapEventName name the tracepoint.
 const (
 	cpumapEventGroup = "xdp"
 	cpumapEventName  = "xdp_cpumap_enqueue"
@@ -143,9 +143,9 @@ const cpumapQueueCounts = 16
 // queued, dropped). The two paths of the kernel say processed
 // differently: bq_flush_to_queue counts every frame of its bulk in
 // processed, drops included; cpu_map_generic_redirect reports one skb as
-// processed 1 when queued, drops 1 when not. Either way a frame queued is
-// processed less drops where processed is not below drops, and none
-// otherwise.
+// processed 1 when queued, drops 1 when not. Either way the frames
+// queued are processed less drops where processed is not below drops,
+// and processed (none) otherwise.
 func cpumapProgram(f map[string]tpField, mapID uint32, counts *ebpf.Map) asm.Instructions {
 	const key = -4
 	return asm.Instructions{
@@ -156,7 +156,7 @@ func cpumapProgram(f map[string]tpField, mapID uint32, counts *ebpf.Map) asm.Ins
 		asm.StoreMem(asm.R10, key, asm.R1, asm.Word),
 		asm.LoadMem(asm.R7, asm.R6, int16(f["processed"].off), asm.Word),
 		asm.LoadMem(asm.R8, asm.R6, int16(f["drops"].off), asm.Word),
-		asm.JLT.Reg(asm.R7, asm.R8, "generic"),
+		asm.JLT.Reg(asm.R7, asm.R8, "count"), // the generic path's drop: processed (0) were queued
 		asm.Sub.Reg(asm.R7, asm.R8),
 		asm.LoadMapPtr(asm.R1, counts.FD()).WithSymbol("count"),
 		asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, key),
@@ -165,8 +165,6 @@ func cpumapProgram(f map[string]tpField, mapID uint32, counts *ebpf.Map) asm.Ins
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord), asm.Add.Reg(asm.R1, asm.R7), asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord), asm.Add.Reg(asm.R1, asm.R8), asm.StoreMem(asm.R0, 8, asm.R1, asm.DWord),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"), asm.Return(),
-		// processed below drops: the generic path's drop, nothing queued.
-		asm.Mov.Imm(asm.R7, 0).WithSymbol("generic"), asm.Ja.Label("count"),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/dragonc/dragonc/internal/netnstest"
@@ -197,23 +198,7 @@ func TestServeCpumapDrops(t *testing.T) {
 	}()
 	waitReady(t, ready, served, &log)
 	const datagrams = 20000
-	err := inNS(b, func() error {
-		return onCPU(1-core, func() error {
-			c, err := net.Dial("udp4", "10.9.0.1:7101")
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			msg := make([]byte, 32)
-			for range datagrams {
-				c.Write(msg) // the kernel's port unreachable may refuse one: no matter
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	flood(t, b, 1-core, "10.9.0.1:7101", datagrams)
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -272,4 +257,103 @@ func TestCpumapNoTracing(t *testing.T) {
 	if trace != nil || !strings.Contains(note, "not counted here") || !strings.Contains(note, "xdp:xdp_cpumap_enqueue") || !strings.Contains(note, "mount -t tracefs") {
 		t.Errorf("without tracefs: %v, note %q", trace, note)
 	}
+}
+
+// flood sends n datagrams of 32 bytes to addr from namespace ns, on CPU
+// cpu, as fast as it can.
+func flood(t *testing.T, ns string, cpu int, addr string, n int) {
+	t.Helper()
+	err := inNS(ns, func() error {
+		return onCPU(cpu, func() error {
+			c, err := net.Dial("udp4", addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			msg := make([]byte, 32)
+			for range n {
+				c.Write(msg) // the kernel's port unreachable may refuse one: no matter
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCpumapDropsGeneric: the same counting where the XDP program runs
+// on the generic hook (a driver without XDP of its own), whose cpumap
+// path reports each frame to the tracepoint on its own, processed 1 when
+// queued and drops 1 when not (kernel/bpf/cpumap.c,
+// cpu_map_generic_redirect): kudp1 flooded from the other CPU through a
+// veth with the program attached in generic mode and a queue of one
+// frame, the frames queued and dropped at its CPU add up to those
+// redirected, and some were dropped.
+func TestCpumapDropsGeneric(t *testing.T) {
+	needBPF(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	if _, err := tracefs(); err != nil {
+		t.Skipf("no tracing here: %v", err)
+	}
+	a, b := pair(t)
+	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
+	r, st := embedTest(t, kernelStack)
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.qsize = 1
+	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err := loadProgram(progXDP, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	trace, err := attachCpumapTrace(m)
+	if err != nil {
+		trace.Close()
+		t.Fatal(err)
+	}
+	defer trace.Close()
+	err = inNS(a, func() error {
+		ifc, err := net.InterfaceByName("vA")
+		if err != nil {
+			return err
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: p, Interface: ifc.Index, Flags: link.XDPGenericMode})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { l.Close() })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const datagrams = 20000
+	flood(t, b, 1-core, "10.9.0.1:7101", datagrams)
+	var kudp1 dataplane.KernelSocket
+	for _, k := range kernelCounts(s, m.kcounts) {
+		if k.Endpoint == "kudp1" {
+			kudp1 = k
+		}
+	}
+	got := trace.read(s, m, r.Plan)
+	i := slices.IndexFunc(got, func(c dataplane.CpumapCPU) bool { return c.CPU == core })
+	if i < 0 || kudp1.Redirected < datagrams/2 {
+		t.Fatalf("kudp1 %+v, cpumap %+v", kudp1, got)
+	}
+	c := got[i]
+	if c.Queued+c.Dropped != kudp1.Redirected || c.Dropped == 0 {
+		t.Errorf("CPU %d: %+v; kudp1 had %d redirected; want them all queued or dropped, some dropped", core, c, kudp1.Redirected)
+	}
+	t.Logf("generic XDP, CPU %d's queue of one: %d redirected, %d queued, %d dropped", core, kudp1.Redirected, c.Queued, c.Dropped)
 }
