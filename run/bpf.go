@@ -90,6 +90,9 @@ type Stage struct {
 	Demux      []Group
 	CPUs       map[uint32]int
 	KernelAddr bool
+	// qsize is the length of each CPU's queue in the cpumap (0:
+	// cpumapQsize); a test makes it short.
+	qsize int
 }
 
 // A Group is rules that compare the same key bytes: one hash map.
@@ -556,9 +559,16 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		add(asm.LoadMem(asm.R2, asm.R6, 16, asm.Word).WithSymbol("key"), // rx_queue_index
 			asm.Mul.Imm(asm.R2, loops), asm.Add.Reg(asm.R2, asm.R4),
 			asm.LoadMapPtr(asm.R1, m.xsks.FD()), asm.Mov.Imm(asm.R3, 2), asm.FnRedirectMap.Call(),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return(), // XDP_DROP
-			asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), asm.Return()) // XDP_PASS
+			asm.Return())
+		if len(s.Demux) > 0 {
+			// A rule's drop of a kernel-socket endpoint's frame is
+			// counted for the endpoint (toCPU).
+			add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word).WithSymbol("drop"), asm.JNE.Imm(asm.R1, 0, "kdrop"),
+				asm.Mov.Imm(asm.R0, 1).WithSymbol("xdrop"), asm.Return()) // XDP_DROP
+		} else {
+			add(asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return()) // XDP_DROP
+		}
+		add(asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), asm.Return()) // XDP_PASS
 		if len(s.Demux) > 0 {
 			toCPU(s, m, add)
 		}
@@ -567,9 +577,9 @@ func classifier(kind int, s *Stage, m *maps) asm.Instructions {
 		// socket programs take ours after it.
 		add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word).WithSymbol("ours"),
 			asm.JEq.Imm(asm.R1, 0, "pass"),
-			asm.JEq.Imm32(asm.R7, -1, "drop"),
+			asm.JEq.Imm32(asm.R7, -1, "kdrop"),
 			asm.Ja.Label("kernel"),
-			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"), asm.Return(), // XDP_DROP
+			asm.Mov.Imm(asm.R0, 1).WithSymbol("xdrop"), asm.Return(), // XDP_DROP
 			asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), asm.Return()) // XDP_PASS
 		toCPU(s, m, add)
 	case progFanout:
@@ -771,19 +781,26 @@ func matchGroup(add func(...asm.Instruction), g Group, fd int, miss string) {
 // (kernel/bpf/cpumap.c: cpu_map_kthread_run). Already on that CPU it
 // passes up (XDP_PASS); to another through bpf_redirect_map on the
 // cpumap, whose flags' low bits are the action when the CPU has no entry
-// (include/uapi/linux/bpf.h: XDP_PASS). A queue with no CPU passes up
-// where the frame arrived (maps.notes say why). Each endpoint counts
-// both in the per-CPU array (2 × index: redirected, + 1: on its core).
-// A frame that has no ports by internal/packet's rule (steering left R8
-// 0: a datagram cut short, or whose lengths do not hold its header) is
-// no endpoint's, although the demultiplexer read a port in it: it passes
-// up uncounted where it arrived, and the kernel drops it there (counted
-// in its IP, UDP and TCP MIBs), as the plan's rules, which match ports
-// only on such datagrams, would not have steered it either.
+// (include/uapi/linux/bpf.h: XDP_PASS). A queue with no CPU, or a CPU
+// with no entry, passes up where the frame arrived (maps.notes say why).
+// Each endpoint counts what became of its frames in the per-CPU array
+// (kernelSlots a endpoint: redirected, on its core, no cpumap entry,
+// dropped by a rule). A frame that has no ports by internal/packet's
+// rule (steering left R8 0: a datagram cut short, or whose lengths do
+// not hold its header) is no endpoint's, although the demultiplexer read
+// a port in it: it passes up uncounted where it arrived, and the kernel
+// drops it there (counted in its IP, UDP and TCP MIBs), as the plan's
+// rules, which match ports only on such datagrams, would not have
+// steered it either. The block "kdrop" is a rule's drop (R7 -1) of a
+// kernel-socket endpoint's frame: counted for the endpoint when the frame
+// has ports, then dropped ("xdrop").
 func toCPU(s *Stage, m *maps, add func(...asm.Instruction)) {
-	add(asm.JEq.Imm(asm.R8, 0, "kpass").WithSymbol("kernel"),
-		asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word),
-		asm.Sub.Imm(asm.R1, 1), asm.LSh.Imm(asm.R1, 1), asm.StoreMem(asm.R10, stAddr, asm.R1, asm.Word))
+	first := func() {
+		add(asm.LoadMem(asm.R1, asm.R10, stKern, asm.Word),
+			asm.Sub.Imm(asm.R1, 1), asm.Mul.Imm(asm.R1, kernelSlots), asm.StoreMem(asm.R10, stAddr, asm.R1, asm.Word))
+	}
+	add(asm.JEq.Imm(asm.R8, 0, "kpass").WithSymbol("kernel"))
+	first()
 	if m.cpumap != nil {
 		// The CPU of each queue, a table in code.
 		for i, q := range slices.Sorted(gomaps.Keys(m.cpus)) {
@@ -792,19 +809,26 @@ func toCPU(s *Stage, m *maps, add func(...asm.Instruction)) {
 				asm.Mov.Imm(asm.R0, 0).WithSymbol(other))
 		}
 	}
-	add(asm.Mov.Imm(asm.R0, 2).WithSymbol("kpass"), asm.Return()) // XDP_PASS: no ports, or no CPU for the queue
-	if m.cpumap == nil || len(m.cpus) == 0 {
-		return
+	// No CPU for the queue: up where it arrived, counted.
+	add(asm.Mov.Imm(asm.R7, 2), asm.Mov.Imm(asm.R1, kNoCPUEntry), asm.Ja.Label("kslot"),
+		asm.Mov.Imm(asm.R0, 2).WithSymbol("kpass"), asm.Return()) // XDP_PASS: no ports
+	if m.cpumap != nil && len(m.cpus) > 0 {
+		add(asm.FnGetSmpProcessorId.Call().WithSymbol("tocpu"),
+			asm.JNE.Reg(asm.R0, asm.R8, "redirect"),
+			asm.Mov.Imm(asm.R7, 2), // XDP_PASS on its own CPU
+			asm.Mov.Imm(asm.R1, kOnCore), asm.Ja.Label("kslot"),
+			asm.LoadMapPtr(asm.R1, m.cpumap.FD()).WithSymbol("redirect"), asm.Mov.Reg(asm.R2, asm.R8), asm.Mov.Imm(asm.R3, 2), asm.FnRedirectMap.Call(),
+			asm.Mov.Reg(asm.R7, asm.R0),
+			asm.Mov.Imm(asm.R1, kRedirected),
+			asm.JEq.Imm(asm.R7, 4, "kslot"), // XDP_REDIRECT: the CPU has an entry
+			asm.Mov.Imm(asm.R1, kNoCPUEntry), asm.Ja.Label("kslot"))
 	}
-	add(asm.FnGetSmpProcessorId.Call().WithSymbol("tocpu"),
-		asm.JNE.Reg(asm.R0, asm.R8, "redirect"),
-		asm.LoadMem(asm.R1, asm.R10, stAddr, asm.Word), asm.Add.Imm(asm.R1, 1), asm.StoreMem(asm.R10, stAddr, asm.R1, asm.Word),
-		asm.Mov.Imm(asm.R7, 2), // XDP_PASS on its own CPU
-		asm.Ja.Label("kcount"),
-		asm.LoadMapPtr(asm.R1, m.cpumap.FD()).WithSymbol("redirect"), asm.Mov.Reg(asm.R2, asm.R8), asm.Mov.Imm(asm.R3, 2), asm.FnRedirectMap.Call(),
-		asm.Mov.Reg(asm.R7, asm.R0),
-		asm.JNE.Imm(asm.R7, 4, "kret")) // XDP_REDIRECT: the CPU has an entry
-	add(asm.LoadMapPtr(asm.R1, m.kcounts.FD()).WithSymbol("kcount"), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, stAddr), asm.FnMapLookupElem.Call(),
+	add(asm.JEq.Imm(asm.R8, 0, "xdrop").WithSymbol("kdrop"))
+	first()
+	add(asm.Mov.Imm(asm.R7, 1), asm.Mov.Imm(asm.R1, kRuleDropped)) // XDP_DROP
+	// The counter: the endpoint's first plus R1; the action R7.
+	add(asm.LoadMem(asm.R2, asm.R10, stAddr, asm.Word).WithSymbol("kslot"), asm.Add.Reg(asm.R2, asm.R1), asm.StoreMem(asm.R10, stAddr, asm.R2, asm.Word),
+		asm.LoadMapPtr(asm.R1, m.kcounts.FD()), asm.Mov.Reg(asm.R2, asm.R10), asm.Add.Imm(asm.R2, stAddr), asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "kret"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord), asm.Add.Imm(asm.R1, 1), asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 		asm.Mov.Reg(asm.R0, asm.R7).WithSymbol("kret"), asm.Return())

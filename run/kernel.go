@@ -274,6 +274,20 @@ func onlineCPUs() (map[int]bool, error) {
 // preempting memcached for every frame or two.
 const cpumapQsize = 2048
 
+// The counters of a kernel-socket endpoint in the per-CPU array
+// dragonc_kernel, kernelSlots of them from its index in Stage.Endpoints
+// times kernelSlots: frames redirected to their core's CPU, passed up on
+// the CPU that already was it, passed up where they arrived because the
+// cpumap has no entry for the CPU (a core not online, an entry the
+// kernel refused), dropped by a rule of the plan.
+const (
+	kRedirected = iota
+	kOnCore
+	kNoCPUEntry
+	kRuleDropped
+	kernelSlots
+)
+
 // kernelMaps makes the maps of the kernel-socket endpoints: the
 // demultiplexer's groups, the per-CPU counters, and the cpumap with an
 // entry for the CPU of each queue. A CPU that is not online, or a kernel
@@ -297,9 +311,8 @@ func (m *maps) kernelMaps(s *Stage) error {
 		}
 	}
 	var err error
-	// Per endpoint: frames redirected to their CPU, then frames passed
-	// up on the CPU that already was theirs.
-	if m.kcounts, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_kernel", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(2 * len(s.Endpoints))}); err != nil {
+	// Per endpoint, kernelSlots counters.
+	if m.kcounts, err = ebpf.NewMap(&ebpf.MapSpec{Name: "dragonc_kernel", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(kernelSlots * len(s.Endpoints))}); err != nil {
 		return err
 	}
 	// The value is struct bpf_cpumap_val's first member, qsize: 4 bytes,
@@ -323,7 +336,7 @@ func (m *maps) kernelMaps(s *Stage) error {
 			m.notes = append(m.notes, fmt.Sprintf("queue %d's core %d is not an online CPU: its kernel-socket frames go to the kernel on the CPU they arrived on", q, cpu))
 			continue
 		}
-		if err := m.cpumap.Put(uint32(cpu), uint32(cpumapQsize)); err != nil {
+		if err := m.cpumap.Put(uint32(cpu), uint32(cmp.Or(s.qsize, cpumapQsize))); err != nil {
 			m.notes = append(m.notes, fmt.Sprintf("the cpumap refused CPU %d (%v): queue %d's kernel-socket frames go to the kernel on the CPU they arrived on", cpu, err, q))
 			continue
 		}
@@ -348,7 +361,9 @@ func kernelCounts(s *Stage, m *ebpf.Map) []dataplane.KernelSocket {
 	}
 	for i, e := range s.Endpoints {
 		if e.Kernel {
-			out = append(out, dataplane.KernelSocket{Endpoint: e.Name, Redirected: sum(2 * i), OnCore: sum(2*i + 1)})
+			k := kernelSlots * i
+			out = append(out, dataplane.KernelSocket{Endpoint: e.Name, Redirected: sum(k + kRedirected), OnCore: sum(k + kOnCore),
+				NoCPUEntry: sum(k + kNoCPUEntry), RuleDropped: sum(k + kRuleDropped)})
 		}
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"io"
 	gomaps "maps"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -630,6 +631,12 @@ func memcachedSetGet() error {
 // endpoint's frame is the loops'; ARP, ping, a closed port and fragments
 // are the kernel's.
 func TestKernelSocketStage(t *testing.T) {
+	onKernelStages(t, testKernelStage)
+}
+
+// onKernelStages runs test on the mixed stack's stages (linux-xdp's, and
+// an 82599 plan's with everything refused), each made afresh.
+func onKernelStages(t *testing.T, test func(*testing.T, *Stage, *plan.Plan)) {
 	needBPF(t)
 	if runtime.NumCPU() < 2 {
 		t.Skip("this test needs two CPUs")
@@ -649,7 +656,7 @@ func TestKernelSocketStage(t *testing.T) {
 		s    *Stage
 		pl   *plan.Plan
 	}{{"linux-xdp", s, r.Plan}, {"82599", sh, rh.Plan}} {
-		t.Run(c.name, func(t *testing.T) { testKernelStage(t, c.s, c.pl) })
+		t.Run(c.name, func(t *testing.T) { test(t, c.s, c.pl) })
 	}
 }
 
@@ -809,10 +816,10 @@ func testKernelStage(t *testing.T, s *Stage, pl *plan.Plan) {
 				if len(cores) != 1 {
 					t.Fatalf("%s: planned cores %v", c.endpoint, cores)
 				}
-				if k = 2 * index(c.endpoint); cores[0] != cpu {
+				if k = kernelSlots*index(c.endpoint) + kRedirected; cores[0] != cpu {
 					want = 4 // XDP_REDIRECT
 				} else {
-					k++
+					k = kernelSlots*index(c.endpoint) + kOnCore
 				}
 			}
 			before := 0
@@ -820,7 +827,7 @@ func testKernelStage(t *testing.T, s *Stage, pl *plan.Plan) {
 				before = int(counter(k))
 			}
 			all := func() (n uint64) {
-				for i := range 2 * len(s.Endpoints) {
+				for i := range kernelSlots * len(s.Endpoints) {
 					n += counter(i)
 				}
 				return n
@@ -907,14 +914,18 @@ func testKernelStage(t *testing.T, s *Stage, pl *plan.Plan) {
 // exported by endpoint and how.
 func TestMetricsKernelSockets(t *testing.T) {
 	m := NewMetrics("mixed", Model, "vA")
-	m.Update(dataplane.Report{KernelSockets: []dataplane.KernelSocket{{Endpoint: "mc", Redirected: 7, OnCore: 3}}})
+	m.Update(dataplane.Report{KernelSockets: []dataplane.KernelSocket{{Endpoint: "mc", Redirected: 7, OnCore: 3, NoCPUEntry: 2, RuleDropped: 1}},
+		Cpumap: []dataplane.CpumapCPU{{CPU: 1, Endpoints: []string{"mc"}, Queued: 5, Dropped: 2}}, CpumapMissed: 4})
 	fams, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
 	for _, f := range fams {
-		if f.GetName() != "dragonc_kernel_socket_frames_total" {
+		if f.GetName() == "dragonc_cpumap_flushes_uncounted_total" {
+			got["uncounted"] = f.GetMetric()[0].GetCounter().GetValue()
+		}
+		if f.GetName() != "dragonc_kernel_socket_frames_total" && f.GetName() != "dragonc_cpumap_frames_total" {
 			continue
 		}
 		for _, x := range f.GetMetric() {
@@ -922,10 +933,10 @@ func TestMetricsKernelSockets(t *testing.T) {
 			for _, l := range x.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			got[labels["endpoint"]+" "+labels["how"]] = x.GetCounter().GetValue()
+			got[labels["endpoint"]+labels["cpu"]+" "+labels["how"]] = x.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"mc redirected": 7, "mc on_core": 3}
+	want := map[string]float64{"mc redirected": 7, "mc on_core": 3, "mc no_cpumap_entry": 2, "mc rule_dropped": 1, "1 queued": 5, "1 dropped": 2, "uncounted": 4}
 	if !gomaps.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -1022,6 +1033,118 @@ func TestKernelSocketCoreOffline(t *testing.T) {
 	defer p.Close()
 	if act, _, err := p.Test(udp(t, ourIP, 5000, 7100, false)); err != nil || act != 2 {
 		t.Errorf("a kernel-socket frame with no CPU for its queue: %d, %v; want XDP_PASS", act, err)
+	}
+	// Counted for its endpoint: passed up where it arrived.
+	for _, k := range kernelCounts(s, m.kcounts) {
+		want := dataplane.KernelSocket{Endpoint: k.Endpoint}
+		if k.Endpoint == "kudp0" {
+			want.NoCPUEntry = 1
+		}
+		if k != want {
+			t.Errorf("counted %+v, want %+v", k, want)
+		}
+	}
+}
+
+// TestKernelSocketCountsEveryFrame: every frame of a kernel-socket
+// endpoint the XDP programs decide on is counted with what became of
+// it, on the stages of TestKernelSocketStage: one a plan's rule drops
+// (rule_dropped), one whose CPU has no entry in the cpumap when it comes
+// (passed up where it arrived: no_cpumap_entry); a frame without ports
+// the rule drops is no endpoint's and counts for none.
+func TestKernelSocketCountsEveryFrame(t *testing.T) {
+	onKernelStages(t, testKernelCounts)
+}
+
+func testKernelCounts(t *testing.T, s *Stage, pl *plan.Plan) {
+	// A rule before the plan's drops what comes from 10.9.0.66.
+	hostile := net.IP{10, 9, 0, 66}
+	src := netip.AddrFrom4([4]byte(hostile.To4()))
+	s.Groups = append([]Group{{Table: "test", Mask: Key(0, netip.MustParseAddr("255.255.255.255"), netip.IPv4Unspecified(), 0, 0), Capacity: 1,
+		Rules: []Rule{{Key: Key(0, src, netip.IPv4Unspecified(), 0, 0), Queue: DropQueue}}}}, s.Groups...)
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var progs []*ebpf.Program
+	for _, kind := range []int{progXDP, progCPU} {
+		p, err := loadProgram(kind, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		progs = append(progs, p)
+	}
+	counts := func() map[string]dataplane.KernelSocket {
+		out := map[string]dataplane.KernelSocket{}
+		for _, k := range kernelCounts(s, m.kcounts) {
+			out[k.Endpoint] = k
+		}
+		return out
+	}
+	// run runs both programs on f from cpu, and wants action want.
+	run := func(name string, f []byte, cpu int, want uint32) {
+		t.Helper()
+		if len(f) < 60 {
+			f = append(slices.Clone(f), make([]byte, 60-len(f))...)
+		}
+		for i, p := range progs {
+			var got uint32
+			if err := onCPU(cpu, func() (err error) { got, _, err = p.Test(f); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s, program %d from CPU %d: action %d, want %d", name, i, cpu, got, want)
+			}
+		}
+	}
+	core := plannedCores(pl.Endpoints, pl.Queues, "kudp1")[0]
+	other := 1 - core
+
+	// The rule drops a whole datagram of kudp1's: counted for kudp1.
+	ip := ip4(ourIP, layers.IPProtocolUDP)
+	ip.SrcIP = hostile
+	dropped := frame(t, eth(layers.EthernetTypeIPv4), ip, &layers.UDP{SrcPort: 5000, DstPort: 7101}, gopacket.Payload("hi"))
+	before := counts()
+	run("a dropped datagram", dropped, other, 1) // XDP_DROP
+	after := counts()
+	if got := after["kudp1"].RuleDropped - before["kudp1"].RuleDropped; got != 2 {
+		t.Errorf("a datagram a rule drops: kudp1 rule_dropped grew by %d, want 2 (one a program): %+v", got, after["kudp1"])
+	}
+
+	// A TCP header cut short (no ports by internal/packet's rule) from
+	// the same source: dropped, and counted for no endpoint.
+	tip := ip4(ourIP, layers.IPProtocolTCP)
+	tip.SrcIP = hostile
+	cut := frame(t, eth(layers.EthernetTypeIPv4), tip, &layers.TCP{SrcPort: 4000, DstPort: 7201, SYN: true, Window: 100})
+	cut = cut[:14+20+12]
+	binary.BigEndian.PutUint16(cut[14+2:], 20+12)
+	cut[14+10], cut[14+11] = 0, 0
+	var sum uint32
+	for i := 14; i < 34; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(cut[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(cut[14+10:], ^uint16(sum))
+	before = counts()
+	run("a dropped TCP header cut short", cut, other, 1)
+	if after := counts(); !gomaps.Equal(before, after) {
+		t.Errorf("a frame without ports a rule drops was counted for an endpoint: %+v -> %+v", before, after)
+	}
+
+	// kudp1's CPU has no entry in the cpumap any more: the frame passes
+	// up where it arrived, counted no_cpumap_entry.
+	if err := m.cpumap.Delete(uint32(core)); err != nil {
+		t.Fatal(err)
+	}
+	before = counts()
+	run("kudp1 with no entry for its CPU", udp(t, ourIP, 5000, 7101, false), other, 2) // XDP_PASS
+	after = counts()
+	if got := after["kudp1"].NoCPUEntry - before["kudp1"].NoCPUEntry; got != 2 || after["kudp1"].Redirected != before["kudp1"].Redirected {
+		t.Errorf("a frame whose CPU has no entry: kudp1 no_cpumap_entry grew by %d, want 2: %+v -> %+v", got, before["kudp1"], after["kudp1"])
 	}
 }
 

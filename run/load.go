@@ -131,7 +131,9 @@ func (m *LoadMeter) count(r dataplane.Report) *counted {
 		}
 	}
 	for _, k := range r.KernelSockets {
-		n := k.Redirected + k.OnCore
+		// The endpoint's frames that reached the kernel's stack, on its
+		// core or not (a rule's drops are no load, as a loop's are not).
+		n := k.Redirected + k.OnCore + k.NoCPUEntry
 		c.kernel[k.Endpoint] = true
 		c.total[k.Endpoint] += n
 		for _, pe := range m.pred.Endpoints {

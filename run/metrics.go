@@ -39,7 +39,9 @@ var (
 	descLimited = prometheus.NewDesc("dragonc_icmp_errors_rate_limited_total", "ICMP errors held back by the stack's limits.", []string{"queue"}, nil)
 	descRefused = prometheus.NewDesc("dragonc_answers_refused_total", "Answers the data plane would not send (no source address, a sender's port 0).", []string{"queue"}, nil)
 	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
-	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint the XDP program left to the kernel's stack on the endpoint's planned core (how: redirected through the cpumap, or on_core: passed up on the CPU that already was it).", []string{"endpoint", "how"}, nil)
+	descKSocket = prometheus.NewDesc("dragonc_kernel_socket_frames_total", "Frames of a kernel-socket endpoint by what the XDP program did with them (how: redirected to the endpoint's planned core through the cpumap; on_core: passed up on the CPU that already was it; no_cpumap_entry: passed up where they arrived, the cpumap having no entry for the core; rule_dropped: dropped by a rule of the plan).", []string{"endpoint", "how"}, nil)
+	descCMissed = prometheus.NewDesc("dragonc_cpumap_flushes_uncounted_total", "Flushes of frames to the cpumap's queues whose frames dragonc_cpumap_frames_total misses: the kernel skipped the counting program while another eBPF tracing program ran on the CPU.", nil, nil)
+	descCpumap  = prometheus.NewDesc("dragonc_cpumap_frames_total", "Frames the kernel-socket endpoints' redirects put in a CPU's queue of the cpumap (how: queued, or dropped because the queue was full), as the kernel's xdp:xdp_cpumap_enqueue tracepoint reports them.", []string{"cpu", "how"}, nil)
 	descVIADrop = prometheus.NewDesc("dragonc_via_setup_drops_total", "Frames and connections the software VIs' connection setup dropped, by reason (docs/sovia.md).", []string{"reason"}, nil)
 	descVIFrame = prometheus.NewDesc("dragonc_vi_frames_total", "Frames of the software VIs' own packet socket (what: received, sent, send_errors, dropped by the kernel for want of room, or oversize: longer than the MTU, dropped).", []string{"what"}, nil)
 	descVIBulk  = prometheus.NewDesc("dragonc_vi_bulk_datagrams_total", "Bulk datagrams of the software VIs' own packet socket (what: sent, each cut into frames by the kernel; received whole; refused by the kernel, the messages going as frames since; abandoned_vis: VIs none of whose bulk datagrams was acknowledged, which send frames since).", []string{"what"}, nil)
@@ -77,7 +79,7 @@ func (m *Metrics) UpdateLoad(l *Load) {
 
 // Describe is prometheus.Collector's.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descVIADrop, descVIFrame, descVIBulk, descEPRate, descQShare, descUp} {
+	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descCpumap, descCMissed, descVIADrop, descVIFrame, descVIBulk, descEPRate, descQShare, descUp} {
 		ch <- d
 	}
 }
@@ -112,6 +114,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range r.KernelSockets {
 		counter(descKSocket, k.Redirected, k.Endpoint, "redirected")
 		counter(descKSocket, k.OnCore, k.Endpoint, "on_core")
+		counter(descKSocket, k.NoCPUEntry, k.Endpoint, "no_cpumap_entry")
+		counter(descKSocket, k.RuleDropped, k.Endpoint, "rule_dropped")
+	}
+	for _, c := range r.Cpumap {
+		cpu := strconv.Itoa(c.CPU)
+		counter(descCpumap, c.Queued, cpu, "queued")
+		counter(descCpumap, c.Dropped, cpu, "dropped")
+	}
+	if len(r.Cpumap) > 0 {
+		counter(descCMissed, r.CpumapMissed)
 	}
 	if v := r.VI; v != nil {
 		counter(descVIFrame, v.Received, "received")

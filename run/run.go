@@ -556,9 +556,12 @@ type serving struct {
 	via     *viaStreams
 	handled map[string]bool // the endpoints a Go handler serves (ServeCode)
 	// stageCounts reads the XDP stage's counters (nil without checks);
-	// kernelCounts the kernel-socket endpoints' (nil without them).
+	// kernelCounts the kernel-socket endpoints' (nil without them);
+	// cpumapCounts the cpumap's queues' and the events its counting
+	// missed (nil without the tracepoint).
 	stageCounts  func() []dataplane.Outcome
 	kernelCounts func() []dataplane.KernelSocket
+	cpumapCounts func() ([]dataplane.CpumapCPU, uint64)
 	load         measuring    // the measured load (load.go)
 	rebalance    *rebalancing // with Options.Rebalance (rebalance.go)
 	// run serves with the data plane configured by cfg (its descriptors
@@ -642,6 +645,16 @@ func (sv *serving) serve(kind string) error {
 			sv.out.note("note", "%s", note)
 		}
 	}
+	// The frames the cpumap drops with a CPU's queue full, counted per
+	// CPU (cpumaptrace.go).
+	var trace *cpumapTrace
+	if m.cpumap != nil && len(m.cpus) > 0 {
+		var note string
+		if trace, note = traceCpumap(m); note != "" {
+			sv.out.note("note", "%s", note)
+		}
+		defer trace.Close()
+	}
 	// With kernel-socket endpoints the kernel answers ARP and ping
 	// (newMaps leaves the stage's answers off).
 	if kind == dataplane.AFXDP && !sv.stage.KernelAddr && len(sv.stage.Answers) > 0 && opt.XDPTX != "on" {
@@ -672,6 +685,11 @@ func (sv *serving) serve(kind string) error {
 		stage := sv.stage
 		sv.kernelCounts = func() []dataplane.KernelSocket { return kernelCounts(stage, m.kcounts) }
 		defer func() { sv.kernelCounts = nil }()
+	}
+	if trace != nil {
+		stage, pl := sv.stage, sv.r.Plan
+		sv.cpumapCounts = func() ([]dataplane.CpumapCPU, uint64) { return trace.read(stage, m, pl), trace.missed() }
+		defer func() { sv.cpumapCounts = nil }()
 	}
 	var progs []*ebpf.Program
 	defer func() {
@@ -809,10 +827,15 @@ func (sv *serving) serve(kind string) error {
 		}
 	}
 	how += "; the loops wait by " + cfg.Mode()
-	sv.state.Programs = programStates(progs)
+	shown, pinMaps := progs, append(append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.cpumap, m.kcounts}, m.groups...), m.demux...)
+	if trace != nil {
+		// The tracepoint's link is not pinned: it goes when run does.
+		shown, pinMaps = append(slices.Clone(progs), trace.prog), append(pinMaps, trace.counts)
+	}
+	sv.state.Programs = programStates(shown)
 	sv.state.SocketsPerQueue = max(devq, 1)
 	if sv.opt.Pin {
-		unpin, err := sv.pin(links, progs, append(append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.cpumap, m.kcounts}, m.groups...), m.demux...))
+		unpin, err := sv.pin(links, shown, pinMaps)
 		if err != nil {
 			return err
 		}
@@ -1013,6 +1036,9 @@ func (sv *serving) report(r dataplane.Report) {
 	}
 	if f := sv.kernelCounts; f != nil {
 		r.KernelSockets = f()
+	}
+	if f := sv.cpumapCounts; f != nil {
+		r.Cpumap, r.CpumapMissed = f()
 	}
 	sv.out.report(r, sv.measure(r))
 }

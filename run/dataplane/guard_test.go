@@ -244,11 +244,11 @@ func TestReportText(t *testing.T) {
 // TestReportKernelSockets: the kernel-socket endpoints' counters are a
 // line of their own, after the stage's.
 func TestReportKernelSockets(t *testing.T) {
-	r := Report{Stage: []Outcome{{"drop RxL3IPv4ValidChecksum.false", 1}}, KernelSockets: []KernelSocket{{"mc", 10, 2}, {"web", 0, 3}},
-		Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
+	r := Report{Stage: []Outcome{{"drop RxL3IPv4ValidChecksum.false", 1}}, KernelSockets: []KernelSocket{{"mc", 10, 2, 0, 0}, {"web", 0, 3, 4, 5}},
+		Cpumap: []CpumapCPU{{1, []string{"mc", "web"}, 9, 1}}, CpumapMissed: 2, Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
 	var b strings.Builder
 	r.WriteText(&b)
-	want := "xdp stage: drop RxL3IPv4ValidChecksum.false 1\nkernel sockets: mc 10 redirected to its core, 2 arrived there; web 0 redirected to its core, 3 arrived there\nqueue 0: in 1, sent 1\n"
+	want := "xdp stage: drop RxL3IPv4ValidChecksum.false 1\nkernel sockets: mc 10 redirected to its core, 2 arrived there; web 0 redirected to its core, 3 arrived there, 4 passed up where they arrived (no cpumap entry), 5 dropped by a plan rule\ncpumap: cpu 1 (mc, web) queued 9, dropped 1 with its queue full; 2 flushes not counted (another eBPF tracing program was running)\nqueue 0: in 1, sent 1\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}

@@ -27,6 +27,16 @@ type Report struct {
 	// XDP program left to the kernel's stack on the endpoint's planned
 	// core; run fills it in.
 	KernelSockets []KernelSocket `json:"kernel_sockets,omitempty"`
+	// Cpumap counts, per CPU the kernel-socket endpoints' frames are
+	// redirected to, what the kernel did with them at that CPU's queue
+	// in the cpumap: queued, or dropped with the queue full. run fills
+	// it in where the kernel's tracing lets it count them.
+	Cpumap []CpumapCPU `json:"cpumap,omitempty"`
+	// CpumapMissed counts the cpumap's flushes the counting program did
+	// not see because another eBPF tracing program ran on that CPU at
+	// the time (the kernel runs one at a time on a CPU): their frames are
+	// in neither Queued nor Dropped.
+	CpumapMissed uint64 `json:"cpumap_missed,omitempty"`
 	// VI counts the software VIs' frames and what their connection
 	// setup dropped, when the stack serves streams on VIs
 	// (Stack.OpenVIs).
@@ -44,11 +54,27 @@ type VICounts struct {
 // KernelSocket is what the XDP program did with a kernel-socket
 // endpoint's frames: Redirected to the CPU of its planned queue through
 // the cpumap, or passed up where they arrived because that already was
-// the CPU (OnCore).
+// the CPU (OnCore), or passed up where they arrived because the cpumap
+// has no entry for the CPU (NoCPUEntry: a core not online, an entry the
+// kernel refused), or dropped by a rule of the plan (RuleDropped).
 type KernelSocket struct {
-	Endpoint   string `json:"endpoint"`
-	Redirected uint64 `json:"redirected"`
-	OnCore     uint64 `json:"on_core"`
+	Endpoint    string `json:"endpoint"`
+	Redirected  uint64 `json:"redirected"`
+	OnCore      uint64 `json:"on_core"`
+	NoCPUEntry  uint64 `json:"no_cpumap_entry"`
+	RuleDropped uint64 `json:"rule_dropped"`
+}
+
+// CpumapCPU is what the kernel did with the frames redirected to one
+// CPU's queue in the cpumap (the xdp:xdp_cpumap_enqueue tracepoint):
+// Queued for the CPU's kernel thread, or Dropped because the queue was
+// full. Endpoints are the kernel-socket endpoints whose planned queues
+// have that CPU.
+type CpumapCPU struct {
+	CPU       int      `json:"cpu"`
+	Endpoints []string `json:"endpoints"`
+	Queued    uint64   `json:"queued"`
+	Dropped   uint64   `json:"dropped"`
 }
 
 // QueueCounts are one receive loop's counters.
@@ -201,6 +227,25 @@ func (r Report) WriteText(w io.Writer) {
 				b.WriteString(";")
 			}
 			fmt.Fprintf(&b, " %s %d redirected to its core, %d arrived there", k.Endpoint, k.Redirected, k.OnCore)
+			if k.NoCPUEntry > 0 {
+				fmt.Fprintf(&b, ", %d passed up where they arrived (no cpumap entry)", k.NoCPUEntry)
+			}
+			if k.RuleDropped > 0 {
+				fmt.Fprintf(&b, ", %d dropped by a plan rule", k.RuleDropped)
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Cpumap) > 0 {
+		b.WriteString("cpumap:")
+		for i, c := range r.Cpumap {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			fmt.Fprintf(&b, " cpu %d (%s) queued %d, dropped %d with its queue full", c.CPU, strings.Join(c.Endpoints, ", "), c.Queued, c.Dropped)
+		}
+		if r.CpumapMissed > 0 {
+			fmt.Fprintf(&b, "; %d flushes not counted (another eBPF tracing program was running)", r.CpumapMissed)
 		}
 		b.WriteString("\n")
 	}
