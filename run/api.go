@@ -126,7 +126,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 				host.Close()
 				return dataplane.VIs{}, err
 			}
-			return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close}, nil
+			return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close, Spin: host.SetBusyPoll}, nil
 		}
 	}
 	sv.run = func(kind, how string, cfg dataplane.Config) error {

@@ -191,7 +191,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 			host.Close()
 			return dataplane.VIs{}, err
 		}
-		return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close}, nil
+		return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close, Spin: host.SetBusyPoll}, nil
 	}
 `)
 	}

@@ -827,6 +827,9 @@ func (sv *serving) serve(kind string) error {
 		}
 	}
 	how += "; the loops wait by " + cfg.Mode()
+	if sv.via != nil {
+		how += "; a goroutine waiting on a VI: " + cfg.VIMode()
+	}
 	shown, pinMaps := progs, append(append([]*ebpf.Map{m.addrs, m.rss, m.xsks, m.cpumap, m.kcounts}, m.groups...), m.demux...)
 	if trace != nil {
 		// The tracepoint's link is not pinned: it goes when run does.

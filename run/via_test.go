@@ -162,6 +162,10 @@ func testServeVIA(t *testing.T, socket string, loss float64) {
 	if err := stop(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
+	// The VIs' goroutines wait as the loops do (adaptive by default).
+	if want := "a goroutine waiting on a VI: spinning up to 50µs, then sleeping"; !strings.Contains(log.String(), want) {
+		t.Errorf("run did not say %q:\n%s", want, log.String())
+	}
 	final := out.String()
 	i := strings.LastIndex(final, "final:\n")
 	if i < 0 {

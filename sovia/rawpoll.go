@@ -66,18 +66,19 @@ type poller struct {
 	stop     atomic.Bool
 	done     chan struct{} // the host's goroutine ended
 
-	// BusyPoll is how long a receiver spins on the empty socket before
-	// it sleeps (0: not at all).
-	busyPoll time.Duration
+	// busyPoll is how long a receiver spins on the empty socket before
+	// it sleeps (0: not at all), in nanoseconds.
+	busyPoll atomic.Int64
 }
 
 // SetBusyPoll makes a goroutine that finds the socket empty try again for
 // up to d before it sleeps: lower latency for a core spent
-// spinning (0, the default, never spins). It has no effect on a host
-// whose frames come through Input.
+// spinning (0, the default, never spins). It may be called while the
+// host serves. It has no effect on a host whose frames come through
+// Input.
 func (h *RawHost) SetBusyPoll(d time.Duration) {
 	if h.poll != nil {
-		h.poll.busyPoll = d
+		h.poll.busyPoll.Store(int64(max(d, 0)))
 	}
 }
 
@@ -154,14 +155,16 @@ func (p *poller) release() {
 // third one before it.
 func (h *RawHost) drive(done func() bool, bg bool) {
 	p := h.poll
-	var spun time.Time             // when the socket was first found empty, while spinning
-	empty := bg || p.busyPoll == 0 // sleep before receiving
+	busyPoll := time.Duration(p.busyPoll.Load())
+	var spun time.Time           // when the socket was first found empty, while spinning
+	empty := bg || busyPoll == 0 // sleep before receiving
 	for !p.stop.Load() {
-		if empty && p.busyPoll > 0 && !bg {
+		if empty && busyPoll > 0 && !bg {
 			if spun.IsZero() {
 				spun = time.Now()
+				h.flushAcks() // nothing more is coming now, as before a sleep
 			}
-			empty = time.Since(spun) >= p.busyPoll
+			empty = time.Since(spun) >= busyPoll
 		}
 		if empty {
 			spun = time.Time{}

@@ -285,7 +285,7 @@ func Start(st *Stack, cfg Config) (*Server, error) {
 		err = s.prepareWaits(cfg)
 	}
 	if err == nil {
-		s.vis, err = openVIs(st, cfg.Ifindex)
+		s.vis, err = openVIs(st, cfg)
 	}
 	if err != nil {
 		s.closeAll()

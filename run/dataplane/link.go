@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"net"
+	"time"
 )
 
 // EtherTypeVIA is the EtherType of the software VI's frames (package
@@ -29,6 +30,10 @@ type VIs struct {
 	SetupDrops func(each func(reason string, count uint64))
 	// Close stops the VIs and closes their socket.
 	Close func() error
+	// Spin, if set, makes a goroutine waiting on a VI look at the VIs'
+	// socket for up to d before it sleeps (sovia's RawHost.SetBusyPoll):
+	// openVIs gives it the loops' wait (Config.viSpin).
+	Spin func(d time.Duration)
 }
 
 // VILink are the counters of the VIs' socket, as sovia.LinkCounts has
@@ -51,11 +56,11 @@ type VILink struct {
 
 // openVIs opens the stack's VIs on the interface (Stack.OpenVIs); nil
 // when the stack has none.
-func openVIs(st *Stack, ifindex int) (*VIs, error) {
+func openVIs(st *Stack, cfg Config) (*VIs, error) {
 	if st.OpenVIs == nil {
 		return nil, nil
 	}
-	ifc, err := net.InterfaceByIndex(ifindex)
+	ifc, err := net.InterfaceByIndex(cfg.Ifindex)
 	if err != nil {
 		return nil, fmt.Errorf("the software VIs: %w", err)
 	}
@@ -68,6 +73,9 @@ func openVIs(st *Stack, ifindex int) (*VIs, error) {
 			v.Close()
 		}
 		return nil, fmt.Errorf("the software VIs on %s: OpenVIs returned no counters or no Close", ifc.Name)
+	}
+	if v.Spin != nil {
+		v.Spin(cfg.viSpin())
 	}
 	return &v, nil
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"syscall"
 	"time"
@@ -77,6 +78,36 @@ func (c Config) Mode() string {
 		return fmt.Sprintf("spinning %v on empty rings, then sleeping in poll(2)", c.Spin)
 	}
 	return fmt.Sprintf("adaptive: spinning up to %v on empty rings while spins find frames (none for %v after %d that found none), then sleeping in poll(2)", DefaultSpin, spinBackoff, spinMisses)
+}
+
+// viSpin is how long a goroutine waiting on a software VI looks at the
+// VIs' socket before it sleeps, as the loops wait: DefaultSpin when they
+// spin adaptively (a VI's goroutine spins only while it waits for a
+// message, once a wait), Spin when they spin for Spin, not at all when
+// they never spin, and without end when they busy-poll.
+func (c Config) viSpin() time.Duration {
+	switch {
+	case c.BusyPoll:
+		return math.MaxInt64
+	case c.Spin < 0:
+		return 0
+	case c.Spin > 0:
+		return c.Spin
+	}
+	return DefaultSpin
+}
+
+// VIMode describes how the goroutines waiting on the software VIs wait
+// (viSpin), for the run's output.
+func (c Config) VIMode() string {
+	switch d := c.viSpin(); d {
+	case math.MaxInt64:
+		return "spinning, never sleeping"
+	case 0:
+		return "sleeping at once"
+	default:
+		return fmt.Sprintf("spinning up to %v, then sleeping", d)
+	}
 }
 
 // spinner says how long a loop spins on an empty ring: Config.Spin, or,

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,31 @@ func TestSpinner(t *testing.T) {
 		if got := c.cfg.Mode(); !strings.Contains(got, c.want) {
 			t.Errorf("%+v: %q, want it to say %q", c.cfg, got, c.want)
 		}
+	}
+}
+
+// TestVISpin: the goroutines waiting on the software VIs wait as the
+// loops do: busy polling never sleeps, no spin sleeps at once, a fixed
+// spin is theirs too, and the adaptive default spins DefaultSpin a wait.
+func TestVISpin(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{BusyPoll: true}, math.MaxInt64},
+		{Config{Spin: -1}, 0},
+		{Config{Spin: 20 * time.Microsecond}, 20 * time.Microsecond},
+		{Config{}, DefaultSpin},
+	} {
+		if got := c.cfg.viSpin(); got != c.want {
+			t.Errorf("%+v: the VIs spin %v, want %v (%s)", c.cfg, got, c.want, c.cfg.VIMode())
+		}
+	}
+	var got time.Duration
+	v, err := openVIs(&Stack{OpenVIs: func(string) (VIs, error) {
+		return VIs{Link: func() VILink { return VILink{} }, SetupDrops: func(func(string, uint64)) {}, Close: func() error { return nil }, Spin: func(d time.Duration) { got = d }}, nil
+	}}, Config{Ifindex: 1, Spin: 7 * time.Microsecond})
+	if err != nil || v == nil || got != 7*time.Microsecond {
+		t.Errorf("openVIs: %v; the VIs were told to spin %v, want 7µs", err, got)
 	}
 }
