@@ -126,8 +126,15 @@ type bulkLink interface {
 }
 
 // bulkBlock is how many bytes of a message a block of a bulk datagram
-// carries on a link of MTU mtu: a segment is an MTU's IPv4 datagram.
-func bulkBlock(mtu int) int { return mtu - ipHeader - udpHeader - rawHeader }
+// carries on a link of MTU mtu: a segment is an MTU's IPv4 datagram. It
+// is 0 where no block fits (an MTU too small for the headers, or one so
+// large that a block would not fit a datagram).
+func bulkBlock(mtu int) int {
+	if per := mtu - ipHeader - udpHeader - rawHeader; per > 0 && rawHeader+per <= maxBulk {
+		return per
+	}
+	return 0
+}
 
 // transmitBulk sends a message's bytes as bulk datagrams of blocks of
 // per bytes (h.sendMu held), x its first header. It reports false,

@@ -427,3 +427,14 @@ func TestReassemblyMixedCuts(t *testing.T) {
 		t.Errorf("an empty message: completion %+v, %v", cp, ok)
 	}
 }
+
+// TestBulkBlock: a block fills a segment of an MTU's IPv4 datagram (RFC
+// 791: 20 bytes of IPv4 header, RFC 768: 8 of UDP, then the VI header);
+// none fits below 57 bytes, nor above what one datagram holds.
+func TestBulkBlock(t *testing.T) {
+	for mtu, want := range map[int]int{1500: 1444, 9000: 8944, 56: 0, 57: 1, 65535: 65479, 65536: 0} {
+		if got := bulkBlock(mtu); got != want {
+			t.Errorf("bulkBlock(%d) = %d, want %d", mtu, got, want)
+		}
+	}
+}
