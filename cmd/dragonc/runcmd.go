@@ -62,7 +62,9 @@ up to 50µs, and not at all for a second after the kernel preempts the
 loop's thread: then another thread wants the core), then sleeps in
 poll(2) until the kernel has frames. --spin sets a fixed spin (0: none). With --busy-poll it never sleeps: its sockets busy-poll the device
 (SO_PREFER_BUSY_POLL), the lowest latency at the cost of a core each.
-The serving line says which.
+A goroutine waiting on a software VI waits alike: up to 50µs by
+default, once a wait, --spin's time, or never sleeping with
+--busy-poll. The serving line says which.
 
 Every --every, on SIGUSR1 and at exit, one line per queue counts the
 frames in, each outcome by the names verify uses, the frames sent and
