@@ -30,16 +30,19 @@ import (
 // its segments one by one (a NIC without receive offloads), the same way.
 //
 // The datagrams go to 224.0.0.0, the base address of the Local Network
-// Control Block (RFC 5771 §4, RFC 1112 §4), with a time to live of 1:
-// no host joins that group and no router forwards it, so a host's IP
-// stack drops the datagram unread, without an ICMP answer (ip_route_input
-// refuses a group the interface has not joined), while the VIs' packet
-// socket, which sees frames before the IP stack, takes it. The source is
-// an IPv4 link-local address (RFC 3927 §2.1: 169.254.1.0 to
-// 169.254.254.255) made from the sender's Ethernet address: the VI is
-// addressed by its Ethernet address, and no one answers or routes to
-// the source, but a datagram from 0.0.0.0 is one a host must drop
-// (RFC 1122 §3.2.1.3), and an XDP program that checks sources would.
+// Control Block, whose traffic is not forwarded off the link (RFC 5771
+// §4), and an address never assigned to a group (RFC 1112 §4), with a
+// time to live of 1 (RFC 1112 §6.1): no host joins that group and no
+// router forwards it, so a host's IP stack drops the datagram unread,
+// without an ICMP answer (ip_route_input_rcu, net/ipv4/route.c, refuses
+// a group the interface has not joined), while the VIs' packet socket,
+// which sees frames before the IP stack, takes it. The source is an IPv4
+// link-local address (RFC 3927 §2.1: 169.254.1.0 to 169.254.254.255)
+// made from the sender's Ethernet address: the VI is addressed by its
+// Ethernet address, and no one answers or routes to the source, but
+// 0.0.0.0 is a source only a host learning its own address may send
+// from (RFC 1122 §3.2.1.3), which an XDP program that checks sources
+// would drop.
 //
 // A host offers to take bulk datagrams in every header it sends
 // (flagBulk); a VI sends them only once its peer offered, so a peer that
@@ -82,19 +85,14 @@ const (
 // timeouts (10, 20, 40 ms) cost 70 ms once.
 const bulkTries = 3
 
-// abandonBulk makes the VI send frames from now on, its messages
-// waiting for acknowledgement cut anew (v.tx.mu held): the receiver
-// takes a message cut two ways (reasm.cover).
+// abandonBulk makes the VI send frames from now on (v.tx.mu held): its
+// messages waiting for acknowledgement are cut anew when next sent
+// (RawVI.cut), and the receiver takes a message cut two ways
+// (reasm.cover).
 func (v *RawVI) abandonBulk() {
-	if v.bulk.Swap(bulkAbandoned) == bulkAbandoned {
-		return
+	if v.bulk.Swap(bulkAbandoned) != bulkAbandoned {
+		v.host.bulkAbandoned.Add(1)
 	}
-	for _, m := range v.tx.unacked {
-		if m.bulk && !m.busy {
-			m.per, m.bulk = 0, false
-		}
-	}
-	v.host.bulkAbandoned.Add(1)
 }
 
 // bulkGroup is a bulk datagram's IPv4 destination (above), 224.0.0.0, as
@@ -186,9 +184,9 @@ func putBulkHead(b []byte, to, from [6]byte, n, seg int) {
 	binary.BigEndian.PutUint16(ip[2:], uint16(ipHeader+udpHeader+n))
 	binary.BigEndian.PutUint16(ip[4:], 0)      // identification: the segmenter numbers them
 	binary.BigEndian.PutUint16(ip[6:], 0x4000) // don't fragment
-	ip[8], ip[9] = 1, syscall.IPPROTO_UDP      // time to live 1 (RFC 5771 §4)
+	ip[8], ip[9] = 1, syscall.IPPROTO_UDP      // time to live 1 (RFC 1112 §6.1)
 	binary.BigEndian.PutUint16(ip[10:], 0)
-	ip[12], ip[13], ip[14], ip[15] = 169, 254, 1+from[4]%254, from[5] // linkLocal
+	ip[12], ip[13], ip[14], ip[15] = 169, 254, 1+from[4]%254, from[5] // link-local (above)
 	binary.BigEndian.PutUint32(ip[16:], bulkGroup)
 	binary.BigEndian.PutUint16(ip[10:], ^sum16(ip[:ipHeader], 0))
 	u := ip[ipHeader:]
@@ -379,8 +377,8 @@ const wholeBuffer = 8 << 20
 
 // wholeFrames makes packet socket fd queue whole the frames longer than
 // a slot of its ring (PACKET_COPY_THRESH), with room for them
-// (SO_RCVBUFFORCE, which root may set above net.core.rmem_max, or
-// SO_RCVBUF up to it).
+// (SO_RCVBUFFORCE, which a process with CAP_NET_ADMIN may set above
+// net.core.rmem_max, or SO_RCVBUF up to it: socket(7)).
 func wholeFrames(fd int) error {
 	if err := syscall.SetsockoptInt(fd, syscall.SOL_PACKET, packetCopyThresh, 1); err != nil {
 		return fmt.Errorf("PACKET_COPY_THRESH: %w", err)

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,18 +26,29 @@ import (
 // bytes whose blocks are data's pieces of per bytes (from 02:..:02 to
 // 02:..:01, VI 7 to VI 1, message 1), without the virtio_net_hdr: the
 // datagram a veth delivers whole.
-func bulkDatagram(t *testing.T, data []byte, per int) []byte {
-	t.Helper()
-	h := &RawHost{}
-	var payload []byte
+func bulkDatagram(data []byte, per int) []byte {
+	var blocks [][]byte
 	for at := 0; at < len(data); at += per {
-		part := data[at:min(at+per, len(data))]
-		hd := make([]byte, rawHeader)
-		h.putHeader(hd, header{dvi: 1, svi: 7, seq: 1, total: uint32(len(data)), at: uint32(at)}, len(part))
-		payload = append(append(payload, hd...), part...)
+		x := header{dvi: 1, svi: 7, seq: 1, total: uint32(len(data)), at: uint32(at)}
+		blocks = append(blocks, block(x, data[at:min(at+per, len(data))]))
 	}
+	return bulkFrame(blocks...)
+}
+
+// block is a bulk datagram's block: x's header and data.
+func block(x header, data []byte) []byte {
+	b := make([]byte, rawHeader+len(data))
+	(&RawHost{}).putHeader(b, x, len(data))
+	copy(b[rawHeader:], data)
+	return b
+}
+
+// bulkFrame is a bulk datagram from 02:..:02 to 02:..:01 whose payload
+// is blocks, as a veth delivers it whole.
+func bulkFrame(blocks ...[]byte) []byte {
+	payload := bytes.Join(blocks, nil)
 	b := make([]byte, bulkHeadLen+len(payload))
-	putBulkHead(b, [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}, len(payload), rawHeader+per)
+	putBulkHead(b, [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}, len(payload), len(payload))
 	copy(b[bulkHeadLen:], payload)
 	return b[vnetHeader:]
 }
@@ -71,7 +83,7 @@ func TestBulkInput(t *testing.T) {
 		data[i] = byte(rng.Uint32())
 	}
 	const per = 1444 // bulkBlock(1500)
-	whole := bulkDatagram(t, data, per)
+	whole := bulkDatagram(data, per)
 	if ip := whole[14:34]; sum16(ip, 0) != 0xffff {
 		t.Errorf("IPv4 header checksum: the header sums to %#x, want 0xffff", sum16(ip, 0))
 	}
@@ -107,18 +119,18 @@ func TestBulkInput(t *testing.T) {
 	}
 
 	h, v := hostWithVI(t, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-	long := bulkDatagram(t, []byte("abc"), per)
+	long := bulkDatagram([]byte("abc"), per)
 	binary.BigEndian.PutUint16(long[14+2:], uint16(len(long)-14+1)) // one byte past the frame
 	h.Input(long)
-	overrun := bulkDatagram(t, []byte("abc"), per)
+	overrun := bulkDatagram([]byte("abc"), per)
 	binary.BigEndian.PutUint16(overrun[bulkHead+26:], 4) // a block of 4 bytes in 3
 	h.Input(overrun)
-	short := bulkDatagram(t, []byte("abc"), per)
+	short := bulkDatagram([]byte("abc"), per)
 	short = append(short, make([]byte, rawHeader-1)...) // a second block, cut short
 	binary.BigEndian.PutUint16(short[14+2:], uint16(len(short)-14))
 	binary.BigEndian.PutUint16(short[14+ipHeader+4:], uint16(len(short)-14-ipHeader))
 	h.Input(short) // its first block is good: it completes the receive
-	other := bulkDatagram(t, []byte("abc"), per)
+	other := bulkDatagram([]byte("abc"), per)
 	other[14+ipHeader+3]++ // another port
 	h.Input(other)
 	c := counts(h)
@@ -153,7 +165,7 @@ func TestBulkFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := bulkDatagram(t, []byte("abc"), 1444)
+	good := bulkDatagram([]byte("abc"), 1444)
 	change := func(at int, b byte) []byte {
 		f := bytes.Clone(good)
 		f[at] = b
@@ -435,6 +447,146 @@ func TestBulkBlock(t *testing.T) {
 	for mtu, want := range map[int]int{1500: 1444, 9000: 8944, 56: 0, 57: 1, 65535: 65479, 65536: 0} {
 		if got := bulkBlock(mtu); got != want {
 			t.Errorf("bulkBlock(%d) = %d, want %d", mtu, got, want)
+		}
+	}
+}
+
+// TestReassemblyBounded: fragments a byte long a byte apart (a hostile
+// peer's) keep a message in at most maxSpans pieces; those beyond are
+// dropped, counted, and the message, sent again whole, still completes
+// byte for byte.
+func TestReassemblyBounded(t *testing.T) {
+	const extra = 100
+	data := make([]byte, 2*(maxSpans+extra)+1000)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := v.Register(make([]byte, len(data)))
+	v.PostRecv(r)
+	piece := func(at, n int) []byte { return viFrame(1, 7, 1, len(data), at, 0, data[at:at+n]) }
+	for i := range maxSpans + extra {
+		h.Input(piece(2*i, 1))
+	}
+	v.mu.Lock()
+	spans := -1 // no message being put together
+	if len(v.rx.slots) > 0 && v.rx.slots[0] != nil {
+		spans = len(v.rx.slots[0].spans)
+	}
+	v.mu.Unlock()
+	if spans < 0 || spans > maxSpans {
+		t.Errorf("the message is kept in %d pieces, more than %d", spans, maxSpans)
+	}
+	if c, want := counts(h), map[string]uint64{dropNames[dropPieces]: extra}; !cmp.Equal(c, want) {
+		t.Errorf("counts %v, want %v", c, want)
+	}
+	for at := 0; at < len(data); at += 1472 {
+		h.Input(piece(at, min(1472, len(data)-at)))
+	}
+	cp, ok, _ := v.Wait(0)
+	if !ok || cp.N != len(data) || !bytes.Equal(r.Buf[:cp.N], data) {
+		t.Fatalf("sent again whole: completion %+v, %v; want the %d bytes", cp, ok, len(data))
+	}
+}
+
+// bulkRecordLink is a Link that takes bulk datagrams too (bulkLink) and
+// counts them.
+type bulkRecordLink struct {
+	recordLink
+	datagrams int
+}
+
+func (l *bulkRecordLink) sendBulk(to, from [6]byte, hdrs, parts [][]byte, seg int) error {
+	l.datagrams++
+	return nil
+}
+
+// TestBulkAbandonedWhileSending: a message that was going out as bulk
+// datagrams when its VI gave them up (PostSend sends it without the VI's
+// lock, so the VI's retransmission timer may give them up meanwhile)
+// goes as frames the next time it is sent, not as bulk datagrams for
+// good.
+func TestBulkAbandonedWhileSending(t *testing.T) {
+	link := &bulkRecordLink{}
+	h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.SetClock(NewFakeClock()) // no retransmission but the test's
+	h.bulkOut = true
+	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.bulk.Store(bulkOffered)
+	r, _ := v.Register(make([]byte, 5000))
+	if err := v.PostSend(r, 0, len(r.Buf), 0); err != nil {
+		t.Fatal(err)
+	}
+	if link.datagrams != 1 || len(link.sent) != 0 {
+		t.Fatalf("sent first as %d bulk datagrams and %d frames, want one datagram", link.datagrams, len(link.sent))
+	}
+	tx := &v.tx
+	tx.mu.Lock()
+	m := tx.unacked[0]
+	m.busy = true // still going out when the VI gives bulk datagrams up
+	v.abandonBulk()
+	m.busy = false
+	err = v.transmit(m)
+	tx.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.datagrams != 1 || len(link.sent) != 4 {
+		t.Errorf("sent again as %d more bulk datagrams and %d frames, want 4 frames of up to 1472 bytes", link.datagrams-1, len(link.sent))
+	}
+}
+
+// TestCover checks reasm.cover against a map of the bytes taken: random
+// fragments of a message (never empty, as fragment passes them) each
+// count the bytes no fragment before brought, and the ranges kept are
+// the runs of bytes taken, apart.
+func TestCover(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const total = 300
+	for round := range 200 {
+		var m reasm
+		var taken [total]bool
+		for range 1 + rng.IntN(40) {
+			at := rng.IntN(total)
+			end := at + 1 + rng.IntN(min(60, total-at))
+			want := 0
+			for i := at; i < end; i++ {
+				if !taken[i] {
+					taken[i], want = true, want+1
+				}
+			}
+			if got, ok := m.cover(uint32(at), uint32(end)); !ok || int(got) != want {
+				t.Fatalf("round %d: [%d, %d) counted %d new bytes (%v), want %d", round, at, end, got, ok, want)
+			}
+		}
+		var runs [][2]uint32
+		for i := range total {
+			switch {
+			case !taken[i]:
+			case i > 0 && taken[i-1]:
+				runs[len(runs)-1][1]++
+			default:
+				runs = append(runs, [2]uint32{uint32(i), uint32(i + 1)})
+			}
+		}
+		spans := slices.Clone(m.spans)
+		slices.SortFunc(spans, func(a, b [2]uint32) int { return int(a[0]) - int(b[0]) })
+		if !slices.Equal(spans, runs) {
+			t.Fatalf("round %d: ranges %v, want the runs %v", round, spans, runs)
 		}
 	}
 }

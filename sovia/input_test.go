@@ -54,6 +54,23 @@ func FuzzHostInput(f *testing.F) {
 	f.Add(viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConnect, port: 80, dialer: 9, p: p, nonce: 1}.frame()), viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConnect, port: 81, dialer: 9, p: p, nonce: 2}.frame()))
 	f.Add(viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConnect, port: 80, dialer: 9, p: p, nonce: 1}.frame()), viFrame(0, 9, 0, setupLen, 0, 0, setupMsg{kind: setupConfirm, port: 80, dialer: 9, listener: 2, p: p, nonce: 1}.frame()))
 	f.Add(viFrame(1, 7, 1, 1<<31, 0, 0, nil), []byte{1, 2, 3})
+	// Bulk datagrams (bulk.go): whole and cut by the kernel's
+	// segmentation; blocks that overlap; a block of no bytes; blocks
+	// for another VI and for connection setup in one datagram; an IPv4
+	// length past the frame; an offer of bulk datagrams.
+	msg := make([]byte, 2000)
+	whole := bulkDatagram(msg, 1444)
+	segs := segments(whole, rawHeader+1444)
+	f.Add(whole, []byte{})
+	f.Add(segs[1], segs[0])
+	x := func(at, total uint32) header { return header{dvi: 1, svi: 7, seq: 1, at: at, total: total} }
+	f.Add(bulkFrame(block(x(0, 1500), msg[:1000]), block(x(500, 1500), msg[:1000])), bulkFrame(block(x(1000, 1500), msg[:500])))
+	f.Add(bulkFrame(block(x(0, 1500), nil), block(x(0, 1500), msg[:1500])), []byte{})
+	setup := setupMsg{kind: setupConnect, port: 80, dialer: 9, p: p, nonce: 1}.frame()
+	f.Add(bulkFrame(block(header{dvi: 2, svi: 7, seq: 1, total: 5}, msg[:5]), block(header{svi: 9, total: setupLen}, setup), block(x(0, 5), msg[:5])), []byte{})
+	huge := bulkDatagram(msg[:100], 1444)
+	binary.BigEndian.PutUint16(huge[14+2:], 0xffff)
+	f.Add(huge, bulkFrame(block(header{dvi: 1, svi: 7, seq: 2, flags: flagAckOnly | flagBulk}, nil)))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		link := &recordLink{}
 		h, err := NewHost(link, net.HardwareAddr{2, 0, 0, 0, 0, 1})

@@ -185,6 +185,7 @@ const (
 	dropTruncated
 	dropBadLength
 	dropBulkLength
+	dropPieces
 	numDrops
 )
 
@@ -207,6 +208,7 @@ var dropNames = [numDrops]string{
 	dropTruncated:        "VI frame shorter than its header",
 	dropBadLength:        "VI frame whose offset is past its message's length, or a length above 1 GiB",
 	dropBulkLength:       "bulk datagram whose lengths disagree with its frame, or whose blocks overrun it",
+	dropPieces:           fmt.Sprintf("VI frame that would leave its message in more than %d pieces", maxSpans),
 }
 
 // SetupCount is one of a host's setup counters: a reason, and how many

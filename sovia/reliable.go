@@ -76,8 +76,8 @@ type outMsg struct {
 	settled  bool // acknowledged while busy: recycled once sent
 	// per is the bytes of the message a frame or block carries, and
 	// bulk whether it goes as bulk datagrams: both chosen when it is
-	// first sent, so that every time it goes it is cut the same way
-	// (the receiver counts a message's fragments by their offsets).
+	// first sent (RawVI.cut), and kept unless the VI gives bulk
+	// datagrams up.
 	per  int
 	bulk bool
 }
@@ -135,26 +135,45 @@ type reasm struct {
 	spans      [][2]uint32 // the byte ranges taken, disjoint
 }
 
+// maxSpans bounds the byte ranges a message being put together keeps
+// apart (reasm.spans). A peer's fragments make one range more only
+// where they leave a hole: one lost fragment in a hundred leaves 1024
+// holes in a message of about 150 MB. Forged fragments a byte long a
+// byte apart would make one range for every two bytes of the message,
+// each range looked at for every fragment after it; past the bound, a
+// fragment that touches no range taken is dropped, counted
+// (dropPieces). The message still completes: it is sent again whole and
+// in order, and each fragment of it that touches a range taken extends
+// that range, closing the holes behind it.
+const maxSpans = 1024
+
 // cover takes bytes [at, end) of the message and returns how many of
 // them were not taken before. A message is whole when it has taken
 // total bytes, however its fragments were cut: a message sent again may
 // be cut otherwise than the first time (bulk datagrams given up for
 // frames, bulk.go), and a forged fragment that overlaps others cannot
-// make a message whole with a hole in it.
-func (m *reasm) cover(at, end uint32) uint32 {
+// make a message whole with a hole in it. It reports false, having
+// taken nothing, when the bytes would be a range of their own beyond
+// maxSpans.
+func (m *reasm) cover(at, end uint32) (uint32, bool) {
 	lo, hi := at, end
 	var old uint32
+	merged := false
 	kept := m.spans[:0]
 	for _, s := range m.spans {
 		if s[1] < lo || s[0] > hi {
 			kept = append(kept, s)
 			continue
 		}
+		merged = true
 		old += s[1] - s[0]
 		lo, hi = min(lo, s[0]), max(hi, s[1])
 	}
+	if !merged && len(kept) >= maxSpans {
+		return 0, false // every range was kept where it was: m.spans is unchanged
+	}
 	m.spans = append(kept, [2]uint32{lo, hi})
-	return hi - lo - old
+	return hi - lo - old, true
 }
 
 // serial compares message numbers across the wrap (RFC 1982).
@@ -203,6 +222,7 @@ func (v *RawVI) PostSend(r *Region, off, n int, imm uint32) error {
 	// cannot give its buffer to another message while it goes out.
 	h := v.host
 	h.sendMu.Lock()
+	v.cut(m)
 	m.busy = true
 	t.spoke = true
 	t.mu.Unlock()
@@ -248,20 +268,35 @@ func (v *RawVI) transmit(m *outMsg) error {
 	h.sendMu.Lock()
 	defer h.sendMu.Unlock()
 	v.tx.spoke = true // t.mu is held
+	v.cut(m)
 	return v.transmitLocked(m)
 }
 
-// transmitLocked sends a message's frames (h.sendMu held; m is not given
-// to another message meanwhile: t.mu is held, or m is busy).
-func (v *RawVI) transmitLocked(m *outMsg) error {
+// cut chooses how message m goes, when it is first sent: as bulk
+// datagrams once the peer offered them, else as frames; and it cuts a
+// message sent as bulk datagrams anew into frames once the VI gave them
+// up (abandonBulk), even one that was going out when it did. Both
+// v.tx.mu and the host's sendMu are held: the sender reads m.per and
+// m.bulk under sendMu alone (transmitLocked), acked under tx.mu alone.
+func (v *RawVI) cut(m *outMsg) {
 	h := v.host
-	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
+	if m.bulk && v.bulk.Load() == bulkAbandoned {
+		m.per, m.bulk = 0, false
+	}
 	if m.per == 0 {
 		m.per = h.link.MTU() - rawHeader
 		if _, ok := h.link.(bulkLink); ok && h.bulkOut && v.bulk.Load() == bulkOffered && len(m.data) > m.per && bulkBlock(h.link.MTU()) > 0 {
 			m.per, m.bulk = bulkBlock(h.link.MTU()), true
 		}
 	}
+}
+
+// transmitLocked sends a message's frames, cut as cut chose (h.sendMu
+// held; m is not given to another message meanwhile: t.mu is held, or m
+// is busy).
+func (v *RawVI) transmitLocked(m *outMsg) error {
+	h := v.host
+	x := header{dvi: v.rvi, svi: v.lvi, seq: m.seq, ack: v.takeAck(), total: uint32(len(m.data)), imm: m.imm}
 	per := m.per
 	if per < 1 {
 		return fmt.Errorf("sovia: an MTU of %d bytes leaves no room after the %d-byte header", h.link.MTU(), rawHeader)
@@ -527,8 +562,11 @@ func (v *RawVI) Resent() int {
 // messages beyond the posted descriptors are dropped (the sender sends
 // them again).
 func (v *RawVI) fragment(x header, data []byte) {
-	ack, nak := false, false
+	ack, nak, pieces := false, false, false
 	defer func() {
+		if pieces {
+			v.host.countDrop(dropPieces) // h.mu is taken without v.mu held
+		}
 		if ack || nak {
 			v.sendAck(nak)
 		}
@@ -579,7 +617,11 @@ func (v *RawVI) fragment(x header, data []byte) {
 	if len(data) == 0 && m.total > 0 {
 		return
 	}
-	fresh := m.cover(x.at, x.at+uint32(len(data)))
+	fresh, ok := m.cover(x.at, x.at+uint32(len(data)))
+	if !ok {
+		pieces = true
+		return
+	}
 	if fresh == 0 && m.total > 0 {
 		rx.dups++ // every byte taken already
 		return
