@@ -474,12 +474,13 @@ func TestMetricsVI(t *testing.T) {
 	if got := gather(); len(got) != 0 {
 		t.Errorf("without VIs: %v", got)
 	}
-	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4, BulkSent: 5, BulkReceived: 6, BulkRefused: 7, BulkAbandoned: 1},
+	m.Update(dataplane.Report{VI: &dataplane.VICounts{VILink: dataplane.VILink{Received: 9, Sent: 8, SendErrors: 2, Dropped: 1, Oversize: 4, NoRoom: 2, BulkSent: 5, BulkReceived: 6, BulkRefused: 7, BulkAbandoned: 1},
 		SetupDrops: []dataplane.Outcome{{Name: "connection request refused", Count: 3}}}})
 	want := map[string]float64{
 		"dragonc_vi_frames_total received": 9, "dragonc_vi_frames_total sent": 8,
 		"dragonc_vi_frames_total send_errors": 2, "dragonc_vi_frames_total dropped": 1,
 		"dragonc_vi_frames_total oversize":                         4,
+		"dragonc_vi_frames_total no_room":                          2,
 		"dragonc_vi_bulk_datagrams_total sent":                     5,
 		"dragonc_vi_bulk_datagrams_total received":                 6,
 		"dragonc_vi_bulk_datagrams_total refused":                  7,

@@ -264,7 +264,11 @@ type LinkCounts struct {
 	Sent       uint64 // frames sent
 	SendErrors uint64 // frames the socket refused (the VI reports the error)
 	Dropped    uint64 // frames the kernel dropped for want of room in the socket's receive ring (PACKET_STATISTICS' tp_drops)
-	Oversize   uint64 // frames longer than a slot of the ring (the MTU, a VLAN tag allowed) that could not be read whole: dropped
+	Oversize   uint64 // frames longer than a slot of the ring (the MTU, a VLAN tag allowed) that a socket not taking bulk datagrams cut, or that could not be read whole: dropped
+	// NoRoom is the frames longer than a slot (bulk datagrams) that the
+	// socket had no room to queue whole, its buffer (wholeBuffer) full
+	// of others not yet read: dropped, as a lost frame is.
+	NoRoom uint64
 	// BulkSent is the bulk datagrams sent (bulk.go), each counted in
 	// Sent as the frames the link cuts it into; BulkReceived those that
 	// arrived whole, each counted in Received as one.
@@ -286,7 +290,7 @@ func (h *RawHost) LinkCounts() LinkCounts {
 	if !ok {
 		return LinkCounts{BulkAbandoned: h.bulkAbandoned.Load()}
 	}
-	return LinkCounts{Received: l.counts.in.Load(), Sent: l.counts.sent.Load(), SendErrors: l.counts.sendErrors.Load(), Dropped: l.kernelDrops(), Oversize: l.ring.cut.Load(),
+	return LinkCounts{Received: l.counts.in.Load(), Sent: l.counts.sent.Load(), SendErrors: l.counts.sendErrors.Load(), Dropped: l.kernelDrops(), Oversize: l.ring.cut.Load(), NoRoom: l.ring.noRoom.Load(),
 		BulkSent: l.counts.bulkSent.Load(), BulkReceived: l.ring.whole.Load(), BulkRefused: l.counts.bulkRefused.Load(), BulkAbandoned: h.bulkAbandoned.Load()}
 }
 
@@ -360,6 +364,7 @@ type rxRing struct {
 	perBlock, frames, pos int
 	cut                   atomic.Uint64 // frames longer than a slot, dropped
 	whole                 atomic.Uint64 // frames longer than a slot, read whole from the socket
+	noRoom                atomic.Uint64 // frames longer than a slot the socket had no room to queue whole, dropped
 
 	fd  int    // the socket, for the frames queued whole; -1: none
 	big []byte // where they are read to
@@ -421,14 +426,21 @@ func (r *rxRing) take(in func([]byte), max int) int {
 		// 8), tp_mac (12).
 		length, snap := int(binary.NativeEndian.Uint32(h[4:])), int(binary.NativeEndian.Uint32(h[8:]))
 		mac := int(binary.NativeEndian.Uint16(h[12:]))
-		if v&tpStatusCopy != 0 && r.fd >= 0 {
+		switch {
+		case v&tpStatusCopy != 0 && r.fd >= 0:
 			r.takeWhole(in)
-		} else if v&tpStatusCopy != 0 || snap != length || mac+snap > len(h) {
+		case snap != length && r.fd >= 0:
+			// Cut to the slot and not queued whole: the socket's
+			// buffer was full (tpacket_rcv queues a copy only
+			// while sk_rmem_alloc is below sk_rcvbuf).
+			r.noRoom.Add(1)
+		case v&tpStatusCopy != 0 || snap != length || mac+snap > len(h):
 			// Cut to the slot: longer than the interface's MTU, so
-			// no VI sent it. Its bytes cannot all be placed (a
-			// message would never complete), so it is dropped.
+			// no VI sent it as a frame. Its bytes cannot all be
+			// placed (a message would never complete), so it is
+			// dropped.
 			r.cut.Add(1)
-		} else {
+		default:
 			in(h[mac : mac+snap])
 		}
 		atomic.StoreUint32(st, 0) // TP_STATUS_KERNEL
@@ -438,9 +450,10 @@ func (r *rxRing) take(in func([]byte), max int) int {
 }
 
 // takeWhole reads the frame the kernel queued whole on the socket for
-// the slot at hand (TP_STATUS_COPY) and hands it to in; one that is not
-// there (the socket's buffer was full) or longer than the largest bulk
-// datagram is counted as cut.
+// the slot at hand (TP_STATUS_COPY) and hands it to in; one longer than
+// the largest bulk datagram, or a read that fails, is counted as cut.
+// (Where the socket's buffer has no room for a frame, the kernel queues
+// nothing and leaves the slot without TP_STATUS_COPY: take counts it.)
 func (r *rxRing) takeWhole(in func([]byte)) {
 	if r.big == nil {
 		r.big = make([]byte, 14+4+1<<16) // an IPv4 datagram, behind a VLAN tag

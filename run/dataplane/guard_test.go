@@ -258,12 +258,12 @@ func TestReportKernelSockets(t *testing.T) {
 // the stage's: their socket's frames, then setup's drops by reason; a
 // count that is zero is left out, and a stack without VIs has no line.
 func TestReportVI(t *testing.T) {
-	r := Report{Stage: []Outcome{{"drop x.false", 1}}, VI: &VICounts{VILink: VILink{Received: 7, Sent: 5, Dropped: 3, Oversize: 1},
+	r := Report{Stage: []Outcome{{"drop x.false", 1}}, VI: &VICounts{VILink: VILink{Received: 7, Sent: 5, Dropped: 3, Oversize: 1, NoRoom: 4},
 		SetupDrops: []Outcome{{"half-open connection evicted (host's limit)", 936}, {"setup from a group or zero address", 2}}},
 		Queues: []QueueCounts{{Queue: 0, In: 1, Sent: 1}}}
 	var b strings.Builder
 	r.WriteText(&b)
-	want := "xdp stage: drop x.false 1\nvi: received 7, sent 5, kernel dropped 3, dropped 1 longer than the MTU\nvi setup drops: half-open connection evicted (host's limit) 936, setup from a group or zero address 2\nqueue 0: in 1, sent 1\n"
+	want := "xdp stage: drop x.false 1\nvi: received 7, sent 5, kernel dropped 3, dropped 1 longer than the MTU, dropped 4 bulk datagrams with the socket's buffer full\nvi setup drops: half-open connection evicted (host's limit) 936, setup from a group or zero address 2\nqueue 0: in 1, sent 1\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}

@@ -208,6 +208,9 @@ func (r Report) WriteText(w io.Writer) {
 		if v.Oversize > 0 {
 			fmt.Fprintf(&b, ", dropped %d longer than the MTU", v.Oversize)
 		}
+		if v.NoRoom > 0 {
+			fmt.Fprintf(&b, ", dropped %d bulk datagrams with the socket's buffer full", v.NoRoom)
+		}
 		if v.BulkSent > 0 || v.BulkReceived > 0 {
 			fmt.Fprintf(&b, "; bulk datagrams sent %d, received whole %d", v.BulkSent, v.BulkReceived)
 		}
