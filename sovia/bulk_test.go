@@ -142,6 +142,12 @@ func TestBulkInput(t *testing.T) {
 	}
 	offer := viFrame(1, 7, 2, 0, 0, 0, nil)
 	offer[14+24] = flagAckOnly | flagBulk
+	forged := append([]byte(nil), offer...)
+	forged[11] = 3 // from another Ethernet address than the VI's peer
+	h.Input(forged)
+	if v.bulk.Load() != bulkUnknown {
+		t.Error("a header with flagBulk from another host than the VI's peer made the VI send bulk datagrams")
+	}
 	h.Input(offer)
 	if v.bulk.Load() != bulkOffered {
 		t.Error("a header with flagBulk did not tell the VI that its peer takes bulk datagrams")
