@@ -95,16 +95,7 @@ func TestBulkInput(t *testing.T) {
 		{"segmented", segments(whole, rawHeader+per)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, _ := v.Register(make([]byte, 8192))
-			v.PostRecv(r)
+			h, v, r := hostPosting(t, net.HardwareAddr{2, 0, 0, 0, 0, 1}, 8192)
 			for _, f := range c.frames {
 				h.Input(f)
 			}
@@ -415,16 +406,7 @@ func TestReassemblyMixedCuts(t *testing.T) {
 		{"an overlap hides no hole", [][]byte{piece(0, 1500), piece(1000, 1500)}, false}, // 2500..3000 missing: 3000 bytes came
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, _ := v.Register(make([]byte, 4096))
-			v.PostRecv(r)
+			h, v, r := hostPosting(t, net.HardwareAddr{2, 0, 0, 0, 0, 1}, 4096)
 			for _, f := range c.frames {
 				h.Input(f)
 			}
@@ -467,16 +449,7 @@ func TestReassemblyBounded(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 13)
 	}
-	h, err := NewHost(&recordLink{}, net.HardwareAddr{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := h.VI(1, net.HardwareAddr{2, 0, 0, 0, 0, 2}, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := v.Register(make([]byte, len(data)))
-	v.PostRecv(r)
+	h, v, r := hostPosting(t, net.HardwareAddr{2, 0, 0, 0, 0, 1}, len(data))
 	piece := func(at, n int) []byte { return viFrame(1, 7, 1, len(data), at, 0, data[at:at+n]) }
 	for i := range maxSpans + extra {
 		h.Input(piece(2*i, 1))

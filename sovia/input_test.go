@@ -273,6 +273,13 @@ func TestPaddedFrames(t *testing.T) {
 // 1 open to VI 7 of 02:00:00:00:00:02 and one receive posted.
 func hostWithVI(t *testing.T, mac net.HardwareAddr) (*RawHost, *RawVI) {
 	t.Helper()
+	h, v, _ := hostPosting(t, mac, 64)
+	return h, v
+}
+
+// hostPosting is hostWithVI with a receive descriptor of n bytes.
+func hostPosting(t *testing.T, mac net.HardwareAddr, n int) (*RawHost, *RawVI, *Region) {
+	t.Helper()
 	h, err := NewHost(&recordLink{}, mac)
 	if err != nil {
 		t.Fatal(err)
@@ -281,9 +288,9 @@ func hostWithVI(t *testing.T, mac net.HardwareAddr) (*RawHost, *RawVI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := v.Register(make([]byte, 64))
+	r, _ := v.Register(make([]byte, n))
 	v.PostRecv(r)
-	return h, v
+	return h, v, r
 }
 
 // TestOthersFrames: a frame to another host's address (seen on a
