@@ -82,8 +82,21 @@ const (
 // datagrams, none of which was ever acknowledged, make a VI give them
 // up: with 1% of frames lost, a 23-segment datagram is lost about one
 // time in five, three times in a row about one in a hundred; the
-// timeouts (10, 20, 40 ms) cost 70 ms once.
-const bulkTries = 3
+// timeouts (10, 20, 40 ms) cost 70 ms once. After bulkTriesAcked in a
+// row a VI gives them up even though some were acknowledged once (the
+// path changed: an XDP program attached in front of the peer's socket),
+// rather than break when its Retries run out; six losses in a row of
+// one message are about one in 10,000 at 1% frame loss.
+const (
+	bulkTries      = 3
+	bulkTriesAcked = 2 * bulkTries
+)
+
+// maxBlocks bounds the blocks of one bulk datagram: each takes two of a
+// message's I/O vectors, of which the kernel takes at most UIO_MAXIOV,
+// 1,024 (include/uapi/linux/uio.h); on an MTU below about 160 bytes a
+// datagram of maxBulk would need more.
+const maxBlocks = 500
 
 // abandonBulk makes the VI send frames from now on (v.tx.mu held): its
 // messages waiting for acknowledgement are cut anew when next sent
@@ -222,7 +235,7 @@ const bulkHeadLen = vnetHeader + bulkHead
 // that does not segment UDP for packet sockets, or a device that takes no
 // IPv4) is errBulkRefused, and nothing was sent.
 func (l *packetLink) sendBulk(to, from [6]byte, hdrs, parts [][]byte, seg int) error {
-	perDatagram := maxBulk / seg
+	perDatagram := min(maxBulk/seg, maxBlocks)
 	datagrams := (len(hdrs) + perDatagram - 1) / perDatagram
 	if need := datagrams * bulkHeadLen; cap(l.bulkHeads) < need {
 		l.bulkHeads = make([]byte, need)

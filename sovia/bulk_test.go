@@ -569,3 +569,36 @@ func TestCover(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkAbandonedAfterAcked: a VI whose bulk datagrams were
+// acknowledged gives them up too when the path starts dropping them (an
+// XDP program attached in front of its peer's socket), after
+// bulkTriesAcked timeouts in a row, rather than break: every byte
+// arrives.
+func TestBulkAbandonedAfterAcked(t *testing.T) {
+	nsA, nsB, macA, macB := vethPair(t)
+	va, vb := openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
+	p := PaperParams()
+	a, err := NewConn(va, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewConn(vb, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go echo(b)
+	if err := bulkEcho(a, 1<<20, 6); err != nil {
+		t.Fatal(err)
+	}
+	if ca := va.host.LinkCounts(); ca.BulkSent == 0 || ca.BulkAbandoned != 0 {
+		t.Fatalf("before the drops: %+v; want bulk datagrams sent, none given up", ca)
+	}
+	netnstest.Drop(t, nsB, "vB", netnstest.Frames{UDPPort: BulkPort}, 1)
+	if err := bulkEcho(a, 1<<20, 7); err != nil {
+		t.Fatalf("%v (a resent %d)", err, va.Resent())
+	}
+	if ca := va.host.LinkCounts(); ca.BulkAbandoned != 1 || va.bulk.Load() != bulkAbandoned {
+		t.Errorf("after the drops: %+v, bulk state %d; want a's VI to give bulk datagrams up", ca, va.bulk.Load())
+	}
+}

@@ -416,7 +416,7 @@ func (v *RawVI) retransmit() {
 	t.progress = v.clock.Now()
 	t.recover, t.inRecov, t.refilled = t.next-1, true, t.unacked[0].seq
 	t.resent++
-	if t.tries >= bulkTries && !t.bulkOK && t.unacked[0].bulk {
+	if t.unacked[0].bulk && (t.tries >= bulkTries && !t.bulkOK || t.tries >= bulkTriesAcked) {
 		v.abandonBulk()
 	}
 	v.armRetransmit()
