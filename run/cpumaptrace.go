@@ -46,19 +46,20 @@ var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 // tracefs returns the directory of a mounted tracefs. When none is
 // mounted and /sys/kernel/tracing is an empty mount point (as in the
 // /sys that `ip netns exec` mounts afresh), it mounts one there, in this
-// process's mount namespace.
-func tracefs() (string, error) {
+// process's mount namespace, and undo unmounts it: the tracepoint, once
+// attached, needs it no longer, and run leaves no mount behind.
+func tracefs() (dir string, undo func(), err error) {
 	for _, d := range tracefsDirs {
 		var st unix.Statfs_t
 		if err := unix.Statfs(d, &st); err == nil && st.Type == unix.TRACEFS_MAGIC {
-			return d, nil
+			return d, func() {}, nil
 		}
 	}
 	d := tracefsDirs[0]
 	if err := unix.Mount("tracefs", d, "tracefs", 0, ""); err != nil {
-		return "", fmt.Errorf("no tracefs is mounted, and mounting one at %s failed (mount -t tracefs tracefs %s): %w", d, d, err)
+		return "", nil, fmt.Errorf("no tracefs is mounted, and mounting one at %s failed (mount -t tracefs tracefs %s): %w", d, d, err)
 	}
-	return d, nil
+	return d, func() { unix.Unmount(d, 0) }, nil
 }
 
 // tpField is a field of a tracepoint's record: its offset and size in
@@ -213,10 +214,11 @@ func attachCpumapTrace(m *maps) (*cpumapTrace, error) {
 	if !ok {
 		return nil, errors.New("the kernel gives no id of the cpumap")
 	}
-	dir, err := tracefs()
+	dir, undo, err := tracefs()
 	if err != nil {
 		return nil, err
 	}
+	defer undo() // once attached (link.Tracepoint reads the event's id there)
 	path := filepath.Join(dir, "events", cpumapEventGroup, cpumapEventName, "format")
 	b, err := os.ReadFile(path)
 	if err != nil {

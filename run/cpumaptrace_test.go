@@ -84,8 +84,10 @@ func TestCpumapDrops(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("this test needs two CPUs")
 	}
-	if _, err := tracefs(); err != nil {
+	if _, undo, err := tracefs(); err != nil {
 		t.Skipf("no tracing here: %v", err)
+	} else {
+		undo()
 	}
 	r, st := embedTest(t, kernelStack)
 	s, err := StageOf(r.Plan, st)
@@ -295,8 +297,10 @@ func TestCpumapDropsGeneric(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("this test needs two CPUs")
 	}
-	if _, err := tracefs(); err != nil {
+	if _, undo, err := tracefs(); err != nil {
 		t.Skipf("no tracing here: %v", err)
+	} else {
+		undo()
 	}
 	a, b := pair(t)
 	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
