@@ -357,18 +357,8 @@ func sortPair(s []string) []string {
 // every byte arrives, the host counts the VI, and the other direction,
 // whose datagrams arrive, keeps them.
 func TestBulkAbandoned(t *testing.T) {
-	nsA, nsB, macA, macB := vethPair(t)
+	a, b, va, vb, _, nsB := rawPair(t, PaperParams())
 	netnstest.Drop(t, nsB, "vB", netnstest.Frames{UDPPort: BulkPort}, 1)
-	va, vb := openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
-	p := PaperParams()
-	a, err := NewConn(va, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewConn(vb, p)
-	if err != nil {
-		t.Fatal(err)
-	}
 	go echo(b)
 	if err := bulkEcho(a, 4<<20, 5); err != nil {
 		t.Fatalf("%v (a resent %d, b %d)", err, va.Resent(), vb.Resent())
@@ -576,19 +566,10 @@ func TestCover(t *testing.T) {
 // bulkTriesAcked timeouts in a row, rather than break: every byte
 // arrives.
 func TestBulkAbandonedAfterAcked(t *testing.T) {
-	nsA, nsB, macA, macB := vethPair(t)
-	va, vb := openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
-	p := PaperParams()
-	a, err := NewConn(va, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewConn(vb, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, va, _, _, nsB := rawPair(t, PaperParams())
 	go echo(b)
-	if err := bulkEcho(a, 1<<20, 6); err != nil {
+	// A first window goes as frames: a hears b's offer with b's answers.
+	if err := bulkEcho(a, 4<<20, 6); err != nil {
 		t.Fatal(err)
 	}
 	if ca := va.host.LinkCounts(); ca.BulkSent == 0 || ca.BulkAbandoned != 0 {
