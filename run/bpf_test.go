@@ -82,6 +82,23 @@ func needBPF(t *testing.T) {
 	}
 }
 
+// xdpStage makes the maps of stage s and loads its XDP program, both
+// closed when the test ends.
+func xdpStage(t *testing.T, s *Stage) (*maps, *ebpf.Program) {
+	t.Helper()
+	m, err := newMaps(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	p, err := loadProgram(progXDP, s, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return m, p
+}
+
 // TestClassifier runs the generated programs on frames in the kernel
 // (BPF_PROG_TEST_RUN) and checks which are the stack's and which queue
 // each goes to.

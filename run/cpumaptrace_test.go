@@ -70,6 +70,22 @@ func TestCpumapFormat(t *testing.T) {
 	}
 }
 
+// needCpumapTrace skips a test that floods one CPU's cpumap queue from
+// the other and counts it with the tracepoint program, where eBPF, a
+// second CPU or tracing is missing.
+func needCpumapTrace(t *testing.T) {
+	t.Helper()
+	needBPF(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("this test needs two CPUs")
+	}
+	if _, undo, err := tracefs(); err != nil {
+		t.Skipf("no tracing here: %v", err)
+	} else {
+		undo()
+	}
+}
+
 // TestCpumapDrops: a cpumap queue of one frame, and 64 frames of kudp1
 // redirected by the XDP program to its CPU in one batch
 // (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux 5.18, from
@@ -80,15 +96,7 @@ func TestCpumapFormat(t *testing.T) {
 // counted. The frames run in a namespace of their own, whose kernel
 // drops them after the cpumap.
 func TestCpumapDrops(t *testing.T) {
-	needBPF(t)
-	if runtime.NumCPU() < 2 {
-		t.Skip("this test needs two CPUs")
-	}
-	if _, undo, err := tracefs(); err != nil {
-		t.Skipf("no tracing here: %v", err)
-	} else {
-		undo()
-	}
+	needCpumapTrace(t)
 	r, st := embedTest(t, kernelStack)
 	s, err := StageOf(r.Plan, st)
 	if err != nil {
@@ -99,20 +107,7 @@ func TestCpumapDrops(t *testing.T) {
 	other := 1 - core
 	ns, _ := netnstest.Two(t)
 
-	stage := func() (*maps, *ebpf.Program) {
-		m, err := newMaps(s, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Close)
-		p, err := loadProgram(progXDP, s, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		return m, p
-	}
-	m, p := stage()
+	m, p := xdpStage(t, s)
 	trace, err := attachCpumapTrace(m)
 	if err != nil {
 		trace.Close()
@@ -120,7 +115,7 @@ func TestCpumapDrops(t *testing.T) {
 	}
 	defer trace.Close()
 	// Another cpumap with a program of its own, on the same CPUs.
-	_, p2 := stage()
+	_, p2 := xdpStage(t, s)
 
 	const frames = 64
 	f := udp(t, ourIP, 5000, 7101, false)
@@ -293,15 +288,7 @@ func flood(t *testing.T, ns string, cpu int, addr string, n int) {
 // frame, the frames queued and dropped at its CPU add up to those
 // redirected, and some were dropped.
 func TestCpumapDropsGeneric(t *testing.T) {
-	needBPF(t)
-	if runtime.NumCPU() < 2 {
-		t.Skip("this test needs two CPUs")
-	}
-	if _, undo, err := tracefs(); err != nil {
-		t.Skipf("no tracing here: %v", err)
-	} else {
-		undo()
-	}
+	needCpumapTrace(t)
 	a, b := pair(t)
 	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
 	r, st := embedTest(t, kernelStack)
@@ -311,16 +298,7 @@ func TestCpumapDropsGeneric(t *testing.T) {
 	}
 	s.qsize = 1
 	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
-	m, err := newMaps(s, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	p, err := loadProgram(progXDP, s, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	m, p := xdpStage(t, s)
 	trace, err := attachCpumapTrace(m)
 	if err != nil {
 		trace.Close()

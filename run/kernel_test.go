@@ -963,16 +963,7 @@ func TestKernelSocketStageSpreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newMaps(s, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	p, err := loadProgram(progXDP, s, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	_, p := xdpStage(t, s)
 	seen := map[uint32]int{}
 	for sport := uint16(1000); sport < 1064; sport++ {
 		for _, f := range [][]byte{udp(t, ourIP, sport, 7100, false), frame(t, eth(layers.EthernetTypeIPv4), ip4(ourIP, layers.IPProtocolTCP),

@@ -66,16 +66,7 @@ func stageMatchesLPG(t *testing.T, r *dembed.Result, st *lpg.Stack) {
 	if len(s.Program) == 0 || len(s.DropSites) == 0 {
 		t.Fatalf("nothing placed on the eBPF stage: %d nodes, %d drop sites", len(s.Program), len(s.DropSites))
 	}
-	m, err := newMaps(s, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	xdp, err := loadProgram(progXDP, s, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer xdp.Close()
+	m, xdp := xdpStage(t, s)
 	sm, err := sim.New(r.Embedding)
 	if err != nil {
 		t.Fatal(err)

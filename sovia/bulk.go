@@ -46,12 +46,11 @@ import (
 //
 // A host offers to take bulk datagrams in every header it sends
 // (flagBulk); a VI sends them only once its peer offered, so a peer that
-// does not take them (an older one, or `dragonc run`, whose eBPF stage
-// owns the interface's IPv4 frames) is sent frames. A host cannot know
-// that every bulk datagram sent to it is dropped on the way (an XDP
-// program in front of its socket that takes IPv4 frames for a stack of
-// its own, as `dragonc run`'s does beside package sovia on one
-// interface): a VI none of whose bulk datagrams was acknowledged gives
+// does not take them (an older one, or a host opened with
+// HostOptions.NoBulkReceive) is sent frames. A host cannot know that
+// every bulk datagram sent to it is dropped on the way (an XDP program in
+// front of its socket that takes the interface's IPv4 frames for a stack
+// of its own): a VI none of whose bulk datagrams was acknowledged gives
 // them up for good after bulkTries timeouts in a row and sends its
 // messages as frames (abandonBulk).
 

@@ -498,8 +498,8 @@ func OpenHostAs(ifname string, mac net.HardwareAddr) (*RawHost, error) {
 type HostOptions struct {
 	// NoBulkReceive: the host does not take bulk datagrams (bulk.go),
 	// and does not offer to: its socket is bound to the VI EtherType
-	// alone, and its peers send it frames. `dragonc run` opens its VIs
-	// so, its eBPF stage owning the interface's IPv4 frames.
+	// alone, and its peers send it frames (for an interface where
+	// something before the socket takes IPv4 frames to 224.0.0.0).
 	NoBulkReceive bool
 	// NoBulkSend: the host sends a message as frames even to a peer
 	// that takes bulk datagrams (to compare the two).
@@ -547,21 +547,22 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr, o HostOptions) (*RawHost, 
 	if err != nil {
 		return fail(fmt.Errorf("sovia: the receive ring on %s: %w", ifname, err))
 	}
+	failRing := func(err error) (*RawHost, error) {
+		syscall.Munmap(ring.mem)
+		return fail(err)
+	}
 	if bulkIn {
 		if err := wholeFrames(fd); err != nil {
-			syscall.Munmap(ring.mem)
-			return fail(fmt.Errorf("sovia: %s: %w", ifname, err))
+			return failRing(fmt.Errorf("sovia: %s: %w", ifname, err))
 		}
 		ring.fd = fd
 	}
 	if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: proto, Ifindex: ifc.Index}); err != nil {
-		syscall.Munmap(ring.mem)
-		return fail(err)
+		return failRing(err)
 	}
 	txfd, err := sendSocket(ifc.Index)
 	if err != nil {
-		syscall.Munmap(ring.mem)
-		return fail(fmt.Errorf("sovia: a raw socket on %s to send: %w", ifname, err))
+		return failRing(fmt.Errorf("sovia: a raw socket on %s to send: %w", ifname, err))
 	}
 	l := &packetLink{fd: fd, txfd: txfd, bulkfd: -1, mtu: ifc.MTU, ring: ring}
 	if !o.NoBulkSend {

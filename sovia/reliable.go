@@ -284,9 +284,10 @@ func (v *RawVI) cut(m *outMsg) {
 		m.per, m.bulk = 0, false
 	}
 	if m.per == 0 {
+		// h.bulkOut: the link is a bulkLink that has not refused one.
 		m.per = h.link.MTU() - rawHeader
-		if _, ok := h.link.(bulkLink); ok && h.bulkOut && v.bulk.Load() == bulkOffered && len(m.data) > m.per && bulkBlock(h.link.MTU()) > 0 {
-			m.per, m.bulk = bulkBlock(h.link.MTU()), true
+		if per := bulkBlock(h.link.MTU()); h.bulkOut && per > 0 && v.bulk.Load() == bulkOffered && len(m.data) > m.per {
+			m.per, m.bulk = per, true
 		}
 	}
 }

@@ -43,7 +43,7 @@ type VILink struct {
 	Sent       uint64 `json:"sent"`                  // frames sent
 	SendErrors uint64 `json:"send_errors,omitempty"` // frames the socket refused
 	Dropped    uint64 `json:"dropped,omitempty"`     // frames the kernel had no room for (PACKET_STATISTICS)
-	Oversize   uint64 `json:"oversize,omitempty"`    // frames longer than the interface's MTU, cut to a slot of the receive ring and dropped
+	Oversize   uint64 `json:"oversize,omitempty"`    // frames longer than a slot of the receive ring (the MTU) that could not be read whole, dropped
 	NoRoom     uint64 `json:"no_room,omitempty"`     // bulk datagrams the socket had no room to queue whole (its buffer full), dropped
 	// Bulk datagrams (package sovia): sent, each counted in Sent as the
 	// frames the link cuts it into; received whole, each one frame in
