@@ -56,6 +56,40 @@ func TestOptionsCheck(t *testing.T) {
 	}
 }
 
+// TestReportCPURatios: a CPU ratio is taken only against a figure above
+// the noise (the reflector's is about 0 on a veth), and the table shows
+// no CPU figure below zero.
+func TestReportCPURatios(t *testing.T) {
+	round := func(perSecond, cpu float64) Measurement {
+		return Measurement{Round: 1,
+			Many: &Load{Answered: 1000, PerSecond: perSecond, CPUus: cpu, P50us: 10, P99us: 20},
+			One:  &Load{Answered: 100, PerSecond: 1e4, CPUus: cpu * 2, P50us: 10, P99us: 20}}
+	}
+	rep := &Report{Load: "udp", Base: "c", Rounds: 1, InFlight: 64, Background: []float64{0.01}, Servers: []*ServerReport{
+		{Name: "c", Rounds: []Measurement{round(2e5, 5)}},
+		{Name: "xdp", Rounds: []Measurement{round(2.2e5, 4)}},
+		{Name: "reflector", Rounds: []Measurement{round(4e5, -0.3)}},
+	}}
+	rep.finish()
+	xdp, refl := rep.Servers[1], rep.Servers[2]
+	if r := xdp.Ratios["c"].CPUMany; r.N != 1 || r.Min != 0.8 {
+		t.Errorf("xdp's CPU ratio to the C server: %+v, want 0.8", r)
+	}
+	if r := xdp.Ratios["reflector"]; r.CPUMany.N != 0 || r.CPUOne.N != 0 || r.PerSecond.N != 1 {
+		t.Errorf("xdp's ratios to the reflector: %+v; want no CPU ratio, a throughput ratio", r)
+	}
+	if r := refl.Ratios["c"].CPUMany; r.N != 1 || r.Min != 0 {
+		t.Errorf("the reflector's CPU ratio to the C server: %+v, want 0 (its figure below zero counts as 0)", r)
+	}
+	table := rep.Table()
+	if regexp.MustCompile(`(^|[\s–])-\d`).MatchString(table) {
+		t.Errorf("the table shows a figure below zero:\n%s", table)
+	}
+	if !strings.Contains(table, "CPU ratios to it are not taken") {
+		t.Errorf("the table does not say why the CPU ratios to the reflector are missing:\n%s", table)
+	}
+}
+
 // TestHistogram: the Go generator's percentiles are within the
 // histogram's resolution (1/128) of the exact ones.
 func TestHistogram(t *testing.T) {

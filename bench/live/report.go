@@ -191,17 +191,34 @@ func (rep *Report) finish() {
 				o := ref.Rounds[i]
 				if m.Many != nil && o.Many != nil && m.Many.Answered > 0 && o.Many.Answered > 0 {
 					r.PerSecond.add(m.Many.PerSecond / o.Many.PerSecond)
-					r.CPUMany.add(m.Many.CPUus / o.Many.CPUus)
+					addCPURatio(&r.CPUMany, m.Many.CPUus, o.Many.CPUus)
 				}
 				if m.One != nil && o.One != nil && m.One.Answered > 0 && o.One.Answered > 0 {
 					r.P50.add(m.One.P50us / o.One.P50us)
 					r.P99.add(m.One.P99us / o.One.P99us)
-					r.CPUOne.add(m.One.CPUus / o.One.CPUus)
+					addCPURatio(&r.CPUOne, m.One.CPUus, o.One.CPUus)
 				}
 			}
 			s.Ratios[refName] = r
 		}
 	}
+}
+
+// cpuFloor is the least CPU per transaction, in µs, that a CPU ratio is
+// taken against. The host-wide figure leaves out the load generator's
+// system calls, and on a veth all of the reflector's work runs in them
+// (its XDP_TX answers inside the sender's call), so the reflector's
+// figure is the background's noise around 0 and a ratio to it would be
+// noise too (it read -358× to 600× before this floor).
+const cpuFloor = 0.5
+
+// addCPURatio adds x/ref to r when ref is a figure to compare with; a
+// figure below zero (the background's noise) counts as 0.
+func addCPURatio(r *Range, x, ref float64) {
+	if ref < cpuFloor {
+		return
+	}
+	r.add(max(x, 0) / ref)
 }
 
 // Table is the report for people.
@@ -239,6 +256,9 @@ func (rep *Report) Table() string {
 	cpu := func(r Range, format string) string {
 		if bg.Max > busyHost {
 			return "busy"
+		}
+		if r.N > 0 { // below zero is the background's noise
+			r.Min, r.Max = max(r.Min, 0), max(r.Max, 0)
 		}
 		return rng(r, format)
 	}
@@ -292,6 +312,9 @@ func (rep *Report) Table() string {
 		fmt.Fprintf(&b, "%s: skipped: %s\n", name, rep.Skipped[name])
 	}
 	fmt.Fprintf(&b, "CPU µs/tx: the host's busy CPU time over the window (/proc/stat, softirq included) less the load generator's own and the host's background (%s CPUs), per answered transaction\n", rng(bg, "%.2f"))
+	if rep.has("reflector") {
+		b.WriteString("the reflector's CPU µs/tx is about 0 (below zero shown as 0): on a veth its XDP_TX answers run inside the load generator's system calls, which the figure leaves out; CPU ratios to it are not taken (\"-\")\n")
+	}
 	b.WriteString("own µs/tx: the CPU time of the server's own process and of this one (the Go server's, dragonc run's supervisor) per transaction; other work does not disturb it, but kernel work charged elsewhere (all of the reflector's) is not in it\n")
 	if bg.Max > busyHost {
 		fmt.Fprintf(&b, "warning: the host was busy with other work (up to %.2f CPUs before a round): the CPU µs/tx columns say \"busy\" (their figures, unreliable, are in --json); own µs/tx still holds\n", bg.Max)
