@@ -58,7 +58,7 @@ var allowed = map[string][]string{
 	"bench":                    {"backends/gofallback", "bench/baseline", "costmodel", "embed", "internal/packet", "internal/pred", "lpg", "prg", "sim"},
 	"bench/baseline":           {"internal/packet", "lpg"},
 	// The live benchmark serves with dragonc run beside other servers.
-	"bench/live": {"bench/sovialat", "costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run", "sovia", "streams"},
+	"bench/live": {"bench/sovialat", "costmodel", "embed", "internal/netns", "lpg", "nics", "plan", "run", "run/dataplane", "sovia", "streams"},
 	// Providers measured side by side (dragonc sovia bench, calibrate).
 	"bench/sovialat":               {},
 	"verify/internal/fuzzfallback": {},

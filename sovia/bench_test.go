@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dragonc/dragonc/bench/sovialat"
 	"github.com/dragonc/dragonc/internal/netnstest"
 )
 
-var busyPoll = flag.Duration("sovia.busypoll", 0, "BenchmarkVersusTCP: how long the software VI spins on an empty socket before it sleeps")
+var busyPoll = flag.Duration("sovia.busypoll", 0, "BenchmarkVersusTCP: how long the software VI spins on an empty socket before it sleeps, and TCP's reads on theirs")
 
 // BenchmarkVersusTCP measures SOVIA over the software VI against kernel
 // TCP (Go's net) on one veth pair between two namespaces, interleaved in
@@ -87,8 +88,12 @@ func BenchmarkVersusTCP(b *testing.B) {
 			b.Fatal(err)
 		}
 		tb := <-accepted
-		for _, c := range []net.Conn{ta, tb} {
-			c.(*net.TCPConn).SetNoDelay(mode.nodelay)
+		for _, c := range []*net.Conn{&ta, &tb} {
+			(*c).(*net.TCPConn).SetNoDelay(mode.nodelay)
+			// Like with like: TCP's reads spin as the VIs' receivers do.
+			if *c, err = sovialat.SpinReads((*c).(*net.TCPConn), *busyPoll); err != nil {
+				b.Fatal(err)
+			}
 		}
 		go echo(sb)
 		go echo(tb)

@@ -21,6 +21,7 @@ import (
 	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/nics"
 	"github.com/dragonc/dragonc/run"
+	"github.com/dragonc/dragonc/run/dataplane"
 	"github.com/dragonc/dragonc/sovia"
 	"github.com/dragonc/dragonc/streams"
 )
@@ -258,11 +259,15 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 		}
 		self = []string{exe}
 	}
+	// Like with like: the TCP echo's reads spin as long as the VI echo's
+	// receiver spins on its ring before it sleeps. Under run that is how
+	// run's VIs wait by default; package sovia's echo does not spin.
 	var viEcho *sovia.Params
+	tcpSpin := dataplane.Config{}.VISpin()
 	if opt.Server == CalibrateSovia {
-		viEcho = &params
+		viEcho, tcpSpin = &params, 0
 	}
-	stopEcho, err := startEcho(self, p.a, fmt.Sprintf("%s:%d", serverAddr, calibrationPort), viEcho)
+	stopEcho, err := startEcho(self, p.a, fmt.Sprintf("%s:%d", serverAddr, calibrationPort), tcpSpin, viEcho)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -310,16 +315,20 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 		return nil, nil, err
 	}
 	after := sovialat.LoadAverage()
-	return calibration(res, params, opt.Server, start, machine(before, after)), res, nil
+	return calibration(res, params, opt.Server, tcpSpin, start, machine(before, after)), res, nil
 }
 
 // calibration is a measurement as a calibration file holds it.
-func calibration(res *sovialat.Result, p sovia.Params, server string, at time.Time, machine string) *streams.Calibration {
+func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin time.Duration, at time.Time, machine string) *streams.Calibration {
 	vi := "dragonc run serving the mvia model's VI stream (app echo) on one end, a sovia.OpenHost on the other"
 	if server == CalibrateSovia {
 		vi = "a sovia.OpenHost on each end"
 	}
 	vi += "; each echo served by a process other than the clients'"
+	tcp := "a Go echo server whose reads sleep in Go's poller at once, as the VI echo's receiver does"
+	if tcpSpin > 0 {
+		tcp = fmt.Sprintf("a Go echo server whose reads look at the socket for up to %v before they sleep, as the VI echo's receiver spins on its ring", tcpSpin)
+	}
 	c := &streams.Calibration{
 		Format:   streams.CalibrationFormat,
 		Provider: "software VI",
@@ -329,10 +338,10 @@ func calibration(res *sovialat.Result, p sovia.Params, server string, at time.Ti
 		Measured: at.Truncate(time.Second).Format(time.RFC3339),
 		Machine:  machine,
 		Link:     "a veth pair between two network namespaces, MTU 1500",
-		Method: fmt.Sprintf("dragonc calibrate: SOVIA over the software VI (%s) and kernel TCP (a Go echo server; both echoes read into a 32 KiB buffer and write what they read, TCP's not spliced), each to its echo across the veth; "+
+		Method: fmt.Sprintf("dragonc calibrate: SOVIA over the software VI (%s) and kernel TCP (%s; both echoes read into a 32 KiB buffer and write what they read, TCP's not spliced), each to its echo across the veth; "+
 			"%d rounds, each size's targets in turn with the order rotated every round, %d ping-pongs a target, size and round (one way = half the round trip; percentiles over all), "+
 			"then an echoed stream (bandwidth of the bytes written, the median of the rounds); SOVIA nodelay (no combining) against TCP_NODELAY",
-			vi, res.Rounds, res.Exchanges),
+			vi, tcp, res.Rounds, res.Exchanges),
 		Params: streams.CalibratedParams{Window: p.Window, AckThreshold: p.AckThreshold, Chunk: p.ChunkSize, CopyMax: p.CopyMax},
 	}
 	for _, s := range res.Sizes {

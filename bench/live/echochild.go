@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/dragonc/dragonc/bench/sovialat"
 	"github.com/dragonc/dragonc/internal/netns"
 	"github.com/dragonc/dragonc/sovia"
 )
@@ -28,9 +29,9 @@ import (
 const childEcho = "echo"
 
 // echoArgs are the echo child's arguments: the namespace to serve in, the
-// TCP echo's address, and the VI echo's SOVIA settings as JSON ("-" for
-// no VI echo).
-const echoArgs = 3
+// TCP echo's address, how long its reads spin (sovialat.SpinReads), and
+// the VI echo's SOVIA settings as JSON ("-" for no VI echo).
+const echoArgs = 4
 
 // echoChild serves calibrate's echoes: a TCP echo on addr and, when
 // params is not "-", a SOVIA echo on serverIf's software VI (port
@@ -43,6 +44,10 @@ func echoChild(args []string) error {
 	// The sockets are made on this thread, in the namespace; they stay
 	// there wherever the goroutines that serve them run.
 	runtime.LockOSThread()
+	spin, err := time.ParseDuration(args[2])
+	if err != nil {
+		return fmt.Errorf("the TCP echo's spin: %w", err)
+	}
 	if err := netns.Join(args[0]); err != nil {
 		return err
 	}
@@ -56,12 +61,17 @@ func echoChild(args []string) error {
 			if err != nil {
 				return
 			}
-			go func() { echoLoop(c); c.Close() }()
+			go func() {
+				defer c.Close()
+				if sc, err := sovialat.SpinReads(c.(*net.TCPConn), spin); err == nil {
+					echoLoop(sc)
+				}
+			}()
 		}
 	}()
-	if args[2] != "-" {
+	if args[3] != "-" {
 		var p sovia.Params
-		if err := json.Unmarshal([]byte(args[2]), &p); err != nil {
+		if err := json.Unmarshal([]byte(args[3]), &p); err != nil {
 			return fmt.Errorf("the SOVIA settings: %w", err)
 		}
 		h, err := sovia.OpenHost(serverIf)
@@ -100,9 +110,10 @@ func echoLoop(c io.ReadWriter) {
 }
 
 // startEcho starts the echo child in namespace ns: self is how to start
-// this program as it (Child runs first in its main). vi is the VI echo's
-// settings, nil for none. stop ends it.
-func startEcho(self []string, ns, tcpAddr string, vi *sovia.Params) (stop func(), err error) {
+// this program as it (Child runs first in its main). tcpSpin is how long
+// the TCP echo's reads spin; vi is the VI echo's settings, nil for none.
+// stop ends it.
+func startEcho(self []string, ns, tcpAddr string, tcpSpin time.Duration, vi *sovia.Params) (stop func(), err error) {
 	p := "-"
 	if vi != nil {
 		b, err := json.Marshal(vi)
@@ -111,7 +122,7 @@ func startEcho(self []string, ns, tcpAddr string, vi *sovia.Params) (stop func()
 		}
 		p = string(b)
 	}
-	cmd := exec.Command(self[0], append(self[1:], filepath.Join(netns.Dir, ns), tcpAddr, p)...)
+	cmd := exec.Command(self[0], append(self[1:], filepath.Join(netns.Dir, ns), tcpAddr, tcpSpin.String(), p)...)
 	cmd.Env = append(os.Environ(), childEnv+"="+childEcho)
 	// No Pdeathsig: it is sent when the forking thread ends, and
 	// netns.In ends the threads it ran on, which may be that one. The

@@ -32,7 +32,7 @@ type VIs struct {
 	Close func() error
 	// Spin, if set, makes a goroutine waiting on a VI look at the VIs'
 	// socket for up to d before it sleeps (sovia's RawHost.SetBusyPoll):
-	// openVIs gives it the loops' wait (Config.viSpin).
+	// openVIs gives it the loops' wait (Config.VISpin).
 	Spin func(d time.Duration)
 }
 
@@ -76,7 +76,7 @@ func openVIs(st *Stack, cfg Config) (*VIs, error) {
 		return nil, fmt.Errorf("the software VIs on %s: OpenVIs returned no counters or no Close", ifc.Name)
 	}
 	if v.Spin != nil {
-		v.Spin(cfg.viSpin())
+		v.Spin(cfg.VISpin())
 	}
 	return &v, nil
 }

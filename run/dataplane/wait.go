@@ -80,12 +80,12 @@ func (c Config) Mode() string {
 	return fmt.Sprintf("adaptive: spinning up to %v on empty rings while spins find frames (none for %v after %d that found none), then sleeping in poll(2)", DefaultSpin, spinBackoff, spinMisses)
 }
 
-// viSpin is how long a goroutine waiting on a software VI looks at the
+// VISpin is how long a goroutine waiting on a software VI looks at the
 // VIs' socket before it sleeps, as the loops wait: DefaultSpin when they
 // spin adaptively (a VI's goroutine spins only while it waits for a
 // message, once a wait), Spin when they spin for Spin, not at all when
 // they never spin, and without end when they busy-poll.
-func (c Config) viSpin() time.Duration {
+func (c Config) VISpin() time.Duration {
 	switch {
 	case c.BusyPoll:
 		return math.MaxInt64
@@ -98,9 +98,9 @@ func (c Config) viSpin() time.Duration {
 }
 
 // VIMode describes how the goroutines waiting on the software VIs wait
-// (viSpin), for the run's output.
+// (VISpin), for the run's output.
 func (c Config) VIMode() string {
-	switch d := c.viSpin(); d {
+	switch d := c.VISpin(); d {
 	case math.MaxInt64:
 		return "spinning, never sleeping"
 	case 0:

@@ -72,7 +72,7 @@ func TestVISpin(t *testing.T) {
 		{Config{Spin: 20 * time.Microsecond}, 20 * time.Microsecond},
 		{Config{}, DefaultSpin},
 	} {
-		if got := c.cfg.viSpin(); got != c.want {
+		if got := c.cfg.VISpin(); got != c.want {
 			t.Errorf("%+v: the VIs spin %v, want %v (%s)", c.cfg, got, c.want, c.cfg.VIMode())
 		}
 	}

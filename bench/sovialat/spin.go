@@ -1,0 +1,81 @@
+package sovialat
+
+import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"time"
+)
+
+// SpinReads returns c with reads that look at the socket for up to spin
+// before they sleep: each read calls read(2) without blocking until
+// bytes come or spin has passed since the first empty look, and only
+// then waits in Go's network poller. That is how a software VI's
+// receiver under dragonc run waits on its ring (a spin a wait, then a
+// sleep), so an echo of kernel TCP that reads this way is like with like
+// for a VI echo that spins: neither pays a sleeping thread's wake-up
+// where the other does not. The kernel's own busy polling (SO_BUSY_POLL)
+// is no match for it on a veth, which has no NAPI context to poll
+// without XDP; it made a TCP echo slower here. With spin 0 c is returned
+// as it is.
+func SpinReads(c *net.TCPConn, spin time.Duration) (net.Conn, error) {
+	if spin <= 0 {
+		return c, nil
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &spinConn{TCPConn: c, rc: rc, spin: spin}, nil
+}
+
+// spinConn is a TCP connection whose reads spin (SpinReads).
+type spinConn struct {
+	*net.TCPConn
+	rc   syscall.RawConn
+	spin time.Duration
+}
+
+func (s *spinConn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	var (
+		n     int
+		err   error
+		first time.Time // the first empty look
+	)
+	// RawConn.Read calls look until it returns true, sleeping in the
+	// poller until the socket is readable after each false (and
+	// returning the read deadline's error if it passes meanwhile).
+	look := func(fd uintptr) bool {
+		for {
+			n, err = syscall.Read(int(fd), b)
+			if !errors.Is(err, syscall.EAGAIN) {
+				return true
+			}
+			if first.IsZero() {
+				first = time.Now()
+			} else if time.Since(first) >= s.spin {
+				return false
+			}
+		}
+	}
+	if rerr := s.rc.Read(look); rerr != nil {
+		return 0, rerr
+	}
+	switch {
+	case err != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: err}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// WriteTo copies through Read: the promoted TCPConn.WriteTo would read
+// the socket without spinning (io.Copy takes it when it finds it).
+func (s *spinConn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{s})
+}
