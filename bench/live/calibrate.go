@@ -58,6 +58,12 @@ type CalibrateOptions struct {
 	// that is served; or CalibrateSovia, package sovia on a packet socket
 	// of its own, as the client is.
 	Server string
+	// SelfCheck, "vi" or "tcp", measures that provider against itself
+	// instead of the two against each other: both targets are its one
+	// connection, taking turns as the two providers otherwise do, so the
+	// ratios show how far one run strays from 1 on this host (the noise a
+	// calibration's ratios carry). Calibrate then returns no calibration.
+	SelfCheck string
 	// Self is how to start this program as calibrate's echo server,
 	// which serves kernel TCP's echo (and package sovia's, with
 	// CalibrateSovia) in a process of its own, as dragonc run's helper
@@ -191,6 +197,9 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	if opt.Server != CalibrateRun && opt.Server != CalibrateSovia {
 		return nil, nil, fmt.Errorf("no VI echo server %q (%s or %s)", opt.Server, CalibrateRun, CalibrateSovia)
 	}
+	if opt.SelfCheck != "" && opt.SelfCheck != "vi" && opt.SelfCheck != "tcp" {
+		return nil, nil, fmt.Errorf("no provider %q to check against itself (vi or tcp)", opt.SelfCheck)
+	}
 	if os.Geteuid() != 0 {
 		return nil, nil, errors.New("calibrate needs root: it makes two network namespaces and a veth pair, and opens packet sockets")
 	}
@@ -298,6 +307,15 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 			{Name: "vi", Conn: sc, Abort: func() { h.Close() }},
 			{Name: "tcp", Conn: tc, Abort: func() { tc.Close() }},
 		}
+		if opt.SelfCheck != "" {
+			t := targets[0]
+			if opt.SelfCheck == "tcp" {
+				t = targets[1]
+			}
+			again := t
+			again.Name += "-again"
+			targets = []sovialat.Target{t, again}
+		}
 		return nil
 	})
 	if err != nil {
@@ -315,6 +333,9 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 		return nil, nil, err
 	}
 	after := sovialat.LoadAverage()
+	if opt.SelfCheck != "" {
+		return nil, res, nil
+	}
 	return calibration(res, params, opt.Server, tcpSpin, start, machine(before, after)), res, nil
 }
 

@@ -49,3 +49,35 @@ func TestCalibrate(t *testing.T) {
 		t.Errorf("embed with the calibration: exit %d: %s", code, errs)
 	}
 }
+
+// TestCalibrateSelfCheck: --self-check measures one provider against
+// itself and prints the table alone; it refuses what would write a
+// calibration, and a provider it does not know.
+func TestCalibrateSelfCheck(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--self-check", "udp"}, `--self-check "udp": want vi or tcp`},
+		{[]string{"--self-check", "vi", "-o", filepath.Join(t.TempDir(), "x.json")}, "writes no calibration"},
+		{[]string{"--self-check", "tcp", "--note", "n"}, "writes no calibration"},
+	} {
+		code, out, errs := dragonc(t, append([]string{"calibrate"}, c.args...)...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("calibrate %v: exit %d, stdout %q, stderr %q; want %d and %q", c.args, code, out, errs, exitUsage, c.want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("calibrate needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("calibrate needs ip")
+	}
+	code, stdout, errs := dragonc(t, "calibrate", "--self-check", "vi", "--server", "sovia", "--size", "4", "--rounds", "2", "--exchanges", "10", "--stream-bytes", "8192")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(stdout, "vi against itself") || !strings.Contains(stdout, "vi/vi-again p50") || strings.Contains(stdout, "tcp") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+}

@@ -24,7 +24,7 @@ type calibrateFlags struct {
 	sizes                          []int
 	rounds, exchanges, streamBytes int
 	stall                          time.Duration
-	out, note, server              string
+	out, note, server, selfCheck   string
 }
 
 func newCalibrateCmd(e *env) *cobra.Command {
@@ -61,12 +61,19 @@ without one, dragonc run uses the calibration checked in with dragonc
 (--calibration builtin). The table of the measurements goes to standard
 error (standard output with -o).
 
+With --self-check vi or tcp it measures that provider against itself
+(its one connection in both columns, taking turns as the two providers
+otherwise do) and prints the table alone, on standard output: how far
+its ratios stray from 1 is how much a ratio of one run on this host
+means. It writes no calibration (no -o or --note).
+
 Exit: 0 written, 1 a measurement failed or the file could not be
 written, 2 usage.`,
 		Example: `  sudo dragonc calibrate -o softvi.json
   sudo dragonc calibrate --size 4,64,1024,8192,32768 --rounds 3 -o softvi.json
   dragonc embed --calibration softvi.json mvia examples/cluster_db.lpg
-  dragonc embed --calibration builtin mvia examples/cluster_db.lpg`,
+  dragonc embed --calibration builtin mvia examples/cluster_db.lpg
+  sudo dragonc calibrate --self-check tcp --size 4,1024,32768 --rounds 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitStatus(runCalibrate(e, &f))
@@ -81,6 +88,7 @@ written, 2 usage.`,
 	fs.StringVarP(&f.out, "output", "o", "", "write the calibration to this file instead of standard output")
 	fs.StringVar(&f.note, "note", "", "a note the calibration file carries (its note field)")
 	fs.StringVar(&f.server, "server", live.CalibrateRun, "what serves the VI's echo: run (dragonc run on the mvia model, which carries a served plan's streams; it builds its helper with the go command) or sovia (package sovia on a packet socket of its own)")
+	fs.StringVar(&f.selfCheck, "self-check", "", "measure one provider against itself, vi or tcp, to see how noisy a ratio is on this host (prints the table, writes no calibration)")
 	return c
 }
 
@@ -93,16 +101,29 @@ func runCalibrate(e *env, f *calibrateFlags) int {
 		fmt.Fprintln(e.stderr, "dragonc: --rounds and --exchanges must be at least 1, --stream-bytes at least 0")
 		return exitUsage
 	}
+	if f.selfCheck != "" && f.selfCheck != "vi" && f.selfCheck != "tcp" {
+		fmt.Fprintf(e.stderr, "dragonc: --self-check %q: want vi or tcp\n", f.selfCheck)
+		return exitUsage
+	}
+	if f.selfCheck != "" && (f.out != "" || f.note != "") {
+		fmt.Fprintln(e.stderr, "dragonc: --self-check writes no calibration: it takes no -o or --note")
+		return exitUsage
+	}
 	if f.streamBytes == 0 {
 		f.streamBytes = -1 // sovialat: no bandwidth
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	say := func(format string, args ...any) { e.notef("calibrate: "+format, args...) }
-	cal, res, err := live.Calibrate(ctx, live.CalibrateOptions{Server: f.server, Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall, Say: say})
+	cal, res, err := live.Calibrate(ctx, live.CalibrateOptions{Server: f.server, Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall, Say: say, SelfCheck: f.selfCheck})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: calibrate: %v\n", err)
 		return exitInput
+	}
+	if f.selfCheck != "" {
+		fmt.Fprintf(e.stdout, "%s against itself (served by %s): each ratio compares one connection with itself, taking turns\n", f.selfCheck, f.server)
+		res.WriteTable(e.stdout)
+		return exitOK
 	}
 	cal.Note = f.note
 	var b bytes.Buffer
