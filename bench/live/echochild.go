@@ -29,14 +29,16 @@ import (
 const childEcho = "echo"
 
 // echoArgs are the echo child's arguments: the namespace to serve in, the
-// TCP echo's address, how long its reads spin (sovialat.SpinReads), and
-// the VI echo's SOVIA settings as JSON ("-" for no VI echo).
-const echoArgs = 4
+// TCP echo's address, the address of a second TCP echo whose reads spin
+// ("-" for none) and how long (sovialat.SpinReads), and the VI echo's
+// SOVIA settings as JSON ("-" for no VI echo).
+const echoArgs = 5
 
-// echoChild serves calibrate's echoes: a TCP echo on addr and, when
-// params is not "-", a SOVIA echo on serverIf's software VI (port
-// calibrationPort), in namespace path, until its standard input closes.
-// It says "ready" on standard output once both listen.
+// echoChild serves calibrate's echoes: a TCP echo on addr, a spinning
+// one on spinAddr and, when params is not "-", a SOVIA echo on
+// serverIf's software VI (port calibrationPort), in namespace path,
+// until its standard input closes. It says "ready" on standard output
+// once all listen.
 func echoChild(args []string) error {
 	if len(args) != echoArgs {
 		return fmt.Errorf("want %d arguments, got %d", echoArgs, len(args))
@@ -44,34 +46,24 @@ func echoChild(args []string) error {
 	// The sockets are made on this thread, in the namespace; they stay
 	// there wherever the goroutines that serve them run.
 	runtime.LockOSThread()
-	spin, err := time.ParseDuration(args[2])
+	spin, err := time.ParseDuration(args[3])
 	if err != nil {
 		return fmt.Errorf("the TCP echo's spin: %w", err)
 	}
 	if err := netns.Join(args[0]); err != nil {
 		return err
 	}
-	tl, err := net.Listen("tcp4", args[1])
-	if err != nil {
+	if err := serveTCPEcho(args[1], 0); err != nil {
 		return err
 	}
-	go func() {
-		for {
-			c, err := tl.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if sc, err := sovialat.SpinReads(c.(*net.TCPConn), spin); err == nil {
-					echoLoop(sc)
-				}
-			}()
+	if args[2] != "-" {
+		if err := serveTCPEcho(args[2], spin); err != nil {
+			return err
 		}
-	}()
-	if args[3] != "-" {
+	}
+	if args[4] != "-" {
 		var p sovia.Params
-		if err := json.Unmarshal([]byte(args[3]), &p); err != nil {
+		if err := json.Unmarshal([]byte(args[4]), &p); err != nil {
 			return fmt.Errorf("the SOVIA settings: %w", err)
 		}
 		h, err := sovia.OpenHost(serverIf)
@@ -98,6 +90,30 @@ func echoChild(args []string) error {
 	return nil
 }
 
+// serveTCPEcho serves a TCP echo on addr, each connection in a goroutine
+// of its own, its reads spinning for spin (none: 0).
+func serveTCPEcho(addr string, spin time.Duration) error {
+	l, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if sc, err := sovialat.SpinReads(c.(*net.TCPConn), spin); err == nil {
+					echoLoop(sc)
+				}
+			}()
+		}
+	}()
+	return nil
+}
+
 // echoLoop echoes c's bytes as package sovia's echo application does
 // (io.Copy through a 32 KiB buffer: a read, then a write of what it
 // read), for either provider. A TCP connection copied to itself with
@@ -110,10 +126,14 @@ func echoLoop(c io.ReadWriter) {
 }
 
 // startEcho starts the echo child in namespace ns: self is how to start
-// this program as it (Child runs first in its main). tcpSpin is how long
-// the TCP echo's reads spin; vi is the VI echo's settings, nil for none.
-// stop ends it.
-func startEcho(self []string, ns, tcpAddr string, tcpSpin time.Duration, vi *sovia.Params) (stop func(), err error) {
+// this program as it (Child runs first in its main). The TCP echoes
+// listen on tcpAddr and, their reads spinning for tcpSpin, on spinAddr
+// ("" for none); vi is the VI echo's settings, nil for none. stop ends
+// it.
+func startEcho(self []string, ns, tcpAddr, spinAddr string, tcpSpin time.Duration, vi *sovia.Params) (stop func(), err error) {
+	if spinAddr == "" {
+		spinAddr = "-"
+	}
 	p := "-"
 	if vi != nil {
 		b, err := json.Marshal(vi)
@@ -122,7 +142,7 @@ func startEcho(self []string, ns, tcpAddr string, tcpSpin time.Duration, vi *sov
 		}
 		p = string(b)
 	}
-	cmd := exec.Command(self[0], append(self[1:], filepath.Join(netns.Dir, ns), tcpAddr, tcpSpin.String(), p)...)
+	cmd := exec.Command(self[0], append(self[1:], filepath.Join(netns.Dir, ns), tcpAddr, spinAddr, tcpSpin.String(), p)...)
 	cmd.Env = append(os.Environ(), childEnv+"="+childEcho)
 	// No Pdeathsig: it is sent when the forking thread ends, and
 	// netns.In ends the threads it ran on, which may be that one. The

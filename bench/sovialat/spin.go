@@ -6,6 +6,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SpinReads returns c with reads that look at the socket for up to spin
@@ -48,7 +50,13 @@ func (s *spinConn) Read(b []byte) (int, error) {
 	)
 	// RawConn.Read calls look until it returns true, sleeping in the
 	// poller until the socket is readable after each false (and
-	// returning the read deadline's error if it passes meanwhile).
+	// returning the read deadline's error if it passes meanwhile). The
+	// spin asks poll(2) whether bytes are there rather than calling
+	// read(2) again: TCP's receive holds the socket's lock for the call
+	// (lock_sock in tcp_recvmsg), and a segment that comes meanwhile
+	// waits in the socket's backlog for the reader to process it, where
+	// tcp_poll looks without the lock. A spin of reads measured a p50
+	// 1-2 µs longer than no spin at all here.
 	look := func(fd uintptr) bool {
 		for {
 			n, err = syscall.Read(int(fd), b)
@@ -57,7 +65,8 @@ func (s *spinConn) Read(b []byte) (int, error) {
 			}
 			if first.IsZero() {
 				first = time.Now()
-			} else if time.Since(first) >= s.spin {
+			}
+			if !readable(int(fd), first, s.spin) {
 				return false
 			}
 		}
@@ -78,4 +87,18 @@ func (s *spinConn) Read(b []byte) (int, error) {
 // the socket without spinning (io.Copy takes it when it finds it).
 func (s *spinConn) WriteTo(w io.Writer) (int64, error) {
 	return io.Copy(w, struct{ io.Reader }{s})
+}
+
+// readable polls fd without waiting until it is readable (true) or spin
+// has passed since first (false).
+func readable(fd int, first time.Time, spin time.Duration) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for time.Since(first) < spin {
+		if n, err := unix.Poll(pfd, 0); err != nil && !errors.Is(err, unix.EINTR) {
+			return true // the read says what is wrong
+		} else if n > 0 {
+			return true
+		}
+	}
+	return false
 }
