@@ -58,6 +58,12 @@ type CalibrateOptions struct {
 	// that is served; or CalibrateSovia, package sovia on a packet socket
 	// of its own, as the client is.
 	Server string
+	// ClientSpin is how long the clients look for the echo before they
+	// sleep, both providers alike: the VI's host busy-polls its socket
+	// (sovia.RawHost.SetBusyPoll) and TCP's reads spin
+	// (sovialat.SpinReads). 0, the default, is each library's own: they
+	// sleep at once.
+	ClientSpin time.Duration
 	// SelfCheck, "vi" or "tcp", measures that provider against itself
 	// instead of the two against each other: both targets are its one
 	// connection, taking turns as the two providers otherwise do, so the
@@ -294,6 +300,7 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 			return err
 		}
 		own(h)
+		h.SetBusyPoll(opt.ClientSpin)
 		mac, _ := net.ParseMAC(serverMAC)
 		sc, err := h.Dial(mac, calibrationPort, params)
 		if err != nil {
@@ -313,7 +320,11 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 			if err := tc.(*net.TCPConn).SetNoDelay(true); err != nil {
 				return err
 			}
-			targets = append(targets, sovialat.Target{Name: t.name, Conn: tc, Abort: func() { tc.Close() }})
+			conn, err := sovialat.SpinReads(tc.(*net.TCPConn), opt.ClientSpin)
+			if err != nil {
+				return err
+			}
+			targets = append(targets, sovialat.Target{Name: t.name, Conn: conn, Abort: func() { tc.Close() }})
 		}
 		if opt.SelfCheck != "" {
 			t := targets[0]
@@ -345,7 +356,7 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 		return nil, res, nil
 	}
 	best := bestTCP(res)
-	return calibration(best, params, opt.Server, tcpSpin, start, machine(before, after)), best, nil
+	return calibration(best, params, opt.Server, tcpSpin, opt.ClientSpin, start, machine(before, after)), best, nil
 }
 
 // tcpSpinning names the TCP echo whose reads spin, as a target.
@@ -372,7 +383,7 @@ func bestTCP(res *sovialat.Result) *sovialat.Result {
 }
 
 // calibration is a measurement as a calibration file holds it.
-func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin time.Duration, at time.Time, machine string) *streams.Calibration {
+func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin, clientSpin time.Duration, at time.Time, machine string) *streams.Calibration {
 	vi := "dragonc run serving the mvia model's VI stream (app echo) on one end, a sovia.OpenHost on the other"
 	if server == CalibrateSovia {
 		vi = "a sovia.OpenHost on each end"
@@ -380,6 +391,10 @@ func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin ti
 	vi += "; each echo served by a process other than the clients'"
 	tcp := fmt.Sprintf("two Go echo servers, one whose reads sleep in Go's poller at once and one whose reads look at the socket for up to %v first, as dragonc run's VIs spin on their ring; "+
 		"at each size TCP's figures are the better of the two, the lower p50 and p99 and the higher bandwidth", tcpSpin)
+	clients := "both clients sleep at once when the echo has not come"
+	if clientSpin > 0 {
+		clients = fmt.Sprintf("both clients look for the echo for up to %v before they sleep (the VI's host busy-polls, TCP's reads spin)", clientSpin)
+	}
 	c := &streams.Calibration{
 		Format:   streams.CalibrationFormat,
 		Provider: "software VI",
@@ -391,8 +406,8 @@ func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin ti
 		Link:     "a veth pair between two network namespaces, MTU 1500",
 		Method: fmt.Sprintf("dragonc calibrate: SOVIA over the software VI (%s) and kernel TCP (%s; both echoes read into a 32 KiB buffer and write what they read, TCP's not spliced), each to its echo across the veth; "+
 			"%d rounds, each size's targets in turn with the order rotated every round, %d ping-pongs a target, size and round (one way = half the round trip; percentiles over all), "+
-			"then an echoed stream (bandwidth of the bytes written, the median of the rounds); SOVIA nodelay (no combining) against TCP_NODELAY",
-			vi, tcp, res.Rounds, res.Exchanges),
+			"then an echoed stream (bandwidth of the bytes written, the median of the rounds); SOVIA nodelay (no combining) against TCP_NODELAY; %s",
+			vi, tcp, res.Rounds, res.Exchanges, clients),
 		Params: streams.CalibratedParams{Window: p.Window, AckThreshold: p.AckThreshold, Chunk: p.ChunkSize, CopyMax: p.CopyMax},
 	}
 	for _, s := range res.Sizes {

@@ -58,7 +58,8 @@ func TestCalibrateCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(c.Sizes) != 2 || res.Sizes[0].Of[0].Samples != 5 || !(c.Sizes[1].VIMbps > 0) || !strings.Contains(c.Machine, "load average") || !strings.Contains(c.Method, "a sovia.OpenHost on each end") ||
-		!strings.Contains(c.Method, "TCP's figures are the better of the two") {
+		!strings.Contains(c.Method, "TCP's figures are the better of the two") ||
+		!strings.Contains(c.Method, "both clients sleep at once") {
 		t.Errorf("calibration %+v", c)
 	}
 	if left := calibrateNamespaces(); len(left) > 0 {

@@ -22,7 +22,7 @@ func TestCalibrate(t *testing.T) {
 		t.Skip("calibrate needs ip")
 	}
 	out := filepath.Join(t.TempDir(), "cal.json")
-	code, stdout, errs := dragonc(t, "calibrate", "--size", "4,1024", "--rounds", "2", "--exchanges", "10", "--stream-bytes", "65536", "--note", "a test", "-o", out)
+	code, stdout, errs := dragonc(t, "calibrate", "--size", "4,1024", "--rounds", "2", "--exchanges", "10", "--stream-bytes", "65536", "--note", "a test", "--client-spin", "50us", "-o", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -35,7 +35,8 @@ func TestCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(c.Sizes) != 2 || c.Sizes[1].Size != 1024 || c.Note != "a test" || !strings.Contains(c.Method, "2 rounds") || !strings.Contains(c.Method, "dragonc run serving") ||
-		!strings.Contains(c.Method, "reads look at the socket for up to 50µs first") || !strings.Contains(stdout, "vi/tcp p50") {
+		!strings.Contains(c.Method, "reads look at the socket for up to 50µs first") ||
+		!strings.Contains(c.Method, "both clients look for the echo for up to 50µs") || !strings.Contains(stdout, "vi/tcp p50") {
 		t.Errorf("calibration %+v\nstdout:\n%s", c, stdout)
 	}
 	ents, _ := os.ReadDir("/run/netns")
@@ -61,6 +62,7 @@ func TestCalibrateSelfCheck(t *testing.T) {
 		{[]string{"--self-check", "udp"}, `--self-check "udp": want vi or tcp`},
 		{[]string{"--self-check", "vi", "-o", filepath.Join(t.TempDir(), "x.json")}, "writes no calibration"},
 		{[]string{"--self-check", "tcp", "--note", "n"}, "writes no calibration"},
+		{[]string{"--client-spin", "-1s"}, "--client-spin -1s: it must be at least 0"},
 	} {
 		code, out, errs := dragonc(t, append([]string{"calibrate"}, c.args...)...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {

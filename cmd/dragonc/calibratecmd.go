@@ -23,7 +23,7 @@ func init() {
 type calibrateFlags struct {
 	sizes                          []int
 	rounds, exchanges, streamBytes int
-	stall                          time.Duration
+	stall, clientSpin              time.Duration
 	out, note, server, selfCheck   string
 }
 
@@ -61,6 +61,12 @@ without one, dragonc run uses the calibration checked in with dragonc
 (--calibration builtin). The table of the measurements goes to standard
 error (standard output with -o).
 
+The clients sleep at once when the echo has not come, as package sovia
+and Go's net do; with --client-spin D both look for it for up to D first
+(the VI's host busy-polls its ring, as dragonc run's VIs do; TCP's
+reads poll the socket): the two data paths without a sleeping thread's
+wake-up, which on a virtual machine costs more than either.
+
 With --self-check vi or tcp it measures that provider against itself
 (its one connection in both columns, taking turns as the two providers
 otherwise do) and prints the table alone, on standard output: how far
@@ -73,7 +79,8 @@ written, 2 usage.`,
   sudo dragonc calibrate --size 4,64,1024,8192,32768 --rounds 3 -o softvi.json
   dragonc embed --calibration softvi.json mvia examples/cluster_db.lpg
   dragonc embed --calibration builtin mvia examples/cluster_db.lpg
-  sudo dragonc calibrate --self-check tcp --size 4,1024,32768 --rounds 10`,
+  sudo dragonc calibrate --self-check tcp --size 4,1024,32768 --rounds 10
+  sudo dragonc calibrate --client-spin 50us --size 4,64,1024,32768`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitStatus(runCalibrate(e, &f))
@@ -88,6 +95,7 @@ written, 2 usage.`,
 	fs.StringVarP(&f.out, "output", "o", "", "write the calibration to this file instead of standard output")
 	fs.StringVar(&f.note, "note", "", "a note the calibration file carries (its note field)")
 	fs.StringVar(&f.server, "server", live.CalibrateRun, "what serves the VI's echo: run (dragonc run on the mvia model, which carries a served plan's streams; it builds its helper with the go command) or sovia (package sovia on a packet socket of its own)")
+	fs.DurationVar(&f.clientSpin, "client-spin", 0, "how long both clients look for the echo before they sleep (the VI's host busy-polls, TCP's reads spin); 0: they sleep at once, as package sovia and Go's net do")
 	fs.StringVar(&f.selfCheck, "self-check", "", "measure one provider against itself, vi or tcp, to see how noisy a ratio is on this host (prints the table, writes no calibration)")
 	return c
 }
@@ -95,6 +103,10 @@ written, 2 usage.`,
 func runCalibrate(e *env, f *calibrateFlags) int {
 	if f.server != live.CalibrateRun && f.server != live.CalibrateSovia {
 		fmt.Fprintf(e.stderr, "dragonc: --server %q: want %s or %s\n", f.server, live.CalibrateRun, live.CalibrateSovia)
+		return exitUsage
+	}
+	if f.clientSpin < 0 {
+		fmt.Fprintf(e.stderr, "dragonc: --client-spin %v: it must be at least 0\n", f.clientSpin)
 		return exitUsage
 	}
 	if f.rounds < 1 || f.exchanges < 1 || f.streamBytes < 0 {
@@ -115,7 +127,7 @@ func runCalibrate(e *env, f *calibrateFlags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	say := func(format string, args ...any) { e.notef("calibrate: "+format, args...) }
-	cal, res, err := live.Calibrate(ctx, live.CalibrateOptions{Server: f.server, Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall, Say: say, SelfCheck: f.selfCheck})
+	cal, res, err := live.Calibrate(ctx, live.CalibrateOptions{Server: f.server, Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall, Say: say, SelfCheck: f.selfCheck, ClientSpin: f.clientSpin})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dragonc: calibrate: %v\n", err)
 		return exitInput
