@@ -74,29 +74,27 @@ func echoChild(args []string) error {
 		if err != nil {
 			return err
 		}
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				echoLoop(c)
-				c.Close()
-			}
-		}()
+		echoEach(l, func(c net.Conn) (io.ReadWriter, error) { return c, nil })
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin) // until the parent closes it, or is gone
 	return nil
 }
 
-// serveTCPEcho serves a TCP echo on addr, each connection in a goroutine
-// of its own, its reads spinning for spin (none: 0).
+// serveTCPEcho serves a TCP echo on addr, its reads spinning for spin
+// (none: 0).
 func serveTCPEcho(addr string, spin time.Duration) error {
 	l, err := net.Listen("tcp4", addr)
 	if err != nil {
 		return err
 	}
+	echoEach(l, func(c net.Conn) (io.ReadWriter, error) { return sovialat.SpinReads(c.(*net.TCPConn), spin) })
+	return nil
+}
+
+// echoEach echoes each connection l accepts, read and written through
+// what wrap makes of it, in a goroutine of its own, until l is closed.
+func echoEach(l net.Listener, wrap func(net.Conn) (io.ReadWriter, error)) {
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -105,13 +103,12 @@ func serveTCPEcho(addr string, spin time.Duration) error {
 			}
 			go func() {
 				defer c.Close()
-				if sc, err := sovialat.SpinReads(c.(*net.TCPConn), spin); err == nil {
-					echoLoop(sc)
+				if rw, err := wrap(c); err == nil {
+					echoLoop(rw)
 				}
 			}()
 		}
 	}()
-	return nil
 }
 
 // echoLoop echoes c's bytes as package sovia's echo application does
