@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -41,7 +42,8 @@ type spinConn struct {
 
 func (s *spinConn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
-		return 0, nil
+		// As net's: no read, but a closed connection's error.
+		return s.TCPConn.Read(b)
 	}
 	var (
 		n     int
@@ -60,6 +62,9 @@ func (s *spinConn) Read(b []byte) (int, error) {
 	look := func(fd uintptr) bool {
 		for {
 			n, err = syscall.Read(int(fd), b)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
 			if !errors.Is(err, syscall.EAGAIN) {
 				return true
 			}
@@ -76,7 +81,8 @@ func (s *spinConn) Read(b []byte) (int, error) {
 	}
 	switch {
 	case err != nil:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: err}
+		// As net's: the system call's error in an OpError.
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError("read", err)}
 	case n == 0:
 		return 0, io.EOF
 	}

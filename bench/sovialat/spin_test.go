@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -69,5 +70,95 @@ func TestSpinReads(t *testing.T) {
 	}
 	if n, err := sc.Read(make([]byte, 8)); n != 0 || err != io.EOF {
 		t.Errorf("a read after the peer's close: %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+// spinPair is a connected pair on the loopback: a spinning end and its
+// peer.
+func spinPair(t *testing.T) (*spinConn, *net.TCPConn) {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peer, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sc, err := SpinReads(c.(*net.TCPConn), 100*time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc.(*spinConn), peer.(*net.TCPConn)
+}
+
+// TestSpinReadsAsNet: a spinning connection's reads fail as net's do: a
+// reset is an OpError "read" around the system call's error, a read of
+// nothing reads nothing but still says that the connection is closed,
+// and a read after Close says so too.
+func TestSpinReadsAsNet(t *testing.T) {
+	sc, peer := spinPair(t)
+	if n, err := sc.Read(nil); n != 0 || err != nil {
+		t.Errorf("a read of nothing: %d, %v", n, err)
+	}
+	peer.SetLinger(0) // its close resets the connection
+	peer.Close()
+	_, err := sc.Read(make([]byte, 8))
+	var op *net.OpError
+	var sys *os.SyscallError
+	if !errors.Is(err, syscall.ECONNRESET) || !errors.As(err, &op) || op.Op != "read" || !errors.As(err, &sys) {
+		t.Errorf("a read of a reset connection: %#v; want net's OpError around a SyscallError of ECONNRESET", err)
+	}
+	sc.Close()
+	if _, err := sc.Read(nil); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a read of nothing after Close: %v; want net.ErrClosed", err)
+	}
+	if _, err := sc.Read(make([]byte, 8)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a read after Close: %v; want net.ErrClosed", err)
+	}
+}
+
+// TestSpinReadsWriteTo: io.Copy from a spinning connection (its WriteTo)
+// copies all its peer wrote and ends without an error at the peer's
+// close.
+func TestSpinReadsWriteTo(t *testing.T) {
+	sc, peer := spinPair(t)
+	msg := bytes.Repeat([]byte("spin"), 50000)
+	go func() {
+		peer.Write(msg)
+		peer.CloseWrite()
+	}()
+	var got bytes.Buffer
+	n, err := io.Copy(&got, sc)
+	if err != nil || n != int64(len(msg)) || !bytes.Equal(got.Bytes(), msg) {
+		t.Errorf("io.Copy: %d bytes, %v; want the %d the peer wrote", n, err, len(msg))
+	}
+}
+
+// TestReadable: the spin's look says readable when bytes wait, and not
+// when none come within the spin.
+func TestReadable(t *testing.T) {
+	sc, peer := spinPair(t)
+	look := func() (ok bool) {
+		if err := sc.rc.Control(func(fd uintptr) { ok = readable(int(fd), time.Now(), time.Millisecond) }); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if look() {
+		t.Error("readable with nothing sent")
+	}
+	peer.Write([]byte("x"))
+	for deadline := time.Now().Add(5 * time.Second); !look(); {
+		if time.Now().After(deadline) {
+			t.Fatal("not readable with a byte sent")
+		}
 	}
 }
