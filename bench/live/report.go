@@ -205,20 +205,20 @@ func (rep *Report) finish() {
 }
 
 // cpuFloor is the least CPU per transaction, in µs, that a CPU ratio is
-// taken against. The host-wide figure leaves out the load generator's
-// system calls, and on a veth all of the reflector's work runs in them
-// (its XDP_TX answers inside the sender's call), so the reflector's
-// figure is the background's noise around 0 and a ratio to it would be
-// noise too (it read -358× to 600× before this floor).
+// taken of or against. The host-wide figure leaves out the load
+// generator's system calls, and on a veth all of the reflector's work
+// runs in them (its XDP_TX answers inside the sender's call), so the
+// reflector's figure is the background's noise around 0: a ratio to it
+// would be noise too (it read -358× to 600× before this floor), and one
+// of it (0×) would show work that was not counted as none.
 const cpuFloor = 0.5
 
-// addCPURatio adds x/ref to r when ref is a figure to compare with; a
-// figure below zero (the background's noise) counts as 0.
+// addCPURatio adds x/ref to r when both are figures to compare.
 func addCPURatio(r *Range, x, ref float64) {
-	if ref < cpuFloor {
+	if x < cpuFloor || ref < cpuFloor {
 		return
 	}
-	r.add(max(x, 0) / ref)
+	r.add(x / ref)
 }
 
 // Table is the report for people.
@@ -313,7 +313,7 @@ func (rep *Report) Table() string {
 	}
 	fmt.Fprintf(&b, "CPU µs/tx: the host's busy CPU time over the window (/proc/stat, softirq included) less the load generator's own and the host's background (%s CPUs), per answered transaction\n", rng(bg, "%.2f"))
 	if rep.has("reflector") {
-		b.WriteString("the reflector's CPU µs/tx is about 0 (below zero shown as 0): on a veth its XDP_TX answers run inside the load generator's system calls, which the figure leaves out; CPU ratios to it are not taken (\"-\")\n")
+		b.WriteString("the reflector's CPU µs/tx is about 0 (below zero shown as 0): on a veth its XDP_TX answers run inside the load generator's system calls, which the figure leaves out; no CPU ratio is taken of it or to it (\"-\")\n")
 	}
 	b.WriteString("own µs/tx: the CPU time of the server's own process and of this one (the Go server's, dragonc run's supervisor) per transaction; other work does not disturb it, but kernel work charged elsewhere (all of the reflector's) is not in it\n")
 	if bg.Max > busyHost {
