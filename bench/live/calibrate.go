@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -207,8 +208,8 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	if opt.Server != CalibrateRun && opt.Server != CalibrateSovia {
 		return nil, nil, fmt.Errorf("no VI echo server %q (%s or %s)", opt.Server, CalibrateRun, CalibrateSovia)
 	}
-	if opt.SelfCheck != "" && opt.SelfCheck != "vi" && opt.SelfCheck != "tcp" {
-		return nil, nil, fmt.Errorf("no provider %q to check against itself (vi or tcp)", opt.SelfCheck)
+	if err := CheckSelfCheck(opt.SelfCheck); err != nil {
+		return nil, nil, err
 	}
 	if os.Geteuid() != 0 {
 		return nil, nil, errors.New("calibrate needs root: it makes two network namespaces and a veth pair, and opens packet sockets")
@@ -327,13 +328,10 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 			targets = append(targets, sovialat.Target{Name: t.name, Conn: conn, Abort: func() { tc.Close() }})
 		}
 		if opt.SelfCheck != "" {
-			t := targets[0]
-			if opt.SelfCheck == "tcp" {
-				t = targets[1]
-			}
-			again := t
+			i := slices.IndexFunc(targets, func(t sovialat.Target) bool { return t.Name == opt.SelfCheck })
+			again := targets[i]
 			again.Name += "-again"
-			targets = []sovialat.Target{t, again}
+			targets = []sovialat.Target{targets[i], again}
 		}
 		return nil
 	})
@@ -357,6 +355,16 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	}
 	best := bestTCP(res)
 	return calibration(best, params, opt.Server, tcpSpin, opt.ClientSpin, start, machine(before, after)), best, nil
+}
+
+// CheckSelfCheck says whether p names a provider that
+// CalibrateOptions.SelfCheck measures against itself: "vi" or "tcp" (the
+// echo whose reads sleep), or "" for none.
+func CheckSelfCheck(p string) error {
+	if p != "" && p != "vi" && p != "tcp" {
+		return fmt.Errorf("no provider %q to check against itself (vi or tcp)", p)
+	}
+	return nil
 }
 
 // tcpSpinning names the TCP echo whose reads spin, as a target.

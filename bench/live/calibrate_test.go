@@ -103,3 +103,25 @@ func TestBestTCP(t *testing.T) {
 		t.Errorf("bestTCP without a spinning echo: %+v", got.Sizes)
 	}
 }
+
+// TestCalibrateRefused: options calibrate cannot measure are refused
+// before it makes anything, as root or not.
+func TestCalibrateRefused(t *testing.T) {
+	for _, c := range []struct {
+		opt  CalibrateOptions
+		want string
+	}{
+		{CalibrateOptions{Server: "xdp"}, `no VI echo server "xdp"`},
+		{CalibrateOptions{SelfCheck: "udp"}, `no provider "udp" to check against itself`},
+		{CalibrateOptions{SelfCheck: tcpSpinning}, `no provider "tcp-spinning"`},
+	} {
+		if _, _, err := Calibrate(context.Background(), c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want %q", c.opt, err, c.want)
+		}
+	}
+	for _, p := range []string{"", "vi", "tcp"} {
+		if err := CheckSelfCheck(p); err != nil {
+			t.Errorf("CheckSelfCheck(%q): %v", p, err)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func TestCalibrateSelfCheck(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--self-check", "udp"}, `--self-check "udp": want vi or tcp`},
+		{[]string{"--self-check", "udp"}, `--self-check: no provider "udp" to check against itself (vi or tcp)`},
 		{[]string{"--self-check", "vi", "-o", filepath.Join(t.TempDir(), "x.json")}, "writes no calibration"},
 		{[]string{"--self-check", "tcp", "--note", "n"}, "writes no calibration"},
 		{[]string{"--client-spin", "-1s"}, "--client-spin -1s: it must be at least 0"},

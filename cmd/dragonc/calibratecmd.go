@@ -113,8 +113,8 @@ func runCalibrate(e *env, f *calibrateFlags) int {
 		fmt.Fprintln(e.stderr, "dragonc: --rounds and --exchanges must be at least 1, --stream-bytes at least 0")
 		return exitUsage
 	}
-	if f.selfCheck != "" && f.selfCheck != "vi" && f.selfCheck != "tcp" {
-		fmt.Fprintf(e.stderr, "dragonc: --self-check %q: want vi or tcp\n", f.selfCheck)
+	if err := live.CheckSelfCheck(f.selfCheck); err != nil {
+		fmt.Fprintf(e.stderr, "dragonc: --self-check: %v\n", err)
 		return exitUsage
 	}
 	if f.selfCheck != "" && (f.out != "" || f.note != "") {
