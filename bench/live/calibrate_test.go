@@ -125,3 +125,20 @@ func TestCalibrateRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestChildArgs: a child takes the last of its arguments (a test
+// binary's flags come first), and one started with too few says so
+// rather than failing in a slice.
+func TestChildArgs(t *testing.T) {
+	args := []string{"-test.run=X", "ns", "a", "-", "50µs", "-"}
+	if got := lastArgs(args, echoArgs); !reflect.DeepEqual(got, args[1:]) {
+		t.Errorf("lastArgs: %q", got)
+	}
+	short := lastArgs([]string{"ns", "a"}, echoArgs)
+	if len(short) != 2 {
+		t.Errorf("lastArgs of too few: %q", short)
+	}
+	if err := echoChild(short); err == nil || !strings.Contains(err.Error(), "want 5 arguments, got 2") {
+		t.Errorf("the echo child with 2 arguments: %v", err)
+	}
+}

@@ -23,6 +23,16 @@ const (
 	childGenerator = "generator"
 )
 
+// genArgs is how many arguments the Go load generator takes.
+const genArgs = 11
+
+// lastArgs are a child's arguments: the last n of args, after whatever
+// starts this program (a test binary's flags), or all of them when there
+// are fewer, which the child then refuses with a diagnostic.
+func lastArgs(args []string, n int) []string {
+	return args[max(len(args)-n, 0):]
+}
+
 // Child runs the benchmark's child program and exits, if this process was
 // started as one; otherwise it returns at once. Programs that run the
 // benchmark call it first thing in main (and tests in TestMain), so that
@@ -31,7 +41,7 @@ const (
 func Child() {
 	switch os.Getenv(childEnv) {
 	case childEcho:
-		if err := echoChild(os.Args[len(os.Args)-echoArgs:]); err != nil {
+		if err := echoChild(lastArgs(os.Args[1:], echoArgs)); err != nil {
 			fmt.Fprintf(os.Stderr, "calibrate's echo server: %v\n", err)
 			os.Exit(1)
 		}
@@ -40,7 +50,7 @@ func Child() {
 	default:
 		return
 	}
-	r, err := goGenerator(os.Args[len(os.Args)-11:])
+	r, err := goGenerator(lastArgs(os.Args[1:], genArgs))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gen: %v\n", err)
 		os.Exit(1)
@@ -57,8 +67,8 @@ func Child() {
 // the softirq work a veth runs in the sender's calls on one core.
 func goGenerator(args []string) (*genResult, error) {
 	runtime.LockOSThread()
-	if len(args) != 11 {
-		return nil, fmt.Errorf("want 11 arguments, got %d", len(args))
+	if len(args) != genArgs {
+		return nil, fmt.Errorf("want %d arguments, got %d", genArgs, len(args))
 	}
 	if args[10] != "udp" {
 		return nil, fmt.Errorf("the Go load generator echoes UDP only, not %s", args[10])
