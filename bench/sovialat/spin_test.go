@@ -16,29 +16,8 @@ import (
 // spin or after it (a sleep in the poller); it ends with io.EOF when the
 // peer closes, and a read deadline still ends a read.
 func TestSpinReads(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	peer, err := net.Dial("tcp4", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sc, err := SpinReads(c.(*net.TCPConn), 200*time.Microsecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := sc.(*spinConn); !ok {
-		t.Fatalf("SpinReads gave a %T", sc)
-	}
-	if same, _ := SpinReads(c.(*net.TCPConn), 0); same != c {
+	sc, peer := spinPair(t)
+	if same, _ := SpinReads(sc.TCPConn, 0); same != sc.TCPConn {
 		t.Errorf("SpinReads with no spin gave %T, not the connection", same)
 	}
 
@@ -56,7 +35,7 @@ func TestSpinReads(t *testing.T) {
 			time.Sleep(pause)
 			peer.Write(msg)
 		}
-		peer.(*net.TCPConn).CloseWrite()
+		peer.CloseWrite()
 	}()
 	for i := range 4 {
 		want.Write(bytes.Repeat([]byte{byte('a' + i)}, 1000*(i+1)))
@@ -96,7 +75,11 @@ func spinPair(t *testing.T) (*spinConn, *net.TCPConn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sc.(*spinConn), peer.(*net.TCPConn)
+	spin, ok := sc.(*spinConn)
+	if !ok {
+		t.Fatalf("SpinReads gave a %T", sc)
+	}
+	return spin, peer.(*net.TCPConn)
 }
 
 // TestSpinReadsAsNet: a spinning connection's reads fail as net's do: a
