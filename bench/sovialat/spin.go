@@ -12,9 +12,10 @@ import (
 )
 
 // SpinReads returns c with reads that look at the socket for up to spin
-// before they sleep: each read calls read(2) without blocking until
-// bytes come or spin has passed since the first empty look, and only
-// then waits in Go's network poller. That is how a software VI's
+// before they sleep: a read that finds nothing asks poll(2), without
+// waiting, whether bytes have come until they have (then it reads them)
+// or spin has passed since that first empty look, and only then waits
+// in Go's network poller. That is how a software VI's
 // receiver under dragonc run waits on its ring (a spin a wait, then a
 // sleep), so an echo of kernel TCP that reads this way is like with like
 // for a VI echo that spins: neither pays a sleeping thread's wake-up
