@@ -40,8 +40,9 @@ TCP in one, and measures all three from the other in interleaved rounds,
 as dragonc sovia bench does. Kernel TCP is taken at its best, figure by
 figure: one of its echoes sleeps in Go's poller at once, the other's
 reads poll the socket for as long as dragonc run's VIs spin on their
-ring first, and at each size the calibration and its table keep the
-lower p50 and p99 and the higher bandwidth of the two. The VI's echo is served by dragonc run on the
+ring first, and for each figure (p50, p99, bandwidth) the calibration
+and its table take TCP's from the echo better at it over all the sizes
+(geometric mean). The VI's echo is served by dragonc run on the
 mvia model (--server run, the default: what carries the streams of a
 served plan; it builds its helper with the go command the first time),
 or by package sovia on a packet socket of its own (--server sovia).
