@@ -279,16 +279,18 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 		}
 		self = []string{exe}
 	}
-	// Kernel TCP at its best: two echoes, one whose reads sleep at once
-	// and one whose reads spin first for as long as run's VIs do (a
-	// spin that helps TCP's bandwidth and 99th percentile here, and
-	// costs its median: a sleeping echo is woken on the client's core).
+	// Kernel TCP at its best: under run, whose VIs spin on their ring
+	// before they sleep, two echoes, one whose reads sleep at once and
+	// one whose reads spin first for as long (a spin that helped TCP's
+	// bandwidth and 99th percentile here, and cost its median: a
+	// sleeping echo is woken on the client's core). Package sovia's echo
+	// does not spin, and TCP's echo beside it does not either.
 	var viEcho *sovia.Params
+	tcpSpin, spinAddr := dataplane.Config{}.VISpin(), fmt.Sprintf("%s:%d", serverAddr, calibrationSpinPort)
 	if opt.Server == CalibrateSovia {
-		viEcho = &params
+		viEcho, tcpSpin, spinAddr = &params, 0, ""
 	}
-	tcpSpin := dataplane.Config{}.VISpin()
-	stopEcho, err := startEcho(self, p.a, fmt.Sprintf("%s:%d", serverAddr, calibrationPort), fmt.Sprintf("%s:%d", serverAddr, calibrationSpinPort), tcpSpin, viEcho)
+	stopEcho, err := startEcho(self, p.a, fmt.Sprintf("%s:%d", serverAddr, calibrationPort), spinAddr, tcpSpin, viEcho)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -308,10 +310,14 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 			return err
 		}
 		targets = []sovialat.Target{{Name: "vi", Conn: sc, Abort: func() { h.Close() }}}
-		for _, t := range []struct {
+		echoes := []struct {
 			name string
 			port int
-		}{{"tcp", calibrationPort}, {tcpSpinning, calibrationSpinPort}} {
+		}{{"tcp", calibrationPort}, {tcpSpinning, calibrationSpinPort}}
+		if tcpSpin == 0 {
+			echoes = echoes[:1]
+		}
+		for _, t := range echoes {
 			d := net.Dialer{Timeout: 5 * time.Second}
 			tc, err := d.DialContext(ctx, "tcp4", fmt.Sprintf("%s:%d", serverAddr, t.port))
 			if err != nil {
@@ -353,8 +359,16 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	if opt.SelfCheck != "" {
 		return nil, res, nil
 	}
-	best := bestTCP(res)
-	return calibration(best, params, opt.Server, tcpSpin, opt.ClientSpin, start, machine(before, after)), best, nil
+	if len(targets) > 2 {
+		say("each echo as measured (the calibration takes TCP's figures from one of its two):")
+		var b strings.Builder
+		res.WriteTable(&b)
+		for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			say("%s", line)
+		}
+	}
+	best, from := bestTCP(res)
+	return calibration(best, params, opt.Server, tcpSpin, from, opt.ClientSpin, start, machine(before, after)), best, nil
 }
 
 // CheckSelfCheck says whether p names a provider that
@@ -376,45 +390,51 @@ const tcpSpinning = "tcp-spinning"
 // its bandwidths), with that echo's figure at every size. One choice
 // per figure, not one per size: the better of two noisy figures at each
 // size would be a figure biased in TCP's favour by the noise alone.
-func bestTCP(res *sovialat.Result) *sovialat.Result {
+// from names the echo each figure came from; a result with one TCP echo
+// is left as it is.
+func bestTCP(res *sovialat.Result) (best *sovialat.Result, from tcpFrom) {
+	from = tcpFrom{"tcp", "tcp", "tcp"}
 	a, b := "tcp", tcpSpinning
-	fig := func(name string, f func(sovialat.Measure) float64) []float64 {
+	fig := func(name string, f func(sovialat.Measure) float64) float64 {
 		var v []float64
 		for _, s := range res.Sizes {
 			m, _ := s.Target(name)
 			v = append(v, f(m))
 		}
-		return v
+		return geomean(v)
 	}
 	p50 := func(m sovialat.Measure) float64 { return m.P50us }
 	p99 := func(m sovialat.Measure) float64 { return m.P99us }
 	mbps := func(m sovialat.Measure) float64 { return m.Mbps }
-	spinP50, spinP99, spinMbps := false, false, false
 	if len(res.Sizes) > 0 {
 		if _, ok := res.Sizes[0].Target(b); ok {
-			spinP50 = geomean(fig(b, p50)) < geomean(fig(a, p50))
-			spinP99 = geomean(fig(b, p99)) < geomean(fig(a, p99))
-			spinMbps = geomean(fig(b, mbps)) > geomean(fig(a, mbps))
+			if fig(b, p50) < fig(a, p50) {
+				from.P50 = b
+			}
+			if fig(b, p99) < fig(a, p99) {
+				from.P99 = b
+			}
+			if fig(b, mbps) > fig(a, mbps) {
+				from.Mbps = b
+			}
 		}
 	}
-	out := &sovialat.Result{Rounds: res.Rounds, Exchanges: res.Exchanges}
+	best = &sovialat.Result{Rounds: res.Rounds, Exchanges: res.Exchanges}
 	for _, s := range res.Sizes {
 		vi, _ := s.Target("vi")
 		t, _ := s.Target(a)
-		spin, _ := s.Target(b)
-		if spinP50 {
-			t.P50us, t.RoundP50us, t.Samples = spin.P50us, spin.RoundP50us, spin.Samples
-		}
-		if spinP99 {
-			t.P99us = spin.P99us
-		}
-		if spinMbps {
-			t.Mbps = spin.Mbps
-		}
-		out.Sizes = append(out.Sizes, sovialat.Size{Size: s.Size, Of: []sovialat.Measure{vi, t}})
+		m50, _ := s.Target(from.P50)
+		m99, _ := s.Target(from.P99)
+		mb, _ := s.Target(from.Mbps)
+		t.P50us, t.RoundP50us, t.Samples = m50.P50us, m50.RoundP50us, m50.Samples
+		t.P99us, t.Mbps = m99.P99us, mb.Mbps
+		best.Sizes = append(best.Sizes, sovialat.Size{Size: s.Size, Of: []sovialat.Measure{vi, t}})
 	}
-	return out
+	return best, from
 }
+
+// tcpFrom names the TCP echo (target) each of TCP's figures came from.
+type tcpFrom struct{ P50, P99, Mbps string }
 
 // geomean is the geometric mean of positive figures; 0 when one is not
 // positive (bandwidth not measured).
@@ -430,14 +450,24 @@ func geomean(v []float64) float64 {
 }
 
 // calibration is a measurement as a calibration file holds it.
-func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin, clientSpin time.Duration, at time.Time, machine string) *streams.Calibration {
+func calibration(res *sovialat.Result, p sovia.Params, server string, tcpSpin time.Duration, from tcpFrom, clientSpin time.Duration, at time.Time, machine string) *streams.Calibration {
 	vi := "dragonc run serving the mvia model's VI stream (app echo) on one end, a sovia.OpenHost on the other"
 	if server == CalibrateSovia {
 		vi = "a sovia.OpenHost on each end"
 	}
 	vi += "; each echo served by a process other than the clients'"
-	tcp := fmt.Sprintf("two Go echo servers, one whose reads sleep in Go's poller at once and one whose reads look at the socket for up to %v first, as dragonc run's VIs spin on their ring; "+
-		"for each figure (p50, p99, bandwidth) TCP's are those of the echo better at it over all the sizes (geometric mean)", tcpSpin)
+	tcp := "a Go echo server whose reads sleep in Go's poller at once, as the VI echo's receiver does"
+	if tcpSpin > 0 {
+		which := func(target string) string {
+			if target == tcpSpinning {
+				return "spinning"
+			}
+			return "sleeping"
+		}
+		tcp = fmt.Sprintf("two Go echo servers, one whose reads sleep in Go's poller at once and one whose reads look at the socket for up to %v first, as dragonc run's VIs spin on their ring; "+
+			"for each figure TCP's are those of the echo better at it over all the sizes (geometric mean): here p50 the %s echo's, p99 the %s echo's, bandwidth the %s echo's",
+			tcpSpin, which(from.P50), which(from.P99), which(from.Mbps))
+	}
 	clients := "both clients sleep at once when the echo has not come"
 	if clientSpin > 0 {
 		clients = fmt.Sprintf("both clients look for the echo for up to %v before they sleep (the VI's host busy-polls, TCP's reads spin)", clientSpin)

@@ -85,8 +85,17 @@ func TestReportCPURatios(t *testing.T) {
 	if regexp.MustCompile(`(^|[\s–])-\d`).MatchString(table) {
 		t.Errorf("the table shows a figure below zero:\n%s", table)
 	}
-	if !strings.Contains(table, "no CPU ratio is taken of it or to it") {
+	if !strings.Contains(table, "no CPU ratio is taken of or to a CPU µs/tx under 0.5 (") {
 		t.Errorf("the table does not say why the CPU ratios to the reflector are missing:\n%s", table)
+	}
+	// Where every CPU ratio was taken, the table does not say otherwise.
+	rep = &Report{Load: "udp", Base: "c", Rounds: 1, InFlight: 64, Background: []float64{0.01}, Servers: []*ServerReport{
+		{Name: "c", Rounds: []Measurement{round(2e5, 5)}},
+		{Name: "xdp", Rounds: []Measurement{round(2.2e5, 4)}},
+	}}
+	rep.finish()
+	if table := rep.Table(); strings.Contains(table, "no CPU ratio is taken") {
+		t.Errorf("the table says CPU ratios are missing where none is:\n%s", table)
 	}
 }
 

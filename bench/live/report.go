@@ -40,6 +40,9 @@ type Report struct {
 	// Skipped names each server not measured, with the reason.
 	Skipped map[string]string `json:"skipped"`
 	Servers []*ServerReport   `json:"servers"`
+
+	// cpuSkipped counts the CPU ratios not taken (addCPURatio).
+	cpuSkipped int
 }
 
 // ServerReport is one server's figures.
@@ -191,12 +194,12 @@ func (rep *Report) finish() {
 				o := ref.Rounds[i]
 				if m.Many != nil && o.Many != nil && m.Many.Answered > 0 && o.Many.Answered > 0 {
 					r.PerSecond.add(m.Many.PerSecond / o.Many.PerSecond)
-					addCPURatio(&r.CPUMany, m.Many.CPUus, o.Many.CPUus)
+					rep.addCPURatio(&r.CPUMany, m.Many.CPUus, o.Many.CPUus)
 				}
 				if m.One != nil && o.One != nil && m.One.Answered > 0 && o.One.Answered > 0 {
 					r.P50.add(m.One.P50us / o.One.P50us)
 					r.P99.add(m.One.P99us / o.One.P99us)
-					addCPURatio(&r.CPUOne, m.One.CPUus, o.One.CPUus)
+					rep.addCPURatio(&r.CPUOne, m.One.CPUus, o.One.CPUus)
 				}
 			}
 			s.Ratios[refName] = r
@@ -214,8 +217,9 @@ func (rep *Report) finish() {
 const cpuFloor = 0.5
 
 // addCPURatio adds x/ref to r when both are figures to compare.
-func addCPURatio(r *Range, x, ref float64) {
+func (rep *Report) addCPURatio(r *Range, x, ref float64) {
 	if x < cpuFloor || ref < cpuFloor {
+		rep.cpuSkipped++
 		return
 	}
 	r.add(x / ref)
@@ -312,8 +316,8 @@ func (rep *Report) Table() string {
 		fmt.Fprintf(&b, "%s: skipped: %s\n", name, rep.Skipped[name])
 	}
 	fmt.Fprintf(&b, "CPU µs/tx: the host's busy CPU time over the window (/proc/stat, softirq included) less the load generator's own and the host's background (%s CPUs), per answered transaction\n", rng(bg, "%.2f"))
-	if rep.has("reflector") {
-		b.WriteString("the reflector's CPU µs/tx is about 0 (below zero shown as 0): on a veth its XDP_TX answers run inside the load generator's system calls, which the figure leaves out; no CPU ratio is taken of it or to it (\"-\")\n")
+	if rep.cpuSkipped > 0 {
+		fmt.Fprintf(&b, "no CPU ratio is taken of or to a CPU µs/tx under %.1f (%d left out: \"-\", or a narrower range): on a veth the reflector's XDP_TX answers run inside the load generator's system calls, which the figure leaves out, so its figure is about 0 (below zero shown as 0)\n", cpuFloor, rep.cpuSkipped)
 	}
 	b.WriteString("own µs/tx: the CPU time of the server's own process and of this one (the Go server's, dragonc run's supervisor) per transaction; other work does not disturb it, but kernel work charged elsewhere (all of the reflector's) is not in it\n")
 	if bg.Max > busyHost {

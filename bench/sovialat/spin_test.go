@@ -145,3 +145,30 @@ func TestReadable(t *testing.T) {
 		}
 	}
 }
+
+// TestSpinReadsSpins: a read whose bytes come within the spin finds them
+// spinning, without a sleep in the poller; one whose bytes come after it
+// sleeps once, then reads them.
+func TestSpinReadsSpins(t *testing.T) {
+	sc, peer := spinPair(t)
+	for _, c := range []struct {
+		spin, pause time.Duration
+		sleeps      int
+	}{
+		{spin: 10 * time.Second, pause: 5 * time.Millisecond, sleeps: 0},
+		{spin: 100 * time.Microsecond, pause: 50 * time.Millisecond, sleeps: 1},
+	} {
+		sc.spin, sc.sleeps = c.spin, 0
+		go func() {
+			time.Sleep(c.pause)
+			peer.Write([]byte("x"))
+		}()
+		b := make([]byte, 8)
+		if n, err := sc.Read(b); n != 1 || err != nil {
+			t.Fatalf("spin %v: read %d, %v", c.spin, n, err)
+		}
+		if sc.sleeps != c.sleeps {
+			t.Errorf("spin %v, bytes after %v: %d sleeps, want %d", c.spin, c.pause, sc.sleeps, c.sleeps)
+		}
+	}
+}

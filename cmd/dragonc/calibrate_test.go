@@ -35,7 +35,7 @@ func TestCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(c.Sizes) != 2 || c.Sizes[1].Size != 1024 || c.Note != "a test" || !strings.Contains(c.Method, "2 rounds") || !strings.Contains(c.Method, "dragonc run serving") ||
-		!strings.Contains(c.Method, "reads look at the socket for up to 50µs first") ||
+		!strings.Contains(c.Method, "reads look at the socket for up to 50µs first") || !strings.Contains(c.Method, "here p50 the ") ||
 		!strings.Contains(c.Method, "both clients look for the echo for up to 50µs") || !strings.Contains(stdout, "vi/tcp p50") {
 		t.Errorf("calibration %+v\nstdout:\n%s", c, stdout)
 	}
