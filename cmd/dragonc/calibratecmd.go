@@ -35,14 +35,16 @@ func newCalibrateCmd(e *env) *cobra.Command {
 		Long: `As root: makes two network namespaces joined by a veth pair (named
 ` + live.CalibratePrefix + `PID-N-a and -b; removed on every way out, and a later
 calibrate removes those of a run that was killed), serves an echo over
-SOVIA on the software VI (EtherType 0x88B5) and two echoes over kernel
-TCP in one, and measures all three from the other in interleaved rounds,
-as dragonc sovia bench does. Kernel TCP is taken at its best, figure by
-figure: one of its echoes sleeps in Go's poller at once, the other's
-reads poll the socket for as long as dragonc run's VIs spin on their
-ring first, and for each figure (p50, p99, bandwidth) the calibration
-and its table take TCP's from the echo better at it over all the sizes
-(geometric mean). The VI's echo is served by dragonc run on the
+SOVIA on the software VI (EtherType 0x88B5) and echoes over kernel TCP
+in one, and measures them all from the other in interleaved rounds, as
+dragonc sovia bench does. Kernel TCP is taken at its best: under
+--server run it has two echoes, one whose reads sleep in Go's poller at
+once and one whose reads poll the socket first for as long as dragonc
+run's VIs spin on their ring, and for each figure (p50, p99, bandwidth)
+the calibration and its table take TCP's from the echo better at it
+over all the sizes (geometric mean; the notes show both); under
+--server sovia, whose VI echo does not spin, it has the sleeping one
+alone. The VI's echo is served by dragonc run on the
 mvia model (--server run, the default: what carries the streams of a
 served plan; it builds its helper with the go command the first time),
 or by package sovia on a packet socket of its own (--server sovia).
