@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -79,7 +80,22 @@ func TestCalibrateSelfCheck(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(stdout, "vi against itself") || !strings.Contains(stdout, "vi/vi-again p50") || strings.Contains(stdout, "tcp") {
+	var rep struct {
+		SelfCheck string `json:"self_check"`
+		Server    string
+		Sizes     []struct {
+			Size    int
+			Targets []struct{ Target string } `json:"targets"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout)
+	}
+	if rep.SelfCheck != "vi" || rep.Server != "sovia" || len(rep.Sizes) != 1 || rep.Sizes[0].Size != 4 || len(rep.Sizes[0].Targets) != 2 ||
+		rep.Sizes[0].Targets[0].Target != "vi" || rep.Sizes[0].Targets[1].Target != "vi-again" {
 		t.Errorf("stdout:\n%s", stdout)
+	}
+	if !strings.Contains(errs, "vi against itself") || !strings.Contains(errs, "vi/vi-again p50") {
+		t.Errorf("stderr has no table:\n%s", errs)
 	}
 }

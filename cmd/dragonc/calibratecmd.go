@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dragonc/dragonc/bench/live"
+	"github.com/dragonc/dragonc/bench/sovialat"
 	"github.com/dragonc/dragonc/internal/outdir"
 	"github.com/dragonc/dragonc/streams"
 )
@@ -76,10 +78,12 @@ wake-up, which on a virtual machine costs more than either.
 
 With --self-check vi or tcp it measures that provider against itself
 (its one connection in both columns, taking turns as the providers
-otherwise do; tcp is the echo whose reads sleep) and prints a line
-saying so and the table, on standard output: how far its ratios stray
-from 1 is how much a ratio of one run on this host means. It writes no
-calibration (no -o or --note).
+otherwise do; tcp is the echo whose reads sleep): how far its ratios
+stray from 1 is how much a ratio of one run on this host means. It
+writes no calibration (no -o or --note): standard output gets JSON
+({"self_check", "server", "rounds", "exchanges", "sizes": [{"size",
+"targets": [{"target", "p50_us", "p99_us", "round_p50_us", "samples",
+"mbps"}]}]}), standard error the table.
 
 Exit: 0 written (with --self-check: measured), 1 a measurement failed
 or the file could not be written, 2 usage.`,
@@ -106,6 +110,14 @@ or the file could not be written, 2 usage.`,
 	fs.DurationVar(&f.clientSpin, "client-spin", 0, "how long both clients look for the echo before they sleep (the VI's host busy-polls, TCP's reads spin); 0: they sleep at once, as package sovia and Go's net do")
 	fs.StringVar(&f.selfCheck, "self-check", "", "measure one provider against itself, vi or tcp, to see how noisy a ratio is on this host (prints the table, writes no calibration)")
 	return c
+}
+
+// selfCheckReport is what --self-check prints: the provider, its echo's
+// server, and sovialat's result with the provider in both columns.
+type selfCheckReport struct {
+	SelfCheck string `json:"self_check"`
+	Server    string `json:"server"`
+	*sovialat.Result
 }
 
 func runCalibrate(e *env, f *calibrateFlags) int {
@@ -141,8 +153,18 @@ func runCalibrate(e *env, f *calibrateFlags) int {
 		return exitInput
 	}
 	if f.selfCheck != "" {
-		fmt.Fprintf(e.stdout, "%s against itself (served by %s): each ratio compares one connection with itself, taking turns\n", f.selfCheck, f.server)
-		res.WriteTable(e.stdout)
+		// JSON on standard output as a calibration is, the table on
+		// standard error.
+		b, err := json.MarshalIndent(selfCheckReport{SelfCheck: f.selfCheck, Server: f.server, Result: res}, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dragonc: calibrate: %v\n", err)
+			return exitInput
+		}
+		e.stdout.Write(append(b, '\n'))
+		if !e.quiet {
+			fmt.Fprintf(e.stderr, "%s against itself (served by %s): each ratio compares one connection with itself, taking turns\n", f.selfCheck, f.server)
+			res.WriteTable(e.stderr)
+		}
 		return exitOK
 	}
 	cal.Note = f.note
