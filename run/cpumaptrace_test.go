@@ -1,13 +1,11 @@
 package run
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -179,30 +177,11 @@ func TestServeCpumapDrops(t *testing.T) {
 	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
 	r, st := embedTest(t, kernelStack)
 	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
-	var out, log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	served := make(chan error, 1)
-	var last dataplane.Report
-	var mu sync.Mutex
-	go func() {
-		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: "xdp", Stdout: &out, Stderr: &log,
-				Ready: func() { close(ready) }, stageEdit: func(s *Stage) { s.qsize = 1 },
-				OnReport: func(rep dataplane.Report) { mu.Lock(); last = rep; mu.Unlock() }})
-		})
-	}()
-	waitReady(t, ready, served, &log)
+	bg := serveInBackground(t, a, r, st, Options{Iface: "vA", Socket: "xdp", stageEdit: func(s *Stage) { s.qsize = 1 }})
 	const datagrams = 20000
 	flood(t, b, 1-core, "10.9.0.1:7101", datagrams)
-	cancel()
-	if err := <-served; err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	mu.Lock()
-	rep := last
-	mu.Unlock()
+	bg.stop(t)
+	rep, out, log := bg.report(), &bg.out, &bg.log
 	if strings.Contains(log.String(), "not counted here") {
 		t.Fatalf("run could not count the cpumap's drops:\n%s", log.String())
 	}

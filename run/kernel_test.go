@@ -237,21 +237,8 @@ func serveKernel(t *testing.T, nic, socket string, edit func(*Stage)) kernelResu
 	}
 	mc := startMemcached(t, a)
 
-	var out, log syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan struct{})
-	served := make(chan error, 1)
-	var last dataplane.Report
-	var lastMu sync.Mutex
-	go func() {
-		served <- inNS(a, func() error {
-			return Serve(ctx, r, st, Options{Iface: "vA", Socket: socket, Stdout: &out, Stderr: &log, Force: nic != "",
-				Ready: func() { close(ready) }, stageEdit: edit,
-				OnReport: func(rep dataplane.Report) { lastMu.Lock(); last = rep; lastMu.Unlock() }})
-		})
-	}()
-	waitReady(t, ready, served, &log)
+	bg := serveInBackground(t, a, r, st, Options{Iface: "vA", Socket: socket, Force: nic != "", stageEdit: edit})
+	out, log := &bg.out, &bg.log
 
 	fail := func(format string, args ...any) { res.errs = append(res.errs, fmt.Sprintf(format, args...)) }
 	err = inNS(b, func() error {
@@ -301,10 +288,7 @@ func serveKernel(t *testing.T, nic, socket string, edit func(*Stage)) kernelResu
 	if err != nil {
 		fail("%v", err)
 	}
-	cancel()
-	if err := <-served; err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
+	bg.stop(t)
 	res.counts = srv.snapshot()
 	if mc == nil {
 		t.Log("memcached is not installed: its part was skipped")
@@ -327,9 +311,7 @@ func serveKernel(t *testing.T, nic, socket string, edit func(*Stage)) kernelResu
 	}
 	// The stage's counters: each counted endpoint's frames were
 	// redirected (the clients ran on another CPU).
-	lastMu.Lock()
-	ks := last.KernelSockets
-	lastMu.Unlock()
+	ks := bg.report().KernelSockets
 	for _, ep := range []string{"kudp0", "kudp1", "ktcp0", "ktcp1"} {
 		i := slices.IndexFunc(ks, func(k dataplane.KernelSocket) bool { return k.Endpoint == ep })
 		if i < 0 || ks[i].Redirected == 0 {

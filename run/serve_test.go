@@ -391,6 +391,49 @@ func deliveries(t testing.TB, out string) map[string]map[int]int {
 
 // waitReady waits for Serve to be ready, or fails the test when it stops
 // first or takes more than two minutes.
+// background is dragonc run serving a test's stack in a namespace: its
+// standard output and error, and the last report of its counters.
+type background struct {
+	out, log syncBuffer
+	cancel   context.CancelFunc
+	served   chan error
+	mu       sync.Mutex
+	last     dataplane.Report
+}
+
+// serveInBackground serves r and st in namespace ns with opt (whose
+// Stdout, Stderr, Ready and OnReport it sets) and returns once Serve is
+// ready; stop ends it.
+func serveInBackground(t testing.TB, ns string, r *dembed.Result, st *lpg.Stack, opt Options) *background {
+	t.Helper()
+	b := &background{served: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	t.Cleanup(cancel)
+	ready := make(chan struct{})
+	opt.Stdout, opt.Stderr, opt.Ready = &b.out, &b.log, func() { close(ready) }
+	opt.OnReport = func(rep dataplane.Report) { b.mu.Lock(); b.last = rep; b.mu.Unlock() }
+	go func() { b.served <- inNS(ns, func() error { return Serve(ctx, r, st, opt) }) }()
+	waitReady(t, ready, b.served, &b.log)
+	return b
+}
+
+// stop ends the serving and fails the test if Serve failed.
+func (b *background) stop(t testing.TB) {
+	t.Helper()
+	b.cancel()
+	if err := <-b.served; err != nil {
+		t.Fatalf("%v\n%s", err, b.log.String())
+	}
+}
+
+// report is the last report of the counters.
+func (b *background) report() dataplane.Report {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
 func waitReady(t testing.TB, ready <-chan struct{}, served <-chan error, log *syncBuffer) {
 	t.Helper()
 	select {
