@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dragonc/dragonc/internal/netnstest"
+	"github.com/dragonc/dragonc/plan"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
@@ -95,23 +96,12 @@ func needCpumapTrace(t *testing.T) {
 // drops them after the cpumap.
 func TestCpumapDrops(t *testing.T) {
 	needCpumapTrace(t)
-	r, st := embedTest(t, kernelStack)
-	s, err := StageOf(r.Plan, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.qsize = 1
-	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
+	s, core, pl := queueOfOne(t)
 	other := 1 - core
 	ns, _ := netnstest.Two(t)
 
 	m, p := xdpStage(t, s)
-	trace, err := attachCpumapTrace(m)
-	if err != nil {
-		trace.Close()
-		t.Fatal(err)
-	}
-	defer trace.Close()
+	trace := tracing(t, m)
 	// Another cpumap with a program of its own, on the same CPUs.
 	_, p2 := xdpStage(t, s)
 
@@ -131,7 +121,7 @@ func TestCpumapDrops(t *testing.T) {
 		}
 	}
 	flood(p2)
-	if got := trace.read(s, m, r.Plan); slices.ContainsFunc(got, func(c dataplane.CpumapCPU) bool { return c.Queued+c.Dropped > 0 }) {
+	if got := trace.read(s, m, pl); slices.ContainsFunc(got, func(c dataplane.CpumapCPU) bool { return c.Queued+c.Dropped > 0 }) {
 		t.Errorf("another cpumap's frames were counted: %+v", got)
 	}
 	flood(p)
@@ -144,7 +134,7 @@ func TestCpumapDrops(t *testing.T) {
 	if kudp1.Redirected != frames {
 		t.Fatalf("kudp1: %+v; want %d redirected", kudp1, frames)
 	}
-	got := trace.read(s, m, r.Plan)
+	got := trace.read(s, m, pl)
 	i := slices.IndexFunc(got, func(c dataplane.CpumapCPU) bool { return c.CPU == core })
 	if i < 0 {
 		t.Fatalf("no counts for CPU %d: %+v", core, got)
@@ -270,21 +260,10 @@ func TestCpumapDropsGeneric(t *testing.T) {
 	needCpumapTrace(t)
 	a, b := pair(t)
 	ip(t, "-n", a, "addr", "add", "10.9.0.1/24", "dev", "vA")
-	r, st := embedTest(t, kernelStack)
-	s, err := StageOf(r.Plan, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.qsize = 1
-	core := plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0]
+	s, core, pl := queueOfOne(t)
 	m, p := xdpStage(t, s)
-	trace, err := attachCpumapTrace(m)
-	if err != nil {
-		trace.Close()
-		t.Fatal(err)
-	}
-	defer trace.Close()
-	err = inNS(a, func() error {
+	trace := tracing(t, m)
+	err := inNS(a, func() error {
 		ifc, err := net.InterfaceByName("vA")
 		if err != nil {
 			return err
@@ -307,7 +286,7 @@ func TestCpumapDropsGeneric(t *testing.T) {
 			kudp1 = k
 		}
 	}
-	got := trace.read(s, m, r.Plan)
+	got := trace.read(s, m, pl)
 	i := slices.IndexFunc(got, func(c dataplane.CpumapCPU) bool { return c.CPU == core })
 	if i < 0 || kudp1.Redirected < datagrams/2 {
 		t.Fatalf("kudp1 %+v, cpumap %+v", kudp1, got)
@@ -317,4 +296,29 @@ func TestCpumapDropsGeneric(t *testing.T) {
 		t.Errorf("CPU %d: %+v; kudp1 had %d redirected; want them all queued or dropped, some dropped", core, c, kudp1.Redirected)
 	}
 	t.Logf("generic XDP, CPU %d's queue of one: %d redirected, %d queued, %d dropped", core, kudp1.Redirected, c.Queued, c.Dropped)
+}
+
+// queueOfOne is kernelStack's stage with cpumap queues of one frame, the
+// CPU planned for its endpoint kudp1, and the plan.
+func queueOfOne(t *testing.T) (*Stage, int, *plan.Plan) {
+	t.Helper()
+	r, st := embedTest(t, kernelStack)
+	s, err := StageOf(r.Plan, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.qsize = 1
+	return s, plannedCores(r.Plan.Endpoints, r.Plan.Queues, "kudp1")[0], r.Plan
+}
+
+// tracing attaches the cpumap tracepoint program for m's cpumap until the
+// test ends.
+func tracing(t *testing.T, m *maps) *cpumapTrace {
+	t.Helper()
+	trace, err := attachCpumapTrace(m)
+	t.Cleanup(trace.Close) // Close takes nil and a half-attached trace
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trace
 }

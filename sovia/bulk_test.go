@@ -269,15 +269,7 @@ func TestBulkOverVeth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := PaperParams()
-			a, err := NewConn(va, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := NewConn(vb, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, b := connPair(t, va, vb, PaperParams())
 			const n = 64
 			send := func(c *Conn, seed uint64) ([32]byte, error) {
 				rng := rand.New(rand.NewPCG(seed, 9))

@@ -22,6 +22,13 @@ func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI, nsA, nsB string
 	t.Helper()
 	nsA, nsB, macA, macB := vethPair(t)
 	va, vb = openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
+	a, b = connPair(t, va, vb, p)
+	return a, b, va, vb, nsA, nsB
+}
+
+// connPair makes a SOVIA connection of each end of a VI pair.
+func connPair(t testing.TB, va, vb VI, p Params) (a, b *Conn) {
+	t.Helper()
 	var err error
 	if a, err = NewConn(va, p); err != nil {
 		t.Fatal(err)
@@ -29,7 +36,7 @@ func rawPair(t testing.TB, p Params) (a, b *Conn, va, vb *RawVI, nsA, nsB string
 	if b, err = NewConn(vb, p); err != nil {
 		t.Fatal(err)
 	}
-	return a, b, va, vb, nsA, nsB
+	return a, b
 }
 
 // TestRawEchoAndBulk runs SOVIA over the software VI on a veth pair
@@ -181,14 +188,7 @@ func TestRawLossyBulk(t *testing.T) {
 	va, vb := openVI(t, nsA, "vA", 1, macB, 2), openVI(t, nsB, "vB", 2, macA, 1)
 	p := PaperParams()
 	p.CombineDelay = time.Millisecond
-	a, err := NewConn(va, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewConn(vb, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := connPair(t, va, vb, p)
 	go echo(b)
 	if err := bulkEcho(a, 64<<20, 12); err != nil {
 		t.Fatalf("%v (a resent %d, b %d)", err, va.Resent(), vb.Resent())
