@@ -286,6 +286,7 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	// sleeping echo is woken on the client's core). Package sovia's echo
 	// does not spin, and TCP's echo beside it does not either.
 	var viEcho *sovia.Params
+	var viClient *sovia.RawHost
 	tcpSpin, spinAddr := dataplane.Config{}.VISpin(), fmt.Sprintf("%s:%d", serverAddr, calibrationSpinPort)
 	if opt.Server == CalibrateSovia {
 		viEcho, tcpSpin, spinAddr = &params, 0, ""
@@ -303,6 +304,7 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 			return err
 		}
 		own(h)
+		viClient = h
 		h.SetBusyPoll(opt.ClientSpin)
 		mac, _ := net.ParseMAC(serverMAC)
 		sc, err := h.Dial(mac, calibrationPort, params)
@@ -356,6 +358,7 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 		return nil, nil, err
 	}
 	after := sovialat.LoadAverage()
+	say("%s", clientLinkNote(viClient.LinkCounts()))
 	if opt.SelfCheck != "" {
 		return nil, res, nil
 	}
@@ -369,6 +372,35 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	}
 	best, from := bestTCP(res)
 	return calibration(best, params, opt.Server, tcpSpin, from, opt.ClientSpin, start, machine(before, after)), best, nil
+}
+
+// clientLinkNote says what the VI client's socket carried, and what it
+// lost: a ring that overflowed or a frame cut would be behind a slow
+// figure (the reliable delivery sends the frame again, silently).
+func clientLinkNote(c sovia.LinkCounts) string {
+	lost := []struct {
+		n    uint64
+		what string
+	}{
+		{c.Dropped, "dropped by the kernel for want of room in the receive ring"},
+		{c.NoRoom, "bulk datagrams without room in the socket's buffer"},
+		{c.Oversize, "frames too long for the ring, cut"},
+		{c.SendErrors, "frames the socket refused to send"},
+		{c.BulkRefused, "bulk datagrams the kernel refused"},
+		{c.BulkAbandoned, "VIs that gave bulk datagrams up"},
+	}
+	var bad []string
+	for _, l := range lost {
+		if l.n > 0 {
+			bad = append(bad, fmt.Sprintf("%d %s", l.n, l.what))
+		}
+	}
+	losses := "nothing lost on the client's side"
+	if len(bad) > 0 {
+		losses = strings.Join(bad, ", ")
+	}
+	return fmt.Sprintf("the VI client's socket sent %d frames (%d bulk datagrams among them) and received %d (%d whole bulk datagrams); %s",
+		c.Sent, c.BulkSent, c.Received, c.BulkReceived, losses)
 }
 
 // CheckSelfCheck says whether p names a provider that

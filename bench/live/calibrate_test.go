@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dragonc/dragonc/bench/sovialat"
+	"github.com/dragonc/dragonc/sovia"
 )
 
 func calibrateNamespaces() []string {
@@ -143,5 +144,23 @@ func TestChildArgs(t *testing.T) {
 	}
 	if err := echoChild(short); err == nil || !strings.Contains(err.Error(), "want 5 arguments, got 2") {
 		t.Errorf("the echo child with 2 arguments: %v", err)
+	}
+}
+
+// TestClientLinkNote: the client's counters are said, and every loss is
+// named; a clean run says nothing was lost.
+func TestClientLinkNote(t *testing.T) {
+	clean := clientLinkNote(sovia.LinkCounts{Sent: 230, BulkSent: 10, Received: 12, BulkReceived: 10})
+	if want := "the VI client's socket sent 230 frames (10 bulk datagrams among them) and received 12 (10 whole bulk datagrams); nothing lost on the client's side"; clean != want {
+		t.Errorf("clean run:\n got %s\nwant %s", clean, want)
+	}
+	lossy := clientLinkNote(sovia.LinkCounts{Sent: 5, Dropped: 3, BulkAbandoned: 1})
+	for _, want := range []string{"3 dropped by the kernel for want of room in the receive ring", "1 VIs that gave bulk datagrams up"} {
+		if !strings.Contains(lossy, want) {
+			t.Errorf("lossy run: %q lacks %q", lossy, want)
+		}
+	}
+	if strings.Contains(lossy, "nothing lost") {
+		t.Errorf("lossy run says nothing was lost: %s", lossy)
 	}
 }
