@@ -575,3 +575,44 @@ func TestBulkAbandonedAfterAcked(t *testing.T) {
 		t.Errorf("after the drops: %+v, bulk state %d; want a's VI to give bulk datagrams up", ca, va.bulk.Load())
 	}
 }
+
+// TestSpareKeepsLargeBuffers: a VI that sent 64 small messages and
+// then large ones reuses the large ones' buffers. Before, the small
+// records filled the spares for good and every 32 KiB message after
+// them took a buffer of its own (in calibrate, a 32 KiB stream after
+// small ones was a fifth slower and its p99 twice as long).
+func TestSpareKeepsLargeBuffers(t *testing.T) {
+	var tx txState
+	small := make([]*outMsg, maxSpare)
+	for i := range small {
+		small[i] = tx.message(4)
+	}
+	for _, m := range small {
+		tx.recycle(m)
+	}
+	big := tx.message(32 << 10)
+	tx.recycle(big)
+	if got := tx.message(32 << 10); got != big {
+		t.Fatalf("a 32 KiB message after %d small ones got a new buffer, not the one acknowledged", maxSpare)
+	}
+	if len(tx.spare) != maxSpare-1 {
+		t.Errorf("%d spares, want %d (the large one taken again)", len(tx.spare), maxSpare-1)
+	}
+	// A smaller buffer does not push a larger one out.
+	tx.recycle(big)
+	tx.recycle(tx.message(4))
+	tx.recycle(&outMsg{data: make([]byte, 4)})
+	found := false
+	for _, m := range tx.spare {
+		found = found || m == big
+	}
+	if !found {
+		t.Error("a small record pushed the large one out of the spares")
+	}
+	// A busy message is kept once its frames are out, not now.
+	busy := &outMsg{data: make([]byte, 64<<10), busy: true}
+	tx.recycle(busy)
+	if !busy.settled || slices.Contains(tx.spare, busy) {
+		t.Errorf("a busy message: settled %v, among the spares %v", busy.settled, slices.Contains(tx.spare, busy))
+	}
+}
