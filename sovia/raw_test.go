@@ -10,6 +10,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,5 +365,83 @@ func TestOpenHostAs(t *testing.T) {
 	// taken all the host sent; no more can have arrived than was sent.
 	if b := hb.LinkCounts(); b.Received > as.Sent || as.Received > b.Sent || b.Received < n+3 {
 		t.Errorf("the peer counted %+v, the host %+v", b, as)
+	}
+}
+
+// watchedEvents reads what the host's epoll instance waits for on its
+// socket (/proc/self/fdinfo: "tfd: FD events: HEX").
+func watchedEvents(t *testing.T, l *packetLink) uint64 {
+	t.Helper()
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", l.epfd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[0] == "tfd:" && f[1] == strconv.Itoa(l.fd) && f[2] == "events:" {
+			ev, err := strconv.ParseUint(f[3], 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		}
+	}
+	t.Fatalf("fd %d is not in epoll instance %d:\n%s", l.fd, l.epfd, info)
+	return 0
+}
+
+// TestSocketWatchedOnlyWhileSleeping: the host's socket wakes Go's
+// poller only while a goroutine sleeps on it. A reader that spins has
+// it unwatched, so frames it takes itself wake no idle thread; once it
+// sleeps it is watched, and a frame wakes it.
+func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
+	p := PaperParams()
+	p.NoDelay = true
+	a, b, va, _, _, _ := rawPair(t, p)
+	h := va.host
+	l := h.link.(*packetLink)
+	h.SetBusyPoll(time.Second) // then it sleeps
+	got := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 1)
+		_, err := io.ReadFull(a, buf)
+		got <- err
+	}()
+	// Spinning: once the reader's receive passes count up (the host's
+	// own goroutine, which watched the socket before, has handed it
+	// over), the socket is not watched for input while they go on.
+	// (The kernel watches every file for errors and hang-ups.)
+	deadline := time.Now().Add(10 * time.Second)
+	spinning := func(n uint64) {
+		for start := h.poll.polls.Load(); h.poll.polls.Load() < start+n; {
+			if time.Now().After(deadline) {
+				t.Fatal("the reader does not spin")
+			}
+		}
+	}
+	spinning(1000)
+	for range 20 {
+		if ev := watchedEvents(t, l); ev&syscall.EPOLLIN != 0 {
+			t.Fatalf("the socket is watched for input (events %#x) while the reader spins", ev)
+		}
+		spinning(10)
+	}
+	// Sleeping, the spin over: watched for input.
+	for watchedEvents(t, l)&syscall.EPOLLIN == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the socket is not watched while the reader sleeps")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Write([]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frame did not wake the sleeping reader")
 	}
 }
