@@ -5,6 +5,7 @@ import (
 	gomaps "maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dragonc/dragonc/costmodel"
 	dembed "github.com/dragonc/dragonc/embed"
@@ -117,8 +118,8 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 		}
 		// As the helper program's (mainFile): the VIs on a packet
 		// socket of their own, read by the goroutines that wait on them.
-		dst.OpenVIs = func(ifname string) (dataplane.VIs, error) {
-			host, err := sovia.OpenHostAs(ifname, dst.MAC[:])
+		dst.OpenVIs = func(ifname string, spin time.Duration) (dataplane.VIs, error) {
+			host, err := sovia.OpenHostWith(ifname, dst.MAC[:], sovia.HostOptions{BusyPoll: spin})
 			if err != nil {
 				return dataplane.VIs{}, err
 			}
@@ -126,7 +127,7 @@ func ServeCode(ctx context.Context, r *dembed.Result, st *lpg.Stack, code Code, 
 				host.Close()
 				return dataplane.VIs{}, err
 			}
-			return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close, Spin: host.SetBusyPoll}, nil
+			return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close}, nil
 		}
 	}
 	sv.run = func(kind, how string, cfg dataplane.Config) error {

@@ -134,7 +134,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 	if vs == nil {
 		w("import (\n\t\"fmt\"\n\t\"os\"\n\n\t\"dragoncrun/dataplane\"\n\tfb \"dragoncrun/fallback\"\n)\n\n")
 	} else {
-		w("import (\n\t\"fmt\"\n\t\"os\"\n\t\"strings\"\n\n\t\"dragoncrun/dataplane\"\n\tfb \"dragoncrun/fallback\"\n\t\"dragoncrun/sovia\"\n)\n\n")
+		w("import (\n\t\"fmt\"\n\t\"os\"\n\t\"strings\"\n\t\"time\"\n\n\t\"dragoncrun/dataplane\"\n\tfb \"dragoncrun/fallback\"\n\t\"dragoncrun/sovia\"\n)\n\n")
 		w("// soviaConf is the plan's sovia.conf: the streams that travel over the\n// software VIs, served beside the data plane on a socket of their own.\nconst soviaConf = %s\n\n", strconv.Quote(string(vs.conf)))
 		w("// streamApps are the streams' applications (package sovia's Apps).\nvar streamApps = map[string]string{\n")
 		for _, n := range slices.Sorted(gomaps.Keys(vs.apps)) {
@@ -182,8 +182,8 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 	}
 	// The VIs have a packet socket of their own, which the goroutines
 	// waiting on them read (package sovia's single-threaded design).
-	st.OpenVIs = func(ifname string) (dataplane.VIs, error) {
-		host, err := sovia.OpenHostAs(ifname, st.MAC[:])
+	st.OpenVIs = func(ifname string, spin time.Duration) (dataplane.VIs, error) {
+		host, err := sovia.OpenHostWith(ifname, st.MAC[:], sovia.HostOptions{BusyPoll: spin})
 		if err != nil {
 			return dataplane.VIs{}, err
 		}
@@ -191,7 +191,7 @@ func mainFile(st *lpg.Stack, c *Chains, handlers []string, vs *viaStreams) []byt
 			host.Close()
 			return dataplane.VIs{}, err
 		}
-		return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close, Spin: host.SetBusyPoll}, nil
+		return dataplane.VIs{Link: func() dataplane.VILink { return dataplane.VILink(host.LinkCounts()) }, SetupDrops: host.EachSetupCount, Close: host.Close}, nil
 	}
 `)
 	}

@@ -38,9 +38,8 @@ func BenchmarkVersusTCP(b *testing.B) {
 	nsA, nsB, macA, macB := vethPair(b)
 	netnstest.IP(b, "-n", nsA, "addr", "add", "10.77.0.1/24", "dev", "vA")
 	netnstest.IP(b, "-n", nsB, "addr", "add", "10.77.0.2/24", "dev", "vB")
-	ha, hb := openHost(b, nsA, "vA"), openHost(b, nsB, "vB")
-	ha.SetBusyPoll(*busyPoll)
-	hb.SetBusyPoll(*busyPoll)
+	o := HostOptions{BusyPoll: *busyPoll}
+	ha, hb := openHostWith(b, nsA, "vA", o), openHostWith(b, nsB, "vB", o)
 	var ln net.Listener
 	if err := netnstest.In(nsB, func() (err error) {
 		ln, err = net.Listen("tcp4", "10.77.0.2:7777")

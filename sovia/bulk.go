@@ -271,7 +271,7 @@ func (l *packetLink) sendBulk(to, from [6]byte, hdrs, parts [][]byte, seg int) e
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		r, _, e := syscall.RawSyscall6(sysSendmmsg, uintptr(l.bulkfd), uintptr(unsafe.Pointer(&msgs[sent])), uintptr(len(msgs)-sent), 0, 0, 0)
+		r, _, e := l.ring.call(sysSendmmsg, uintptr(l.bulkfd), uintptr(unsafe.Pointer(&msgs[sent])), uintptr(len(msgs)-sent), 0, 0, 0)
 		switch e {
 		case 0:
 			for d := sent; d < sent+int(r); d++ {

@@ -254,9 +254,15 @@ func bulkEcho(c *Conn, total int, seed uint64) error {
 // closed when the test ends.
 func openHost(t testing.TB, ns, ifc string) *RawHost {
 	t.Helper()
+	return openHostWith(t, ns, ifc, HostOptions{})
+}
+
+// openHostWith is openHost with options.
+func openHostWith(t testing.TB, ns, ifc string, o HostOptions) *RawHost {
+	t.Helper()
 	var h *RawHost
 	if err := netnstest.In(ns, func() (err error) {
-		h, err = OpenHost(ifc)
+		h, err = OpenHostWith(ifc, nil, o)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -390,17 +396,26 @@ func watchedEvents(t *testing.T, l *packetLink) uint64 {
 	return 0
 }
 
-// TestSocketWatchedOnlyWhileSleeping: the host's socket wakes Go's
-// poller only while a goroutine sleeps on it. A reader that spins has
-// it unwatched, so frames it takes itself wake no idle thread; once it
-// sleeps it is watched, and a frame wakes it.
+// TestSocketWatchedOnlyWhileSleeping: the socket of a host opened to
+// spin wakes Go's poller only while a goroutine sleeps on it. A reader
+// that spins has it unwatched, so frames it takes itself wake no idle
+// thread; once it sleeps it is watched, and a frame wakes it. A host
+// that sleeps at once has its socket in the poller itself.
 func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
 	p := PaperParams()
 	p.NoDelay = true
-	a, b, va, _, _, _ := rawPair(t, p)
-	h := va.host
+	nsA, nsB, macA, macB := vethPair(t)
+	h := openHostWith(t, nsA, "vA", HostOptions{BusyPoll: time.Second}) // then it sleeps
+	va, err := h.VI(1, macB, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb := openVI(t, nsB, "vB", 2, macA, 1)
+	if epfd := vb.host.link.(*packetLink).epfd; epfd != -1 {
+		t.Errorf("a host that sleeps at once waits through epoll instance %d", epfd)
+	}
+	a, b := connPair(t, va, vb, p)
 	l := h.link.(*packetLink)
-	h.SetBusyPoll(time.Second) // then it sleeps
 	got := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 1)

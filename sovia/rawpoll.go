@@ -75,7 +75,8 @@ type poller struct {
 // up to d before it sleeps: lower latency for a core spent
 // spinning (0, the default, never spins). It may be called while the
 // host serves. It has no effect on a host whose frames come through
-// Input.
+// Input. A host that will spin is better opened to
+// (HostOptions.BusyPoll), which chooses how its socket wakes a sleeper.
 func (h *RawHost) SetBusyPoll(d time.Duration) {
 	if h.poll != nil {
 		h.poll.busyPoll.Store(int64(max(d, 0)))
@@ -230,8 +231,8 @@ func (h *RawHost) background() {
 type packetLink struct {
 	fd, mtu  int
 	txfd     int      // the socket frames are sent on (sendSocket)
-	epfd     int      // an epoll instance watching fd while a goroutine sleeps (watch)
-	file     *os.File // epfd in Go's network poller, for sleep
+	epfd     int      // a host that spins: an epoll instance watching fd while a goroutine sleeps (watch); -1 otherwise
+	file     *os.File // fd, or epfd, in Go's network poller, for sleep
 	rc       syscall.RawConn
 	woken    atomic.Bool // wake was called since the last sleep
 	deadline atomic.Bool // wake set the file's deadline: sleep clears it
@@ -369,6 +370,10 @@ type rxRing struct {
 
 	fd  int    // the socket, for the frames queued whole; -1: none
 	big []byte // where they are read to
+
+	// raw: the host spins, and its system calls that cannot block, on
+	// every socket of the host, are raw (call).
+	raw bool
 }
 
 // newRxRing sets up and maps the receive ring of packet socket fd, which
@@ -396,6 +401,22 @@ func newRxRing(fd, mtu int) (*rxRing, error) {
 	}
 	r.mem = mem
 	return r, nil
+}
+
+// call makes a system call on one of the host's sockets that cannot
+// block (MSG_DONTWAIT, or a non-blocking socket). A host that spins
+// makes it raw, as run's data plane makes its own: entering the
+// scheduler's system-call state for each send kept Go's sysmon thread in
+// its 20 µs polling (retake, runtime/proc.go), and in 100,000 ping-pongs
+// with both ends spinning here the raw calls took sysmon's sleeps from
+// 7,832 to 1,632 and the context switches from 22,354 to 8,306, each a
+// thread on a core the spinners need. A host that sleeps at once makes
+// ordinary calls (HostOptions.BusyPoll says why).
+func (r *rxRing) call(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno) {
+	if r.raw {
+		return syscall.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
+	}
+	return syscall.Syscall6(trap, a1, a2, a3, a4, a5, a6)
 }
 
 // slot is slot i of the ring; a slot never straddles two blocks.
@@ -459,7 +480,7 @@ func (r *rxRing) takeWhole(in func([]byte)) {
 	if r.big == nil {
 		r.big = make([]byte, 14+4+1<<16) // an IPv4 datagram, behind a VLAN tag
 	}
-	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(r.fd), uintptr(unsafe.Pointer(&r.big[0])), uintptr(len(r.big)), syscall.MSG_DONTWAIT|syscall.MSG_TRUNC, 0, 0)
+	n, _, e := r.call(syscall.SYS_RECVFROM, uintptr(r.fd), uintptr(unsafe.Pointer(&r.big[0])), uintptr(len(r.big)), syscall.MSG_DONTWAIT|syscall.MSG_TRUNC, 0, 0)
 	if e != 0 || int(n) > len(r.big) {
 		r.cut.Add(1)
 		return
@@ -497,6 +518,20 @@ func OpenHostAs(ifname string, mac net.HardwareAddr) (*RawHost, error) {
 
 // HostOptions change how OpenHostWith opens a host.
 type HostOptions struct {
+	// BusyPoll is how long the host's receivers try the empty socket
+	// before they sleep, as SetBusyPoll sets it (0: they sleep at once).
+	// It also chooses how the host waits, for the host's life. A host
+	// that spins has an epoll instance of its own that watches the
+	// socket only while a receiver sleeps, so that frames a spinning
+	// receiver takes wake no idle thread of Go's poller, and it makes its
+	// system calls that cannot block raw (rxRing.call). A host that
+	// sleeps at once keeps its socket in the poller and makes ordinary
+	// calls: with either change, two such hosts answering each other
+	// took 15-25 µs one way here against 10-13. Our reading, not
+	// measured: with fewer wake-ups the idle cores of this virtual
+	// machine halt for longer (its cpuidle driver, haltpoll, polls
+	// longer after frequent wake-ups), and a halted core wakes slowly.
+	BusyPoll time.Duration
 	// NoBulkReceive: the host does not take bulk datagrams (bulk.go),
 	// and does not offer to: its socket is bound to the VI EtherType
 	// alone, and its peers send it frames (for an interface where
@@ -507,11 +542,18 @@ type HostOptions struct {
 	NoBulkSend bool
 }
 
-// OpenHostWith is OpenHostAs with options.
+// OpenHostWith is OpenHostAs with options; a nil mac is the interface's
+// address, as OpenHost has it.
 func OpenHostWith(ifname string, mac net.HardwareAddr, o HostOptions) (*RawHost, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, err
+	}
+	if mac == nil {
+		if len(ifc.HardwareAddr) != 6 {
+			return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
+		}
+		mac = ifc.HardwareAddr
 	}
 	return openOn(ifc, mac, o)
 }
@@ -572,33 +614,28 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr, o HostOptions) (*RawHost, 
 	l.bulkTo = syscall.RawSockaddrLinklayer{Family: syscall.AF_PACKET, Protocol: htons(etherTypeIPv4), Ifindex: int32(ifc.Index), Halen: 6}
 	// The socket sleeps in Go's network poller, as a TCP socket does,
 	// so that the goroutine waking from it finds a processor as a TCP
-	// reader would; but through an epoll instance of its own (a file the
-	// poller waits on like any other), which watches the socket only
-	// while a goroutine sleeps (sleep). Registered with the poller
-	// itself, the socket would wake the poller's idle thread for frames
-	// that a spinning goroutine takes anyway, each wake-up a thread on a
-	// core the spinners need. In 100,000 ping-pongs with both ends
-	// spinning here, this and RawSyscall sends (sendSocket) took the
-	// epoll_pwait calls from 39,089 to 2,748, the context switches from
-	// 53,324 to 6,122, and the p99 from 37-67 µs to 15.
-	l.epfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err == nil {
-		err = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Fd: int32(fd)}) // not armed: no events
-	}
-	if err == nil {
-		err = syscall.SetNonblock(l.epfd, true) // os.NewFile puts a non-blocking file in the poller
-	}
-	if err != nil {
-		if l.epfd >= 0 {
-			syscall.Close(l.epfd)
-		}
+	// reader would; the fd stays non-blocking (os.NewFile sees it is).
+	// A host that spins waits through an epoll instance of its own
+	// instead (a file the poller waits on like any other), which
+	// watches the socket only while a goroutine sleeps (watch).
+	// Registered with the poller itself, the socket would wake the
+	// poller's idle thread for frames that a spinning goroutine takes
+	// anyway, each wake-up a thread on a core the spinners need. In
+	// 100,000 ping-pongs with both ends spinning here, this and
+	// RawSyscall sends (sendSocket) took the epoll_pwait calls from
+	// 39,089 to 2,748, the context switches from 53,324 to 6,122, and
+	// that run's p99 from 37-67 µs to 15. (HostOptions.BusyPoll says why a
+	// host that sleeps at once does without them.)
+	ring.raw = o.BusyPoll > 0
+	if o.BusyPoll <= 0 {
+		l.file = os.NewFile(uintptr(fd), "sovia-"+ifname)
+	} else if l.file, err = nestedPoll(l, ifname); err != nil {
 		syscall.Close(txfd)
 		if l.bulkfd >= 0 {
 			syscall.Close(l.bulkfd)
 		}
-		return failRing(fmt.Errorf("sovia: an epoll instance for %s: %w", ifname, err))
+		return failRing(err)
 	}
-	l.file = os.NewFile(uintptr(l.epfd), "sovia-"+ifname)
 	if l.rc, err = l.file.SyscallConn(); err != nil {
 		l.closeFDs()
 		return nil, err
@@ -614,6 +651,7 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr, o HostOptions) (*RawHost, 
 		h.offer = flagBulk
 	}
 	h.poll = &poller{link: l, turn: make(chan struct{}, 1), done: make(chan struct{})}
+	h.SetBusyPoll(o.BusyPoll)
 	go h.background()
 	return h, nil
 }
@@ -628,14 +666,7 @@ func (l *packetLink) MTU() int { return l.mtu }
 // there is room to write (sock_def_write_space), and the poller waits
 // for writing too (it registers a file for EPOLLOUT as for EPOLLIN). A
 // socket nothing waits on is told to no one. Non-blocking: a full queue
-// is waited out (sendGather). The host's sockets are called with
-// RawSyscall, as run's data plane calls its own: a call that cannot
-// block needs no hand-off of the goroutine's processor, and entering
-// the scheduler's system-call state for each send kept Go's sysmon
-// thread in its 20 µs polling (retake, runtime/proc.go): in 100,000
-// ping-pongs with both ends spinning, 7,832 sysmon sleeps against 1,632
-// (and 22,354 context switches against 8,306), each a thread on a core
-// the spinners need.
+// is waited out (sendGather).
 func sendSocket(ifindex int) (int, error) {
 	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -657,8 +688,10 @@ func (l *packetLink) closeFDs() {
 	l.counts.mu.Lock()
 	defer l.counts.mu.Unlock()
 	l.counts.fdClosed = true
-	l.file.Close() // the epoll instance
-	syscall.Close(l.fd)
+	l.file.Close()
+	if l.epfd >= 0 {
+		syscall.Close(l.fd) // the file is the epoll instance
+	}
 	syscall.Close(l.txfd)
 	if l.bulkfd >= 0 {
 		syscall.Close(l.bulkfd)
@@ -685,7 +718,7 @@ func (l *packetLink) SendFrame(f []byte) error {
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		_, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(l.txfd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), 0, uintptr(unsafe.Pointer(&l.to)), unsafe.Sizeof(l.to))
+		_, _, e := l.ring.call(syscall.SYS_SENDTO, uintptr(l.txfd), uintptr(unsafe.Pointer(&f[0])), uintptr(len(f)), 0, uintptr(unsafe.Pointer(&l.to)), unsafe.Sizeof(l.to))
 		switch e {
 		case 0:
 			l.counts.sent.Add(1)
@@ -722,7 +755,7 @@ func (l *packetLink) sendGather(hdrs, parts [][]byte) error {
 		if l.closed.Load() {
 			return errors.New("sovia: the link is closed")
 		}
-		r, _, e := syscall.RawSyscall6(sysSendmmsg, uintptr(l.txfd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(hdrs)-sent), 0, 0, 0)
+		r, _, e := l.ring.call(sysSendmmsg, uintptr(l.txfd), uintptr(unsafe.Pointer(&l.txMsgs[sent])), uintptr(len(hdrs)-sent), 0, 0, 0)
 		switch e {
 		case 0:
 			sent += int(r)
@@ -772,12 +805,36 @@ func (l *packetLink) sleep() error {
 	return nil
 }
 
-// watch sets what the host's epoll instance waits for on the socket:
+// nestedPoll makes the epoll instance a host that spins waits through
+// (openOn), the socket in it unwatched, and returns it as a file for Go's
+// poller.
+func nestedPoll(l *packetLink, ifname string) (*os.File, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("sovia: an epoll instance for %s: %w", ifname, err)
+	}
+	err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.fd, &syscall.EpollEvent{Fd: int32(l.fd)}) // no events: unwatched
+	if err == nil {
+		err = syscall.SetNonblock(epfd, true) // os.NewFile puts a non-blocking file in the poller
+	}
+	if err != nil {
+		syscall.Close(epfd)
+		return nil, fmt.Errorf("sovia: an epoll instance for %s: %w", ifname, err)
+	}
+	l.epfd = epfd
+	return os.NewFile(uintptr(epfd), "sovia-"+ifname), nil
+}
+
+// watch sets what the host's epoll instance, if it has one, waits for on
+// the socket:
 // EPOLLIN while a goroutine sleeps, nothing otherwise. Armed, a frame
 // queued already makes the instance ready at once (ep_modify in
 // fs/eventpoll.c), so none is missed between a look at the ring and the
 // sleep.
 func (l *packetLink) watch(events uint32) error {
+	if l.epfd < 0 {
+		return nil
+	}
 	ev := syscall.EpollEvent{Events: events, Fd: int32(l.fd)}
 	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(l.epfd), syscall.EPOLL_CTL_MOD, uintptr(l.fd), uintptr(unsafe.Pointer(&ev)), 0, 0)
 	if e != 0 {

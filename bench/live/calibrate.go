@@ -299,13 +299,12 @@ func Calibrate(ctx context.Context, opt CalibrateOptions) (*streams.Calibration,
 	// The clients, in namespace b.
 	var targets []sovialat.Target
 	err = netns.In(p.b, func() error {
-		h, err := sovia.OpenHost(peerIf)
+		h, err := sovia.OpenHostWith(peerIf, nil, sovia.HostOptions{BusyPoll: opt.ClientSpin})
 		if err != nil {
 			return err
 		}
 		own(h)
 		viClient = h
-		h.SetBusyPoll(opt.ClientSpin)
 		mac, _ := net.ParseMAC(serverMAC)
 		sc, err := h.Dial(mac, calibrationPort, params)
 		if err != nil {

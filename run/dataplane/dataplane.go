@@ -93,11 +93,14 @@ type Stack struct {
 	ReplyErr, SinkErr []bool
 	Host
 	// OpenVIs, if set, opens the software VIs of the stack on the
-	// interface it names (VIs): Start calls it once the sockets are open
-	// and Stop closes what it returned. The eBPF stage leaves the VIs'
-	// frames (EtherType 0x88B5) to the kernel, which hands them to the
-	// VIs' own socket.
-	OpenVIs func(ifname string) (VIs, error)
+	// interface it names (VIs), a goroutine waiting on a VI looking at
+	// their socket for up to spin before it sleeps (sovia's
+	// HostOptions.BusyPoll; openVIs gives the loops' wait,
+	// Config.VISpin): Start calls it once the sockets are open and Stop
+	// closes what it returned. The eBPF stage leaves the VIs' frames
+	// (EtherType 0x88B5) to the kernel, which hands them to the VIs' own
+	// socket.
+	OpenVIs func(ifname string, spin time.Duration) (VIs, error)
 	// Tables, if set, replaces the generated code's swapped tables: a
 	// reload's Update on the helper's standard input is applied with it
 	// (Main).

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"fmt"
 	"net"
-	"time"
 )
 
 // EtherTypeVIA is the EtherType of the software VI's frames (package
@@ -30,10 +29,6 @@ type VIs struct {
 	SetupDrops func(each func(reason string, count uint64))
 	// Close stops the VIs and closes their socket.
 	Close func() error
-	// Spin, if set, makes a goroutine waiting on a VI look at the VIs'
-	// socket for up to d before it sleeps (sovia's RawHost.SetBusyPoll):
-	// openVIs gives it the loops' wait (Config.VISpin).
-	Spin func(d time.Duration)
 }
 
 // VILink are the counters of the VIs' socket, as sovia.LinkCounts has
@@ -65,7 +60,7 @@ func openVIs(st *Stack, cfg Config) (*VIs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the software VIs: %w", err)
 	}
-	v, err := st.OpenVIs(ifc.Name)
+	v, err := st.OpenVIs(ifc.Name, cfg.VISpin())
 	if err != nil {
 		return nil, fmt.Errorf("the software VIs on %s: %w", ifc.Name, err)
 	}
@@ -74,9 +69,6 @@ func openVIs(st *Stack, cfg Config) (*VIs, error) {
 			v.Close()
 		}
 		return nil, fmt.Errorf("the software VIs on %s: OpenVIs returned no counters or no Close", ifc.Name)
-	}
-	if v.Spin != nil {
-		v.Spin(cfg.VISpin())
 	}
 	return &v, nil
 }

@@ -77,10 +77,11 @@ func TestVISpin(t *testing.T) {
 		}
 	}
 	var got time.Duration
-	v, err := openVIs(&Stack{OpenVIs: func(string) (VIs, error) {
-		return VIs{Link: func() VILink { return VILink{} }, SetupDrops: func(func(string, uint64)) {}, Close: func() error { return nil }, Spin: func(d time.Duration) { got = d }}, nil
+	v, err := openVIs(&Stack{OpenVIs: func(_ string, spin time.Duration) (VIs, error) {
+		got = spin
+		return VIs{Link: func() VILink { return VILink{} }, SetupDrops: func(func(string, uint64)) {}, Close: func() error { return nil }}, nil
 	}}, Config{Ifindex: 1, Spin: 7 * time.Microsecond})
 	if err != nil || v == nil || got != 7*time.Microsecond {
-		t.Errorf("openVIs: %v; the VIs were told to spin %v, want 7µs", err, got)
+		t.Errorf("openVIs: %v; the VIs were opened to spin %v, want 7µs", err, got)
 	}
 }
