@@ -61,7 +61,7 @@ type CalibrateOptions struct {
 	Server string
 	// ClientSpin is how long the clients look for the echo before they
 	// sleep, both providers alike: the VI's host busy-polls its socket
-	// (sovia.RawHost.SetBusyPoll) and TCP's reads spin
+	// (sovia.HostOptions.BusyPoll) and TCP's reads spin
 	// (sovialat.SpinReads). 0, the default, is each library's own: they
 	// sleep at once.
 	ClientSpin time.Duration
