@@ -637,6 +637,7 @@ func TestJSONOutputs(t *testing.T) {
 		// interface, one line on stderr and nothing on stdout.
 		"sovia bench": {
 			{args: []string{"sovia", "bench", "--json", "nosuch0", "[02:00:00:00:00:01]:7"}, code: 1, stderr: "nosuch0"},
+			{args: []string{"sovia", "bench", "--json", "--spin", "-1us", "nosuch0", "[02:00:00:00:00:01]:7"}, code: 2, stderr: "--spin at least 0"},
 		},
 		// The reload of a live run is TestReloadCommand's.
 		"reload": {

@@ -27,6 +27,7 @@ type soviaBenchFlags struct {
 	streamBytes       int
 	stream            streamFlags
 	stall             time.Duration
+	spin              time.Duration
 	asJSON            bool
 }
 
@@ -45,6 +46,12 @@ measures a kernel TCP echo server (socat, or a kernel-socket endpoint)
 beside it in the same run: the two take turns size by size, their order
 rotating every round, like with like: SOVIA sends without combining
 (nodelay) and TCP with TCP_NODELAY.
+
+--spin D makes both clients look for the echo for up to D before they
+sleep, like with like: the VI's host busy-polls its ring (opened with
+sovia's HostOptions.BusyPoll, as dragonc run's VIs are) and TCP's reads
+poll the socket. The default, 0, is each library's own: both sleep at
+once. A spinning client takes a core.
 
 The window, acknowledgement threshold and chunk size must be the
 stream's (its sovia.conf); the listener refuses other settings.
@@ -77,6 +84,7 @@ failed, 2 usage.`,
 	fs.IntVar(&f.streamBytes, "stream-bytes", 1<<20, "bytes a bandwidth measurement writes per target, size and round, in 512 to 4096 messages (0: no bandwidth)")
 	f.stream.add(fs)
 	fs.DurationVar(&f.stall, "stall", 10*time.Second, "give up when nothing completes for this long")
+	fs.DurationVar(&f.spin, "spin", 0, "how long both clients look for the echo before they sleep (the VI's host busy-polls, TCP's reads poll); 0: they sleep at once")
 	fs.BoolVar(&f.asJSON, "json", false, "one JSON document on standard output")
 	return c
 }
@@ -87,6 +95,7 @@ type soviaBenchReport struct {
 	Peer        string     `json:"peer"`
 	PeerMAC     string     `json:"peer_mac"`
 	TCP         string     `json:"tcp,omitempty"`
+	SpinUs      float64    `json:"spin_us,omitempty"`
 	LoadAverage [3]float64 `json:"load_average"`
 	*sovialat.Result
 }
@@ -104,8 +113,8 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 	if f.streamBytes == 0 {
 		f.streamBytes = -1 // sovialat: no bandwidth
 	}
-	if f.rounds < 1 || f.exchanges < 1 || f.streamBytes < -1 {
-		fmt.Fprintln(e.stderr, "dragonc: --rounds and --exchanges must be at least 1, --stream-bytes at least 0")
+	if f.rounds < 1 || f.exchanges < 1 || f.streamBytes < -1 || f.spin < 0 {
+		fmt.Fprintln(e.stderr, "dragonc: --rounds and --exchanges must be at least 1, --stream-bytes and --spin at least 0")
 		return exitUsage
 	}
 	p := f.stream.params()
@@ -118,7 +127,7 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 	if _, err := net.InterfaceByName(iface); err != nil {
 		return fail("no interface %s", iface)
 	}
-	h, err := sovia.OpenHost(iface)
+	h, err := sovia.OpenHostWith(iface, nil, sovia.HostOptions{BusyPoll: f.spin})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -137,7 +146,11 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 		}
 		defer tc.Close()
 		tc.(*net.TCPConn).SetNoDelay(true) // Go's default, said here: the pairing depends on it
-		targets = append(targets, sovialat.Target{Name: "tcp", Conn: tc, Abort: func() { tc.Close() }})
+		conn, err := sovialat.SpinReads(tc.(*net.TCPConn), f.spin)
+		if err != nil {
+			return fail("--tcp: %v", err)
+		}
+		targets = append(targets, sovialat.Target{Name: "tcp", Conn: conn, Abort: func() { tc.Close() }})
 	}
 	go func() {
 		<-ctx.Done()
@@ -145,7 +158,7 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 			t.Abort()
 		}
 	}()
-	rep := soviaBenchReport{Iface: iface, Peer: peer, PeerMAC: mac.String(), TCP: f.tcp, LoadAverage: sovialat.LoadAverage()}
+	rep := soviaBenchReport{Iface: iface, Peer: peer, PeerMAC: mac.String(), TCP: f.tcp, SpinUs: float64(f.spin.Nanoseconds()) / 1e3, LoadAverage: sovialat.LoadAverage()}
 	rep.Result, err = sovialat.Run(targets, sovialat.Options{Sizes: f.sizes, Rounds: f.rounds, Exchanges: f.exchanges, StreamBytes: f.streamBytes, Stall: f.stall})
 	if ctx.Err() != nil {
 		return fail("interrupted")
@@ -166,7 +179,11 @@ func runSoviaBench(e *env, f *soviaBenchFlags, iface, peer string) int {
 		with = fmt.Sprintf(", and kernel TCP (TCP_NODELAY) to %s", f.tcp)
 	}
 	fmt.Fprintf(e.stdout, "SOVIA (nodelay, window %d, acks after %d, %d B chunks) over the software VI on %s to %s port %d%s:\n", p.Window, p.AckThreshold, p.ChunkSize, iface, mac, port, with)
-	fmt.Fprintf(e.stdout, "%d rounds of %d ping-pongs per size, one-way latency = half the round trip; load average %.2f %.2f %.2f\n", rep.Rounds, rep.Exchanges, rep.LoadAverage[0], rep.LoadAverage[1], rep.LoadAverage[2])
+	wait := "the clients sleep at once while the echo has not come"
+	if f.spin > 0 {
+		wait = fmt.Sprintf("the clients look for the echo for up to %v before they sleep", f.spin)
+	}
+	fmt.Fprintf(e.stdout, "%d rounds of %d ping-pongs per size, one-way latency = half the round trip; %s; load average %.2f %.2f %.2f\n", rep.Rounds, rep.Exchanges, wait, rep.LoadAverage[0], rep.LoadAverage[1], rep.LoadAverage[2])
 	rep.Result.WriteTable(e.stdout)
 	return exitOK
 }

@@ -107,10 +107,11 @@ func TestSoviaBench(t *testing.T) {
 	// host may dial from the VI number of the first (issue 41's
 	// alternating clients).
 	netnstest.In(b, func() error {
-		code, out, errs = dragonc(t, "sovia", "bench", "--size", "64", "--rounds", "1", "--exchanges", "5", "--stream-bytes", "0", "vB", "[02:00:00:00:00:01]:7000")
+		code, out, errs = dragonc(t, "sovia", "bench", "--size", "64", "--rounds", "1", "--exchanges", "5", "--stream-bytes", "0", "--spin", "20us", "vB", "[02:00:00:00:00:01]:7000")
 		return nil
 	})
-	if code != 0 || !strings.Contains(out, "to 02:00:00:00:00:01 port 7000") || !strings.Contains(out, "sovia p50 µs") || strings.Contains(out, "tcp p50") {
+	if code != 0 || !strings.Contains(out, "to 02:00:00:00:00:01 port 7000") || !strings.Contains(out, "sovia p50 µs") || strings.Contains(out, "tcp p50") ||
+		!strings.Contains(out, "look for the echo for up to 20µs") {
 		t.Errorf("exit %d, output:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	// A port no one listens on is refused, and said so.
