@@ -460,3 +460,96 @@ func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
 		t.Fatal("a frame did not wake the sleeping reader")
 	}
 }
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// TestOpenHostLeavesNoFD: a host closes every descriptor it opened (the
+// packet sockets, and the epoll instance of a host opened to spin), and
+// so does an open that fails after them (here NewHost refusing the
+// address), whichever way the host waits.
+func TestOpenHostLeavesNoFD(t *testing.T) {
+	nsA, _, _, _ := vethPair(t)
+	for _, o := range []HostOptions{{}, {BusyPoll: time.Second}} {
+		open := func(mac net.HardwareAddr) (h *RawHost, err error) {
+			err = netnstest.In(nsA, func() (err error) {
+				h, err = OpenHostWith("vA", mac, o)
+				return err
+			})
+			return h, err
+		}
+		// Once first: the runtime opens its poller's descriptors the
+		// first time.
+		h, err := open(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+		before := openFDs(t)
+		if h, err = open(nil); err != nil {
+			t.Fatal(err)
+		}
+		if during := openFDs(t); during <= before {
+			t.Errorf("%+v: %d descriptors with a host open, %d without: the count sees none of its own", o, during, before)
+		}
+		h.Close()
+		if after := openFDs(t); after != before {
+			t.Errorf("%+v: %d descriptors after a host opened and closed, %d before", o, after, before)
+		}
+		if _, err := open(net.HardwareAddr{2, 0, 0, 0, 0}); err == nil {
+			t.Fatalf("%+v: a 5-byte address opened a host", o)
+		}
+		if after := openFDs(t); after != before {
+			t.Errorf("%+v: %d descriptors after an open that failed, %d before", o, after, before)
+		}
+	}
+}
+
+// TestSocketWatchedAfterSetBusyPoll: a host opened to spin and then told
+// not to (SetBusyPoll(0)) keeps its epoll instance: its receivers sleep
+// at once, with the socket watched, and a frame wakes them.
+func TestSocketWatchedAfterSetBusyPoll(t *testing.T) {
+	p := PaperParams()
+	p.NoDelay = true
+	nsA, nsB, macA, macB := vethPair(t)
+	h := openHostWith(t, nsA, "vA", HostOptions{BusyPoll: time.Hour})
+	h.SetBusyPoll(0)
+	va, err := h.VI(1, macB, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb := openVI(t, nsB, "vB", 2, macA, 1)
+	a, b := connPair(t, va, vb, p)
+	l := h.link.(*packetLink)
+	got := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 1)
+		_, err := io.ReadFull(a, buf)
+		got <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for watchedEvents(t, l)&syscall.EPOLLIN == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the socket is not watched while the reader sleeps")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Write([]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frame did not wake the sleeping reader")
+	}
+}

@@ -74,9 +74,11 @@ type poller struct {
 // SetBusyPoll makes a goroutine that finds the socket empty try again for
 // up to d before it sleeps: lower latency for a core spent
 // spinning (0, the default, never spins). It may be called while the
-// host serves. It has no effect on a host whose frames come through
-// Input. A host that will spin is better opened to
-// (HostOptions.BusyPoll), which chooses how its socket wakes a sleeper.
+// host serves, and takes effect at a goroutine's next wait. It has no
+// effect on a host whose frames come through Input. It changes only how
+// long a goroutine spins, not how the host waits, which
+// HostOptions.BusyPoll chooses at open: a host that will spin is better
+// opened to spin.
 func (h *RawHost) SetBusyPoll(d time.Duration) {
 	if h.poll != nil {
 		h.poll.busyPoll.Store(int64(max(d, 0)))
@@ -226,8 +228,9 @@ func (h *RawHost) background() {
 }
 
 // packetLink is a raw packet socket of the host's own, bound to the VI
-// EtherType on one interface, non-blocking, in Go's network poller, that
-// receives; and a second one, which receives nothing, that sends.
+// EtherType on one interface, non-blocking, waited on in Go's network
+// poller (directly, or through an epoll instance of the host's: openOn),
+// that receives; and a second one, which receives nothing, that sends.
 type packetLink struct {
 	fd, mtu  int
 	txfd     int      // the socket frames are sent on (sendSocket)
@@ -412,6 +415,14 @@ func newRxRing(fd, mtu int) (*rxRing, error) {
 // 7,832 to 1,632 and the context switches from 22,354 to 8,306, each a
 // thread on a core the spinners need. A host that sleeps at once makes
 // ordinary calls (HostOptions.BusyPoll says why).
+//
+// The pointers its callers convert to uintptr in its argument list are
+// kept alive, and on the heap, until the call returns (go:uintptrescapes,
+// as package syscall's own functions have them): a plain Go function that
+// passes its arguments on to syscall.Syscall6 has no such guarantee
+// (unsafe.Pointer's rule 4).
+//
+//go:uintptrescapes
 func (r *rxRing) call(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno) {
 	if r.raw {
 		return syscall.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)
@@ -497,14 +508,7 @@ const packetIgnoreOutgoing = 23
 // their own, as the host whose Ethernet address is the interface's. It
 // needs CAP_NET_RAW.
 func OpenHost(ifname string) (*RawHost, error) {
-	ifc, err := net.InterfaceByName(ifname)
-	if err != nil {
-		return nil, err
-	}
-	if len(ifc.HardwareAddr) != 6 {
-		return nil, fmt.Errorf("sovia: %s has no Ethernet address", ifname)
-	}
-	return openOn(ifc, ifc.HardwareAddr, HostOptions{})
+	return OpenHostWith(ifname, nil, HostOptions{})
 }
 
 // OpenHostAs is OpenHost for a host whose Ethernet address is mac, which
@@ -622,7 +626,7 @@ func openOn(ifc *net.Interface, mac net.HardwareAddr, o HostOptions) (*RawHost, 
 	// poller's idle thread for frames that a spinning goroutine takes
 	// anyway, each wake-up a thread on a core the spinners need. In
 	// 100,000 ping-pongs with both ends spinning here, this and
-	// RawSyscall sends (sendSocket) took the epoll_pwait calls from
+	// RawSyscall sends (rxRing.call) took the epoll_pwait calls from
 	// 39,089 to 2,748, the context switches from 53,324 to 6,122, and
 	// that run's p99 from 37-67 µs to 15. (HostOptions.BusyPoll says why a
 	// host that sleeps at once does without them.)
@@ -783,7 +787,8 @@ func (l *packetLink) receive(in func([]byte)) (int, error) {
 // sleep waits in Go's network poller until the ring has a frame or wake
 // was called. The kernel tells the socket's waiters of every frame it
 // puts in the ring (tpacket_rcv), and the poller's look at the socket is
-// a look at the next slot.
+// a look at the next slot. A host with an epoll instance of its own has
+// the socket watched for the sleep alone (watch).
 func (l *packetLink) sleep() error {
 	if l.deadline.Swap(false) {
 		l.file.SetReadDeadline(time.Time{})
@@ -826,11 +831,15 @@ func nestedPoll(l *packetLink, ifname string) (*os.File, error) {
 }
 
 // watch sets what the host's epoll instance, if it has one, waits for on
-// the socket:
-// EPOLLIN while a goroutine sleeps, nothing otherwise. Armed, a frame
-// queued already makes the instance ready at once (ep_modify in
-// fs/eventpoll.c), so none is missed between a look at the ring and the
-// sleep.
+// the socket: EPOLLIN while a goroutine sleeps, nothing otherwise. sleep
+// arms it before it looks at the ring (rc.Read's look), so no frame is
+// missed: one queued before the arm is in the ring when it looks (the
+// kernel marks the slot before it tells the socket's waiters,
+// tpacket_rcv), and one queued after it tells the instance's waiters, Go's
+// poller, every time (ep_poll_callback in fs/eventpoll.c). The arm's own
+// look at the socket (ep_modify) tells the poller of a frame queued
+// already only when the socket is not still on the instance's ready list
+// from an earlier sleep, so sleep does not count on it.
 func (l *packetLink) watch(events uint32) error {
 	if l.epfd < 0 {
 		return nil
