@@ -276,6 +276,41 @@ func TestRetransmitBreaks(t *testing.T) {
 	}
 }
 
+// TestDefaultRetransmitBreaksAfter7s: with DefaultReliability a VI
+// whose peer never acknowledges breaks about 7 s after it sent (the
+// figure DefaultReliability's comment, docs/sovia.md, docs/cli.md and
+// sovia bench's help give): RTO doubled up to MaxRTO, Retries+1
+// timeouts, the last of which breaks it.
+func TestDefaultRetransmitBreaksAfter7s(t *testing.T) {
+	rel := DefaultReliability()
+	var total time.Duration
+	for i, rto := 0, rel.RTO; i <= rel.Retries; i, rto = i+1, min(2*rto, rel.MaxRTO) {
+		total += rto
+	}
+	if total.Round(time.Second) != 7*time.Second {
+		t.Fatalf("the default timeouts add up to %v: the docs say about 7 s", total)
+	}
+	clock := NewFakeClock()
+	la, lb := newMemLinks(3, 1, 0) // every frame lost
+	a, b := memHosts(t, la, lb, clock, false)
+	as, _ := conns(t, a, b, flowParams(4, 2), 1)
+	mustWrite(t, as[0], "lost")
+	v := as[0].vi.(*RawVI)
+	broken := func() error {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.err
+	}
+	clock.Advance(total - 1)
+	if err := broken(); err != nil || v.Resent() != rel.Retries {
+		t.Fatalf("%v after the send: resent %d, want %d; error %v", total-1, v.Resent(), rel.Retries, err)
+	}
+	clock.Advance(1)
+	if err := broken(); !errors.Is(err, ErrRetransmit) {
+		t.Fatalf("%v after the send: %v, want ErrRetransmit", total, err)
+	}
+}
+
 // TestReorderedAndDuplicateFrames: frames of a later message before an
 // earlier one's, and frames twice, put the messages together once and in
 // order; a receiver that saw nakAfter frames of later messages asks for

@@ -37,7 +37,7 @@ type Reliability struct {
 // messages;
 // a first timeout of 10 ms (a hundred round trips of a veth, where the
 // scheduler of a loaded host can hold a goroutine back for milliseconds),
-// doubled up to 1 s, and 12 in a row (about 6 s without an
+// doubled up to 1 s, and 12 in a row (about 7 s without an
 // acknowledgement) break the VI; a keep-alive after 20 s of silence, a
 // third of the default idle timeout, so two may be lost.
 func DefaultReliability() Reliability {

@@ -57,9 +57,10 @@ The window, acknowledgement threshold and chunk size must be the
 stream's (its sovia.conf); the listener refuses other settings.
 The run stops with an error when nothing completes for --stall (a peer
 that acknowledges but no longer echoes; a lost frame is sent again, and
-a VI whose frames all go unacknowledged for about 6 s breaks with an
-error of its own); a slow run is never cut short. The load average is printed with the figures: a shared host
-makes them vary, compare ratios within a run.
+a VI whose frames all go unacknowledged for about 7 s breaks with an
+error of its own); a slow run is never cut short. The load average is
+printed with the figures: a shared host makes them vary, compare ratios
+within a run.
 
 Exit: 0 measured, 1 the peer could not be reached or a measurement
 failed, 2 usage.`,
