@@ -402,26 +402,13 @@ func watchedEvents(t *testing.T, l *packetLink) uint64 {
 // thread; once it sleeps it is watched, and a frame wakes it. A host
 // that sleeps at once has its socket in the poller itself.
 func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
-	p := PaperParams()
-	p.NoDelay = true
 	nsA, nsB, macA, macB := vethPair(t)
 	h := openHostWith(t, nsA, "vA", HostOptions{BusyPoll: time.Second}) // then it sleeps
-	va, err := h.VI(1, macB, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vb := openVI(t, nsB, "vB", 2, macA, 1)
-	if epfd := vb.host.link.(*packetLink).epfd; epfd != -1 {
+	r := startReader(t, h, nsB, macA, macB)
+	if epfd := r.peer.link.(*packetLink).epfd; epfd != -1 {
 		t.Errorf("a host that sleeps at once waits through epoll instance %d", epfd)
 	}
-	a, b := connPair(t, va, vb, p)
 	l := h.link.(*packetLink)
-	got := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 1)
-		_, err := io.ReadFull(a, buf)
-		got <- err
-	}()
 	// Spinning: once the reader's receive passes count up (the host's
 	// own goroutine, which watched the socket before, has handed it
 	// over), the socket is not watched for input while they go on.
@@ -441,18 +428,55 @@ func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
 		}
 		spinning(10)
 	}
-	// Sleeping, the spin over: watched for input.
+	// Sleeping, the spin over: watched for input, and woken by a frame.
+	r.wakes(t, l, deadline)
+}
+
+// reader is a goroutine reading one byte on a connection of a host's VI,
+// and the peer's end of that connection.
+type reader struct {
+	peer *RawHost // the peer's host, which sleeps at once
+	b    *Conn    // the peer's end
+	got  chan error
+}
+
+// startReader joins VI 1 of h (in the namespace beside nsB) to VI 2 of
+// a host of its own on vB in nsB, and starts a goroutine reading one byte
+// on h's end.
+func startReader(t *testing.T, h *RawHost, nsB string, macA, macB net.HardwareAddr) reader {
+	t.Helper()
+	p := PaperParams()
+	p.NoDelay = true
+	va, err := h.VI(1, macB, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb := openVI(t, nsB, "vB", 2, macA, 1)
+	a, b := connPair(t, va, vb, p)
+	r := reader{peer: vb.host, b: b, got: make(chan error, 1)}
+	go func() {
+		_, err := io.ReadFull(a, make([]byte, 1))
+		r.got <- err
+	}()
+	return r
+}
+
+// wakes waits (until deadline) for h's socket, l, to be watched for
+// input, the reader asleep, then sends it a byte: the frame must wake
+// it.
+func (r reader) wakes(t *testing.T, l *packetLink, deadline time.Time) {
+	t.Helper()
 	for watchedEvents(t, l)&syscall.EPOLLIN == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the socket is not watched while the reader sleeps")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := b.Write([]byte{7}); err != nil {
+	if _, err := r.b.Write([]byte{7}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-got:
+	case err := <-r.got:
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -516,40 +540,9 @@ func TestOpenHostLeavesNoFD(t *testing.T) {
 // not to (SetBusyPoll(0)) keeps its epoll instance: its receivers sleep
 // at once, with the socket watched, and a frame wakes them.
 func TestSocketWatchedAfterSetBusyPoll(t *testing.T) {
-	p := PaperParams()
-	p.NoDelay = true
 	nsA, nsB, macA, macB := vethPair(t)
 	h := openHostWith(t, nsA, "vA", HostOptions{BusyPoll: time.Hour})
 	h.SetBusyPoll(0)
-	va, err := h.VI(1, macB, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vb := openVI(t, nsB, "vB", 2, macA, 1)
-	a, b := connPair(t, va, vb, p)
-	l := h.link.(*packetLink)
-	got := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 1)
-		_, err := io.ReadFull(a, buf)
-		got <- err
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for watchedEvents(t, l)&syscall.EPOLLIN == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the socket is not watched while the reader sleeps")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := b.Write([]byte{7}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a frame did not wake the sleeping reader")
-	}
+	r := startReader(t, h, nsB, macA, macB)
+	r.wakes(t, h.link.(*packetLink), time.Now().Add(10*time.Second))
 }
