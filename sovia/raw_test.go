@@ -399,11 +399,11 @@ func watchedEvents(t *testing.T, l *packetLink) uint64 {
 // TestSocketWatchedOnlyWhileSleeping: the socket of a host opened to
 // spin wakes Go's poller only while a goroutine sleeps on it. A reader
 // that spins has it unwatched, so frames it takes itself wake no idle
-// thread; once it sleeps it is watched, and a frame wakes it. A host
-// that sleeps at once has its socket in the poller itself.
+// thread (TestSocketWatchedAfterSetBusyPoll has a sleeping one woken). A
+// host that sleeps at once has its socket in the poller itself.
 func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
 	nsA, nsB, macA, macB := vethPair(t)
-	h := openHostWith(t, nsA, "vA", HostOptions{BusyPoll: time.Second}) // then it sleeps
+	h := openHostWith(t, nsA, "vA", HostOptions{BusyPoll: time.Hour}) // it spins until the frame comes, however slow the test
 	r := startReader(t, h, nsB, macA, macB)
 	if epfd := r.peer.link.(*packetLink).epfd; epfd != -1 {
 		t.Errorf("a host that sleeps at once waits through epoll instance %d", epfd)
@@ -428,8 +428,9 @@ func TestSocketWatchedOnlyWhileSleeping(t *testing.T) {
 		}
 		spinning(10)
 	}
-	// Sleeping, the spin over: watched for input, and woken by a frame.
-	r.wakes(t, l, deadline)
+	// The spinning reader takes the frame itself. (A sleeping one is
+	// woken by it: TestSocketWatchedAfterSetBusyPoll.)
+	r.takes(t, "the spinning reader did not take the frame")
 }
 
 // reader is a goroutine reading one byte on a connection of a host's VI,
@@ -472,6 +473,13 @@ func (r reader) wakes(t *testing.T, l *packetLink, deadline time.Time) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	r.takes(t, "a frame did not wake the sleeping reader")
+}
+
+// takes sends the reader a byte and waits for it to have read it,
+// failing with slow if it has not in 10 s.
+func (r reader) takes(t *testing.T, slow string) {
+	t.Helper()
 	if _, err := r.b.Write([]byte{7}); err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +489,7 @@ func (r reader) wakes(t *testing.T, l *packetLink, deadline time.Time) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a frame did not wake the sleeping reader")
+		t.Fatal(slow)
 	}
 }
 
