@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dragonc/dragonc/bench/sovialat"
 	"github.com/dragonc/dragonc/streams"
 )
 
@@ -83,16 +84,13 @@ func TestCalibrateSelfCheck(t *testing.T) {
 	var rep struct {
 		SelfCheck string `json:"self_check"`
 		Server    string
-		Sizes     []struct {
-			Size    int
-			Targets []struct{ Target string } `json:"targets"`
-		}
+		sovialat.Result
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout)
 	}
-	if rep.SelfCheck != "vi" || rep.Server != "sovia" || len(rep.Sizes) != 1 || rep.Sizes[0].Size != 4 || len(rep.Sizes[0].Targets) != 2 ||
-		rep.Sizes[0].Targets[0].Target != "vi" || rep.Sizes[0].Targets[1].Target != "vi-again" {
+	if rep.SelfCheck != "vi" || rep.Server != "sovia" || len(rep.Sizes) != 1 || rep.Sizes[0].Size != 4 || len(rep.Sizes[0].Of) != 2 ||
+		rep.Sizes[0].Of[0].Target != "vi" || rep.Sizes[0].Of[1].Target != "vi-again" {
 		t.Errorf("stdout:\n%s", stdout)
 	}
 	if !strings.Contains(errs, "vi against itself") || !strings.Contains(errs, "vi/vi-again p50") {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dragonc/dragonc/bench/sovialat"
 	_ "github.com/dragonc/dragonc/internal/golden"
 	"github.com/dragonc/dragonc/internal/netnstest"
 	"github.com/dragonc/dragonc/sovia"
@@ -75,16 +76,7 @@ func TestSoviaBench(t *testing.T) {
 	}
 	var rep struct {
 		PeerMAC string `json:"peer_mac"`
-		Rounds  int
-		Sizes   []struct {
-			Size    int
-			Targets []struct {
-				Target       string
-				P50us, P99us float64 `json:",omitempty"`
-				Samples      int
-				Mbps         float64
-			}
-		}
+		sovialat.Result
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
@@ -93,10 +85,10 @@ func TestSoviaBench(t *testing.T) {
 		t.Fatalf("report: %s", out)
 	}
 	for _, s := range rep.Sizes {
-		if len(s.Targets) != 2 || s.Targets[0].Target != "sovia" || s.Targets[1].Target != "tcp" {
-			t.Fatalf("%d B: targets %+v", s.Size, s.Targets)
+		if len(s.Of) != 2 || s.Of[0].Target != "sovia" || s.Of[1].Target != "tcp" {
+			t.Fatalf("%d B: targets %+v", s.Size, s.Of)
 		}
-		for _, m := range s.Targets {
+		for _, m := range s.Of {
 			if m.Samples != 20 || !(m.Mbps > 0) {
 				t.Errorf("%d B, %s: %+v", s.Size, m.Target, m)
 			}
