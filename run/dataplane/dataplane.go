@@ -367,12 +367,20 @@ func (s *Server) adoptPacket(cfg Config) error {
 }
 
 // openXDP opens, on every receive queue of the device, one AF_XDP socket
-// per loop, the first owning the queue's UMEM and the others sharing it,
-// and puts socket (device queue d, loop i) in the XSKMAP under key
+// per loop, one of them owning the queue's UMEM and the others sharing
+// it, and puts socket (device queue d, loop i) in the XSKMAP under key
 // d × loops + i: the XDP program redirects each frame to the socket of
 // its plan queue's loop on the queue it arrived on, so no frame passes
-// from loop to loop. Loop i transmits through the first socket of device
-// queue i mod the device's queues.
+// from loop to loop. Loop i transmits through the owner of device queue
+// i mod the device's queues, and the owner of queue d is loop d mod
+// loops's socket (xskOwner): with as many loops as device queues, no
+// loop waits on a socket another loop transmits through. That matters
+// in copy mode, where a poll(2) of a socket with a transmit ring sends
+// what waits on it (xsk_poll, net/xdp/xsk.c: a copy-mode buffer pool
+// always asks for a transmit wake-up, xp_assign_dev) under the socket's
+// mutex: a loop sleeping on another's transmit socket took that mutex
+// from under the loop sending through it (2 % of the helper's time in
+// mutex_spin_on_owner at 64 requests in flight, before).
 func (s *Server) openXDP(cfg Config) error {
 	if cfg.DevQueues < 1 {
 		return fmt.Errorf("AF_XDP: the device has no receive queue")
@@ -390,23 +398,25 @@ func (s *Server) openXDP(cfg Config) error {
 		if len(socks[d]) > 0 {
 			continue // handed over
 		}
-		x, err := openXSK(cfg.Ifindex, d, cfg.CopyMode, n)
-		if err != nil {
-			return err
-		}
-		s.xsks = append(s.xsks, x)
-		socks[d] = append(socks[d], x)
-		for i := 1; i < loops; i++ {
-			y, err := openSharedXSK(cfg.Ifindex, x)
+		socks[d] = make([]*xsk, loops)
+		for k, i := range xskOrder(d, loops) {
+			var x *xsk
+			var err error
+			if k == 0 {
+				x, err = openXSK(cfg.Ifindex, d, cfg.CopyMode, n)
+			} else {
+				x, err = openSharedXSK(cfg.Ifindex, socks[d][xskOwner(d, loops)])
+			}
 			if err != nil {
 				return err
 			}
-			s.xsks = append(s.xsks, y)
-			socks[d] = append(socks[d], y)
+			s.xsks = append(s.xsks, x)
+			socks[d][i] = x
 		}
 	}
 	for i, l := range s.queues {
-		p := &xdpPort{tx: socks[i%len(socks)][0]}
+		d := i % len(socks)
+		p := &xdpPort{tx: socks[d][xskOwner(d, loops)]}
 		for d := range socks {
 			p.socks = append(p.socks, socks[d][i])
 		}
@@ -429,8 +439,27 @@ func (s *Server) openXDP(cfg Config) error {
 	return nil
 }
 
+// xskOwner is the loop whose socket on device queue d owns the queue's
+// UMEM, its fill and completion rings and its transmit ring.
+func xskOwner(d, loops int) int { return d % loops }
+
+// xskOrder lists the loops of device queue d's sockets in the order they
+// are opened, kept in Server.xsks and handed over: the owner's first
+// (the others share what it opened), then the rest in turn.
+func xskOrder(d, loops int) []int {
+	o := xskOwner(d, loops)
+	order := []int{o}
+	for i := range loops {
+		if i != o {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
 // adoptXDP serves the sockets of a handover: the same device queues and
-// loops as the program that handed them over.
+// loops as the program that handed them over, in the order xskOrder
+// says.
 func (s *Server) adoptXDP(a *Handover, socks [][]*xsk) error {
 	loops := len(s.queues)
 	if a.Loops != loops || len(a.Sockets) != len(socks)*loops {
@@ -440,20 +469,23 @@ func (s *Server) adoptXDP(a *Handover, socks [][]*xsk) error {
 		return fmt.Errorf("AF_XDP: the rings handed over are %d descriptors long", a.Ring)
 	}
 	for i, h := range a.Sockets {
-		d := i / loops
-		var p *xsk
-		if i%loops != 0 {
-			p = socks[d][0]
-		}
-		if h.Queue != d || h.Owner != (p == nil) {
+		d, k := i/loops, i%loops // the k-th socket of queue d
+		if h.Queue != d || h.Owner != (k == 0) {
 			return fmt.Errorf("AF_XDP: socket %d handed over is for device queue %d (owner %v), not %d", i, h.Queue, h.Owner, d)
+		}
+		if k == 0 {
+			socks[d] = make([]*xsk, loops)
+		}
+		var p *xsk
+		if k > 0 {
+			p = socks[d][xskOwner(d, loops)]
 		}
 		x, err := adoptXSK(h, a.Ring, p)
 		if err != nil {
 			return err
 		}
 		s.xsks = append(s.xsks, x)
-		socks[d] = append(socks[d], x)
+		socks[d][xskOrder(d, loops)[k]] = x
 	}
 	return nil
 }

@@ -26,3 +26,32 @@ func TestChunkRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestXSKOrder: every loop has one socket on each device queue, the
+// owner's first, and with as many loops as device queues each loop
+// transmits through a socket of its own, which no other loop waits on.
+func TestXSKOrder(t *testing.T) {
+	for loops := 1; loops <= 4; loops++ {
+		for d := range 6 {
+			order := xskOrder(d, loops)
+			if order[0] != xskOwner(d, loops) {
+				t.Errorf("xskOrder(%d, %d) = %v: the owner %d is not first", d, loops, order, xskOwner(d, loops))
+			}
+			seen := map[int]bool{}
+			for _, i := range order {
+				if i < 0 || i >= loops || seen[i] {
+					t.Errorf("xskOrder(%d, %d) = %v: not each loop once", d, loops, order)
+				}
+				seen[i] = true
+			}
+			if len(seen) != loops {
+				t.Errorf("xskOrder(%d, %d) = %v: %d loops", d, loops, order, len(seen))
+			}
+		}
+		for i := range loops {
+			if o := xskOwner(i, loops); o != i {
+				t.Errorf("%d loops on %d device queues: loop %d transmits through loop %d's socket", loops, loops, i, o)
+			}
+		}
+	}
+}
