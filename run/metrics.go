@@ -36,6 +36,7 @@ var (
 	descOutcome = prometheus.NewDesc("dragonc_frames_total", "Frames by the outcome the generated code gave them (kind deliver, reply, sink or drop; name the endpoint, reply, sink or NODE.PORT, as dragonc verify names them).", []string{"queue", "kind", "name"}, nil)
 	descSent    = prometheus.NewDesc("dragonc_frames_sent_total", "Frames the data plane sent.", []string{"queue"}, nil)
 	descSendErr = prometheus.NewDesc("dragonc_send_errors_total", "Frames the data plane could not send.", []string{"queue"}, nil)
+	descSockErr = prometheus.NewDesc("dragonc_socket_errors_total", "Errors a loop's sockets reported, such as the interface going down.", []string{"queue"}, nil)
 	descLimited = prometheus.NewDesc("dragonc_icmp_errors_rate_limited_total", "ICMP errors held back by the stack's limits.", []string{"queue"}, nil)
 	descRefused = prometheus.NewDesc("dragonc_answers_refused_total", "Answers the data plane would not send (no source address, a sender's port 0).", []string{"queue"}, nil)
 	descKernel  = prometheus.NewDesc("dragonc_socket_kernel_total", "The kernel's counters of a loop's sockets: XDP_STATISTICS for AF_XDP, PACKET_STATISTICS drops (rx_dropped) for AF_PACKET.", []string{"queue", "counter"}, nil)
@@ -79,7 +80,7 @@ func (m *Metrics) UpdateLoad(l *Load) {
 
 // Describe is prometheus.Collector's.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descLimited, descRefused, descKernel, descKSocket, descCpumap, descCMissed, descVIADrop, descVIFrame, descVIBulk, descEPRate, descQShare, descUp} {
+	for _, d := range []*prometheus.Desc{descIn, descOutcome, descSent, descSendErr, descSockErr, descLimited, descRefused, descKernel, descKSocket, descCpumap, descCMissed, descVIADrop, descVIFrame, descVIBulk, descEPRate, descQShare, descUp} {
 		ch <- d
 	}
 }
@@ -106,6 +107,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(descSent, q.Sent, id)
 		counter(descSendErr, q.SendErrors, id)
+		counter(descSockErr, q.SocketErrors, id)
 		counter(descLimited, q.ICMPRateLimited, id)
 		counter(descRefused, q.AnswersRefused, id)
 		k := q.Kernel

@@ -245,6 +245,8 @@ type queueLoop struct {
 // counters of one queue; written by its loop, read by the reporter.
 type counters struct {
 	in, sent, txErr atomic.Uint64
+	sockErr         atomic.Uint64 // errors the sockets reported (sockError), such as the interface going down
+	lastSockErr     atomic.Uint32 // the last of them, an errno
 	limited         atomic.Uint64 // ICMP errors held back by Host.ICMPErrors
 	refused         atomic.Uint64 // answers the data plane would not send (see send)
 	deliver         deliverCounters
@@ -777,8 +779,12 @@ func (s *Server) loop(l *queueLoop, ready chan<- string) {
 			spin.missed(time.Now())
 		}
 		l.asleep.Store(true)
-		err := l.wait.wait(waitSlice)
+		sockErr, err := l.wait.wait(waitSlice)
 		l.asleep.Store(false)
+		if sockErr != 0 {
+			l.c.sockErr.Add(1)
+			l.c.lastSockErr.Store(uint32(sockErr))
+		}
 		if err != nil {
 			s.errMu.Lock()
 			if s.err == nil {
@@ -840,6 +846,9 @@ func (s *Server) Snapshot(final bool) Report {
 		}
 		q.ICMPRateLimited, q.AnswersRefused = l.c.limited.Load(), l.c.refused.Load()
 		q.Sent, q.SendErrors = l.c.sent.Load(), l.c.txErr.Load()
+		if q.SocketErrors = l.c.sockErr.Load(); q.SocketErrors > 0 {
+			q.LastSocketError = syscall.Errno(l.c.lastSockErr.Load()).Error()
+		}
 		switch final := l.final.Load(); {
 		case final != nil:
 			q.Kernel = *final

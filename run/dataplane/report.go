@@ -92,6 +92,11 @@ type QueueCounts struct {
 	AnswersRefused  uint64 `json:"answers_refused,omitempty"`
 	Sent            uint64 `json:"sent"`
 	SendErrors      uint64 `json:"send_errors,omitempty"`
+	// SocketErrors are the errors the loop's sockets reported, such as
+	// ENETDOWN when the interface went down; LastSocketError is the last
+	// one's text.
+	SocketErrors    uint64 `json:"socket_errors,omitempty"`
+	LastSocketError string `json:"last_socket_error,omitempty"`
 	// Kernel are the kernel's own counters of the loop's sockets: frames
 	// it dropped before the loop could see them.
 	Kernel KernelCounts `json:"kernel"`
@@ -268,6 +273,9 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(&b, ", sent %d", q.Sent)
 		if q.SendErrors > 0 {
 			fmt.Fprintf(&b, ", send errors %d", q.SendErrors)
+		}
+		if q.SocketErrors > 0 {
+			fmt.Fprintf(&b, ", socket errors %d (last: %s)", q.SocketErrors, q.LastSocketError)
 		}
 		if k := q.Kernel; k.dropped() {
 			b.WriteString("; kernel:")

@@ -65,6 +65,7 @@ const (
 	efdCloexec  = 0o2000000
 	efdNonblock = 0o4000
 	pollIn      = 0x1
+	pollErr     = 0x8
 )
 
 // Mode describes how the loops wait, for the run's output.
@@ -227,9 +228,36 @@ func readable(fds []int) bool {
 }
 
 // wait returns once a socket has frames or Stop was called, or after d.
-func (w *waiter) wait(d time.Duration) error {
-	if _, e := poll(w.fds, d); e != 0 && e != syscall.EINTR {
-		return fmt.Errorf("poll: %w", e)
+// A socket that reports an error takes it back (sockError) and wait
+// returns it: the loop counts it and goes on.
+func (w *waiter) wait(d time.Duration) (syscall.Errno, error) {
+	n, e := poll(w.fds, d)
+	if e != 0 && e != syscall.EINTR {
+		return 0, fmt.Errorf("poll: %w", e)
 	}
-	return nil
+	var first syscall.Errno
+	for i := 0; n > 0 && i < len(w.fds); i++ {
+		if w.fds[i].revents&pollErr == 0 {
+			continue
+		}
+		if se := sockError(int(w.fds[i].fd)); se != 0 && first == 0 {
+			first = se
+		}
+	}
+	return first, nil
+}
+
+// sockError reads and clears a socket's pending error (SO_ERROR,
+// socket(7)). A packet socket whose interface went down has ENETDOWN
+// pending (packet_notifier, net/packet/af_packet.c) until something
+// reads it: poll(2) reports POLLERR meanwhile, at once, every time, so
+// a loop that did not take it back would spin on it for as long as the
+// interface stayed down and after, and the socket's next send would
+// fail with it (sock_alloc_send_pskb returns the pending error).
+func sockError(fd int) syscall.Errno {
+	v, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
+	if err != nil || v == 0 {
+		return 0
+	}
+	return syscall.Errno(v)
 }
