@@ -17,7 +17,7 @@ type Event struct {
 	// (where the Prometheus endpoint is), "serving" (every queue
 	// receives), "report" (the counters), "reloaded", "reload-refused"
 	// and "reload-failed" (a reload applied, refused, or failed while
-	// applied), "stopped".
+	// applied), "link" (the interface changed state), "stopped".
 	Event      string `json:"event"`
 	Message    string `json:"message,omitempty"`
 	Stack      string `json:"stack,omitempty"`
@@ -25,6 +25,7 @@ type Event struct {
 	Socket     string `json:"socket,omitempty"`      // "xdp" or "packet"
 	PlanQueues int    `json:"plan_queues,omitempty"` // serving: the receive loops, one per plan queue
 	Error      string `json:"error,omitempty"`       // stopped: why, if not by a signal
+	Link       string `json:"link,omitempty"`        // link: "up", "down", "no-carrier" or "gone"
 	*dataplane.Report
 	// Load is, in a report, the load measured since the previous report
 	// (or since the data plane began serving) beside the plan's
@@ -67,6 +68,15 @@ func (o *output) note(kind, format string, args ...any) {
 	fmt.Fprintf(o.opt.Stderr, "dragonc run: %s\n", msg)
 	o.mu.Unlock()
 	o.emit(Event{Event: kind, Message: msg})
+}
+
+// linkNote says that the interface changed state: a note on Stderr and
+// a link event.
+func (o *output) linkNote(iface string, s linkState, msg string) {
+	o.mu.Lock()
+	fmt.Fprintf(o.opt.Stderr, "dragonc run: %s\n", msg)
+	o.mu.Unlock()
+	o.emit(Event{Event: "link", Iface: iface, Link: string(s), Message: msg})
 }
 
 // report hands a reading of the counters on, with the load measured

@@ -1,7 +1,9 @@
 package run
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,6 +65,16 @@ func TestServeAfterLinkDown(t *testing.T) {
 			}
 			ip(t, "-n", a, "link", "set", "vA", "up")
 			echo("after")
+			// run said so, as it happened (rtnetlink: watchLink).
+			for _, want := range []string{"dragonc run: vA is down: nothing is received or sent", "dragonc run: vA is up again: serving"} {
+				deadline := time.Now().Add(10 * time.Second)
+				for !strings.Contains(bg.log.String(), want) {
+					if time.Now().After(deadline) {
+						t.Fatalf("run did not say %q within 10s\n%s", want, bg.log.String())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
 			bg.stop(t)
 			for _, q := range bg.report().Queues {
 				if q.SendErrors != 0 {
@@ -92,4 +104,29 @@ func allQueues(bg *background, ok func(uint64) bool) bool {
 		}
 	}
 	return len(qs) > 0
+}
+
+// TestServeEndsWhenLinkGoes: a run whose interface is deleted stops, on
+// both socket kinds, with an error that says so, instead of serving
+// nothing for ever.
+func TestServeEndsWhenLinkGoes(t *testing.T) {
+	for _, socket := range []string{"xdp", "packet"} {
+		t.Run(socket, func(t *testing.T) {
+			a, _ := pair(t)
+			r, st := embedTest(t, linkDownStack)
+			bg := serveInBackground(t, a, r, st, Options{Iface: "vA", Socket: socket})
+			ip(t, "-n", a, "link", "del", "vA")
+			select {
+			case err := <-bg.served:
+				if !errors.Is(err, errLinkGone) || !strings.Contains(err.Error(), "interface vA went away") {
+					t.Fatalf("Serve returned %v, want interface vA went away\n%s", err, bg.log.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("Serve went on for 30s after its interface was deleted\n%s", bg.log.String())
+			}
+			if !strings.Contains(bg.log.String(), "dragonc run: vA went away (deleted, or moved to another network namespace): stopping") {
+				t.Errorf("run did not say why it stopped\n%s", bg.log.String())
+			}
+		})
+	}
 }

@@ -291,6 +291,17 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options,
 		sv.metrics = "http://" + addr + "/metrics"
 		out.note("metrics", "metrics at %s", sv.metrics)
 	}
+	// From here on, the run's context also ends when the interface goes
+	// away (watchLink); nothing that reads it has started before.
+	ctx, end := context.WithCancelCause(sv.ctx)
+	sv.ctx = ctx
+	stopWatch, err := sv.watchLink(end)
+	if err != nil {
+		end(nil)
+		sv.stopped(err)
+		return nil, err
+	}
+	sv.cleanup = append(sv.cleanup, stopWatch, func() { end(nil) })
 	if err := sv.claimState(); err != nil {
 		sv.stopped(err)
 		return nil, err
@@ -361,6 +372,12 @@ func (vs *viaStreams) stream(name string) (sovia.Stream, bool) {
 func (sv *serving) serveAll() (err error) {
 	// Sockets a handover left that no serve took (handover.go).
 	defer sv.dropCarry()
+	// A run whose interface went away ends with that (watchLink).
+	defer func() {
+		if c := context.Cause(sv.ctx); err == nil && errors.Is(c, errLinkGone) {
+			err = c
+		}
+	}()
 	if sv.hw {
 		// Hardware first: the plan's linux.sh, step by step; what the
 		// driver refuses, the eBPF stage does.

@@ -73,9 +73,12 @@ since the report before (or since serving began) beside the
 plan's prediction: each endpoint's frame rate against its declared
 rate, each queue's share of the endpoints' frames against the share
 the cost model predicts. With --json, standard output is NDJSON: one
-object per event (note, refused, fallback, serving, rebalance, stopped)
-and per report of the counters, with the load; the notes still go to
-standard error as text.
+object per event (note, refused, fallback, serving, rebalance, link,
+stopped) and per report of the counters, with the load; the notes still
+go to standard error as text.
+When IFACE goes down or loses its carrier, run says so and its loops
+wait until it is up again (said too); when IFACE goes away (deleted, or
+moved to another namespace), run stops with an error.
 With --rebalance, run plans again from the measured rates (each
 endpoint's declared rate replaced by its measured one) after each
 report with enough traffic, and serves the new plan (as a reload does) when the
