@@ -1039,7 +1039,11 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		return *e
 	}
 	if err != nil {
-		err = fmt.Errorf("the generated stack stopped: %w: %s", err, strings.TrimSpace(stderr.String()))
+		if said := strings.TrimSpace(stderr.String()); said != "" {
+			err = fmt.Errorf("the generated stack stopped: %w: %s", err, said)
+		} else {
+			err = fmt.Errorf("the generated stack stopped: %w", err)
+		}
 		if !ready.Load() && kind == dataplane.AFXDP {
 			return &startError{errors.New(strings.TrimSpace(stderr.String()))}
 		}
