@@ -14,11 +14,12 @@ import (
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
-// TestStageAnswersOnVeth serves on a veth whose peer runs an XDP program
-// (so that XDP_TX frames reach it): with XDPTX "on" the XDP stage itself
-// answers the peer's ARP request, which the peer's neighbour table then
-// holds (the echo that needed it is answered); with the default, on a
-// veth, the stage leaves the answer to the receive loops and says so.
+// TestStageAnswersOnVeth serves in driver mode on a veth whose peer runs
+// an XDP program (so that XDP_TX frames reach it): with XDPTX "on" the
+// XDP stage itself answers the peer's ARP request, which the peer's
+// neighbour table then holds (the echo that needed it is answered); with
+// the default, on a veth in driver mode, the stage leaves the answer to
+// the receive loops and says so.
 func TestStageAnswersOnVeth(t *testing.T) {
 	a, b := pair(t)
 	if err := inNS(b, func() error { return attachPass(t, "vB") }); err != nil {
@@ -34,7 +35,7 @@ func TestStageAnswersOnVeth(t *testing.T) {
 			var mu sync.Mutex
 			var final dataplane.Report
 			sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
-				o.XDPTX = c.xdptx
+				o.XDPTX, o.XDPMode = c.xdptx, "driver"
 				o.OnReport = func(r dataplane.Report) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -54,23 +55,65 @@ func TestStageAnswersOnVeth(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			stage := false
-			for _, o := range final.Stage {
-				stage = stage || o.Name == "reply arp" && o.Count > 0
-			}
-			loops := false
-			for _, q := range final.Queues {
-				for _, o := range q.Outcomes {
-					loops = loops || o.Name == "reply arp" && o.Count > 0
-				}
-			}
-			if stage != c.stageReply || loops == c.stageReply {
-				t.Errorf("ARP answered by the stage: %v, by the loops: %v; want the stage %v\n%s", stage, loops, c.stageReply, sv.final())
-			}
-			if says := strings.Contains(sv.log.String(), "leaves its answers to the receive loops"); says == c.stageReply {
-				t.Errorf("the note about the stage's answers: %v, want %v:\n%s", says, !c.stageReply, sv.log.String())
-			}
+			checkARPAnswer(t, sv, final, c.stageReply)
 		})
+	}
+}
+
+// TestStageAnswersOnVethGeneric: by default a veth is served in generic
+// mode, whose XDP_TX frames go out as skbs that the peer takes without
+// an XDP program of its own: the stage answers the peer's ARP request.
+func TestStageAnswersOnVethGeneric(t *testing.T) {
+	a, b := pair(t)
+	r, st := embedTest(t, testStack)
+	var mu sync.Mutex
+	var final dataplane.Report
+	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+		o.OnReport = func(r dataplane.Report) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Final {
+				final = r
+			}
+		}
+	})
+	if !strings.Contains(sv.log.String(), "fed by an XDP program in generic mode") {
+		t.Errorf("a veth is not served in generic mode:\n%s", sv.log.String())
+	}
+	if err := inNS(b, func() error {
+		_, err := udpExchange(7, []byte("needs an ARP answer first"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	checkARPAnswer(t, sv, final, true)
+}
+
+// checkARPAnswer fails the test unless the peer's ARP request was
+// answered by the XDP stage (byStage) or else by the receive loops, and
+// the run said that the loops answer exactly when they do.
+func checkARPAnswer(t *testing.T, sv *liveRun, final dataplane.Report, byStage bool) {
+	t.Helper()
+	stage := false
+	for _, o := range final.Stage {
+		stage = stage || o.Name == "reply arp" && o.Count > 0
+	}
+	loops := false
+	for _, q := range final.Queues {
+		for _, o := range q.Outcomes {
+			loops = loops || o.Name == "reply arp" && o.Count > 0
+		}
+	}
+	if stage != byStage || loops == byStage {
+		t.Errorf("ARP answered by the stage: %v, by the loops: %v; want the stage %v\n%s", stage, loops, byStage, sv.final())
+	}
+	if says := strings.Contains(sv.log.String(), "leaves its answers to the receive loops"); says == byStage {
+		t.Errorf("the note about the stage's answers: %v, want %v:\n%s", says, !byStage, sv.log.String())
 	}
 }
 

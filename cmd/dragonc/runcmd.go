@@ -190,7 +190,8 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 	c.Flags().BoolVar(&detached, "detach", false, "serve in the background, with the eBPF objects pinned in /sys/fs/bpf/dragonc/IFACE; return once it serves (dragonc status, dragonc stop)")
 	c.Flags().StringVar(&sf.metricsAddr, "metrics-addr", "", "serve the counters to Prometheus at http://ADDR/metrics (HOST:PORT, e.g. 127.0.0.1:9477)")
 	c.Flags().BoolVar(&sf.force, "force", false, "serve on the interface of the default route, or apply a hardware plan to another driver's interface")
-	c.Flags().StringVar(&sf.xdpTX, "xdp-tx", "auto", "whether the XDP stage answers ARP (and ping) itself with XDP_TX: auto (yes, except on a veth, whose peer must run XDP or GRO to receive them), on or off")
+	c.Flags().StringVar(&sf.xdpTX, "xdp-tx", "auto", "whether the XDP stage answers ARP (and ping) itself with XDP_TX: auto (yes, except on a veth in driver mode, whose peer must then run XDP or GRO to receive them), on or off")
+	c.Flags().StringVar(&sf.xdpMode, "xdp-mode", "auto", "the hook the XDP programs run on: driver (the driver's own XDP), generic (the kernel's, on the skb), or auto (generic on a veth, where it is cheaper; driver mode elsewhere, generic where the driver has none)")
 	c.Flags().BoolVar(&sf.busyPoll, "busy-poll", false, "the receive loops busy-poll the device and never sleep (SO_PREFER_BUSY_POLL; Linux 5.11): the lowest latency, a core each")
 	c.Flags().BoolVar(&sf.rebalance, "rebalance", false, "re-plan from the measured rates when that gains more than --rebalance-threshold, no endpoint changing queues twice within 10s; the new plan is served as dragonc reload serves one")
 	c.Flags().Float64Var(&sf.threshold, "rebalance-threshold", drun.DefaultRebalanceThreshold, "the least gain of a re-plan: the served plan must cost, at the measured rates, more than 1+THRESHOLD times the new one")
@@ -208,6 +209,7 @@ type serveFlags struct {
 	spin        time.Duration
 	spinSet     bool // --spin given; otherwise run chooses
 	xdpTX       string
+	xdpMode     string
 	rebalance   bool
 	threshold   float64 // --rebalance-threshold
 	// source is what a reload reads again (nil: an artefact's own
@@ -304,7 +306,7 @@ func runRun(e *env, f *embedFlags, sf *serveFlags, nicArg, stackPath, iface stri
 		}
 	}
 	opt := drun.Options{Iface: iface, Every: sf.every, Socket: sf.socket, Force: sf.force, Stdout: e.stdout, Stderr: e.stderr, JSON: f.asJSON, MetricsAddr: sf.metricsAddr,
-		BusyPoll: sf.busyPoll, Spin: spin, XDPTX: sf.xdpTX, Rebalance: sf.rebalance, RebalanceThreshold: sf.threshold,
+		BusyPoll: sf.busyPoll, Spin: spin, XDPTX: sf.xdpTX, XDPMode: sf.xdpMode, Rebalance: sf.rebalance, RebalanceThreshold: sf.threshold,
 		Signal: func(p *os.Process) {
 			go func() {
 				for range usr1 {
