@@ -95,10 +95,28 @@ type Options struct {
 	// before they sleep.
 	BusyPoll bool
 	Spin     time.Duration
+	// XDPMode is the hook of the dragonc rows' XDP programs, as
+	// run.Options.XDPMode; when empty, run's own choice (generic on the
+	// veth), except with Ping: driver mode, the reflector's hook, so that
+	// the XDP stage's answers and the reflector's go out the same way
+	// (a driver-mode XDP_TX frame goes to the peer's NAPI ring as it is,
+	// a generic one as an skb).
+	XDPMode string
 	// Self is how to start this program as the Go load generator (Child
 	// must be called first thing in its main or TestMain); the running
 	// executable with no arguments when nil.
 	Self []string
+}
+
+// xdpMode is the hook the dragonc rows ask for (Options.XDPMode).
+func (o *Options) xdpMode() string {
+	switch {
+	case o.XDPMode != "":
+		return o.XDPMode
+	case o.Ping:
+		return "driver"
+	}
+	return "auto"
 }
 
 // ServerNames are the servers Run measures, in the order of the report.
@@ -141,6 +159,9 @@ var titles = map[string]string{
 var ErrNotRoot = errors.New("the live benchmark needs root: it makes network namespaces and a veth pair, and loads XDP programs (run it with sudo)")
 
 func (o *Options) defaults() error {
+	if !slices.Contains([]string{"", "auto", "driver", "generic"}, o.XDPMode) {
+		return fmt.Errorf("XDP mode %q: want auto, driver or generic", o.XDPMode)
+	}
 	if o.Rounds == 0 {
 		o.Rounds = 3
 	}
@@ -227,7 +248,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	rep := &Report{Generator: b.progs.generator, Compiler: b.progs.cc, Cores: b.cores, Rounds: opt.Rounds,
 		InFlight: opt.InFlight, Sockets: opt.Sockets, Seconds: opt.Duration.Seconds(), Transactions: opt.Transactions,
-		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}, BusyPoll: opt.BusyPoll, SpinUs: float64(opt.Spin) / 1e3,
+		TimeoutMs: float64(opt.Timeout) / 1e6, Skipped: map[string]string{}, BusyPoll: opt.BusyPoll, SpinUs: float64(opt.Spin) / 1e3, XDPMode: opt.xdpMode(),
 		Load: "udp", Base: opt.base()}
 	if opt.Ping {
 		rep.Load = "icmp"

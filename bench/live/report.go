@@ -32,6 +32,9 @@ type Report struct {
 	// SpinUs 0 is run's default spin, negative none.
 	BusyPoll bool    `json:"busy_poll"`
 	SpinUs   float64 `json:"spin_us"`
+	// XDPMode is the hook the dragonc rows' XDP programs asked for:
+	// auto, driver or generic (run --xdp-mode).
+	XDPMode string `json:"xdp_mode"`
 	// Stack is the stack the dragonc rows serve.
 	Stack string `json:"stack,omitempty"`
 	// Background is the host's busy rate before each round, in CPUs,
@@ -250,7 +253,7 @@ func (rep *Report) Table() string {
 	case rep.SpinUs > 0:
 		mode = fmt.Sprintf("dragonc run's loops spin %gµs on empty rings, then sleep", rep.SpinUs)
 	}
-	fmt.Fprintf(&b, "%d requests in flight over %d sockets, then 1 on one socket; %s; min–max over the rounds; %s\n\n", rep.InFlight, rep.Sockets, length, mode)
+	fmt.Fprintf(&b, "%d requests in flight over %d sockets, then 1 on one socket; %s; min–max over the rounds; %s; its XDP programs with --xdp-mode %s\n\n", rep.InFlight, rep.Sockets, length, mode, rep.XDPMode)
 	bg := Range{}
 	for _, v := range rep.Background {
 		bg.add(v)

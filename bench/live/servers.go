@@ -142,7 +142,7 @@ func (b *bench) startDragonc(kind string) (func() error, func() int, error) {
 		served <- netns.In(b.pair.a, func() error {
 			// The peer runs XDP (attachPeerPass): the stage's XDP_TX
 			// answers reach it.
-			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes, BusyPoll: b.opt.BusyPoll, Spin: b.opt.Spin, XDPTX: "on",
+			return run.Serve(ctx, b.plan, b.stack, run.Options{Iface: serverIf, Socket: kind, Stderr: notes, BusyPoll: b.opt.BusyPoll, Spin: b.opt.Spin, XDPTX: "on", XDPMode: b.opt.xdpMode(),
 				Ready: func() { close(ready) }, Signal: func(p *os.Process) { helper.Store(int64(p.Pid)) }})
 		})
 	}()

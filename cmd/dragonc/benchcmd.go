@@ -57,15 +57,16 @@ rounds, all under the same load generator in the peer namespace:
   xdp        dragonc run --socket xdp, serving
              endpoint echo udp listen *:7 { app "echo" cores 0..N-1 }
   packet     the same with --socket packet
-             (--busy-poll and --spin set their loops' wait mode, as
-             for dragonc run)
+             (--busy-poll and --spin set their loops' wait mode, and
+             --xdp-mode their XDP programs' hook, as for dragonc run)
   reflector  an XDP program that answers with XDP_TX (addresses and
              ports swapped): the most the veth carries
 With --ping the requests are ICMP echo requests (the generator's ping
 sockets) and the servers are kernel (the Linux stack's own replies),
 xdp, packet and reflector (an echo request made a reply in XDP); the
-ratios are to the kernel and to the reflector. It needs the C
-generator.
+ratios are to the kernel and to the reflector; the dragonc rows' XDP
+programs run in driver mode, the reflector's hook, unless --xdp-mode
+says otherwise. It needs the C generator.
 The load generator is a C program (a thread per core, epoll,
 recvmmsg/sendmmsg, the monotonic clock) in a process of its own, or a
 Go one (this program re-executed, one thread) where there is no C
@@ -147,7 +148,7 @@ Exit: 0, 1 on errors (and --live without root), 2 usage.`,
 				e.quiet = quiet
 				return exitStatus(runLive(e, opt, f.asJSON, quiet))
 			}
-			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers", "busy-poll", "spin", "ping", "memcached", "gold-rate"} {
+			for _, name := range []string{"rounds", "duration", "transactions", "in-flight", "servers", "busy-poll", "spin", "xdp-mode", "ping", "memcached", "gold-rate"} {
 				if cmd.Flags().Changed(name) {
 					return usagef("--%s goes with --live", name)
 				}
@@ -182,6 +183,7 @@ type liveFlags struct {
 	goldRate     int
 	busyPoll     bool
 	spin         time.Duration
+	xdpMode      string
 	spinSet      bool // --spin given; otherwise run chooses
 	goldRateSet  bool // --gold-rate given
 }
@@ -198,6 +200,7 @@ func (l *liveFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&l.goldRate, "gold-rate", 2000, "--live --memcached: the gold client's gets per second")
 	fs.BoolVar(&l.busyPoll, "busy-poll", false, "--live: dragonc run's loops busy-poll, as run --busy-poll")
 	fs.DurationVar(&l.spin, "spin", drun.DefaultSpin, "--live: dragonc run's spin on empty rings, as run --spin (0: never spins; unset: run's choice)")
+	fs.StringVar(&l.xdpMode, "xdp-mode", "", "--live: the hook of dragonc run's XDP programs, as run --xdp-mode: auto, driver or generic (default auto; with --ping driver, the reflector's hook)")
 }
 
 func (l *liveFlags) options() (live.Options, error) {
@@ -226,7 +229,7 @@ func (l *liveFlags) options() (live.Options, error) {
 		}
 	}
 	opt := live.Options{Rounds: l.rounds, Duration: l.duration, Transactions: l.transactions, InFlight: l.inFlight, Servers: l.servers,
-		BusyPoll: l.busyPoll, Spin: spin, Ping: l.ping, Memcached: l.memcached, GoldRate: l.goldRate}
+		BusyPoll: l.busyPoll, Spin: spin, XDPMode: l.xdpMode, Ping: l.ping, Memcached: l.memcached, GoldRate: l.goldRate}
 	if err := opt.Check(); err != nil {
 		return opt, usagef("--live: %v", err)
 	}
