@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	dembed "github.com/dragonc/dragonc/embed"
+	"github.com/dragonc/dragonc/lpg"
 	"github.com/dragonc/dragonc/run/dataplane"
 )
 
@@ -32,29 +34,7 @@ func TestStageAnswersOnVeth(t *testing.T) {
 	}{{"on", true}, {"", false}, {"off", false}} {
 		t.Run("xdp-tx="+c.xdptx, func(t *testing.T) {
 			ip(t, "-n", b, "neigh", "flush", "dev", "vB")
-			var mu sync.Mutex
-			var final dataplane.Report
-			sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
-				o.XDPTX, o.XDPMode = c.xdptx, "driver"
-				o.OnReport = func(r dataplane.Report) {
-					mu.Lock()
-					defer mu.Unlock()
-					if r.Final {
-						final = r
-					}
-				}
-			})
-			if err := inNS(b, func() error {
-				_, err := udpExchange(7, []byte("needs an ARP answer first"))
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if err := sv.stop(); err != nil {
-				t.Fatal(err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
+			sv, final := arpThroughRun(t, a, b, r, st, func(o *Options) { o.XDPTX, o.XDPMode = c.xdptx, "driver" })
 			checkARPAnswer(t, sv, final, c.stageReply)
 		})
 	}
@@ -66,9 +46,22 @@ func TestStageAnswersOnVeth(t *testing.T) {
 func TestStageAnswersOnVethGeneric(t *testing.T) {
 	a, b := pair(t)
 	r, st := embedTest(t, testStack)
+	sv, final := arpThroughRun(t, a, b, r, st, func(*Options) {})
+	if !strings.Contains(sv.log.String(), "fed by an XDP program in generic mode") {
+		t.Errorf("a veth is not served in generic mode:\n%s", sv.log.String())
+	}
+	checkARPAnswer(t, sv, final, true)
+}
+
+// arpThroughRun serves r and st on AF_XDP in namespace a with the
+// options edit sets, sends an echo from namespace b that needs an ARP
+// answer first, stops the run and returns it with its final counters.
+func arpThroughRun(t *testing.T, a, b string, r *dembed.Result, st *lpg.Stack, edit func(*Options)) (*liveRun, dataplane.Report) {
+	t.Helper()
 	var mu sync.Mutex
 	var final dataplane.Report
 	sv := serveIn(t, a, r, st, "xdp", func(o *Options) {
+		edit(o)
 		o.OnReport = func(r dataplane.Report) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -77,9 +70,6 @@ func TestStageAnswersOnVethGeneric(t *testing.T) {
 			}
 		}
 	})
-	if !strings.Contains(sv.log.String(), "fed by an XDP program in generic mode") {
-		t.Errorf("a veth is not served in generic mode:\n%s", sv.log.String())
-	}
 	if err := inNS(b, func() error {
 		_, err := udpExchange(7, []byte("needs an ARP answer first"))
 		return err
@@ -91,7 +81,7 @@ func TestStageAnswersOnVethGeneric(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	checkARPAnswer(t, sv, final, true)
+	return sv, final
 }
 
 // checkARPAnswer fails the test unless the peer's ARP request was
