@@ -3,9 +3,13 @@ package run
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 )
 
 // linkDownStack has an echo endpoint on each queue's core.
@@ -128,5 +132,55 @@ func TestServeEndsWhenLinkGoes(t *testing.T) {
 				t.Errorf("run did not say why it stopped\n%s", bg.log.String())
 			}
 		})
+	}
+}
+
+// TestXDPHook: --xdp-mode driver and generic are taken as given; auto is
+// the generic hook on a veth and driver mode (falling back to generic)
+// on another driver, here a bridge; attaching there says which
+// mode it ran in.
+func TestXDPHook(t *testing.T) {
+	a, _ := pair(t)
+	ip(t, "-n", a, "link", "add", "d0", "type", "bridge")
+	err := inNS(a, func() error {
+		veth, err := net.InterfaceByName("vA")
+		if err != nil {
+			return err
+		}
+		bridge, err := net.InterfaceByName("d0")
+		if err != nil {
+			return err
+		}
+		for _, c := range []struct {
+			mode string
+			ifc  *net.Interface
+			want string
+		}{
+			{"driver", veth, xdpDriver}, {"generic", veth, xdpGeneric}, {"auto", veth, xdpGeneric}, {"", veth, xdpGeneric},
+			{"auto", bridge, xdpAuto}, {"generic", bridge, xdpGeneric},
+		} {
+			if got := xdpHook(c.mode, c.ifc); got != c.want {
+				return fmt.Errorf("xdpHook(%q, %s) = %q, want %q", c.mode, c.ifc.Name, got, c.want)
+			}
+		}
+		// A bridge has no XDP of its own: auto falls back to generic.
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
+		if err != nil {
+			return err
+		}
+		defer prog.Close()
+		l, mode, err := attachXDP(prog, bridge, xdpAuto)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		if mode != xdpGeneric {
+			return fmt.Errorf("auto on a bridge attached in %s mode, want generic", mode)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
