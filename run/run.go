@@ -200,11 +200,11 @@ func prepare(ctx context.Context, r *dembed.Result, st *lpg.Stack, opt *Options,
 			return nil, usage("this plan for %s trusts the NIC's checksum verdicts, which no socket dragonc run reads; make it with run.Adapt", pl.NIC)
 		}
 	}
-	if !slices.Contains([]string{"", "auto", "on", "off"}, opt.XDPTX) {
-		return nil, usage("--xdp-tx %q: want auto, on or off", opt.XDPTX)
+	if opt.XDPTX != "" && !slices.Contains(XDPTXChoices(), opt.XDPTX) {
+		return nil, usage("--xdp-tx %q: want %s", opt.XDPTX, strings.Join(XDPTXChoices(), ", "))
 	}
-	if !slices.Contains([]string{"", "auto", "driver", "generic"}, opt.XDPMode) {
-		return nil, usage("--xdp-mode %q: want auto, driver or generic", opt.XDPMode)
+	if opt.XDPMode != "" && !slices.Contains(XDPModes(), opt.XDPMode) {
+		return nil, usage("--xdp-mode %q: want %s", opt.XDPMode, strings.Join(XDPModes(), ", "))
 	}
 	if opt.Socket != "" && !slices.Contains(Sockets(), opt.Socket) {
 		return nil, usage("no socket kind %q (%s)", opt.Socket, strings.Join(Sockets(), ", "))
@@ -1077,6 +1077,12 @@ func (sv *serving) report(r dataplane.Report) {
 	}
 	sv.out.report(r, sv.measure(r))
 }
+
+// XDPModes are the values of Options.XDPMode (besides "", auto).
+func XDPModes() []string { return []string{xdpAuto, xdpDriver, xdpGeneric} }
+
+// XDPTXChoices are the values of Options.XDPTX (besides "", auto).
+func XDPTXChoices() []string { return []string{"auto", "on", "off"} }
 
 // The hooks an XDP program runs on (xdpHook).
 const (

@@ -45,6 +45,7 @@ import (
 
 	"github.com/dragonc/dragonc/embed"
 	"github.com/dragonc/dragonc/lpg"
+	"github.com/dragonc/dragonc/run"
 )
 
 // Options control Run.
@@ -159,8 +160,8 @@ var titles = map[string]string{
 var ErrNotRoot = errors.New("the live benchmark needs root: it makes network namespaces and a veth pair, and loads XDP programs (run it with sudo)")
 
 func (o *Options) defaults() error {
-	if !slices.Contains([]string{"", "auto", "driver", "generic"}, o.XDPMode) {
-		return fmt.Errorf("XDP mode %q: want auto, driver or generic", o.XDPMode)
+	if o.XDPMode != "" && !slices.Contains(run.XDPModes(), o.XDPMode) {
+		return fmt.Errorf("XDP mode %q: want %s", o.XDPMode, strings.Join(run.XDPModes(), ", "))
 	}
 	if o.Rounds == 0 {
 		o.Rounds = 3

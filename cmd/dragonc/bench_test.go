@@ -69,6 +69,8 @@ func TestBenchLiveFlags(t *testing.T) {
 		{[]string{"bench", "--transactions", "2", "82599", "examples/udp_1000.lpg"}, "--transactions goes with --live"},
 		{[]string{"bench", "--busy-poll", "82599", "examples/udp_1000.lpg"}, "--busy-poll goes with --live"},
 		{[]string{"bench", "--live", "--spin", "-1s"}, "--spin -1s is negative"},
+		{[]string{"bench", "--live", "--xdp-mode", "native"}, `XDP mode "native": want auto, driver, generic`},
+		{[]string{"bench", "--xdp-mode", "driver", "82599", "examples/udp_1000.lpg"}, "--xdp-mode goes with --live"},
 		{[]string{"bench", "--live", "--busy-poll", "--spin", "1ms"}, "--busy-poll and --spin"},
 		{[]string{"bench", "--live", "--memcached", "--ping"}, "choose one"},
 		{[]string{"bench", "--live", "--gold-rate", "100"}, "--gold-rate goes with --memcached"},

@@ -950,3 +950,23 @@ func TestEmbedSelfCheckWritesNothing(t *testing.T) {
 		t.Errorf("verify: exit %d, %q", code, stdout)
 	}
 }
+
+// TestRunFlagValues: run's choices are checked before anything is
+// planned or opened: a wrong one is a usage error (exit 2) naming the
+// choices.
+func TestRunFlagValues(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--xdp-mode", "native"}, `--xdp-mode "native": want auto, driver, generic`},
+		{[]string{"--xdp-tx", "yes"}, `--xdp-tx "yes": want auto, on, off`},
+		{[]string{"--socket", "raw"}, `--socket "raw": want`},
+	} {
+		args := append(append([]string{"run"}, c.args...), "linux-xdp", "examples/dns_ntp.lpg", "nosuch0")
+		code, out, errs := dragonc(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("dragonc %s: exit %d, stdout %q, stderr %q; want 2 and %q", strings.Join(args, " "), code, out, errs, c.want)
+		}
+	}
+}

@@ -160,6 +160,12 @@ Exit: 0 stopped by a signal, 1 errors, 2 usage.`,
 			if sf.spin < 0 {
 				return usagef("--spin %v is negative", sf.spin)
 			}
+			if !slices.Contains(drun.XDPModes(), sf.xdpMode) {
+				return usagef("--xdp-mode %q: want %s", sf.xdpMode, strings.Join(drun.XDPModes(), ", "))
+			}
+			if !slices.Contains(drun.XDPTXChoices(), sf.xdpTX) {
+				return usagef("--xdp-tx %q: want %s", sf.xdpTX, strings.Join(drun.XDPTXChoices(), ", "))
+			}
 			sf.spinSet = cmd.Flags().Changed("spin")
 			if sf.threshold <= 0 || math.IsNaN(sf.threshold) || math.IsInf(sf.threshold, 0) {
 				return usagef("--rebalance-threshold %v: want a fraction above 0 (0.2 is 20%%)", sf.threshold)
