@@ -63,20 +63,21 @@ func (o *output) emit(e Event) {
 // note says something of kind ("note", "refused", "fallback") on
 // Stderr, and as an event.
 func (o *output) note(kind, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	o.mu.Lock()
-	fmt.Fprintf(o.opt.Stderr, "dragonc run: %s\n", msg)
-	o.mu.Unlock()
-	o.emit(Event{Event: kind, Message: msg})
+	o.say(Event{Event: kind, Message: fmt.Sprintf(format, args...)})
 }
 
 // linkNote says that the interface changed state: a note on Stderr and
 // a link event.
 func (o *output) linkNote(iface string, s linkState, msg string) {
+	o.say(Event{Event: "link", Iface: iface, Link: string(s), Message: msg})
+}
+
+// say writes e's message on Stderr as a note and emits e.
+func (o *output) say(e Event) {
 	o.mu.Lock()
-	fmt.Fprintf(o.opt.Stderr, "dragonc run: %s\n", msg)
+	fmt.Fprintf(o.opt.Stderr, "dragonc run: %s\n", e.Message)
 	o.mu.Unlock()
-	o.emit(Event{Event: "link", Iface: iface, Link: string(s), Message: msg})
+	o.emit(e)
 }
 
 // report hands a reading of the counters on, with the load measured

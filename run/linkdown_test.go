@@ -159,7 +159,11 @@ func TestXDPHook(t *testing.T) {
 			{"driver", veth, xdpDriver}, {"generic", veth, xdpGeneric}, {"auto", veth, xdpGeneric}, {"", veth, xdpGeneric},
 			{"auto", bridge, xdpAuto}, {"generic", bridge, xdpGeneric},
 		} {
-			if got := xdpHook(c.mode, c.ifc); got != c.want {
+			drv, err := deviceDriver(c.ifc.Name)
+			if err != nil {
+				return err
+			}
+			if got := xdpHook(c.mode, drv); got != c.want {
 				return fmt.Errorf("xdpHook(%q, %s) = %q, want %q", c.mode, c.ifc.Name, got, c.want)
 			}
 		}

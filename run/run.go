@@ -635,7 +635,8 @@ type serving struct {
 // the kind cannot be set up (before any frame was served).
 func (sv *serving) serve(kind string) error {
 	opt := sv.opt
-	hook := xdpHook(opt.XDPMode, sv.ifc)
+	drv, drvErr := deviceDriver(sv.ifc.Name)
+	hook := xdpHook(opt.XDPMode, drv)
 	devq := 0
 	if kind == dataplane.AFXDP {
 		var err error
@@ -691,7 +692,7 @@ func (sv *serving) serve(kind string) error {
 		// the peer's queue, the frame is dropped), which dragonc cannot
 		// see from here: on a veth the software answers, unless the
 		// user says the peer takes them (--xdp-tx on).
-		if drv, err := deviceDriver(sv.ifc.Name); opt.XDPTX == "off" || err != nil || drv == "veth" && hook == xdpDriver {
+		if opt.XDPTX == "off" || drvErr != nil || drv == "veth" && hook == xdpDriver {
 			if err := m.setAnswers(false); err != nil {
 				return err
 			}
@@ -1050,13 +1051,13 @@ func (sv *serving) runHelper(bin, kind, how string, cfg dataplane.Config) (err e
 		return *e
 	}
 	if err != nil {
-		if said := strings.TrimSpace(stderr.String()); said != "" {
-			err = fmt.Errorf("the generated stack stopped: %w: %s", err, said)
-		} else {
-			err = fmt.Errorf("the generated stack stopped: %w", err)
+		said := strings.TrimSpace(stderr.String())
+		err = fmt.Errorf("the generated stack stopped: %w", err)
+		if said != "" {
+			err = fmt.Errorf("%w: %s", err, said)
 		}
 		if !ready.Load() && kind == dataplane.AFXDP {
-			return &startError{errors.New(strings.TrimSpace(stderr.String()))}
+			return &startError{errors.New(said)}
 		}
 		return err
 	}
@@ -1091,7 +1092,8 @@ const (
 	xdpAuto    = "auto" // driver mode, or generic where the driver has none
 )
 
-// xdpHook is the hook Options.XDPMode asks for on ifc. Auto is generic
+// xdpHook is the hook Options.XDPMode asks for on an interface of
+// driver drv ("" where it could not be read). Auto is generic
 // on a veth: its driver-mode XDP first copies each frame whose head lacks
 // XDP's headroom into a page of its own and passes it through a NAPI
 // ring (drivers/net/veth.c, veth_xdp_rcv_skb), and a cpumap redirect
@@ -1103,12 +1105,11 @@ const (
 // mode against 185,948 in driver mode, 4.45 against 5.08 µs of host CPU
 // a transaction; --memcached's saturated throughput 0.80-1.17 of the
 // kernel's default in generic mode against 0.69-1.01 in driver mode.
-func xdpHook(mode string, ifc *net.Interface) string {
-	switch mode {
-	case xdpDriver, xdpGeneric:
+func xdpHook(mode, drv string) string {
+	switch {
+	case mode == xdpDriver || mode == xdpGeneric:
 		return mode
-	}
-	if drv, err := deviceDriver(ifc.Name); err == nil && drv == "veth" {
+	case drv == "veth":
 		return xdpGeneric
 	}
 	return xdpAuto
@@ -1124,19 +1125,18 @@ func attachXDP(p *ebpf.Program, ifc *net.Interface, hook string) (link.Link, str
 		}
 		return link.AttachXDP(link.XDPOptions{Program: p, Interface: ifc.Index, Flags: flags})
 	}
+	busy := func(err error) bool { return errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY) }
 	mode := hook
 	if hook == xdpAuto {
 		mode = xdpDriver
 	}
 	l, err := attach(mode)
-	busy := errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY)
-	if err != nil && !busy && hook == xdpAuto {
+	if err != nil && !busy(err) && hook == xdpAuto {
 		mode = xdpGeneric
 		l, err = attach(mode)
-		busy = errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY)
 	}
 	switch {
-	case busy:
+	case busy(err):
 		return nil, "", fmt.Errorf("another XDP program is attached to %s; dragonc leaves it alone", ifc.Name)
 	case err != nil:
 		return nil, "", fmt.Errorf("attaching the XDP program in %s mode: %w", mode, err)
